@@ -1,0 +1,20 @@
+"""Numba flags and numeric constants shared by every kernel of the package.
+
+All kernels are plain functions over arrays compiled with ``njit(**JIT)``; no jitclass
+(it does not pickle, so it would break Dask).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Flags for every numba kernel: compiled once per machine, GIL released so that
+#: ``n_jobs`` threads over trees run in parallel.
+JIT = dict(nopython=True, cache=True, nogil=True)
+
+#: Index dtype of the flat tree arrays; ``NO_NODE`` marks a missing child/parent.
+INDEX = np.int64
+NO_NODE = -1
+
+#: Statistics kept per node by regression trees: ``stats[j] = (n_j, sum y, sum y^2)``.
+REG_STATS = 3
