@@ -10,7 +10,7 @@ import numpy as np
 
 #: Flags for every numba kernel: compiled once per machine, GIL released so that
 #: ``n_jobs`` threads over trees run in parallel.
-JIT = dict(nopython=True, cache=True, nogil=True)
+JIT = dict(cache=True, nogil=True)
 
 #: Index dtype of the flat tree arrays; ``NO_NODE`` marks a missing child/parent.
 INDEX = np.int64

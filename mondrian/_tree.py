@@ -1,0 +1,456 @@
+"""Flat-array Mondrian trees: batch sampling and online extension (numba kernels).
+
+The layout is described in ``TREE_LAYOUT.md``. A tree never stores the training data
+itself; each leaf keeps a linked list of *row ids* into the forest's shared data buffer,
+because the online algorithm must be able to resample a paused block from its points.
+
+References
+----------
+Lakshminarayanan, Roy & Teh (2016), "Mondrian forests for large-scale regression when
+uncertainty matters", Algorithms 1-4. Lakshminarayanan (2016), PhD thesis, Algorithms 5.1,
+5.2, 5.5, 5.6 and the paused versions 5.9, 5.10 (Sec. 5.5.1, 5.5.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .config import INDEX, JIT, NO_NODE
+
+#: Task codes understood by the kernels.
+REGRESSION = 0
+CLASSIFICATION = 1
+
+
+@dataclass
+class TreeArrays:
+    """The arrays of one Mondrian tree (see ``TREE_LAYOUT.md``)."""
+
+    left: np.ndarray
+    right: np.ndarray
+    parent: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    tau: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    stats: np.ndarray
+    leaf_head: np.ndarray
+    pt_next: np.ndarray
+    root: int = 0
+    n_nodes: int = 0
+
+    ARRAYS = (
+        "left", "right", "parent", "feature", "threshold", "tau",
+        "lower", "upper", "stats", "leaf_head", "pt_next",
+    )
+
+    @classmethod
+    def empty(cls, n_features: int, n_stats: int, n_points: int) -> TreeArrays:
+        """An empty tree with room for ``n_points`` training points."""
+        cap = max(2 * n_points, 2)
+        return cls(
+            left=np.full(cap, NO_NODE, INDEX),
+            right=np.full(cap, NO_NODE, INDEX),
+            parent=np.full(cap, NO_NODE, INDEX),
+            feature=np.full(cap, NO_NODE, INDEX),
+            threshold=np.zeros(cap),
+            tau=np.zeros(cap),
+            lower=np.zeros((cap, n_features)),
+            upper=np.zeros((cap, n_features)),
+            stats=np.zeros((cap, n_stats)),
+            leaf_head=np.full(cap, NO_NODE, INDEX),
+            pt_next=np.full(max(n_points, 1), NO_NODE, INDEX),
+        )
+
+    def reserve(self, n_points: int) -> None:
+        """Grow capacity (amortised doubling) so that ``n_points`` points fit.
+
+        A Mondrian tree over N points has at most 2N - 1 nodes, so kernels never
+        need to reallocate while inserting.
+        """
+        need_nodes = 2 * n_points
+        cap = self.left.shape[0]
+        if need_nodes > cap:
+            new = max(need_nodes, 2 * cap)
+            for name in self.ARRAYS[:-1]:
+                old = getattr(self, name)
+                fill = NO_NODE if old.dtype == INDEX else 0
+                grown = np.full((new,) + old.shape[1:], fill, old.dtype)
+                grown[:cap] = old
+                setattr(self, name, grown)
+        if n_points > self.pt_next.shape[0]:
+            old = self.pt_next
+            grown = np.full(max(n_points, 2 * old.shape[0]), NO_NODE, INDEX)
+            grown[: old.shape[0]] = old
+            self.pt_next = grown
+
+    def args(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.ARRAYS)
+
+    def trimmed(self) -> dict[str, np.ndarray]:
+        """The live part of every array (for persistence and size reports)."""
+        out = {name: getattr(self, name)[: self.n_nodes] for name in self.ARRAYS[:-1]}
+        out["pt_next"] = self.pt_next
+        return out
+
+    @property
+    def n_leaves(self) -> int:
+        return int(np.sum(self.feature[: self.n_nodes] == NO_NODE))
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.trimmed().values()))
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+@numba.njit(**JIT)
+def _paused(stats, j, task, min_samples_split):
+    """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""
+    if task == REGRESSION:
+        return stats[j, 0] < min_samples_split
+    total = 0.0
+    distinct = 0
+    for k in range(stats.shape[1]):
+        total += stats[j, k]
+        if stats[j, k] > 0:
+            distinct += 1
+    return total < min_samples_split or distinct <= 1
+
+
+@numba.njit(**JIT)
+def _add_point_stats(stats, j, task, yv, label):
+    if task == REGRESSION:
+        stats[j, 0] += 1.0
+        stats[j, 1] += yv
+        stats[j, 2] += yv * yv
+    else:
+        stats[j, label] += 1.0
+
+
+@numba.njit(**JIT)
+def _ikn_refresh_up(left, right, parent, stats, a, k):
+    """Recompute IKN counts of class ``k`` from node ``a`` upward (thesis Alg. 5.7).
+
+    ``c_a,k = min(c_left,k, 1) + min(c_right,k, 1)``; stops as soon as a count is
+    unchanged, since nothing above it can change then.
+    """
+    while a != NO_NODE:
+        new = min(stats[left[a], k], 1.0) + min(stats[right[a], k], 1.0)
+        if new == stats[a, k]:
+            return
+        stats[a, k] = new
+        a = parent[a]
+
+
+@numba.njit(**JIT)
+def _sample_dimension(extent, total):
+    """Pick d with probability extent[d] / total (Alg. 2 line 5)."""
+    u = np.random.random() * total
+    acc = 0.0
+    last = 0
+    for d in range(extent.shape[0]):
+        if extent[d] > 0:
+            last = d
+            acc += extent[d]
+            if u < acc:
+                return d
+    return last
+
+
+# --------------------------------------------------------------------------- batch sampling
+
+
+@numba.njit(**JIT)
+def _sample_block(
+    j, idx, X, y, labels, task, min_samples_split, lifetime,
+    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
+    n_nodes,
+):
+    """SampleMondrianBlock (paper Alg. 2 / thesis Alg. 5.9) at slot ``j`` for rows ``idx``.
+
+    Iterative (explicit stack). Slot ``j`` must already have its parent set; new nodes
+    are appended from ``n_nodes``. Returns the new ``n_nodes``.
+    """
+    first_new = n_nodes
+    n_features = X.shape[1]
+    stack_node = np.empty(idx.shape[0] * 2 + 2, INDEX)
+    stack_lo = np.empty(idx.shape[0] * 2 + 2, INDEX)
+    stack_hi = np.empty(idx.shape[0] * 2 + 2, INDEX)
+    stack_node[0] = j
+    stack_lo[0] = 0
+    stack_hi[0] = idx.shape[0]
+    top = 1
+    extent = np.empty(n_features)
+    while top > 0:
+        top -= 1
+        node = stack_node[top]
+        lo = stack_lo[top]
+        hi = stack_hi[top]
+        # extent and sufficient statistics of the block
+        for d in range(n_features):
+            lower[node, d] = np.inf
+            upper[node, d] = -np.inf
+        for s in range(stats.shape[1]):
+            stats[node, s] = 0.0
+        for i in range(lo, hi):
+            r = idx[i]
+            for d in range(n_features):
+                v = X[r, d]
+                if v < lower[node, d]:
+                    lower[node, d] = v
+                if v > upper[node, d]:
+                    upper[node, d] = v
+            _add_point_stats(stats, node, task, y[r], labels[r])
+        left[node] = NO_NODE
+        right[node] = NO_NODE
+        feature[node] = NO_NODE
+        leaf_head[node] = NO_NODE
+        tau_parent = 0.0 if parent[node] == NO_NODE else tau[parent[node]]
+        split_time = np.inf
+        total = 0.0
+        if not _paused(stats, node, task, min_samples_split):
+            for d in range(n_features):
+                extent[d] = upper[node, d] - lower[node, d]
+                total += extent[d]
+            if total > 0:
+                split_time = tau_parent + np.random.exponential(1.0 / total)
+        if split_time < lifetime:
+            d = _sample_dimension(extent, total)
+            lo_d = lower[node, d]
+            hi_d = upper[node, d]
+            xi = lo_d + np.random.random() * (hi_d - lo_d)
+            while xi >= hi_d:  # measure-zero rounding case: keep both children non-empty
+                xi = lo_d + np.random.random() * (hi_d - lo_d)
+            # partition idx[lo:hi] in place: x_d <= xi to the left
+            a = lo
+            b = hi - 1
+            while a <= b:
+                if X[idx[a], d] <= xi:
+                    a += 1
+                else:
+                    t = idx[a]
+                    idx[a] = idx[b]
+                    idx[b] = t
+                    b -= 1
+            feature[node] = d
+            threshold[node] = xi
+            tau[node] = split_time
+            lc = n_nodes
+            rc = n_nodes + 1
+            n_nodes += 2
+            left[node] = lc
+            right[node] = rc
+            parent[lc] = node
+            parent[rc] = node
+            stack_node[top] = rc
+            stack_lo[top] = a
+            stack_hi[top] = hi
+            top += 1
+            stack_node[top] = lc
+            stack_lo[top] = lo
+            stack_hi[top] = a
+            top += 1
+        else:
+            tau[node] = lifetime
+            leaf_head[node] = idx[lo]
+            for i in range(lo, hi - 1):
+                pt_next[idx[i]] = idx[i + 1]
+            pt_next[idx[hi - 1]] = NO_NODE
+    if task == CLASSIFICATION:
+        # internal IKN counts bottom-up: children are appended after their parents,
+        # so reverse slot order over the new nodes, then j, is a valid bottom-up order
+        for node in range(n_nodes - 1, first_new - 1, -1):
+            if left[node] != NO_NODE:
+                for k in range(stats.shape[1]):
+                    stats[node, k] = min(stats[left[node], k], 1.0) + min(
+                        stats[right[node], k], 1.0
+                    )
+        if left[j] != NO_NODE:
+            for k in range(stats.shape[1]):
+                stats[j, k] = min(stats[left[j], k], 1.0) + min(stats[right[j], k], 1.0)
+    return n_nodes
+
+
+@numba.njit(**JIT)
+def build_tree(
+    X, y, labels, rows, task, min_samples_split, lifetime, seed,
+    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
+):
+    """Sample a Mondrian tree on ``rows`` of the data buffer (paper Alg. 1-2).
+
+    Returns ``(root, n_nodes)``.
+    """
+    np.random.seed(seed)
+    idx = rows.copy()
+    parent[0] = NO_NODE
+    n_nodes = _sample_block(
+        0, idx, X, y, labels, task, min_samples_split, lifetime,
+        left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
+        1,
+    )
+    return 0, n_nodes
+
+
+# --------------------------------------------------------------------------- online extension
+
+
+@numba.njit(**JIT)
+def _leaf_rows(j, leaf_head, pt_next, count):
+    out = np.empty(count, INDEX)
+    r = leaf_head[j]
+    n = 0
+    while r != NO_NODE:
+        out[n] = r
+        n += 1
+        r = pt_next[r]
+    return out[:n]
+
+
+@numba.njit(**JIT)
+def _extend_one(
+    r, X, y, labels, task, min_samples_split, lifetime,
+    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
+    root, n_nodes,
+):
+    """ExtendMondrianTree for one row ``r`` (paper Alg. 3-4, thesis Alg. 5.10)."""
+    n_features = X.shape[1]
+    x = X[r]
+    yv = y[r]
+    k = labels[r]
+    e = np.empty(n_features)
+    j = root
+    while True:
+        if left[j] == NO_NODE and _paused(stats, j, task, min_samples_split):
+            # paused leaf: absorb the point; un-pause (resample the block) if it must split
+            for d in range(n_features):
+                lower[j, d] = min(lower[j, d], x[d])
+                upper[j, d] = max(upper[j, d], x[d])
+            pt_next[r] = leaf_head[j]
+            leaf_head[j] = r
+            _add_point_stats(stats, j, task, yv, k)
+            if task == CLASSIFICATION:
+                _ikn_refresh_up(left, right, parent, stats, parent[j], k)
+            if not _paused(stats, j, task, min_samples_split):
+                count = stats[j, 0] if task == REGRESSION else np.sum(stats[j])
+                rows = _leaf_rows(j, leaf_head, pt_next, int(count))
+                n_nodes = _sample_block(
+                    j, rows, X, y, labels, task, min_samples_split, lifetime,
+                    left, right, parent, feature, threshold, tau, lower, upper, stats,
+                    leaf_head, pt_next, n_nodes,
+                )
+            return root, n_nodes
+        rate = 0.0
+        for d in range(n_features):
+            e[d] = max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
+            rate += e[d]
+        tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
+        split_time = np.inf
+        if rate > 0:
+            split_time = tau_parent + np.random.exponential(1.0 / rate)
+        if split_time < tau[j]:
+            # introduce a new parent above j and a new leaf holding x (Alg. 4 lines 3-9)
+            d = _sample_dimension(e, rate)
+            if x[d] > upper[j, d]:
+                xi = upper[j, d] + np.random.random() * (x[d] - upper[j, d])
+            else:
+                xi = x[d] + np.random.random() * (lower[j, d] - x[d])
+            new = n_nodes
+            leaf = n_nodes + 1
+            n_nodes += 2
+            p = parent[j]
+            parent[new] = p
+            if p == NO_NODE:
+                root = new
+            elif left[p] == j:
+                left[p] = new
+            else:
+                right[p] = new
+            feature[new] = d
+            threshold[new] = xi
+            tau[new] = split_time
+            leaf_head[new] = NO_NODE
+            for dd in range(n_features):
+                lower[new, dd] = min(lower[j, dd], x[dd])
+                upper[new, dd] = max(upper[j, dd], x[dd])
+            parent[j] = new
+            parent[leaf] = new
+            if x[d] <= xi:
+                left[new] = leaf
+                right[new] = j
+            else:
+                left[new] = j
+                right[new] = leaf
+            one = np.empty(1, INDEX)
+            one[0] = r
+            n_nodes = _sample_block(
+                leaf, one, X, y, labels, task, min_samples_split, lifetime,
+                left, right, parent, feature, threshold, tau, lower, upper, stats,
+                leaf_head, pt_next, n_nodes,
+            )
+            if task == REGRESSION:
+                for s in range(stats.shape[1]):
+                    stats[new, s] = stats[j, s]
+                _add_point_stats(stats, new, task, yv, k)
+            else:
+                for kk in range(stats.shape[1]):
+                    stats[new, kk] = min(stats[j, kk], 1.0) + min(stats[leaf, kk], 1.0)
+                _ikn_refresh_up(left, right, parent, stats, p, k)
+            return root, n_nodes
+        # extend the block of j and descend (Alg. 4 lines 11-14)
+        for d in range(n_features):
+            lower[j, d] = min(lower[j, d], x[d])
+            upper[j, d] = max(upper[j, d], x[d])
+        if task == REGRESSION:
+            _add_point_stats(stats, j, task, yv, k)
+        if left[j] == NO_NODE:
+            # a leaf stopped by the lifetime, not paused: it only records the point
+            pt_next[r] = leaf_head[j]
+            leaf_head[j] = r
+            if task == CLASSIFICATION:
+                _add_point_stats(stats, j, task, yv, k)
+                _ikn_refresh_up(left, right, parent, stats, parent[j], k)
+            return root, n_nodes
+        j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+
+
+@numba.njit(**JIT)
+def extend_tree(
+    X, y, labels, rows, task, min_samples_split, lifetime, seed,
+    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
+    root, n_nodes,
+):
+    """Add ``rows`` of the data buffer one by one, in order (paper Alg. 3).
+
+    Returns the new ``(root, n_nodes)``.
+    """
+    np.random.seed(seed)
+    for i in range(rows.shape[0]):
+        root, n_nodes = _extend_one(
+            rows[i], X, y, labels, task, min_samples_split, lifetime,
+            left, right, parent, feature, threshold, tau, lower, upper, stats,
+            leaf_head, pt_next, root, n_nodes,
+        )
+    return root, n_nodes
+
+
+def grow(tree: TreeArrays, X, y, labels, rows, task, min_samples_split, lifetime, seed) -> None:
+    """Batch-sample (empty tree) or extend ``tree`` with ``rows`` of the data buffer."""
+    rows = np.ascontiguousarray(rows, dtype=INDEX)
+    if rows.shape[0] == 0:
+        return
+    lifetime = float(lifetime)
+    if tree.n_nodes == 0:
+        tree.root, tree.n_nodes = build_tree(
+            X, y, labels, rows, task, min_samples_split, lifetime, seed, *tree.args()
+        )
+    else:
+        tree.root, tree.n_nodes = extend_tree(
+            X, y, labels, rows, task, min_samples_split, lifetime, seed, *tree.args(),
+            tree.root, tree.n_nodes,
+        )

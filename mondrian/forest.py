@@ -1,0 +1,552 @@
+"""Mondrian forest estimators (batch and online, regression and classification).
+
+Thin scikit-learn estimators over the numba kernels of ``_tree``, ``_predict``,
+``posterior`` and ``ikn``.
+
+References
+----------
+Lakshminarayanan, Roy & Teh (2016), "Mondrian forests for large-scale regression when
+uncertainty matters", AISTATS (regression: Sec. 2-3, App. A-C).
+Lakshminarayanan (2016), PhD thesis, ch. 5 (classification: HNSP prior, IKN smoothing,
+paused Mondrians, Alg. 5.1-5.10).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _predict
+from ._predict import CAVITY_VAR, DOWN_MEAN, NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, UP_ETA, UP_LAM
+from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
+from .config import INDEX, REG_STATS
+from .ikn import ikn_posterior
+from .posterior import belief_propagation, edge_variance, empirical_moments, hyperparameters
+from .predictive import GaussianMixture
+from .validation import check_finite
+
+#: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
+PREDICT_BLOCK = 65_536
+
+
+def _n_threads(n_jobs: int | None) -> int:
+    if n_jobs is None:
+        return 1
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return max(1, int(n_jobs))
+
+
+class _BaseMondrianForest(BaseEstimator):
+    """Shared machinery: data buffer, scaling, seeds, growing trees in threads."""
+
+    _task: int = REGRESSION
+
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "lifetime": [Interval(Real, 0, math.inf, closed="right")],
+        "min_samples_split": [Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+    }
+
+    # ------------------------------------------------------------------ fitting
+
+    def _n_stats(self) -> int:
+        return REG_STATS
+
+    def _check_X(self, X: Any, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+        check_finite(X, getattr(self, "feature_names_in_", None), "X")
+        return X
+
+    def _init_state(self, X: np.ndarray) -> None:
+        lo = X.min(axis=0)
+        span = X.max(axis=0) - lo
+        span[span <= 0] = 1.0
+        self.x_min_ = lo
+        self.x_scale_ = span
+        rs = self.random_state
+        if isinstance(rs, Integral):
+            self._entropy = int(rs)
+        else:
+            self._entropy = int(check_random_state(rs).randint(0, 2**31 - 1))
+        self._n_updates = 0
+        self.n_samples_seen_ = 0
+        d = X.shape[1]
+        self._X = np.empty((0, d))
+        self._y = np.empty(0)
+        self._labels = np.empty(0, INDEX)
+        self.trees_ = [TreeArrays.empty(d, self._n_stats(), 0) for _ in range(self.n_estimators)]
+        self._posterior = [None] * self.n_estimators
+
+    def _scale(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.x_min_) / self.x_scale_
+
+    def _append(self, Xs: np.ndarray, y: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Append rows to the shared data buffer (amortised doubling); return their ids."""
+        start = self.n_samples_seen_
+        stop = start + Xs.shape[0]
+        if stop > self._X.shape[0]:
+            cap = max(stop, 2 * self._X.shape[0])
+            for name in ("_X", "_y", "_labels"):
+                old = getattr(self, name)
+                new = np.zeros((cap,) + old.shape[1:], old.dtype)
+                new[:start] = old[:start]
+                setattr(self, name, new)
+        self._X[start:stop] = Xs
+        self._y[start:stop] = y
+        self._labels[start:stop] = labels
+        self.n_samples_seen_ = stop
+        return np.arange(start, stop, dtype=INDEX)
+
+    def _update(self, X: np.ndarray, y: np.ndarray, labels: np.ndarray) -> None:
+        """Grow every tree with the new rows (batch sampling on an empty tree)."""
+        rows = self._append(self._scale(X), y, labels)
+        n_total = self.n_samples_seen_
+        update = self._n_updates
+        seeds = [
+            int(np.random.SeedSequence(self._entropy, spawn_key=(t, update)).generate_state(1)[0])
+            for t in range(self.n_estimators)
+        ]
+        lifetime = float(self.lifetime)
+
+        def work(t: int) -> None:
+            tree = self.trees_[t]
+            tree.reserve(n_total)
+            grow(tree, self._X, self._y, self._labels, rows, self._task,
+                 int(self.min_samples_split), lifetime, seeds[t])
+
+        self._map(work, range(self.n_estimators))
+        self._n_updates = update + 1
+        self._posterior = [None] * self.n_estimators
+
+    def _map(self, fn, items) -> list:
+        items = list(items)
+        n = min(_n_threads(self.n_jobs), len(items))
+        if n <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(fn, items))
+
+    # ------------------------------------------------------------------ prediction helpers
+
+    def _ensure_posterior(self) -> None:
+        """Recompute lazily the per-node posterior of the trees that changed."""
+        stale = [t for t, p in enumerate(self._posterior) if p is None]
+        if not stale:
+            return
+        context = self._posterior_context()
+
+        def work(t: int) -> None:
+            self._posterior[t] = self._tree_posterior(self.trees_[t], context)
+
+        self._map(work, stale)
+
+    def _row_blocks(self, n: int) -> list[slice]:
+        k = min(_n_threads(self.n_jobs), max(1, n // 1024))
+        edges = np.linspace(0, n, k + 1).astype(int)
+        return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+    def _tree_args(self, tree: TreeArrays) -> tuple:
+        return (tree.left, tree.right, tree.parent, tree.feature, tree.threshold, tree.tau,
+                tree.lower, tree.upper, tree.root)
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf slot of every row in every tree, shape (n_samples, n_estimators)."""
+        check_is_fitted(self)
+        Xs = self._scale(self._check_X(X, reset=False))
+        out = np.empty((Xs.shape[0], self.n_estimators), INDEX)
+        for t, tree in enumerate(self.trees_):
+            col = np.empty(Xs.shape[0], INDEX)
+            _predict.apply_tree(Xs, tree.left, tree.right, tree.feature, tree.threshold,
+                                tree.root, col)
+            out[:, t] = col
+        return out
+
+    @property
+    def n_leaves_(self) -> np.ndarray:
+        """Number of leaves of every tree."""
+        check_is_fitted(self)
+        return np.array([t.n_leaves for t in self.trees_])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
+    """Mondrian forest regressor with a hierarchical Gaussian posterior.
+
+    Each tree is a Mondrian tree (paper Alg. 1-2) grown on inputs scaled to [0, 1] by
+    the training min/max; labels follow a hierarchical Gaussian prior along the tree
+    (Sec. 3) whose posterior is computed by exact belief propagation (Sec. 3.1) or by the
+    fast empirical approximation (App. C). A prediction is a Gaussian mixture over the
+    path nodes of every tree (eq. 3-5), so it widens away from the training data.
+
+    Parameters
+    ----------
+    n_estimators : int, default=10
+        Number of trees.
+    lifetime : float, default=inf
+        Lifetime lambda of the Mondrian process.
+    min_samples_split : int, default=10
+        A block with fewer points is not split (paused, and resumed online once it
+        holds enough points).
+    posterior : {"exact", "empirical"}, default="exact"
+        ``"exact"``: belief propagation with the hyperparameter heuristic of App. B,
+        recomputed lazily after ``partial_fit`` for the trees that changed.
+        ``"empirical"``: node mean and variance of the labels (App. C), O(log n) updates.
+    random_state : int, RandomState instance or None, default=None
+        Seeds every tree: tree t at update u uses ``SeedSequence(seed, spawn_key=(t, u))``,
+        so results do not depend on ``n_jobs``.
+    n_jobs : int or None, default=None
+        Threads over trees (fit) and over row blocks (predict); -1 uses all cores.
+
+    Attributes
+    ----------
+    trees_ : list of TreeArrays
+        Flat arrays of every tree.
+    x_min_, x_scale_ : ndarray of shape (n_features,)
+        The input scaling fixed by the first fit.
+    hyperparameters_ : dict
+        ``mu_H, gamma1, gamma2, noise_var`` of the last posterior computation.
+    n_samples_seen_ : int
+        Training points seen so far.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mondrian import MondrianForestRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((200, 2)); y = X[:, 0] + 0.1 * rng.normal(size=200)
+    >>> reg = MondrianForestRegressor(n_estimators=5, random_state=0).fit(X, y)
+    >>> mean, std = reg.predict(X[:3], return_std=True)
+    >>> reg.predict_distribution(X[:3]).quantile([0.05, 0.95]).shape
+    (3, 2)
+    """
+
+    _task = REGRESSION
+    _parameter_constraints: dict = {
+        **_BaseMondrianForest._parameter_constraints,
+        "posterior": [StrOptions({"exact", "empirical"})],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        lifetime: float = math.inf,
+        min_samples_split: int = 10,
+        posterior: str = "exact",
+        random_state: Any = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.lifetime = lifetime
+        self.min_samples_split = min_samples_split
+        self.posterior = posterior
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _check_y(self, y: Any) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        check_finite(y[:, None], ["y"], "y")
+        return y
+
+    def fit(self, X: Any, y: Any) -> MondrianForestRegressor:
+        """Sample a fresh forest on (X, y) (paper Alg. 1-2)."""
+        self._validate_params()
+        X = self._check_X(X, reset=True)
+        y = self._check_y(y)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+        self._init_state(X)
+        self._update(X, y, np.zeros(X.shape[0], INDEX))
+        return self
+
+    def partial_fit(self, X: Any, y: Any) -> MondrianForestRegressor:
+        """Extend every tree with (X, y), one point at a time (paper Alg. 3-4).
+
+        The first call fixes the input scaling. A call that raises leaves the model
+        unchanged.
+        """
+        first = not hasattr(self, "trees_")
+        if first:
+            self._validate_params()
+        X = self._check_X(X, reset=first)
+        y = self._check_y(y)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+        if first:
+            self._init_state(X)
+        self._update(X, y, np.zeros(X.shape[0], INDEX))
+        return self
+
+    # ------------------------------------------------------------------ posterior
+
+    def _posterior_context(self) -> dict:
+        root = self.trees_[0]
+        n, s1, s2 = root.stats[root.root]
+        mu_h, gamma1, gamma2, noise_var = hyperparameters(n, s1, s2, self.n_features_in_)
+        self.hyperparameters_ = dict(mu_H=mu_h, gamma1=gamma1, gamma2=gamma2,
+                                     noise_var=noise_var)
+        return self.hyperparameters_
+
+    def _tree_posterior(self, tree: TreeArrays, h: dict) -> tuple:
+        """Per-node parameters ``P`` and hyperparameters ``h`` of the prediction kernels."""
+        n = tree.n_nodes
+        P = np.zeros((n, 8))
+        parent = tree.parent[:n]
+        has_parent = parent >= 0
+        pidx = np.where(has_parent, parent, 0)
+        exact = self.posterior == "exact"
+        if exact:
+            b = np.empty(n)
+            belief_propagation(tree.left, tree.right, tree.parent, tree.tau, tree.stats,
+                               tree.root, n, h["mu_H"], h["gamma1"], h["gamma2"],
+                               h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR],
+                               P[:, DOWN_MEAN], b, P[:, UP_LAM], P[:, UP_ETA])
+            tau_parent = np.where(has_parent, tree.tau[pidx], 0.0)
+            phi = np.array([edge_variance(t, tp, h["gamma1"], h["gamma2"])
+                            for t, tp in zip(tree.tau[:n], tau_parent, strict=True)])
+            P[:, CAVITY_VAR] = np.maximum(b - phi, 0.0)
+            P[:, NODE_VAR] += h["noise_var"]
+        else:
+            empirical_moments(tree.stats, n, h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR])
+            P[:, OFF_MEAN] = np.where(has_parent, P[pidx, NODE_MEAN], P[tree.root, NODE_MEAN])
+            P[:, OFF_VAR] = np.where(has_parent, P[pidx, NODE_VAR], P[tree.root, NODE_VAR])
+        hv = np.array([float(exact), h["gamma1"], h["gamma2"], h["noise_var"],
+                       float(self.lifetime)])
+        return np.ascontiguousarray(P), hv
+
+    # ------------------------------------------------------------------ prediction
+
+    def predict(self, X: Any, return_std: bool = False):
+        """Predictive mean (and standard deviation) of the forest mixture (eq. 4-5)."""
+        check_is_fitted(self)
+        Xs = self._scale(self._check_X(X, reset=False))
+        self._ensure_posterior()
+        m1 = np.zeros(Xs.shape[0])
+        m2 = np.zeros(Xs.shape[0])
+
+        def work(block: slice) -> None:
+            for tree, post in zip(self.trees_, self._posterior, strict=True):
+                _predict.regression_moments(Xs[block], *self._tree_args(tree), *post,
+                                            m1[block], m2[block])
+
+        self._map(work, self._row_blocks(Xs.shape[0]))
+        mean = m1 / self.n_estimators
+        if not return_std:
+            return mean
+        var = np.maximum(m2 / self.n_estimators - mean * mean, 0.0)
+        return mean, np.sqrt(var)
+
+    def predict_distribution(self, X: Any) -> GaussianMixture:
+        """The full predictive Gaussian mixture per row: paths of all trees (eq. 3, 5)."""
+        check_is_fitted(self)
+        Xs = self._scale(self._check_X(X, reset=False))
+        self._ensure_posterior()
+        return self._mixture(Xs)
+
+    def _mixture(self, Xs: np.ndarray) -> GaussianMixture:
+        n = Xs.shape[0]
+        counts = np.zeros(n, INDEX)
+        for tree in self.trees_:
+            _predict.regression_count(Xs, *self._tree_args(tree), counts)
+        width = int(counts.max()) if n else 1
+        W = np.zeros((n, width))
+        M = np.zeros((n, width))
+        V = np.ones((n, width))
+        cursor = np.zeros(n, INDEX)
+        w_tree = 1.0 / self.n_estimators
+        for tree, post in zip(self.trees_, self._posterior, strict=True):
+            _predict.regression_components(Xs, *self._tree_args(tree), *post, w_tree,
+                                           cursor, W, M, V)
+        return GaussianMixture(W, M, V)
+
+    def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
+        """Quantiles of the predictive mixture, shape (n_samples, len(q)).
+
+        Rows are processed in blocks so that memory stays bounded on large inputs.
+        """
+        check_is_fitted(self)
+        Xs = self._scale(self._check_X(X, reset=False))
+        self._ensure_posterior()
+        q = np.atleast_1d(np.asarray(q, dtype=np.float64))
+        out = np.empty((Xs.shape[0], q.shape[0]))
+        for start in range(0, Xs.shape[0], PREDICT_BLOCK):
+            block = slice(start, start + PREDICT_BLOCK)
+            out[block] = self._mixture(Xs[block]).quantile(q).reshape(-1, q.shape[0])
+        return out
+
+
+class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
+    """Mondrian forest classifier with HNSP / interpolated Kneser-Ney smoothing.
+
+    Trees are paused Mondrian trees (thesis Alg. 5.9-5.10): a block whose labels are all
+    identical, or with fewer than ``min_samples_split`` points, is not split until that
+    changes online. Predictions follow thesis Alg. 5.8: per tree a mixture over the
+    branch-off points of the path with the expected discount under the truncated
+    exponential, averaged over trees.
+
+    Parameters
+    ----------
+    n_estimators : int, default=10
+    lifetime : float, default=inf
+    min_samples_split : int, default=2
+    discount_scale : float or None, default=None
+        gamma of the discount d_j = exp(-gamma (tau_j - tau_parent(j))); None means
+        ``10 * n_features`` (thesis Sec. 5.7).
+    random_state : int, RandomState instance or None, default=None
+    n_jobs : int or None, default=None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mondrian import MondrianForestClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((200, 2)); y = (X[:, 0] > 0.5).astype(int)
+    >>> clf = MondrianForestClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
+    >>> clf.predict_proba(X[:2]).sum(axis=1)
+    array([1., 1.])
+    """
+
+    _task = CLASSIFICATION
+    _parameter_constraints: dict = {
+        **_BaseMondrianForest._parameter_constraints,
+        "discount_scale": [Interval(Real, 0, None, closed="left"), None],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 10,
+        lifetime: float = math.inf,
+        min_samples_split: int = 2,
+        discount_scale: float | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.lifetime = lifetime
+        self.min_samples_split = min_samples_split
+        self.discount_scale = discount_scale
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _n_stats(self) -> int:
+        return len(self.classes_)
+
+    def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        if y.dtype.kind == "f":
+            check_finite(y[:, None], ["y"], "y")
+        codes = np.searchsorted(classes, y)
+        codes = np.clip(codes, 0, len(classes) - 1)
+        unknown = classes[codes] != y
+        if np.any(unknown):
+            new = np.unique(y[unknown])
+            raise ValueError(
+                f"y has {int(unknown.sum())} rows with classes {new.tolist()[:10]} that are "
+                f"not among the declared classes {classes.tolist()}; pass every class in "
+                "`classes=` on the first partial_fit call (or refit)."
+            )
+        return codes.astype(INDEX)
+
+    def fit(self, X: Any, y: Any) -> MondrianForestClassifier:
+        """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9)."""
+        self._validate_params()
+        X = self._check_X(X, reset=True)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.dtype.kind == "f":
+            check_finite(y.reshape(len(y), -1), ["y"], "y")
+        from sklearn.utils.multiclass import check_classification_targets
+
+        check_classification_targets(y)
+        classes = np.unique(y)
+        labels = self._encode(y, classes)
+        if labels.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
+        self.classes_ = classes
+        self._init_state(X)
+        self._update(X, y, labels)
+        return self
+
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MondrianForestClassifier:
+        """Extend every tree with (X, y) (thesis Alg. 5.5, 5.10).
+
+        ``classes`` (all classes that will ever be seen) is required on the first call.
+        A call that raises leaves the model unchanged.
+        """
+        first = not hasattr(self, "trees_")
+        if first:
+            self._validate_params()
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit.")
+            classes = np.unique(np.asarray(classes))
+        else:
+            if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+                raise ValueError(
+                    f"classes={list(classes)} differs from the classes of the first call "
+                    f"{self.classes_.tolist()}."
+                )
+            classes = self.classes_
+        X = self._check_X(X, reset=first)
+        labels = self._encode(y, classes)
+        if labels.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
+        if first:
+            self.classes_ = classes
+            self._init_state(X)
+        self._update(X, np.zeros(X.shape[0]), labels)
+        return self
+
+    def _posterior_context(self) -> float:
+        if self.discount_scale is None:
+            return 10.0 * self.n_features_in_
+        return float(self.discount_scale)
+
+    def _tree_posterior(self, tree: TreeArrays, gamma: float) -> tuple:
+        G = np.empty((tree.n_nodes, len(self.classes_)))
+        ikn_posterior(tree.left, tree.right, tree.tau, tree.stats, tree.root, tree.n_nodes,
+                      gamma, G)
+        return (G,)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities averaged over trees (thesis Alg. 5.8)."""
+        check_is_fitted(self)
+        Xs = self._scale(self._check_X(X, reset=False))
+        self._ensure_posterior()
+        gamma = self._posterior_context()
+        out = np.zeros((Xs.shape[0], len(self.classes_)))
+
+        def work(block: slice) -> None:
+            for tree, (G,) in zip(self.trees_, self._posterior, strict=True):
+                _predict.classification_proba(Xs[block], *self._tree_args(tree), tree.stats,
+                                              G, gamma, out[block])
+
+        self._map(work, self._row_blocks(Xs.shape[0]))
+        return out / self.n_estimators
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Most probable class."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

@@ -1,0 +1,208 @@
+"""Scores of probabilistic regression predictions, shared by estimators, benchmarks and the CLI.
+
+A predictive distribution ``dist`` is either a :class:`~mondrian.predictive.GaussianMixture`
+(one mixture per row, Lakshminarayanan, Roy & Teh (2016), Sec. 3.3, eq. (3)-(5)) or a
+``(mean, std)`` pair of arrays describing one Gaussian per row. The calibration table follows
+the paper's Table 2: the observed fraction of targets inside the central ``z`` interval minus
+``z``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mondrian.predictive import GaussianMixture
+
+__all__ = [
+    "as_mixture",
+    "calibration_table",
+    "coverage",
+    "gaussian_nlpd",
+    "nlpd",
+    "rmse",
+]
+
+Distribution = GaussianMixture | tuple[Any, Any]
+
+_DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def _targets(y: Any, n: int | None = None) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of targets; got shape {y.shape}.")
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"y has {y.shape[0]} values but the prediction has {n} rows.")
+    if y.shape[0] == 0:
+        raise ValueError("y is empty; scores need at least one row.")
+    return y
+
+
+def as_mixture(dist: Distribution) -> GaussianMixture:
+    """A :class:`GaussianMixture` from a mixture or from a ``(mean, std)`` pair.
+
+    Parameters
+    ----------
+    dist : GaussianMixture or tuple (mean, std)
+        ``mean`` and ``std`` are 1-D arrays of the same length, ``std > 0``.
+
+    Returns
+    -------
+    GaussianMixture
+
+    Examples
+    --------
+    >>> as_mixture(([0.0, 1.0], [1.0, 2.0])).var.tolist()
+    [1.0, 4.0]
+    """
+    if isinstance(dist, GaussianMixture):
+        return dist
+    if isinstance(dist, tuple) and len(dist) == 2:
+        mean, std = (np.asarray(a, dtype=np.float64) for a in dist)
+        return GaussianMixture.from_moments(mean, std * std)
+    raise TypeError(
+        "dist must be a GaussianMixture or a (mean, std) tuple of arrays; "
+        f"got {type(dist).__name__}."
+    )
+
+
+def rmse(y: Any, mean: Any) -> float:
+    """Root mean squared error of point predictions.
+
+    Parameters
+    ----------
+    y, mean : array-like of shape (n_rows,)
+        Targets and predicted means.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> rmse([0.0, 0.0], [3.0, 4.0]) ** 2
+    12.5
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    y = _targets(y, mean.shape[0] if mean.ndim == 1 else None)
+    if mean.shape != y.shape:
+        raise ValueError(f"mean must have shape {y.shape}; got {mean.shape}.")
+    return float(np.sqrt(np.mean((y - mean) ** 2)))
+
+
+def gaussian_nlpd(y: Any, mean: Any, std: Any) -> float:
+    """Mean negative log predictive density of one Gaussian per row.
+
+    Parameters
+    ----------
+    y, mean, std : array-like of shape (n_rows,)
+        Targets, predicted means and predicted standard deviations (> 0).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(gaussian_nlpd([0.0], [0.0], [1.0]), 6)
+    0.918939
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    y = _targets(y, mean.shape[0] if mean.ndim == 1 else None)
+    if mean.shape != y.shape or std.shape != y.shape:
+        raise ValueError(
+            f"mean and std must have shape {y.shape}; got {mean.shape} and {std.shape}."
+        )
+    if np.any(~(std > 0)):
+        raise ValueError(f"std has {int(np.sum(~(std > 0)))} values that are not > 0.")
+    z = (y - mean) / std
+    return float(np.mean(0.5 * z * z + np.log(std) + 0.5 * math.log(2.0 * math.pi)))
+
+
+def nlpd(y: Any, dist: Distribution) -> float:
+    """Mean negative log predictive density, ``-mean_i log p_i(y_i)``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    dist : GaussianMixture or tuple (mean, std)
+
+    Returns
+    -------
+    float
+    """
+    if isinstance(dist, tuple):
+        return gaussian_nlpd(y, *dist)
+    gm = as_mixture(dist)
+    y = _targets(y, gm.n_rows)
+    return float(-np.mean(gm.logpdf(y)))
+
+
+def _levels(levels: Any) -> np.ndarray:
+    lv = np.asarray(levels, dtype=np.float64)
+    if lv.ndim > 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
+        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}.")
+    return lv
+
+
+def coverage(y: Any, dist: Distribution, levels: Any = 0.9) -> float | np.ndarray:
+    """Fraction of targets inside the central predictive interval of each level.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    dist : GaussianMixture or tuple (mean, std)
+    levels : float or array-like of shape (n_levels,), default 0.9
+        Nominal probability mass of the central interval(s), in (0, 1).
+
+    Returns
+    -------
+    float for a scalar level, else ndarray of shape (n_levels,)
+
+    Examples
+    --------
+    >>> coverage([0.0, 5.0], ([0.0, 0.0], [1.0, 1.0]), 0.9)
+    0.5
+    """
+    lv = _levels(levels)
+    gm = as_mixture(dist)
+    y = _targets(y, gm.n_rows)
+    lower, upper = gm.interval(np.atleast_1d(lv))
+    inside = (lower <= y[:, None]) & (y[:, None] <= upper)
+    frac = inside.mean(axis=0)
+    return float(frac[0]) if lv.ndim == 0 else frac
+
+
+def calibration_table(
+    y: Any, dist: Distribution, levels: Any = _DEFAULT_LEVELS
+) -> pd.DataFrame:
+    """Calibration of central predictive intervals, as in the paper's Table 2.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    dist : GaussianMixture or tuple (mean, std)
+    levels : array-like of shape (n_levels,), default (0.1, 0.2, ..., 0.9)
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``level`` (nominal z), ``observed`` (fraction of targets inside the central
+        z interval) and ``observed_minus_nominal``; negative values mean over-confidence.
+
+    Examples
+    --------
+    >>> t = calibration_table([0.0, 0.1, 3.0], ([0.0] * 3, [1.0] * 3), levels=[0.5])
+    >>> t.columns.tolist()
+    ['level', 'observed', 'observed_minus_nominal']
+    """
+    lv = np.atleast_1d(_levels(levels))
+    observed = np.atleast_1d(coverage(y, dist, lv))
+    return pd.DataFrame(
+        {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}
+    )

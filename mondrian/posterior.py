@@ -1,0 +1,288 @@
+"""Regression posterior of a Mondrian tree: hierarchical Gaussian belief propagation.
+
+Model (Lakshminarayanan, Roy & Teh (2016), Sec. 3): every node ``j`` has a mean parameter
+``mu_j`` with the hierarchical prior
+
+    mu_root | mu_H ~ N(mu_H, phi_root),      mu_j | mu_parent(j) ~ N(mu_parent(j), phi_j),
+    phi_j = gamma1 * sigmoid(gamma2 * tau_j) - gamma1 * sigmoid(gamma2 * tau_parent(j)),
+
+with ``tau_parent(root) = 0`` and leaves carrying ``tau = lifetime`` (``inf`` by default,
+``sigmoid(inf) = 1``). Labels are ``y_n ~ N(mu_leaf(x_n), noise_var)``.
+
+This module holds
+
+* :func:`gaussian_posterior` -- exact Gaussian belief propagation over the flat tree arrays
+  (see ``mondrian/TREE_LAYOUT.md``), O(n_nodes), no recursion (Sec. 3.1);
+* :func:`hyperparameters` -- the closed-form hyperparameter heuristic of App. B;
+* :func:`empirical_moments` -- the fast per-node empirical approximation of App. C.
+
+Numerical conventions of :func:`gaussian_posterior`
+---------------------------------------------------
+* Upward messages (likelihood of the data below a node, as a function of that node's mean)
+  are kept in *information form* ``(lam, eta)`` (``lam`` = precision, ``eta`` = precision *
+  mean), so a subtree without data is simply ``(0, 0)`` (an infinite-variance message).
+  Passing a message through an edge of variance ``phi`` is
+  ``(lam, eta) / (1 + lam * phi)``, which needs no division by ``phi``.
+* Downward messages ("prior from above": the distribution of ``mu_j`` given all data outside
+  the subtree of ``j``) are kept in *moment form* ``(a, b)`` (mean, variance). Combining with
+  an information-form message is ``var = b / (1 + b * lam)``,
+  ``mean = (a + b * eta) / (1 + b * lam)``, which again never divides by ``phi``.
+* Hence ``phi = 0`` (``tau_j == tau_parent(j)``, including ``tau_root == 0``) is handled
+  *exactly* as the equality constraint ``mu_j = mu_parent(j)``; no flooring of ``phi`` is
+  needed. ``phi`` is computed with the cancellation-free identity
+  ``sigmoid(a) - sigmoid(b) = sigmoid(a) * sigmoid(-b) * (-expm1(-(a - b)))`` so that children
+  whose ``tau`` is within ~1e-12 of the parent's get an accurate tiny ``phi`` rather than
+  rounding noise, and is clamped at ``0`` if ``tau_j <= tau_parent(j)`` (invalid input).
+* All denominators are ``>= 1``, so the recursion is stable for arbitrarily deep trees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from mondrian.config import JIT
+
+__all__ = ["edge_variance", "gaussian_posterior", "hyperparameters", "empirical_moments"]
+
+
+@numba.njit(**JIT)
+def edge_variance(tau_child, tau_parent, gamma1, gamma2):
+    """Prior variance ``phi`` of the edge parent -> child.
+
+    Lakshminarayanan, Roy & Teh (2016), Sec. 3.
+
+    Parameters
+    ----------
+    tau_child, tau_parent : float
+        Split times; ``tau_child`` may be ``inf`` (leaf lifetime), ``tau_parent`` is ``0`` for
+        the edge above the root.
+    gamma1, gamma2 : float
+        Prior scale and time-scale hyperparameters.
+
+    Returns
+    -------
+    float
+        ``gamma1 * (sigmoid(gamma2 * tau_child) - sigmoid(gamma2 * tau_parent))`` computed as
+        ``gamma1 * sigmoid(a) * sigmoid(-b) * (-expm1(-(a - b)))`` (no cancellation); ``0`` if
+        ``tau_child <= tau_parent`` (equality constraint) or the difference is undefined.
+    """
+    a = gamma2 * tau_child
+    b = gamma2 * tau_parent
+    d = a - b
+    if not d > 0.0:  # also catches nan (inf - inf)
+        return 0.0
+    if a == np.inf:
+        sig_a = 1.0
+    else:
+        sig_a = 1.0 / (1.0 + math.exp(-a))
+    sig_mb = 1.0 / (1.0 + math.exp(b))  # sigmoid(-b); exp overflow -> inf -> 0
+    return gamma1 * sig_a * sig_mb * (-math.expm1(-d))
+
+
+@numba.njit(**JIT)
+def gaussian_posterior(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
+                       noise_var, post_mean, post_var):
+    """Posterior mean and variance of every node (see :func:`belief_propagation`)."""
+    m = max(n_nodes, 0)
+    belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
+                       noise_var, post_mean, post_var, np.empty(m), np.empty(m),
+                       np.zeros(m), np.zeros(m))
+
+
+@numba.njit(**JIT)
+def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
+                       noise_var, post_mean, post_var, a, b, lam, eta):
+    """Exact Gaussian belief propagation over one Mondrian regression tree.
+
+    Lakshminarayanan, Roy & Teh (2016), Sec. 3 and 3.1: computes the marginal posterior
+    ``p(mu_j | D) = N(post_mean[j], post_var[j])`` of every node mean under the hierarchical
+    Gaussian prior, with one upward pass (likelihood messages, information form) and one
+    downward pass (moment form) over a BFS order built from ``root`` with an explicit array
+    queue (slot order is not topological). O(n_nodes) time and memory, no recursion.
+
+    Parameters
+    ----------
+    left, right, parent : int64[C]
+        Tree structure (``-1`` for none), see ``mondrian/TREE_LAYOUT.md``.
+    tau : float64[C]
+        Split times; leaves hold their lifetime (``inf`` allowed).
+    stats : float64[C, 3]
+        ``(n_j, sum y, sum y^2)``; only the rows of *leaves* are read (internal rows, which hold
+        subtree totals, are ignored). Leaves with ``n_j = 0`` send no data message.
+    root, n_nodes : int
+        Root slot and live node count (slots ``0 .. n_nodes-1``).
+    mu_h, gamma1, gamma2, noise_var : float
+        Hyperparameters (see :func:`hyperparameters`); ``noise_var`` must be ``> 0``.
+    post_mean, post_var : float64[>= n_nodes]
+        Outputs: posterior mean and variance of ``mu_j`` for every live node. Slots
+        ``< n_nodes`` not reachable from ``root`` are set to ``nan``.
+    a, b : float64[>= n_nodes]
+        Outputs: the downward message, mean and variance of ``mu_j`` given the data
+        *outside* the subtree of ``j`` (edge ``phi_j`` included).
+    lam, eta : float64[>= n_nodes], zero-filled
+        Outputs: the likelihood of the data *below* ``j`` as a function of ``mu_j``, in
+        information form (precision, precision * mean). With ``a, b`` they give the posterior
+        of a node inserted on the edge above ``j`` (the branch-off of a test point).
+
+    Notes
+    -----
+    ``phi_j = 0`` (``tau_j == tau_parent(j)``, or ``tau_root == 0``) is an exact equality
+    constraint: no division by ``phi`` ever happens (module docstring), so ``post_var`` of
+    such a root is exactly ``0`` and its mean ``mu_h``.
+    """
+    for j in range(n_nodes):
+        post_mean[j] = np.nan
+        post_var[j] = np.nan
+    if n_nodes <= 0 or root < 0:
+        return
+
+    # ---- BFS order with an explicit array queue
+    order = np.empty(n_nodes, dtype=np.int64)
+    order[0] = root
+    head = 0
+    tail = 1
+    while head < tail:
+        j = order[head]
+        head += 1
+        c = left[j]
+        if c >= 0 and tail < n_nodes:
+            order[tail] = c
+            tail += 1
+        c = right[j]
+        if c >= 0 and tail < n_nodes:
+            order[tail] = c
+            tail += 1
+    n_reach = tail
+
+    phi = np.zeros(n_nodes)
+    up_lam = np.zeros(n_nodes)  # message j -> parent(j) (through edge phi_j)
+    up_eta = np.zeros(n_nodes)
+    inv_noise = 1.0 / noise_var
+
+    # ---- edge variances
+    for k in range(n_reach):
+        j = order[k]
+        p = parent[j]
+        tp = 0.0 if (j == root or p < 0) else tau[p]
+        phi[j] = edge_variance(tau[j], tp, gamma1, gamma2)
+
+    # ---- upward pass (children before parents: reverse BFS order)
+    for k in range(n_reach - 1, -1, -1):
+        j = order[k]
+        lj = left[j]
+        rj = right[j]
+        if lj < 0 and rj < 0:
+            n = stats[j, 0]
+            if n > 0.0:
+                lam[j] = n * inv_noise
+                eta[j] = stats[j, 1] * inv_noise
+        else:
+            s_lam = 0.0
+            s_eta = 0.0
+            if lj >= 0:
+                s_lam += up_lam[lj]
+                s_eta += up_eta[lj]
+            if rj >= 0:
+                s_lam += up_lam[rj]
+                s_eta += up_eta[rj]
+            lam[j] = s_lam
+            eta[j] = s_eta
+        den = 1.0 + lam[j] * phi[j]
+        up_lam[j] = lam[j] / den
+        up_eta[j] = eta[j] / den
+
+    # ---- downward pass: (a, b) = mean/variance of mu_j given the data outside subtree(j)
+    a[root] = mu_h
+    b[root] = phi[root]
+    for k in range(n_reach):
+        j = order[k]
+        aj = a[j]
+        bj = b[j]
+        den = 1.0 + bj * lam[j]
+        post_var[j] = bj / den
+        post_mean[j] = (aj + bj * eta[j]) / den
+        lj = left[j]
+        rj = right[j]
+        if lj >= 0:
+            s_lam = up_lam[rj] if rj >= 0 else 0.0
+            s_eta = up_eta[rj] if rj >= 0 else 0.0
+            den = 1.0 + bj * s_lam
+            a[lj] = (aj + bj * s_eta) / den
+            b[lj] = bj / den + phi[lj]
+        if rj >= 0:
+            s_lam = up_lam[lj] if lj >= 0 else 0.0
+            s_eta = up_eta[lj] if lj >= 0 else 0.0
+            den = 1.0 + bj * s_lam
+            a[rj] = (aj + bj * s_eta) / den
+            b[rj] = bj / den + phi[rj]
+
+
+def hyperparameters(n, sum_y, sum_y2, n_features):
+    """Hyperparameter heuristic of Lakshminarayanan, Roy & Teh (2016), Sec. 3.2 / App. B.
+
+    Parameters
+    ----------
+    n : float
+        Number of training labels ``N`` (``> 0``).
+    sum_y, sum_y2 : float
+        Sum of the labels and of their squares.
+    n_features : int
+        Input dimension ``D`` (inputs scaled to ``[0, 1]^D``).
+
+    Returns
+    -------
+    mu_h, gamma1, gamma2, noise_var : float
+        ``mu_H = mean(y)``; ``K = min(2000, 2N)``; ``gamma1 * (1/2 + 1/K) = var(y)``
+        (population variance); ``noise_var = gamma1 / K``;
+        ``gamma2 = D / (20 log2 max(N, 2))``. Constant targets (``var(y) <= 0`` after the
+        ``sum_y2/N - mean^2`` formula) get ``gamma1 = 1e-12 * max(1, mu_H^2)`` so that every
+        variance stays finite and positive; the same floor applies to any smaller ``gamma1``.
+    """
+    n = float(n)
+    if not n > 0:
+        raise ValueError("hyperparameters need at least one training label (n > 0)")
+    mu_h = float(sum_y) / n
+    var_y = max(float(sum_y2) / n - mu_h * mu_h, 0.0)
+    k = min(2000.0, 2.0 * n)
+    floor = 1e-12 * max(1.0, mu_h * mu_h)
+    gamma1 = max(var_y / (0.5 + 1.0 / k), floor)
+    noise_var = gamma1 / k
+    gamma2 = float(n_features) / (20.0 * np.log2(max(n, 2.0)))
+    return mu_h, float(gamma1), float(gamma2), float(noise_var)
+
+
+@numba.njit(**JIT)
+def empirical_moments(stats, n_nodes, noise_var, out_mean, out_var):
+    """Fast approximation of Lakshminarayanan, Roy & Teh (2016), Sec. 5.3 / App. C.
+
+    The Gaussian at each node is approximated by the empirical mean and (population) variance
+    of the labels below it, read from ``stats``; no ``mu_H, gamma1, gamma2`` are needed.
+
+    Parameters
+    ----------
+    stats : float64[C, 3]
+        ``(n_j, sum y, sum y^2)`` per node (internal nodes hold subtree totals).
+    n_nodes : int
+        Live node count.
+    noise_var : float
+        Label noise variance ``sigma_y^2`` added to the empirical variance.
+    out_mean, out_var : float64[>= n_nodes]
+        Outputs: ``out_mean[j] = sum_y / n``,
+        ``out_var[j] = max(sum_y2 / n - out_mean[j]^2, 0) + noise_var`` (predictive variance).
+        Nodes with ``n_j = 0`` get ``nan`` in both (callers never use them).
+    """
+    for j in range(n_nodes):
+        n = stats[j, 0]
+        if n > 0.0:
+            m = stats[j, 1] / n
+            v = stats[j, 2] / n - m * m
+            if v < 0.0:
+                v = 0.0
+            out_mean[j] = m
+            out_var[j] = v + noise_var
+        else:
+            out_mean[j] = np.nan
+            out_var[j] = np.nan

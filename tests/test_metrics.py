@@ -1,0 +1,130 @@
+"""Tests of the probabilistic regression scores (RMSE, NLPD, coverage, calibration table)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from mondrian.metrics import (
+    as_mixture,
+    calibration_table,
+    coverage,
+    gaussian_nlpd,
+    nlpd,
+    rmse,
+)
+from mondrian.predictive import GaussianMixture
+from tests.naive import naive_mixture_logpdf
+
+
+@pytest.fixture
+def mixture():
+    rng = np.random.default_rng(0)
+    n, k = 4000, 4
+    w = rng.gamma(1.0, size=(n, k))
+    w[:, 3] = 0.0  # padding column
+    m = rng.normal(0, 2, size=(n, k))
+    v = rng.uniform(0.1, 1.5, size=(n, k)) ** 2
+    return GaussianMixture(w, m, v)
+
+
+def test_rmse():
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    mean = np.array([1.5, 2.0, 2.0, 6.0])
+    assert rmse(y, mean) == pytest.approx(np.sqrt((0.25 + 0 + 1 + 4) / 4), rel=1e-15)
+    assert rmse(y, y) == 0.0
+    with pytest.raises(ValueError, match="values but the prediction has"):
+        rmse(y, mean[:3])
+    with pytest.raises(ValueError, match="1-D"):
+        rmse(y[:, None], mean)
+    with pytest.raises(ValueError, match="empty"):
+        rmse([], [])
+
+
+def test_gaussian_nlpd_matches_scipy():
+    rng = np.random.default_rng(1)
+    y, mean = rng.normal(size=50), rng.normal(size=50)
+    std = rng.uniform(0.2, 3.0, size=50)
+    expected = -np.mean(stats.norm.logpdf(y, mean, std))
+    assert gaussian_nlpd(y, mean, std) == pytest.approx(expected, rel=1e-13)
+    assert nlpd(y, (mean, std)) == pytest.approx(expected, rel=1e-13)
+    assert nlpd(y, GaussianMixture.from_moments(mean, std**2)) == pytest.approx(expected, rel=1e-13)
+    with pytest.raises(ValueError, match="not > 0"):
+        gaussian_nlpd(y, mean, np.r_[std[:-1], 0.0])
+    with pytest.raises(ValueError, match="shape"):
+        gaussian_nlpd(y, mean, std[:10])
+
+
+def test_nlpd_of_mixture_matches_oracle(mixture):
+    sub = mixture[:200]
+    y = sub.sample(1, random_state=2)[:, 0]
+    expected = -np.mean(
+        [naive_mixture_logpdf(sub.weights[i], sub.means[i], sub.variances[i], y[i])
+         for i in range(sub.n_rows)]
+    )
+    assert nlpd(y, sub) == pytest.approx(expected, rel=1e-12)
+
+
+def test_nlpd_prefers_the_true_distribution(mixture):
+    # The expected log score is proper: the true mixture beats its moment-matched Gaussian.
+    y = mixture.sample(1, random_state=3)[:, 0]
+    assert nlpd(y, mixture) < nlpd(y, (mixture.mean, mixture.std)) - 0.01
+
+
+def test_coverage_on_draws_from_the_prediction(mixture):
+    y = mixture.sample(1, random_state=4)[:, 0]
+    levels = np.array([0.1, 0.5, 0.9, 0.99])
+    cov = coverage(y, mixture, levels)
+    assert cov.shape == (4,)
+    se = np.sqrt(levels * (1 - levels) / y.size)
+    np.testing.assert_array_less(np.abs(cov - levels), 4.5 * se)
+    assert isinstance(coverage(y, mixture, 0.9), float)
+    assert coverage(y, mixture, 0.9) == cov[2]
+
+
+def test_coverage_with_mean_std_pair_uses_normal_intervals():
+    rng = np.random.default_rng(5)
+    mean, std = rng.normal(size=300), rng.uniform(0.5, 2, size=300)
+    y = rng.normal(mean, 1.3 * std)
+    lo, hi = stats.norm.interval(0.8, mean, std)
+    assert coverage(y, (mean, std), 0.8) == np.mean((y >= lo) & (y <= hi))
+
+
+def test_calibration_table_calibrated(mixture):
+    y = mixture.sample(1, random_state=6)[:, 0]
+    table = calibration_table(y, mixture)
+    assert isinstance(table, pd.DataFrame)
+    assert list(table.columns) == ["level", "observed", "observed_minus_nominal"]
+    np.testing.assert_allclose(table["level"], np.arange(1, 10) / 10)
+    np.testing.assert_allclose(table["observed_minus_nominal"], table["observed"] - table["level"])
+    se = np.sqrt(table["level"] * (1 - table["level"]) / y.size)
+    assert np.all(np.abs(table["observed_minus_nominal"]) < 4.5 * se)
+
+
+def test_calibration_table_detects_overconfidence():
+    rng = np.random.default_rng(7)
+    mean, std = rng.normal(size=3000), rng.uniform(0.5, 2, size=3000)
+    y = rng.normal(mean, std)
+    table = calibration_table(y, (mean, 0.5 * std), levels=[0.2, 0.5, 0.8])
+    # with half the true std, the z interval holds P(|N(0,1)| < 0.5 Phi^-1((1+z)/2)) only
+    true = 2 * stats.norm.cdf(0.5 * stats.norm.ppf((1 + table["level"]) / 2)) - 1
+    assert np.all(table["observed_minus_nominal"] < -0.08)
+    np.testing.assert_allclose(table["observed"], true, atol=4.5 * np.sqrt(0.25 / 3000))
+
+
+def test_argument_errors(mixture):
+    y = np.zeros(mixture.n_rows)
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        coverage(y, mixture, [0.5, 1.0])
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        calibration_table(y, mixture, levels=[])
+    with pytest.raises(ValueError, match="rows"):
+        nlpd(y[:-1], mixture)
+    with pytest.raises(TypeError, match="GaussianMixture or a"):
+        nlpd(y, [y, y])
+    with pytest.raises(TypeError):
+        as_mixture((y, y, y))
+    with pytest.raises(ValueError, match="variances"):
+        coverage(y[:3], (y[:3], np.array([1.0, 0.0, 1.0])))
