@@ -167,6 +167,35 @@ def _sample_dimension(extent, total):
 
 
 @numba.njit(**JIT)
+def _reset_summary(node, lower, upper, stats):
+    for d in range(lower.shape[1]):
+        lower[node, d] = np.inf
+        upper[node, d] = -np.inf
+    for s in range(stats.shape[1]):
+        stats[node, s] = 0.0
+
+
+@numba.njit(**JIT)
+def _absorb(node, r, X, y, labels, task, lower, upper, stats):
+    """Add row ``r`` to the extent B^x and the statistics of ``node``."""
+    for d in range(X.shape[1]):
+        v = X[r, d]
+        if v < lower[node, d]:
+            lower[node, d] = v
+        if v > upper[node, d]:
+            upper[node, d] = v
+    _add_point_stats(stats, node, task, y[r], labels[r])
+
+
+@numba.njit(**JIT)
+def _block_summary(node, idx, lo, hi, X, y, labels, task, lower, upper, stats):
+    """Extent and statistics of the rows ``idx[lo:hi]`` (paper Alg. 2 line 1)."""
+    _reset_summary(node, lower, upper, stats)
+    for i in range(lo, hi):
+        _absorb(node, idx[i], X, y, labels, task, lower, upper, stats)
+
+
+@numba.njit(**JIT)
 def _sample_block(
     j, idx, X, y, labels, task, min_samples_split, lifetime,
     left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
@@ -187,26 +216,13 @@ def _sample_block(
     stack_hi[0] = idx.shape[0]
     top = 1
     extent = np.empty(n_features)
+    _block_summary(j, idx, 0, idx.shape[0], X, y, labels, task, lower, upper, stats)
     while top > 0:
         top -= 1
         node = stack_node[top]
         lo = stack_lo[top]
         hi = stack_hi[top]
-        # extent and sufficient statistics of the block
-        for d in range(n_features):
-            lower[node, d] = np.inf
-            upper[node, d] = -np.inf
-        for s in range(stats.shape[1]):
-            stats[node, s] = 0.0
-        for i in range(lo, hi):
-            r = idx[i]
-            for d in range(n_features):
-                v = X[r, d]
-                if v < lower[node, d]:
-                    lower[node, d] = v
-                if v > upper[node, d]:
-                    upper[node, d] = v
-            _add_point_stats(stats, node, task, y[r], labels[r])
+        # the extent and statistics of ``node`` were filled by its parent's partition pass
         left[node] = NO_NODE
         right[node] = NO_NODE
         feature[node] = NO_NODE
@@ -227,23 +243,28 @@ def _sample_block(
             xi = lo_d + np.random.random() * (hi_d - lo_d)
             while xi >= hi_d:  # measure-zero rounding case: keep both children non-empty
                 xi = lo_d + np.random.random() * (hi_d - lo_d)
-            # partition idx[lo:hi] in place: x_d <= xi to the left
+            lc = n_nodes
+            rc = n_nodes + 1
+            n_nodes += 2
+            _reset_summary(lc, lower, upper, stats)
+            _reset_summary(rc, lower, upper, stats)
+            # partition idx[lo:hi] in place (x_d <= xi to the left); every row is classified
+            # exactly once, so the children's extents and statistics are summed on the way
             a = lo
             b = hi - 1
             while a <= b:
-                if X[idx[a], d] <= xi:
+                r = idx[a]
+                if X[r, d] <= xi:
+                    _absorb(lc, r, X, y, labels, task, lower, upper, stats)
                     a += 1
                 else:
-                    t = idx[a]
+                    _absorb(rc, r, X, y, labels, task, lower, upper, stats)
                     idx[a] = idx[b]
-                    idx[b] = t
+                    idx[b] = r
                     b -= 1
             feature[node] = d
             threshold[node] = xi
             tau[node] = split_time
-            lc = n_nodes
-            rc = n_nodes + 1
-            n_nodes += 2
             left[node] = lc
             right[node] = rc
             parent[lc] = node

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from numbers import Integral, Real
 from typing import Any
 
@@ -23,7 +25,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import _predict
 from ._predict import CAVITY_VAR, DOWN_MEAN, NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, UP_ETA, UP_LAM
@@ -63,6 +66,32 @@ class _BaseMondrianForest(BaseEstimator):
 
     def _n_stats(self) -> int:
         return REG_STATS
+
+    @contextmanager
+    def _unchanged_on_error(self) -> Iterator[None]:
+        """Restore the attributes if input validation raises (``fit``, ``partial_fit``).
+
+        Validation only rebinds attributes (``n_features_in_``, ``feature_names_in_``), so
+        a shallow snapshot of ``__dict__`` is enough; run the update itself outside.
+        """
+        snapshot = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    def _check_target(self, y: Any) -> np.ndarray:
+        """``y`` as a 1-D array (a column vector warns, as in scikit-learn)."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1 or y.ndim == 1:
+            return column_or_1d(y, warn=True)
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
 
     def _check_X(self, X: Any, reset: bool) -> np.ndarray:
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
@@ -259,21 +288,18 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         self.n_jobs = n_jobs
 
     def _check_y(self, y: Any) -> np.ndarray:
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        y = np.asarray(self._check_target(y), dtype=np.float64)
         check_finite(y[:, None], ["y"], "y")
         return y
 
     def fit(self, X: Any, y: Any) -> MondrianForestRegressor:
         """Sample a fresh forest on (X, y) (paper Alg. 1-2)."""
         self._validate_params()
-        X = self._check_X(X, reset=True)
-        y = self._check_y(y)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+        with self._unchanged_on_error():
+            X = self._check_X(X, reset=True)
+            y = self._check_y(y)
+            if y.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
         self._init_state(X)
         self._update(X, y, np.zeros(X.shape[0], INDEX))
         return self
@@ -287,10 +313,11 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         first = not hasattr(self, "trees_")
         if first:
             self._validate_params()
-        X = self._check_X(X, reset=first)
-        y = self._check_y(y)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+        with self._unchanged_on_error():
+            X = self._check_X(X, reset=first)
+            y = self._check_y(y)
+            if y.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
         if first:
             self._init_state(X)
         self._update(X, y, np.zeros(X.shape[0], INDEX))
@@ -302,9 +329,16 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         root = self.trees_[0]
         n, s1, s2 = root.stats[root.root]
         mu_h, gamma1, gamma2, noise_var = hyperparameters(n, s1, s2, self.n_features_in_)
-        self.hyperparameters_ = dict(mu_H=mu_h, gamma1=gamma1, gamma2=gamma2,
-                                     noise_var=noise_var)
-        return self.hyperparameters_
+        return dict(mu_H=mu_h, gamma1=gamma1, gamma2=gamma2, noise_var=noise_var)
+
+    @property
+    def hyperparameters_(self) -> dict:
+        """``mu_H, gamma1, gamma2, noise_var`` used by the posterior (App. B).
+
+        Computed from the root statistics, so prediction never changes ``__dict__``.
+        """
+        check_is_fitted(self, "trees_")
+        return self._posterior_context()
 
     def _tree_posterior(self, tree: TreeArrays, h: dict) -> tuple:
         """Per-node parameters ``P`` and hyperparameters ``h`` of the prediction kernels."""
@@ -451,11 +485,7 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
         return len(self.classes_)
 
     def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        y = self._check_target(y)
         if y.dtype.kind == "f":
             check_finite(y[:, None], ["y"], "y")
         codes = np.searchsorted(classes, y)
@@ -473,22 +503,19 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
     def fit(self, X: Any, y: Any) -> MondrianForestClassifier:
         """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9)."""
         self._validate_params()
-        X = self._check_X(X, reset=True)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.dtype.kind == "f":
-            check_finite(y.reshape(len(y), -1), ["y"], "y")
-        from sklearn.utils.multiclass import check_classification_targets
-
-        check_classification_targets(y)
-        classes = np.unique(y)
-        labels = self._encode(y, classes)
-        if labels.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
+        with self._unchanged_on_error():
+            X = self._check_X(X, reset=True)
+            y = self._check_target(y)
+            if y.dtype.kind == "f":
+                check_finite(y[:, None], ["y"], "y")
+            check_classification_targets(y)
+            classes = np.unique(y)
+            labels = self._encode(y, classes)
+            if labels.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
         self.classes_ = classes
         self._init_state(X)
-        self._update(X, y, labels)
+        self._update(X, np.zeros(X.shape[0]), labels)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MondrianForestClassifier:
@@ -510,10 +537,11 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
                     f"{self.classes_.tolist()}."
                 )
             classes = self.classes_
-        X = self._check_X(X, reset=first)
-        labels = self._encode(y, classes)
-        if labels.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
+        with self._unchanged_on_error():
+            X = self._check_X(X, reset=first)
+            labels = self._encode(y, classes)
+            if labels.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {labels.shape[0]}.")
         if first:
             self.classes_ = classes
             self._init_state(X)
@@ -549,4 +577,5 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
 
     def predict(self, X: Any) -> np.ndarray:
         """Most probable class."""
+        check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

@@ -84,8 +84,8 @@ def rmse(y: Any, mean: Any) -> float:
 
     Examples
     --------
-    >>> rmse([0.0, 0.0], [3.0, 4.0]) ** 2
-    12.5
+    >>> rmse([0.0, 0.0], [3.0, -3.0])
+    3.0
     """
     mean = np.asarray(mean, dtype=np.float64)
     y = _targets(y, mean.shape[0] if mean.ndim == 1 else None)

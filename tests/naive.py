@@ -252,3 +252,152 @@ def branch_off_G_naive(G_parent, c, dbar):
 
 
 # ---------------------------------------------------------------- Mondrian tree sampling
+
+
+def naive_sample_mondrian_block(X, rows, rng, *, tau_parent=0.0, lifetime=np.inf,
+                                min_samples_split=2, labels=None):
+    """SampleMondrianBlock (paper Alg. 2; thesis Alg. 5.2 / 5.9 with pausing), recursively.
+
+    Plain NumPy reference sampler. ``rows`` index ``X``; ``rng`` is a ``np.random.Generator``.
+    Regression (``labels is None``): a block with fewer than ``min_samples_split`` points is
+    paused. Classification: a block is also paused when all its labels are identical.
+    Returns a nested dict ``{rows, lower, upper, tau, feature, threshold, left, right}``
+    (``feature = -1`` and ``left = right = None`` at a leaf, whose ``tau`` is ``lifetime``).
+    """
+    rows = np.asarray(rows)
+    pts = X[rows]
+    lower = pts.min(axis=0)
+    upper = pts.max(axis=0)
+    node = dict(rows=rows, lower=lower, upper=upper, tau=lifetime, feature=-1,
+                threshold=np.nan, left=None, right=None)
+    paused = len(rows) < min_samples_split
+    if labels is not None:
+        paused = paused or len(np.unique(labels[rows])) <= 1
+    extent = upper - lower
+    rate = extent.sum()
+    if paused or rate <= 0:
+        return node
+    t = tau_parent + rng.exponential(1.0 / rate)
+    if not t < lifetime:
+        return node
+    d = int(rng.choice(len(extent), p=extent / rate))
+    xi = rng.uniform(lower[d], upper[d])
+    go_left = pts[:, d] <= xi
+    node.update(tau=t, feature=d, threshold=xi)
+    kw = dict(lifetime=lifetime, min_samples_split=min_samples_split, labels=labels)
+    node["left"] = naive_sample_mondrian_block(X, rows[go_left], rng, tau_parent=t, **kw)
+    node["right"] = naive_sample_mondrian_block(X, rows[~go_left], rng, tau_parent=t, **kw)
+    return node
+
+
+def naive_tree_leaves(node):
+    """Row arrays of the leaves of a nested tree from ``naive_sample_mondrian_block``."""
+    if node["left"] is None:
+        return [node["rows"]]
+    return naive_tree_leaves(node["left"]) + naive_tree_leaves(node["right"])
+
+
+def flat_tree_leaf_rows(tree, j):
+    """Rows stored in the linked list of leaf slot ``j`` of a flat tree."""
+    out = []
+    r = tree.leaf_head[j]
+    while r != -1:
+        out.append(int(r))
+        r = tree.pt_next[r]
+        if len(out) > tree.pt_next.shape[0]:
+            raise AssertionError(f"cycle in the point list of leaf {j}")
+    return out
+
+
+def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
+                          min_samples_split=2, n_classes=None):
+    """Assert every structural invariant of a flat Mondrian tree (``TREE_LAYOUT.md``).
+
+    ``rows`` are all the rows inserted so far; ``task`` is 0 (regression) or 1
+    (classification). Raises ``AssertionError`` with a message on the first violation.
+    """
+    rows = np.sort(np.asarray(rows))
+    n_nodes = int(tree.n_nodes)
+    root = int(tree.root)
+    assert 1 <= n_nodes <= 2 * len(rows) - 1, (n_nodes, len(rows))
+    assert tree.parent[root] == -1, "root has a parent"
+
+    # reachability and pointer consistency (nodes are never deleted: all live slots reachable)
+    order = []
+    stack = [root]
+    seen = set()
+    while stack:
+        j = stack.pop()
+        assert 0 <= j < n_nodes, f"slot {j} out of the live range"
+        assert j not in seen, f"slot {j} reached twice"
+        seen.add(j)
+        order.append(j)
+        lj, rj = int(tree.left[j]), int(tree.right[j])
+        if lj == -1 or rj == -1:
+            assert lj == rj == -1, f"node {j} has one child"
+            assert tree.feature[j] == -1, f"leaf {j} has a feature"
+        else:
+            assert tree.parent[lj] == j and tree.parent[rj] == j, f"parent pointers of {j}"
+            assert 0 <= tree.feature[j] < X.shape[1], f"bad feature at {j}"
+            assert tree.leaf_head[j] == -1, f"internal node {j} stores points"
+            stack += [rj, lj]
+    assert seen == set(range(n_nodes)), "unreachable live slots"
+
+    # points below every node (post-order over the reversed pre-order)
+    below = {}
+    for j in reversed(order):
+        if tree.left[j] == -1:
+            below[j] = flat_tree_leaf_rows(tree, j)
+        else:
+            below[j] = below[int(tree.left[j])] + below[int(tree.right[j])]
+    assert sorted(below[root]) == list(rows), "leaf lists do not partition the inserted rows"
+
+    for j in order:
+        pts = X[below[j]]
+        assert len(below[j]) > 0, f"empty node {j}"
+        np.testing.assert_array_equal(tree.lower[j], pts.min(axis=0), err_msg=f"lower {j}")
+        np.testing.assert_array_equal(tree.upper[j], pts.max(axis=0), err_msg=f"upper {j}")
+        tp = 0.0 if j == root else tree.tau[tree.parent[j]]
+        if task == 0:
+            n_j = len(below[j])
+            yy = y[below[j]]
+            np.testing.assert_allclose(tree.stats[j], [n_j, yy.sum(), (yy ** 2).sum()],
+                                       rtol=1e-9, atol=1e-9, err_msg=f"regression stats {j}")
+            paused = n_j < min_samples_split
+        else:
+            lab = labels[below[j]]
+            paused = len(lab) < min_samples_split or len(np.unique(lab)) <= 1
+        if tree.left[j] == -1:
+            assert tree.tau[j] == lifetime, f"leaf {j} tau {tree.tau[j]} != lifetime"
+            if task == 1:
+                counts = np.bincount(labels[below[j]], minlength=n_classes)
+                np.testing.assert_array_equal(tree.stats[j], counts, err_msg=f"leaf counts {j}")
+            if np.isinf(lifetime):
+                # with an infinite lifetime a leaf is paused or holds identical points only
+                assert paused or np.all(pts == pts[0]), f"leaf {j} neither paused nor constant"
+        else:
+            lj, rj = int(tree.left[j]), int(tree.right[j])
+            f = int(tree.feature[j])
+            xi = tree.threshold[j]
+            assert not paused, f"internal node {j} should be paused"
+            assert tp < tree.tau[j] < lifetime, f"split time of {j} not in (tau_parent, lifetime)"
+            assert tree.tau[lj] > tree.tau[j] and tree.tau[rj] > tree.tau[j], f"tau order {j}"
+            for c in (lj, rj):
+                assert np.all(tree.lower[j] <= tree.lower[c]), f"extent {j} !>= child {c}"
+                assert np.all(tree.upper[j] >= tree.upper[c]), f"extent {j} !>= child {c}"
+            assert tree.lower[j, f] <= xi < tree.upper[j, f], f"threshold of {j} outside extent"
+            assert tree.upper[lj, f] <= xi < tree.lower[rj, f], f"children of {j} straddle xi"
+            if task == 0:
+                np.testing.assert_allclose(tree.stats[j], tree.stats[lj] + tree.stats[rj],
+                                           rtol=1e-9, atol=1e-9, err_msg=f"sum stats {j}")
+            else:
+                ikn = np.minimum(tree.stats[lj], 1) + np.minimum(tree.stats[rj], 1)
+                np.testing.assert_array_equal(tree.stats[j], ikn, err_msg=f"IKN counts {j}")
+
+    # routing: every training point reaches the leaf whose list holds it
+    leaf_of = {r: j for j in order if tree.left[j] == -1 for r in below[j]}
+    for r in rows:
+        j = root
+        while tree.left[j] != -1:
+            j = tree.left[j] if X[r, tree.feature[j]] <= tree.threshold[j] else tree.right[j]
+        assert j == leaf_of[int(r)], f"row {r} routes to {j}, stored at {leaf_of[int(r)]}"
