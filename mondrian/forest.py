@@ -89,7 +89,7 @@ class _BaseMondrianForest(BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1 or y.ndim == 1:
+        if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
             return column_or_1d(y, warn=True)
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
 
@@ -249,7 +249,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     x_min_, x_scale_ : ndarray of shape (n_features,)
         The input scaling fixed by the first fit.
     hyperparameters_ : dict
-        ``mu_H, gamma1, gamma2, noise_var`` of the last posterior computation.
+        ``mu_H, gamma1, gamma2, noise_var`` of the posterior (App. B), from the data seen.
     n_samples_seen_ : int
         Training points seen so far.
 
