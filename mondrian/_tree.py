@@ -88,6 +88,12 @@ class TreeArrays:
             grown[: old.shape[0]] = old
             self.pt_next = grown
 
+    def trim(self) -> None:
+        """Shrink node capacity to the live nodes (after a batch fit); ``reserve`` regrows."""
+        cap = max(self.n_nodes, 2)
+        for name in self.ARRAYS[:-1]:
+            setattr(self, name, getattr(self, name)[:cap].copy())
+
     def args(self) -> tuple:
         return tuple(getattr(self, name) for name in self.ARRAYS)
 

@@ -33,7 +33,7 @@ from ._predict import CAVITY_VAR, DOWN_MEAN, NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_
 from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
 from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
-from .posterior import belief_propagation, edge_variance, empirical_moments, hyperparameters
+from .posterior import belief_propagation, edge_variances, empirical_moments, hyperparameters
 from .predictive import GaussianMixture
 from .validation import check_finite
 
@@ -143,17 +143,19 @@ class _BaseMondrianForest(BaseEstimator):
         rows = self._append(self._scale(X), y, labels)
         n_total = self.n_samples_seen_
         update = self._n_updates
-        seeds = [
-            int(np.random.SeedSequence(self._entropy, spawn_key=(t, update)).generate_state(1)[0])
-            for t in range(self.n_estimators)
-        ]
+        seeds = np.random.SeedSequence(self._entropy, spawn_key=(update,)).generate_state(
+            self.n_estimators
+        )
         lifetime = float(self.lifetime)
 
         def work(t: int) -> None:
             tree = self.trees_[t]
+            batch = tree.n_nodes == 0
             tree.reserve(n_total)
             grow(tree, self._X, self._y, self._labels, rows, self._task,
-                 int(self.min_samples_split), lifetime, seeds[t])
+                 int(self.min_samples_split), lifetime, int(seeds[t]))
+            if batch:
+                tree.trim()
 
         self._map(work, range(self.n_estimators))
         self._n_updates = update + 1
@@ -237,7 +239,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         recomputed lazily after ``partial_fit`` for the trees that changed.
         ``"empirical"``: node mean and variance of the labels (App. C), O(log n) updates.
     random_state : int, RandomState instance or None, default=None
-        Seeds every tree: tree t at update u uses ``SeedSequence(seed, spawn_key=(t, u))``,
+        Seeds every tree: tree t at update u uses word t of ``SeedSequence(seed, spawn_key=(u,))``,
         so results do not depend on ``n_jobs``.
     n_jobs : int or None, default=None
         Threads over trees (fit) and over row blocks (predict); -1 uses all cores.
@@ -355,8 +357,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
                                h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR],
                                P[:, DOWN_MEAN], b, P[:, UP_LAM], P[:, UP_ETA])
             tau_parent = np.where(has_parent, tree.tau[pidx], 0.0)
-            phi = np.array([edge_variance(t, tp, h["gamma1"], h["gamma2"])
-                            for t, tp in zip(tree.tau[:n], tau_parent, strict=True)])
+            phi = edge_variances(tree.tau[:n], tau_parent, h["gamma1"], h["gamma2"])
             P[:, CAVITY_VAR] = np.maximum(b - phi, 0.0)
             P[:, NODE_VAR] += h["noise_var"]
         else:
