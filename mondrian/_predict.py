@@ -15,13 +15,14 @@ import numpy as np
 
 from .config import JIT, NO_NODE
 from .ikn import branch_off_G, expected_discount
-from .posterior import edge_variance
 
 #: Columns of the per-node parameter matrix ``P`` of regression trees.
-NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA = range(8)
+(NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
+ SIG_TAU, SIG_PARENT) = range(10)
+N_NODE_PARAMS = 10
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
-#: noise variance, lifetime.
-EXACT, GAMMA1, GAMMA2, NOISE, LIFETIME = range(5)
+#: noise variance, sigmoid(gamma2 * lifetime).
+EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
 #: Quantile nodes of the truncated-exponential split time of a branch-off (midpoint rule).
 N_TIME_NODES = 4
 
@@ -63,15 +64,16 @@ def _off_component(j, eta, delta, tau_parent, tau, P, h):
     m2 = 0.0
     for q in range(N_TIME_NODES):
         u = (q + 0.5) / N_TIME_NODES
-        t_new = tau_parent - np.log1p(-u * mass) / eta
-        b_new = P[j, CAVITY_VAR] + edge_variance(t_new, tau_parent, g1, g2)
-        phi_below = edge_variance(tau[j], t_new, g1, g2)
+        # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
+        sig_new = 1.0 / (1.0 + np.exp(-g2 * (tau_parent - np.log1p(-u * mass) / eta)))
+        b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
+        phi_below = g1 * max(P[j, SIG_TAU] - sig_new, 0.0)
         shrink = 1.0 + P[j, UP_LAM] * phi_below
         lam = P[j, UP_LAM] / shrink
         eta_info = P[j, UP_ETA] / shrink
         den = 1.0 + b_new * lam
         mean = (P[j, DOWN_MEAN] + b_new * eta_info) / den
-        var = b_new / den + edge_variance(h[LIFETIME], t_new, g1, g2) + h[NOISE]
+        var = b_new / den + g1 * max(h[SIG_LIFETIME] - sig_new, 0.0) + h[NOISE]
         m1 += mean
         m2 += var + mean * mean
     m1 /= N_TIME_NODES

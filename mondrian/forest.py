@@ -29,7 +29,19 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import _predict
-from ._predict import CAVITY_VAR, DOWN_MEAN, NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, UP_ETA, UP_LAM
+from ._predict import (
+    CAVITY_VAR,
+    DOWN_MEAN,
+    N_NODE_PARAMS,
+    NODE_MEAN,
+    NODE_VAR,
+    OFF_MEAN,
+    OFF_VAR,
+    SIG_PARENT,
+    SIG_TAU,
+    UP_ETA,
+    UP_LAM,
+)
 from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
 from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
@@ -39,6 +51,12 @@ from .validation import check_finite
 
 #: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
 PREDICT_BLOCK = 65_536
+
+
+def _sigmoid(t: Any) -> Any:
+    """Logistic function, exact at +inf (the leaf time of an infinite lifetime)."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-np.asarray(t, dtype=np.float64)))
 
 
 def _n_threads(n_jobs: int | None) -> int:
@@ -94,6 +112,18 @@ class _BaseMondrianForest(BaseEstimator):
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
 
     def _check_X(self, X: Any, reset: bool) -> np.ndarray:
+        if (
+            not reset
+            and type(X) is np.ndarray
+            and X.dtype == np.float64
+            and X.ndim == 2
+            and X.shape[0] > 0
+            and X.shape[1] == getattr(self, "n_features_in_", -1)
+            and not hasattr(self, "feature_names_in_")
+        ):
+            # fast path for online use (one row per call): nothing for validate_data to do
+            check_finite(X, None, "X")
+            return X
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         check_finite(X, getattr(self, "feature_names_in_", None), "X")
         return X
@@ -345,7 +375,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     def _tree_posterior(self, tree: TreeArrays, h: dict) -> tuple:
         """Per-node parameters ``P`` and hyperparameters ``h`` of the prediction kernels."""
         n = tree.n_nodes
-        P = np.zeros((n, 8))
+        P = np.zeros((n, N_NODE_PARAMS))
         parent = tree.parent[:n]
         has_parent = parent >= 0
         pidx = np.where(has_parent, parent, 0)
@@ -360,12 +390,14 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
             phi = edge_variances(tree.tau[:n], tau_parent, h["gamma1"], h["gamma2"])
             P[:, CAVITY_VAR] = np.maximum(b - phi, 0.0)
             P[:, NODE_VAR] += h["noise_var"]
+            P[:, SIG_TAU] = _sigmoid(h["gamma2"] * tree.tau[:n])
+            P[:, SIG_PARENT] = _sigmoid(h["gamma2"] * tau_parent)
         else:
             empirical_moments(tree.stats, n, h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR])
             P[:, OFF_MEAN] = np.where(has_parent, P[pidx, NODE_MEAN], P[tree.root, NODE_MEAN])
             P[:, OFF_VAR] = np.where(has_parent, P[pidx, NODE_VAR], P[tree.root, NODE_VAR])
         hv = np.array([float(exact), h["gamma1"], h["gamma2"], h["noise_var"],
-                       float(self.lifetime)])
+                       _sigmoid(h["gamma2"] * float(self.lifetime))])
         return np.ascontiguousarray(P), hv
 
     # ------------------------------------------------------------------ prediction
