@@ -4,8 +4,14 @@ A test point x may "branch off" the tree just above any node j of its path, with
 probability p_j(x) = 1 - exp(-Delta_j * eta_j(x)) given that it has not branched off
 earlier, where Delta_j = tau_j - tau_parent(j) and eta_j(x) is the distance from x to the
 data extent of j (paper Alg. 5; thesis eq. 5.6-5.7, Alg. 5.8). One descent serves both
-tasks: regression writes a Gaussian component per node (``node_*`` for the leaf, ``off_*``
-for a branch-off above the node), classification mixes IKN posterior rows.
+tasks: regression writes a Gaussian component per node, classification mixes IKN
+posterior rows.
+
+The kernels read a *predictor*: the growing arrays of a tree packed into one row per node
+(``R``, nodes renumbered in depth-first preorder, root first), so that one descent step
+touches one contiguous record instead of eight arrays (compare scikit-learn's
+``make_predictor`` in hist gradient boosting). Predictors are rebuilt lazily after a tree
+changes, together with the posterior.
 """
 
 from __future__ import annotations
@@ -13,13 +19,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .config import JIT, NO_NODE
+from .config import INDEX, JIT, NO_NODE
 from .ikn import branch_off_G, expected_discount
 
-#: Columns of the per-node parameter matrix ``P`` of regression trees.
+#: Columns of a predictor record ``R``; the extent follows: lower bounds in
+#: ``R[j, EXTENT:EXTENT + D]``, upper bounds in ``R[j, EXTENT + D:EXTENT + 2D]``.
+LEFT, RIGHT, FEATURE, THRESHOLD, DELTA = range(5)
+EXTENT = 5
+#: Columns of the per-node parameter matrix ``P`` of regression trees (predictor order).
 (NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
- SIG_TAU, SIG_PARENT) = range(10)
-N_NODE_PARAMS = 10
+ SIG_TAU, SIG_PARENT, TAU_PARENT) = range(11)
+N_NODE_PARAMS = 11
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
 #: noise variance, sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
@@ -28,23 +38,74 @@ N_TIME_NODES = 4
 
 
 @numba.njit(**JIT)
-def _branch_off(j, x, parent, tau, lower, upper):
+def preorder(left, right, root, n_nodes):
+    """Live slots in depth-first preorder (explicit stack, left subtree first)."""
+    order = np.empty(n_nodes, INDEX)
+    stack = np.empty(n_nodes + 1, INDEX)
+    stack[0] = root
+    top = 1
+    k = 0
+    while top > 0:
+        top -= 1
+        j = stack[top]
+        order[k] = j
+        k += 1
+        if left[j] != NO_NODE:
+            stack[top] = right[j]
+            stack[top + 1] = left[j]
+            top += 2
+    return order[:k]
+
+
+@numba.njit(**JIT)
+def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
+    """The predictor record ``R`` of a tree whose slots are listed in ``order``."""
+    n = order.shape[0]
+    D = lower.shape[1]
+    new = np.empty(left.shape[0], INDEX)
+    for k in range(n):
+        new[order[k]] = k
+    R = np.empty((n, EXTENT + 2 * D))
+    for k in range(n):
+        j = order[k]
+        if left[j] == NO_NODE:
+            R[k, LEFT] = -1.0
+            R[k, RIGHT] = -1.0
+            R[k, FEATURE] = 0.0
+            R[k, THRESHOLD] = 0.0
+        else:
+            R[k, LEFT] = new[left[j]]
+            R[k, RIGHT] = new[right[j]]
+            R[k, FEATURE] = feature[j]
+            R[k, THRESHOLD] = threshold[j]
+        tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
+        R[k, DELTA] = tau[j] - tau_parent
+        for d in range(D):
+            R[k, EXTENT + d] = lower[j, d]
+            R[k, EXTENT + D + d] = upper[j, d]
+    return R
+
+
+@numba.njit(**JIT)
+def _branch_off(R, j, x):
     """Return ``(p_j(x), eta_j(x), Delta_j)`` for node ``j`` (paper Alg. 5 lines 5-6)."""
+    D = x.shape[0]
     eta = 0.0
-    for d in range(x.shape[0]):
-        if x[d] > upper[j, d]:
-            eta += x[d] - upper[j, d]
-        elif x[d] < lower[j, d]:
-            eta += lower[j, d] - x[d]
-    tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
-    delta = tau[j] - tau_parent
+    for d in range(D):
+        eta += max(x[d] - R[j, EXTENT + D + d], 0.0) + max(R[j, EXTENT + d] - x[d], 0.0)
+    delta = R[j, DELTA]
     if eta == 0.0 or delta == 0.0:
         return 0.0, eta, delta
     return -np.expm1(-delta * eta), eta, delta
 
 
 @numba.njit(**JIT)
-def _off_component(j, eta, delta, tau_parent, tau, P, h):
+def _child(R, j, x):
+    return int(R[j, LEFT]) if x[int(R[j, FEATURE])] <= R[j, THRESHOLD] else int(R[j, RIGHT])
+
+
+@numba.njit(**JIT)
+def _off_component(j, eta, delta, P, h):
     """Predictive Gaussian of a new leaf that branches off on the edge above node ``j``.
 
     With the empirical posterior (App. C) it is the moments of the parent. With the exact
@@ -65,7 +126,7 @@ def _off_component(j, eta, delta, tau_parent, tau, P, h):
     for q in range(N_TIME_NODES):
         u = (q + 0.5) / N_TIME_NODES
         # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
-        sig_new = 1.0 / (1.0 + np.exp(-g2 * (tau_parent - np.log1p(-u * mass) / eta)))
+        sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] - np.log1p(-u * mass) / eta)))
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
         phi_below = g1 * max(P[j, SIG_TAU] - sig_new, 0.0)
         shrink = 1.0 + P[j, UP_LAM] * phi_below
@@ -81,59 +142,53 @@ def _off_component(j, eta, delta, tau_parent, tau, P, h):
 
 
 @numba.njit(**JIT)
-def regression_moments(
-    X, left, right, parent, feature, threshold, tau, lower, upper, root, P, h, out_m1, out_m2,
-):
+def regression_moments(X, R, P, h, out_m1, out_m2):
     """Add one tree's predictive first and second moments, eq. (3)-(4), to the outputs."""
     for i in range(X.shape[0]):
         x = X[i]
-        j = root
+        j = 0
         not_separated = 1.0
         m1 = 0.0
         m2 = 0.0
         while True:
-            p, eta, delta = _branch_off(j, x, parent, tau, lower, upper)
+            p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 w = not_separated * p
-                tp = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
-                om, ov = _off_component(j, eta, delta, tp, tau, P, h)
+                om, ov = _off_component(j, eta, delta, P, h)
                 m1 += w * om
                 m2 += w * (ov + om * om)
-            if left[j] == NO_NODE:
+            if R[j, LEFT] < 0:
                 w = not_separated * (1.0 - p)
                 m1 += w * P[j, NODE_MEAN]
                 m2 += w * (P[j, NODE_VAR] + P[j, NODE_MEAN] ** 2)
                 break
             not_separated *= 1.0 - p
-            j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+            j = _child(R, j, x)
         out_m1[i] += m1
         out_m2[i] += m2
 
 
 @numba.njit(**JIT)
-def regression_count(X, left, right, parent, feature, threshold, tau, lower, upper, root, out):
+def regression_count(X, R, out):
     """Add one tree's number of non-zero mixture components per row to ``out``."""
     for i in range(X.shape[0]):
         x = X[i]
-        j = root
+        j = 0
         count = 0
         while True:
-            p, eta, delta = _branch_off(j, x, parent, tau, lower, upper)
+            p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 count += 1
-            if left[j] == NO_NODE:
+            if R[j, LEFT] < 0:
                 if p < 1.0:
                     count += 1
                 break
-            j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+            j = _child(R, j, x)
         out[i] += count
 
 
 @numba.njit(**JIT)
-def regression_components(
-    X, left, right, parent, feature, threshold, tau, lower, upper, root, P, h,
-    tree_weight, cursor, W, M, V,
-):
+def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
     """Write one tree's mixture components (eq. 3) into rows of ``W, M, V``.
 
     ``cursor[i]`` is the next free column of row i; components get weight
@@ -141,17 +196,16 @@ def regression_components(
     """
     for i in range(X.shape[0]):
         x = X[i]
-        j = root
+        j = 0
         not_separated = 1.0
         c = cursor[i]
         while True:
-            p, eta, delta = _branch_off(j, x, parent, tau, lower, upper)
+            p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
-                tp = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
                 W[i, c] = tree_weight * not_separated * p
-                M[i, c], V[i, c] = _off_component(j, eta, delta, tp, tau, P, h)
+                M[i, c], V[i, c] = _off_component(j, eta, delta, P, h)
                 c += 1
-            if left[j] == NO_NODE:
+            if R[j, LEFT] < 0:
                 if p < 1.0:
                     W[i, c] = tree_weight * not_separated * (1.0 - p)
                     M[i, c] = P[j, NODE_MEAN]
@@ -159,38 +213,38 @@ def regression_components(
                     c += 1
                 break
             not_separated *= 1.0 - p
-            j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+            j = _child(R, j, x)
         cursor[i] = c
 
 
 @numba.njit(**JIT)
-def classification_proba(
-    X, left, right, parent, feature, threshold, tau, lower, upper, root, stats, G, gamma, out,
-):
-    """Add one tree's class probabilities (thesis Alg. 5.8) to ``out``."""
-    n_classes = stats.shape[1]
-    uniform = np.full(n_classes, 1.0 / n_classes)
+def classification_proba(X, R, counts, G, G_parent, gamma, out):
+    """Add one tree's class probabilities (thesis Alg. 5.8) to ``out``.
+
+    ``counts``, ``G`` and ``G_parent`` (the posterior of each node's parent, the uniform
+    base measure for the root) are in predictor order.
+    """
+    n_classes = counts.shape[1]
     g_new = np.empty(n_classes)
     for i in range(X.shape[0]):
         x = X[i]
-        j = root
+        j = 0
         not_separated = 1.0
         while True:
-            p, eta, delta = _branch_off(j, x, parent, tau, lower, upper)
+            p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 dbar = expected_discount(eta, delta, gamma)
-                g_parent = uniform if parent[j] == NO_NODE else G[parent[j]]
-                branch_off_G(g_parent, stats[j], dbar, g_new)
+                branch_off_G(G_parent[j], counts[j], dbar, g_new)
                 w = not_separated * p
                 for k in range(n_classes):
                     out[i, k] += w * g_new[k]
-            if left[j] == NO_NODE:
+            if R[j, LEFT] < 0:
                 w = not_separated * (1.0 - p)
                 for k in range(n_classes):
                     out[i, k] += w * G[j, k]
                 break
             not_separated *= 1.0 - p
-            j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+            j = _child(R, j, x)
 
 
 @numba.njit(**JIT)

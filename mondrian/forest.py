@@ -39,6 +39,7 @@ from ._predict import (
     OFF_VAR,
     SIG_PARENT,
     SIG_TAU,
+    TAU_PARENT,
     UP_ETA,
     UP_LAM,
 )
@@ -218,9 +219,13 @@ class _BaseMondrianForest(BaseEstimator):
         edges = np.linspace(0, n, k + 1).astype(int)
         return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
-    def _tree_args(self, tree: TreeArrays) -> tuple:
-        return (tree.left, tree.right, tree.parent, tree.feature, tree.threshold, tree.tau,
-                tree.lower, tree.upper, tree.root)
+    @staticmethod
+    def _predictor(tree: TreeArrays) -> tuple[np.ndarray, np.ndarray]:
+        """Preorder of the live slots and the packed predictor record ``R``."""
+        order = _predict.preorder(tree.left, tree.right, tree.root, tree.n_nodes)
+        R = _predict.pack_predictor(tree.left, tree.right, tree.parent, tree.feature,
+                                    tree.threshold, tree.tau, tree.lower, tree.upper, order)
+        return order, R
 
     def apply(self, X: Any) -> np.ndarray:
         """Leaf slot of every row in every tree, shape (n_samples, n_estimators)."""
@@ -373,7 +378,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         return self._posterior_context()
 
     def _tree_posterior(self, tree: TreeArrays, h: dict) -> tuple:
-        """Per-node parameters ``P`` and hyperparameters ``h`` of the prediction kernels."""
+        """Predictor ``R``, per-node parameters ``P`` and hyperparameters ``h`` of a tree."""
         n = tree.n_nodes
         P = np.zeros((n, N_NODE_PARAMS))
         parent = tree.parent[:n]
@@ -392,13 +397,15 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
             P[:, NODE_VAR] += h["noise_var"]
             P[:, SIG_TAU] = _sigmoid(h["gamma2"] * tree.tau[:n])
             P[:, SIG_PARENT] = _sigmoid(h["gamma2"] * tau_parent)
+            P[:, TAU_PARENT] = tau_parent
         else:
             empirical_moments(tree.stats, n, h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR])
             P[:, OFF_MEAN] = np.where(has_parent, P[pidx, NODE_MEAN], P[tree.root, NODE_MEAN])
             P[:, OFF_VAR] = np.where(has_parent, P[pidx, NODE_VAR], P[tree.root, NODE_VAR])
         hv = np.array([float(exact), h["gamma1"], h["gamma2"], h["noise_var"],
                        _sigmoid(h["gamma2"] * float(self.lifetime))])
-        return np.ascontiguousarray(P), hv
+        order, R = self._predictor(tree)
+        return R, np.ascontiguousarray(P[order]), hv
 
     # ------------------------------------------------------------------ prediction
 
@@ -411,9 +418,8 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         m2 = np.zeros(Xs.shape[0])
 
         def work(block: slice) -> None:
-            for tree, post in zip(self.trees_, self._posterior, strict=True):
-                _predict.regression_moments(Xs[block], *self._tree_args(tree), *post,
-                                            m1[block], m2[block])
+            for R, P, h in self._posterior:
+                _predict.regression_moments(Xs[block], R, P, h, m1[block], m2[block])
 
         self._map(work, self._row_blocks(Xs.shape[0]))
         mean = m1 / self.n_estimators
@@ -432,17 +438,16 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     def _mixture(self, Xs: np.ndarray) -> GaussianMixture:
         n = Xs.shape[0]
         counts = np.zeros(n, INDEX)
-        for tree in self.trees_:
-            _predict.regression_count(Xs, *self._tree_args(tree), counts)
+        for R, _, _ in self._posterior:
+            _predict.regression_count(Xs, R, counts)
         width = int(counts.max()) if n else 1
         W = np.zeros((n, width))
         M = np.zeros((n, width))
         V = np.ones((n, width))
         cursor = np.zeros(n, INDEX)
         w_tree = 1.0 / self.n_estimators
-        for tree, post in zip(self.trees_, self._posterior, strict=True):
-            _predict.regression_components(Xs, *self._tree_args(tree), *post, w_tree,
-                                           cursor, W, M, V)
+        for R, P, h in self._posterior:
+            _predict.regression_components(Xs, R, P, h, w_tree, cursor, W, M, V)
         return GaussianMixture(W, M, V)
 
     def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
@@ -590,7 +595,11 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
         G = np.empty((tree.n_nodes, len(self.classes_)))
         ikn_posterior(tree.left, tree.right, tree.tau, tree.stats, tree.root, tree.n_nodes,
                       gamma, G)
-        return (G,)
+        order, R = self._predictor(tree)
+        parent = tree.parent[order]
+        G_parent = np.where((parent >= 0)[:, None], G[np.maximum(parent, 0)],
+                            1.0 / len(self.classes_))
+        return R, np.ascontiguousarray(tree.stats[order]), np.ascontiguousarray(G[order]), G_parent
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities averaged over trees (thesis Alg. 5.8)."""
@@ -601,9 +610,9 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
         out = np.zeros((Xs.shape[0], len(self.classes_)))
 
         def work(block: slice) -> None:
-            for tree, (G,) in zip(self.trees_, self._posterior, strict=True):
-                _predict.classification_proba(Xs[block], *self._tree_args(tree), tree.stats,
-                                              G, gamma, out[block])
+            for R, counts, G, G_parent in self._posterior:
+                _predict.classification_proba(Xs[block], R, counts, G, G_parent, gamma,
+                                              out[block])
 
         self._map(work, self._row_blocks(Xs.shape[0]))
         return out / self.n_estimators
