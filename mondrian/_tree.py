@@ -50,19 +50,23 @@ class TreeArrays:
 
     @classmethod
     def empty(cls, n_features: int, n_stats: int, n_points: int) -> TreeArrays:
-        """An empty tree with room for ``n_points`` training points."""
+        """An empty tree with room for ``n_points`` training points.
+
+        Slots at or beyond ``n_nodes`` are never read, so they are left uninitialised
+        (untouched memory costs nothing until a kernel writes a node there).
+        """
         cap = max(2 * n_points, 2)
         return cls(
-            left=np.full(cap, NO_NODE, INDEX),
-            right=np.full(cap, NO_NODE, INDEX),
-            parent=np.full(cap, NO_NODE, INDEX),
-            feature=np.full(cap, NO_NODE, INDEX),
-            threshold=np.zeros(cap),
-            tau=np.zeros(cap),
-            lower=np.zeros((cap, n_features)),
-            upper=np.zeros((cap, n_features)),
-            stats=np.zeros((cap, n_stats)),
-            leaf_head=np.full(cap, NO_NODE, INDEX),
+            left=np.empty(cap, INDEX),
+            right=np.empty(cap, INDEX),
+            parent=np.empty(cap, INDEX),
+            feature=np.empty(cap, INDEX),
+            threshold=np.empty(cap),
+            tau=np.empty(cap),
+            lower=np.empty((cap, n_features)),
+            upper=np.empty((cap, n_features)),
+            stats=np.empty((cap, n_stats)),
+            leaf_head=np.empty(cap, INDEX),
             pt_next=np.full(max(n_points, 1), NO_NODE, INDEX),
         )
 
@@ -78,8 +82,7 @@ class TreeArrays:
             new = max(need_nodes, 2 * cap)
             for name in self.ARRAYS[:-1]:
                 old = getattr(self, name)
-                fill = NO_NODE if old.dtype == INDEX else 0
-                grown = np.full((new,) + old.shape[1:], fill, old.dtype)
+                grown = np.empty((new,) + old.shape[1:], old.dtype)
                 grown[:cap] = old
                 setattr(self, name, grown)
         if n_points > self.pt_next.shape[0]:
@@ -219,6 +222,7 @@ def _sample_block(
     """
     first_new = n_nodes
     n_features = X.shape[1]
+    buf = np.empty(idx.shape[0], INDEX)
     stack_node = np.empty(idx.shape[0] * 2 + 2, INDEX)
     stack_lo = np.empty(idx.shape[0] * 2 + 2, INDEX)
     stack_hi = np.empty(idx.shape[0] * 2 + 2, INDEX)
@@ -259,20 +263,21 @@ def _sample_block(
             n_nodes += 2
             _reset_summary(lc, lower, upper, stats)
             _reset_summary(rc, lower, upper, stats)
-            # partition idx[lo:hi] in place (x_d <= xi to the left); every row is classified
-            # exactly once, so the children's extents and statistics are summed on the way
+            # partition idx[lo:hi] (x_d <= xi to the left) through ``buf``; every row is
+            # classified exactly once and the children's extents and statistics are summed
+            # on the way. Branch-free: both candidate slots are written, the cursors move.
             a = lo
             b = hi - 1
-            while a <= b:
-                r = idx[a]
-                if X[r, d] <= xi:
-                    _absorb(lc, r, X, y, labels, task, lower, upper, stats)
-                    a += 1
-                else:
-                    _absorb(rc, r, X, y, labels, task, lower, upper, stats)
-                    idx[a] = idx[b]
-                    idx[b] = r
-                    b -= 1
+            for i in range(lo, hi):
+                r = idx[i]
+                go_left = X[r, d] <= xi
+                _absorb(lc if go_left else rc, r, X, y, labels, task, lower, upper, stats)
+                buf[a] = r
+                buf[b] = r
+                a += go_left
+                b -= 1 - go_left
+            for i in range(lo, hi):
+                idx[i] = buf[i]
             feature[node] = d
             threshold[node] = xi
             tau[node] = split_time
@@ -290,6 +295,7 @@ def _sample_block(
             top += 1
         else:
             tau[node] = lifetime
+            threshold[node] = 0.0
             leaf_head[node] = idx[lo]
             for i in range(lo, hi - 1):
                 pt_next[idx[i]] = idx[i + 1]

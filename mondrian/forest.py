@@ -160,7 +160,7 @@ class _BaseMondrianForest(BaseEstimator):
             cap = max(stop, 2 * self._X.shape[0])
             for name in ("_X", "_y", "_labels"):
                 old = getattr(self, name)
-                new = np.zeros((cap,) + old.shape[1:], old.dtype)
+                new = np.empty((cap,) + old.shape[1:], old.dtype)
                 new[:start] = old[:start]
                 setattr(self, name, new)
         self._X[start:stop] = Xs
