@@ -33,8 +33,11 @@ N_NODE_PARAMS = 11
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
 #: noise variance, sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
-#: Quantile nodes of the truncated-exponential split time of a branch-off (midpoint rule).
+#: Quantile nodes of the truncated-exponential split time of a branch-off (midpoint rule),
+#: and -log(1 - u) at those levels (the untruncated case needs no logarithm per call).
 N_TIME_NODES = 4
+_TIME_LEVELS = (np.arange(N_TIME_NODES) + 0.5) / N_TIME_NODES
+_UNTRUNCATED = -np.log1p(-_TIME_LEVELS)
 
 
 @numba.njit(**JIT)
@@ -96,6 +99,8 @@ def _branch_off(R, j, x):
     delta = R[j, DELTA]
     if eta == 0.0 or delta == 0.0:
         return 0.0, eta, delta
+    if delta == np.inf:  # a leaf of an infinite lifetime: any distance separates
+        return 1.0, eta, delta
     return -np.expm1(-delta * eta), eta, delta
 
 
@@ -105,7 +110,7 @@ def _child(R, j, x):
 
 
 @numba.njit(**JIT)
-def _off_component(j, eta, delta, P, h):
+def _off_component(j, eta, p, P, h):
     """Predictive Gaussian of a new leaf that branches off on the edge above node ``j``.
 
     With the empirical posterior (App. C) it is the moments of the parent. With the exact
@@ -120,13 +125,16 @@ def _off_component(j, eta, delta, P, h):
         return P[j, OFF_MEAN], P[j, OFF_VAR]
     g1 = h[GAMMA1]
     g2 = h[GAMMA2]
-    mass = 1.0 if delta == np.inf else -np.expm1(-eta * delta)
     m1 = 0.0
     m2 = 0.0
     for q in range(N_TIME_NODES):
-        u = (q + 0.5) / N_TIME_NODES
+        # quantile u_q of the split time; p = P(split before tau_j) is the truncation mass
+        if p == 1.0:
+            s = _UNTRUNCATED[q] / eta
+        else:
+            s = -np.log1p(-_TIME_LEVELS[q] * p) / eta
         # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
-        sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] - np.log1p(-u * mass) / eta)))
+        sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] + s)))
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
         phi_below = g1 * max(P[j, SIG_TAU] - sig_new, 0.0)
         shrink = 1.0 + P[j, UP_LAM] * phi_below
@@ -154,7 +162,7 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 w = not_separated * p
-                om, ov = _off_component(j, eta, delta, P, h)
+                om, ov = _off_component(j, eta, p, P, h)
                 m1 += w * om
                 m2 += w * (ov + om * om)
             if R[j, LEFT] < 0:
@@ -203,7 +211,7 @@ def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 W[i, c] = tree_weight * not_separated * p
-                M[i, c], V[i, c] = _off_component(j, eta, delta, P, h)
+                M[i, c], V[i, c] = _off_component(j, eta, p, P, h)
                 c += 1
             if R[j, LEFT] < 0:
                 if p < 1.0:
