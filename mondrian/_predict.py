@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .config import INDEX, JIT, NO_NODE
+from .config import INDEX, JIT, NO_NODE, PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
 
 #: Columns of a predictor record ``R``; the extent follows: lower bounds in
@@ -33,11 +33,12 @@ N_NODE_PARAMS = 11
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
 #: noise variance, sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
-#: Quantile nodes of the truncated-exponential split time of a branch-off (midpoint rule),
-#: and -log(1 - u) at those levels (the untruncated case needs no logarithm per call).
-N_TIME_NODES = 4
-_TIME_LEVELS = (np.arange(N_TIME_NODES) + 0.5) / N_TIME_NODES
-_UNTRUNCATED = -np.log1p(-_TIME_LEVELS)
+#: Two-point rules for the average over the split time s of a branch-off. Untruncated
+#: (s = t / eta, t ~ Exp(1)): Gauss-Laguerre, exact for cubics in t. Truncated to
+#: [0, Delta_j] (inverse CDF of u ~ U(0, 1)): Gauss-Legendre in u.
+_LAGUERRE_T = np.array([2.0 - np.sqrt(2.0), 2.0 + np.sqrt(2.0)])
+_LAGUERRE_W = np.array([(2.0 + np.sqrt(2.0)) / 4.0, (2.0 - np.sqrt(2.0)) / 4.0])
+_LEGENDRE_U = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])
 
 
 @numba.njit(**JIT)
@@ -89,14 +90,17 @@ def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, o
     return R
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _branch_off(R, j, x):
     """Return ``(p_j(x), eta_j(x), Delta_j)`` for node ``j`` (paper Alg. 5 lines 5-6)."""
-    D = x.shape[0]
+    # unsigned indices: numba then emits no negative-index wraparound per access
+    u = np.uint64(j)
+    lo = np.uint64(EXTENT)
+    hi = np.uint64(EXTENT + x.shape[0])
     eta = 0.0
-    for d in range(D):
-        eta += max(x[d] - R[j, EXTENT + D + d], 0.0) + max(R[j, EXTENT + d] - x[d], 0.0)
-    delta = R[j, DELTA]
+    for d in range(np.uint64(x.shape[0])):
+        eta += max(x[d] - R[u, hi + d], 0.0) + max(R[u, lo + d] - x[d], 0.0)
+    delta = R[u, DELTA]
     if eta == 0.0 or delta == 0.0:
         return 0.0, eta, delta
     if delta == np.inf:  # a leaf of an infinite lifetime: any distance separates
@@ -104,12 +108,13 @@ def _branch_off(R, j, x):
     return -np.expm1(-delta * eta), eta, delta
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _child(R, j, x):
-    return int(R[j, LEFT]) if x[int(R[j, FEATURE])] <= R[j, THRESHOLD] else int(R[j, RIGHT])
+    u = np.uint64(j)
+    return int(R[u, LEFT]) if x[np.uint64(R[u, FEATURE])] <= R[u, THRESHOLD] else int(R[u, RIGHT])
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _off_component(j, eta, p, P, h):
     """Predictive Gaussian of a new leaf that branches off on the edge above node ``j``.
 
@@ -119,7 +124,8 @@ def _off_component(j, eta, p, P, h):
     posterior combines the message from outside the subtree of j (mean ``DOWN_MEAN``,
     variance ``CAVITY_VAR`` + phi(tau~)) with the data below j (``UP_LAM``, ``UP_ETA``)
     passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise.
-    The average over tau~ is moment-matched from ``N_TIME_NODES`` quantile nodes.
+    The average over tau~ is moment-matched from a two-point rule (``_LAGUERRE_*``,
+    ``_LEGENDRE_U``).
     """
     if h[EXACT] == 0.0:
         return P[j, OFF_MEAN], P[j, OFF_VAR]
@@ -127,12 +133,14 @@ def _off_component(j, eta, p, P, h):
     g2 = h[GAMMA2]
     m1 = 0.0
     m2 = 0.0
-    for q in range(N_TIME_NODES):
-        # quantile u_q of the split time; p = P(split before tau_j) is the truncation mass
+    for q in range(2):
+        # p = P(split before tau_j) is the truncation mass of the split time
         if p == 1.0:
-            s = _UNTRUNCATED[q] / eta
+            s = _LAGUERRE_T[q] / eta
+            w = _LAGUERRE_W[q]
         else:
-            s = -np.log1p(-_TIME_LEVELS[q] * p) / eta
+            s = -np.log1p(-_LEGENDRE_U[q] * p) / eta
+            w = 0.5
         # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
         sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] + s)))
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
@@ -143,13 +151,12 @@ def _off_component(j, eta, p, P, h):
         den = 1.0 + b_new * lam
         mean = (P[j, DOWN_MEAN] + b_new * eta_info) / den
         var = b_new / den + g1 * max(h[SIG_LIFETIME] - sig_new, 0.0) + h[NOISE]
-        m1 += mean
-        m2 += var + mean * mean
-    m1 /= N_TIME_NODES
-    return m1, m2 / N_TIME_NODES - m1 * m1
+        m1 += w * mean
+        m2 += w * (var + mean * mean)
+    return m1, m2 - m1 * m1
 
 
-@numba.njit(**JIT)
+@numba.njit(**PREDICT_JIT)
 def regression_moments(X, R, P, h, out_m1, out_m2):
     """Add one tree's predictive first and second moments, eq. (3)-(4), to the outputs."""
     for i in range(X.shape[0]):
@@ -176,7 +183,7 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
         out_m2[i] += m2
 
 
-@numba.njit(**JIT)
+@numba.njit(**PREDICT_JIT)
 def regression_count(X, R, out):
     """Add one tree's number of non-zero mixture components per row to ``out``."""
     for i in range(X.shape[0]):
@@ -195,7 +202,7 @@ def regression_count(X, R, out):
         out[i] += count
 
 
-@numba.njit(**JIT)
+@numba.njit(**PREDICT_JIT)
 def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
     """Write one tree's mixture components (eq. 3) into rows of ``W, M, V``.
 
@@ -225,7 +232,7 @@ def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
         cursor[i] = c
 
 
-@numba.njit(**JIT)
+@numba.njit(**PREDICT_JIT)
 def classification_proba(X, R, counts, G, G_parent, gamma, out):
     """Add one tree's class probabilities (thesis Alg. 5.8) to ``out``.
 

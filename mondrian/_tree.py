@@ -118,7 +118,7 @@ class TreeArrays:
 # --------------------------------------------------------------------------- small helpers
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _paused(stats, j, task, min_samples_split):
     """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""
     if task == REGRESSION:
@@ -132,7 +132,7 @@ def _paused(stats, j, task, min_samples_split):
     return total < min_samples_split or distinct <= 1
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _add_point_stats(stats, j, task, yv, label):
     if task == REGRESSION:
         stats[j, 0] += 1.0
@@ -157,7 +157,7 @@ def _ikn_refresh_up(left, right, parent, stats, a, k):
         a = parent[a]
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _sample_dimension(extent, total):
     """Pick d with probability extent[d] / total (Alg. 2 line 5)."""
     u = np.random.random() * total
@@ -175,7 +175,7 @@ def _sample_dimension(extent, total):
 # --------------------------------------------------------------------------- batch sampling
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _reset_summary(node, lower, upper, stats):
     for d in range(lower.shape[1]):
         lower[node, d] = np.inf
@@ -184,21 +184,24 @@ def _reset_summary(node, lower, upper, stats):
         stats[node, s] = 0.0
 
 
-@numba.njit(**JIT)
+@numba.njit(inline="always", **JIT)
 def _absorb(node, r, X, y, labels, task, lower, upper, stats):
     """Add row ``r`` to the extent B^x and the statistics of ``node``."""
+    # unsigned indices: numba then skips the negative-index wraparound on every access
+    n = np.uint64(node)
+    u = np.uint64(r)
     for d in range(X.shape[1]):
-        v = X[r, d]
-        lower[node, d] = min(lower[node, d], v)
-        upper[node, d] = max(upper[node, d], v)
+        v = X[u, d]
+        lower[n, d] = min(lower[n, d], v)
+        upper[n, d] = max(upper[n, d], v)
     # read only the label array the task uses: each read is a cache miss on large data
     if task == REGRESSION:
-        yv = y[r]
-        stats[node, 0] += 1.0
-        stats[node, 1] += yv
-        stats[node, 2] += yv * yv
+        yv = y[u]
+        stats[n, 0] += 1.0
+        stats[n, 1] += yv
+        stats[n, 2] += yv * yv
     else:
-        stats[node, labels[r]] += 1.0
+        stats[n, labels[u]] += 1.0
 
 
 @numba.njit(**JIT)
