@@ -42,26 +42,6 @@ _LEGENDRE_U = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])
 
 
 @numba.njit(**JIT)
-def preorder(left, right, root, n_nodes):
-    """Live slots in depth-first preorder (explicit stack, left subtree first)."""
-    order = np.empty(n_nodes, INDEX)
-    stack = np.empty(n_nodes + 1, INDEX)
-    stack[0] = root
-    top = 1
-    k = 0
-    while top > 0:
-        top -= 1
-        j = stack[top]
-        order[k] = j
-        k += 1
-        if left[j] != NO_NODE:
-            stack[top] = right[j]
-            stack[top + 1] = left[j]
-            top += 2
-    return order[:k]
-
-
-@numba.njit(**JIT)
 def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
     """The predictor record ``R`` of a tree whose slots are listed in ``order``."""
     n = order.shape[0]

@@ -118,6 +118,30 @@ class TreeArrays:
 # --------------------------------------------------------------------------- small helpers
 
 
+@numba.njit(**JIT)
+def preorder(left, right, root, n_nodes):
+    """Live slots in depth-first preorder: parents before children (explicit stack).
+
+    The one traversal order of the package: top-down passes walk it forwards, bottom-up
+    passes backwards (slot order itself is not topological after online updates).
+    """
+    order = np.empty(n_nodes, INDEX)
+    stack = np.empty(n_nodes + 1, INDEX)
+    stack[0] = root
+    top = 1
+    k = 0
+    while top > 0:
+        top -= 1
+        j = stack[top]
+        order[k] = j
+        k += 1
+        if left[j] != NO_NODE:
+            stack[top] = right[j]
+            stack[top + 1] = left[j]
+            top += 2
+    return order[:k]
+
+
 @numba.njit(inline="always", **JIT)
 def _paused(stats, j, task, min_samples_split):
     """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""

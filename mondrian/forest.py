@@ -43,7 +43,7 @@ from ._predict import (
     UP_ETA,
     UP_LAM,
 )
-from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
+from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow, preorder
 from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, edge_variances, empirical_moments, hyperparameters
@@ -222,7 +222,7 @@ class _BaseMondrianForest(BaseEstimator):
     @staticmethod
     def _predictor(tree: TreeArrays) -> tuple[np.ndarray, np.ndarray]:
         """Preorder of the live slots and the packed predictor record ``R``."""
-        order = _predict.preorder(tree.left, tree.right, tree.root, tree.n_nodes)
+        order = preorder(tree.left, tree.right, tree.root, tree.n_nodes)
         R = _predict.pack_predictor(tree.left, tree.right, tree.parent, tree.feature,
                                     tree.threshold, tree.tau, tree.lower, tree.upper, order)
         return order, R

@@ -19,6 +19,7 @@ import math
 import numba
 import numpy as np
 
+from mondrian._tree import preorder
 from mondrian.config import JIT, NO_NODE
 
 __all__ = [
@@ -59,21 +60,12 @@ def ikn_counts(left, right, root, n_nodes, stats):
 
     Notes
     -----
-    Slot order is not topological, so the nodes are first listed breadth-first from ``root``
+    Slot order is not topological, so the nodes are first listed in preorder from ``root``
     and then processed in reverse (children before parents). No recursion.
     """
     K = stats.shape[1]
-    order = np.empty(n_nodes, dtype=np.int64)
-    order[0] = root
-    head = 0
-    tail = 1
-    while head < tail:
-        j = order[head]
-        head += 1
-        if left[j] != NO_NODE:
-            order[tail] = left[j]
-            order[tail + 1] = right[j]
-            tail += 2
+    order = preorder(left, right, root, n_nodes)
+    tail = order.shape[0]
     for i in range(tail - 1, -1, -1):
         j = order[i]
         l = left[j]

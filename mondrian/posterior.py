@@ -43,6 +43,7 @@ import math
 import numba
 import numpy as np
 
+from mondrian._tree import preorder
 from mondrian.config import JIT
 
 __all__ = [
@@ -112,8 +113,9 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
     Lakshminarayanan, Roy & Teh (2016), Sec. 3 and 3.1: computes the marginal posterior
     ``p(mu_j | D) = N(post_mean[j], post_var[j])`` of every node mean under the hierarchical
     Gaussian prior, with one upward pass (likelihood messages, information form) and one
-    downward pass (moment form) over a BFS order built from ``root`` with an explicit array
-    queue (slot order is not topological). O(n_nodes) time and memory, no recursion.
+    downward pass (moment form) over the parents-before-children order of
+    ``_tree.preorder`` (slot order is not topological). O(n_nodes) time and memory, no
+    recursion.
 
     Parameters
     ----------
@@ -151,23 +153,9 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
     if n_nodes <= 0 or root < 0:
         return
 
-    # ---- BFS order with an explicit array queue
-    order = np.empty(n_nodes, dtype=np.int64)
-    order[0] = root
-    head = 0
-    tail = 1
-    while head < tail:
-        j = order[head]
-        head += 1
-        c = left[j]
-        if c >= 0 and tail < n_nodes:
-            order[tail] = c
-            tail += 1
-        c = right[j]
-        if c >= 0 and tail < n_nodes:
-            order[tail] = c
-            tail += 1
-    n_reach = tail
+    # ---- parents-before-children order
+    order = preorder(left, right, root, n_nodes)
+    n_reach = order.shape[0]
 
     phi = np.zeros(n_nodes)
     up_lam = np.zeros(n_nodes)  # message j -> parent(j) (through edge phi_j)
@@ -181,7 +169,7 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
         tp = 0.0 if (j == root or p < 0) else tau[p]
         phi[j] = edge_variance(tau[j], tp, gamma1, gamma2)
 
-    # ---- upward pass (children before parents: reverse BFS order)
+    # ---- upward pass (children before parents: reverse preorder)
     for k in range(n_reach - 1, -1, -1):
         j = order[k]
         lj = left[j]
