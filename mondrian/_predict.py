@@ -22,10 +22,15 @@ import numpy as np
 from .config import INDEX, JIT, NO_NODE, PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
 
-#: Columns of a predictor record ``R``; the extent follows: lower bounds in
-#: ``R[j, EXTENT:EXTENT + D]``, upper bounds in ``R[j, EXTENT + D:EXTENT + 2D]``.
-LEFT, RIGHT, FEATURE, THRESHOLD, DELTA = range(5)
-EXTENT = 5
+#: A predictor ``R`` is a tuple of three views ``(R64, R32i, R32)`` of one float32 buffer
+#: with one row of ``EXTENT + 2D`` slots per node: float64 columns THRESHOLD and DELTA
+#: (exact routing and split-time gaps), int32 columns LEFT, RIGHT (-1 at a leaf) and FEATURE,
+#: and the data extent in float32, lower bounds from ``EXTENT``, upper bounds from
+#: ``EXTENT + D``. Extents are rounded outward, so a point inside a data box stays inside
+#: (points within float32 resolution outside a box face count as inside).
+THRESHOLD, DELTA = 0, 1
+LEFT, RIGHT, FEATURE = 4, 5, 6
+EXTENT = 8
 #: Columns of the per-node parameter matrix ``P`` of regression trees (predictor order).
 (NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
  SIG_TAU, SIG_PARENT, TAU_PARENT) = range(11)
@@ -41,46 +46,61 @@ _LAGUERRE_W = np.array([(2.0 + np.sqrt(2.0)) / 4.0, (2.0 - np.sqrt(2.0)) / 4.0])
 _LEGENDRE_U = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])
 
 
-@numba.njit(**JIT)
 def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
-    """The predictor record ``R`` of a tree whose slots are listed in ``order``."""
+    """The predictor ``(R64, R32i, R32)`` of a tree whose slots are listed in ``order``."""
+    n = order.shape[0]
+    buf = np.empty((n, EXTENT + 2 * lower.shape[1]), np.float32)
+    R = (buf.view(np.float64), buf.view(np.int32), buf)
+    _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order, *R)
+    return R
+
+
+@numba.njit(**JIT)
+def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order,
+                    R64, R32i, R32):
     n = order.shape[0]
     D = lower.shape[1]
     new = np.empty(left.shape[0], INDEX)
     for k in range(n):
         new[order[k]] = k
-    R = np.empty((n, EXTENT + 2 * D))
     for k in range(n):
         j = order[k]
         if left[j] == NO_NODE:
-            R[k, LEFT] = -1.0
-            R[k, RIGHT] = -1.0
-            R[k, FEATURE] = 0.0
-            R[k, THRESHOLD] = 0.0
+            R32i[k, LEFT] = -1
+            R32i[k, RIGHT] = -1
+            R32i[k, FEATURE] = 0
+            R64[k, THRESHOLD] = 0.0
         else:
-            R[k, LEFT] = new[left[j]]
-            R[k, RIGHT] = new[right[j]]
-            R[k, FEATURE] = feature[j]
-            R[k, THRESHOLD] = threshold[j]
+            R32i[k, LEFT] = new[left[j]]
+            R32i[k, RIGHT] = new[right[j]]
+            R32i[k, FEATURE] = feature[j]
+            R64[k, THRESHOLD] = threshold[j]
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
-        R[k, DELTA] = tau[j] - tau_parent
+        R64[k, DELTA] = tau[j] - tau_parent
         for d in range(D):
-            R[k, EXTENT + d] = lower[j, d]
-            R[k, EXTENT + D + d] = upper[j, d]
-    return R
+            lo = np.float32(lower[j, d])
+            if lo > lower[j, d]:
+                lo = np.nextafter(lo, np.float32(-np.inf))
+            hi = np.float32(upper[j, d])
+            if hi < upper[j, d]:
+                hi = np.nextafter(hi, np.float32(np.inf))
+            R32[k, EXTENT + d] = lo
+            R32[k, EXTENT + D + d] = hi
 
 
 @numba.njit(inline="always", **JIT)
 def _branch_off(R, j, x):
     """Return ``(p_j(x), eta_j(x), Delta_j)`` for node ``j`` (paper Alg. 5 lines 5-6)."""
+    R64, R32i, R32 = R
     # unsigned indices: numba then emits no negative-index wraparound per access
     u = np.uint64(j)
     lo = np.uint64(EXTENT)
     hi = np.uint64(EXTENT + x.shape[0])
     eta = 0.0
     for d in range(np.uint64(x.shape[0])):
-        eta += max(x[d] - R[u, hi + d], 0.0) + max(R[u, lo + d] - x[d], 0.0)
-    delta = R[u, DELTA]
+        eta += max(x[d] - np.float64(R32[u, hi + d]), 0.0)
+        eta += max(np.float64(R32[u, lo + d]) - x[d], 0.0)
+    delta = R64[u, DELTA]
     if eta == 0.0 or delta == 0.0:
         return 0.0, eta, delta
     if delta == np.inf:  # a leaf of an infinite lifetime: any distance separates
@@ -90,8 +110,16 @@ def _branch_off(R, j, x):
 
 @numba.njit(inline="always", **JIT)
 def _child(R, j, x):
+    R64, R32i, _ = R
     u = np.uint64(j)
-    return int(R[u, LEFT]) if x[np.uint64(R[u, FEATURE])] <= R[u, THRESHOLD] else int(R[u, RIGHT])
+    if x[np.uint64(R32i[u, FEATURE])] <= R64[u, THRESHOLD]:
+        return np.int64(R32i[u, LEFT])
+    return np.int64(R32i[u, RIGHT])
+
+
+@numba.njit(inline="always", **JIT)
+def _is_leaf(R, j):
+    return R[1][np.uint64(j), LEFT] < 0
 
 
 @numba.njit(inline="always", **JIT)
@@ -152,7 +180,7 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
                 om, ov = _off_component(j, eta, p, P, h)
                 m1 += w * om
                 m2 += w * (ov + om * om)
-            if R[j, LEFT] < 0:
+            if _is_leaf(R, j):
                 w = not_separated * (1.0 - p)
                 m1 += w * P[j, NODE_MEAN]
                 m2 += w * (P[j, NODE_VAR] + P[j, NODE_MEAN] ** 2)
@@ -174,7 +202,7 @@ def regression_count(X, R, out):
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 count += 1
-            if R[j, LEFT] < 0:
+            if _is_leaf(R, j):
                 if p < 1.0:
                     count += 1
                 break
@@ -200,7 +228,7 @@ def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
                 W[i, c] = tree_weight * not_separated * p
                 M[i, c], V[i, c] = _off_component(j, eta, p, P, h)
                 c += 1
-            if R[j, LEFT] < 0:
+            if _is_leaf(R, j):
                 if p < 1.0:
                     W[i, c] = tree_weight * not_separated * (1.0 - p)
                     M[i, c] = P[j, NODE_MEAN]
@@ -233,7 +261,7 @@ def classification_proba(X, R, counts, G, G_parent, gamma, out):
                 w = not_separated * p
                 for k in range(n_classes):
                     out[i, k] += w * g_new[k]
-            if R[j, LEFT] < 0:
+            if _is_leaf(R, j):
                 w = not_separated * (1.0 - p)
                 for k in range(n_classes):
                     out[i, k] += w * G[j, k]

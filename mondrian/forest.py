@@ -220,7 +220,7 @@ class _BaseMondrianForest(BaseEstimator):
         return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
     @staticmethod
-    def _predictor(tree: TreeArrays) -> tuple[np.ndarray, np.ndarray]:
+    def _predictor(tree: TreeArrays) -> tuple[np.ndarray, tuple]:
         """Preorder of the live slots and the packed predictor record ``R``."""
         order = preorder(tree.left, tree.right, tree.root, tree.n_nodes)
         R = _predict.pack_predictor(tree.left, tree.right, tree.parent, tree.feature,
