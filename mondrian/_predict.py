@@ -152,13 +152,11 @@ def _off_component(j, eta, p, P, h):
         # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
         sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] + s)))
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
-        phi_below = g1 * max(P[j, SIG_TAU] - sig_new, 0.0)
-        shrink = 1.0 + P[j, UP_LAM] * phi_below
-        lam = P[j, UP_LAM] / shrink
-        eta_info = P[j, UP_ETA] / shrink
-        den = 1.0 + b_new * lam
-        mean = (P[j, DOWN_MEAN] + b_new * eta_info) / den
-        var = b_new / den + g1 * max(h[SIG_LIFETIME] - sig_new, 0.0) + h[NOISE]
+        # the data below j seen from j~ through phi(tau_j | tau~), information form
+        inv_shrink = 1.0 / (1.0 + P[j, UP_LAM] * g1 * max(P[j, SIG_TAU] - sig_new, 0.0))
+        inv_den = 1.0 / (1.0 + b_new * P[j, UP_LAM] * inv_shrink)
+        mean = (P[j, DOWN_MEAN] + b_new * P[j, UP_ETA] * inv_shrink) * inv_den
+        var = b_new * inv_den + g1 * max(h[SIG_LIFETIME] - sig_new, 0.0) + h[NOISE]
         m1 += w * mean
         m2 += w * (var + mean * mean)
     return m1, m2 - m1 * m1
