@@ -33,16 +33,15 @@ LEFT, RIGHT, FEATURE = 4, 5, 6
 EXTENT = 8
 #: Columns of the per-node parameter matrix ``P`` of regression trees (predictor order).
 (NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
- SIG_TAU, SIG_PARENT, TAU_PARENT) = range(11)
-N_NODE_PARAMS = 11
+ SIG_TAU, SIG_PARENT, TAU_PARENT, EXP_TAU_PARENT) = range(12)
+N_NODE_PARAMS = 12
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
 #: noise variance, sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
 #: Two-point rules for the average over the split time s of a branch-off. Untruncated
-#: (s = t / eta, t ~ Exp(1)): Gauss-Laguerre, exact for cubics in t. Truncated to
+#: (s = t / eta, t ~ Exp(1)): nodes t = 1/2 and 3 with weights 0.8 and 0.2, exact for
+#: quadratics in t, and since 3 = 6 * (1/2) both sigmoids come from one exp. Truncated to
 #: [0, Delta_j] (inverse CDF of u ~ U(0, 1)): Gauss-Legendre in u.
-_LAGUERRE_T = np.array([2.0 - np.sqrt(2.0), 2.0 + np.sqrt(2.0)])
-_LAGUERRE_W = np.array([(2.0 + np.sqrt(2.0)) / 4.0, (2.0 - np.sqrt(2.0)) / 4.0])
 _LEGENDRE_U = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])
 
 
@@ -132,8 +131,7 @@ def _off_component(j, eta, p, P, h):
     posterior combines the message from outside the subtree of j (mean ``DOWN_MEAN``,
     variance ``CAVITY_VAR`` + phi(tau~)) with the data below j (``UP_LAM``, ``UP_ETA``)
     passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise.
-    The average over tau~ is moment-matched from a two-point rule (``_LAGUERRE_*``,
-    ``_LEGENDRE_U``).
+    The average over tau~ is moment-matched from a two-point rule (see ``_LEGENDRE_U``).
     """
     if h[EXACT] == 0.0:
         return P[j, OFF_MEAN], P[j, OFF_VAR]
@@ -141,16 +139,22 @@ def _off_component(j, eta, p, P, h):
     g2 = h[GAMMA2]
     m1 = 0.0
     m2 = 0.0
+    if p == 1.0:  # untruncated: exp(-g2 (tau_p + t / eta)) for t = 1/2 and t = 3
+        c = np.exp(-0.5 * g2 / eta)
+        c2 = c * c
+        e_first = P[j, EXP_TAU_PARENT] * c
+        e_second = P[j, EXP_TAU_PARENT] * c2 * c2 * c2
     for q in range(2):
         # p = P(split before tau_j) is the truncation mass of the split time
         if p == 1.0:
-            s = _LAGUERRE_T[q] / eta
-            w = _LAGUERRE_W[q]
+            e = e_first if q == 0 else e_second
+            w = 0.8 if q == 0 else 0.2
         else:
             s = -np.log1p(-_LEGENDRE_U[q] * p) / eta
+            e = np.exp(-g2 * (P[j, TAU_PARENT] + s))
             w = 0.5
-        # sigmoid(gamma2 * tau~): one exp per node; phi = gamma1 * (difference of sigmoids)
-        sig_new = 1.0 / (1.0 + np.exp(-g2 * (P[j, TAU_PARENT] + s)))
+        # sigmoid(gamma2 * tau~); every phi is gamma1 * (difference of sigmoids)
+        sig_new = 1.0 / (1.0 + e)
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
         # the data below j seen from j~ through phi(tau_j | tau~), information form
         inv_shrink = 1.0 / (1.0 + P[j, UP_LAM] * g1 * max(P[j, SIG_TAU] - sig_new, 0.0))

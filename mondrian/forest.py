@@ -32,6 +32,7 @@ from . import _predict
 from ._predict import (
     CAVITY_VAR,
     DOWN_MEAN,
+    EXP_TAU_PARENT,
     N_NODE_PARAMS,
     NODE_MEAN,
     NODE_VAR,
@@ -398,6 +399,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
             P[:, SIG_TAU] = _sigmoid(h["gamma2"] * tree.tau[:n])
             P[:, SIG_PARENT] = _sigmoid(h["gamma2"] * tau_parent)
             P[:, TAU_PARENT] = tau_parent
+            P[:, EXP_TAU_PARENT] = np.exp(-h["gamma2"] * tau_parent)
         else:
             empirical_moments(tree.stats, n, h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR])
             P[:, OFF_MEAN] = np.where(has_parent, P[pidx, NODE_MEAN], P[tree.root, NODE_MEAN])
