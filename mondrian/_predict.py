@@ -38,11 +38,6 @@ N_NODE_PARAMS = 12
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
 #: noise variance, sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
-#: Two-point rules for the average over the split time s of a branch-off. Untruncated
-#: (s = t / eta, t ~ Exp(1)): nodes t = 1/2 and 3 with weights 0.8 and 0.2, exact for
-#: quadratics in t, and since 3 = 6 * (1/2) both sigmoids come from one exp. Truncated to
-#: [0, Delta_j] (inverse CDF of u ~ U(0, 1)): Gauss-Legendre in u.
-_LEGENDRE_U = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])
 
 
 def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
@@ -122,7 +117,7 @@ def _is_leaf(R, j):
 
 
 @numba.njit(inline="always", **JIT)
-def _off_component(j, eta, p, P, h):
+def _off_component(j, eta, delta, p, P, h):
     """Predictive Gaussian of a new leaf that branches off on the edge above node ``j``.
 
     With the empirical posterior (App. C) it is the moments of the parent. With the exact
@@ -131,7 +126,11 @@ def _off_component(j, eta, p, P, h):
     posterior combines the message from outside the subtree of j (mean ``DOWN_MEAN``,
     variance ``CAVITY_VAR`` + phi(tau~)) with the data below j (``UP_LAM``, ``UP_ETA``)
     passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise.
-    The average over tau~ is moment-matched from a two-point rule (see ``_LEGENDRE_U``).
+    The average over tau~ is moment-matched over quadrature nodes of s. Untruncated (a leaf
+    of an infinite lifetime; s = t / eta, t ~ Exp(1)): nodes t = 1/2 and 3 with weights 0.8
+    and 0.2, exact for quadratics in t, and since 3 = 6 * (1/2) both sigmoids come from one
+    exp. Truncated to [0, Delta_j] (an internal node, where s varies less): its mean, the
+    expected cut time of the authors' implementation. One exp per branch-off either way.
     """
     if h[EXACT] == 0.0:
         return P[j, OFF_MEAN], P[j, OFF_VAR]
@@ -139,20 +138,20 @@ def _off_component(j, eta, p, P, h):
     g2 = h[GAMMA2]
     m1 = 0.0
     m2 = 0.0
+    # p = P(split before tau_j) is the truncation mass of the split time
     if p == 1.0:  # untruncated: exp(-g2 (tau_p + t / eta)) for t = 1/2 and t = 3
         c = np.exp(-0.5 * g2 / eta)
         c2 = c * c
         e_first = P[j, EXP_TAU_PARENT] * c
         e_second = P[j, EXP_TAU_PARENT] * c2 * c2 * c2
-    for q in range(2):
-        # p = P(split before tau_j) is the truncation mass of the split time
-        if p == 1.0:
-            e = e_first if q == 0 else e_second
-            w = 0.8 if q == 0 else 0.2
-        else:
-            s = -np.log1p(-_LEGENDRE_U[q] * p) / eta
-            e = np.exp(-g2 * (P[j, TAU_PARENT] + s))
-            w = 0.5
+        n_nodes = 2
+    else:  # truncated to [0, Delta_j]: its mean, 1/eta - Delta (1 - p) / p
+        e_first = np.exp(-g2 * (P[j, TAU_PARENT] + 1.0 / eta - delta * (1.0 - p) / p))
+        e_second = 0.0
+        n_nodes = 1
+    for q in range(n_nodes):
+        e = e_first if q == 0 else e_second
+        w = 1.0 if n_nodes == 1 else (0.8 if q == 0 else 0.2)
         # sigmoid(gamma2 * tau~); every phi is gamma1 * (difference of sigmoids)
         sig_new = 1.0 / (1.0 + e)
         b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
@@ -179,7 +178,7 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 w = not_separated * p
-                om, ov = _off_component(j, eta, p, P, h)
+                om, ov = _off_component(j, eta, delta, p, P, h)
                 m1 += w * om
                 m2 += w * (ov + om * om)
             if _is_leaf(R, j):
@@ -228,7 +227,7 @@ def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 W[i, c] = tree_weight * not_separated * p
-                M[i, c], V[i, c] = _off_component(j, eta, p, P, h)
+                M[i, c], V[i, c] = _off_component(j, eta, delta, p, P, h)
                 c += 1
             if _is_leaf(R, j):
                 if p < 1.0:
