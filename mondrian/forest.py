@@ -109,6 +109,8 @@ class _BaseMondrianForest(BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         y = np.asarray(y)
+        if y.ndim == 1 and y.dtype.kind in "fiub":
+            return y  # nothing for column_or_1d to do (fast path for one-row partial_fit)
         if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
             return column_or_1d(y, warn=True)
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
