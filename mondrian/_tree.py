@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from .config import INDEX, JIT, NO_NODE
+from .ikn import ikn_add, ikn_refresh_up
 
 #: Task codes understood by the kernels.
 REGRESSION = 0
@@ -118,30 +119,6 @@ class TreeArrays:
 # --------------------------------------------------------------------------- small helpers
 
 
-@numba.njit(**JIT)
-def preorder(left, right, root, n_nodes):
-    """Live slots in depth-first preorder: parents before children (explicit stack).
-
-    The one traversal order of the package: top-down passes walk it forwards, bottom-up
-    passes backwards (slot order itself is not topological after online updates).
-    """
-    order = np.empty(n_nodes, INDEX)
-    stack = np.empty(n_nodes + 1, INDEX)
-    stack[0] = root
-    top = 1
-    k = 0
-    while top > 0:
-        top -= 1
-        j = stack[top]
-        order[k] = j
-        k += 1
-        if left[j] != NO_NODE:
-            stack[top] = right[j]
-            stack[top + 1] = left[j]
-            top += 2
-    return order[:k]
-
-
 @numba.njit(inline="always", **JIT)
 def _paused(stats, j, task, min_samples_split):
     """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""
@@ -157,28 +134,11 @@ def _paused(stats, j, task, min_samples_split):
 
 
 @numba.njit(inline="always", **JIT)
-def _add_point_stats(stats, j, task, yv, label):
-    if task == REGRESSION:
-        stats[j, 0] += 1.0
-        stats[j, 1] += yv
-        stats[j, 2] += yv * yv
-    else:
-        stats[j, label] += 1.0
-
-
-@numba.njit(**JIT)
-def _ikn_refresh_up(left, right, parent, stats, a, k):
-    """Recompute IKN counts of class ``k`` from node ``a`` upward (thesis Alg. 5.7).
-
-    ``c_a,k = min(c_left,k, 1) + min(c_right,k, 1)``; stops as soon as a count is
-    unchanged, since nothing above it can change then.
-    """
-    while a != NO_NODE:
-        new = min(stats[left[a], k], 1.0) + min(stats[right[a], k], 1.0)
-        if new == stats[a, k]:
-            return
-        stats[a, k] = new
-        a = parent[a]
+def _add_point_stats(stats, j, yv):
+    """Add one label to the regression statistics ``(n, sum y, sum y^2)`` of node ``j``."""
+    stats[j, 0] += 1.0
+    stats[j, 1] += yv
+    stats[j, 2] += yv * yv
 
 
 @numba.njit(inline="always", **JIT)
@@ -220,10 +180,7 @@ def _absorb(node, r, X, y, labels, task, lower, upper, stats):
         upper[n, d] = max(upper[n, d], v)
     # read only the label array the task uses: each read is a cache miss on large data
     if task == REGRESSION:
-        yv = y[u]
-        stats[n, 0] += 1.0
-        stats[n, 1] += yv
-        stats[n, 2] += yv * yv
+        _add_point_stats(stats, n, y[u])
     else:
         stats[n, labels[u]] += 1.0
 
@@ -398,9 +355,10 @@ def _extend_one(
                 upper[j, d] = max(upper[j, d], x[d])
             pt_next[r] = leaf_head[j]
             leaf_head[j] = r
-            _add_point_stats(stats, j, task, yv, k)
-            if task == CLASSIFICATION:
-                _ikn_refresh_up(left, right, parent, stats, parent[j], k)
+            if task == REGRESSION:
+                _add_point_stats(stats, j, yv)
+            else:
+                ikn_add(parent, left, right, stats, j, k)
             if not _paused(stats, j, task, min_samples_split):
                 count = stats[j, 0] if task == REGRESSION else np.sum(stats[j])
                 rows = _leaf_rows(j, leaf_head, pt_next, int(count))
@@ -461,25 +419,24 @@ def _extend_one(
             if task == REGRESSION:
                 for s in range(stats.shape[1]):
                     stats[new, s] = stats[j, s]
-                _add_point_stats(stats, new, task, yv, k)
+                _add_point_stats(stats, new, yv)
             else:
                 for kk in range(stats.shape[1]):
                     stats[new, kk] = min(stats[j, kk], 1.0) + min(stats[leaf, kk], 1.0)
-                _ikn_refresh_up(left, right, parent, stats, p, k)
+                ikn_refresh_up(left, right, parent, stats, p, k)
             return root, n_nodes
         # extend the block of j and descend (Alg. 4 lines 11-14)
         for d in range(n_features):
             lower[j, d] = min(lower[j, d], x[d])
             upper[j, d] = max(upper[j, d], x[d])
         if task == REGRESSION:
-            _add_point_stats(stats, j, task, yv, k)
+            _add_point_stats(stats, j, yv)
         if left[j] == NO_NODE:
             # a leaf stopped by the lifetime, not paused: it only records the point
             pt_next[r] = leaf_head[j]
             leaf_head[j] = r
             if task == CLASSIFICATION:
-                _add_point_stats(stats, j, task, yv, k)
-                _ikn_refresh_up(left, right, parent, stats, parent[j], k)
+                ikn_add(parent, left, right, stats, j, k)
             return root, n_nodes
         j = left[j] if x[feature[j]] <= threshold[j] else right[j]
 

@@ -29,6 +29,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import _predict
+from ._order import preorder
 from ._predict import (
     CAVITY_VAR,
     DOWN_MEAN,
@@ -44,7 +45,7 @@ from ._predict import (
     UP_ETA,
     UP_LAM,
 )
-from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow, preorder
+from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
 from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, edge_variances, empirical_moments, hyperparameters

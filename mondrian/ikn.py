@@ -19,7 +19,7 @@ import math
 import numba
 import numpy as np
 
-from mondrian._tree import preorder
+from mondrian._order import preorder
 from mondrian.config import JIT, NO_NODE
 
 __all__ = [
@@ -97,27 +97,29 @@ def ikn_add(parent, left, right, stats, leaf, k):
 
     Notes
     -----
-    The count of a parent changes only when the table indicator ``tab_{j,k}`` of the child
-    just updated flips from 0 to 1 (i.e. its count becomes positive). The walk therefore
-    stops at the first node whose ``tab_{j,k}`` was already 1. Alg. 5.7 as printed tests the
-    *parent's* old table before recomputing the parent's count, which would leave
-    ``c_{parent,k}`` stale (1 instead of 2) when the sibling already had class k; here the
-    parent's count is always recomputed once after a flip, then the walk stops unless the
-    parent's own table flipped too.
+    The walk (:func:`ikn_refresh_up`) recomputes each ancestor's count from its children and
+    stops at the first count that is unchanged. Alg. 5.7 as printed tests the *parent's* old
+    table before recomputing the parent's count, which would leave ``c_{parent,k}`` stale
+    (1 instead of 2) when the sibling already had class k; recomputing first avoids that.
     """
-    j = leaf
-    before = stats[j, k]
-    stats[j, k] = before + 1.0
-    flipped = min(before, 1.0) != min(before + 1.0, 1.0)
-    while flipped:
-        p = parent[j]
-        if p == NO_NODE:
+    stats[leaf, k] += 1.0
+    ikn_refresh_up(left, right, parent, stats, parent[leaf], k)
+
+
+@numba.njit(**JIT)
+def ikn_refresh_up(left, right, parent, stats, a, k):
+    """Recompute the IKN counts of class ``k`` from node ``a`` up to the root.
+
+    ``c_a,k = min(c_left,k, 1) + min(c_right,k, 1)`` (thesis Alg. 5.3); the walk stops at the
+    first node whose count is unchanged, since nothing above it can change then. Used after
+    a leaf count grows (:func:`ikn_add`) and after an online update inserts a new node.
+    """
+    while a != NO_NODE:
+        new = min(stats[left[a], k], 1.0) + min(stats[right[a], k], 1.0)
+        if new == stats[a, k]:
             return
-        before = stats[p, k]
-        after = min(stats[left[p], k], 1.0) + min(stats[right[p], k], 1.0)
-        stats[p, k] = after
-        flipped = min(before, 1.0) != min(after, 1.0)
-        j = p
+        stats[a, k] = new
+        a = parent[a]
 
 
 @numba.njit(**JIT)

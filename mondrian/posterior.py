@@ -43,7 +43,7 @@ import math
 import numba
 import numpy as np
 
-from mondrian._tree import preorder
+from mondrian._order import preorder
 from mondrian.config import JIT
 
 __all__ = [
@@ -114,7 +114,7 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
     ``p(mu_j | D) = N(post_mean[j], post_var[j])`` of every node mean under the hierarchical
     Gaussian prior, with one upward pass (likelihood messages, information form) and one
     downward pass (moment form) over the parents-before-children order of
-    ``_tree.preorder`` (slot order is not topological). O(n_nodes) time and memory, no
+    ``_order.preorder`` (slot order is not topological). O(n_nodes) time and memory, no
     recursion.
 
     Parameters
