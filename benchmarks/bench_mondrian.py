@@ -41,7 +41,7 @@ import numpy as np
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
-from benchmarks.common import machine_info, median_time, print_table, ratio, versions, write_json
+from benchmarks.common import median_time, print_table, ratio, run_parts
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import fit_with_posterior
 
@@ -388,25 +388,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()}
-    report: dict[str, Any] = {
-        "benchmark": "bench_mondrian",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine_info(),
-        "versions": versions(),
-        "params": params,
-    }
-    print(f"machine: {report['machine']}\nversions: {report['versions']}", flush=True)
     warm_up(cfg.n_estimators, cfg.n_jobs)
     runners = {"batch": run_batch, "online": run_online, "flights": run_flights}
-    for part in PARTS:
-        if part in cfg.parts:
-            t0 = time.perf_counter()
-            report[part] = runners[part](cfg)
-            report.setdefault("part_seconds", {})[part] = time.perf_counter() - t0
-            write_json(report, cfg.output)
-    print(f"\nwrote {cfg.output}")
-    return 0
+    return run_parts("bench_mondrian", cfg, runners)
 
 
 if __name__ == "__main__":

@@ -106,3 +106,30 @@ def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
+
+
+# ---------------------------------------------------------------- running a benchmark
+
+
+def run_parts(name: str, cfg: Any, runners: dict[str, Callable[[Any], Any]]) -> int:
+    """Run the selected parts (``cfg.parts``) in the order of ``runners``.
+
+    The report (machine, versions, parameters, one entry per part and its wall time) is
+    rewritten to ``cfg.output`` after every part, so an interrupted run leaves valid JSON.
+    """
+    report: dict[str, Any] = {
+        "benchmark": name,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine_info(),
+        "versions": versions(),
+        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()},
+    }
+    print(f"machine: {report['machine']}\nversions: {report['versions']}", flush=True)
+    for part, run in runners.items():
+        if part in cfg.parts:
+            t0 = time.perf_counter()
+            report[part] = run(cfg)
+            report.setdefault("part_seconds", {})[part] = time.perf_counter() - t0
+            write_json(report, cfg.output)
+    print(f"\nwrote {cfg.output}")
+    return 0

@@ -1,0 +1,33 @@
+"""Bayesian forests, the CART trunk, Empirical Bayesian Forests and sub-sample forests.
+
+Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. The module
+layout and the contracts between modules are in ``ebf/LAYOUT.md``.
+"""
+
+from .estimators import (
+    EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestClassifier,
+    SubsampleForestRegressor,
+)
+from .forests import BayesianForestClassifier, BayesianForestRegressor
+from .model import load, save
+from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
+from .trunk import Trunk
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BayesianForestClassifier",
+    "BayesianForestRegressor",
+    "EmpiricalBayesianForestClassifier",
+    "EmpiricalBayesianForestRegressor",
+    "SubsampleForestClassifier",
+    "SubsampleForestRegressor",
+    "Trunk",
+    "TrunkPosterior",
+    "load",
+    "plot_split_posterior",
+    "save",
+    "trunk_posterior",
+]

@@ -18,3 +18,17 @@ MAX_BINS = 255
 
 #: Regression per-row statistics ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
 REG_STATS = 4
+
+#: Rows drawn (without replacement) to compute quantile bin edges in one process; the
+#: quantiles of 200k rows are within ~0.2% in rank of the exact ones (as in scikit-learn's
+#: histogram gradient boosting).
+BIN_SUBSAMPLE = 200_000
+
+#: The trunk grower asks its histogram source for at most this many bytes of histograms at
+#: once; a level with more open nodes is requested in several chunks of nodes.
+HIST_MAX_BYTES = 64 * 2**20
+
+#: A split is taken only if its impurity decrease exceeds ``SPLIT_RTOL`` times the scale of
+#: the sums that cancel in it (``sum w y**2`` for regression, ``sum w`` for Gini): smaller
+#: decreases are rounding noise, e.g. in a node whose labels are all equal.
+SPLIT_RTOL = 64 * float(np.finfo(np.float64).eps)

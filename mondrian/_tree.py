@@ -107,6 +107,64 @@ class TreeArrays:
         out["pt_next"] = self.pt_next
         return out
 
+    def to_state(self, n_points: int) -> dict:
+        """The live tree as a persistence state (``ebf.model``): arrays plus ``root``, ``n_nodes``.
+
+        Node arrays are cut at ``n_nodes`` and ``pt_next`` at ``n_points`` (the rows seen);
+        the rest is spare capacity, which :meth:`reserve` regrows on the next update.
+        """
+        out: dict = {name: getattr(self, name)[: self.n_nodes] for name in self.ARRAYS[:-1]}
+        out["pt_next"] = self.pt_next[:n_points]
+        out["root"] = int(self.root)
+        out["n_nodes"] = int(self.n_nodes)
+        return out
+
+    @classmethod
+    def from_state(
+        cls, state: dict, n_features: int, n_stats: int, n_points: int, task: int
+    ) -> TreeArrays:
+        """Rebuild a tree from :meth:`to_state`, refusing anything a kernel could misread.
+
+        The kernels do not bounds-check, so a state from an untrusted file is checked in
+        full first: dtypes, shapes, every index in range, one tree reachable from ``root``
+        with consistent parent pointers, and leaf lists that partition the ``n_points`` rows
+        with lengths equal to the leaf counts. Raises ``ValueError`` naming the problem.
+        """
+        root, n_nodes = state["root"], state["n_nodes"]
+        for name, v in (("root", root), ("n_nodes", n_nodes)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"{name} must be an int, got {type(v).__name__}")
+        if not 1 <= n_nodes <= max(2 * n_points - 1, 1):
+            raise ValueError(f"n_nodes={n_nodes} is impossible for {n_points} points")
+        if not 0 <= root < n_nodes:
+            raise ValueError(f"root slot {root} is not a live node")
+        cap = max(n_nodes, 2)
+        shapes = {"lower": (n_features,), "upper": (n_features,), "stats": (n_stats,)}
+        arrays = {}
+        for name in cls.ARRAYS:
+            a = state[name]
+            rows = n_points if name == "pt_next" else n_nodes
+            dtype = np.dtype(INDEX if name in _INDEX_ARRAYS else np.float64)
+            shape = (rows,) + shapes.get(name, ())
+            if not isinstance(a, np.ndarray) or not np.can_cast(a.dtype, dtype, "safe"):
+                raise ValueError(f"{name} must be an array of {dtype}, got {a!r:.60}")
+            if a.shape != shape:
+                raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
+            if name == "pt_next":
+                out = np.full(max(n_points, 1), NO_NODE, INDEX)
+            else:
+                out = np.empty((cap,) + shape[1:], dtype)
+            out[:rows] = a
+            arrays[name] = out
+        tree = cls(**arrays, root=root, n_nodes=n_nodes)
+        code, where = _check_structure(
+            tree.left, tree.right, tree.parent, tree.feature, tree.leaf_head, tree.stats,
+            tree.pt_next[:n_points], n_features, root, n_nodes, task,
+        )
+        if code:
+            raise ValueError(_STRUCTURE_ERRORS[code].format(where))
+        return tree
+
     @property
     def n_leaves(self) -> int:
         return int(np.sum(self.feature[: self.n_nodes] == NO_NODE))
@@ -114,6 +172,89 @@ class TreeArrays:
     @property
     def nbytes(self) -> int:
         return int(sum(a.nbytes for a in self.trimmed().values()))
+
+
+_INDEX_ARRAYS = frozenset({"left", "right", "parent", "feature", "leaf_head", "pt_next"})
+
+_STRUCTURE_ERRORS = {
+    1: "root slot {} is not a live node or has a parent",
+    2: "node {} has a child or parent slot out of range",
+    3: "node {} is neither a leaf (no children, no feature) nor an internal node",
+    4: "node {} has a feature index out of range",
+    5: "node {} has a leaf_head out of range, or is internal and stores points",
+    6: "node {}: children whose parent pointers do not point back",
+    7: "row {} has a pt_next out of range",
+    8: "node {} is reached twice from the root",
+    9: "leaf {}: its point list revisits a row",
+    10: "leaf {}: its point list length differs from its count statistics",
+    11: "only {} live slots are reachable from the root",
+    12: "the leaf lists hold {} rows, not every row seen",
+}
+
+
+@numba.njit(**JIT)
+def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_features,
+                     root, n_nodes, task):
+    """``(0, 0)`` if the arrays are one valid tree, else ``(error code, slot or row)``.
+
+    Codes index ``_STRUCTURE_ERRORS``. O(n_nodes + n_points); every index is range-checked
+    before it is followed, so a corrupt state cannot make this kernel read out of bounds.
+    """
+    n_points = pt_next.shape[0]
+    if root < 0 or root >= n_nodes or parent[root] != NO_NODE:
+        return 1, root
+    for j in range(n_nodes):
+        lj, rj, pj, fj, hj = left[j], right[j], parent[j], feature[j], leaf_head[j]
+        if lj < -1 or lj >= n_nodes or rj < -1 or rj >= n_nodes or pj < -1 or pj >= n_nodes:
+            return 2, j
+        if (lj == NO_NODE) != (rj == NO_NODE) or (lj == NO_NODE) != (fj == NO_NODE):
+            return 3, j
+        if fj < -1 or fj >= n_features:
+            return 4, j
+        if hj < -1 or hj >= n_points or (lj != NO_NODE and hj != NO_NODE):
+            return 5, j
+        if lj != NO_NODE and (lj == rj or parent[lj] != j or parent[rj] != j):
+            return 6, j
+    for r in range(n_points):
+        if pt_next[r] < -1 or pt_next[r] >= n_points:
+            return 7, r
+    seen = np.zeros(n_nodes, np.bool_)
+    row_seen = np.zeros(n_points, np.bool_)
+    stack = np.empty(n_nodes, INDEX)
+    stack[0] = root
+    seen[root] = True
+    top = 1
+    n_reached = 1
+    n_rows = 0
+    while top > 0:
+        top -= 1
+        j = stack[top]
+        if left[j] != NO_NODE:
+            for c in (left[j], right[j]):
+                if seen[c]:
+                    return 8, c
+                seen[c] = True
+                stack[top] = c
+                top += 1
+                n_reached += 1
+            continue
+        length = 0
+        r = leaf_head[j]
+        while r != NO_NODE:
+            if row_seen[r]:
+                return 9, j
+            row_seen[r] = True
+            length += 1
+            r = pt_next[r]
+        count = stats[j, 0] if task == REGRESSION else np.sum(stats[j])
+        if count != length:
+            return 10, j
+        n_rows += length
+    if n_reached != n_nodes:
+        return 11, n_reached
+    if n_rows != n_points:
+        return 12, n_rows
+    return 0, 0
 
 
 # --------------------------------------------------------------------------- small helpers

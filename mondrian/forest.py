@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from numbers import Integral, Real
 from typing import Any
 
@@ -50,7 +48,7 @@ from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, edge_variances, empirical_moments, hyperparameters
 from .predictive import GaussianMixture
-from .validation import check_finite
+from .validation import check_finite, unchanged_on_error
 
 #: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
 PREDICT_BLOCK = 65_536
@@ -87,21 +85,6 @@ class _BaseMondrianForest(BaseEstimator):
 
     def _n_stats(self) -> int:
         return REG_STATS
-
-    @contextmanager
-    def _unchanged_on_error(self) -> Iterator[None]:
-        """Restore the attributes if input validation raises (``fit``, ``partial_fit``).
-
-        Validation only rebinds attributes (``n_features_in_``, ``feature_names_in_``), so
-        a shallow snapshot of ``__dict__`` is enough; run the update itself outside.
-        """
-        snapshot = dict(self.__dict__)
-        try:
-            yield
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
 
     def _check_target(self, y: Any) -> np.ndarray:
         """``y`` as a 1-D array (a column vector warns, as in scikit-learn)."""
@@ -254,6 +237,117 @@ class _BaseMondrianForest(BaseEstimator):
         tags.non_deterministic = False
         return tags
 
+    # ------------------------------------------------------------------ persistence
+
+    def _get_state(self) -> dict:
+        """Every fitted attribute as a persistence state (``ebf.model`` writes it to disk).
+
+        Includes the data buffer (the online algorithm resamples paused blocks from it), the
+        seed entropy and update counter (so a later ``partial_fit`` draws the same numbers),
+        and the live part of every tree. The lazy posterior cache is left out. Arrays are
+        views of the model's own buffers, not copies.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the forest has not been fitted (a ``ValueError``).
+        """
+        check_is_fitted(self, "trees_")
+        n = int(self.n_samples_seen_)
+        state: dict = {
+            "n_features_in_": int(self.n_features_in_),
+            "n_samples_seen_": n,
+            "x_min_": self.x_min_,
+            "x_scale_": self.x_scale_,
+            "_entropy": int(self._entropy),
+            "_n_updates": int(self._n_updates),
+            "_X": self._X[:n],
+            "_y": self._y[:n],
+            "_labels": self._labels[:n],
+            "trees_": [tree.to_state(n) for tree in self.trees_],
+        }
+        if hasattr(self, "feature_names_in_"):
+            state["feature_names_in_"] = [str(name) for name in self.feature_names_in_]
+        state.update(self._task_state())
+        return state
+
+    def _set_state(self, state: dict) -> None:
+        """Restore the fitted attributes saved by :meth:`_get_state`.
+
+        Everything is validated before any attribute is set (the tree arrays in full, since
+        the numba kernels do not bounds-check), so a bad state raises ``ValueError`` /
+        ``KeyError`` and leaves the estimator unchanged. Arrays are copied unless the state
+        owns them (as arrays freshly loaded from disk do).
+        """
+        d = _state_int(state, "n_features_in_", 1)
+        n = _state_int(state, "n_samples_seen_", 1)
+        task_attrs, n_stats = self._task_from_state(state)
+        attrs: dict = {
+            "n_features_in_": d,
+            "n_samples_seen_": n,
+            "x_min_": _state_array(state, "x_min_", np.float64, (d,)),
+            "x_scale_": _state_array(state, "x_scale_", np.float64, (d,)),
+            "_entropy": _state_int(state, "_entropy", 0),
+            "_n_updates": _state_int(state, "_n_updates", 0),
+            "_X": _state_array(state, "_X", np.float64, (n, d)),
+            "_y": _state_array(state, "_y", np.float64, (n,)),
+            "_labels": _state_array(state, "_labels", INDEX, (n,)),
+            **task_attrs,
+        }
+        labels = attrs["_labels"]
+        if np.any(labels < 0) or np.any(labels >= n_stats):
+            raise ValueError(f"_labels has codes outside [0, {n_stats})")
+        trees = state["trees_"]
+        if not isinstance(trees, list) or len(trees) != self.n_estimators:
+            raise ValueError(
+                f"trees_ must be a list of n_estimators={self.n_estimators} tree states, got "
+                f"{len(trees) if isinstance(trees, list) else type(trees).__name__}"
+            )
+        attrs["trees_"] = []
+        for t, tree_state in enumerate(trees):
+            try:
+                tree = TreeArrays.from_state(tree_state, d, n_stats, n, self._task)
+            except KeyError as exc:
+                raise ValueError(f"trees_[{t}]: missing entry {exc}") from exc
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"trees_[{t}]: {exc}") from exc
+            attrs["trees_"].append(tree)
+        names = state.get("feature_names_in_")
+        if names is not None:
+            if (not isinstance(names, list) or len(names) != d
+                    or not all(isinstance(c, str) for c in names)):
+                raise ValueError(f"feature_names_in_ must be a list of {d} strings")
+            attrs["feature_names_in_"] = np.asarray(names, dtype=object)
+        self.__dict__.pop("feature_names_in_", None)
+        self.__dict__.update(attrs)
+        self._posterior = [None] * self.n_estimators
+
+    def _task_state(self) -> dict:
+        """Task-specific fitted attributes for :meth:`_get_state` (none for regression)."""
+        return {}
+
+    def _task_from_state(self, state: dict) -> tuple[dict, int]:
+        """Task-specific attributes from a state, and the number of statistics per node."""
+        return {}, REG_STATS
+
+
+def _state_int(state: dict, key: str, minimum: int) -> int:
+    """``state[key]`` as an int ``>= minimum`` (JSON ints arrive as Python ints)."""
+    value = state[key]
+    if not isinstance(value, Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{key} must be an integer >= {minimum}, got {value!r:.60}")
+    return int(value)
+
+
+def _state_array(state: dict, key: str, dtype: Any, shape: tuple) -> np.ndarray:
+    """``state[key]`` as an owned, writeable, C-contiguous array of ``dtype`` and ``shape``."""
+    value = state[key]
+    if not isinstance(value, np.ndarray) or not np.can_cast(value.dtype, dtype, "safe"):
+        raise ValueError(f"{key} must be an array of {np.dtype(dtype)}, got {value!r:.60}")
+    if value.shape != shape:
+        raise ValueError(f"{key} has shape {value.shape}, expected {shape}")
+    return np.require(value, dtype, ["C", "W", "O"])
+
 
 class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     """Mondrian forest regressor with a hierarchical Gaussian posterior.
@@ -336,7 +430,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     def fit(self, X: Any, y: Any) -> MondrianForestRegressor:
         """Sample a fresh forest on (X, y) (paper Alg. 1-2)."""
         self._validate_params()
-        with self._unchanged_on_error():
+        with unchanged_on_error(self):
             X = self._check_X(X, reset=True)
             y = self._check_y(y)
             if y.shape[0] != X.shape[0]:
@@ -354,7 +448,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         first = not hasattr(self, "trees_")
         if first:
             self._validate_params()
-        with self._unchanged_on_error():
+        with unchanged_on_error(self):
             X = self._check_X(X, reset=first)
             y = self._check_y(y)
             if y.shape[0] != X.shape[0]:
@@ -527,6 +621,31 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
     def _n_stats(self) -> int:
         return len(self.classes_)
 
+    def _task_state(self) -> dict:
+        # object arrays (e.g. strings from pandas) cannot be stored as .npy without pickle
+        classes = self.classes_
+        if classes.dtype.hasobject:
+            return {"classes_": [c.item() if isinstance(c, np.generic) else c for c in classes]}
+        return {"classes_": classes}
+
+    def _task_from_state(self, state: dict) -> tuple[dict, int]:
+        classes = state["classes_"]
+        if isinstance(classes, list):
+            if not all(isinstance(c, (str, int, float)) for c in classes):
+                raise ValueError("classes_ must hold strings or numbers")
+            classes = np.array(classes, dtype=object)
+        elif not isinstance(classes, np.ndarray):
+            raise ValueError(f"classes_ must be a list or an array, got {classes!r:.60}")
+        else:
+            classes = np.require(classes, None, ["C", "W", "O"])
+        try:
+            sorted_unique = np.array_equal(np.unique(classes), classes)
+        except TypeError:
+            sorted_unique = False
+        if classes.ndim != 1 or classes.shape[0] < 1 or not sorted_unique:
+            raise ValueError("classes_ must be a non-empty, sorted 1-D array of unique labels")
+        return {"classes_": classes}, int(classes.shape[0])
+
     def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:
         y = self._check_target(y)
         if y.dtype.kind == "f":
@@ -546,7 +665,7 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
     def fit(self, X: Any, y: Any) -> MondrianForestClassifier:
         """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9)."""
         self._validate_params()
-        with self._unchanged_on_error():
+        with unchanged_on_error(self):
             X = self._check_X(X, reset=True)
             y = self._check_target(y)
             if y.dtype.kind == "f":
@@ -580,7 +699,7 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
                     f"{self.classes_.tolist()}."
                 )
             classes = self.classes_
-        with self._unchanged_on_error():
+        with unchanged_on_error(self):
             X = self._check_X(X, reset=first)
             labels = self._encode(y, classes)
             if labels.shape[0] != X.shape[0]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -33,3 +34,19 @@ def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str) -> None:
         f"{what} contains NaN or inf in {len(parts)} column(s) ({'; '.join(parts)}) out of "
         f"{A.shape[0]} rows; drop or impute those values before fitting or predicting."
     )
+
+
+@contextmanager
+def unchanged_on_error(estimator: object) -> Iterator[None]:
+    """Restore the estimator's attributes if the block raises (a failed fit changes nothing).
+
+    Fitting code rebinds attributes rather than mutating arrays in place, so a shallow
+    snapshot of ``__dict__`` is enough.
+    """
+    snapshot = dict(estimator.__dict__)
+    try:
+        yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(snapshot)
+        raise

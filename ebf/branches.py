@@ -1,0 +1,214 @@
+"""Branch learners: the forests grown inside one trunk leaf (EBF) or one sub-sample (SSF).
+
+Taddy et al. (2015), Sec. 4: "sample a BF ensemble of branches at each terminal node of this
+trunk"; each branch is fit without communication with the others, so it only needs its own
+rows and a seed derived from ``(random_state, branch id)``.
+
+A branch learner is a name in :data:`BRANCH_LEARNERS`. Fitting one returns a fitted
+estimator that offers ``predict_distribution(X)`` (regression) or ``predict_proba(X)`` with
+one column per class of the *whole* training set (classification), and the persistence
+methods ``_get_state`` / ``_set_state``:
+
+``"bayesian"``
+    :class:`~ebf.forests.BayesianForestRegressor` / ``...Classifier`` with Exp(1) weights
+    (the paper's BF, Algorithm 1).
+``"random"``
+    the same with Poisson(1) weights (Breiman's random forest).
+``"mondrian"``
+    :class:`mondrian.MondrianForestRegressor` / ``...Classifier`` (Lakshminarayanan, Roy &
+    Teh, 2016). ``min_samples_split`` is ``2 * min_samples_leaf`` (so the default 5 gives
+    the Mondrian default 10); ``branch_params`` may set ``lifetime``, ``posterior``, ...
+
+A branch with fewer than ``2 * min_samples_leaf`` rows cannot be split by any tree, so it
+becomes a :class:`ConstantBranch`: the weighted mean and variance of its rows (regression)
+or their weighted class fractions (classification).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mondrian import MondrianForestClassifier, MondrianForestRegressor
+from mondrian.predictive import GaussianMixture
+
+from ._base import variance_floor
+from .bootstrap import branch_seed
+from .forests import BayesianForestClassifier, BayesianForestRegressor
+
+REGRESSION = "regression"
+CLASSIFICATION = "classification"
+
+
+@dataclass(frozen=True)
+class BranchSpec:
+    """What every branch of one ensemble shares: the learner and its parameters."""
+
+    learner: str
+    task: str
+    n_estimators: int
+    min_samples_leaf: int
+    max_features: Any
+    max_depth: int | None
+    n_classes: int
+    params: dict
+    n_jobs: int | None
+
+    @property
+    def min_rows(self) -> int:
+        """Rows below which a branch is a :class:`ConstantBranch`."""
+        return max(2, 2 * int(self.min_samples_leaf))
+
+
+def _cart(weights: str) -> Callable:
+    def fit(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+        cls = BayesianForestRegressor if spec.task == REGRESSION else BayesianForestClassifier
+        est = cls(
+            n_estimators=spec.n_estimators,
+            weights=weights,
+            min_samples_leaf=spec.min_samples_leaf,
+            max_features=spec.max_features,
+            max_depth=spec.max_depth,
+            random_state=entropy,
+            n_jobs=spec.n_jobs,
+            **spec.params,
+        )
+        n_classes = spec.n_classes if spec.task == CLASSIFICATION else None
+        return est._fit_branch(X, y, sample_weight, entropy=entropy, branch=branch,
+                               n_classes=n_classes)
+
+    return fit
+
+
+def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+    if sample_weight is not None and not np.all(sample_weight == sample_weight[0]):
+        raise ValueError(
+            "branch='mondrian' does not support unequal sample weights (Mondrian forests "
+            "have no weighted likelihood); use branch='bayesian' or drop sample_weight."
+        )
+    params = dict(
+        n_estimators=spec.n_estimators,
+        min_samples_split=max(2, 2 * int(spec.min_samples_leaf)),
+        random_state=branch_seed(entropy, branch),
+        n_jobs=spec.n_jobs,
+    )
+    params.update(spec.params)
+    if spec.task == REGRESSION:
+        return MondrianForestRegressor(**params).fit(X, y)
+    # partial_fit on an empty forest is the batch fit; ``classes`` fixes full-width output
+    return MondrianForestClassifier(**params).partial_fit(X, y, classes=np.arange(spec.n_classes))
+
+
+#: Name -> function fitting one branch ``(spec, X, y, sample_weight, entropy, branch)``.
+BRANCH_LEARNERS: dict[str, Callable] = {
+    "bayesian": _cart("exponential"),
+    "random": _cart("poisson"),
+    "mondrian": _mondrian,
+}
+
+
+def fit_branch(
+    spec: BranchSpec,
+    X: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None,
+    entropy: int,
+    branch: int,
+) -> Any:
+    """Fit the forest of one branch on its rows (or a :class:`ConstantBranch`).
+
+    Parameters
+    ----------
+    spec : BranchSpec
+        Learner name and shared parameters.
+    X : ndarray of shape (n_rows, n_features)
+        Encoded features of the branch's rows, in training-row order.
+    y : ndarray of shape (n_rows,)
+        Targets (class codes ``0..n_classes-1`` for classification).
+    sample_weight : ndarray of shape (n_rows,) or None
+        Data weights (multiplying the bootstrap weights of CART branches).
+    entropy : int
+        The ensemble's resolved seed.
+    branch : int
+        Branch id (trunk leaf id for EBF, sub-sample id for SSF): the seed of every tree in
+        the branch is derived from ``(entropy, branch)`` only.
+
+    Returns
+    -------
+    estimator
+        A fitted branch (see the module docstring).
+    """
+    if spec.learner not in BRANCH_LEARNERS:
+        raise ValueError(
+            f"Unknown branch learner {spec.learner!r}; choose one of {sorted(BRANCH_LEARNERS)}."
+        )
+    if X.shape[0] < spec.min_rows:
+        return ConstantBranch.from_rows(y, sample_weight, spec.task, spec.n_classes)
+    return BRANCH_LEARNERS[spec.learner](spec, X, y, sample_weight, entropy, branch)
+
+
+class ConstantBranch:
+    """A branch too small for a forest: predicts from all of its rows.
+
+    Regression: one Gaussian with the weighted mean and weighted variance of the branch's
+    targets (the variance floored as in :func:`ebf.forests.variance_floor`). Classification:
+    the weighted class fractions. This is what a CART tree with a single leaf would predict.
+    """
+
+    def __init__(self, task: str = REGRESSION) -> None:
+        self.task = task
+
+    def _validate_params(self) -> None:
+        if self.task not in (REGRESSION, CLASSIFICATION):
+            raise ValueError(
+                f"task must be {REGRESSION!r} or {CLASSIFICATION!r}; got {self.task!r}.")
+
+    @classmethod
+    def from_rows(
+        cls, y: np.ndarray, sample_weight: np.ndarray | None, task: str, n_classes: int
+    ) -> ConstantBranch:
+        """Summarise the rows ``y`` (with optional weights) of a branch."""
+        w = np.ones(y.shape[0]) if sample_weight is None else np.asarray(sample_weight, float)
+        total = w.sum()
+        out = cls(task)
+        if task == REGRESSION:
+            mean = float(np.dot(w, y) / total) if total > 0 else float(np.mean(y))
+            var = float(np.dot(w, (y - mean) ** 2) / total) if total > 0 else 0.0
+            out.value_ = np.array([mean, max(var, variance_floor(y))])
+        else:
+            counts = np.bincount(y.astype(np.int64), weights=w, minlength=n_classes)
+            out.value_ = counts / counts.sum() if counts.sum() > 0 else np.full(
+                n_classes, 1.0 / n_classes)
+        return out
+
+    def predict(self, X: np.ndarray, return_std: bool = False):
+        n = X.shape[0]
+        mean = np.full(n, self.value_[0])
+        return (mean, np.full(n, np.sqrt(self.value_[1]))) if return_std else mean
+
+    def predict_distribution(self, X: np.ndarray) -> GaussianMixture:
+        n = X.shape[0]
+        return GaussianMixture.from_moments(np.full(n, self.value_[0]), np.full(n, self.value_[1]))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.tile(self.value_, (X.shape[0], 1))
+
+    def get_params(self, deep: bool = False) -> dict:
+        return {"task": self.task}
+
+    def _get_state(self) -> dict:
+        return {"value": self.value_}
+
+    def _set_state(self, state: dict) -> None:
+        value = np.asarray(state["value"], dtype=np.float64)
+        ok = value.ndim == 1 and np.isfinite(value).all()
+        if self.task == REGRESSION:
+            ok = ok and value.shape == (2,) and value[1] > 0
+        else:
+            ok = ok and value.size >= 1 and (value >= 0).all() and abs(value.sum() - 1) < 1e-9
+        if not ok:
+            raise ValueError(f"invalid ConstantBranch value {value!r} for task {self.task!r}.")
+        self.value_ = value

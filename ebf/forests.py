@@ -1,0 +1,443 @@
+"""Bayesian forests and random forests (Taddy, Chen, Yu & Wyle 2015, Sec. 2, Algorithm 1).
+
+A Bayesian forest (BF) fits ``B`` weighted-sample CART trees, tree ``b`` on *all* rows with
+weights ``theta^b ~ iid Exp(1)`` (the Bayesian bootstrap, Sec. 2.1-2.3); each tree is a draw
+from the posterior of the population CART tree and their average approximates its posterior
+mean. Breiman's random forest (RF) differs only in the weights: Poisson(1) counts
+(``weights="poisson"``). Thin scikit-learn estimators over :mod:`ebf.cart`.
+
+Predictive distributions (regression) are Gaussian mixtures
+(:class:`mondrian.predictive.GaussianMixture`, the one mixture module of the project):
+
+- ``uncertainty="leaf"``: one component per tree, its leaf's weighted mean and weighted
+  within-leaf variance, equal weights;
+- ``uncertainty="tree_spread"``: the simpler baseline, one Gaussian with the mean and the
+  variance of the tree predictions (the spread of the posterior draws of the tree).
+
+Component variances are floored at :data:`VAR_FLOOR_REL` times the variance of the training
+target (:func:`variance_floor`), since a leaf whose targets are all equal, or a point where
+all trees agree, has variance zero and a Gaussian needs a positive one.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+
+from mondrian.predictive import GaussianMixture
+
+from . import cart
+from ._base import (
+    ProbabilisticClassifierMixin,
+    ProbabilisticRegressorMixin,
+    check_target_not_in_features,
+    classes_from_state,
+    classes_state,
+    classification_target,
+    input_attributes,
+    regression_target,
+    variance_floor,
+)
+from .bootstrap import WEIGHT_KINDS, resolve_entropy
+from .features import FeatureEncoder
+
+__all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
+
+
+class _BaseBayesianForest(BaseEstimator):
+    """Shared machinery: validation, fitting the flat forest, row blocks, persistence."""
+
+    _task: str = cart.REGRESSION
+
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "weights": [StrOptions(set(WEIGHT_KINDS))],
+        "min_samples_leaf": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
+        ],
+        "max_features": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            StrOptions({"sqrt", "log2"}),
+            None,
+        ],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+    }
+
+    # ------------------------------------------------------------------ fitting
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any, *, entropy: int | None = None,
+             branch: int = 0, n_classes: int | None = None) -> BaseEstimator:
+        """Validate everything, fit the forest, then set all fitted attributes at once.
+
+        Nothing is assigned before the forest is built, so a call that raises leaves the
+        model exactly as it was. ``entropy``, ``branch`` and ``n_classes`` are set by
+        :meth:`_fit_branch` only.
+        """
+        self._validate_params()
+        check_target_not_in_features(X, y)
+        encoder = FeatureEncoder()
+        A = encoder.fit_transform(X)
+        codes, extra = self._encode_target(y, A.shape[0], n_classes)
+        sw = None
+        if sample_weight is not None:
+            sw = _check_sample_weight(sample_weight, A, dtype=np.float64,
+                                      ensure_non_negative=True)
+        X32 = cart.as_float32(A, encoder.names_)
+        entropy = resolve_entropy(self.random_state) if entropy is None else int(entropy)
+        forest = cart.fit_cart_forest(
+            X32, codes, sw, task=self._task, n_classes=len(extra.get("classes_", [0])),
+            n_estimators=self.n_estimators, weights=self.weights,
+            min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
+            max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
+        )
+        self.__dict__.pop("feature_names_in_", None)
+        self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
+        return self
+
+    def _fit_branch(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None, *,
+                    entropy: int, branch: int, n_classes: int | None = None) -> BaseEstimator:
+        """Fit as branch ``branch`` of an ensemble (EBF trunk leaf or SSF sub-sample).
+
+        ``X`` is already encoded, ``y`` already checked (class codes ``0 .. n_classes-1``
+        for classifiers, so that ``predict_proba`` has a column for every class of the
+        ensemble); tree ``b`` uses ``SeedSequence(entropy, spawn_key=(branch, b))``.
+        """
+        return self._fit(X, y, sample_weight, entropy=entropy, branch=branch,
+                         n_classes=n_classes)
+
+    @staticmethod
+    def _fitted(encoder: FeatureEncoder, forest: cart.CartForest,
+                entropy: int) -> dict[str, Any]:
+        return {**input_attributes(encoder), "forest_": forest, "entropy_": int(entropy)}
+
+    # ------------------------------------------------------------------ prediction helpers
+
+    def _mean_value(self, A: np.ndarray) -> np.ndarray:
+        parts = self._map_blocks(lambda b: cart.mean_value(self.forest_, A[b]), A.shape[0])
+        if not parts:
+            return np.empty((0, self.forest_.value.shape[1]))
+        return np.concatenate(parts)
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf of every row in every tree (scikit-learn's node ids within each tree).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_estimators), int64
+        """
+        A = self._transform(X)
+        parts = self._map_blocks(lambda b: cart.apply(self.forest_, A[b]), A.shape[0])
+        leaves = np.concatenate(parts) if parts else np.empty((0, self.forest_.n_trees), int)
+        return leaves - self.forest_.roots[None, :]
+
+    @property
+    def n_nodes_(self) -> np.ndarray:
+        """Number of nodes of every tree (the model size), shape (n_estimators,)."""
+        check_is_fitted(self, "forest_")
+        return self.forest_.n_nodes
+
+    @property
+    def n_leaves_(self) -> np.ndarray:
+        """Number of leaves of every tree, shape (n_estimators,)."""
+        check_is_fitted(self, "forest_")
+        return self.forest_.n_leaves
+
+    # ------------------------------------------------------------------ persistence
+
+    def _get_state(self) -> dict[str, Any]:
+        """Fitted state (``LAYOUT.md`` persistence contract): encoder, forest, seed."""
+        check_is_fitted(self, "forest_")
+        return {
+            "encoder": self.encoder_._get_state(),
+            "forest": self.forest_.get_state(),
+            "entropy": int(self.entropy_),
+        }
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state of :meth:`_get_state` (constructor parameters are set apart)."""
+        encoder = FeatureEncoder()
+        encoder._set_state(state["encoder"])
+        forest = cart.CartForest.from_state(state["forest"])
+        self.__dict__.pop("feature_names_in_", None)
+        self.__dict__.update(self._fitted(encoder, forest, int(state["entropy"])))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _BaseBayesianForest):
+    """Bayesian forest regressor (Taddy et al. 2015, Sec. 2.3, Algorithm 1).
+
+    For ``b = 1 .. B``: draw ``theta^b ~ iid Exp(1)`` over the rows and fit a weighted CART
+    tree ``T(theta^b)`` to all rows (squared-error impurity weighted by ``theta``, eq. 4).
+    The mean prediction is the average of the trees, an approximate posterior mean;
+    ``weights="poisson"`` gives Breiman's random forest, ``weights="none"`` unweighted CART.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Number of trees ``B``.
+    weights : {"exponential", "poisson", "none"}, default="exponential"
+        Bootstrap weights: Bayesian bootstrap (BF), Poisson counts (RF) or none.
+    min_samples_leaf : int or float, default=5
+        Minimum number of positively weighted rows in a leaf (a fraction of the rows if
+        float), as in scikit-learn.
+    max_features : int, float, {"sqrt", "log2"} or None, default=1.0
+        Features considered per split, as in scikit-learn.
+    max_depth : int or None, default=None
+        Maximum tree depth.
+    uncertainty : {"leaf", "tree_spread"}, default="leaf"
+        ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
+        component per tree (leaf mean, weighted within-leaf variance). ``"tree_spread"``:
+        one Gaussian with the mean and variance of the tree predictions.
+    random_state : int, RandomState instance or None, default=None
+        Seed; ``None`` draws one at fit and keeps it in ``entropy_``. Tree ``b`` uses
+        ``SeedSequence(entropy_, spawn_key=(0, b))``, whatever ``n_jobs``.
+    n_jobs : int or None, default=None
+        Threads over trees (fit) and row blocks (predict); -1 uses all cores.
+
+    Attributes
+    ----------
+    forest_ : ebf.cart.CartForest
+        Flat arrays of all trees.
+    encoder_ : ebf.features.FeatureEncoder
+        Column names, kinds and categories of the training input.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when fit on a DataFrame.
+    entropy_ : int
+        The resolved seed: refitting with ``random_state=entropy_`` reproduces the model.
+    var_floor_ : float
+        Floor of component variances (:func:`variance_floor` of the training target).
+    n_nodes_, n_leaves_ : ndarray of shape (n_estimators,)
+        Model size per tree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ebf.forests import BayesianForestRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((200, 3)); y = 10 * X[:, 0] + rng.normal(size=200)
+    >>> bf = BayesianForestRegressor(n_estimators=20, random_state=0).fit(X, y)
+    >>> mean, std = bf.predict(X[:2], return_std=True)
+    >>> bf.predict_quantiles(X[:2], q=(0.05, 0.5, 0.95)).shape
+    (2, 3)
+    >>> bf.predict_distribution(X[:2]).n_components
+    20
+    """
+
+    _task = cart.REGRESSION
+    _parameter_constraints: dict = {
+        **_BaseBayesianForest._parameter_constraints,
+        "uncertainty": [StrOptions({"leaf", "tree_spread"})],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        weights: str = "exponential",
+        min_samples_leaf: int | float = 5,
+        max_features: int | float | str | None = 1.0,
+        max_depth: int | None = None,
+        uncertainty: str = "leaf",
+        random_state: Any = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.weights = weights
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.uncertainty = uncertainty
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _encode_target(self, y: Any, n: int, n_classes: None = None) -> tuple:
+        y = regression_target(self, y, n)
+        return y, {"var_floor_": variance_floor(y)}
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesianForestRegressor:
+        """Fit ``n_estimators`` weighted CART trees (Algorithm 1).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+            Categorical and string columns of a DataFrame are coded by ``FeatureEncoder``.
+        y : array-like of shape (n_samples,)
+            Finite target; missing values raise an error stating how many rows have them.
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative row weights; they multiply the bootstrap weights.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def _variance(self, spread: np.ndarray, within: np.ndarray) -> np.ndarray:
+        if self.uncertainty == "leaf":
+            return spread + within
+        return np.maximum(spread, self.var_floor_)
+
+    def predict(self, X: Any, return_std: bool = False):
+        """Mean of the tree predictions (and the predictive standard deviation).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of :meth:`predict_distribution`.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+        std : ndarray of shape (n_samples,), only if ``return_std``
+        """
+        A = self._transform(X)
+        if not return_std:
+            return self._mean_value(A)[:, 0]
+        floor = self.var_floor_
+
+        def work(b: slice) -> np.ndarray:
+            return np.stack(cart.regression_moments(self.forest_, A[b], floor))
+
+        parts = self._map_blocks(work, A.shape[0])
+        mean, spread, within = np.concatenate(parts, axis=1) if parts else np.empty((3, 0))
+        return mean, np.sqrt(self._variance(spread, within))
+
+    def _mixture(self, A: np.ndarray) -> GaussianMixture:
+        if self.uncertainty == "tree_spread":
+            mean, spread, _ = cart.regression_moments(self.forest_, A, self.var_floor_)
+            return GaussianMixture.from_moments(mean, np.maximum(spread, self.var_floor_))
+        leaves = cart.apply(self.forest_, A)
+        means = self.forest_.value[leaves, 0]
+        variances = np.maximum(self.forest_.variance[leaves], self.var_floor_)
+        return GaussianMixture(np.ones_like(means), means, variances)
+
+    def _get_state(self) -> dict[str, Any]:
+        return {**super()._get_state(), "var_floor": float(self.var_floor_)}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        super()._set_state(state)
+        self.var_floor_ = float(state["var_floor"])
+
+
+class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
+                               _BaseBayesianForest):
+    """Bayesian forest classifier (Taddy et al. 2015, Sec. 2.3, Algorithm 1).
+
+    Each tree is a weighted-sample CART fit with the Gini impurity (Sec. 2.2) and weights
+    ``theta^b ~ iid Exp(1)``; class probabilities are the mean over trees of the weighted
+    class fractions of the leaves. ``weights="poisson"`` gives Breiman's random forest.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Number of trees ``B``.
+    weights : {"exponential", "poisson", "none"}, default="exponential"
+        Bootstrap weights: Bayesian bootstrap (BF), Poisson counts (RF) or none.
+    min_samples_leaf : int or float, default=5
+        Minimum number of positively weighted rows in a leaf.
+    max_features : int, float, {"sqrt", "log2"} or None, default="sqrt"
+        Features considered per split, as in scikit-learn.
+    max_depth : int or None, default=None
+        Maximum tree depth.
+    random_state : int, RandomState instance or None, default=None
+        Seed; ``None`` draws one at fit and keeps it in ``entropy_``.
+    n_jobs : int or None, default=None
+        Threads over trees (fit) and row blocks (predict).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels (sorted).
+    forest_ : ebf.cart.CartForest
+        Flat arrays of all trees; leaf rows have one column per class of ``classes_``.
+    encoder_ : ebf.features.FeatureEncoder
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when fit on a DataFrame.
+    entropy_ : int
+        The resolved seed.
+    n_nodes_, n_leaves_ : ndarray of shape (n_estimators,)
+        Model size per tree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ebf.forests import BayesianForestClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((200, 2)); y = np.where(X[:, 0] > 0.5, "a", "b")
+    >>> clf = BayesianForestClassifier(n_estimators=10, random_state=0).fit(X, y)
+    >>> clf.classes_.tolist(), clf.predict_proba(X[:3]).shape
+    (['a', 'b'], (3, 2))
+    """
+
+    _task = cart.CLASSIFICATION
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        weights: str = "exponential",
+        min_samples_leaf: int | float = 5,
+        max_features: int | float | str | None = "sqrt",
+        max_depth: int | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.weights = weights
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _encode_target(self, y: Any, n: int, n_classes: int | None = None) -> tuple:
+        if n_classes is not None:  # a branch: y holds the ensemble's class codes
+            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes)}
+        codes, classes = classification_target(self, y, n)
+        return codes, {"classes_": classes}
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesianForestClassifier:
+        """Fit ``n_estimators`` weighted CART classification trees (Algorithm 1).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels; missing labels raise an error stating how many rows have them.
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative row weights; they multiply the bootstrap weights.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def _proba(self, A: np.ndarray) -> np.ndarray:
+        """Mean over trees of the leaf class fractions (rows sum to one)."""
+        return cart.mean_value(self.forest_, A)
+
+    def _get_state(self) -> dict[str, Any]:
+        return {**super()._get_state(), **classes_state(self.classes_)}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        super()._set_state(state)
+        self.classes_ = classes_from_state(state)

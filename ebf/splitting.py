@@ -1,0 +1,210 @@
+"""Best split of every node from a summed histogram (a pure function).
+
+Paper Sec. 2.2: within a node, every split candidate is scored by the decrease of the
+theta-weighted impurity, weighted squared error (eq. 4) for regression and weighted Gini
+for classification, and candidates must leave enough rows and enough weight
+(the minimum leaf size / probability) on both sides. With the statistics of
+``histogram.row_statistics`` the impurity of a node is
+
+* regression: ``I = sum w y**2 - (sum w y)**2 / sum w`` (eq. 4),
+* classification: ``I = W (1 - sum_c (W_c / W)**2) = W - sum_c W_c**2 / W``,
+
+so the decrease of a split ``P -> (L, R)`` is ``I_P - I_L - I_R = q_L + q_R - q_P`` with
+``q = (sum w y)**2 / sum w`` resp. ``q = sum_c W_c**2 / W``; the ``sum w y**2`` (resp.
+``W``) terms cancel exactly and are never subtracted in floating point.
+
+The Dask layer sums per-partition histograms and calls :func:`best_splits` on the driver,
+so the split choice is identical to the single-process one up to the rounding of the sums.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from .config import INDEX, JIT, NO_NODE, REG_STATS, SPLIT_RTOL
+
+
+class SplitResult(NamedTuple):
+    """Best split of every node of a histogram (one row per histogram slot).
+
+    Attributes
+    ----------
+    gain : ndarray of shape (n_nodes,)
+        Impurity decrease ``I_P - I_L - I_R`` of the best valid split; 0 if none.
+    feature : ndarray of shape (n_nodes,), int64
+        Split feature, ``-1`` if the node has no valid split with a positive decrease.
+    bin : ndarray of shape (n_nodes,), int64
+        Split bin ``b``: rows with ``code <= b`` (``x <= edges[feature][b]``) go left; -1.
+    left, right : ndarray of shape (n_nodes, k)
+        Statistic totals of the two children of the best split (zeros if none).
+    total : ndarray of shape (n_nodes, k)
+        Statistic totals of the node (sum over the bins of feature 0).
+    """
+
+    gain: np.ndarray
+    feature: np.ndarray
+    bin: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    total: np.ndarray
+
+
+@numba.njit(inline="always", **JIT)
+def _weight_and_q(v, classification):
+    """Total weight ``W`` and ``q`` (see module docstring) of one statistic vector."""
+    if classification:
+        w = 0.0
+        sq = 0.0
+        for c in range(1, v.shape[0]):
+            w += v[c]
+            sq += v[c] * v[c]
+        return w, (sq / w if w > 0.0 else 0.0)
+    w = v[1]
+    return w, (v[2] * v[2] / w if w > 0.0 else 0.0)
+
+
+@numba.njit(**JIT)
+def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
+                        gain, feature, bin_, left, right, total):
+    m, d, n_bins, k = hist.shape
+    suffix = np.zeros((n_bins + 1, k))
+    cur = np.zeros(k)
+    for j in range(m):
+        for c in range(k):
+            acc = 0.0
+            for b in range(n_bins):
+                acc += hist[j, 0, b, c]
+            total[j, c] = acc
+        w_p, q_p = _weight_and_q(total[j], classification)
+        # the sums that cancel in the decrease set the scale of its rounding error
+        scale = w_p if classification else total[j, 3]
+        best = -np.inf
+        best_f = -1
+        best_b = -1
+        for f in range(d):
+            # suffix[b] = sum of bins >= b (right child of split b - 1), summed from the
+            # top so that an empty right side is exactly zero
+            for c in range(k):
+                suffix[n_bins, c] = 0.0
+            for b in range(n_bins - 1, -1, -1):
+                for c in range(k):
+                    suffix[b, c] = suffix[b + 1, c] + hist[j, f, b, c]
+            for c in range(k):
+                cur[c] = 0.0
+            for b in range(n_bins - 1):
+                for c in range(k):
+                    cur[c] += hist[j, f, b, c]
+                if suffix[b + 1, 0] < min_rows:
+                    break  # the right side only shrinks from here on
+                if cur[0] < min_rows:
+                    continue
+                w_l, q_l = _weight_and_q(cur, classification)
+                w_r, q_r = _weight_and_q(suffix[b + 1], classification)
+                if w_l <= 0.0 or w_r <= 0.0 or w_l < min_weight or w_r < min_weight:
+                    continue
+                g = q_l + q_r - q_p
+                if g > best:  # strict: ties keep the lowest feature, then the lowest bin
+                    best = g
+                    best_f = f
+                    best_b = b
+        if best_f < 0 or not best > rtol * scale:
+            gain[j] = 0.0
+            feature[j] = NO_NODE
+            bin_[j] = NO_NODE
+            continue
+        gain[j] = best
+        feature[j] = best_f
+        bin_[j] = best_b
+        # the children totals, summed in the same order as during the search
+        for c in range(k):
+            acc = 0.0
+            for b in range(best_b + 1):
+                acc += hist[j, best_f, b, c]
+            left[j, c] = acc
+            acc = 0.0
+            for b in range(n_bins - 1, best_b, -1):
+                acc += hist[j, best_f, b, c]
+            right[j, c] = acc
+
+
+def best_splits(
+    hist: np.ndarray,
+    task: str = "regression",
+    min_leaf_rows: int = 1,
+    min_leaf_weight: float = 0.0,
+    rtol: float = SPLIT_RTOL,
+) -> SplitResult:
+    """Best valid split of every node of a (summed) histogram (paper Sec. 2.2, eq. 4).
+
+    A candidate "feature f, bin b" sends the rows with ``code <= b`` left. It is valid if
+    both children have at least ``min_leaf_rows`` rows and a positive weight of at least
+    ``min_leaf_weight``. The best valid candidate maximises the impurity decrease; exact
+    ties go to the lowest feature, then the lowest bin. A node whose best decrease is not
+    above ``rtol`` times the scale of the cancelling sums (rounding noise, e.g. all labels
+    equal) gets no split.
+
+    Parameters
+    ----------
+    hist : ndarray of shape (n_nodes, n_features, n_bins, k)
+        Histogram from ``histogram.build_histograms`` (or a sum of such).
+    task : {"regression", "classification"}, default="regression"
+        Weighted squared error (``k = 4``) or weighted Gini (``k = 1 + C``).
+    min_leaf_rows : int, default=1
+        Minimum number of rows in each child (column 0 of the statistics).
+    min_leaf_weight : float, default=0.0
+        Minimum weight in each child; the weight must also be positive.
+    rtol : float, default=SPLIT_RTOL
+        Relative tolerance below which a decrease counts as zero.
+
+    Returns
+    -------
+    SplitResult
+        Per node: ``gain``, ``feature``, ``bin``, children totals ``left``, ``right``
+        and the node's ``total``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ebf.histogram import build_histograms, row_statistics
+    >>> binned = np.array([[0], [0], [1], [1]], dtype=np.uint8)
+    >>> S = row_statistics(np.array([0.0, 0.0, 1.0, 1.0]))
+    >>> h = build_histograms(binned, np.zeros(4, np.int64), np.zeros(1, np.int64), S, 1, 2)
+    >>> res = best_splits(h)
+    >>> res.feature.tolist(), res.bin.tolist(), res.gain.tolist()
+    ([0], [0], [1.0])
+    """
+    hist = np.ascontiguousarray(hist, dtype=np.float64)
+    if hist.ndim != 4:
+        raise ValueError(f"hist must be 4-D (nodes, features, bins, k), got {hist.shape}.")
+    m, d, n_bins, k = hist.shape
+    if task == "regression":
+        if k != REG_STATS:
+            raise ValueError(f"a regression histogram has k = {REG_STATS} statistics, got {k}.")
+        classification = False
+    elif task == "classification":
+        if k < 2:
+            raise ValueError(f"a classification histogram has k = 1 + n_classes >= 2, got {k}.")
+        classification = True
+    else:
+        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}.")
+    if d < 1 or n_bins < 1:
+        raise ValueError(f"hist needs at least one feature and one bin, got {hist.shape}.")
+    if int(min_leaf_rows) < 1:
+        raise ValueError(f"min_leaf_rows must be >= 1, got {min_leaf_rows!r}.")
+    if not float(min_leaf_weight) >= 0.0:
+        raise ValueError(f"min_leaf_weight must be >= 0, got {min_leaf_weight!r}.")
+    out = SplitResult(
+        gain=np.zeros(m),
+        feature=np.full(m, NO_NODE, INDEX),
+        bin=np.full(m, NO_NODE, INDEX),
+        left=np.zeros((m, k)),
+        right=np.zeros((m, k)),
+        total=np.zeros((m, k)),
+    )
+    _best_splits_kernel(hist, classification, float(min_leaf_rows), float(min_leaf_weight),
+                        float(rtol), out.gain, out.feature, out.bin, out.left, out.right,
+                        out.total)
+    return out

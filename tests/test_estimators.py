@@ -1,0 +1,270 @@
+"""Empirical Bayesian forests and sub-sample forests (Taddy et al. 2015, Sec. 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ebf import (
+    BayesianForestClassifier,
+    BayesianForestRegressor,
+    EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestClassifier,
+    SubsampleForestRegressor,
+)
+from ebf.branches import ConstantBranch
+from mondrian import MondrianForestClassifier, MondrianForestRegressor
+from tests.test_model import assert_roundtrip
+
+
+def friedman(n, rng, p=10):
+    """Friedman (1991), the paper's eq. (5), with ``p - 5`` spurious features."""
+    X = rng.random((n, p))
+    f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3]
+         + 5 * X[:, 4])
+    return X, f + rng.normal(size=n), f
+
+
+def rmse(a, b):
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def assert_same_mixture(a, b):
+    for k in ("weights", "means", "variances"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+
+
+# ---------------------------------------------------------------- EBF = BF with one leaf
+
+
+@pytest.mark.parametrize("weights, branch", [("exponential", "bayesian"), ("poisson", "random")])
+def test_one_leaf_trunk_ebf_equals_bf(weights, branch):
+    rng = np.random.default_rng(0)
+    X, y, _ = friedman(600, rng)
+    bf = BayesianForestRegressor(n_estimators=8, weights=weights, random_state=4).fit(X, y)
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=8, branch=branch, trunk_max_leaves=1,
+                                           random_state=4).fit(X, y)
+    assert ebf.trunk_.n_leaves_ == 1
+    assert_same_mixture(bf.predict_distribution(X), ebf.predict_distribution(X))
+    np.testing.assert_array_equal(bf.predict(X), ebf.predict(X))
+
+
+def test_one_leaf_trunk_ebf_classifier_equals_bf():
+    rng = np.random.default_rng(1)
+    X = rng.random((500, 4))
+    y = np.where(X[:, 0] > 0.5, "a", np.where(X[:, 1] > 0.3, "b", "c"))
+    bf = BayesianForestClassifier(n_estimators=6, random_state=2).fit(X, y)
+    ebf = EmpiricalBayesianForestClassifier(n_estimators=6, trunk_max_leaves=1,
+                                            random_state=2).fit(X, y)
+    np.testing.assert_array_equal(bf.predict_proba(X), ebf.predict_proba(X))
+    np.testing.assert_array_equal(ebf.classes_, ["a", "b", "c"])
+
+
+# ---------------------------------------------------------------- the paper's claims
+
+
+def test_ebf_within_three_percent_of_bf_on_friedman():
+    """Sec. 4.1: EBF predicts nearly as well as the full BF (n = 20,000).
+
+    The trunk has the paper's minimum leaf size (3,500 rows, Sec. 3.2), here 4 leaves;
+    RMSE on held-out noisy targets, as in the paper's out-of-sample experiments. (Against
+    the noise-free f the gap is larger, about 5%: the trunk's boundaries are the same in
+    every tree, so the smooth Friedman surface is cut at fixed places.)
+    """
+    rng = np.random.default_rng(11)
+    X, y, _ = friedman(20_000, rng)
+    X_te, y_te, _ = friedman(4_000, rng)
+    kw = dict(n_estimators=20, random_state=0, n_jobs=2)
+    bf = BayesianForestRegressor(**kw).fit(X, y)
+    ebf = EmpiricalBayesianForestRegressor(trunk_min_leaf_rows=3500, **kw).fit(X, y)
+    r_bf, r_ebf = rmse(bf.predict(X_te), y_te), rmse(ebf.predict(X_te), y_te)
+    assert ebf.trunk_.n_leaves_ >= 4
+    assert r_ebf <= 1.03 * r_bf, (r_ebf, r_bf)
+
+
+def test_ssf_worse_than_ebf_on_deep_structure():
+    """Sec. 4: sub-samples learn the deep structure from a fifth of the data each."""
+    gaps = []
+    for seed in range(3):
+        rng = np.random.default_rng(100 + seed)
+        X, y, _ = friedman(4_000, rng)
+        X_te, _, f_te = friedman(2_000, rng)
+        kw = dict(n_estimators=10, random_state=seed)
+        ebf = EmpiricalBayesianForestRegressor(trunk_max_leaves=5, **kw).fit(X, y)
+        ssf = SubsampleForestRegressor(n_subsamples=5, **kw).fit(X, y)
+        gaps.append(rmse(ssf.predict(X_te), f_te) / rmse(ebf.predict(X_te), f_te) - 1)
+    assert min(gaps) > 0.05, gaps
+
+
+# ---------------------------------------------------------------- structure and branches
+
+
+def test_branches_are_fit_on_their_rows_only_with_their_own_seed():
+    rng = np.random.default_rng(3)
+    X, y, _ = friedman(3_000, rng, p=5)
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=4, trunk_max_leaves=4,
+                                           random_state=9).fit(X, y)
+    leaf = ebf.apply(X)
+    np.testing.assert_array_equal(np.bincount(leaf), ebf.branch_sizes_)
+    for b in range(len(ebf.branches_)):
+        rows = leaf == b
+        # a BF on the branch's rows, with the branch's seed, is the branch
+        alone = BayesianForestRegressor(n_estimators=4, random_state=9)._fit_branch(
+            X[rows], y[rows], None, entropy=9, branch=b)
+        assert_same_mixture(alone.predict_distribution(X[rows]),
+                            ebf.predict_distribution(X[rows]))
+
+
+def test_mondrian_branches_and_constant_fallback():
+    rng = np.random.default_rng(4)
+    X = rng.random((400, 2))
+    y = np.where(X[:, 0] < 0.02, 50.0, X[:, 1]) + 0.1 * rng.normal(size=400)
+    ebf = EmpiricalBayesianForestRegressor(
+        n_estimators=3, branch="mondrian", trunk_max_leaves=3, trunk_min_leaf_rows=1,
+        min_samples_leaf=20, random_state=0).fit(X, y)
+    kinds = [type(b) for b in ebf.branches_]
+    assert MondrianForestRegressor in kinds and ConstantBranch in kinds
+    small = kinds.index(ConstantBranch)
+    rows = ebf.apply(X) == small
+    assert rows.sum() < 40
+    mean, std = ebf.predict(X[rows], return_std=True)
+    np.testing.assert_allclose(mean, y[rows].mean())
+    np.testing.assert_allclose(std, y[rows].std())
+    g = ebf.predict_distribution(X)  # mixtures of different widths, padded
+    np.testing.assert_allclose(g.weights.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("branch", ["bayesian", "mondrian"])
+def test_single_class_and_single_row_branches(branch):
+    rng = np.random.default_rng(5)
+    X = rng.random((300, 2))
+    y = np.where(X[:, 0] > 0.5, "hi", "lo")
+    y[np.argmax(X[:, 1])] = "odd"
+    clf = EmpiricalBayesianForestClassifier(
+        n_estimators=3, branch=branch, trunk_max_leaves=4, trunk_min_leaf_rows=1,
+        random_state=0).fit(X, y)
+    assert clf.branch_sizes_.min() >= 1
+    proba = clf.predict_proba(X)
+    assert proba.shape == (300, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert (clf.predict(X) == y).mean() > 0.95
+    if branch == "mondrian":
+        assert any(isinstance(b, MondrianForestClassifier) for b in clf.branches_)
+
+
+def test_same_seed_same_model_whatever_threads():
+    rng = np.random.default_rng(6)
+    X, y, _ = friedman(1_500, rng, p=5)
+    for Est in (EmpiricalBayesianForestRegressor, SubsampleForestRegressor):
+        a = Est(n_estimators=5, random_state=1, n_jobs=1).fit(X, y)
+        b = Est(n_estimators=5, random_state=1, n_jobs=2).fit(X, y)
+        assert_same_mixture(a.predict_distribution(X), b.predict_distribution(X))
+
+
+def test_ssf_pools_all_trees_equally():
+    rng = np.random.default_rng(7)
+    X, y, _ = friedman(1_000, rng, p=5)
+    ssf = SubsampleForestRegressor(n_estimators=4, n_subsamples=3, random_state=0).fit(X, y)
+    assert sorted(ssf.subsample_sizes_) == [333, 333, 334]
+    g = ssf.predict_distribution(X[:10])
+    assert g.n_components == 12
+    np.testing.assert_allclose(g.weights, 1 / 12)
+    mean = np.mean([s.predict(X[:10]) for s in ssf.subsamples_], axis=0)
+    np.testing.assert_allclose(ssf.predict(X[:10]), mean)
+
+
+# ---------------------------------------------------------------- input and errors
+
+
+def test_pandas_categoricals_and_unseen_category():
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame({"x": rng.random(600),
+                       "city": pd.Categorical(rng.choice(["a", "b", "c"], 600))})
+    y = df["x"] * 3 + (df["city"] == "b") * 5 + 0.1 * rng.normal(size=600)
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=5, trunk_max_leaves=3,
+                                           random_state=0).fit(df, y)
+    np.testing.assert_array_equal(ebf.feature_names_in_, ["x", "city"])
+    assert "city" in ebf.export_trunk()
+    new = pd.DataFrame({"city": ["b", "zzz"], "x": [0.5, 0.5]})  # reordered, unseen
+    assert np.isfinite(ebf.predict(new)).all()
+    with pytest.raises(ValueError, match="city"):
+        ebf.predict(df[["x"]])
+
+
+@pytest.mark.parametrize("Est", [EmpiricalBayesianForestRegressor, SubsampleForestRegressor])
+def test_errors_name_the_problem_and_change_nothing(Est):
+    rng = np.random.default_rng(9)
+    X = pd.DataFrame({"a": rng.random(50), "b": rng.random(50)})
+    y = pd.Series(rng.random(50), name="target")
+    model = Est(n_estimators=2, random_state=0).fit(X, y)
+    before = model.predict(X)
+    y_bad = y.copy()
+    y_bad[[3, 7]] = np.nan
+    with pytest.raises(ValueError, match="2 missing|2 NaN"):
+        model.fit(X, y_bad)
+    X_bad = X.copy()
+    X_bad.loc[4, "b"] = np.inf
+    with pytest.raises(ValueError, match="'b'"):
+        model.fit(X_bad, y)
+    with pytest.raises(ValueError, match="target"):
+        model.fit(X.assign(target=y), y)
+    np.testing.assert_array_equal(model.predict(X), before)
+
+
+def test_mondrian_branches_refuse_unequal_weights():
+    rng = np.random.default_rng(10)
+    X, y, _ = friedman(200, rng, p=5)
+    with pytest.raises(ValueError, match="sample weights"):
+        EmpiricalBayesianForestRegressor(n_estimators=2, branch="mondrian").fit(
+            X, y, sample_weight=rng.random(200))
+
+
+# ---------------------------------------------------------------- persistence
+
+
+@pytest.mark.parametrize("make", [
+    lambda: EmpiricalBayesianForestRegressor(n_estimators=3, trunk_max_leaves=3, random_state=0),
+    lambda: EmpiricalBayesianForestRegressor(n_estimators=3, branch="mondrian",
+                                             trunk_max_leaves=3, random_state=0),
+    lambda: SubsampleForestRegressor(n_estimators=3, n_subsamples=2, random_state=0),
+])
+def test_roundtrip_regressors(make, tmp_path):
+    rng = np.random.default_rng(12)
+    X, y, _ = friedman(400, rng, p=5)
+    assert_roundtrip(make().fit(X, y), X, tmp_path)
+
+
+@pytest.mark.parametrize("Est", [EmpiricalBayesianForestClassifier, SubsampleForestClassifier])
+def test_roundtrip_classifiers(Est, tmp_path):
+    rng = np.random.default_rng(13)
+    X = pd.DataFrame({"u": rng.random(300), "k": rng.choice(["p", "q"], 300)})
+    y = np.where(X["u"] > 0.4, "yes", "no")
+    assert_roundtrip(Est(n_estimators=3, random_state=0).fit(X, y), X, tmp_path)
+
+
+# ---------------------------------------------------------------- scikit-learn conventions
+
+
+def _expected_failed_checks(estimator) -> dict[str, str]:
+    """Bootstrap weights make ``sample_weight=k`` differ from ``k`` repeated rows, as for
+    scikit-learn's own random forests."""
+    return {
+        "check_sample_weight_equivalence_on_dense_data": (
+            "bootstrap forests: sample_weight is not equivalent to repeating samples"),
+    }
+
+
+@parametrize_with_checks(
+    [
+        EmpiricalBayesianForestRegressor(n_estimators=3, random_state=0),
+        EmpiricalBayesianForestClassifier(n_estimators=3, random_state=0),
+        SubsampleForestRegressor(n_estimators=3, n_subsamples=2, random_state=0),
+        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0),
+    ],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
