@@ -674,6 +674,10 @@ class Trunk(BaseEstimator):
 
     # ------------------------------------------------------------------ rules
 
+    def __str__(self) -> str:
+        """A fitted trunk prints as its rules (:meth:`export_text`)."""
+        return self.export_text() if hasattr(self, "trunk_") else repr(self)
+
     def export_text(self, feature_names: Sequence[str] | None = None, decimals: int = 3) -> str:
         """The trunk as readable rules, one line per node (as ``sklearn.tree.export_text``).
 

@@ -268,3 +268,22 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("learner", ["bayesian", "random", "mondrian"])
+def test_single_row_branch_is_constant(task, learner):
+    from ebf.branches import BranchSpec, fit_branch
+
+    spec = BranchSpec(learner=learner, task=task, n_estimators=3, min_samples_leaf=1,
+                      max_features=1.0, max_depth=None, n_classes=3, params={}, n_jobs=None)
+    y = np.array([2.0]) if task == "regression" else np.array([1])
+    branch = fit_branch(spec, np.array([[0.3, 0.7]]), y, None, entropy=0, branch=0)
+    assert isinstance(branch, ConstantBranch)
+    X = np.random.default_rng(0).random((4, 2))
+    if task == "regression":
+        g = branch.predict_distribution(X)
+        np.testing.assert_array_equal(g.mean, 2.0)
+        assert np.all(g.var > 0)
+    else:
+        np.testing.assert_array_equal(branch.predict_proba(X), [[0.0, 1.0, 0.0]] * 4)
