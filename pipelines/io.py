@@ -1,0 +1,419 @@
+"""Parquet in and out: column-projected reads and atomic, metadata-stamped writes.
+
+Paths are local paths or any fsspec URL (``s3://``, ``gs://``, ``abfs://``, ``memory://``...;
+credentials in ``storage_options``). A dataset is a single file, a directory (hive-partitioned
+or not) or a glob.
+
+Atomic writes
+-------------
+:func:`write_parquet_atomic` (and :func:`atomic_output_dir`, which ``make_data`` uses) write
+into a hidden temporary directory next to the target, ``.<name>.tmp-<random>``, and move it
+into place only after every file was written. A failure or an interrupt removes the temporary
+directory, so the target is either absent (or the previous version, with ``overwrite=True``)
+or complete, never half-written.
+
+- Local file systems: the move is one ``rename`` of a directory, atomic on POSIX.
+  ``overwrite=True`` renames the old directory aside, renames the new one in, then deletes
+  the old one: a reader sees the old dataset, briefly nothing, or the new dataset.
+- Object stores (S3, GCS, Azure...) have no directories and no rename: the move copies each
+  object then deletes the temporary ones. Readers never see a partially *written* file, and a
+  failed write leaves nothing at the target, but a reader that lists the target while the
+  move runs can see some of the files; a crash during the move can leave a partial target
+  (the temporary prefix then still holds the full copy). Wait for the writer to return
+  before reading. Concurrent writers to the same target are not supported anywhere.
+
+Files are named ``part.000000.parquet``, ``part.000001.parquet``... in row order, so any
+reader (Dask, pyarrow, Spark) reads the rows back in the order they were written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dask.dataframe as dd
+import fsspec
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+__all__ = [
+    "atomic_output_dir",
+    "part_name",
+    "read_dataset",
+    "read_parquet_metadata",
+    "write_parquet_atomic",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Schema-metadata keys that pandas / Arrow own and callers may not set.
+RESERVED_METADATA_KEYS = ("pandas",)
+_RESERVED_PREFIX = "ARROW:"
+
+
+def part_name(index: int) -> str:
+    """File name of partition ``index``: ``part.000042.parquet`` (zero-padded: sorts in order).
+
+    Parameters
+    ----------
+    index : int
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> part_name(42)
+    'part.000042.parquet'
+    """
+    return f"part.{index:06d}.parquet"
+
+
+def _url_to_fs(
+    url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None
+) -> tuple[fsspec.AbstractFileSystem, str]:
+    return fsspec.core.url_to_fs(os.fspath(url), **dict(storage_options or {}))
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
+
+def _check_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Validate user key/values for the Parquet schema metadata."""
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
+    checked: dict[str, str] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"metadata keys must be non-empty strings, got {key!r}")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"metadata[{key!r}] must be a string, got {type(value).__name__}; encode it "
+                "first (e.g. json.dumps(value))"
+            )
+        if key in RESERVED_METADATA_KEYS or key.startswith(_RESERVED_PREFIX):
+            raise ValueError(
+                f"metadata key {key!r} is reserved (pandas / Arrow store their schema there); "
+                "use another key, e.g. 'ebf.<name>'"
+            )
+        checked[key] = value
+    return checked
+
+
+def _remove_tree(fs: fsspec.AbstractFileSystem, path: str, attempts: int = 20) -> None:
+    """Remove ``path`` recursively, retrying while late writers still add files (best effort)."""
+    for attempt in range(attempts):
+        try:
+            if _is_local(fs):
+                shutil.rmtree(path)
+            elif fs.exists(path):
+                fs.rm(path, recursive=True)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if attempt == attempts - 1:
+                logger.warning("could not remove the temporary directory %s: %s", path, exc)
+                return
+            time.sleep(0.1)
+
+
+def _commit(fs: fsspec.AbstractFileSystem, tmp: str, path: str, overwrite: bool) -> None:
+    """Move the finished temporary directory ``tmp`` to ``path``."""
+    if _is_local(fs):
+        old = None
+        if os.path.lexists(path):
+            if not overwrite:  # appeared while we were writing
+                raise FileExistsError(f"{path!r} appeared while writing; nothing was replaced")
+            old = f"{tmp}.old"
+            os.rename(path, old)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            if old is not None:
+                os.rename(old, path)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    if fs.exists(path):
+        if not overwrite:
+            raise FileExistsError(f"{path!r} appeared while writing; nothing was replaced")
+        fs.rm(path, recursive=True)
+    fs.mv(tmp, path, recursive=True)
+    fs.invalidate_cache()
+
+
+@contextmanager
+def atomic_output_dir(
+    out_dir: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[str]:
+    """Write a directory atomically: yield a temporary directory, move it to ``out_dir`` at exit.
+
+    If the ``with`` block raises (or is interrupted), the temporary directory is removed and
+    ``out_dir`` is untouched. See the module docstring for what "atomic" means on object
+    stores.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        Target directory: a local path or an fsspec URL. Its parent is created if needed.
+    overwrite : bool, default=False
+        Replace an existing ``out_dir``. Otherwise an existing one raises before any work.
+    storage_options : dict, optional
+        fsspec options (credentials...) for a URL.
+
+    Yields
+    ------
+    str
+        The temporary directory (same protocol as ``out_dir``), already created and empty.
+        Writers open ``<tmp>/<file>`` with the same ``storage_options``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``out_dir`` exists and ``overwrite`` is False.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "out")
+    >>> with atomic_output_dir(target) as tmp:
+    ...     with open(os.path.join(tmp, "a.txt"), "w") as f:
+    ...         _ = f.write("hello")
+    >>> os.listdir(target)
+    ['a.txt']
+    """
+    fs, path = _url_to_fs(out_dir, storage_options)
+    path = path.rstrip("/") or path
+    if fs.exists(path) and not overwrite:
+        raise FileExistsError(
+            f"output {os.fspath(out_dir)!r} already exists; pass overwrite=True (CLI: "
+            "--overwrite) to replace it, or choose another directory"
+        )
+    parent, name = posixpath.split(path)  # fsspec paths use "/" (local ones are absolute)
+    fs.makedirs(parent or "/", exist_ok=True)
+    tmp_path = posixpath.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+    fs.makedirs(tmp_path, exist_ok=False)
+    tmp_url = tmp_path if _is_local(fs) else fs.unstrip_protocol(tmp_path)
+    logger.debug("writing %s through %s", out_dir, tmp_url)
+    try:
+        yield tmp_url
+    except BaseException:
+        _remove_tree(fs, tmp_path)
+        raise
+    try:
+        _commit(fs, tmp_path, path, overwrite)
+    except BaseException:
+        if _is_local(fs):  # the rename failed as a whole: tmp is intact, the target restored
+            _remove_tree(fs, tmp_path)
+        else:
+            logger.error("moving %s to %s failed; the complete copy is kept", tmp_url, out_dir)
+        raise
+    logger.info("wrote %s", out_dir)
+
+
+def _pandas_to_dir(
+    df: pd.DataFrame,
+    tmp_url: str,
+    metadata: dict[str, str],
+    write_index: bool,
+    storage_options: Mapping[str, Any] | None,
+) -> None:
+    table = pa.Table.from_pandas(df, preserve_index=write_index)
+    schema_metadata = dict(table.schema.metadata or {})
+    schema_metadata.update({k.encode(): v.encode() for k, v in metadata.items()})
+    table = table.replace_schema_metadata(schema_metadata)
+    fs, tmp_path = _url_to_fs(tmp_url, storage_options)
+    with fs.open(posixpath.join(tmp_path, part_name(0)), "wb") as f:
+        pq.write_table(table, f)
+
+
+def write_parquet_atomic(
+    data: dd.DataFrame | pd.DataFrame,
+    out_dir: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, str],
+    overwrite: bool = False,
+    write_index: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str:
+    """Write a DataFrame as a Parquet directory, atomically, with key/values in its schema.
+
+    A Dask DataFrame is written one file per partition (in parallel on the current Dask
+    scheduler); a pandas DataFrame as one file. Files are ``part.NNNNNN.parquet`` in row order.
+
+    Parameters
+    ----------
+    data : dask.dataframe.DataFrame or pandas.DataFrame
+    out_dir : str or path-like
+        Target directory (local path or fsspec URL).
+    metadata : dict of str to str
+        Stored in every file's Parquet schema metadata (``custom_metadata``), e.g. the model
+        version and hash; read back with :func:`read_parquet_metadata`. The key ``"pandas"``
+        and keys starting with ``"ARROW:"`` are reserved.
+    overwrite : bool, default=False
+        Replace an existing ``out_dir``; otherwise it raises :class:`FileExistsError` first.
+    write_index : bool, default=False
+        Also store the DataFrame index as a column.
+    storage_options : dict, optional
+        fsspec options for a URL.
+
+    Returns
+    -------
+    str
+        ``out_dir`` as given (a string).
+
+    Raises
+    ------
+    FileExistsError
+        If ``out_dir`` exists and ``overwrite`` is False.
+    ValueError, TypeError
+        On reserved or non-string metadata, or unsupported ``data``.
+
+    Examples
+    --------
+    >>> import os, tempfile, pandas as pd
+    >>> out = os.path.join(tempfile.mkdtemp(), "scores")
+    >>> _ = write_parquet_atomic(pd.DataFrame({"mean": [1.5, 2.5]}), out,
+    ...                          metadata={"ebf.model_sha256": "ab12"})
+    >>> read_parquet_metadata(out)
+    {'ebf.model_sha256': 'ab12'}
+    """
+    checked = _check_metadata(metadata)
+    if not isinstance(data, (dd.DataFrame, pd.DataFrame)):
+        raise TypeError(
+            f"data must be a pandas or Dask DataFrame, got {type(data).__name__}; wrap a "
+            "Series with .to_frame()"
+        )
+    with atomic_output_dir(out_dir, overwrite=overwrite, storage_options=storage_options) as tmp:
+        if isinstance(data, pd.DataFrame):
+            _pandas_to_dir(data, tmp, checked, write_index, storage_options)
+        else:
+            data.to_parquet(
+                tmp,
+                write_index=write_index,
+                custom_metadata=checked,
+                name_function=part_name,
+                storage_options=dict(storage_options) if storage_options else None,
+                write_metadata_file=False,
+            )
+    return os.fspath(out_dir)
+
+
+def _first_parquet_file(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    if fs.isfile(path):
+        return path
+    files = [
+        f
+        for f in sorted(fs.find(path))
+        if not any(part.startswith((".", "_")) for part in f[len(path) :].split("/") if part)
+    ]
+    if not files:
+        raise FileNotFoundError(f"no Parquet files under {path!r}")
+    return files[0]
+
+
+def read_parquet_metadata(
+    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The custom key/values of a Parquet file or directory's schema (first file's footer).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A Parquet file or a directory of them (local or fsspec URL).
+    storage_options : dict, optional
+
+    Returns
+    -------
+    dict of str to str
+        Schema metadata without the reserved ``"pandas"`` / ``"ARROW:*"`` keys.
+
+    Examples
+    --------
+    >>> read_parquet_metadata("predictions/")  # doctest: +SKIP
+    {'ebf.model_sha256': 'ab12'}
+    """
+    fs, fpath = _url_to_fs(path, storage_options)
+    first = _first_parquet_file(fs, fpath.rstrip("/") or fpath)
+    with fs.open(first, "rb") as f:
+        schema = pq.read_schema(f)
+    raw = schema.metadata or {}
+    decoded = {k.decode(): v.decode() for k, v in raw.items()}
+    return {
+        k: v
+        for k, v in decoded.items()
+        if k not in RESERVED_METADATA_KEYS and not k.startswith(_RESERVED_PREFIX)
+    }
+
+
+def read_dataset(
+    path: str | os.PathLike[str] | Sequence[str],
+    columns: Sequence[str] | None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    filters: Any = None,
+) -> dd.DataFrame:
+    """Read a Parquet dataset lazily, only the columns asked for.
+
+    Parameters
+    ----------
+    path : str, path-like or list of str
+        A file, a directory (hive partitions ``key=value/`` are read as columns), a glob
+        (``"data/*.parquet"``) or a list of files; local or any fsspec URL.
+    columns : sequence of str or None
+        Columns to read (projection pushed into the Parquet reader); ``None`` reads all. Run
+        :func:`pipelines.schema.check_schema` first for errors that name the column.
+    storage_options : dict, optional
+        fsspec options (credentials...) for a URL.
+    filters : list of tuples, optional
+        Row filters in pyarrow's DNF form, e.g. ``[("year", "==", 2013)]``; filters on hive
+        partition columns skip whole files.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Columns in the order asked for; hive partition columns are ``category`` with known
+        categories (the same codes in every partition). The index is a per-partition default
+        index (any stored pandas index is ignored). Partitions follow the files / row groups
+        but the optimiser may merge them.
+
+    Examples
+    --------
+    >>> ddf = read_dataset("s3://bucket/flights/", ["distance", "year", "arr_delay"],
+    ...                    storage_options={"anon": True})  # doctest: +SKIP
+    """
+    if isinstance(columns, str):
+        raise TypeError(f"columns must be a list of names, not the string {columns!r}")
+    source: str | list[str]
+    if isinstance(path, (list, tuple)):
+        source = [os.fspath(p) for p in path]
+    else:
+        source = os.fspath(path)
+    ddf = dd.read_parquet(
+        source,
+        columns=list(columns) if columns is not None else None,
+        filters=filters,
+        storage_options=dict(storage_options) if storage_options else None,
+        index=False,
+    )
+    for name, dtype in ddf.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype) and not ddf[name].cat.known:
+            logger.debug("making the categories of %r known (one pass over the column)", name)
+            ddf[name] = ddf[name].cat.as_known()
+    return ddf
