@@ -178,12 +178,27 @@ def bin_edges(
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}.")
-    n = X.shape[0]
-    if subsample is not None and n > subsample:
-        rng = np.random.default_rng(random_state)
-        rows = np.sort(rng.choice(n, size=int(subsample), replace=False))
+    rows = sample_rows(X.shape[0], subsample, random_state)
+    if rows is not None:
         X = X[rows]
     return [edges_from_sample(X[:, f], max_bins) for f in range(X.shape[1])]
+
+
+def sample_rows(n: int, subsample: int | None = BIN_SUBSAMPLE,
+                random_state: int | np.random.Generator | None = 0) -> np.ndarray | None:
+    """Sorted row positions :func:`bin_edges` computes the edges on (None: every row).
+
+    The distributed layer gathers the same global rows, so its edges equal the local ones.
+
+    Examples
+    --------
+    >>> sample_rows(10) is None, sample_rows(10, subsample=3).size
+    (True, 3)
+    """
+    if subsample is None or n <= subsample:
+        return None
+    rng = np.random.default_rng(random_state)
+    return np.sort(rng.choice(n, size=int(subsample), replace=False))
 
 
 def check_bin_edges(edges: Sequence[Any], n_features: int) -> list[np.ndarray]:

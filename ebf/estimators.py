@@ -46,6 +46,37 @@ from .trunk import Trunk
 DEFAULT_TRUNK_LEAVES = 5
 
 
+def subsample_groups(entropy: int, n: int, n_subsamples: int) -> list[np.ndarray]:
+    """Rows of every sub-sample of an SSF (Sec. 4): a seeded permutation cut in equal parts.
+
+    The permutation uses the root of the seed tree, ``SeedSequence(entropy)``; the forests
+    use the keys ``(k,)`` and ``(k, tree)``, so the two never share a stream. ``ebf.dask``
+    calls this same function and routes each row by its global row id.
+
+    Parameters
+    ----------
+    entropy : int
+        The model's resolved seed.
+    n : int
+        Number of training rows.
+    n_subsamples : int
+        Number of parts; the first ``n % n_subsamples`` parts have one row more.
+
+    Returns
+    -------
+    groups : list of ndarray of int64
+        Sorted row positions of every part.
+
+    Examples
+    --------
+    >>> [g.size for g in subsample_groups(0, 7, 3)]
+    [3, 2, 2]
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(int(entropy)))
+    perm = rng.permutation(int(n))
+    return [np.sort(part) for part in np.array_split(perm, int(n_subsamples))]
+
+
 def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> GaussianMixture:
     """One mixture for ``n`` rows from per-branch mixtures over disjoint row sets.
 
@@ -89,32 +120,43 @@ class _BranchedEnsemble(BaseEstimator):
         check_target_not_in_features(X, y)
         encoder = FeatureEncoder()
         A = encoder.fit_transform(X)
-        attrs = input_attributes(encoder)
+        classes = None
         if self._task == CLASSIFICATION:
-            y, attrs["classes_"] = classification_target(self, y, A.shape[0])
+            y, classes = classification_target(self, y, A.shape[0])
         else:
             y = regression_target(self, y, A.shape[0])
         w = None
         if sample_weight is not None:
             w = _check_sample_weight(sample_weight, A, dtype=np.float64,
                                      ensure_non_negative=True)
-        attrs["entropy_"] = resolve_entropy(self.random_state)
-        return A, y, w, attrs
+        return A, y, w, self._input_attrs(encoder, classes)
 
-    def _fit_parts(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
-                   groups: list[np.ndarray], attrs: dict) -> list:
-        """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
-        spec = BranchSpec(
+    def _input_attrs(self, encoder: FeatureEncoder, classes: np.ndarray | None) -> dict:
+        """Fitted attributes of the input and the seed (shared with ``ebf.dask``)."""
+        attrs = input_attributes(encoder)
+        if self._task == CLASSIFICATION:
+            attrs["classes_"] = classes
+        attrs["entropy_"] = resolve_entropy(self.random_state)
+        return attrs
+
+    def _branch_spec(self, n_classes: int) -> BranchSpec:
+        """What every branch shares (``ebf.dask`` sends it to the branch tasks)."""
+        return BranchSpec(
             learner=self.branch,
             task=self._task,
             n_estimators=int(self.n_estimators),
             min_samples_leaf=int(self.min_samples_leaf),
             max_features=self.max_features,
             max_depth=self.max_depth,
-            n_classes=len(attrs.get("classes_", ())),
+            n_classes=int(n_classes),
             params=dict(self.branch_params or {}),
             n_jobs=self.n_jobs,
         )
+
+    def _fit_parts(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                   groups: list[np.ndarray], attrs: dict) -> list:
+        """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
+        spec = self._branch_spec(len(attrs.get("classes_", ())))
         return [
             fit_branch(spec, A[rows], y[rows], None if w is None else w[rows],
                        attrs["entropy_"], b)
@@ -426,10 +468,7 @@ class _SSF(_BranchedEnsemble):
                 f"n_subsamples={self.n_subsamples} is more than n_samples={A.shape[0]}; "
                 "lower n_subsamples or pass more rows."
             )
-        # the split uses the root of the seed tree; forests use the keys (k,) and (k, tree)
-        rng = np.random.default_rng(np.random.SeedSequence(attrs["entropy_"]))
-        perm = rng.permutation(A.shape[0])
-        groups = [np.sort(part) for part in np.array_split(perm, self.n_subsamples)]
+        groups = subsample_groups(attrs["entropy_"], A.shape[0], self.n_subsamples)
         attrs["subsamples_"] = self._fit_parts(A, y, w, groups, attrs)
         attrs["subsample_sizes_"] = np.array([g.size for g in groups])
         self._assign(attrs)

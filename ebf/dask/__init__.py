@@ -1,0 +1,38 @@
+"""Empirical Bayesian forests and sub-sample forests on a Dask cluster (paper Sec. 4-5).
+
+The distributed layer only orchestrates: every algorithm is the single-process one from
+``ebf`` run on the workers, and the fitted model is the local estimator class, so the
+distributed fit equals the local fit on the same rows (see ``estimators.py`` for the
+phases). Modules, in data-flow order:
+
+``histograms``  input checks, the summary / encoding passes, bin edges, histogram source
+``fit``         trunk growth under a branch-memory budget, branch tasks, assembly
+``shuffle``     routing rows to branches and moving each branch's rows together
+``predict``     lazy ``map_partitions`` predictions of a local model
+``estimators``  the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
+
+Examples
+--------
+>>> from ebf.dask import DaskEmpiricalBayesianForestRegressor
+>>> model = DaskEmpiricalBayesianForestRegressor(trunk_max_leaves=32, random_state=0)
+>>> model.fit(ddf[features], ddf[target]).predict_frame(ddf[features])  # doctest: +SKIP
+"""
+
+from .estimators import (
+    DaskEmpiricalBayesianForestClassifier,
+    DaskEmpiricalBayesianForestRegressor,
+    DaskSubsampleForestClassifier,
+    DaskSubsampleForestRegressor,
+)
+from .fit import BranchMemoryError
+from .predict import predict_frame, predict_series
+
+__all__ = [
+    "BranchMemoryError",
+    "DaskEmpiricalBayesianForestClassifier",
+    "DaskEmpiricalBayesianForestRegressor",
+    "DaskSubsampleForestClassifier",
+    "DaskSubsampleForestRegressor",
+    "predict_frame",
+    "predict_series",
+]

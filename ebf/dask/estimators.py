@@ -1,0 +1,488 @@
+"""Dask estimators: EBF and SSF fit on a cluster, returning the single-process model.
+
+Taddy et al. (2015), Sec. 4-5: the trunk is fit on all the data, acts as "a sorting
+function to map observations to separate locations corresponding to each branch", and a
+forest is fit "at each location (machine) for each branch". The phases of :meth:`fit`
+(names used in logs, ``fit_timings_``, ``progress`` and the dashboard's spans):
+
+``schema``     metadata checks, no data read (:func:`~ebf.dask.histograms.check_inputs`)
+``summary``    one pass: lengths, categories, target and weight checks, the encoder
+``encode``     one pass: partitions encoded on the workers (kept there)
+``bin_edges``  the rows the local binning draws, gathered; the local ``bin_edges`` (EBF)
+``trunk``      one histogram pass per trunk level, tree-reduced (EBF)
+``route``      branch and global row id per row; rows moved, one partition per branch
+``branches``   one task per branch / sub-sample: ``ebf.branches.fit_branch``
+
+The fitted model (``to_local()``) is an instance of the local class
+(:class:`~ebf.EmpiricalBayesianForestRegressor`, ...) equal to the one its ``fit`` gives on
+``X.compute()``: same encoder, bin edges, trunk structure and thresholds, and branches
+fit on the same rows in the same order with the same seeds. Nothing here holds a client
+after ``fit`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import numpy as np
+from distributed import Client
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ..branches import BranchSpec
+from ..estimators import (
+    EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestClassifier,
+    SubsampleForestRegressor,
+)
+from .fit import (
+    BranchMemoryError,
+    assemble,
+    fit_branches,
+    fit_trunk,
+    max_branch_rows,
+    parse_branch_memory,
+)
+from .histograms import (
+    EncodedData,
+    Report,
+    check_inputs,
+    encode,
+    resolve_client,
+    sample_bin_edges,
+    summarize,
+)
+from .predict import predict_frame, predict_series
+from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
+
+logger = logging.getLogger(__name__)
+
+#: ``progress(phase, done, total)``; ``total`` is 0 when unknown.
+Progress = Callable[[str, int, int], None]
+
+
+class _Phases:
+    """Times, logs and names (``distributed.span``) the phases of one fit."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        try:
+            from distributed import span
+        except ImportError:  # pragma: no cover - older distributed
+            span = None
+        logger.info("fit phase %r started", name)
+        t0 = time.perf_counter()
+        with span(f"ebf-{name}") if span is not None else nullcontext(), \
+                warnings.catch_warnings():
+            # dask-expr collections built inside a span warn that they drop annotations;
+            # the span still names the tasks submitted through the client
+            warnings.filterwarnings("ignore", message="Dask annotations", category=UserWarning)
+            yield
+        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+        logger.info("fit phase %r done in %.2fs", name, self.timings[name])
+
+    def report(self, name: str) -> Report | None:
+        if self.progress is None:
+            return None
+        progress = self.progress
+        return lambda done, total: progress(name, int(done), int(total))
+
+
+class _DaskEnsemble(BaseEstimator):
+    """Shared by the Dask estimators: parameters, the fit pipeline, prediction."""
+
+    _local_class: type
+    _dask_params = ("branch_memory", "client")
+
+    def _local_estimator(self) -> Any:
+        params = {k: v for k, v in self.get_params(deep=False).items()
+                  if k not in self._dask_params}
+        return self._local_class(**params)
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None,
+            progress: Progress | None = None) -> _DaskEnsemble:
+        """Fit on a dask DataFrame; see the module docstring for the phases.
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+            Feature columns (numeric, bool, string or category).
+        y : dask.dataframe.Series
+            Target, partitioned like ``X`` (e.g. ``ddf[target]`` with ``X = ddf[features]``).
+        sample_weight : dask.dataframe.Series, optional
+            Non-negative weights, partitioned like ``X``.
+        progress : callable ``progress(phase, done, total)``, optional
+            Called as partitions, trunk levels and branches finish (``total`` 0: unknown).
+
+        Returns
+        -------
+        self
+        """
+        local = self._local_estimator()
+        local._validate_params()
+        budget = parse_branch_memory(self.branch_memory)
+        client = resolve_client(self.client)
+        logger.info("fitting %s on %s (dashboard %s)", type(local).__name__, client,
+                    getattr(client, "dashboard_link", None))
+        phases = _Phases(progress)
+        with phases("fit"):
+            with phases("schema"):
+                frame, layout = check_inputs(X, y, sample_weight, local._task)
+            with phases("summary"):
+                summary = summarize(client, frame, layout, phases.report("summary"))
+            with phases("encode"):
+                data = encode(client, frame, layout, summary, phases.report("encode"))
+            attrs = local._input_attrs(summary.encoder, summary.classes)
+            spec = local._branch_spec(data.n_classes)
+            max_rows = max_branch_rows(budget, data.n_features, data.has_weight, spec)
+            parts = self._fit_parts(client, local, data, attrs, spec, max_rows, phases)
+            model = assemble(local, attrs, parts)
+        self.model_ = model
+        self.fit_timings_ = phases.timings
+        self.n_partitions_ = int(summary.lengths.size)
+        self.max_branch_rows_ = max_rows
+        return self
+
+    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
+                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
+        """Fit the branches (EBF: trunk first); the fitted attributes they add."""
+        raise NotImplementedError
+
+    def to_local(self) -> Any:
+        """The fitted single-process estimator (shared, not copied).
+
+        Returns
+        -------
+        EmpiricalBayesianForest{Regressor,Classifier} or SubsampleForest{Regressor,Classifier}
+            Saves, loads and predicts like any local model.
+        """
+        check_is_fitted(self, "model_")
+        return self.model_
+
+    def predict_frame(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> Any:
+        """Lazy predictions per row (:func:`ebf.dask.predict.predict_frame`).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+        quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+            ``mean, std, q05, q50, q95`` (regressors) or ``proba_<class>..., predicted``
+            (classifiers), plus ``branch`` for EBF; index and order of ``X``.
+        """
+        return predict_frame(self.to_local(), X, quantiles)
+
+    def predict(self, X: Any) -> Any:
+        """Lazy predictive mean (regressors) or most probable class (classifiers).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+
+        Returns
+        -------
+        dask.dataframe.Series
+        """
+        return predict_series(self.to_local(), X)
+
+    def __getattr__(self, name: str) -> Any:
+        # fitted attributes of the local model (trunk_, branches_, classes_, ...)
+        if name.endswith("_") and not name.startswith("_") and name != "model_":
+            model = self.__dict__.get("model_")
+            if model is not None:
+                return getattr(model, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())
+        state["client"] = None  # a client never travels with the model
+        return state
+
+
+class _DaskEBF(_DaskEnsemble):
+    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
+                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
+        trunk = local._trunk(data.n_classes)
+        with phases("bin_edges"):
+            edges = sample_bin_edges(client, data, trunk.max_bins)
+        with phases("trunk"):
+            budget = trunk.max_leaves
+            trunk = fit_trunk(client, data, trunk, edges, max_rows,
+                              grow_budget=self.trunk_max_leaves is None,
+                              report=phases.report("trunk"))
+            if trunk.max_leaves != budget:  # the local twin must grow the same trunk
+                local.trunk_max_leaves = trunk.max_leaves
+        with phases("route"):
+            routed = route_by_trunk(client, data, trunk)
+            moved = move_rows(client, routed, routed_meta(data), trunk.n_leaves_,
+                              report=phases.report("route"))
+            data.futures = []
+            del routed
+        with phases("branches"):
+            t = trunk.trunk_
+            branches = fit_branches(client, moved, spec, attrs["entropy_"], data.n_features,
+                                    data.has_weight, t.n_rows[t.leaf_nodes()],
+                                    phases.report("branches"))
+        return {"trunk_": trunk, "branches_": branches}
+
+
+class _DaskSSF(_DaskEnsemble):
+    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
+                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
+        k, n = int(local.n_subsamples), data.n
+        if n < k:
+            raise ValueError(f"n_subsamples={k} is more than n_samples={n}; lower n_subsamples "
+                             "or pass more rows.")
+        sizes = np.array([n // k + (1 if i < n % k else 0) for i in range(k)], dtype=np.int64)
+        if max_rows is not None and sizes.max() > max_rows:
+            raise BranchMemoryError(
+                f"A sub-sample has {int(sizes.max())} rows, more than the {max_rows} rows that "
+                f"fit branch_memory; use n_subsamples >= {-(-n // max_rows)}, raise "
+                "branch_memory, or use fewer trees."
+            )
+        with phases("route"):
+            routed = route_by_subsample(client, data, attrs["entropy_"], k)
+            moved = move_rows(client, routed, routed_meta(data), k,
+                              report=phases.report("route"))
+            data.futures = []
+            del routed
+        with phases("branches"):
+            subsamples = fit_branches(client, moved, spec, attrs["entropy_"], data.n_features,
+                                      data.has_weight, sizes, phases.report("branches"))
+        return {"subsamples_": subsamples, "subsample_sizes_": sizes}
+
+
+_DASK_PARAMS_DOC = """
+    branch_memory : int, str or None, default=None
+        Memory budget of one branch task, e.g. ``"2GB"`` (Sec. 4.2: "branch size so that
+        the working memory required to fit a forest at each branch is slightly less than
+        the memory available on each machine"). Turned into a maximum of rows per branch by
+        :func:`ebf.dask.fit.max_branch_rows`; EBF grows the trunk (raising its leaf budget
+        unless ``trunk_max_leaves`` is set) until every branch is under it, else raises
+        :class:`ebf.dask.fit.BranchMemoryError` with advice. None: no limit.
+    client : distributed.Client or None, default=None
+        Client to run on; None uses the default client at call time
+        (``distributed.get_client()``). No cluster is ever started here, and the fitted
+        model holds no client.
+"""
+
+_FITTED_DOC = """
+    Attributes
+    ----------
+    model_ : the local estimator (see :meth:`to_local`); its fitted attributes
+        (``trunk_``, ``branches_``, ``subsamples_``, ``classes_``, ``encoder_``, ...) are also
+        readable on this estimator.
+    fit_timings_ : dict of str to float
+        Seconds per phase (see :mod:`ebf.dask.estimators`), ``"fit"`` the total.
+    n_partitions_ : int
+        Partitions of the training input.
+    max_branch_rows_ : int or None
+        Row limit per branch derived from ``branch_memory``.
+"""
+
+
+class DaskEmpiricalBayesianForestRegressor(_DaskEBF):
+    __doc__ = """Empirical Bayesian forest regressor fit on a Dask cluster (Sec. 4-5).
+
+    Parameters
+    ----------
+    n_estimators, branch, trunk_max_leaves, trunk_min_leaf_rows, min_samples_leaf, \
+max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
+        As in :class:`ebf.EmpiricalBayesianForestRegressor` (same defaults and meaning).
+    """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
+    Examples
+    --------
+    >>> from ebf.dask import DaskEmpiricalBayesianForestRegressor
+    >>> model = DaskEmpiricalBayesianForestRegressor(branch="mondrian", trunk_max_leaves=32,
+    ...                                              random_state=0)
+    >>> model.fit(ddf[features], ddf[target])  # doctest: +SKIP
+    >>> pred = model.predict_frame(ddf[features], quantiles=(0.05, 0.5, 0.95))  # doctest: +SKIP
+    >>> local = model.to_local()  # doctest: +SKIP
+    """
+
+    _local_class = EmpiricalBayesianForestRegressor
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        branch: str = "bayesian",
+        trunk_max_leaves: int | None = None,
+        trunk_min_leaf_rows: int | None = None,
+        min_samples_leaf: int = 5,
+        max_features: Any = 1.0,
+        max_depth: int | None = None,
+        trunk_max_bins: int = 255,
+        branch_params: dict | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        branch_memory: int | str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.branch = branch
+        self.trunk_max_leaves = trunk_max_leaves
+        self.trunk_min_leaf_rows = trunk_min_leaf_rows
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.trunk_max_bins = trunk_max_bins
+        self.branch_params = branch_params
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.branch_memory = branch_memory
+        self.client = client
+
+
+class DaskEmpiricalBayesianForestClassifier(_DaskEBF):
+    __doc__ = """Empirical Bayesian forest classifier fit on a Dask cluster (Sec. 4-5).
+
+    Parameters
+    ----------
+    n_estimators, branch, trunk_max_leaves, trunk_min_leaf_rows, min_samples_leaf, \
+max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
+        As in :class:`ebf.EmpiricalBayesianForestClassifier` (``max_features="sqrt"``).
+    """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
+    Examples
+    --------
+    >>> from ebf.dask import DaskEmpiricalBayesianForestClassifier
+    >>> clf = DaskEmpiricalBayesianForestClassifier(n_estimators=20, random_state=0)
+    >>> clf.fit(ddf[features], ddf["label"]).predict_frame(ddf[features])  # doctest: +SKIP
+    """
+
+    _local_class = EmpiricalBayesianForestClassifier
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        branch: str = "bayesian",
+        trunk_max_leaves: int | None = None,
+        trunk_min_leaf_rows: int | None = None,
+        min_samples_leaf: int = 5,
+        max_features: Any = "sqrt",
+        max_depth: int | None = None,
+        trunk_max_bins: int = 255,
+        branch_params: dict | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        branch_memory: int | str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.branch = branch
+        self.trunk_max_leaves = trunk_max_leaves
+        self.trunk_min_leaf_rows = trunk_min_leaf_rows
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.trunk_max_bins = trunk_max_bins
+        self.branch_params = branch_params
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.branch_memory = branch_memory
+        self.client = client
+
+
+class DaskSubsampleForestRegressor(_DaskSSF):
+    __doc__ = """Sub-sample forest regressor fit on a Dask cluster (Sec. 4's baseline).
+
+    Rows go to sub-samples exactly as in :class:`ebf.SubsampleForestRegressor` (the same
+    seeded permutation, by global row id); the sub-sample forests are fit in parallel tasks.
+
+    Parameters
+    ----------
+    n_estimators, n_subsamples, branch, min_samples_leaf, max_features, max_depth, \
+branch_params, random_state, n_jobs
+        As in :class:`ebf.SubsampleForestRegressor`.
+    """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
+    Examples
+    --------
+    >>> from ebf.dask import DaskSubsampleForestRegressor
+    >>> ssf = DaskSubsampleForestRegressor(n_estimators=20, n_subsamples=8, random_state=0)
+    >>> ssf.fit(ddf[features], ddf[target]).predict(ddf[features])  # doctest: +SKIP
+    """
+
+    _local_class = SubsampleForestRegressor
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        n_subsamples: int = 5,
+        branch: str = "bayesian",
+        min_samples_leaf: int = 5,
+        max_features: Any = 1.0,
+        max_depth: int | None = None,
+        branch_params: dict | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        branch_memory: int | str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.n_subsamples = n_subsamples
+        self.branch = branch
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.branch_params = branch_params
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.branch_memory = branch_memory
+        self.client = client
+
+
+class DaskSubsampleForestClassifier(_DaskSSF):
+    __doc__ = """Sub-sample forest classifier fit on a Dask cluster (Sec. 4's baseline).
+
+    Parameters
+    ----------
+    n_estimators, n_subsamples, branch, min_samples_leaf, max_features, max_depth, \
+branch_params, random_state, n_jobs
+        As in :class:`ebf.SubsampleForestClassifier` (``max_features="sqrt"``).
+    """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
+    Examples
+    --------
+    >>> from ebf.dask import DaskSubsampleForestClassifier
+    >>> ssf = DaskSubsampleForestClassifier(n_estimators=20, random_state=0)
+    >>> ssf.fit(ddf[features], ddf["label"]).predict(ddf[features])  # doctest: +SKIP
+    """
+
+    _local_class = SubsampleForestClassifier
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        n_subsamples: int = 5,
+        branch: str = "bayesian",
+        min_samples_leaf: int = 5,
+        max_features: Any = "sqrt",
+        max_depth: int | None = None,
+        branch_params: dict | None = None,
+        random_state: Any = None,
+        n_jobs: int | None = None,
+        branch_memory: int | str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.n_subsamples = n_subsamples
+        self.branch = branch
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.branch_params = branch_params
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.branch_memory = branch_memory
+        self.client = client

@@ -1,0 +1,289 @@
+"""The trunk and the branch tasks on a cluster, and the assembly of the local model.
+
+Taddy et al. (2015), Sec. 4.2: fix the trunk "only as deep as you must", i.e. set "branch
+size so that the working memory required to fit a forest at each branch is slightly less
+than the memory available on each machine". :func:`max_branch_rows` turns a memory
+budget (``branch_memory``) into a maximum of rows per branch; :func:`fit_trunk` grows the
+trunk with ``trunk.grow_trunk`` over a :class:`~ebf.dask.histograms.DaskHistogramSource`
+and enlarges its leaf budget until every branch is under it.
+
+Sec. 4 / 5: every branch is then fit "in parallel without any communication with the other
+branches": one task per branch calling ``ebf.branches.fit_branch`` on the branch's rows,
+in global row order, with the seed from ``(entropy, branch)``. The model therefore depends
+neither on the number of workers, nor on the partitioning, nor on retries. The results
+are assembled into the single-process estimator class (``_assign``), so saving, loading
+and predicting are shared with ``ebf.estimators``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from distributed import Client, Future
+
+from ..branches import BranchSpec, fit_branch
+from ..trunk import Trunk, grow_trunk
+from .histograms import DaskHistogramSource, EncodedData, Report, gather
+from .shuffle import ROW, TARGET, WEIGHT, feature_columns
+
+logger = logging.getLogger(__name__)
+
+#: Retries of a branch task that raised (a worker that died is handled by the scheduler).
+BRANCH_RETRIES = 2
+
+#: Copies of a branch's rows alive while it is fit: the moved partition, the row-sorted
+#: copy, the contiguous float64 matrix, and the learner's own copy (scikit-learn's float32
+#: matrix plus per-tree bootstrap weights and sample indices), rounded up.
+BRANCH_DATA_COPIES = 4
+
+#: Bytes per tree node while a forest is built and kept (scikit-learn's node struct and
+#: value, and the flat arrays it is copied into); Mondrian nodes add a bounding box of
+#: ``2 * n_features`` float64 values.
+NODE_BYTES = 160
+
+
+class BranchMemoryError(ValueError):
+    """A branch does not fit the ``branch_memory`` budget and the trunk cannot split it."""
+
+
+def branch_bytes_per_row(n_features: int, has_weight: bool, spec: BranchSpec) -> float:
+    """Estimated working memory of a branch per row, in bytes (paper Sec. 4.2).
+
+    ``BRANCH_DATA_COPIES`` copies of the row (``8 * n_features`` feature bytes, 8 for the
+    target, 8 for the row id, 8 for a weight) plus the trees: a tree whose leaves hold at
+    least ``min_samples_leaf`` rows has at most ``2 * rows / min_samples_leaf`` nodes, of
+    ``NODE_BYTES`` each (plus the bounding box for Mondrian trees), times ``n_estimators``.
+
+    Parameters
+    ----------
+    n_features : int
+        Encoded features.
+    has_weight : bool
+        Whether rows carry a sample weight.
+    spec : BranchSpec
+        The branch learner and its parameters.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from ebf.branches import BranchSpec
+    >>> spec = BranchSpec("bayesian", "regression", 10, 5, 1.0, None, 0, {}, None)
+    >>> branch_bytes_per_row(3, False, spec)
+    800.0
+    """
+    row = 8.0 * n_features + 16.0 + (8.0 if has_weight else 0.0)
+    node = NODE_BYTES + (16.0 * n_features if spec.learner == "mondrian" else 0.0)
+    nodes_per_row = 2.0 / max(1, int(spec.min_samples_leaf))
+    return BRANCH_DATA_COPIES * row + int(spec.n_estimators) * nodes_per_row * node
+
+
+def parse_branch_memory(branch_memory: int | str | None) -> int | None:
+    """``branch_memory`` in bytes (None stays None).
+
+    Parameters
+    ----------
+    branch_memory : int, str or None
+        Bytes, or a string such as ``"2GB"`` (``dask.utils.parse_bytes``).
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> parse_branch_memory("2GB"), parse_branch_memory(None)
+    (2000000000, None)
+    """
+    if branch_memory is None:
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        budget = parse_bytes(branch_memory) if isinstance(branch_memory, str) else branch_memory
+        ok = int(budget) == budget and budget > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"branch_memory must be a positive number of bytes or a string such "
+                         f"as '2GB', got {branch_memory!r}.")
+    return int(budget)
+
+
+def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
+                    spec: BranchSpec) -> int | None:
+    """Largest number of rows a branch may have within ``budget`` bytes (None: no limit).
+
+    Parameters
+    ----------
+    budget : int or None
+        :func:`parse_branch_memory` of ``branch_memory``.
+    n_features, has_weight, spec :
+        As in :func:`branch_bytes_per_row`.
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> from ebf.branches import BranchSpec
+    >>> spec = BranchSpec("bayesian", "regression", 10, 5, 1.0, None, 0, {}, None)
+    >>> max_branch_rows(800_000, 3, False, spec)
+    1000
+    """
+    if budget is None:
+        return None
+    return max(1, int(budget // branch_bytes_per_row(n_features, has_weight, spec)))
+
+
+def fit_trunk(client: Client, data: EncodedData, trunk: Trunk, edges: list[np.ndarray],
+              max_rows: int | None = None, grow_budget: bool = False,
+              report: Report | None = None) -> Trunk:
+    """Grow ``trunk`` (an unfitted :class:`~ebf.trunk.Trunk`) on the encoded partitions.
+
+    The same ``grow_trunk`` as ``Trunk.fit``, with the trunk's parameters and the given
+    edges, over a :class:`DaskHistogramSource`; the result is set on ``trunk`` as
+    ``Trunk.fit`` would set it. With ``max_rows``, a trunk whose largest leaf has more rows
+    is regrown with twice the leaf budget (when ``grow_budget``: the user did not fix
+    ``trunk_max_leaves``) until every leaf fits, else :class:`BranchMemoryError`.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    data : EncodedData
+    trunk : Trunk
+        Unfitted; its ``max_leaves`` is updated to the budget actually used.
+    edges : list of ndarray
+        From :func:`ebf.dask.histograms.sample_bin_edges`.
+    max_rows : int or None
+        Largest rows per branch (:func:`max_branch_rows`).
+    grow_budget : bool
+        Whether ``trunk.max_leaves`` may be raised to meet ``max_rows``.
+    report : callable ``report(n_leaves, max_leaves)``, optional
+
+    Returns
+    -------
+    Trunk
+        ``trunk``, fitted.
+    """
+    trunk._validate_params()
+    n_classes = int(trunk.n_classes) if trunk.task == "classification" else None
+    if max_rows is not None and grow_budget and trunk.max_leaves is not None:
+        trunk.max_leaves = max(int(trunk.max_leaves), math.ceil(data.n / max_rows))
+    source = DaskHistogramSource(client, data, edges, report=report,
+                                 max_leaves=trunk.max_leaves)
+    try:
+        while True:
+            arrays = grow_trunk(
+                source, edges, trunk.task, n_classes, max_leaves=trunk.max_leaves,
+                min_leaf_rows=trunk.min_leaf_rows, min_leaf_weight=trunk.min_leaf_weight,
+                max_depth=trunk.max_depth,
+            )
+            largest = int(arrays.n_rows[arrays.leaf_nodes()].max())
+            if max_rows is None or largest <= max_rows:
+                break
+            full = trunk.max_leaves is not None and arrays.n_leaves >= trunk.max_leaves
+            if not (grow_budget and full):
+                why = ("trunk_max_leaves is fixed" if not grow_budget and full else
+                       "no leaf of the trunk has a valid split left (trunk_min_leaf_rows, "
+                       "max_depth or no impurity decrease)")
+                raise BranchMemoryError(
+                    f"The largest branch has {largest} rows, more than the {max_rows} rows "
+                    f"that fit branch_memory, and the trunk cannot split it further "
+                    f"({why}; {arrays.n_leaves} leaves). Raise branch_memory, lower "
+                    "trunk_min_leaf_rows, raise or unset trunk_max_leaves, or use fewer "
+                    "trees (n_estimators) or a larger min_samples_leaf."
+                )
+            trunk.max_leaves = 2 * int(trunk.max_leaves)
+            source.max_leaves = trunk.max_leaves
+            logger.info("largest branch %d rows > %d: regrowing the trunk with max_leaves=%d",
+                        largest, max_rows, trunk.max_leaves)
+    finally:
+        source.release()
+    trunk.n_features_in_ = data.n_features
+    trunk._set_fitted(arrays, edges, n_classes)
+    return trunk
+
+
+def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
+                     n_features: int, has_weight: bool) -> tuple[Any, int]:
+    """Fit one branch on its moved rows (sorted by global row id)."""
+    if len(part) and not (np.asarray(part.index) == branch).all():
+        raise RuntimeError(f"the partition of branch {branch} holds rows of other branches.")
+    if not part[ROW].is_monotonic_increasing:
+        part = part.sort_values(ROW, kind="stable")
+    A = np.ascontiguousarray(part[feature_columns(n_features)].to_numpy(dtype=np.float64))
+    y = part[TARGET].to_numpy()
+    w = part[WEIGHT].to_numpy(dtype=np.float64) if has_weight else None
+    return fit_branch(spec, A, y, w, entropy, branch), len(part)
+
+
+def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy: int,
+                 n_features: int, has_weight: bool, expected_rows: np.ndarray,
+                 report: Report | None = None) -> list:
+    """One task per branch (``fit_branch``), keyed ``ebf-branch-<b>-<token>``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    parts : list of Future
+        Branch ``b``'s rows (:func:`ebf.dask.shuffle.move_rows`).
+    spec : BranchSpec
+        ``estimator._branch_spec(n_classes)``.
+    entropy : int
+        The model's resolved seed; branch ``b`` uses ``(entropy, b)`` only.
+    n_features : int
+    has_weight : bool
+    expected_rows : ndarray of shape (n_branches,)
+        Rows every branch must have (trunk leaf sizes, sub-sample sizes): a check that
+        no row was lost or duplicated on the way.
+    report : callable ``report(done, total)``, optional
+
+    Returns
+    -------
+    list
+        The fitted branches, in branch order.
+    """
+    token = uuid.uuid4().hex[:12]
+    futures = [
+        client.submit(_fit_branch_part, part, spec, int(entropy), b, n_features, has_weight,
+                      key=f"ebf-branch-{b}-{token}", pure=False, retries=BRANCH_RETRIES)
+        for b, part in enumerate(parts)
+    ]
+    results = gather(client, futures, report)
+    sizes = np.array([r[1] for r in results], dtype=np.int64)
+    if not np.array_equal(sizes, np.asarray(expected_rows, dtype=np.int64)):
+        raise RuntimeError(f"branches received {sizes.tolist()} rows, expected "
+                           f"{np.asarray(expected_rows).tolist()}: rows were lost in the move.")
+    logger.info("fitted %d branches (%d rows)", len(results), int(sizes.sum()))
+    return [r[0] for r in results]
+
+
+def assemble(local: Any, attrs: dict, parts: dict) -> Any:
+    """Set the fitted attributes on the local estimator, exactly as its own fit does.
+
+    Parameters
+    ----------
+    local : EmpiricalBayesianForest* or SubsampleForest*
+        Unfitted local estimator with the parameters of the fit.
+    attrs : dict
+        ``local._input_attrs(encoder, classes)``.
+    parts : dict
+        ``{"trunk_": ..., "branches_": ...}`` (EBF) or ``{"subsamples_": ...,
+        "subsample_sizes_": ...}`` (SSF).
+
+    Returns
+    -------
+    The fitted ``local``.
+    """
+    local._assign({**attrs, **parts})
+    return local
+
