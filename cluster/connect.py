@@ -32,6 +32,8 @@ from dask.utils import format_bytes
 from distributed.deploy.utils import nprocesses_nthreads
 from distributed.system import MEMORY_LIMIT
 
+from ebf.dask.client import NoClientError, current_client
+
 __all__ = [
     "NoClientError",
     "SchedulerConnectionError",
@@ -51,10 +53,6 @@ class SchedulerConnectionError(ConnectionError, TimeoutError):
     Both a :class:`ConnectionError` and a :class:`TimeoutError` (so either ``except`` catches
     it); the message names the address, where it came from and what to check.
     """
-
-
-class NoClientError(RuntimeError):
-    """No Dask client is running; the message says to call :func:`cluster.connect`."""
 
 
 def _cpu_count() -> int:
@@ -316,44 +314,3 @@ def _start_local(
     return client
 
 
-def current_client(client: distributed.Client | None = None) -> distributed.Client:
-    """The client to use: ``client`` if given, else the current default Dask client.
-
-    Library functions take ``client=None`` and call this at run time; they never start a
-    cluster themselves.
-
-    Parameters
-    ----------
-    client : distributed.Client, optional
-
-    Returns
-    -------
-    distributed.Client
-
-    Raises
-    ------
-    NoClientError
-        If ``client`` is None and no client is running (or ``client`` is closed); the message
-        says to call :func:`cluster.connect` first.
-
-    Examples
-    --------
-    >>> from cluster import connect, current_client
-    >>> with connect(processes=False, n_workers=1, dashboard_address=None) as client:
-    ...     current_client() is client
-    True
-    """
-    if client is None:
-        try:
-            client = distributed.get_client()
-        except ValueError as exc:
-            raise NoClientError(
-                "no Dask client is running; start one first with "
-                "`from cluster import connect; client = connect()` (a local cluster, or "
-                "connect('tcp://host:8786') for an existing scheduler), or pass client="
-            ) from exc
-    if client.status in ("closing", "closed"):
-        raise NoClientError(
-            "the Dask client is closed; call cluster.connect() for a new one and pass it as client="
-        )
-    return client

@@ -41,6 +41,7 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from .client import current_client
 from .fit import (
     BranchMemoryError,
     assemble,
@@ -54,7 +55,6 @@ from .histograms import (
     Report,
     check_inputs,
     encode,
-    resolve_client,
     sample_bin_edges,
     summarize,
 )
@@ -131,7 +131,7 @@ class _DaskEnsemble(BaseEstimator):
         local = self._local_estimator()
         local._validate_params()
         budget = parse_branch_memory(self.branch_memory)
-        client = resolve_client(self.client)
+        client = current_client(self.client)
         logger.info("fitting %s on %s (dashboard %s)", type(local).__name__, client,
                     getattr(client, "dashboard_link", None))
         phases = _Phases(progress)

@@ -57,35 +57,6 @@ SPLIT_EVERY = 8
 Report = Callable[[int, int], None]
 
 
-def resolve_client(client: Client | None) -> Client:
-    """The client to use: ``client``, else the current default (never a new cluster).
-
-    Parameters
-    ----------
-    client : distributed.Client or None
-
-    Returns
-    -------
-    distributed.Client
-
-    Examples
-    --------
-    >>> resolve_client(None)  # doctest: +SKIP
-    <Client: ...>
-    """
-    if client is not None:
-        return client
-    from distributed import get_client
-
-    try:
-        return get_client()
-    except ValueError as exc:
-        raise ValueError(
-            "No Dask client: start one first (e.g. distributed.Client(LocalCluster()) or "
-            "cluster.connect()) or pass client=...; ebf.dask never starts a cluster itself."
-        ) from exc
-
-
 def wait_for(client: Client, futures: Sequence[Future], report: Report | None = None) -> None:
     """Wait for ``futures``, calling ``report(done, total)`` as they finish.
 
