@@ -239,6 +239,17 @@ class _BaseMondrianForest(BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
 
+    def __getstate__(self) -> dict:
+        """Pickle without the lazy per-tree posterior cache (rebuilt at the next predict).
+
+        The cache is several times the size of the trees; shipping a model to Dask workers
+        must not carry it.
+        """
+        state = super().__getstate__()
+        if state.get("_posterior") is not None:
+            state = {**state, "_posterior": [None] * len(state["_posterior"])}
+        return state
+
     def _get_state(self) -> dict:
         """Every fitted attribute as a persistence state (``ebf.model`` writes it to disk).
 

@@ -35,8 +35,12 @@ def no_configured_scheduler(monkeypatch):
 
 @pytest.fixture
 def no_running_client(monkeypatch):
-    """Hide every client of this process (a session fixture may hold one) from get_client."""
+    """Hide every client of this process (a session fixture may hold one) from get_client:
+    the global registry and the context-local current client that ``with Client()`` sets."""
     monkeypatch.setattr(distributed.client, "_global_clients", weakref.WeakValueDictionary())
+    token = distributed.client._current_client.set(None)
+    yield
+    distributed.client._current_client.reset(token)
 
 
 def _closed_port() -> int:

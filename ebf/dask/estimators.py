@@ -183,7 +183,7 @@ class _DaskEnsemble(BaseEstimator):
             ``mean, std, q05, q50, q95`` (regressors) or ``proba_<class>..., predicted``
             (classifiers), plus ``branch`` for EBF; index and order of ``X``.
         """
-        return predict_frame(self.to_local(), X, quantiles)
+        return predict_frame(self.to_local(), X, quantiles, client=self.client)
 
     def predict(self, X: Any) -> Any:
         """Lazy predictive mean (regressors) or most probable class (classifiers).
@@ -196,7 +196,7 @@ class _DaskEnsemble(BaseEstimator):
         -------
         dask.dataframe.Series
         """
-        return predict_series(self.to_local(), X)
+        return predict_series(self.to_local(), X, client=self.client)
 
     def __getattr__(self, name: str) -> Any:
         # fitted attributes of the local model (trunk_, branches_, classes_, ...)

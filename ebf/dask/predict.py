@@ -4,9 +4,10 @@ Every partition is predicted by the single-process model (EBF: each row by the b
 its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests), so the numbers
 are those of ``model.predict(X.compute(), return_std=True)``,
 ``model.predict_quantiles(...)`` and ``model.predict_proba(...)``, bit for bit. The model
-enters the graph once, as one ``dask.delayed`` key that each worker fetches once (not
-scattered: a lost copy is recomputed). Index and row order are kept; empty partitions give
-empty frames.
+is sent to the workers once: with a running client it is scattered to every worker
+(``broadcast=True``; the graph holds only its key, and a killed worker leaves the other
+copies); without one it enters the graph as one ``dask.delayed`` key. Index and row order
+are kept; empty partitions give empty frames.
 
 Columns: regressors ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
 ``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
@@ -115,7 +116,7 @@ def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Serie
     return pd.Series(model.predict(part), index=part.index, name=meta.name, dtype=meta.dtype)
 
 
-def _checked(model: Any, X: Any) -> Any:
+def _checked(model: Any, X: Any, client: Any = None) -> Any:
     import dask.dataframe as dd
 
     check_is_fitted(model, "encoder_")
@@ -125,12 +126,19 @@ def _checked(model: Any, X: Any) -> Any:
     # the schema (missing columns, kinds, dtypes) is checked on the empty meta, before
     # any data is read, by the same transform every partition will run
     model.encoder_.transform(X._meta, caller=type(model).__name__)
-    from dask import delayed
+    from .client import NoClientError, current_client
 
-    return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
+    try:
+        client = current_client(client)
+    except NoClientError:
+        from dask import delayed
+
+        return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
+    return client.scatter(model, broadcast=True, hash=False)
 
 
-def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0.95)) -> Any:
+def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+                  client: Any = None) -> Any:
     """Lazy per-row predictions of a fitted local EBF / SSF model.
 
     Parameters
@@ -143,6 +151,9 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
         Features by name (extra columns are ignored).
     quantiles : sequence of float, default=(0.05, 0.5, 0.95)
         Levels of the predictive quantile columns (regressors).
+    client : distributed.Client, optional
+        Where the model is scattered; default the current client (none: the model goes
+        into the graph).
 
     Returns
     -------
@@ -157,20 +168,22 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
     """
     levels = _levels(quantiles)
     meta = output_meta(model, levels)
-    shared = _checked(model, X)
+    shared = _checked(model, X, client)
     logger.info("prediction graph: %s over %d partition(s), columns %s", type(model).__name__,
                 X.npartitions, list(meta.columns))
     return X.map_partitions(_predict_partition, shared, levels, meta, meta=meta,
                             align_dataframes=False)
 
 
-def predict_series(model: Any, X: Any) -> Any:
+def predict_series(model: Any, X: Any, client: Any = None) -> Any:
     """Lazy ``model.predict``: the predictive mean (regressors) or class (classifiers).
 
     Parameters
     ----------
     model : fitted local estimator
     X : dask.dataframe.DataFrame
+    client : distributed.Client, optional
+        As in :func:`predict_frame`.
 
     Returns
     -------
@@ -181,7 +194,7 @@ def predict_series(model: Any, X: Any) -> Any:
     --------
     >>> predict_series(model, ddf[features]).compute()  # doctest: +SKIP
     """
-    shared = _checked(model, X)
+    shared = _checked(model, X, client)
     if is_classifier(model):
         meta = pd.Series(np.empty(0, _class_dtype(model.classes_)), name="predicted")
     else:

@@ -1,0 +1,95 @@
+"""The example notebooks run end to end (nbclient), small and on threads, so they cannot rot.
+
+The kernel is this interpreter (``sys.executable``): a kernel spec written to a temporary
+directory, so no user-installed ``python3`` spec pointing at another Python is picked up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from ipykernel.kernelspec import write_kernel_spec
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+
+pytest.importorskip("matplotlib")  # the examples extra
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "examples" / "quickstart.ipynb"
+KERNEL = "ebf-test-python3"
+
+
+def _kernel_env(work_dir: Path) -> dict[str, str]:
+    """This process's environment, made small and thread-based, the repo importable."""
+    env = dict(os.environ)
+    # a configured scheduler would make cluster.connect() leave this machine
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    paths = [str(REPO)] + [
+        str(Path(p).resolve()) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    env.update(
+        PYTHONPATH=os.pathsep.join(paths),
+        EBF_QUICKSTART_ROWS="20000",
+        EBF_QUICKSTART_EVAL_ROWS="1000",
+        EBF_QUICKSTART_DIR=str(work_dir),
+        EBF_LOCAL_PROCESSES="0",
+        MPLBACKEND="Agg",
+    )
+    return env
+
+
+def _run(notebook: Path, tmp_path: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+    kernels = tmp_path / "kernels"
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    write_kernel_spec(kernels / KERNEL, overrides={"argv": argv, "display_name": "ebf tests"})
+    km = AsyncKernelManager(
+        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)])
+    )
+    nb = nbformat.read(notebook, as_version=4)
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
+    client = NotebookClient(
+        nb, km=km, timeout=60, startup_timeout=60, resources={"metadata": {"path": str(run_dir)}}
+    )
+    # raises CellExecutionError (with the cell and its traceback) if a cell fails;
+    # cleanup_kc: shut the kernel down although we own its manager
+    return client.execute(env=env, cleanup_kc=True)
+
+
+def test_quickstart_is_stored_clean():
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, "the notebook has no code cells"
+    dirty = [i for i, c in enumerate(code) if c.outputs or c.execution_count is not None]
+    assert not dirty, f"code cells {dirty} have stored outputs; clear them before committing"
+
+
+def test_quickstart_runs(tmp_path):
+    work_dir = tmp_path / "work"
+    nb = _run(QUICKSTART, tmp_path, _kernel_env(work_dir))
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "no figure was drawn"
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "Dashboard: http" in text
+    assert "|--- x" in text, "the trunk rules were not printed"
+
+    import pandas as pd
+
+    pred_dir = work_dir / "predictions"
+    parts = sorted(pred_dir.glob("part.*.parquet"))
+    assert parts, f"no predictions written to {pred_dir}"
+    pred = pd.read_parquet(pred_dir)
+    assert len(pred) == 20000 // 4
+    for model in ("ebf", "ssf"):
+        for col in ("mean", "std", "q05", "q50", "q95"):
+            assert pred[f"{model}_{col}"].notna().all()
+    assert "ebf_branch" in pred.columns
