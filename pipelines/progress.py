@@ -1,0 +1,142 @@
+"""Progress output of the command line: status lines and text progress bars on stderr.
+
+Only the CLI prints (DESIGN.md); library code reports progress through callbacks
+(``progress(phase, done, total)``) that the classes here turn into bars. ``quiet``
+silences everything.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Phase messages on stderr (``--quiet`` silences them); the report goes to stdout."""
+
+    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self._t0 = 0.0
+
+    def start(self, message: str) -> None:
+        self._t0 = time.perf_counter()
+        if not self.quiet:
+            print(f"{message} ...", end="", flush=True, file=self.stream)
+
+    def done(self) -> float:
+        elapsed = time.perf_counter() - self._t0
+        if not self.quiet:
+            print(f" {elapsed:.2f}s", flush=True, file=self.stream)
+        return elapsed
+
+
+class ProgressBar:
+    """A text progress bar on stderr, ``progress(done, total)``; ``--quiet`` silences it."""
+
+    def __init__(
+        self, label: str, quiet: bool, stream: TextIO | None = None, width: int = 30
+    ) -> None:
+        self.label = label
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self._t0 = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or total <= 0:
+            return
+        filled = self.width * done // total
+        bar = "#" * filled + "." * (self.width - filled)
+        elapsed = time.perf_counter() - self._t0
+        end = "\n" if done >= total else ""
+        print(
+            f"\r{self.label} [{bar}] {done}/{total} {elapsed:.1f}s",
+            end=end,
+            flush=True,
+            file=self.stream,
+        )
+
+
+PHASE_LABELS = {
+    "data": "writing the flight data as Parquet",
+    "warm-up": "compiling the kernels on the workers",
+    "summary": "reading partitions",
+    "encode": "encoding partitions",
+    "trunk": "growing the trunk",
+    "route": "moving rows to branches",
+    "branches": "fitting branches",
+    "predict": "predicting partitions",
+    "evaluate": "scoring partitions",
+    "plot": "plotting the calibration",
+}
+
+
+def phase_label(phase: str) -> str:
+    """``"SSF branches"`` -> ``"SSF: fitting sub-samples"``; unknown phases as they are."""
+    prefix, _, base = phase.rpartition(" ")
+    prefix = {"baseline": "SSF"}.get(prefix, prefix)
+    label = PHASE_LABELS.get(base, base)
+    if prefix == "SSF":
+        label = label.replace("branches", "sub-samples")
+    return f"{prefix}: {label}" if prefix else label
+
+
+class PhaseBars:
+    """``progress(phase, done, total)``: one stderr line per phase, a bar if ``total > 0``.
+
+    The trunk reports ``(leaves, max_leaves)`` once per level. Thread-safe: prediction
+    progress arrives on the client's event-loop thread.
+    """
+
+    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self._lock = threading.Lock()
+        self._phase: str | None = None
+        self._bar: ProgressBar | None = None
+        self._open = False  # a line was started and not ended
+        self._finished = False  # the current phase's bar reached its total
+        self._levels = 0
+
+    def _print(self, text: str, end: str = "") -> None:
+        print(text, end=end, flush=True, file=self.stream)
+
+    def _end_line(self) -> None:
+        if self._open and self._bar is not None:
+            self._print(f" {time.perf_counter() - self._bar._t0:.1f}s", end="\n")
+        self._open = False
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            if phase != self._phase:
+                self._end_line()
+                self._phase, self._levels = phase, 0
+                self._bar = ProgressBar(phase_label(phase), False, self.stream)
+                self._finished = False
+            if self._finished:
+                return
+            assert self._bar is not None
+            label = self._bar.label
+            if phase.endswith("trunk"):
+                self._levels += 1
+                most = f" (at most {total} leaves)" if total > 0 else ""
+                self._print(f"\r{label}: level {self._levels}, splitting {done} leaves{most}")
+                self._open = True
+            elif total <= 0:
+                self._print(f"\r{label} ...")
+                self._open = True
+            else:
+                self._bar(done, total)
+                self._finished = done >= total  # the bar ended its line
+                self._open = not self._finished
+
+    def close(self) -> None:
+        """End the current line (call when the job is over)."""
+        with self._lock:
+            self._end_line()
+            self._phase = None

