@@ -197,7 +197,8 @@ def connect(
         (``False``: starts fast, used by tests, but tasks share this process's GIL).
     dashboard_address : str or None, default=":8787"
         Local cluster only: where to serve the dashboard; if the port is taken a free one is
-        used. ``None`` serves no dashboard.
+        used. ``None`` is passed on to Distributed, which (2026.8) still starts its HTTP
+        server on the default port; use ``":0"`` for any free port.
     **options
         ``scheduler_file="path.json"`` connects to the scheduler that file names. Other
         options go to :class:`distributed.Client` (e.g. ``security=``, ``name=``) and, for a

@@ -78,9 +78,26 @@ def wait_for(client: Client, futures: Sequence[Future], report: Report | None = 
 
 
 def gather(client: Client, futures: Sequence[Future], report: Report | None = None) -> list:
-    """Results of ``futures`` in their order (see :func:`wait_for`)."""
-    wait_for(client, futures, report)
-    return client.gather(list(futures))
+    """Results of ``futures`` in their order, each fetched as soon as it finishes.
+
+    Fetching while the other tasks still run overlaps the transfers (e.g. of fitted
+    branches) with the remaining work; the first error cancels the futures not yet
+    finished and is raised.
+    """
+    futures = list(futures)
+    index = {fut.key: i for i, fut in enumerate(futures)}
+    out: list = [None] * len(futures)
+    if report is not None:
+        report(0, len(futures))
+    try:
+        for done, (fut, result) in enumerate(as_completed(futures, with_results=True), 1):
+            out[index[fut.key]] = result
+            if report is not None:
+                report(done, len(futures))
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return out
 
 
 # -------------------------------------------------------------------------- input layout
