@@ -61,6 +61,17 @@ def quantile_levels(max_bins: int = MAX_BINS) -> np.ndarray:
     return np.arange(1, max_bins) / max_bins
 
 
+def _finite_values(values: Any, what: str) -> np.ndarray:
+    """``values`` as a flat float64 array; NaN or inf raise, with their count."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if not np.isfinite(v).all():
+        raise ValueError(
+            f"{what} must be finite, got {int((~np.isfinite(v)).sum())} NaN or inf "
+            f"out of {v.size}."
+        )
+    return v
+
+
 def edges_from_quantiles(quantiles: Any, max_bins: int = MAX_BINS) -> np.ndarray:
     """Bin edges of one feature from its quantile values (exact or approximate).
 
@@ -87,12 +98,7 @@ def edges_from_quantiles(quantiles: Any, max_bins: int = MAX_BINS) -> np.ndarray
     array([1. , 2. , 3.5])
     """
     max_bins = _check_max_bins(max_bins)
-    q = np.asarray(quantiles, dtype=np.float64).ravel()
-    if not np.isfinite(q).all():
-        raise ValueError(
-            f"quantile values must be finite, got {int((~np.isfinite(q)).sum())} NaN or inf "
-            f"out of {q.size}."
-        )
+    q = _finite_values(quantiles, "quantile values")
     edges = np.unique(q)
     if edges.size > max_bins - 1:
         raise ValueError(
@@ -128,12 +134,7 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS) -> np.ndarray:
     array([1.5, 2.5])
     """
     max_bins = _check_max_bins(max_bins)
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if not np.isfinite(v).all():
-        raise ValueError(
-            f"feature values must be finite, got {int((~np.isfinite(v)).sum())} NaN or inf "
-            f"out of {v.size}."
-        )
+    v = _finite_values(values, "feature values")
     distinct = np.unique(v)
     if distinct.size <= max_bins:
         q = 0.5 * (distinct[:-1] + distinct[1:])

@@ -99,7 +99,12 @@ class _Phases:
 
 
 class _DaskEnsemble(BaseEstimator):
-    """Shared by the Dask estimators: parameters, the fit pipeline, prediction."""
+    """Shared by the Dask estimators: parameters, the fit pipeline, prediction.
+
+    Subclasses define ``_local_class`` and ``_fit_parts(client, local, data, attrs, spec,
+    max_rows, phases) -> dict``, which fits the branches (EBF: the trunk first) and returns
+    the fitted attributes they add.
+    """
 
     _local_class: type
     _dask_params = ("branch_memory", "client")
@@ -152,11 +157,6 @@ class _DaskEnsemble(BaseEstimator):
         self.n_partitions_ = int(summary.lengths.size)
         self.max_branch_rows_ = max_rows
         return self
-
-    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
-                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
-        """Fit the branches (EBF: trunk first); the fitted attributes they add."""
-        raise NotImplementedError
 
     def to_local(self) -> Any:
         """The fitted single-process estimator (shared, not copied).
