@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cluster import current_client
+from ebf.dask.client import wait_for
 from pipelines.io import atomic_output_dir, part_name
 
 __all__ = [
@@ -388,15 +389,7 @@ def make_friedman(
                 storage_options=options,
                 pure=False,
             )
-        try:
-            for done, future in enumerate(distributed.as_completed(futures), start=1):
-                future.result()  # raises the task's error
-                logger.debug("make_friedman: partition %s written", future.key)
-                if progress is not None:
-                    progress(done, n_partitions)
-        except BaseException:
-            client.cancel(futures)
-            raise
+        wait_for(client, futures, progress)
     return GeneratedDataset(
         path=os.fspath(out_dir),
         rows=rows,

@@ -49,6 +49,7 @@ import pandas as pd
 import pyarrow.dataset as pads
 
 from cluster import current_client
+from ebf.dask.client import gather
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
@@ -512,14 +513,7 @@ def evaluate(
     with distributed.span("ebf-evaluate"):
         futures = client.compute(tasks)
     try:
-        if progress is not None:
-            progress(0, len(futures))
-            for done, _ in enumerate(distributed.as_completed(futures), start=1):
-                progress(done, len(futures))
-        parts = client.gather(futures)
-    except BaseException:
-        client.cancel(futures)
-        raise
+        parts = gather(client, futures, progress)
     finally:
         del shared, futures, tasks  # release the model on the workers
     sums = np.sum(parts, axis=0) if parts else np.zeros(5 if classify else 4 + lv.size)

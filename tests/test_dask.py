@@ -34,6 +34,7 @@ from ebf.dask import (
     DaskSubsampleForestClassifier,
     DaskSubsampleForestRegressor,
 )
+from ebf.dask.client import gather, wait_for
 from ebf.dask.histograms import check_inputs, encode, sample_bin_edges, summarize
 from ebf.features import FeatureEncoder
 from ebf.model import estimator_state, load, save
@@ -363,6 +364,31 @@ def test_branch_memory_sizes_the_trunk(dask_client):
 
 
 # ------------------------------------------------------------- a worker dies mid-branch
+
+
+def test_waits_use_the_given_client_never_the_default(monkeypatch):
+    """``gather`` / ``wait_for`` follow the futures on their own client's event loop.
+
+    ``distributed.as_completed`` otherwise takes the *default* client's loop: with a client
+    made ``set_as_default=False`` that is another client's loop (the waits can hang) or none.
+    """
+    import distributed.client
+
+    def no_default():
+        raise AssertionError("the default client was consulted")
+
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=1,
+                      dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        monkeypatch.setattr(distributed.client, "default_client", no_default)
+        seen = []
+        futures = client.map(lambda i: i * i, range(5), pure=False)
+        assert gather(client, futures, lambda done, total: seen.append((done, total))) == [
+            0, 1, 4, 9, 16]
+        assert seen == [(i, 5) for i in range(6)]
+        wait_for(client, client.map(lambda i: i, range(3), pure=False))
+        with pytest.raises(ZeroDivisionError):
+            wait_for(client, [client.submit(lambda: 1 / 0, pure=False)])
 
 
 def test_fit_survives_a_worker_killed_during_a_branch(tmp_path):

@@ -2,13 +2,19 @@
 
 Every function of :mod:`ebf.dask` takes ``client=None`` and resolves it here at call time,
 as dask-ml and xgboost.dask do; ``cluster.connect`` (a layer above) is how users start one.
+``wait_for`` and ``gather`` follow futures of that client as they finish, with progress.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import distributed
 
-__all__ = ["NoClientError", "current_client"]
+__all__ = ["NoClientError", "Report", "current_client", "gather", "wait_for"]
+
+#: ``report(done, total)``: progress of one phase.
+Report = Callable[[int, int], None]
 
 
 class NoClientError(RuntimeError):
@@ -51,3 +57,55 @@ def current_client(client: distributed.Client | None = None) -> distributed.Clie
             "the Dask client is closed; call cluster.connect() for a new one and pass it as client="
         )
     return client
+
+
+def _as_completed(client: distributed.Client, futures: list, with_results: bool = False):
+    # ``as_completed`` defaults to the *default* client's event loop, which is another
+    # client's (or none) when ``client`` was made with ``set_as_default=False``: waiting on
+    # futures from a foreign loop can hang forever, so the futures' own loop is passed.
+    return distributed.as_completed(futures, loop=client.loop, with_results=with_results)
+
+
+def wait_for(client: distributed.Client, futures: Sequence[distributed.Future],
+             report: Report | None = None) -> None:
+    """Wait for ``futures`` of ``client``, calling ``report(done, total)`` as they finish.
+
+    The first error cancels the futures not yet finished and is raised; results stay on
+    the workers.
+    """
+    futures = list(futures)
+    if report is not None:
+        report(0, len(futures))
+    try:
+        for done, fut in enumerate(_as_completed(client, futures), 1):
+            if fut.status != "finished":
+                fut.result()
+            if report is not None:
+                report(done, len(futures))
+    except BaseException:
+        client.cancel(futures)
+        raise
+
+
+def gather(client: distributed.Client, futures: Sequence[distributed.Future],
+           report: Report | None = None) -> list:
+    """Results of ``futures`` of ``client`` in their order, each fetched as it finishes.
+
+    Fetching while the other tasks still run overlaps the transfers (e.g. of fitted
+    branches) with the remaining work; the first error cancels the futures not yet
+    finished and is raised.
+    """
+    futures = list(futures)
+    index = {fut.key: i for i, fut in enumerate(futures)}
+    out: list = [None] * len(futures)
+    if report is not None:
+        report(0, len(futures))
+    try:
+        for done, (fut, result) in enumerate(_as_completed(client, futures, True), 1):
+            out[index[fut.key]] = result
+            if report is not None:
+                report(done, len(futures))
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return out

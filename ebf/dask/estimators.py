@@ -41,7 +41,7 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
-from .client import current_client
+from .client import Report, current_client
 from .fit import (
     BranchMemoryError,
     assemble,
@@ -52,7 +52,6 @@ from .fit import (
 )
 from .histograms import (
     EncodedData,
-    Report,
     check_inputs,
     encode,
     sample_bin_edges,

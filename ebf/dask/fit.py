@@ -28,7 +28,8 @@ from distributed import Client, Future
 
 from ..branches import BranchSpec, fit_branch
 from ..trunk import Trunk, grow_trunk
-from .histograms import DaskHistogramSource, EncodedData, Report, gather
+from .client import Report, gather
+from .histograms import DaskHistogramSource, EncodedData
 from .shuffle import ROW, TARGET, WEIGHT, feature_columns
 
 logger = logging.getLogger(__name__)

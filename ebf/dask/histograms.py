@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from dask import delayed
-from distributed import Client, Future, as_completed
+from distributed import Client, Future
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from sklearn.utils.multiclass import check_classification_targets
 
@@ -43,6 +42,7 @@ from ..features import _BOOL_CATEGORIES, CATEGORICAL, NUMERIC, FeatureEncoder, _
 from ..features import _local_codes as local_codes
 from ..histogram import row_statistics
 from ..trunk import TrunkArrays, node_histograms
+from .client import Report, gather, wait_for
 
 logger = logging.getLogger(__name__)
 
@@ -52,53 +52,6 @@ WEIGHT_COLUMN = "__ebf_weight__"
 
 #: Histograms summed per reduction task (fan-in of the reduction tree).
 SPLIT_EVERY = 8
-
-#: ``report(done, total)``: progress of one phase.
-Report = Callable[[int, int], None]
-
-
-def wait_for(client: Client, futures: Sequence[Future], report: Report | None = None) -> None:
-    """Wait for ``futures``, calling ``report(done, total)`` as they finish.
-
-    The first error cancels the futures not yet finished and is raised; results stay on
-    the workers.
-    """
-    futures = list(futures)
-    if report is not None:
-        report(0, len(futures))
-    try:
-        for done, fut in enumerate(as_completed(futures), 1):
-            if fut.status != "finished":
-                fut.result()
-            if report is not None:
-                report(done, len(futures))
-    except BaseException:
-        client.cancel(futures)
-        raise
-
-
-def gather(client: Client, futures: Sequence[Future], report: Report | None = None) -> list:
-    """Results of ``futures`` in their order, each fetched as soon as it finishes.
-
-    Fetching while the other tasks still run overlaps the transfers (e.g. of fitted
-    branches) with the remaining work; the first error cancels the futures not yet
-    finished and is raised.
-    """
-    futures = list(futures)
-    index = {fut.key: i for i, fut in enumerate(futures)}
-    out: list = [None] * len(futures)
-    if report is not None:
-        report(0, len(futures))
-    try:
-        for done, (fut, result) in enumerate(as_completed(futures, with_results=True), 1):
-            out[index[fut.key]] = result
-            if report is not None:
-                report(done, len(futures))
-    except BaseException:
-        client.cancel(futures)
-        raise
-    return out
-
 
 # -------------------------------------------------------------------------- input layout
 

@@ -31,7 +31,8 @@ from distributed import Client, Future
 
 from ..estimators import subsample_groups
 from ..trunk import Trunk
-from .histograms import EncodedData, Report, wait_for
+from .client import Report, wait_for
+from .histograms import EncodedData
 
 logger = logging.getLogger(__name__)
 
