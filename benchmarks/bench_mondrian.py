@@ -6,8 +6,10 @@ Parts (select with ``--parts``):
     Fit and predict wall time of ``MondrianForestRegressor`` vs scikit-learn
     ``ExtraTreesRegressor(max_features=1, min_samples_split=10)`` (the closest peer: split
     dimension and location drawn at random, no optimisation) on Friedman #1 data with 8
-    features, 10k / 100k / 1M rows; median of 3 repeats (1 repeat from 1M rows on). Our fit
-    time includes the posterior, which the estimator computes lazily at the first predict.
+    features, 10k / 100k / 1M rows; 3 repeats, ours and the peer interleaved within each
+    (this shared machine's speed drifts by tens of percent between minutes), ratios are the
+    median of the per-repeat ratios. Our fit time includes the posterior, which the
+    estimator computes lazily at the first predict.
 ``online``
     Per-sample cost of ``partial_fit`` on single samples as the number n of samples already
     seen grows (``posterior="empirical"``), vs River's ``AMFRegressor.learn_one`` (pure
@@ -31,6 +33,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -41,7 +44,7 @@ import numpy as np
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
-from benchmarks.common import median_time, print_table, ratio, run_parts
+from benchmarks.common import median_ratio, paired_times, print_table, ratio, run_parts
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import fit_with_posterior
 
@@ -98,8 +101,6 @@ def bench_batch_size(
     n_predict = min(n, N_PREDICT_MAX)
     X, y = friedman_data(n + n_predict, seed)
     X_train, y_train, X_test = X[:n], y[:n], X[n:]
-    repeats = 1 if n >= 1_000_000 else repeats
-
     ours = MondrianForestRegressor(n_estimators=n_estimators, random_state=seed, n_jobs=n_jobs)
     peer = ExtraTreesRegressor(
         n_estimators=n_estimators,
@@ -109,26 +110,26 @@ def bench_batch_size(
         n_jobs=n_jobs,
     )
     # ours computes its posterior lazily: the one-row predict makes it part of the fit
-    ours_fit, ours_fit_all = median_time(
-        lambda: fit_with_posterior(ours, X_train, y_train), repeats
-    )
-    ours_pred, _ = median_time(lambda: ours.predict(X_test), repeats)
-    ours_pred_std, _ = median_time(lambda: ours.predict(X_test, return_std=True), repeats)
-    peer_fit, peer_fit_all = median_time(lambda: peer.fit(X_train, y_train), repeats)
-    peer_pred, _ = median_time(lambda: peer.predict(X_test), repeats)
+    fit = paired_times({"ours": lambda: fit_with_posterior(ours, X_train, y_train),
+                        "peer": lambda: peer.fit(X_train, y_train)}, repeats)
+    pred = paired_times({"ours": lambda: ours.predict(X_test),
+                         "ours_std": lambda: ours.predict(X_test, return_std=True),
+                         "peer": lambda: peer.predict(X_test)}, repeats)
+    med = statistics.median
     return {
         "n_train": n,
         "n_predict": n_predict,
         "repeats": repeats,
-        "ours_fit_s": ours_fit,
-        "peer_fit_s": peer_fit,
-        "fit_ratio": ratio(ours_fit, peer_fit),
-        "ours_predict_s": ours_pred,
-        "ours_predict_std_s": ours_pred_std,
-        "peer_predict_s": peer_pred,
-        "predict_ratio": ratio(ours_pred, peer_pred),
-        "ours_fit_all_s": ours_fit_all,
-        "peer_fit_all_s": peer_fit_all,
+        "ours_fit_s": med(fit["ours"]),
+        "peer_fit_s": med(fit["peer"]),
+        "fit_ratio": median_ratio(fit["ours"], fit["peer"]),
+        "ours_predict_s": med(pred["ours"]),
+        "ours_predict_std_s": med(pred["ours_std"]),
+        "peer_predict_s": med(pred["peer"]),
+        "predict_ratio": median_ratio(pred["ours"], pred["peer"]),
+        "predict_std_ratio": median_ratio(pred["ours_std"], pred["peer"]),
+        "ours_fit_all_s": fit["ours"],
+        "peer_fit_all_s": fit["peer"],
     }
 
 
@@ -139,7 +140,8 @@ def run_batch(cfg: argparse.Namespace) -> list[dict[str, Any]]:
         rows.append(bench_batch_size(n, cfg.n_estimators, cfg.n_jobs, cfg.repeats, cfg.seed))
     print_table(
         f"(a) batch, Friedman #1 x {N_FEATURES} features, {cfg.n_estimators} trees, "
-        f"n_jobs={cfg.n_jobs}; seconds, median of repeats\n"
+        f"n_jobs={cfg.n_jobs}; seconds, median of repeats; ratios: median of the "
+        "per-repeat ratios (ours and ERT interleaved)\n"
         "MondrianForestRegressor (fit includes its lazy posterior) vs "
         "ExtraTreesRegressor(max_features=1, min_samples_split=10)",
         [
@@ -368,7 +370,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     p.add_argument("--sizes", nargs="+", type=int, help="(a) training rows (10k 100k 1M)")
-    p.add_argument("--repeats", type=int, default=3, help="(a) repeats, median (1 from 1M)")
+    p.add_argument("--repeats", type=int, default=3, help="(a) repeats (interleaved), median")
     p.add_argument("--online-sizes", nargs="+", type=int, help="(b) n seen (1k 10k 100k)")
     p.add_argument("--online-chunk", type=int, help="(b) samples timed per n (1000)")
     p.add_argument("--river-max-n", type=int, help="(b) largest n for River (10k)")

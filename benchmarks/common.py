@@ -108,6 +108,26 @@ def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]
     return statistics.median(times), times
 
 
+def paired_times(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Wall times of every ``fn`` in ``fns``, called in turn within each repeat.
+
+    Interleaving (ours, peer, ours, peer, ...) exposes both to the same drift of a shared
+    machine's speed, so the per-repeat ratios are stable where whole-run medians are not.
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    """Median over repeats of the paired ratios ``num[i] / den[i]``."""
+    return statistics.median(a / b for a, b in zip(num, den, strict=True))
+
+
 # ---------------------------------------------------------------- running a benchmark
 
 

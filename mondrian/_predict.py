@@ -21,6 +21,7 @@ import numpy as np
 
 from .config import INDEX, JIT, NO_NODE, PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
+from .posterior import edge_variance
 
 #: A predictor ``R`` is a tuple of three views ``(R64, R32i, R32)`` of one float32 buffer
 #: with one row of ``EXTENT + 2D`` slots per node: float64 columns THRESHOLD and DELTA
@@ -72,14 +73,46 @@ def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, 
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
         R64[k, DELTA] = tau[j] - tau_parent
         for d in range(D):
-            lo = np.float32(lower[j, d])
-            if lo > lower[j, d]:
-                lo = np.nextafter(lo, np.float32(-np.inf))
-            hi = np.float32(upper[j, d])
-            if hi < upper[j, d]:
-                hi = np.nextafter(hi, np.float32(np.inf))
-            R32[k, EXTENT + d] = lo
-            R32[k, EXTENT + D + d] = hi
+            # round to nearest, then one float32 ulp outward where that crossed the
+            # float64 bound: on the int32 view of the same slot, +1 moves away from zero
+            # and -1 toward it, for either sign (signed zeros and infinities included).
+            # Arithmetic instead of a branch: the crossings are coin flips.
+            v = lower[j, d]
+            f = np.float32(v)
+            R32[k, EXTENT + d] = f
+            R32i[k, EXTENT + d] += np.int32(f > v) * (1 - 2 * np.int32(f > 0.0))
+            v = upper[j, d]
+            f = np.float32(v)
+            R32[k, EXTENT + D + d] = f
+            R32i[k, EXTENT + D + d] += np.int32(f < v) * (1 - 2 * np.int32(f < 0.0))
+
+
+@numba.njit(**JIT)
+def exact_parameters(order, parent, tau, gamma1, gamma2, noise_var, post_mean, post_var,
+                     down_mean, belief_var, up_lam, up_eta):
+    """Per-node parameter matrix ``P`` of the exact posterior, rows in predictor ``order``.
+
+    Inputs are in slot order: the belief-propagation outputs (``post_var`` without the
+    noise; ``belief_var`` the variance of the message from outside each subtree plus the
+    edge) and the split times. One pass, no temporaries: ``P[k]`` is node ``order[k]``.
+    """
+    n = order.shape[0]
+    P = np.zeros((n, N_NODE_PARAMS))
+    for k in range(n):
+        j = order[k]
+        tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
+        P[k, NODE_MEAN] = post_mean[j]
+        P[k, NODE_VAR] = post_var[j] + noise_var
+        P[k, DOWN_MEAN] = down_mean[j]
+        P[k, CAVITY_VAR] = max(belief_var[j] - edge_variance(tau[j], tau_parent, gamma1,
+                                                              gamma2), 0.0)
+        P[k, UP_LAM] = up_lam[j]
+        P[k, UP_ETA] = up_eta[j]
+        P[k, SIG_TAU] = 1.0 / (1.0 + np.exp(-gamma2 * tau[j]))
+        P[k, SIG_PARENT] = 1.0 / (1.0 + np.exp(-gamma2 * tau_parent))
+        P[k, TAU_PARENT] = tau_parent
+        P[k, EXP_TAU_PARENT] = np.exp(-gamma2 * tau_parent)
+    return P
 
 
 @numba.njit(inline="always", **JIT)

@@ -301,37 +301,36 @@ def _sample_dimension(extent, total):
 
 
 @numba.njit(inline="always", **JIT)
-def _reset_summary(node, lower, upper, stats):
-    for d in range(lower.shape[1]):
-        lower[node, d] = np.inf
-        upper[node, d] = -np.inf
+def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, upper, stats,
+                   lo_acc, hi_acc):
+    """Extent and statistics of the rows ``idx[first], idx[first + step], ...`` before
+    ``stop`` (paper Alg. 2 line 1), summed in that order.
+
+    The extent is kept in the scratch rows ``lo_acc`` / ``hi_acc`` and stored once, so the
+    loop over rows touches only the row itself.
+    """
+    D = X.shape[1]
+    for d in range(D):
+        lo_acc[d] = np.inf
+        hi_acc[d] = -np.inf
     for s in range(stats.shape[1]):
         stats[node, s] = 0.0
-
-
-@numba.njit(inline="always", **JIT)
-def _absorb(node, r, X, y, labels, task, lower, upper, stats):
-    """Add row ``r`` to the extent B^x and the statistics of ``node``."""
     # unsigned indices: numba then skips the negative-index wraparound on every access
     n = np.uint64(node)
-    u = np.uint64(r)
-    for d in range(X.shape[1]):
-        v = X[u, d]
-        lower[n, d] = min(lower[n, d], v)
-        upper[n, d] = max(upper[n, d], v)
-    # read only the label array the task uses: each read is a cache miss on large data
-    if task == REGRESSION:
-        _add_point_stats(stats, n, y[u])
-    else:
-        stats[n, labels[u]] += 1.0
-
-
-@numba.njit(**JIT)
-def _block_summary(node, idx, lo, hi, X, y, labels, task, lower, upper, stats):
-    """Extent and statistics of the rows ``idx[lo:hi]`` (paper Alg. 2 line 1)."""
-    _reset_summary(node, lower, upper, stats)
-    for i in range(lo, hi):
-        _absorb(node, idx[i], X, y, labels, task, lower, upper, stats)
+    for i in range(first, stop, step):
+        u = np.uint64(idx[i])
+        for d in range(D):
+            v = X[u, d]
+            lo_acc[d] = min(lo_acc[d], v)
+            hi_acc[d] = max(hi_acc[d], v)
+        # read only the label array the task uses: each read is a cache miss on large data
+        if task == REGRESSION:
+            _add_point_stats(stats, n, y[u])
+        else:
+            stats[n, labels[u]] += 1.0
+    for d in range(D):
+        lower[node, d] = lo_acc[d]
+        upper[node, d] = hi_acc[d]
 
 
 @numba.njit(**JIT)
@@ -342,27 +341,50 @@ def _sample_block(
 ):
     """SampleMondrianBlock (paper Alg. 2 / thesis Alg. 5.9) at slot ``j`` for rows ``idx``.
 
-    Iterative (explicit stack). Slot ``j`` must already have its parent set; new nodes
-    are appended from ``n_nodes``. Returns the new ``n_nodes``.
+    Iterative (explicit stack, left subtree first). Slot ``j`` must already have its parent
+    set; new nodes are appended from ``n_nodes`` as they are visited, so the subtree's
+    slots are in depth-first preorder (the predictor order: packing it reads the arrays
+    sequentially). Returns the new ``n_nodes``.
     """
     first_new = n_nodes
     n_features = X.shape[1]
     buf = np.empty(idx.shape[0], INDEX)
-    stack_node = np.empty(idx.shape[0] * 2 + 2, INDEX)
+    # per pending block: its parent's slot (-1 for j itself), side (0 left, 1 right), rows
+    stack_parent = np.empty(idx.shape[0] * 2 + 2, INDEX)
+    stack_side = np.empty(idx.shape[0] * 2 + 2, INDEX)
     stack_lo = np.empty(idx.shape[0] * 2 + 2, INDEX)
     stack_hi = np.empty(idx.shape[0] * 2 + 2, INDEX)
-    stack_node[0] = j
+    stack_parent[0] = NO_NODE
+    stack_side[0] = 0
     stack_lo[0] = 0
     stack_hi[0] = idx.shape[0]
     top = 1
     extent = np.empty(n_features)
-    _block_summary(j, idx, 0, idx.shape[0], X, y, labels, task, lower, upper, stats)
+    lo_acc = np.empty(n_features)
+    hi_acc = np.empty(n_features)
     while top > 0:
         top -= 1
-        node = stack_node[top]
         lo = stack_lo[top]
         hi = stack_hi[top]
-        # the extent and statistics of ``node`` were filled by its parent's partition pass
+        above = stack_parent[top]
+        if above == NO_NODE:
+            node = j
+        else:
+            node = n_nodes
+            n_nodes += 1
+            parent[node] = above
+            if stack_side[top] == 0:
+                left[above] = node
+            else:
+                right[above] = node
+        # extent and statistics of the block, rows in their order of arrival (the
+        # partition below fills a right segment from its end)
+        if stack_side[top] == 0:
+            _block_summary(node, idx, lo, hi, 1, X, y, labels, task, lower, upper, stats,
+                           lo_acc, hi_acc)
+        else:
+            _block_summary(node, idx, hi - 1, lo - 1, -1, X, y, labels, task, lower, upper,
+                           stats, lo_acc, hi_acc)
         left[node] = NO_NODE
         right[node] = NO_NODE
         feature[node] = NO_NODE
@@ -383,20 +405,13 @@ def _sample_block(
             xi = lo_d + np.random.random() * (hi_d - lo_d)
             while xi >= hi_d:  # measure-zero rounding case: keep both children non-empty
                 xi = lo_d + np.random.random() * (hi_d - lo_d)
-            lc = n_nodes
-            rc = n_nodes + 1
-            n_nodes += 2
-            _reset_summary(lc, lower, upper, stats)
-            _reset_summary(rc, lower, upper, stats)
-            # partition idx[lo:hi] (x_d <= xi to the left) through ``buf``; every row is
-            # classified exactly once and the children's extents and statistics are summed
-            # on the way. Branch-free: both candidate slots are written, the cursors move.
+            # partition idx[lo:hi] (x_d <= xi to the left) through ``buf``, reading only
+            # column d. Branch-free: both candidate slots are written, the cursors move.
             a = lo
             b = hi - 1
             for i in range(lo, hi):
                 r = idx[i]
                 go_left = X[r, d] <= xi
-                _absorb(lc if go_left else rc, r, X, y, labels, task, lower, upper, stats)
                 buf[a] = r
                 buf[b] = r
                 a += go_left
@@ -406,15 +421,14 @@ def _sample_block(
             feature[node] = d
             threshold[node] = xi
             tau[node] = split_time
-            left[node] = lc
-            right[node] = rc
-            parent[lc] = node
-            parent[rc] = node
-            stack_node[top] = rc
+            # the children get their slots when visited: right pushed first, left on top
+            stack_parent[top] = node
+            stack_side[top] = 1
             stack_lo[top] = a
             stack_hi[top] = hi
             top += 1
-            stack_node[top] = lc
+            stack_parent[top] = node
+            stack_side[top] = 0
             stack_lo[top] = lo
             stack_hi[top] = a
             top += 1

@@ -29,24 +29,16 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from . import _predict
 from ._order import preorder
 from ._predict import (
-    CAVITY_VAR,
-    DOWN_MEAN,
-    EXP_TAU_PARENT,
     N_NODE_PARAMS,
     NODE_MEAN,
     NODE_VAR,
     OFF_MEAN,
     OFF_VAR,
-    SIG_PARENT,
-    SIG_TAU,
-    TAU_PARENT,
-    UP_ETA,
-    UP_LAM,
 )
 from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
 from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
-from .posterior import belief_propagation, edge_variances, empirical_moments, hyperparameters
+from .posterior import belief_propagation, empirical_moments, hyperparameters
 from .predictive import GaussianMixture
 from .validation import check_finite, unchanged_on_error
 
@@ -489,33 +481,30 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     def _tree_posterior(self, tree: TreeArrays, h: dict) -> tuple:
         """Predictor ``R``, per-node parameters ``P`` and hyperparameters ``h`` of a tree."""
         n = tree.n_nodes
-        P = np.zeros((n, N_NODE_PARAMS))
-        parent = tree.parent[:n]
-        has_parent = parent >= 0
-        pidx = np.where(has_parent, parent, 0)
+        order, R = self._predictor(tree)
         exact = self.posterior == "exact"
         if exact:
-            b = np.empty(n)
+            post_mean, post_var, down_mean, belief_var = (np.empty(n) for _ in range(4))
+            up_lam, up_eta = np.zeros(n), np.zeros(n)
             belief_propagation(tree.left, tree.right, tree.parent, tree.tau, tree.stats,
                                tree.root, n, h["mu_H"], h["gamma1"], h["gamma2"],
-                               h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR],
-                               P[:, DOWN_MEAN], b, P[:, UP_LAM], P[:, UP_ETA])
-            tau_parent = np.where(has_parent, tree.tau[pidx], 0.0)
-            phi = edge_variances(tree.tau[:n], tau_parent, h["gamma1"], h["gamma2"])
-            P[:, CAVITY_VAR] = np.maximum(b - phi, 0.0)
-            P[:, NODE_VAR] += h["noise_var"]
-            P[:, SIG_TAU] = _sigmoid(h["gamma2"] * tree.tau[:n])
-            P[:, SIG_PARENT] = _sigmoid(h["gamma2"] * tau_parent)
-            P[:, TAU_PARENT] = tau_parent
-            P[:, EXP_TAU_PARENT] = np.exp(-h["gamma2"] * tau_parent)
+                               h["noise_var"], post_mean, post_var, down_mean, belief_var,
+                               up_lam, up_eta)
+            P = _predict.exact_parameters(order, tree.parent, tree.tau, h["gamma1"],
+                                          h["gamma2"], h["noise_var"], post_mean, post_var,
+                                          down_mean, belief_var, up_lam, up_eta)
         else:
+            P = np.zeros((n, N_NODE_PARAMS))
+            parent = tree.parent[:n]
+            has_parent = parent >= 0
+            pidx = np.where(has_parent, parent, 0)
             empirical_moments(tree.stats, n, h["noise_var"], P[:, NODE_MEAN], P[:, NODE_VAR])
             P[:, OFF_MEAN] = np.where(has_parent, P[pidx, NODE_MEAN], P[tree.root, NODE_MEAN])
             P[:, OFF_VAR] = np.where(has_parent, P[pidx, NODE_VAR], P[tree.root, NODE_VAR])
+            P = np.ascontiguousarray(P[order])
         hv = np.array([float(exact), h["gamma1"], h["gamma2"], h["noise_var"],
                        _sigmoid(h["gamma2"] * float(self.lifetime))])
-        order, R = self._predictor(tree)
-        return R, np.ascontiguousarray(P[order]), hv
+        return R, P, hv
 
     # ------------------------------------------------------------------ prediction
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from mondrian._predict import _branch_off
+from mondrian._predict import EXTENT, _branch_off, pack_predictor
 
 
 @pytest.mark.parametrize("Estimator", [MondrianForestRegressor, MondrianForestClassifier])
@@ -25,6 +25,25 @@ def test_training_points_stay_inside_their_leaf_box(Estimator):
         for i in range(Xs.shape[0]):
             p, eta, _ = _branch_off(R, position[leaves[i, t]], Xs[i])
             assert eta == 0.0 and p == 0.0
+
+
+def test_extents_are_the_nearest_float32_outward():
+    """Each bound is the nearest float32 on its outer side (the ``nextafter`` oracle), for
+    every sign and magnitude: subnormals, signed zeros, beyond the float32 range."""
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=20_000) * 10.0 ** rng.integers(-48, 42, 20_000)
+    v = np.concatenate([v, [0.0, -0.0, 1e-46, -1e-46, 1.0, -1.0, 0.1, -0.1, 1e39, -1e39]])
+    n = v.shape[0]
+    none = np.full(n, -1, np.int64)
+    _, _, R32 = pack_predictor(none, none, none, np.zeros(n, np.int64), np.zeros(n),
+                               np.zeros(n), v[:, None], v[:, None], np.arange(n))
+    with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, then +-max
+        f = v.astype(np.float32)
+    lower = np.where(f > v, np.nextafter(f, np.float32(-np.inf)), f)
+    upper = np.where(f < v, np.nextafter(f, np.float32(np.inf)), f)
+    np.testing.assert_array_equal(R32[:, EXTENT].view(np.int32), lower.view(np.int32))
+    np.testing.assert_array_equal(R32[:, EXTENT + 1].view(np.int32), upper.view(np.int32))
+    assert (R32[:, EXTENT] <= v).all() and (R32[:, EXTENT + 1] >= v).all()
 
 
 def test_points_outside_every_box_branch_off_at_the_root():
