@@ -313,8 +313,9 @@ def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
     }
     results = {}
     print(f"  flights: MF on {n_train:,} rows ...", flush=True)
+    mf = MondrianForestRegressor(n_estimators=trees, random_state=seed, n_jobs=cfg.n_jobs)
     results["MF"] = fit_and_evaluate(
-        MondrianForestRegressor(n_estimators=trees, random_state=seed, n_jobs=cfg.n_jobs),
+        mf,
         X_tr,
         y_tr,
         X_te,
@@ -359,6 +360,68 @@ def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
         "n_test": n_test,
         "models": {name: result_to_json(r) for name, r in results.items()},
         "ratios_mf_over_peer": ratios,
+        "calibration_diagnostics": calibration_diagnostics(mf, X_te, y_te),
+    }
+
+
+#: Multipliers of the paper's gamma2 = D / (20 log2 N) and values of K (noise variance
+#: gamma1 / K) tried by the diagnostics; the paper's choice is (1, min(2000, 2N)).
+GAMMA2_SCALES = (1.0, 8.0, 32.0, 128.0)
+NOISE_K = (2000.0, 4.0)
+
+
+def calibration_diagnostics(mf: MondrianForestRegressor, X_te: np.ndarray,
+                            y_te: np.ndarray) -> dict[str, Any]:
+    """Why the calibration of the fitted ``mf`` is what it is, on the test rows.
+
+    - *std = RMSE*: the Gaussian around MF's mean with one standard deviation for every
+      row, the test RMSE (the best any homoskedastic predictive can do on the paper's
+      Gaussian-interval protocol), and the excess kurtosis of the residuals;
+    - *hyperparameters*: MF's trees as fitted, the posterior recomputed with gamma2 scaled
+      and other K (``gamma1 (1/2 + 1/K) = var(y)`` as in App. B), RMSE / NLPD / calibration.
+      Diagnostic only: it overrides the estimator's hyperparameters on the instance.
+    """
+    from scipy.stats import kurtosis
+
+    from pipelines.evaluate import evaluate_regression
+
+    mean = mf.predict(X_te)
+    resid = y_te - mean
+    rmse = float(np.sqrt(np.mean(resid**2)))
+    homo = evaluate_regression(y_te, (mean, np.full_like(mean, rmse)))
+    h0 = mf.hyperparameters_
+    k0 = min(2000.0, 2.0 * mf.n_samples_seen_)
+    var_y = h0["gamma1"] * (0.5 + 1.0 / k0)
+    grid = []
+    for scale in GAMMA2_SCALES:
+        for k in NOISE_K:
+            gamma1 = var_y / (0.5 + 1.0 / k)
+            h = dict(h0, gamma1=gamma1, gamma2=h0["gamma2"] * scale, noise_var=gamma1 / k)
+            mf._posterior_context = lambda h=h: h  # instance override, diagnostic only
+            mf._posterior = [None] * mf.n_estimators
+            res = evaluate_regression(y_te, mf.predict_distribution(X_te))
+            gaps = res["calibration"]["observed_minus_nominal"].to_numpy()
+            grid.append({"gamma2_scale": scale, "K": k, "rmse": res["rmse"],
+                         "nlpd": res["nlpd"], "max_abs_gap": float(np.abs(gaps).max()),
+                         "gaps": [float(g) for g in gaps]})
+    del mf._posterior_context
+    mf._posterior = [None] * mf.n_estimators
+    homo_gaps = homo["calibration"]["observed_minus_nominal"].to_numpy()
+    print()
+    print(f"Calibration diagnostics: residuals of MF's mean have excess kurtosis "
+          f"{kurtosis(resid):.1f}; the Gaussian with std = test RMSE ({rmse:.2f}) for every "
+          f"row has gaps {np.round(homo_gaps, 3).tolist()} (max {np.abs(homo_gaps).max():.3f})")
+    print_table(
+        "MF's trees, posterior with gamma2 x scale and noise variance gamma1 / K "
+        "(paper: scale 1, K = min(2000, 2N))",
+        [("gamma2_scale", "gamma2 x", ".0f"), ("K", "K", ".0f"), ("rmse", "RMSE", ".2f"),
+         ("nlpd", "NLPD", ".3f"), ("max_abs_gap", "max |gap|", ".3f")],
+        grid,
+    )
+    return {
+        "residual_excess_kurtosis": float(kurtosis(resid)),
+        "homoskedastic_rmse_std": {"std": rmse, "gaps": [float(g) for g in homo_gaps]},
+        "hyperparameter_grid": grid,
     }
 
 

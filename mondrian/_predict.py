@@ -305,6 +305,17 @@ def classification_proba(X, R, counts, G, G_parent, gamma, out):
 
 
 @numba.njit(**JIT)
+def leaf_positions(X, R, out):
+    """Predictor (depth-first preorder) position of every row's leaf, by plain descent."""
+    for i in range(X.shape[0]):
+        x = X[i]
+        j = 0
+        while not _is_leaf(R, j):
+            j = _child(R, j, x)
+        out[i] = j
+
+
+@numba.njit(**JIT)
 def apply_tree(X, left, right, feature, threshold, root, out):
     """Leaf slot of every row (plain descent, ignoring branch-off)."""
     for i in range(X.shape[0]):

@@ -56,3 +56,32 @@ def test_points_outside_every_box_branch_off_at_the_root():
         _, R = model._predictor(tree)
         p, eta, _ = _branch_off(R, 0, far[0])
         assert eta > 90 and p > 0.99
+
+
+@pytest.mark.parametrize("Estimator", [MondrianForestRegressor, MondrianForestClassifier])
+def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
+    """Rows sorted by their leaf for cache locality come back in order, results bit-equal."""
+    import mondrian.forest
+
+    rng = np.random.default_rng(5)
+    X = rng.random((600, 3))
+    y = X[:, 0] + rng.normal(scale=0.1, size=600)
+    if Estimator is MondrianForestClassifier:
+        y = (y > 0.5).astype(int)
+    model = Estimator(n_estimators=3, random_state=0).fit(X, y)
+    T = rng.random((300, 3)) * 1.2 - 0.1
+
+    def predictions():
+        if Estimator is MondrianForestClassifier:
+            return [model.predict_proba(T)]
+        d = model.predict_distribution(T)
+        return [*model.predict(T, return_std=True), model.predict_quantiles(T, (0.1, 0.9)),
+                d.weights, d.means, d.variances]
+
+    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 10**9)
+    given = predictions()
+    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 1)
+    perm = model._scaled_rows(T)[1]
+    assert perm is not None and not np.array_equal(perm, np.arange(300))
+    for a, b in zip(given, predictions(), strict=True):
+        np.testing.assert_array_equal(a, b)
