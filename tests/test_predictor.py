@@ -81,6 +81,7 @@ def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
     monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 10**9)
     given = predictions()
     monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 1)
+    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_TREE_BYTES", 0)
     perm = model._scaled_rows(T)[1]
     assert perm is not None and not np.array_equal(perm, np.arange(300))
     for a, b in zip(given, predictions(), strict=True):
