@@ -47,7 +47,7 @@ from mondrian._order import preorder
 from mondrian.config import JIT
 
 __all__ = [
-    "edge_variance", "edge_variances", "gaussian_posterior", "belief_propagation",
+    "edge_variance", "gaussian_posterior", "belief_propagation",
     "hyperparameters", "empirical_moments",
 ]
 
@@ -84,15 +84,6 @@ def edge_variance(tau_child, tau_parent, gamma1, gamma2):
         sig_a = 1.0 / (1.0 + math.exp(-a))
     sig_mb = 1.0 / (1.0 + math.exp(b))  # sigmoid(-b); exp overflow -> inf -> 0
     return gamma1 * sig_a * sig_mb * (-math.expm1(-d))
-
-
-@numba.njit(**JIT)
-def edge_variances(tau_child, tau_parent, gamma1, gamma2):
-    """:func:`edge_variance` over arrays of split times."""
-    out = np.empty(tau_child.shape[0])
-    for i in range(tau_child.shape[0]):
-        out[i] = edge_variance(tau_child[i], tau_parent[i], gamma1, gamma2)
-    return out
 
 
 @numba.njit(**JIT)

@@ -478,3 +478,20 @@ def test_min_samples_split_one_and_lifetime_inf_gives_one_point_per_leaf():
             t = build(X, y, labels, rows, REGRESSION, 1, np.inf, s, mode)
             assert t.n_leaves == 20 and t.n_nodes == 39
             naive.check_tree_invariants(t, X, y, labels, rows, REGRESSION, min_samples_split=1)
+
+
+@pytest.mark.parametrize("task", [REGRESSION, CLASSIFICATION])
+def test_batch_slots_are_in_preorder(task):
+    """A tree grown in one batch has its slots in depth-first preorder (the predictor order),
+    so packing the predictor reads the arrays sequentially; online growth may break it."""
+    from mondrian._order import preorder
+
+    rng = np.random.default_rng(4)
+    X = rng.random((3000, 3))
+    y = X[:, 0] + rng.normal(scale=0.1, size=3000)
+    labels = (X[:, 1] > 0.5).astype(np.int64)
+    tree = TreeArrays.empty(3, 3 if task == REGRESSION else 2, 2 * 3000)
+    grow(tree, X, y, labels, np.arange(3000, dtype=np.int64), task, 2, np.inf, 7)
+    assert tree.n_nodes > 100
+    np.testing.assert_array_equal(preorder(tree.left, tree.right, tree.root, tree.n_nodes),
+                                  np.arange(tree.n_nodes))
