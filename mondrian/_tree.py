@@ -564,13 +564,33 @@ def _extend_one(
             else:
                 left[new] = j
                 right[new] = leaf
-            one = np.empty(1, INDEX)
-            one[0] = r
-            n_nodes = _sample_block(
-                leaf, one, X, y, labels, task, min_samples_split, lifetime,
-                left, right, parent, feature, threshold, tau, lower, upper, stats,
-                leaf_head, pt_next, n_nodes,
-            )
+            if min_samples_split >= 2:
+                # a one-point block is always paused: SampleMondrianBlock makes it a leaf
+                # and draws nothing, so write that leaf directly (no scratch allocations)
+                left[leaf] = NO_NODE
+                right[leaf] = NO_NODE
+                feature[leaf] = NO_NODE
+                threshold[leaf] = 0.0
+                tau[leaf] = lifetime
+                leaf_head[leaf] = r
+                pt_next[r] = NO_NODE
+                for dd in range(n_features):
+                    lower[leaf, dd] = x[dd]
+                    upper[leaf, dd] = x[dd]
+                for s in range(stats.shape[1]):
+                    stats[leaf, s] = 0.0
+                if task == REGRESSION:
+                    _add_point_stats(stats, leaf, yv)
+                else:
+                    stats[leaf, k] += 1.0
+            else:
+                one = np.empty(1, INDEX)
+                one[0] = r
+                n_nodes = _sample_block(
+                    leaf, one, X, y, labels, task, min_samples_split, lifetime,
+                    left, right, parent, feature, threshold, tau, lower, upper, stats,
+                    leaf_head, pt_next, n_nodes,
+                )
             if task == REGRESSION:
                 for s in range(stats.shape[1]):
                     stats[new, s] = stats[j, s]
