@@ -333,6 +333,17 @@ def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, uppe
         upper[node, d] = hi_acc[d]
 
 
+@numba.njit(inline="always", **JIT)
+def _make_leaf(node, head, lifetime, left, right, feature, threshold, tau, leaf_head):
+    """Close ``node`` as a leaf (time = lifetime) whose row list starts at ``head``."""
+    left[node] = NO_NODE
+    right[node] = NO_NODE
+    feature[node] = NO_NODE
+    threshold[node] = 0.0
+    tau[node] = lifetime
+    leaf_head[node] = head
+
+
 @numba.njit(**JIT)
 def _sample_block(
     j, idx, X, y, labels, task, min_samples_split, lifetime,
@@ -385,10 +396,6 @@ def _sample_block(
         else:
             _block_summary(node, idx, hi - 1, lo - 1, -1, X, y, labels, task, lower, upper,
                            stats, lo_acc, hi_acc)
-        left[node] = NO_NODE
-        right[node] = NO_NODE
-        feature[node] = NO_NODE
-        leaf_head[node] = NO_NODE
         tau_parent = 0.0 if parent[node] == NO_NODE else tau[parent[node]]
         split_time = np.inf
         total = 0.0
@@ -421,7 +428,9 @@ def _sample_block(
             feature[node] = d
             threshold[node] = xi
             tau[node] = split_time
-            # the children get their slots when visited: right pushed first, left on top
+            leaf_head[node] = NO_NODE
+            # left[node] and right[node] are set when the children are visited and get their
+            # slots: right pushed first, left on top
             stack_parent[top] = node
             stack_side[top] = 1
             stack_lo[top] = a
@@ -433,9 +442,8 @@ def _sample_block(
             stack_hi[top] = a
             top += 1
         else:
-            tau[node] = lifetime
-            threshold[node] = 0.0
-            leaf_head[node] = idx[lo]
+            _make_leaf(node, idx[lo], lifetime, left, right, feature, threshold, tau,
+                       leaf_head)
             for i in range(lo, hi - 1):
                 pt_next[idx[i]] = idx[i + 1]
             pt_next[idx[hi - 1]] = NO_NODE
@@ -567,12 +575,7 @@ def _extend_one(
             if min_samples_split >= 2:
                 # a one-point block is always paused: SampleMondrianBlock makes it a leaf
                 # and draws nothing, so write that leaf directly (no scratch allocations)
-                left[leaf] = NO_NODE
-                right[leaf] = NO_NODE
-                feature[leaf] = NO_NODE
-                threshold[leaf] = 0.0
-                tau[leaf] = lifetime
-                leaf_head[leaf] = r
+                _make_leaf(leaf, r, lifetime, left, right, feature, threshold, tau, leaf_head)
                 pt_next[r] = NO_NODE
                 for dd in range(n_features):
                     lower[leaf, dd] = x[dd]
