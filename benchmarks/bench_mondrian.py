@@ -196,16 +196,16 @@ def online_cost_ours(
         t0 = time.perf_counter()
         model.partial_fit(X[n : n + 1], y[n : n + 1])
         first = time.perf_counter() - t0
-        n += 1
+        a = n + 1  # the single calls cover [a, a + chunk), the stream the chunk after
         t0 = time.perf_counter()
-        for i in range(n, n + chunk):
+        for i in range(a, a + chunk):
             model.partial_fit(X[i : i + 1], y[i : i + 1])
         single = (time.perf_counter() - t0) / chunk
         t0 = time.perf_counter()
-        model.partial_fit(X[n + chunk : n + 2 * chunk], y[n + chunk : n + 2 * chunk])
+        model.partial_fit(X[a + chunk : a + 2 * chunk], y[a + chunk : a + 2 * chunk])
         stream = (time.perf_counter() - t0) / chunk
-        out[n - 1] = {"first": first, "single": single, "stream": stream}
-        seen = n + 2 * chunk
+        out[n] = {"first": first, "single": single, "stream": stream}
+        seen = a + 2 * chunk
     return out
 
 

@@ -100,11 +100,7 @@ def ratio(ours: float | None, peer: float | None) -> float | None:
 
 def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
     """Median wall time of ``fn()`` over ``repeats`` calls, and all the times."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+    times = paired_times({"fn": fn}, repeats)["fn"]
     return statistics.median(times), times
 
 

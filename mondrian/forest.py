@@ -219,11 +219,11 @@ class _BaseMondrianForest(BaseEstimator):
         """
         Xs = self._scale(self._check_X(X, reset=False))
         self._ensure_posterior()
-        tree_bytes = self._posterior[0][0][2].nbytes if self._posterior else 0
-        if Xs.shape[0] < LOCALITY_MIN_ROWS or tree_bytes < LOCALITY_MIN_TREE_BYTES:
+        R0 = self._posterior[0][0]  # the first tree's predictor
+        if Xs.shape[0] < LOCALITY_MIN_ROWS or R0[2].nbytes < LOCALITY_MIN_TREE_BYTES:
             return Xs, None
         leaf = np.empty(Xs.shape[0], INDEX)
-        _predict.leaf_positions(Xs, self._posterior[0][0], leaf)
+        _predict.leaf_positions(Xs, R0, leaf)
         perm = np.argsort(leaf, kind="stable")
         return Xs[perm], perm
 
