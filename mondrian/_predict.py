@@ -167,32 +167,39 @@ def _off_component(j, eta, delta, p, P, h):
     """
     if h[EXACT] == 0.0:
         return P[j, OFF_MEAN], P[j, OFF_VAR]
+    u_j = np.uint64(j)
     g1 = h[GAMMA1]
     g2 = h[GAMMA2]
-    m1 = 0.0
-    m2 = 0.0
+    lam = P[u_j, UP_LAM]
     # p = P(split before tau_j) is the truncation mass of the split time
     if p == 1.0:  # untruncated: exp(-g2 (tau_p + t / eta)) for t = 1/2 and t = 3
         c = np.exp(-0.5 * g2 / eta)
         c2 = c * c
-        e_first = P[j, EXP_TAU_PARENT] * c
-        e_second = P[j, EXP_TAU_PARENT] * c2 * c2 * c2
+        e_first = P[u_j, EXP_TAU_PARENT] * c
+        e_second = e_first * c2 * c2 * c
         n_nodes = 2
     else:  # truncated to [0, Delta_j]: its mean, 1/eta - Delta (1 - p) / p
-        e_first = np.exp(-g2 * (P[j, TAU_PARENT] + 1.0 / eta - delta * (1.0 - p) / p))
+        s = (p - delta * eta * (1.0 - p)) / (eta * p)
+        e_first = np.exp(-g2 * (P[u_j, TAU_PARENT] + s))
         e_second = 0.0
         n_nodes = 1
+    m1 = 0.0
+    m2 = 0.0
     for q in range(n_nodes):
         e = e_first if q == 0 else e_second
         w = 1.0 if n_nodes == 1 else (0.8 if q == 0 else 0.2)
-        # sigmoid(gamma2 * tau~); every phi is gamma1 * (difference of sigmoids)
-        sig_new = 1.0 / (1.0 + e)
-        b_new = P[j, CAVITY_VAR] + g1 * max(sig_new - P[j, SIG_PARENT], 0.0)
-        # the data below j seen from j~ through phi(tau_j | tau~), information form
-        inv_shrink = 1.0 / (1.0 + P[j, UP_LAM] * g1 * max(P[j, SIG_TAU] - sig_new, 0.0))
-        inv_den = 1.0 / (1.0 + b_new * P[j, UP_LAM] * inv_shrink)
-        mean = (P[j, DOWN_MEAN] + b_new * P[j, UP_ETA] * inv_shrink) * inv_den
-        var = b_new * inv_den + g1 * max(h[SIG_LIFETIME] - sig_new, 0.0) + h[NOISE]
+        # With u = 1 / sigmoid(gamma2 * tau~) every phi is gamma1 * (difference of sigmoids)
+        # over u: the prior of j~ is b / u, the data below j seen from j~ through
+        # phi(tau_j | tau~) is (lam, eta_j) * u / a in information form, and the new
+        # leaf adds gamma1 (sigmoid(gamma2 lifetime) u - 1) / u. Combining them needs one
+        # division.
+        u = 1.0 + e
+        b = P[u_j, CAVITY_VAR] * u + g1 * max(1.0 - P[u_j, SIG_PARENT] * u, 0.0)
+        a = u + lam * g1 * max(P[u_j, SIG_TAU] * u - 1.0, 0.0)
+        den = a + b * lam
+        d = 1.0 / (u * den)
+        mean = (P[u_j, DOWN_MEAN] * a + b * P[u_j, UP_ETA]) * u * d
+        var = (b * a + g1 * max(h[SIG_LIFETIME] * u - 1.0, 0.0) * den) * d + h[NOISE]
         m1 += w * mean
         m2 += w * (var + mean * mean)
     return m1, m2 - m1 * m1

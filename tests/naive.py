@@ -657,3 +657,47 @@ def naive_class_fractions(leaves, codes, w, n_classes) -> dict[int, np.ndarray]:
         if frac.sum() > 0:
             out[int(leaf)] = frac / frac.sum()
     return out
+
+
+def naive_branch_off_moments(left, right, parent, tau, root, n_nodes, leaf_y, j, s_nodes,
+                             s_weights, lifetime, mu_h, gamma1, gamma2, noise_var):
+    """Predictive moments of a test point that branches off on the edge above node ``j``.
+
+    Lakshminarayanan, Roy & Teh (2016), Sec. 3.3: the point creates a new node ``j~`` at
+    time ``tau_parent(j) + s`` between ``parent(j)`` and ``j`` and a new leaf below it (time
+    ``lifetime``, no data). For each split-time offset ``s`` of ``s_nodes`` the augmented
+    tree is conditioned densely (:func:`gaussian_posterior_dense`); the new leaf's
+    predictive is ``N(mean, var + noise_var)``, and the components are moment-matched with
+    ``s_weights``.
+
+    Returns
+    -------
+    mean, var : float
+    """
+    nn = int(n_nodes)
+    m1 = 0.0
+    m2 = 0.0
+    for s, w in zip(s_nodes, s_weights, strict=True):
+        new, leaf = nn, nn + 1
+        L = np.concatenate([np.asarray(left[:nn]), [j, -1]])
+        R = np.concatenate([np.asarray(right[:nn]), [leaf, -1]])
+        P = np.concatenate([np.asarray(parent[:nn]), [parent[j], new]])
+        t_parent = 0.0 if j == root else tau[parent[j]]
+        T = np.concatenate([np.asarray(tau[:nn], dtype=float), [t_parent + s, lifetime]])
+        p = parent[j]
+        new_root = root
+        if j == root:
+            new_root = new
+            P[new] = -1
+        elif L[p] == j:
+            L[p] = new
+        else:
+            R[p] = new
+        P[j] = new
+        ys = list(leaf_y[:nn]) + [np.empty(0), np.empty(0)]
+        mean, var = gaussian_posterior_dense(L, R, P, T, new_root, nn + 2, ys, mu_h, gamma1,
+                                             gamma2, noise_var)
+        v = var[leaf] + noise_var
+        m1 += w * mean[leaf]
+        m2 += w * (v + mean[leaf] ** 2)
+    return m1, m2 - m1 * m1
