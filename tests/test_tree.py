@@ -495,3 +495,29 @@ def test_batch_slots_are_in_preorder(task):
     assert tree.n_nodes > 100
     np.testing.assert_array_equal(preorder(tree.left, tree.right, tree.root, tree.n_nodes),
                                   np.arange(tree.n_nodes))
+
+
+@pytest.mark.parametrize("task", [REGRESSION, CLASSIFICATION])
+def test_blocks_larger_than_the_small_block_path(task):
+    """Blocks above ``SMALL_BLOCK_ROWS`` are summarised row by row (forwards for a left
+    block, backwards for a right one), smaller ones feature by feature: both exact."""
+    from mondrian._tree import SMALL_BLOCK_ROWS
+
+    rng = np.random.default_rng(7)
+    n_far = 1000
+    n = SMALL_BLOCK_ROWS + 20_000
+    # a small cluster near 0 and a large one near 1 in feature 0 (feature 1 has almost no
+    # extent), so the root's right child is itself above the threshold
+    x0 = np.concatenate([rng.uniform(0.0, 0.1, n_far), rng.uniform(0.9, 1.0, n - n_far)])
+    X = np.column_stack([x0, rng.uniform(0.0, 1e-3, n)])
+    y, labels = reg_data(X)
+    labels = (X[:, 0] > 0.95).astype(np.int64) + (rng.random(n) < 0.1)
+    rows = rng.permutation(n)
+    tree = TreeArrays.empty(2, n_stats(task, 3), n)
+    grow(tree, X, y, labels, rows, task, n // 4, np.inf, 3)
+    root = tree.root
+    assert tree.left[root] != -1
+    right_rows = (X[:, tree.feature[root]] > tree.threshold[root]).sum()
+    assert right_rows > SMALL_BLOCK_ROWS
+    naive.check_tree_invariants(tree, X, y, labels, rows, task, min_samples_split=n // 4,
+                                n_classes=3)
