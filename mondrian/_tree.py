@@ -14,6 +14,7 @@ uncertainty matters", Algorithms 1-4. Lakshminarayanan (2016), PhD thesis, Algor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numba
 import numpy as np
@@ -99,7 +100,9 @@ class TreeArrays:
             setattr(self, name, getattr(self, name)[:cap].copy())
 
     def args(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.ARRAYS)
+        """The arrays in kernel-argument order (one C-level call: this is on the path of
+        every one-row ``partial_fit``)."""
+        return _ARRAY_GETTER(self)
 
     def trimmed(self) -> dict[str, np.ndarray]:
         """The live part of every array (for persistence and size reports)."""
@@ -190,6 +193,10 @@ _STRUCTURE_ERRORS = {
     11: "only {} live slots are reachable from the root",
     12: "the leaf lists hold {} rows, not every row seen",
 }
+
+
+#: ``TreeArrays.args``: all arrays at once.
+_ARRAY_GETTER = attrgetter(*TreeArrays.ARRAYS)
 
 
 @numba.njit(**JIT)
