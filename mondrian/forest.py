@@ -220,7 +220,8 @@ class _BaseMondrianForest(BaseEstimator):
         Xs = self._scale(self._check_X(X, reset=False))
         self._ensure_posterior()
         R0 = self._posterior[0][0]  # the first tree's predictor
-        if Xs.shape[0] < LOCALITY_MIN_ROWS or R0[2].nbytes < LOCALITY_MIN_TREE_BYTES:
+        tree_bytes = R0[0].nbytes + R0[1].nbytes + R0[3].nbytes
+        if Xs.shape[0] < LOCALITY_MIN_ROWS or tree_bytes < LOCALITY_MIN_TREE_BYTES:
             return Xs, None
         leaf = np.empty(Xs.shape[0], INDEX)
         _predict.leaf_positions(Xs, R0, leaf)

@@ -35,8 +35,8 @@ def test_extents_are_the_nearest_float32_outward():
     v = np.concatenate([v, [0.0, -0.0, 1e-46, -1e-46, 1.0, -1.0, 0.1, -0.1, 1e39, -1e39]])
     n = v.shape[0]
     none = np.full(n, -1, np.int64)
-    _, _, R32 = pack_predictor(none, none, none, np.zeros(n, np.int64), np.zeros(n),
-                               np.zeros(n), v[:, None], v[:, None], np.arange(n))
+    *_, R32 = pack_predictor(none, none, none, np.zeros(n, np.int64), np.zeros(n),
+                             np.zeros(n), v[:, None], v[:, None], np.arange(n))
     with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, then +-max
         f = v.astype(np.float32)
     lower = np.where(f > v, np.nextafter(f, np.float32(-np.inf)), f)
