@@ -4,7 +4,22 @@ import numpy as np
 import pytest
 
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from mondrian._predict import EXTENT, _branch_off, pack_predictor
+from mondrian._order import preorder
+from mondrian._predict import (
+    EXACT,
+    EXTENT,
+    GAMMA1,
+    GAMMA2,
+    NOISE,
+    SIG_LIFETIME,
+    _branch_off,
+    _off_component,
+    exact_parameters,
+    pack_predictor,
+)
+from mondrian.posterior import belief_propagation
+from tests.naive import naive_branch_off_moments
+from tests.test_posterior import _random_hp, _random_tree, _tree_arrays
 
 
 @pytest.mark.parametrize("Estimator", [MondrianForestRegressor, MondrianForestClassifier])
@@ -92,20 +107,14 @@ def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
 def test_branch_off_component_matches_dense_conditioning(seed):
     """The exact-posterior branch-off Gaussian equals dense conditioning on the tree with
     the new node inserted, at the kernel's split-time quadrature (paper Sec. 3.3)."""
-    from mondrian._order import preorder
-    from mondrian._predict import GAMMA1, N_NODE_PARAMS, _off_component, exact_parameters
-    from mondrian.posterior import belief_propagation
-    from tests.naive import naive_branch_off_moments
-    from tests.test_posterior import _random_hp, _random_tree, _tree_arrays
-
     rng = np.random.default_rng(seed)
     left, right, parent, tau, stats, root, n, leaf_y = _tree_arrays(
         *_random_tree(rng, int(rng.integers(1, 25))), rng=rng)
     mu_h, g1, g2, noise = _random_hp(rng)
-    lifetime = np.inf if seed % 3 else float(np.nanmax(np.where(np.isinf(tau[:n]), 0, tau[:n])))
-    lifetime += 0.5 if seed % 3 == 0 else 0.0
+    live = tau[:n]
+    lifetime = np.inf if seed % 3 else float(np.max(live[np.isfinite(live)], initial=0.0)) + 0.5
     tau = tau.copy()
-    tau[:n][np.isinf(tau[:n])] = lifetime  # leaves carry the lifetime
+    tau[:n][np.isinf(live)] = lifetime  # leaves carry the lifetime
     post_mean, post_var, down, belief = (np.empty(n) for _ in range(4))
     lam, eta_msg = np.zeros(n), np.zeros(n)
     belief_propagation(left, right, parent, tau, stats, root, n, mu_h, g1, g2, noise,
@@ -113,24 +122,22 @@ def test_branch_off_component_matches_dense_conditioning(seed):
     order = preorder(left, right, root, n)
     P = exact_parameters(order, parent, tau, g1, g2, noise, post_mean, post_var, down, belief,
                          lam, eta_msg)
-    assert P.shape[1] == N_NODE_PARAMS
-    sig = 1.0 / (1.0 + np.exp(-g2 * lifetime))
-    h = np.array([1.0, g1, g2, noise, sig])
-    assert h[GAMMA1] == g1
+    h = np.zeros(5)
+    h[[EXACT, GAMMA1, GAMMA2, NOISE]] = 1.0, g1, g2, noise
+    h[SIG_LIFETIME] = 1.0 / (1.0 + np.exp(-g2 * lifetime))
     for k in rng.permutation(n)[:6]:
         j = int(order[k])
-        t_parent = 0.0 if j == root else tau[parent[j]]
-        delta = tau[j] - t_parent
-        eta = float(rng.uniform(0.05, 3.0))
+        delta = tau[j] - (0.0 if j == root else tau[parent[j]])
         if not delta > 0:
             continue
-        if np.isinf(delta):
+        eta = float(rng.uniform(0.05, 3.0))
+        if np.isinf(delta):  # untruncated split time: the kernel's two-point rule
             p = 1.0
-            s_nodes, s_w = [0.5 / eta, 3.0 / eta], [0.8, 0.2]
-        else:
+            s_nodes, s_weights = [0.5 / eta, 3.0 / eta], [0.8, 0.2]
+        else:  # truncated to [0, delta]: its mean
             p = -np.expm1(-delta * eta)
-            s_nodes, s_w = [1.0 / eta - delta * (1.0 - p) / p], [1.0]
+            s_nodes, s_weights = [1.0 / eta - delta * (1.0 - p) / p], [1.0]
         got = _off_component(k, eta, delta, p, P, h)
         want = naive_branch_off_moments(left, right, parent, tau, root, n, leaf_y, j, s_nodes,
-                                        s_w, lifetime, mu_h, g1, g2, noise)
+                                        s_weights, lifetime, mu_h, g1, g2, noise)
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-10 * g1)
