@@ -541,14 +541,17 @@ def _leaf_rows(j, leaf_head, pt_next, count):
 def _extend_one(
     r, X, y, labels, task, min_samples_split, lifetime,
     left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-    root, n_nodes,
+    root, n_nodes, e,
 ):
-    """ExtendMondrianTree for one row ``r`` (paper Alg. 3-4, thesis Alg. 5.10)."""
+    """ExtendMondrianTree for one row ``r`` (paper Alg. 3-4, thesis Alg. 5.10).
+
+    ``e`` is scratch of ``n_features`` floats. A point inside a node's box (most of the
+    path's top) costs one pass over the features: nothing is drawn and nothing extends.
+    """
     n_features = X.shape[1]
     x = X[r]
     yv = y[r]
     k = labels[r]
-    e = np.empty(n_features)
     j = root
     while True:
         if left[j] == NO_NODE and _paused(stats, j, task, min_samples_split):
@@ -573,14 +576,15 @@ def _extend_one(
             return root, n_nodes
         rate = 0.0
         for d in range(n_features):
-            e[d] = max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
-            rate += e[d]
+            rate += max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
         split_time = np.inf
         if rate > 0:
             split_time = tau_parent + np.random.exponential(1.0 / rate)
         if split_time < tau[j]:
             # introduce a new parent above j and a new leaf holding x (Alg. 4 lines 3-9)
+            for d in range(n_features):
+                e[d] = max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
             d = _sample_dimension(e, rate)
             if x[d] > upper[j, d]:
                 xi = upper[j, d] + np.random.random() * (x[d] - upper[j, d])
@@ -644,9 +648,10 @@ def _extend_one(
                 ikn_refresh_up(left, right, parent, stats, p, k)
             return root, n_nodes
         # extend the block of j and descend (Alg. 4 lines 11-14)
-        for d in range(n_features):
-            lower[j, d] = min(lower[j, d], x[d])
-            upper[j, d] = max(upper[j, d], x[d])
+        if rate > 0:
+            for d in range(n_features):
+                lower[j, d] = min(lower[j, d], x[d])
+                upper[j, d] = max(upper[j, d], x[d])
         if task == REGRESSION:
             _add_point_stats(stats, j, yv)
         if left[j] == NO_NODE:
@@ -670,11 +675,12 @@ def extend_tree(
     Returns the new ``(root, n_nodes)``.
     """
     np.random.seed(seed)
+    e = np.empty(X.shape[1])
     for i in range(rows.shape[0]):
         root, n_nodes = _extend_one(
             rows[i], X, y, labels, task, min_samples_split, lifetime,
             left, right, parent, feature, threshold, tau, lower, upper, stats,
-            leaf_head, pt_next, root, n_nodes,
+            leaf_head, pt_next, root, n_nodes, e,
         )
     return root, n_nodes
 
