@@ -58,6 +58,11 @@ def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, o
     return R
 
 
+def predictor_nbytes(R) -> int:
+    """Bytes held by a predictor (its two box views share one buffer)."""
+    return R[0].nbytes + R[1].nbytes + R[3].nbytes
+
+
 @numba.njit(**JIT)
 def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order,
                     T, C, B64, B32):

@@ -537,6 +537,12 @@ def _leaf_rows(j, leaf_head, pt_next, count):
     return out[:n]
 
 
+@numba.njit(inline="always", **JIT)
+def _box_gap(lower, upper, j, x, d):
+    """How far ``x`` lies outside the box of node ``j`` along feature ``d`` (Alg. 4 line 2)."""
+    return max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
+
+
 @numba.njit(**JIT)
 def _extend_one(
     r, X, y, labels, task, min_samples_split, lifetime,
@@ -576,7 +582,7 @@ def _extend_one(
             return root, n_nodes
         rate = 0.0
         for d in range(n_features):
-            rate += max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
+            rate += _box_gap(lower, upper, j, x, d)
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
         split_time = np.inf
         if rate > 0:
@@ -584,7 +590,7 @@ def _extend_one(
         if split_time < tau[j]:
             # introduce a new parent above j and a new leaf holding x (Alg. 4 lines 3-9)
             for d in range(n_features):
-                e[d] = max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
+                e[d] = _box_gap(lower, upper, j, x, d)
             d = _sample_dimension(e, rate)
             if x[d] > upper[j, d]:
                 xi = upper[j, d] + np.random.random() * (x[d] - upper[j, d])

@@ -220,8 +220,8 @@ class _BaseMondrianForest(BaseEstimator):
         Xs = self._scale(self._check_X(X, reset=False))
         self._ensure_posterior()
         R0 = self._posterior[0][0]  # the first tree's predictor
-        tree_bytes = R0[0].nbytes + R0[1].nbytes + R0[3].nbytes
-        if Xs.shape[0] < LOCALITY_MIN_ROWS or tree_bytes < LOCALITY_MIN_TREE_BYTES:
+        small_tree = _predict.predictor_nbytes(R0) < LOCALITY_MIN_TREE_BYTES
+        if Xs.shape[0] < LOCALITY_MIN_ROWS or small_tree:
             return Xs, None
         leaf = np.empty(Xs.shape[0], INDEX)
         _predict.leaf_positions(Xs, R0, leaf)

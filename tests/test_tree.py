@@ -510,7 +510,7 @@ def test_blocks_larger_than_the_small_block_path(task):
     # extent), so the root's right child is itself above the threshold
     x0 = np.concatenate([rng.uniform(0.0, 0.1, n_far), rng.uniform(0.9, 1.0, n - n_far)])
     X = np.column_stack([x0, rng.uniform(0.0, 1e-3, n)])
-    y, labels = reg_data(X)
+    y, _ = reg_data(X)
     labels = (X[:, 0] > 0.95).astype(np.int64) + (rng.random(n) < 0.1)
     rows = rng.permutation(n)
     tree = TreeArrays.empty(2, n_stats(task, 3), n)
