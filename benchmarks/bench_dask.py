@@ -106,13 +106,8 @@ from benchmarks.dask_probes import (
 from cluster import connect
 from ebf import EmpiricalBayesianForestRegressor, binning
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
-from ebf.dask.histograms import (
-    _bin_partition,
-    _encode_partition,
-    _partition_histogram,
-    check_inputs,
-    tree_reduce,
-)
+from ebf.dask.histograms import _bin_partition, _partition_histogram, tree_reduce
+from ebf.dask.inputs import _encode_partition, check_inputs
 from ebf.model import save
 from ebf.trunk import TrunkArrays
 from pipelines.io import read_dataset, read_parquet_metadata, write_parquet_atomic

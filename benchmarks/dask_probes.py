@@ -153,7 +153,7 @@ class TrunkLevelLog(logging.Handler):
             call, n_open, n_parts, seconds = record.args
             self.levels.append({"level": int(call), "open_nodes": int(n_open),
                                 "partitions": int(n_parts), "seconds": float(seconds)})
-        elif record.name == "ebf.dask.fit" and msg.startswith("largest branch"):
+        elif record.name == "ebf.dask.histograms" and msg.startswith("largest branch"):
             self.regrown.append(record.getMessage())
 
     def __enter__(self) -> TrunkLevelLog:

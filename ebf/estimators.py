@@ -16,11 +16,12 @@ classes, so save / load / predict are shared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
@@ -95,8 +96,54 @@ def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> Gaussi
     return GaussianMixture._trusted(W, M, V)
 
 
+@dataclass(frozen=True)
+class FitPlan:
+    """What a fit of a branched ensemble is, once its input is known (``_fit_plan``).
+
+    The local fit and the Dask fit (``ebf.dask``) both build one with
+    :meth:`_BranchedEnsemble._fit_plan`, fit the branches it describes, and hand the fitted
+    parts to :meth:`_BranchedEnsemble._from_parts`: one definition of seeds, branch
+    parameters, trunk parameters and fitted attributes for both.
+
+    Attributes
+    ----------
+    encoder : FeatureEncoder
+        The fitted input encoder.
+    classes : ndarray or None
+        Sorted class labels (classification).
+    entropy : int
+        The resolved seed; branch ``b`` draws from ``(entropy, b)`` only.
+    spec : BranchSpec
+        What every branch learner shares.
+    n_rows : int
+        Training rows.
+    trunk : Trunk or None
+        EBF: the unfitted trunk with its parameters (grow it with ``fit`` or
+        :func:`ebf.trunk.grow_trunk` and :meth:`Trunk._from_arrays`).
+    subsample_sizes : ndarray or None
+        SSF: rows of every sub-sample (:func:`subsample_groups`).
+    """
+
+    encoder: FeatureEncoder
+    classes: np.ndarray | None
+    entropy: int
+    spec: BranchSpec
+    n_rows: int
+    trunk: Trunk | None = None
+    subsample_sizes: np.ndarray | None = None
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes (0 for regression)."""
+        return 0 if self.classes is None else len(self.classes)
+
+
 class _BranchedEnsemble(BaseEstimator):
-    """Shared by EBF and SSF: parameters, input handling, branch spec, persistence."""
+    """Shared by EBF and SSF: parameters, input handling, the fit plan, persistence.
+
+    Seams for ``ebf.dask`` (documented in ``ebf/LAYOUT.md``): :meth:`_fit_plan` and
+    :meth:`_from_parts`.
+    """
 
     _task = REGRESSION
 
@@ -114,7 +161,7 @@ class _BranchedEnsemble(BaseEstimator):
         """Validate parameters and inputs; nothing is assigned yet.
 
         Returns the encoded ``X``, the target (float64, or class codes), the weights (or
-        None) and the fitted attributes that describe the input.
+        None) and the :class:`FitPlan`.
         """
         self._validate_params()
         check_target_not_in_features(X, y)
@@ -129,19 +176,32 @@ class _BranchedEnsemble(BaseEstimator):
         if sample_weight is not None:
             w = _check_sample_weight(sample_weight, A, dtype=np.float64,
                                      ensure_non_negative=True)
-        return A, y, w, self._input_attrs(encoder, classes)
+        return A, y, w, self._fit_plan(encoder, classes, A.shape[0])
 
-    def _input_attrs(self, encoder: FeatureEncoder, classes: np.ndarray | None) -> dict:
-        """Fitted attributes of the input and the seed (shared with ``ebf.dask``)."""
-        attrs = input_attributes(encoder)
-        if self._task == CLASSIFICATION:
-            attrs["classes_"] = classes
-        attrs["entropy_"] = resolve_entropy(self.random_state)
-        return attrs
+    def _fit_plan(self, encoder: FeatureEncoder, classes: np.ndarray | None,
+                  n_rows: int) -> FitPlan:
+        """The plan of a fit on ``n_rows`` rows of this input (a seam used by ``ebf.dask``).
 
-    def _branch_spec(self, n_classes: int) -> BranchSpec:
-        """What every branch shares (``ebf.dask`` sends it to the branch tasks)."""
-        return BranchSpec(
+        Validates the parameters; changes nothing on the estimator.
+
+        Parameters
+        ----------
+        encoder : FeatureEncoder
+            Fitted on the training input (``fit`` or ``FeatureEncoder.from_summaries``).
+        classes : ndarray or None
+            Sorted class labels (classifiers), None for regressors.
+        n_rows : int
+            Training rows.
+
+        Returns
+        -------
+        FitPlan
+        """
+        self._validate_params()
+        if (classes is None) != (self._task == REGRESSION):
+            raise ValueError(f"{type(self).__name__} needs classes exactly when it classifies.")
+        n_classes = 0 if classes is None else len(classes)
+        spec = BranchSpec(
             learner=self.branch,
             task=self._task,
             n_estimators=int(self.n_estimators),
@@ -152,16 +212,45 @@ class _BranchedEnsemble(BaseEstimator):
             params=dict(self.branch_params or {}),
             n_jobs=self.n_jobs,
         )
+        return FitPlan(encoder=encoder, classes=classes,
+                       entropy=resolve_entropy(self.random_state), spec=spec,
+                       n_rows=int(n_rows), **self._plan_parts(int(n_rows), n_classes))
 
-    def _fit_parts(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
-                   groups: list[np.ndarray], attrs: dict) -> list:
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
+        """The :class:`FitPlan` fields of the subclass (``trunk`` or ``subsample_sizes``)."""
+        return {}
+
+    def _fit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                    groups: list[np.ndarray], plan: FitPlan) -> list:
         """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
-        spec = self._branch_spec(len(attrs.get("classes_", ())))
         return [
-            fit_branch(spec, A[rows], y[rows], None if w is None else w[rows],
-                       attrs["entropy_"], b)
+            fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
+                       plan.entropy, b)
             for b, rows in enumerate(groups)
         ]
+
+    def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
+        """Set every fitted attribute from the fitted parts, at once (a seam for ``ebf.dask``).
+
+        Parameters
+        ----------
+        plan : FitPlan
+            From :meth:`_fit_plan` of an estimator with the same parameters.
+        branches : list
+            Fitted branch learners in branch order (``ebf.branches.fit_branch``).
+        trunk : Trunk, optional
+            The fitted trunk (EBF).
+
+        Returns
+        -------
+        self
+        """
+        attrs = {**input_attributes(plan.encoder), "entropy_": int(plan.entropy)}
+        if self._task == CLASSIFICATION:
+            attrs["classes_"] = plan.classes
+        attrs.update(self._fitted_parts(plan, list(branches), trunk))
+        self._assign(attrs)
+        return self
 
     def _assign(self, attrs: dict) -> None:
         """Set all fitted attributes at once (a fit that raised has assigned nothing)."""
@@ -208,30 +297,35 @@ class _EBF(_BranchedEnsemble):
         "trunk_max_bins": [Interval(Integral, 2, 255, closed="both")],
     }
 
-    def _trunk(self, n_classes: int) -> Trunk:
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
         max_leaves = self.trunk_max_leaves
         if max_leaves is None and self.trunk_min_leaf_rows is None:
             max_leaves = DEFAULT_TRUNK_LEAVES
         min_rows = self.trunk_min_leaf_rows
         if min_rows is None:  # every branch must be big enough for a tree to split it
             min_rows = 2 * int(self.min_samples_leaf)
-        return Trunk(
+        trunk = Trunk(
             max_leaves=max_leaves,
             min_leaf_rows=min_rows,
             max_bins=self.trunk_max_bins,
             task=self._task,
             n_classes=n_classes or None,
         )
+        return {"trunk": trunk}
+
+    def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
+        if trunk is None or len(branches) != trunk.n_leaves_:
+            raise ValueError(f"an EBF needs its fitted trunk and one branch per trunk leaf; got "
+                             f"{len(branches)} branches for "
+                             f"{None if trunk is None else trunk.n_leaves_} leaves.")
+        return {"trunk_": trunk, "branches_": branches}
 
     def _fit(self, X: Any, y: Any, sample_weight: Any):
-        A, y, w, attrs = self._prepare(X, y, sample_weight)
-        trunk = self._trunk(len(attrs.get("classes_", ()))).fit(A, y, sample_weight=w)
+        A, y, w, plan = self._prepare(X, y, sample_weight)
+        trunk = clone(plan.trunk).fit(A, y, sample_weight=w)
         leaf = trunk.apply(A)
         groups = [np.flatnonzero(leaf == b) for b in range(trunk.n_leaves_)]
-        attrs["branches_"] = self._fit_parts(A, y, w, groups, attrs)
-        attrs["trunk_"] = trunk
-        self._assign(attrs)
-        return self
+        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan), trunk)
 
     def apply(self, X: Any) -> np.ndarray:
         """Branch (trunk leaf) id of every row.
@@ -250,8 +344,7 @@ class _EBF(_BranchedEnsemble):
     def branch_sizes_(self) -> np.ndarray:
         """Training rows per branch (from the trunk's leaf counts)."""
         check_is_fitted(self, "trunk_")
-        t = self.trunk_.trunk_
-        return t.n_rows[t.leaf_nodes()]
+        return self.trunk_.leaf_rows_
 
     def export_trunk(self, decimals: int = 3) -> str:
         """The trunk as readable rules with the training feature names."""
@@ -461,18 +554,27 @@ class _SSF(_BranchedEnsemble):
         "n_subsamples": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def _fit(self, X: Any, y: Any, sample_weight: Any):
-        A, y, w, attrs = self._prepare(X, y, sample_weight)
-        if A.shape[0] < self.n_subsamples:
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
+        if n_rows < self.n_subsamples:
             raise ValueError(
-                f"n_subsamples={self.n_subsamples} is more than n_samples={A.shape[0]}; "
+                f"n_subsamples={self.n_subsamples} is more than n_samples={n_rows}; "
                 "lower n_subsamples or pass more rows."
             )
-        groups = subsample_groups(attrs["entropy_"], A.shape[0], self.n_subsamples)
-        attrs["subsamples_"] = self._fit_parts(A, y, w, groups, attrs)
-        attrs["subsample_sizes_"] = np.array([g.size for g in groups])
-        self._assign(attrs)
-        return self
+        k = int(self.n_subsamples)
+        sizes = np.full(k, n_rows // k, dtype=np.int64)
+        sizes[: n_rows % k] += 1  # np.array_split's sizes, as in subsample_groups
+        return {"subsample_sizes": sizes}
+
+    def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
+        if len(branches) != len(plan.subsample_sizes):
+            raise ValueError(f"an SSF needs one forest per sub-sample; got {len(branches)} for "
+                             f"{len(plan.subsample_sizes)} sub-samples.")
+        return {"subsamples_": branches, "subsample_sizes_": plan.subsample_sizes.copy()}
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any):
+        A, y, w, plan = self._prepare(X, y, sample_weight)
+        groups = subsample_groups(plan.entropy, A.shape[0], self.n_subsamples)
+        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
 
     def _get_state(self) -> dict:
         return self._state({"subsamples": self.subsamples_,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,9 +29,9 @@ import pandas as pd
 from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
 from sklearn.utils import check_array
 
-from mondrian.validation import check_finite
+from mondrian.validation import check_finite, raise_nonfinite
 
-__all__ = ["CATEGORICAL", "NUMERIC", "FeatureEncoder"]
+__all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder", "column_kind"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ CATEGORICAL = "categorical"
 _BOOL_CATEGORIES = np.array(["False", "True"])
 
 
-def _column_kind(name: str, dtype: Any) -> str:
+def column_kind(name: str, dtype: Any) -> str:
     """``NUMERIC`` or ``CATEGORICAL`` for a column dtype, else a TypeError with the fix."""
     if isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or is_bool_dtype(dtype):
         return CATEGORICAL
@@ -70,6 +72,43 @@ def _local_codes(name: str, col: pd.Series) -> tuple[np.ndarray, np.ndarray, boo
             )
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
     return codes.astype(np.int64), np.array([str(u) for u in uniques], dtype=str), False
+
+
+@dataclass
+class ColumnSummary:
+    """What one block of rows (a whole frame, or one Dask partition) says about its columns.
+
+    Summaries of disjoint blocks of the same columns merge (:meth:`FeatureEncoder.from_summaries`)
+    into the encoder a fit on all their rows gives, so a distributed fit needs one pass that
+    sends only these (small) summaries to the driver.
+
+    Attributes
+    ----------
+    names, kinds, dtypes : list of str
+        Column names, ``"numeric"`` / ``"categorical"``, and dtypes as strings.
+    bools : list of bool
+        Whether a column has a bool dtype (its categories are ``["False", "True"]``).
+    has_names : bool
+        Whether the block was a DataFrame (an array has names ``x0 ..`` and no
+        ``feature_names_in_``).
+    n_rows : int
+    nan, inf : ndarray of int64, shape (n_columns,)
+        NaN and infinite values per numeric column (0 for categorical ones).
+    categories : dict of int to (list of str or None, dict of str to int, int)
+        Per categorical column: its ``category`` dtype's categories (None for other dtypes),
+        the count of every value seen (as a string), and the number of missing values.
+    """
+
+    names: list[str]
+    kinds: list[str]
+    dtypes: list[str]
+    bools: list[bool]
+    has_names: bool
+    n_rows: int
+    nan: np.ndarray
+    inf: np.ndarray
+    categories: dict[int, tuple[list[str] | None, dict[str, int], int]] = field(
+        default_factory=dict)
 
 
 class FeatureEncoder:
@@ -137,56 +176,135 @@ class FeatureEncoder:
     def _fit_transform(self, X: Any) -> np.ndarray:
         if not isinstance(X, pd.DataFrame):
             A = check_array(X, dtype=np.float64, order="C", ensure_all_finite=False)
-            names = np.array([f"x{j}" for j in range(A.shape[1])], dtype=str)
-            check_finite(A, names, "X")
-            self._set_columns(names, [NUMERIC] * A.shape[1], [str(A.dtype)] * A.shape[1],
-                              [np.array([], dtype=str)] * A.shape[1], [-1] * A.shape[1],
-                              has_names=False)
-            return A
+            self._learn([self.summarize(A)])
+            return A  # what ``transform`` would return: the checked float64 copy
+        self._learn([self.summarize(X)])
+        return self.transform(X)
+
+    @staticmethod
+    def summarize(X: Any) -> ColumnSummary:
+        """The mergeable summary of one block of rows (see :class:`ColumnSummary`).
+
+        Column kinds and dtypes are checked here (a ``TypeError`` names the column); values
+        are checked when the summaries are merged, with counts over all blocks.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_rows, n_features)
+            May have zero rows.
+
+        Returns
+        -------
+        ColumnSummary
+
+        Examples
+        --------
+        >>> s = FeatureEncoder.summarize(pd.DataFrame({"c": ["a", "b", "a"], "x": [1.0, 2, 3]}))
+        >>> s.kinds, s.categories[0][1]
+        (['categorical', 'numeric'], {'a': 2, 'b': 1})
+        """
+        if not isinstance(X, pd.DataFrame):
+            A = check_array(X, dtype=np.float64, order="C", ensure_all_finite=False,
+                            ensure_min_samples=0)
+            d = A.shape[1]
+            return ColumnSummary(
+                names=[f"x{j}" for j in range(d)], kinds=[NUMERIC] * d,
+                dtypes=[str(A.dtype)] * d, bools=[False] * d, has_names=False,
+                n_rows=A.shape[0], nan=np.isnan(A).sum(axis=0).astype(np.int64),
+                inf=np.isinf(A).sum(axis=0).astype(np.int64))
         names = [str(c) for c in X.columns]
         if len(set(names)) != len(names):
             dup = sorted({c for c in names if names.count(c) > 1})
             raise ValueError(f"X has duplicated column names {dup}; rename them.")
-        n, d = X.shape
+        d = len(names)
+        out = ColumnSummary(
+            names=names, kinds=[column_kind(name, t) for name, t in zip(names, X.dtypes,
+                                                                          strict=True)],
+            dtypes=[str(t) for t in X.dtypes], bools=[is_bool_dtype(t) for t in X.dtypes],
+            has_names=True, n_rows=len(X), nan=np.zeros(d, np.int64), inf=np.zeros(d, np.int64))
+        for j, name in enumerate(names):
+            col = X.iloc[:, j]
+            if out.kinds[j] == NUMERIC:
+                v = col.to_numpy(dtype=np.float64, na_value=np.nan)
+                out.nan[j] = np.isnan(v).sum()
+                out.inf[j] = np.isinf(v).sum()
+                continue
+            local, uniques, is_cat = _local_codes(name, col)
+            counts = np.bincount(local[local >= 0], minlength=uniques.size)
+            by_value: dict[str, int] = {}
+            for u, c in zip(uniques.tolist(), counts.tolist(), strict=True):
+                by_value[u] = by_value.get(u, 0) + int(c)
+            out.categories[j] = (uniques.tolist() if is_cat else None, by_value,
+                                 int((local < 0).sum()))
+        return out
+
+    @classmethod
+    def from_summaries(cls, summaries: Sequence[ColumnSummary]) -> FeatureEncoder:
+        """The encoder that ``fit`` learns on the concatenation of the summarised blocks.
+
+        Numeric columns stay as they are; a ``category`` column keeps its categories (the
+        union in order of first appearance if blocks differ, as ``cat.as_known()`` and
+        ``pd.concat`` build it), a bool column ``["False", "True"]``, a string column its
+        sorted distinct strings; the fallback code is the most frequent category over all
+        rows (ties: the smaller code).
+
+        Parameters
+        ----------
+        summaries : sequence of ColumnSummary
+            :meth:`summarize` of every block, in row order; all of the same columns.
+
+        Returns
+        -------
+        FeatureEncoder
+
+        Raises
+        ------
+        ValueError
+            No rows or no columns; blocks with other columns; NaN or inf in a numeric
+            column (named, with the counts over all blocks); a categorical column with no
+            value or with categories that coincide as strings.
+
+        Examples
+        --------
+        >>> parts = [pd.DataFrame({"c": ["b", "b"]}), pd.DataFrame({"c": ["a"]})]
+        >>> enc = FeatureEncoder.from_summaries([FeatureEncoder.summarize(p) for p in parts])
+        >>> enc.categories_[0].tolist(), int(enc.fallback_[0])
+        (['a', 'b'], 1)
+        """
+        return cls()._learn(summaries)
+
+    def _learn(self, summaries: Sequence[ColumnSummary]) -> FeatureEncoder:
+        if not summaries:
+            raise ValueError("from_summaries needs the summary of at least one block of rows.")
+        first = summaries[0]
+        for s in summaries[1:]:
+            if (s.names, s.kinds) != (first.names, first.kinds):
+                raise ValueError(
+                    f"blocks of rows have different columns or column kinds: "
+                    f"{list(zip(first.names, first.kinds, strict=True))} and "
+                    f"{list(zip(s.names, s.kinds, strict=True))}; give every block the same "
+                    "columns and dtypes.")
+        n, d = sum(s.n_rows for s in summaries), len(first.names)
         if d == 0:
             raise ValueError(f"0 feature(s) (shape=({n}, 0)) while a minimum of 1 is required.")
         if n == 0:
-            raise ValueError(f"Found array with 0 sample(s) (shape=(0, {d})) while a minimum of "
-                             "1 is required.")
-        A = np.empty((n, d))
-        kinds, cats, fallback = [], [], []
-        for j, name in enumerate(names):
-            col = X.iloc[:, j]
-            kind = _column_kind(name, col.dtype)
-            kinds.append(kind)
-            if kind == NUMERIC:
-                A[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            raise ValueError(f"Found 0 rows (shape=(0, {d})) in {len(summaries)} block(s) "
+                             "while a minimum of 1 is required.")
+        raise_nonfinite(np.sum([s.nan for s in summaries], axis=0),
+                        np.sum([s.inf for s in summaries], axis=0), first.names, n, "X")
+        cats, fallback = [], []
+        for j, name in enumerate(first.names):
+            if first.kinds[j] == NUMERIC:
                 cats.append(np.array([], dtype=str))
                 fallback.append(-1)
                 continue
-            local, uniques, is_cat = _local_codes(name, col)
-            if is_cat:
-                categories = uniques
-                if np.unique(categories).size != categories.size:
-                    raise ValueError(f"Column {name!r} has categories that coincide as strings; "
-                                     "rename them.")
-            elif is_bool_dtype(col.dtype):
-                categories = _BOOL_CATEGORIES
-            else:
-                categories = np.unique(uniques)
-            codes = _lookup(categories, uniques)[local]
-            seen = codes[codes >= 0]
-            if seen.size == 0:
-                raise ValueError(f"Column {name!r} has no non-missing values; drop it.")
-            top = int(np.argmax(np.bincount(seen, minlength=categories.size)))
-            A[:, j] = self._fill(name, codes, local, uniques, top, categories)
+            categories, per_code = _merge_categories(name, first.bools[j],
+                                                     [s.categories[j] for s in summaries])
             cats.append(categories)
-            fallback.append(top)
-        check_finite(A, names, "X")
-        self._set_columns(np.array(names, dtype=str), kinds,
-                          [str(X.dtypes.iloc[j]) for j in range(d)], cats, fallback,
-                          has_names=True)
-        return A
+            fallback.append(int(np.argmax(per_code)))
+        self._set_columns(np.array(first.names, dtype=str), first.kinds, first.dtypes, cats,
+                          fallback, has_names=first.has_names)
+        return self
 
     def _set_columns(self, names, kinds, dtypes, cats, fallback, has_names: bool) -> None:
         self.names_ = np.asarray(names, dtype=str)
@@ -268,7 +386,7 @@ class FeatureEncoder:
         A = np.empty((X.shape[0], self.n_features_in_))
         for j, name in enumerate(self.names_.tolist()):
             col = X.iloc[:, j]
-            kind = _column_kind(name, col.dtype)
+            kind = column_kind(name, col.dtype)
             if kind != self.kinds_[j]:
                 raise TypeError(
                     f"Column {name!r} was {self.kinds_[j]} ({self.dtypes_[j]}) at fit but "
@@ -319,6 +437,34 @@ class FeatureEncoder:
         """Restore the state of :meth:`_get_state`."""
         self._set_columns(state["names"], state["kinds"], state["dtypes"],
                           state["categories"], state["fallback"], bool(state["has_names"]))
+
+
+def _merge_categories(name: str, is_bool: bool,
+                      parts: Sequence[tuple[list[str] | None, dict[str, int], int]]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Categories of a column and their counts from the per-block summaries."""
+    counts: dict[str, int] = {}
+    order: dict[str, None] = {}  # category dtype: categories in order of first appearance
+    is_cat = False
+    for own, by_value, _ in parts:
+        if own is not None:
+            is_cat = True
+            order.update(dict.fromkeys(own))
+        for value, c in by_value.items():
+            counts[value] = counts.get(value, 0) + c
+    if is_cat:
+        categories = np.array(list(order), dtype=str)
+        if np.unique(categories).size != categories.size:
+            raise ValueError(f"Column {name!r} has categories that coincide as strings; "
+                             "rename them.")
+    elif is_bool:
+        categories = _BOOL_CATEGORIES
+    else:
+        categories = np.unique(np.array(list(counts), dtype=str))
+    per_code = np.array([counts.get(c, 0) for c in categories.tolist()], dtype=np.int64)
+    if per_code.sum() == 0:
+        raise ValueError(f"Column {name!r} has no non-missing values; drop it.")
+    return categories, per_code
 
 
 def _lookup(categories: np.ndarray, uniques: np.ndarray) -> np.ndarray:

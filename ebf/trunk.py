@@ -497,6 +497,8 @@ class Trunk(BaseEstimator):
         Bin edges per feature (``binning.bin_edges`` or the ones given to ``fit``).
     n_leaves_ : int
         Number of leaves ``L``; leaf ids are ``0 .. L-1`` in preorder.
+    max_leaves_ : int or None
+        The leaf budget the trunk was grown with (None: no budget).
     leaf_values_ : ndarray of shape (L,) or (L, C)
         Weighted mean label (regression) or weighted class fractions per leaf.
     n_classes_ : int
@@ -638,12 +640,48 @@ class Trunk(BaseEstimator):
                 min_leaf_rows=self.min_leaf_rows, min_leaf_weight=self.min_leaf_weight,
                 max_depth=self.max_depth,
             )
-        self._set_fitted(trunk, edges, n_classes)
+        self._set_fitted(trunk, edges, n_classes, self.max_leaves)
         return self
 
+    @classmethod
+    def _from_arrays(cls, params: dict, arrays: TrunkArrays, bin_edges: Sequence[Any],
+                     n_features: int) -> Trunk:
+        """A fitted trunk from arrays grown elsewhere (a seam used by ``ebf.dask``).
+
+        The distributed fit grows the trunk with :func:`grow_trunk` over a histogram source
+        of its own; this builds the estimator ``Trunk(**params).fit`` would give for the same
+        arrays, without touching its private state from outside.
+
+        Parameters
+        ----------
+        params : dict
+            Constructor parameters (``Trunk.get_params()``); ``max_leaves`` is the leaf
+            budget the arrays were grown with.
+        arrays : TrunkArrays
+            Output of :func:`grow_trunk` with these parameters and edges.
+        bin_edges : sequence of ndarray
+            The bin edges the arrays were grown on.
+        n_features : int
+            Number of (encoded) features.
+
+        Returns
+        -------
+        Trunk
+        """
+        trunk = cls(**params)
+        trunk._validate_params()
+        if arrays.n_leaves and arrays.leaf_id.max() != arrays.n_leaves - 1:
+            raise ValueError("trunk arrays must come from grow_trunk (leaf ids 0 .. L-1).")
+        n_classes = int(trunk.n_classes) if trunk.task == "classification" else None
+        trunk.n_features_in_ = int(n_features)
+        trunk._set_fitted(arrays, binning.check_bin_edges(bin_edges, int(n_features)),
+                          n_classes, trunk.max_leaves)
+        return trunk
+
     def _set_fitted(self, trunk: TrunkArrays, edges: list[np.ndarray],
-                    n_classes: int | None) -> None:
+                    n_classes: int | None, max_leaves: int | None) -> None:
         self.trunk_ = trunk
+        self.max_leaves_ = None if max_leaves is None else int(max_leaves)
         self.bin_edges_ = edges
         self.n_leaves_ = trunk.n_leaves
         stats = trunk.stats[trunk.leaf_nodes()]
@@ -652,6 +690,12 @@ class Trunk(BaseEstimator):
         else:
             self.n_classes_ = int(n_classes)
             self.leaf_values_ = stats[:, 1:] / stats[:, 1:].sum(axis=1, keepdims=True)
+
+    @property
+    def leaf_rows_(self) -> np.ndarray:
+        """Training rows per leaf, in leaf-id order (the branch sizes of an EBF)."""
+        check_is_fitted(self, "trunk_")
+        return self.trunk_.n_rows[self.trunk_.leaf_nodes()]
 
     def apply(self, X: Any) -> np.ndarray:
         """Leaf id (``0 .. n_leaves_ - 1``, the branch) of every row.
@@ -751,6 +795,7 @@ class Trunk(BaseEstimator):
             "n_classes_": int(self.n_classes_) if self.task == "classification" else None,
             "bin_edges_": [np.asarray(e) for e in self.bin_edges_],
             "trunk_": self.trunk_.to_dict(),
+            "max_leaves_": self.max_leaves_,
         }
 
     def _set_state(self, state: dict) -> None:
@@ -776,4 +821,4 @@ class Trunk(BaseEstimator):
         self.n_features_in_ = d
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
-        self._set_fitted(trunk, edges, n_classes)
+        self._set_fitted(trunk, edges, n_classes, state.get("max_leaves_", self.max_leaves))

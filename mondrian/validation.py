@@ -19,21 +19,36 @@ def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str) -> None:
     """
     if A.size == 0 or np.isfinite(A).all():
         return
-    bad_nan = np.isnan(A).sum(axis=0)
-    bad_inf = np.isinf(A).sum(axis=0)
+    raise_nonfinite(np.isnan(A).sum(axis=0), np.isinf(A).sum(axis=0), names, A.shape[0], what)
+
+
+def raise_nonfinite(nan: np.ndarray, inf: np.ndarray, names: Sequence[str] | None, n_rows: int,
+                    what: str) -> None:
+    """Raise ``ValueError`` naming every column with NaN or inf counts (no-op if none).
+
+    Parameters
+    ----------
+    nan, inf : ndarray of shape (n_columns,)
+        NaN and infinite values per column (e.g. summed over the partitions of a dataset).
+    names : column names, or None for ``column 0, column 1, ...``
+    n_rows : int
+        Rows the counts are out of.
+    what : what the array is (``"X"``, ``"y"``), used in the message.
+    """
     parts = []
-    for c in np.flatnonzero(bad_nan + bad_inf):
+    for c in np.flatnonzero(np.asarray(nan) + np.asarray(inf)):
         label = str(names[c]) if names is not None else f"column {c}"
         kinds = []
-        if bad_nan[c]:
-            kinds.append(f"{int(bad_nan[c])} NaN")
-        if bad_inf[c]:
-            kinds.append(f"{int(bad_inf[c])} inf")
+        if nan[c]:
+            kinds.append(f"{int(nan[c])} NaN")
+        if inf[c]:
+            kinds.append(f"{int(inf[c])} inf")
         parts.append(f"{label!r}: {' and '.join(kinds)}")
-    raise ValueError(
-        f"{what} contains NaN or inf in {len(parts)} column(s) ({'; '.join(parts)}) out of "
-        f"{A.shape[0]} rows; drop or impute those values before fitting or predicting."
-    )
+    if parts:
+        raise ValueError(
+            f"{what} contains NaN or inf in {len(parts)} column(s) ({'; '.join(parts)}) out of "
+            f"{n_rows} rows; drop or impute those values before fitting or predicting."
+        )
 
 
 @contextmanager

@@ -35,7 +35,8 @@ from ebf.dask import (
     DaskSubsampleForestRegressor,
 )
 from ebf.dask.client import gather, wait_for
-from ebf.dask.histograms import check_inputs, encode, sample_bin_edges, summarize
+from ebf.dask.histograms import sample_bin_edges
+from ebf.dask.inputs import check_inputs, encode, summarize
 from ebf.features import FeatureEncoder
 from ebf.model import estimator_state, load, save
 

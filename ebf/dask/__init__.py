@@ -5,9 +5,10 @@ The distributed layer only orchestrates: every algorithm is the single-process o
 distributed fit equals the local fit on the same rows (see ``estimators.py`` for the
 phases). Modules, in data-flow order:
 
-``histograms``  input checks, the summary / encoding passes, bin edges, histogram source
-``fit``         trunk growth under a branch-memory budget, branch tasks, assembly
+``inputs``      schema checks, the summary pass (encoder, target checks), the encoding pass
+``histograms``  bin edges, the distributed histogram source, the trunk
 ``shuffle``     routing rows to branches and moving each branch's rows together
+``branches``    the per-branch memory budget, one fit task per branch
 ``predict``     lazy ``map_partitions`` predictions of a local model
 ``estimators``  the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
 
@@ -18,13 +19,13 @@ Examples
 >>> model.fit(ddf[features], ddf[target]).predict_frame(ddf[features])  # doctest: +SKIP
 """
 
+from .branches import BranchMemoryError
 from .estimators import (
     DaskEmpiricalBayesianForestClassifier,
     DaskEmpiricalBayesianForestRegressor,
     DaskSubsampleForestClassifier,
     DaskSubsampleForestRegressor,
 )
-from .fit import BranchMemoryError
 from .predict import predict_frame, predict_series
 
 __all__ = [

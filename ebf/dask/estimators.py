@@ -5,7 +5,7 @@ function to map observations to separate locations corresponding to each branch"
 forest is fit "at each location (machine) for each branch". The phases of :meth:`fit`
 (names used in logs, ``fit_timings_``, ``progress`` and the dashboard's spans):
 
-``schema``     metadata checks, no data read (:func:`~ebf.dask.histograms.check_inputs`)
+``schema``     metadata checks, no data read (:func:`~ebf.dask.inputs.check_inputs`)
 ``summary``    one pass: lengths, categories, target and weight checks, the encoder
 ``encode``     one pass: partitions encoded on the workers (kept there)
 ``bin_edges``  the rows the local binning draws, gathered; the local ``bin_edges`` (EBF)
@@ -29,34 +29,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-import numpy as np
 from distributed import Client
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
-from ..branches import BranchSpec
 from ..estimators import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
+    FitPlan,
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from .branches import BranchMemoryError, fit_branches, max_branch_rows, parse_branch_memory
 from .client import Report, current_client
-from .fit import (
-    BranchMemoryError,
-    assemble,
-    fit_branches,
-    fit_trunk,
-    max_branch_rows,
-    parse_branch_memory,
-)
-from .histograms import (
-    EncodedData,
-    check_inputs,
-    encode,
-    sample_bin_edges,
-    summarize,
-)
+from .histograms import fit_trunk, sample_bin_edges
+from .inputs import EncodedData, check_inputs, encode, summarize
 from .predict import predict_frame, predict_series
 from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
 
@@ -100,18 +87,19 @@ class _Phases:
 class _DaskEnsemble(BaseEstimator):
     """Shared by the Dask estimators: parameters, the fit pipeline, prediction.
 
-    Subclasses define ``_local_class`` and ``_fit_parts(client, local, data, attrs, spec,
-    max_rows, phases) -> dict``, which fits the branches (EBF: the trunk first) and returns
-    the fitted attributes they add.
+    The local estimator plans the fit (``_fit_plan``) and assembles the fitted parts
+    (``_from_parts``); subclasses define ``_local_class`` and ``_fit_parts(client, data,
+    plan, summary, max_rows, phases) -> (local, plan, branches, trunk)``, which fits the
+    branches (EBF: the trunk first).
     """
 
     _local_class: type
     _dask_params = ("branch_memory", "client")
 
-    def _local_estimator(self) -> Any:
+    def _local_estimator(self, **overrides: Any) -> Any:
         params = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in self._dask_params}
-        return self._local_class(**params)
+        return self._local_class(**{**params, **overrides})
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None,
             progress: Progress | None = None) -> _DaskEnsemble:
@@ -133,24 +121,25 @@ class _DaskEnsemble(BaseEstimator):
         self
         """
         local = self._local_estimator()
-        local._validate_params()
+        local._validate_params()  # scikit-learn's public parameter check, before any work
         budget = parse_branch_memory(self.branch_memory)
         client = current_client(self.client)
         logger.info("fitting %s on %s (dashboard %s)", type(local).__name__, client,
                     getattr(client, "dashboard_link", None))
+        task = "classification" if is_classifier(local) else "regression"
         phases = _Phases(progress)
         with phases("fit"):
             with phases("schema"):
-                frame, layout = check_inputs(X, y, sample_weight, local._task)
+                frame, layout = check_inputs(X, y, sample_weight, task)
             with phases("summary"):
                 summary = summarize(client, frame, layout, phases.report("summary"))
+            plan = local._fit_plan(summary.encoder, summary.classes, summary.n)
             with phases("encode"):
                 data = encode(client, frame, layout, summary, phases.report("encode"))
-            attrs = local._input_attrs(summary.encoder, summary.classes)
-            spec = local._branch_spec(data.n_classes)
-            max_rows = max_branch_rows(budget, data.n_features, data.has_weight, spec)
-            parts = self._fit_parts(client, local, data, attrs, spec, max_rows, phases)
-            model = assemble(local, attrs, parts)
+            max_rows = max_branch_rows(budget, data.n_features, data.has_weight, plan.spec)
+            local, plan, branches, trunk = self._fit_parts(client, local, plan, data, max_rows,
+                                                           phases)
+            model = local._from_parts(plan, branches, trunk)
         self.model_ = model
         self.fit_timings_ = phases.timings
         self.n_partitions_ = int(summary.lengths.size)
@@ -212,56 +201,52 @@ class _DaskEnsemble(BaseEstimator):
 
 
 class _DaskEBF(_DaskEnsemble):
-    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
-                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
-        trunk = local._trunk(data.n_classes)
+    def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
+                   max_rows: int | None, phases: _Phases) -> tuple:
         with phases("bin_edges"):
-            edges = sample_bin_edges(client, data, trunk.max_bins)
+            edges = sample_bin_edges(client, data, plan.trunk.max_bins)
         with phases("trunk"):
-            budget = trunk.max_leaves
-            trunk = fit_trunk(client, data, trunk, edges, max_rows,
+            trunk = fit_trunk(client, data, plan.trunk, edges, max_rows,
                               grow_budget=self.trunk_max_leaves is None,
                               report=phases.report("trunk"))
-            if trunk.max_leaves != budget:  # the local twin must grow the same trunk
-                local.trunk_max_leaves = trunk.max_leaves
+            if trunk.max_leaves != plan.trunk.max_leaves:
+                # the model carries the leaf budget it was grown with, so that a local refit
+                # with its parameters grows the same trunk
+                local = self._local_estimator(trunk_max_leaves=trunk.max_leaves)
+                plan = local._fit_plan(plan.encoder, plan.classes, plan.n_rows)
         with phases("route"):
             routed = route_by_trunk(client, data, trunk)
             moved = move_rows(client, routed, routed_meta(data), trunk.n_leaves_,
                               report=phases.report("route"))
-            data.futures = []
+            data.release()
             del routed
         with phases("branches"):
-            t = trunk.trunk_
-            branches = fit_branches(client, moved, spec, attrs["entropy_"], data.n_features,
-                                    data.has_weight, t.n_rows[t.leaf_nodes()],
+            branches = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
+                                    data.has_weight, trunk.leaf_rows_,
                                     phases.report("branches"))
-        return {"trunk_": trunk, "branches_": branches}
+        return local, plan, branches, trunk
 
 
 class _DaskSSF(_DaskEnsemble):
-    def _fit_parts(self, client: Client, local: Any, data: EncodedData, attrs: dict,
-                   spec: BranchSpec, max_rows: int | None, phases: _Phases) -> dict:
-        k, n = int(local.n_subsamples), data.n
-        if n < k:
-            raise ValueError(f"n_subsamples={k} is more than n_samples={n}; lower n_subsamples "
-                             "or pass more rows.")
-        sizes = np.array([n // k + (1 if i < n % k else 0) for i in range(k)], dtype=np.int64)
+    def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
+                   max_rows: int | None, phases: _Phases) -> tuple:
+        sizes, k = plan.subsample_sizes, len(plan.subsample_sizes)
         if max_rows is not None and sizes.max() > max_rows:
             raise BranchMemoryError(
                 f"A sub-sample has {int(sizes.max())} rows, more than the {max_rows} rows that "
-                f"fit branch_memory; use n_subsamples >= {-(-n // max_rows)}, raise "
+                f"fit branch_memory; use n_subsamples >= {-(-plan.n_rows // max_rows)}, raise "
                 "branch_memory, or use fewer trees."
             )
         with phases("route"):
-            routed = route_by_subsample(client, data, attrs["entropy_"], k)
+            routed = route_by_subsample(client, data, plan.entropy, k)
             moved = move_rows(client, routed, routed_meta(data), k,
                               report=phases.report("route"))
-            data.futures = []
+            data.release()
             del routed
         with phases("branches"):
-            subsamples = fit_branches(client, moved, spec, attrs["entropy_"], data.n_features,
+            subsamples = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
                                       data.has_weight, sizes, phases.report("branches"))
-        return {"subsamples_": subsamples, "subsample_sizes_": sizes}
+        return local, plan, subsamples, None
 
 
 _DASK_PARAMS_DOC = """
@@ -269,9 +254,9 @@ _DASK_PARAMS_DOC = """
         Memory budget of one branch task, e.g. ``"2GB"`` (Sec. 4.2: "branch size so that
         the working memory required to fit a forest at each branch is slightly less than
         the memory available on each machine"). Turned into a maximum of rows per branch by
-        :func:`ebf.dask.fit.max_branch_rows`; EBF grows the trunk (raising its leaf budget
+        :func:`ebf.dask.branches.max_branch_rows`; EBF grows the trunk (raising its leaf budget
         unless ``trunk_max_leaves`` is set) until every branch is under it, else raises
-        :class:`ebf.dask.fit.BranchMemoryError` with advice. None: no limit.
+        :class:`ebf.dask.branches.BranchMemoryError` with advice. None: no limit.
     client : distributed.Client or None, default=None
         Client to run on; None uses the default client at call time
         (``distributed.get_client()``). No cluster is ever started here, and the fitted

@@ -32,7 +32,7 @@ from distributed import Client, Future
 from ..estimators import subsample_groups
 from ..trunk import Trunk
 from .client import Report, wait_for
-from .histograms import EncodedData
+from .inputs import EncodedData
 
 logger = logging.getLogger(__name__)
 

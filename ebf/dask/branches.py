@@ -1,24 +1,22 @@
-"""The trunk and the branch tasks on a cluster, and the assembly of the local model.
+"""The branch tasks: a memory budget per branch, one task per branch (paper Sec. 4-5).
 
 Taddy et al. (2015), Sec. 4.2: fix the trunk "only as deep as you must", i.e. set "branch
 size so that the working memory required to fit a forest at each branch is slightly less
 than the memory available on each machine". :func:`max_branch_rows` turns a memory
-budget (``branch_memory``) into a maximum of rows per branch; :func:`fit_trunk` grows the
-trunk with ``trunk.grow_trunk`` over a :class:`~ebf.dask.histograms.DaskHistogramSource`
-and enlarges its leaf budget until every branch is under it.
+budget (``branch_memory``) into a maximum of rows per branch, which
+:func:`ebf.dask.histograms.fit_trunk` grows the trunk to meet.
 
 Sec. 4 / 5: every branch is then fit "in parallel without any communication with the other
 branches": one task per branch calling ``ebf.branches.fit_branch`` on the branch's rows,
 in global row order, with the seed from ``(entropy, branch)``. The model therefore depends
-neither on the number of workers, nor on the partitioning, nor on retries. The results
-are assembled into the single-process estimator class (``_assign``), so saving, loading
-and predicting are shared with ``ebf.estimators``.
+neither on the number of workers, nor on the partitioning, nor on retries. The fitted
+branches are assembled by the local estimator's own seam (``_from_parts``), so saving,
+loading and predicting are shared with ``ebf.estimators``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from typing import Any
 
@@ -27,9 +25,7 @@ import pandas as pd
 from distributed import Client, Future
 
 from ..branches import BranchSpec, fit_branch
-from ..trunk import Trunk, grow_trunk
 from .client import Report, gather
-from .histograms import DaskHistogramSource, EncodedData
 from .shuffle import ROW, TARGET, WEIGHT, feature_columns
 
 logger = logging.getLogger(__name__)
@@ -145,75 +141,6 @@ def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
     return max(1, int(budget // branch_bytes_per_row(n_features, has_weight, spec)))
 
 
-def fit_trunk(client: Client, data: EncodedData, trunk: Trunk, edges: list[np.ndarray],
-              max_rows: int | None = None, grow_budget: bool = False,
-              report: Report | None = None) -> Trunk:
-    """Grow ``trunk`` (an unfitted :class:`~ebf.trunk.Trunk`) on the encoded partitions.
-
-    The same ``grow_trunk`` as ``Trunk.fit``, with the trunk's parameters and the given
-    edges, over a :class:`DaskHistogramSource`; the result is set on ``trunk`` as
-    ``Trunk.fit`` would set it. With ``max_rows``, a trunk whose largest leaf has more rows
-    is regrown with twice the leaf budget (when ``grow_budget``: the user did not fix
-    ``trunk_max_leaves``) until every leaf fits, else :class:`BranchMemoryError`.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    data : EncodedData
-    trunk : Trunk
-        Unfitted; its ``max_leaves`` is updated to the budget actually used.
-    edges : list of ndarray
-        From :func:`ebf.dask.histograms.sample_bin_edges`.
-    max_rows : int or None
-        Largest rows per branch (:func:`max_branch_rows`).
-    grow_budget : bool
-        Whether ``trunk.max_leaves`` may be raised to meet ``max_rows``.
-    report : callable ``report(n_leaves, max_leaves)``, optional
-
-    Returns
-    -------
-    Trunk
-        ``trunk``, fitted.
-    """
-    trunk._validate_params()
-    n_classes = int(trunk.n_classes) if trunk.task == "classification" else None
-    if max_rows is not None and grow_budget and trunk.max_leaves is not None:
-        trunk.max_leaves = max(int(trunk.max_leaves), math.ceil(data.n / max_rows))
-    source = DaskHistogramSource(client, data, edges, report=report,
-                                 max_leaves=trunk.max_leaves)
-    try:
-        while True:
-            arrays = grow_trunk(
-                source, edges, trunk.task, n_classes, max_leaves=trunk.max_leaves,
-                min_leaf_rows=trunk.min_leaf_rows, min_leaf_weight=trunk.min_leaf_weight,
-                max_depth=trunk.max_depth,
-            )
-            largest = int(arrays.n_rows[arrays.leaf_nodes()].max())
-            if max_rows is None or largest <= max_rows:
-                break
-            full = trunk.max_leaves is not None and arrays.n_leaves >= trunk.max_leaves
-            if not (grow_budget and full):
-                why = ("trunk_max_leaves is fixed" if not grow_budget and full else
-                       "no leaf of the trunk has a valid split left (trunk_min_leaf_rows, "
-                       "max_depth or no impurity decrease)")
-                raise BranchMemoryError(
-                    f"The largest branch has {largest} rows, more than the {max_rows} rows "
-                    f"that fit branch_memory, and the trunk cannot split it further "
-                    f"({why}; {arrays.n_leaves} leaves). Raise branch_memory, lower "
-                    "trunk_min_leaf_rows, raise or unset trunk_max_leaves, or use fewer "
-                    "trees (n_estimators) or a larger min_samples_leaf."
-                )
-            trunk.max_leaves = 2 * int(trunk.max_leaves)
-            source.max_leaves = trunk.max_leaves
-            logger.info("largest branch %d rows > %d: regrowing the trunk with max_leaves=%d",
-                        largest, max_rows, trunk.max_leaves)
-    finally:
-        source.release()
-    trunk.n_features_in_ = data.n_features
-    trunk._set_fitted(arrays, edges, n_classes)
-    return trunk
-
-
 def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
                      n_features: int, has_weight: bool) -> tuple[Any, int]:
     """Fit one branch on its moved rows (sorted by global row id)."""
@@ -266,25 +193,3 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
                            f"{np.asarray(expected_rows).tolist()}: rows were lost in the move.")
     logger.info("fitted %d branches (%d rows)", len(results), int(sizes.sum()))
     return [r[0] for r in results]
-
-
-def assemble(local: Any, attrs: dict, parts: dict) -> Any:
-    """Set the fitted attributes on the local estimator, exactly as its own fit does.
-
-    Parameters
-    ----------
-    local : EmpiricalBayesianForest* or SubsampleForest*
-        Unfitted local estimator with the parameters of the fit.
-    attrs : dict
-        ``local._input_attrs(encoder, classes)``.
-    parts : dict
-        ``{"trunk_": ..., "branches_": ...}`` (EBF) or ``{"subsamples_": ...,
-        "subsample_sizes_": ...}`` (SSF).
-
-    Returns
-    -------
-    The fitted ``local``.
-    """
-    local._assign({**attrs, **parts})
-    return local
-
