@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ebf import (
     BayesianForestClassifier,
@@ -243,31 +242,6 @@ def test_roundtrip_classifiers(Est, tmp_path):
     X = pd.DataFrame({"u": rng.random(300), "k": rng.choice(["p", "q"], 300)})
     y = np.where(X["u"] > 0.4, "yes", "no")
     assert_roundtrip(Est(n_estimators=3, random_state=0).fit(X, y), X, tmp_path)
-
-
-# ---------------------------------------------------------------- scikit-learn conventions
-
-
-def _expected_failed_checks(estimator) -> dict[str, str]:
-    """Bootstrap weights make ``sample_weight=k`` differ from ``k`` repeated rows, as for
-    scikit-learn's own random forests."""
-    return {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "bootstrap forests: sample_weight is not equivalent to repeating samples"),
-    }
-
-
-@parametrize_with_checks(
-    [
-        EmpiricalBayesianForestRegressor(n_estimators=3, random_state=0),
-        EmpiricalBayesianForestClassifier(n_estimators=3, random_state=0),
-        SubsampleForestRegressor(n_estimators=3, n_subsamples=2, random_state=0),
-        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0),
-    ],
-    expected_failed_checks=_expected_failed_checks,
-)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.parametrize("task", ["regression", "classification"])

@@ -15,7 +15,6 @@ import pytest
 from scipy import stats
 from sklearn.datasets import make_friedman1
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ebf import _base, cart
 from ebf.bootstrap import draw_weights, resolve_entropy, tree_rng
@@ -418,31 +417,3 @@ def test_empty_prediction_and_model_size():
     assert bf.n_nodes_.shape == (3,) and bf.n_nodes_.sum() == bf.forest_.left.size
     with pytest.raises(ValueError, match="levels in"):
         bf.predict_quantiles(X, q=1.5)
-
-
-# ------------------------------------------------------------------------------ conformance
-
-
-def _expected_failed_checks(estimator) -> dict[str, str]:
-    """Checks known to fail, with the reason (the same one scikit-learn gives for its own
-    RandomForest*): a bootstrap draws one random weight per row, so a row of weight k is
-    not path-wise the same as k repeated rows (they are equal in distribution only)."""
-    return {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "bootstrap forests: sample_weight is not equivalent to repeating samples "
-            "(one random weight per row), as for scikit-learn's RandomForest*."
-        ),
-    }
-
-
-@parametrize_with_checks(
-    [
-        BayesianForestRegressor(n_estimators=3, random_state=0),
-        BayesianForestRegressor(n_estimators=3, weights="poisson", uncertainty="tree_spread",
-                                random_state=0),
-        BayesianForestClassifier(n_estimators=3, random_state=0),
-    ],
-    expected_failed_checks=_expected_failed_checks,
-)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
