@@ -26,33 +26,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
+from pandas.api.types import infer_dtype, is_bool_dtype
 from sklearn.utils import check_array
 
+from basics.columns import CATEGORICAL, NUMERIC, encoding
 from mondrian.validation import check_finite, raise_nonfinite
 
-__all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder", "column_kind"]
+__all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder"]
 
 logger = logging.getLogger(__name__)
 
-NUMERIC = "numeric"
-CATEGORICAL = "categorical"
 _BOOL_CATEGORIES = np.array(["False", "True"])
-
-
-def column_kind(name: str, dtype: Any) -> str:
-    """``NUMERIC`` or ``CATEGORICAL`` for a column dtype, else a TypeError with the fix."""
-    if isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)) or is_bool_dtype(dtype):
-        return CATEGORICAL
-    if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        return CATEGORICAL  # must hold strings: checked when the values are coded
-    if is_numeric_dtype(dtype) and np.dtype(getattr(dtype, "numpy_dtype", dtype)).kind != "c":
-        return NUMERIC
-    raise TypeError(
-        f"Column {name!r} has dtype {dtype}, which the model cannot use; convert it to a "
-        "numeric column (e.g. datetimes to seconds with .astype('int64'), complex numbers to "
-        "their real and imaginary parts) or to strings / 'category', or drop it."
-    )
 
 
 def _local_codes(name: str, col: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -218,7 +202,7 @@ class FeatureEncoder:
             raise ValueError(f"X has duplicated column names {dup}; rename them.")
         d = len(names)
         out = ColumnSummary(
-            names=names, kinds=[column_kind(name, t) for name, t in zip(names, X.dtypes,
+            names=names, kinds=[encoding(name, t) for name, t in zip(names, X.dtypes,
                                                                           strict=True)],
             dtypes=[str(t) for t in X.dtypes], bools=[is_bool_dtype(t) for t in X.dtypes],
             has_names=True, n_rows=len(X), nan=np.zeros(d, np.int64), inf=np.zeros(d, np.int64))
@@ -386,7 +370,7 @@ class FeatureEncoder:
         A = np.empty((X.shape[0], self.n_features_in_))
         for j, name in enumerate(self.names_.tolist()):
             col = X.iloc[:, j]
-            kind = column_kind(name, col.dtype)
+            kind = encoding(name, col.dtype)
             if kind != self.kinds_[j]:
                 raise TypeError(
                     f"Column {name!r} was {self.kinds_[j]} ({self.dtypes_[j]}) at fit but "

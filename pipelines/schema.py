@@ -31,34 +31,17 @@ import fsspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.types as pat
+
+from basics.columns import FIXES, USABLE_KINDS, arrow_kind, pandas_kind
 
 __all__ = [
     "ColumnInfo",
     "SchemaError",
-    "USABLE_KINDS",
     "check_schema",
     "inspect_schema",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Column kinds a model can use as a feature or a target.
-USABLE_KINDS: frozenset[str] = frozenset({"float", "integer", "boolean", "string", "categorical"})
-
-_FIXES: dict[str, str] = {
-    "datetime": (
-        "convert it to numbers before training (e.g. epoch seconds, or hour / day-of-week / "
-        "month columns)"
-    ),
-    "duration": "convert it to a number of seconds (e.g. .dt.total_seconds())",
-    "nested": "flatten it into scalar columns",
-    "binary": "decode it to strings (categorical) or numbers",
-    "decimal": "cast it to float64 (e.g. .astype('float64'))",
-    "null": "it holds only nulls",
-    "other": "convert it to a numeric, boolean, string or category column",
-}
-
 
 class SchemaError(ValueError):
     """The dataset does not fit the requested features / target.
@@ -106,70 +89,6 @@ class ColumnInfo:
     def is_discrete(self) -> bool:
         """Whether the values are labels or counts (everything usable but ``float``)."""
         return self.usable and self.kind != "float"
-
-
-def _arrow_kind(dtype: pa.DataType) -> str:
-    if pat.is_floating(dtype):
-        return "float"
-    if pat.is_integer(dtype):
-        return "integer"
-    if pat.is_boolean(dtype):
-        return "boolean"
-    if pat.is_dictionary(dtype):
-        return "categorical"
-    if pat.is_string(dtype) or pat.is_large_string(dtype) or _is(dtype, "is_string_view"):
-        return "string"
-    if pat.is_timestamp(dtype) or pat.is_date(dtype) or pat.is_time(dtype):
-        return "datetime"
-    if pat.is_duration(dtype) or pat.is_interval(dtype):
-        return "duration"
-    if pat.is_nested(dtype):
-        return "nested"
-    if (
-        pat.is_binary(dtype)
-        or pat.is_large_binary(dtype)
-        or pat.is_fixed_size_binary(dtype)
-        or _is(dtype, "is_binary_view")
-    ):
-        return "binary"
-    if pat.is_decimal(dtype):
-        return "decimal"
-    if pat.is_null(dtype):
-        return "null"
-    return "other"
-
-
-def _is(dtype: pa.DataType, predicate: str) -> bool:
-    """``pyarrow.types.<predicate>(dtype)`` if this pyarrow has it (newer types)."""
-    test = getattr(pat, predicate, None)
-    return bool(test(dtype)) if test is not None else False
-
-
-def _pandas_kind(dtype: Any) -> str:
-    if isinstance(dtype, pd.ArrowDtype):
-        return _arrow_kind(dtype.pyarrow_dtype)
-    if isinstance(dtype, pd.CategoricalDtype):
-        return "categorical"
-    if pd.api.types.is_bool_dtype(dtype):
-        return "boolean"
-    if isinstance(dtype, pd.StringDtype):
-        return "string"
-    if isinstance(dtype, (pd.DatetimeTZDtype, pd.PeriodDtype)):
-        return "datetime"
-    kind = getattr(dtype, "kind", "")
-    if kind == "M":
-        return "datetime"
-    if kind == "m":
-        return "duration"
-    if pd.api.types.is_float_dtype(dtype):
-        return "float"
-    if pd.api.types.is_integer_dtype(dtype):
-        return "integer"
-    if kind in ("O", "U"):
-        return "string"  # object columns must hold strings; checked when values are coded
-    if kind == "S":
-        return "binary"
-    return "other"
 
 
 def _pandas_index_columns(schema: pa.Schema) -> set[str]:
@@ -247,7 +166,7 @@ def inspect_schema(
     """
     if isinstance(path_or_ddf, (dd.DataFrame, pd.DataFrame)):
         return {
-            str(name): ColumnInfo(str(name), str(dtype), _pandas_kind(dtype))
+            str(name): ColumnInfo(str(name), str(dtype), pandas_kind(dtype))
             for name, dtype in path_or_ddf.dtypes.items()
         }
     source: str | list[str]
@@ -268,7 +187,7 @@ def inspect_schema(
         if field.name in skip:
             continue
         partition = field.name in partition_names
-        kind = "categorical" if partition else _arrow_kind(field.type)
+        kind = "categorical" if partition else arrow_kind(field.type)
         columns[field.name] = ColumnInfo(field.name, str(field.type), kind, partition)
     # hive partition columns last, as Dask returns them
     return dict(sorted(columns.items(), key=lambda item: item[1].partition))
@@ -290,7 +209,7 @@ def _missing(name: str, role: str, columns: Mapping[str, ColumnInfo]) -> str:
 
 
 def _unusable(info: ColumnInfo, role: str, all_columns: bool) -> str:
-    fix = _FIXES.get(info.kind, _FIXES["other"])
+    fix = FIXES.get(info.kind, FIXES["other"])
     if role == "target":
         leave_out = "or pick another target"
     elif all_columns:

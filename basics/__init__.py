@@ -1,0 +1,15 @@
+"""What every layer shares, once, at the bottom (``DESIGN.md``: imports point down only).
+
+Nothing here imports ``ebf``, ``mondrian``, ``pipelines``, ``cluster`` or Dask; each module
+is named for what it holds:
+
+``mixture``     the predictive Gaussian mixture every regressor returns
+``metrics``     RMSE, NLPD, coverage and calibration tables of predictive distributions
+``validation``  input checks whose errors name the column, the count and the fix
+``columns``     the column-kind vocabulary (pandas and Arrow dtypes) and how models encode it
+``seeds``       ``random_state`` to a stored integer seed, and the seed tree of every model
+``threads``     ``n_jobs`` to a number of threads
+``tasks``       the task names and their integer codes in numba kernels
+``atomic``      atomic output directories (local or fsspec) and the rules for replacing one
+``versions``    the installed version of the library
+"""
