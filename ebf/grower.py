@@ -250,12 +250,12 @@ def _well_conditioned(scale: np.ndarray, child: np.ndarray, task: str) -> bool:
 
 
 class _Kept:
-    """Histograms of at most ``limit`` nodes that will split, for their children.
+    """Histograms of at most ``limit`` nodes that may split, for their children.
 
-    Nodes are offered as their split is found; the best ``limit`` in the order splits are
-    applied (gain descending, then node id) stay, so the kept set does not depend on the
-    order nodes arrive in, and with ``limit`` at most the level's split budget every kept
-    node is one that splits.
+    Nodes are offered as their split is found; the first ``limit`` in the order splits are
+    applied (gain descending, then node id) stay. So the kept set does not depend on the
+    order nodes arrive in (the chunking), and every offered node that splits is kept while
+    ``limit`` is at least the level's split budget.
     """
 
     def __init__(self, limit: float) -> None:
@@ -287,7 +287,7 @@ def _plan_level(trunk, open_nodes, parents, kept, min_rows):
     """
     need = trunk.n_rows[open_nodes] >= 2 * min_rows
     request: list[int] = []
-    derive: dict[int, tuple[int, int, np.ndarray]] = {}
+    derive: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
     for i, p in enumerate(parents.tolist()):
         pair = open_nodes[2 * i: 2 * i + 2].tolist()
         entry = kept.pop(p, None)
@@ -307,7 +307,6 @@ class _LevelSplits:
     """Best split of every node of ``ask``, filled in as histograms arrive."""
 
     def __init__(self, ask: np.ndarray, k: int, task: str, min_rows: int, kept: _Kept) -> None:
-        self.ask = ask
         self.slot = {int(j): s for s, j in enumerate(ask.tolist())}
         self.gain = np.zeros(ask.size)
         self.feat = np.full(ask.size, NO_NODE, INDEX)
@@ -380,9 +379,12 @@ def grow_trunk(
     max_depth : int or None
         Maximum depth (the root has depth 0).
     max_hist_bytes : int, default=HIST_MAX_BYTES
-        Memory bound of one source call.
+        Memory bound of one source call (the open nodes are asked for in chunks).
     max_kept_bytes : int, default=HIST_MAX_BYTES
-        Memory bound of the histograms kept for subtraction between levels; 0 keeps none.
+        Memory bound of the histograms kept for subtraction: half for the parents whose
+        children are being derived, half for the nodes that split next; the children of
+        a split whose histogram found no room are asked for directly. 0 keeps none. The
+        grower holds at most ``max_hist_bytes + max_kept_bytes`` of histograms.
     subtract : bool, default=True
         Derive one child of every split by subtraction; False asks the source for the
         histogram of every open node that can split (twice the histograms per level).
@@ -420,7 +422,7 @@ def grow_trunk(
     trunk = TrunkArrays.root(k)
     open_nodes = np.zeros(1, INDEX)
     parents = np.zeros(0, INDEX)
-    kept: dict[int, np.ndarray] = {}
+    kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     n_closed = 0
     level = 0
     while open_nodes.size:
