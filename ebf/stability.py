@@ -215,7 +215,9 @@ def trunk_posterior(
         Draw ``k`` uses ``SeedSequence(entropy, spawn_key=(k,))``.
     n_jobs : int, optional
         Threads over draws (None: 1, -1: all cores, as in joblib). The result does not
-        depend on it: draw ``k`` has its own seed.
+        depend on it: draw ``k`` has its own seed. Every thread holds one draw's
+        statistic matrix (``n`` x 4 float64, ``1 + n_classes`` columns for
+        classification) and row nodes (``n`` int64); the binned ``X`` is shared.
 
     Returns
     -------
