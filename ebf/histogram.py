@@ -10,7 +10,9 @@ statistics of the impurity of paper Sec. 2.2:
   weighted Gini impurity ``W (1 - sum_c (W_c / W)**2)``.
 
 A histogram sums ``S`` per (node, feature, bin); sums of histograms are histograms, which
-is what lets the Dask layer build one per partition and tree-reduce them.
+is what lets the Dask layer build one per partition and tree-reduce them, and differences
+are too: a node's histogram minus one child's is the other child's
+(:func:`subtract_histogram`, used by the trunk grower).
 """
 
 from __future__ import annotations
@@ -211,3 +213,73 @@ def build_histograms(
     hist = np.zeros((int(n_slots), d, int(n_bins), S.shape[1]))
     _histogram_kernel(binned, node_of_row, slot_of_node, S, hist)
     return hist
+
+
+@numba.njit(**JIT)
+def _subtract_kernel(parent, child, signed_col):
+    # Counts are integers in float64, so ``rows`` is exact: a bin without rows gets exact
+    # zeros (as a direct sum gives) instead of the rounding residue of two equal sums, and
+    # a column of non-negative terms (every one but ``signed_col``) is clamped at zero.
+    d, n_bins, k = parent.shape
+    bad = 0
+    for f in range(d):
+        for b in range(n_bins):
+            rows = parent[f, b, 0] - child[f, b, 0]
+            if rows <= 0.0:
+                if rows < 0.0:
+                    bad += 1
+                for c in range(k):
+                    parent[f, b, c] = 0.0
+                continue
+            parent[f, b, 0] = rows
+            for c in range(1, k):
+                v = parent[f, b, c] - child[f, b, c]
+                if v < 0.0 and c != signed_col:
+                    v = 0.0
+                parent[f, b, c] = v
+    return bad
+
+
+def subtract_histogram(parent: np.ndarray, child: np.ndarray, task: str) -> int:
+    """Turn a node's histogram into its other child's, in place (``parent -= child``).
+
+    The difference of two sums is not the direct sum in floating point: a bin with no rows
+    left gets exact zeros, and the columns whose per-row terms are non-negative (``1``,
+    ``w``, ``w*y**2``; every class column) are clamped at zero, so rounding never leaves a
+    negative count or weight. ``w*y`` keeps its sign.
+
+    Parameters
+    ----------
+    parent : ndarray of shape (n_features, n_bins, k), float64, C-contiguous
+        Histogram of a node; overwritten with the histogram of the child not given.
+    child : ndarray of shape (n_features, n_bins, k)
+        Histogram of one child of that node (its rows are a subset of the node's).
+    task : {"regression", "classification"}
+
+    Returns
+    -------
+    n_bad : int
+        Bins where ``child`` counts more rows than ``parent`` (0 unless the two
+        histograms come from different rows); those bins are set to zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> binned = np.array([[0], [1], [1]], dtype=np.uint8)
+    >>> S = row_statistics(np.array([1.0, 2.0, 4.0]))
+    >>> parent = build_histograms(binned, np.zeros(3, np.int64), np.zeros(1, np.int64), S, 1, 2)
+    >>> child = build_histograms(binned[:1], np.zeros(1, np.int64), np.zeros(1, np.int64),
+    ...                          S[:1], 1, 2)
+    >>> subtract_histogram(parent[0], child[0], "regression"), parent[0, 0].tolist()
+    (0, [[0.0, 0.0, 0.0, 0.0], [2.0, 2.0, 6.0, 20.0]])
+    """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}.")
+    if parent.ndim != 3 or parent.shape != child.shape:
+        raise ValueError(f"parent {parent.shape} and child {child.shape} histograms must have "
+                         "the same 3-D shape (n_features, n_bins, k).")
+    if parent.dtype != np.float64 or not parent.flags.c_contiguous:
+        raise ValueError("parent must be a C-contiguous float64 array (it is written in place).")
+    child = np.ascontiguousarray(child, dtype=np.float64)
+    signed_col = 2 if task == "regression" else -1
+    return int(_subtract_kernel(parent, child, signed_col))

@@ -32,10 +32,12 @@ from scipy.special import ndtr
 
 from .binning import bin_data, n_bins_of
 from .bootstrap import draw_weights, resolve_entropy
+from .cart import n_threads
 from .features import FeatureEncoder
+from .grower import BinnedSource, apply_binned, grow_trunk, node_histograms
 from .histogram import row_statistics
 from .splitting import best_splits
-from .trunk import Trunk, TrunkArrays, apply_binned, node_histograms
+from .trunk import Trunk, TrunkArrays
 
 __all__ = ["TrunkPosterior", "clt_split_match", "plot_split_posterior", "trunk_posterior"]
 
@@ -212,7 +214,10 @@ def trunk_posterior(
     random_state : int, RandomState or None
         Draw ``k`` uses ``SeedSequence(entropy, spawn_key=(k,))``.
     n_jobs : int, optional
-        Threads over draws.
+        Threads over draws (None: 1, -1: all cores, as in joblib). The result does not
+        depend on it: draw ``k`` has its own seed. Every thread holds one draw's
+        statistic matrix (``n`` x 4 float64, ``1 + n_classes`` columns for
+        classification) and row nodes (``n`` int64); the binned ``X`` is shared.
 
     Returns
     -------
@@ -243,14 +248,24 @@ def trunk_posterior(
                   max_bins=max_bins, task=task, n_classes=n_classes or None)
     sample = Trunk(**params).fit(Xf, y, sample_weight=w)
     edges = sample.bin_edges_
+    n_bins = n_bins_of(edges)
+    # the draws change the weights, never the bins: X is binned once for all of them
+    binned = bin_data(Xf, edges)
     entropy = resolve_entropy(random_state)
+    state = sample._get_state()
 
     def draw(k: int) -> Trunk:
         rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(k,)))
         theta = draw_weights("exponential", Xf.shape[0], rng)
-        return Trunk(**params).fit(Xf, y, sample_weight=theta * w, bin_edges=edges)
+        S = row_statistics(y, theta * w, task, params["n_classes"])
+        arrays = grow_trunk(BinnedSource(binned, S, n_bins), edges, task, params["n_classes"],
+                            max_leaves=max_leaves, min_leaf_rows=min_leaf_rows,
+                            max_depth=max_depth)
+        trunk = Trunk(**params)
+        trunk._set_state({**state, "trunk_": arrays.to_dict()})
+        return trunk
 
-    threads = 1 if n_jobs is None else max(1, int(n_jobs))
+    threads = min(n_threads(n_jobs), int(n_draws))
     if threads == 1:
         draws = [draw(k) for k in range(n_draws)]
     else:
@@ -266,7 +281,6 @@ def trunk_posterior(
           "is_sample": s == sig} for s, c in counts.most_common()]
     )
 
-    binned = bin_data(Xf, edges)
     S = row_statistics(y, w, task, n_classes or None)
     t = sample.trunk_
     node_of_row = apply_binned(t, binned)
@@ -285,7 +299,7 @@ def trunk_posterior(
         locations[p] = loc
         below = _subtree(t, j)
         mask = np.isin(node_of_row, below)
-        hist = node_histograms(t, np.array([j]), binned[mask], S[mask], n_bins_of(edges),
+        hist = node_histograms(t, np.array([j]), binned[mask], S[mask], n_bins,
                                nodes=np.full(int(mask.sum()), j))
         clt = clt_split_match(hist, binned[mask], y[mask], w[mask], task, n_classes,
                               min_leaf_rows or 1, (f, int(t.threshold_bin[j])))

@@ -1,32 +1,20 @@
-"""The CART trunk: a level-by-level histogram CART grower over any histogram source.
+"""The CART trunk: flat arrays, routing of raw rows, and the :class:`Trunk` estimator.
 
 An Empirical Bayesian Forest (paper Sec. 4) fixes the top of the tree at a single shallow
 CART fit, the *trunk*, grown on all the data with a minimum leaf size (Sec. 3.2 uses
 3500 of 20640 rows); its leaves are the branches. Splits minimise the weighted impurity
 of Sec. 2.2 (eq. 4, Gini for classification) over quantile bins of the features.
 
-The grower is plain Python driving numba kernels, after scikit-learn's histogram gradient
-boosting ``TreeGrower``; it never touches rows. Each level it asks a *histogram source*
-for the histogram of the open nodes::
-
-    source(trunk: TrunkArrays, open_nodes: ndarray[int64]) -> ndarray
-        # shape (len(open_nodes), n_features, n_bins, k), hist[i] = rows of open_nodes[i]
-
-where ``trunk`` is the partial trunk grown so far (open nodes are leaves of it) and
-``n_bins = binning.n_bins_of(bin_edges)``. :class:`BinnedSource` is the single-process
-source (rows binned once, each row's node updated level by level); the Dask layer routes
-each partition's binned rows with :func:`apply_binned`, calls :func:`node_histograms`
-per partition and tree-reduces the sums. Both feed the same :func:`grow_trunk` and
-``splitting.best_splits``, so local and distributed trunks agree.
-
-Trunks are flat arrays (:class:`TrunkArrays`); :class:`Trunk` is the scikit-learn style
-estimator.
+Trunks are flat arrays (:class:`TrunkArrays`), grown level by level over any histogram
+source by :func:`ebf.grower.grow_trunk` (the single-process :class:`~ebf.grower.BinnedSource`
+or the Dask layer's); :class:`Trunk` is the scikit-learn style estimator. The grower's
+names are re-exported here for the modules that import them from ``ebf.trunk``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -40,14 +28,14 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from mondrian.validation import check_finite, unchanged_on_error
 
 from . import binning
-from .config import HIST_MAX_BYTES, INDEX, JIT, MAX_BINS, NO_NODE
-from .histogram import build_histograms, n_stats, row_statistics
-from .splitting import best_splits
+from .config import INDEX, JIT, MAX_BINS, NO_NODE
+from .grower import BinnedSource, HistogramSource, apply_binned, grow_trunk, node_histograms
+from .histogram import n_stats, row_statistics
+
+__all__ = ["BinnedSource", "HistogramSource", "Trunk", "TrunkArrays", "apply_binned",
+           "grow_trunk", "node_histograms"]
 
 logger = logging.getLogger(__name__)
-
-#: ``source(trunk, open_nodes) -> hist`` (see the module docstring).
-HistogramSource = Callable[["TrunkArrays", np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -128,36 +116,7 @@ class TrunkArrays:
         return cls(**out)
 
 
-def _preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Leaf ids 0 .. L-1 in depth-first preorder (left first), -1 at internal nodes."""
-    leaf_id = np.full(left.shape[0], NO_NODE, INDEX)
-    stack = [0]
-    next_id = 0
-    while stack:
-        j = stack.pop()
-        if left[j] == NO_NODE:
-            leaf_id[j] = next_id
-            next_id += 1
-        else:
-            stack.append(int(right[j]))
-            stack.append(int(left[j]))
-    return leaf_id
-
-
 # ------------------------------------------------------------------------------- routing
-
-
-@numba.njit(**JIT)
-def _descend_binned(binned, feature, threshold_bin, left, right, node_of_row):
-    """Move every row from its current node down to a leaf (in place)."""
-    for i in range(binned.shape[0]):
-        j = node_of_row[i]
-        while feature[j] >= 0:
-            if binned[i, feature[j]] <= threshold_bin[j]:
-                j = left[j]
-            else:
-                j = right[j]
-        node_of_row[i] = j
 
 
 @numba.njit(**JIT)
@@ -170,294 +129,6 @@ def _apply_raw(X, feature, threshold, left, right, leaf_id, out):
             else:
                 j = right[j]
         out[i] = leaf_id[j]
-
-
-def apply_binned(
-    trunk: TrunkArrays, binned: np.ndarray, start_nodes: np.ndarray | None = None
-) -> np.ndarray:
-    """Node (not leaf id) that every binned row reaches in a trunk, partial or final.
-
-    Parameters
-    ----------
-    trunk : TrunkArrays
-        Any trunk, including a partial one handed to a histogram source.
-    binned : ndarray of shape (n_samples, n_features), uint8
-        Rows binned with the trunk's edges (``binning.bin_data``).
-    start_nodes : ndarray of shape (n_samples,), optional
-        Current node of every row in an earlier stage of the same growing trunk; rows
-        continue from there instead of the root.
-
-    Returns
-    -------
-    nodes : ndarray of shape (n_samples,), int64
-        A leaf of ``trunk`` per row; ``trunk.leaf_id[nodes]`` gives leaf ids once grown.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> t = TrunkArrays.root(4)
-    >>> apply_binned(t, np.zeros((3, 2), np.uint8)).tolist()
-    [0, 0, 0]
-    """
-    binned = np.ascontiguousarray(binned)
-    if start_nodes is None:
-        nodes = np.zeros(binned.shape[0], INDEX)
-    else:
-        nodes = np.array(start_nodes, dtype=INDEX)
-    _descend_binned(binned, trunk.feature, trunk.threshold_bin, trunk.left, trunk.right, nodes)
-    return nodes
-
-
-def node_histograms(
-    trunk: TrunkArrays,
-    open_nodes: np.ndarray,
-    binned: np.ndarray,
-    S: np.ndarray,
-    n_bins: int,
-    nodes: np.ndarray | None = None,
-) -> np.ndarray:
-    """Histogram of the rows of ``open_nodes`` in one block of rows (e.g. a partition).
-
-    Parameters
-    ----------
-    trunk : TrunkArrays
-        The partial trunk handed to the source.
-    open_nodes : ndarray of shape (m,), int64
-        Nodes to histogram, in slot order.
-    binned : ndarray of shape (n_samples, n_features), uint8
-    S : ndarray of shape (n_samples, k)
-        Per-row statistics (``histogram.row_statistics``).
-    n_bins : int
-        ``binning.n_bins_of(bin_edges)``.
-    nodes : ndarray of shape (n_samples,), optional
-        Node of every row if already routed (:func:`apply_binned`).
-
-    Returns
-    -------
-    hist : ndarray of shape (m, n_features, n_bins, k)
-        Sums of these over blocks of rows give the histogram of all rows.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ebf.histogram import row_statistics
-    >>> S = row_statistics(np.array([1.0, 3.0]))
-    >>> h = node_histograms(TrunkArrays.root(4), np.array([0]), np.zeros((2, 1), np.uint8), S, 1)
-    >>> h[0, 0, 0].tolist()
-    [2.0, 2.0, 4.0, 10.0]
-    """
-    if nodes is None:
-        nodes = apply_binned(trunk, binned)
-    open_nodes = np.asarray(open_nodes, dtype=INDEX)
-    slot_of_node = np.full(trunk.n_nodes, -1, INDEX)
-    slot_of_node[open_nodes] = np.arange(open_nodes.size)
-    return build_histograms(binned, nodes, slot_of_node, S, open_nodes.size, n_bins)
-
-
-class BinnedSource:
-    """Single-process histogram source: rows binned once, their nodes kept up to date.
-
-    Each call moves the rows down the (grown) trunk from their current node, which is
-    exact because a trunk only grows by splitting leaves; a root-only trunk (a new growth)
-    sends every row back to the root.
-
-    Parameters
-    ----------
-    binned : ndarray of shape (n_samples, n_features), uint8
-    S : ndarray of shape (n_samples, k)
-    n_bins : int
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ebf.histogram import row_statistics
-    >>> src = BinnedSource(np.zeros((2, 1), np.uint8), row_statistics(np.ones(2)), 1)
-    >>> src(TrunkArrays.root(4), np.array([0])).shape
-    (1, 1, 1, 4)
-    """
-
-    def __init__(self, binned: np.ndarray, S: np.ndarray, n_bins: int) -> None:
-        self.binned = np.ascontiguousarray(binned)
-        self.S = np.ascontiguousarray(S, dtype=np.float64)
-        self.n_bins = int(n_bins)
-        self.nodes = np.zeros(self.binned.shape[0], INDEX)
-
-    def __call__(self, trunk: TrunkArrays, open_nodes: np.ndarray) -> np.ndarray:
-        if trunk.n_nodes == 1:
-            self.nodes[:] = 0
-        _descend_binned(self.binned, trunk.feature, trunk.threshold_bin, trunk.left,
-                        trunk.right, self.nodes)
-        return node_histograms(trunk, open_nodes, self.binned, self.S, self.n_bins, self.nodes)
-
-
-# ------------------------------------------------------------------------------- grower
-
-
-def _check_growth_params(max_leaves, min_leaf_rows, min_leaf_weight, max_depth):
-    if max_leaves is not None and int(max_leaves) < 1:
-        raise ValueError(f"max_leaves must be >= 1 or None, got {max_leaves!r}.")
-    if min_leaf_rows is not None and int(min_leaf_rows) < 1:
-        raise ValueError(f"min_leaf_rows must be >= 1 or None, got {min_leaf_rows!r}.")
-    if min_leaf_weight is not None and not float(min_leaf_weight) >= 0:
-        raise ValueError(f"min_leaf_weight must be >= 0 or None, got {min_leaf_weight!r}.")
-    if max_depth is not None and int(max_depth) < 0:
-        raise ValueError(f"max_depth must be >= 0 or None, got {max_depth!r}.")
-
-
-def grow_trunk(
-    source: HistogramSource,
-    bin_edges: Sequence[np.ndarray],
-    task: str = "regression",
-    n_classes: int | None = None,
-    *,
-    max_leaves: int | None = None,
-    min_leaf_rows: int | None = None,
-    min_leaf_weight: float | None = None,
-    max_depth: int | None = None,
-    max_hist_bytes: int = HIST_MAX_BYTES,
-) -> TrunkArrays:
-    """Grow a histogram CART trunk level by level from a histogram source (Sec. 2.2, 4).
-
-    At each level the open nodes (leaves created by the previous level) are sent to
-    ``source`` (in chunks of at most ``max_hist_bytes`` of histogram), their best splits
-    are found by ``splitting.best_splits`` and applied in decreasing gain (ties by node
-    id) until the leaf budget ``max_leaves`` is reached; children are numbered in the
-    order of their parents' ids. Open nodes with no valid split (too few rows or weight on
-    a side, or no impurity decrease), beyond the budget, or at ``max_depth`` become final
-    leaves. With ``max_leaves``, ``min_leaf_rows`` and ``max_depth`` all None the trunk
-    grows until no node has a valid split.
-
-    Parameters
-    ----------
-    source : callable ``source(trunk, open_nodes) -> hist``
-        See the module docstring; ``hist`` must have shape
-        ``(len(open_nodes), n_features, binning.n_bins_of(bin_edges), k)``.
-    bin_edges : sequence of ndarray
-        Bin edges per feature; thresholds are ``bin_edges[f][b]``.
-    task : {"regression", "classification"}, default="regression"
-    n_classes : int or None
-        Number of classes (classification), so that ``k = 1 + n_classes``.
-    max_leaves : int or None
-        Leaf budget.
-    min_leaf_rows : int or None
-        Minimum rows per leaf (None: 1).
-    min_leaf_weight : float or None
-        Minimum weight per leaf (None: any positive weight), the minimum leaf
-        probability of Sec. 2.2 when weights are Bayesian-bootstrap weights.
-    max_depth : int or None
-        Maximum depth (the root has depth 0).
-    max_hist_bytes : int, default=HIST_MAX_BYTES
-        Memory bound of one source call.
-
-    Returns
-    -------
-    TrunkArrays
-        The grown trunk with leaf ids in preorder.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ebf.binning import bin_data, bin_edges, n_bins_of
-    >>> from ebf.histogram import row_statistics
-    >>> X = np.arange(8.0)[:, None]; y = (X[:, 0] > 3).astype(float)
-    >>> edges = bin_edges(X)
-    >>> src = BinnedSource(bin_data(X, edges), row_statistics(y), n_bins_of(edges))
-    >>> t = grow_trunk(src, edges, min_leaf_rows=2)
-    >>> float(t.threshold[0]), t.n_leaves
-    (3.5, 2)
-    """
-    _check_growth_params(max_leaves, min_leaf_rows, min_leaf_weight, max_depth)
-    edges = [np.asarray(e, dtype=np.float64) for e in bin_edges]
-    d = len(edges)
-    n_bins = binning.n_bins_of(edges)
-    k = n_stats(task, n_classes)
-    min_rows = 1 if min_leaf_rows is None else int(min_leaf_rows)
-    min_weight = 0.0 if min_leaf_weight is None else float(min_leaf_weight)
-    per_node = max(1, d * n_bins * k * 8)
-    chunk = max(1, int(max_hist_bytes) // per_node)
-
-    trunk = TrunkArrays.root(k)
-    open_nodes = np.zeros(1, INDEX)
-    n_closed = 0
-    level = 0
-    while open_nodes.size:
-        can_split = (max_depth is None or level < max_depth) and (
-            max_leaves is None or n_closed + open_nodes.size < max_leaves
-        )
-        if level > 0 and not can_split:
-            break
-        # a node with fewer than 2 * min_rows rows has no valid split: no histogram needed
-        ask = open_nodes if level == 0 else open_nodes[trunk.n_rows[open_nodes] >= 2 * min_rows]
-        gain = np.zeros(ask.size)
-        feat = np.full(ask.size, NO_NODE, INDEX)
-        bins = np.full(ask.size, NO_NODE, INDEX)
-        lefts = np.zeros((ask.size, k))
-        rights = np.zeros((ask.size, k))
-        for a in range(0, ask.size, chunk):
-            part = ask[a:a + chunk]
-            hist = np.asarray(source(trunk, part))
-            if hist.shape != (part.size, d, n_bins, k):
-                raise ValueError(
-                    f"the histogram source returned shape {hist.shape}, expected "
-                    f"{(part.size, d, n_bins, k)} for {part.size} open node(s)."
-                )
-            res = best_splits(hist, task, min_rows, min_weight)
-            sl = slice(a, a + part.size)
-            gain[sl], feat[sl], bins[sl] = res.gain, res.feature, res.bin
-            lefts[sl], rights[sl] = res.left, res.right
-            if level == 0:
-                _set_node_stats(trunk, 0, res.total[0], task)
-        if not can_split:
-            break
-        cand = np.flatnonzero(feat >= 0)
-        cand = cand[np.lexsort((ask[cand], -gain[cand]))]
-        if max_leaves is not None:
-            cand = cand[: int(max_leaves) - n_closed - open_nodes.size]
-        cand = np.sort(cand)  # ask is increasing, so this is node-id order
-        trunk = _split_nodes(trunk, ask[cand], feat[cand], bins[cand], gain[cand],
-                             lefts[cand], rights[cand], edges, task)
-        logger.debug("trunk level %d: %d open nodes, %d split", level, open_nodes.size,
-                     cand.size)
-        n_closed += open_nodes.size - cand.size
-        open_nodes = np.arange(trunk.n_nodes - 2 * cand.size, trunk.n_nodes, dtype=INDEX)
-        level += 1
-    trunk.leaf_id = _preorder_leaf_ids(trunk.left, trunk.right)
-    return trunk
-
-
-def _set_node_stats(trunk: TrunkArrays, j: int, totals: np.ndarray, task: str) -> None:
-    trunk.stats[j] = totals
-    trunk.n_rows[j] = int(round(totals[0]))
-    trunk.weight[j] = totals[1] if task == "regression" else totals[1:].sum()
-
-
-def _split_nodes(trunk, nodes, feat, bins, gain, lefts, rights, edges, task) -> TrunkArrays:
-    """A new trunk with ``nodes`` split and their children appended (in node order)."""
-    m = nodes.size
-    n0 = trunk.n_nodes
-    kids = TrunkArrays(
-        feature=np.full(2 * m, NO_NODE, INDEX), threshold_bin=np.full(2 * m, NO_NODE, INDEX),
-        threshold=np.full(2 * m, np.nan), left=np.full(2 * m, NO_NODE, INDEX),
-        right=np.full(2 * m, NO_NODE, INDEX),
-        depth=np.repeat(trunk.depth[nodes] + 1, 2).astype(INDEX),
-        n_rows=np.zeros(2 * m, INDEX), weight=np.zeros(2 * m),
-        stats=np.zeros((2 * m, trunk.stats.shape[1])), gain=np.zeros(2 * m),
-        leaf_id=np.full(2 * m, NO_NODE, INDEX),
-    )
-    for i in range(m):
-        _set_node_stats(kids, 2 * i, lefts[i], task)
-        _set_node_stats(kids, 2 * i + 1, rights[i], task)
-    out = TrunkArrays(**{
-        name: np.concatenate([getattr(trunk, name), getattr(kids, name)])
-        for name in TrunkArrays.ARRAYS
-    })
-    out.feature[nodes] = feat
-    out.threshold_bin[nodes] = bins
-    out.threshold[nodes] = [edges[f][b] for f, b in zip(feat, bins, strict=True)]
-    out.gain[nodes] = gain
-    out.left[nodes] = n0 + 2 * np.arange(m)
-    out.right[nodes] = n0 + 2 * np.arange(m) + 1
-    return out
 
 
 # ---------------------------------------------------------------------------- estimator

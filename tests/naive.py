@@ -701,3 +701,71 @@ def naive_branch_off_moments(left, right, parent, tau, root, n_nodes, leaf_y, j,
         m1 += w * mean[leaf]
         m2 += w * (v + mean[leaf] ** 2)
     return m1, m2 - m1 * m1
+
+
+def naive_subtract_histogram(parent, child, task):
+    """The other child's histogram, ``parent - child``, bin by bin: a bin left without rows
+    is all zeros, and every column but ``w*y`` (regression column 2) is at least zero."""
+    out = np.array(parent, dtype=float, copy=True)
+    n_features, n_bins, k = out.shape
+    for f in range(n_features):
+        for b in range(n_bins):
+            diff = parent[f, b] - child[f, b]
+            if diff[0] <= 0:
+                out[f, b] = 0.0
+                continue
+            for c in range(k):
+                signed = task == "regression" and c == 2
+                out[f, b, c] = diff[c] if signed else max(diff[c], 0.0)
+    return out
+
+
+def naive_trunk_requests(trunk, task, min_rows=1, max_leaves=None, max_depth=None,
+                         max_cond=np.inf):
+    """Nodes a subtracting grower asks its source for, read off the grown trunk.
+
+    The root; then for every split whose children's level was grown (depth and leaf budget
+    left) and one of whose children has the ``2 * min_rows`` rows a split needs: only the
+    child with fewer rows (the left one on ties) if the other may be derived, else every
+    child that needs a histogram. The other may be derived if the totals of the histograms
+    it would be made of (its parent's, recursively, plus its sibling's) are at most
+    ``max_cond`` times its own (weight; regression also ``W * sum w y**2``, squared bound).
+    """
+    stats = trunk.stats
+    n = trunk.n_nodes
+    weight = stats[:, 1] if task == "regression" else stats[:, 1:].sum(axis=1)
+
+    def ok(scale, c):
+        if task == "regression":
+            w_c, s2_c = stats[c, 1], stats[c, 3]
+            return (w_c > 0 and s2_c > 0 and scale[1] <= max_cond * w_c
+                    and scale[1] * scale[3] <= max_cond**2 * w_c * s2_c)
+        return weight[c] > 0 and scale[1:].sum() <= max_cond * weight[c]
+
+    scale = {0: np.abs(stats[0])}
+    asked = [0]
+    splits_up_to = {}  # depth -> splits at depths <= depth
+    for depth in range(int(trunk.depth.max()) + 1):
+        splits_up_to[depth] = int(np.sum((trunk.feature >= 0) & (trunk.depth <= depth)))
+    for p in range(n):  # nodes are numbered level by level
+        if trunk.feature[p] < 0:
+            continue
+        level = int(trunk.depth[p]) + 1
+        grown = (max_depth is None or level < max_depth) and (
+            max_leaves is None or 1 + splits_up_to[level - 1] < max_leaves)
+        pair = [int(trunk.left[p]), int(trunk.right[p])]
+        need = [trunk.n_rows[c] >= 2 * min_rows for c in pair]
+        if not grown or not any(need):
+            continue
+        small, large = pair if trunk.n_rows[pair[0]] <= trunk.n_rows[pair[1]] else pair[::-1]
+        derived = scale.get(p) is not None and ok(scale[p] + np.abs(stats[small]), large)
+        if derived:
+            asked.append(small)
+            scale[small] = np.abs(stats[small])
+            scale[large] = scale[p] + np.abs(stats[small])
+        else:
+            for c, nd in zip(pair, need, strict=True):
+                if nd:
+                    asked.append(c)
+                    scale[c] = np.abs(stats[c])
+    return sorted(asked)

@@ -6,7 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import ebf.stability
+from ebf.bootstrap import draw_weights, resolve_entropy
+from ebf.features import FeatureEncoder
 from ebf.stability import trunk_posterior
+from ebf.trunk import Trunk, TrunkArrays
 from tests.naive import naive_clt_split_match
 
 
@@ -99,3 +103,72 @@ def test_plot_split_posterior():
 def test_bad_input():
     with pytest.raises(ValueError, match="n_draws"):
         trunk_posterior(np.zeros((5, 1)), np.zeros(5), 0)
+
+
+def _reference_draws(X, y, n_draws, random_state, task="regression", **params):
+    """The posterior trunks as first implemented: ``Trunk.fit`` per draw (binning X again
+    every time) on the sample trunk's edges, draw ``k`` seeded by ``spawn_key=(k,)``."""
+    Xf = FeatureEncoder().fit_transform(X)
+    y = np.asarray(y)
+    n_classes = None
+    if task == "classification":
+        _, y = np.unique(y, return_inverse=True)
+        n_classes = int(y.max()) + 1
+    else:
+        y = y.astype(np.float64)
+    params = dict(params, task=task, n_classes=n_classes)
+    edges = Trunk(**params).fit(Xf, y).bin_edges_
+    entropy = resolve_entropy(random_state)
+    draws = []
+    for k in range(n_draws):
+        rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(k,)))
+        theta = draw_weights("exponential", Xf.shape[0], rng)
+        draws.append(Trunk(**params).fit(Xf, y, sample_weight=theta, bin_edges=edges))
+    return draws
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_draws_equal_a_trunk_fit_per_draw_whatever_n_jobs(task):
+    rng = np.random.default_rng(11)
+    X = pd.DataFrame({"a": rng.random(3000), "b": rng.normal(size=3000),
+                      "c": pd.Categorical(rng.choice(["u", "v", "w"], 3000))})
+    signal = 2 * X["a"] + (X["c"] == "v") + 0.5 * X["b"]
+    y = signal + rng.normal(size=3000)
+    if task == "classification":
+        y = np.where(y > 1.5, "hi", np.where(y > 0.5, "mid", "lo"))
+    kw = dict(max_leaves=6, min_leaf_rows=40)
+    expected = _reference_draws(X, y, 9, 4, task, **kw)
+    for n_jobs in (None, 2, -1):
+        post = trunk_posterior(X, y, 9, task=task, random_state=4, n_jobs=n_jobs, **kw)
+        assert len(post.draws) == 9
+        for got, ref in zip(post.draws, expected, strict=True):
+            assert type(got) is Trunk and got.n_leaves_ == ref.n_leaves_
+            for name in TrunkArrays.ARRAYS:
+                np.testing.assert_array_equal(getattr(got.trunk_, name),
+                                              getattr(ref.trunk_, name), err_msg=name)
+            np.testing.assert_array_equal(got.leaf_values_, ref.leaf_values_)
+            for e, r in zip(got.bin_edges_, ref.bin_edges_, strict=True):
+                np.testing.assert_array_equal(e, r)
+            codes = X.assign(c=X["c"].cat.codes).to_numpy(dtype=float)
+            np.testing.assert_array_equal(got.apply(codes), ref.apply(codes))
+    # the draws differ from each other: the weights do change the trunks
+    assert len({tuple(t.trunk_.threshold[t.trunk_.feature >= 0]) for t in expected}) > 1
+
+
+def test_n_jobs_minus_one_uses_every_core(monkeypatch):
+    made = []
+
+    class Recording(ebf.stability.ThreadPoolExecutor):
+        def __init__(self, max_workers):
+            made.append(max_workers)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(ebf.stability, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(ebf.stability, "n_threads", lambda n_jobs: 4 if n_jobs == -1 else 1)
+    rng = np.random.default_rng(0)
+    X = rng.random((500, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=500)
+    trunk_posterior(X, y, 6, max_leaves=3, random_state=0, n_jobs=-1)
+    trunk_posterior(X, y, 3, max_leaves=3, random_state=0, n_jobs=-1)
+    trunk_posterior(X, y, 6, max_leaves=3, random_state=0)
+    assert made == [4, 3]
