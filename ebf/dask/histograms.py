@@ -28,7 +28,8 @@ from distributed import Client, Future
 
 from .. import binning
 from ..histogram import row_statistics
-from ..trunk import Trunk, TrunkArrays, grow_trunk, node_histograms
+from ..grower import grow_trunk, node_histograms
+from ..trunk import Trunk, TrunkArrays
 from .branches import BranchMemoryError
 from .client import Report
 from .inputs import EncodedData
