@@ -24,6 +24,7 @@ threshold scikit-learn stores, so :func:`apply` gives the same leaves as ``tree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +34,11 @@ from joblib import effective_n_jobs
 from numba import njit
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from mondrian.validation import state_array
+
 from .bootstrap import draw_weights, tree_rng
 from .config import INDEX, JIT, NO_NODE
+from .tree_validation import check_nodes, check_tree_structure
 
 __all__ = [
     "CLASSIFICATION",
@@ -181,28 +185,78 @@ class CartForest:
         return {name: getattr(self, name) for name in self.ARRAYS}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> CartForest:
-        """Rebuild from :meth:`get_state`, checking dtypes and shapes."""
+    def from_state(cls, state: dict[str, Any], *, n_features: int,
+                   n_classes: int | None = None) -> CartForest:
+        """Rebuild from :meth:`get_state`, refusing anything a kernel could misread.
+
+        States come from untrusted files and the descent kernels do not bounds-check, so
+        everything is checked first, in O(nodes): dtypes and shapes, ``offsets``, the
+        structure of every tree (:func:`~ebf.tree_validation.check_tree_structure`) and the
+        node statistics (finite; variances, weights and counts ``>= 0``; class fractions in
+        [0, 1] summing to one at leaves).
+
+        Parameters
+        ----------
+        state : dict
+            The arrays of :meth:`get_state`.
+        n_features : int
+            Number of input features (splits must lie in ``[0, n_features)``).
+        n_classes : int or None
+            Classification: the width of ``value``; None for a regression forest (width 1).
+
+        Returns
+        -------
+        CartForest
+
+        Raises
+        ------
+        ValueError
+            Naming the array, or the tree and node, and what is wrong.
+        """
         missing = [name for name in cls.ARRAYS if name not in state]
         if missing:
             raise ValueError(f"CartForest state lacks the arrays {missing}.")
-        ints = ("left", "right", "feature", "count", "offsets")
+        for name in ("left", "offsets"):
+            if not isinstance(state[name], np.ndarray) or state[name].ndim != 1:
+                raise ValueError(f"CartForest {name} must be a 1-D array.")
+        n = state["left"].shape[0]
+        k = 1 if n_classes is None else int(n_classes)
+        shapes = {"value": (n, k), "offsets": state["offsets"].shape}
         arrs = {
-            name: np.ascontiguousarray(state[name], dtype=INDEX if name in ints else np.float64)
+            name: state_array(state, name, INDEX if name in _INT_ARRAYS else np.float64,
+                              shapes.get(name, (n,)))
             for name in cls.ARRAYS
         }
-        n = arrs["left"].shape[0]
-        if arrs["value"].ndim != 2 or arrs["value"].shape[0] != n:
-            raise ValueError(f"CartForest value must have shape ({n}, k).")
-        for name in ("right", "feature", "threshold", "variance", "weight", "count"):
-            if arrs[name].shape != (n,):
-                raise ValueError(f"CartForest {name} must have shape ({n},).")
         off = arrs["offsets"]
-        if off.ndim != 1 or off.shape[0] < 1 or off[0] != 0 or off[-1] != n or np.any(
-            np.diff(off) <= 0
-        ):
-            raise ValueError("CartForest offsets must increase from 0 to the number of nodes.")
+        if off.shape[0] < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) <= 0):
+            raise ValueError("CartForest offsets must increase from 0 to the number of nodes "
+                             f"({n}) in at least one step, one per tree.")
+        check_tree_structure(arrs["left"], arrs["right"], arrs["feature"], arrs["threshold"],
+                             off, n_features)
+        leaf = arrs["left"] == NO_NODE
+        value = arrs["value"]
+
+        def says(name: str, what: str) -> Callable[[int], str]:
+            return lambda j: f"{name} {arrs[name][j]} {what}"
+
+        check_nodes(~np.isfinite(value).all(axis=1), says("value", "is not finite"), off)
+        if n_classes is not None:
+            check_nodes(((value < 0) | (value > 1)).any(axis=1),
+                        says("value", "holds class fractions outside [0, 1]"), off)
+            check_nodes(leaf & (np.abs(value.sum(axis=1) - 1.0) > _FRACTION_TOL),
+                        says("value", "holds leaf class fractions whose sum is not 1"), off)
+        for name in ("variance", "weight", "count"):
+            a = arrs[name]
+            check_nodes(~(np.isfinite(a) & (a >= 0)), says(name, "is negative or not finite"),
+                        off)
         return cls(**arrs)
+
+
+_INT_ARRAYS = frozenset({"left", "right", "feature", "count", "offsets"})
+
+#: Leaf class fractions are scikit-learn's normalised float64 counts; their sum is one up to
+#: rounding.
+_FRACTION_TOL = 1e-6
 
 
 # ------------------------------------------------------------------------------ kernels

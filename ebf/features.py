@@ -30,7 +30,7 @@ from pandas.api.types import infer_dtype, is_bool_dtype
 from sklearn.utils import check_array
 
 from basics.columns import CATEGORICAL, NUMERIC, encoding
-from mondrian.validation import check_finite, raise_nonfinite
+from mondrian.validation import check_finite, raise_nonfinite, state_array
 
 __all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder"]
 
@@ -418,9 +418,44 @@ class FeatureEncoder:
         }
 
     def _set_state(self, state: dict[str, Any]) -> None:
-        """Restore the state of :meth:`_get_state`."""
-        self._set_columns(state["names"], state["kinds"], state["dtypes"],
-                          state["categories"], state["fallback"], bool(state["has_names"]))
+        """Restore the state of :meth:`_get_state`, checking it first (it may come from an
+        untrusted file): one name, kind and dtype string per column, unique names, unique
+        string categories (none for numeric columns), and fallback codes that are categories
+        of their column (-1 for numeric ones). Raises ``ValueError`` naming the column.
+        """
+        strings = {}
+        for key in ("names", "kinds", "dtypes"):
+            a = state[key]
+            if not isinstance(a, np.ndarray) or a.dtype.kind != "U" or a.ndim != 1:
+                raise ValueError(f"encoder {key} must be a 1-D array of strings.")
+            strings[key] = a
+        d = strings["names"].shape[0]
+        cats, fallback, has_names = state["categories"], state["fallback"], state["has_names"]
+        if not isinstance(has_names, bool) or not isinstance(cats, list):
+            raise ValueError("encoder has_names must be a bool and categories a list.")
+        fallback = state_array(state, "fallback", np.int64, (d,))
+        if d < 1 or {a.shape[0] for a in strings.values()} != {d} or len(cats) != d:
+            raise ValueError(
+                f"encoder state: {d} names, {strings['kinds'].shape[0]} kinds, "
+                f"{strings['dtypes'].shape[0]} dtypes, {len(cats)} category lists; one per "
+                "column (at least one) is needed.")
+        if np.unique(strings["names"]).size != d:
+            raise ValueError("encoder names are not unique.")
+        for j, (name, kind, c) in enumerate(zip(strings["names"].tolist(),
+                                                strings["kinds"].tolist(), cats, strict=True)):
+            if kind not in (NUMERIC, CATEGORICAL) or not isinstance(c, np.ndarray) or (
+                    c.ndim != 1 or c.dtype.kind != "U"):
+                raise ValueError(f"encoder column {name!r}: kind {kind!r} or its categories "
+                                 "are not valid.")
+            low, high = (-1, 0) if kind == NUMERIC else (0, c.size)
+            if (np.unique(c).size != c.size or (kind == NUMERIC) == (c.size > 0)
+                    or not low <= fallback[j] < high):
+                raise ValueError(
+                    f"encoder column {name!r} ({kind}): {c.size} categories (unique, none for "
+                    f"a numeric column) and fallback code {fallback[j]} (-1 for numeric "
+                    "columns, else a category code) do not fit.")
+        self._set_columns(strings["names"], strings["kinds"], strings["dtypes"], cats, fallback,
+                          has_names)
 
 
 def _merge_categories(name: str, is_bool: bool,

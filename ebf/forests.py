@@ -30,6 +30,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from mondrian.predictive import GaussianMixture
+from mondrian.validation import check_classes, state_int
 
 from . import cart
 from ._base import (
@@ -167,12 +168,24 @@ class _BaseBayesianForest(BaseEstimator):
         }
 
     def _set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state of :meth:`_get_state` (constructor parameters are set apart)."""
+        """Restore a state of :meth:`_get_state` (constructor parameters are set apart).
+
+        Everything is validated before any attribute is set: the encoder, the task's own
+        entries (:meth:`_task_from_state`), and the forest in full against the encoder's
+        features and the classes (:meth:`ebf.cart.CartForest.from_state`), with one tree per
+        ``n_estimators``. A bad state raises ``ValueError`` and leaves the model unchanged.
+        """
         encoder = FeatureEncoder()
         encoder._set_state(state["encoder"])
-        forest = cart.CartForest.from_state(state["forest"])
+        extra, n_classes = self._task_from_state(state)
+        forest = cart.CartForest.from_state(
+            state["forest"], n_features=encoder.n_features_in_, n_classes=n_classes)
+        if forest.n_trees != self.n_estimators:
+            raise ValueError(f"the forest has {forest.n_trees} trees but n_estimators is "
+                             f"{self.n_estimators}.")
+        entropy = state_int(state, "entropy", 0)
         self.__dict__.pop("feature_names_in_", None)
-        self.__dict__.update(self._fitted(encoder, forest, int(state["entropy"])))
+        self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -332,9 +345,13 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     def _get_state(self) -> dict[str, Any]:
         return {**super()._get_state(), "var_floor": float(self.var_floor_)}
 
-    def _set_state(self, state: dict[str, Any]) -> None:
-        super()._set_state(state)
-        self.var_floor_ = float(state["var_floor"])
+    @staticmethod
+    def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], None]:
+        """``var_floor_`` (finite, positive: it floors every component variance)."""
+        floor = state["var_floor"]
+        if not isinstance(floor, float) or not 0 < floor < np.inf:
+            raise ValueError(f"var_floor must be a finite positive float, got {floor!r:.60}.")
+        return {"var_floor_": floor}, None
 
 
 class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
@@ -438,6 +455,8 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
     def _get_state(self) -> dict[str, Any]:
         return {**super()._get_state(), **classes_state(self.classes_)}
 
-    def _set_state(self, state: dict[str, Any]) -> None:
-        super()._set_state(state)
-        self.classes_ = classes_from_state(state)
+    @staticmethod
+    def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """``classes_``, whose number is the width of the forest's leaf values."""
+        classes = check_classes(classes_from_state(state))
+        return {"classes_": classes}, len(classes)

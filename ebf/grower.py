@@ -479,7 +479,7 @@ def grow_trunk(
         n_closed += open_nodes.size - cand.size
         open_nodes = np.arange(trunk.n_nodes - 2 * cand.size, trunk.n_nodes, dtype=INDEX)
         level += 1
-    trunk.leaf_id = _preorder_leaf_ids(trunk.left, trunk.right)
+    trunk.leaf_id = preorder_leaf_ids(trunk.left, trunk.right)
     return trunk
 
 
@@ -518,7 +518,7 @@ def _split_nodes(trunk, nodes, feat, bins, gain, lefts, rights, edges, task) -> 
     return out
 
 
-def _preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Leaf ids 0 .. L-1 in depth-first preorder (left first), -1 at internal nodes."""
     leaf_id = np.full(left.shape[0], NO_NODE, INDEX)
     stack = [0]

@@ -3,20 +3,26 @@
 An artifact is a directory::
 
     model/
-      manifest.json        format + version, class, params, features, metadata, state, sha256s
+      manifest.json        format + version, class, params, features, metadata, state,
+                           sha256s, model_hash
       arrays/00000.npy     one file per array of the estimator's state
       arrays/00001.npy
       ...
 
 Every estimator of ``ebf`` and ``mondrian`` implements ``_get_state() -> dict`` and
-``_set_state(state)`` (see ``LAYOUT.md``); this module turns such a state into JSON plus
+``_set_state(state)`` (see ``LAYOUT.md``); :mod:`ebf.codec` turns such a state into JSON plus
 ``.npy`` files and back, for any nesting. Composite estimators (an EBF holds a trunk and
 branch forests) put their sub-estimators into their state with :func:`estimator_state` and
 rebuild them with :func:`estimator_from_state`.
 
-Nothing is ever unpickled: arrays are read with ``np.load(..., allow_pickle=False)`` after
-their sha256 is checked, object arrays are refused, and the class to build is looked up in a
-fixed allowlist (:data:`MODEL_CLASSES`) by key; the manifest never names a module to import.
+A model directory is untrusted input. Nothing is ever unpickled: files are read within
+limits (:mod:`ebf.codec`), and the class to build is looked up in a fixed allowlist
+(:data:`MODEL_CLASSES`) by key; the manifest never names a module to import. Checksums can be
+recomputed by whoever edits a file, so every ``_set_state`` validates what it restores (tree
+structure, statistics, shapes) before a numba kernel sees it: a crafted model is a
+:class:`ModelFormatError`, never a crash, a hang or garbage predictions.
+
+:func:`model_hash` identifies the model's content (not its save time or user metadata).
 Writes are atomic: the artifact is built in a temporary directory next to the target and
 renamed into place. See :func:`save` and :func:`load` for examples.
 """
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import errno
-import hashlib
 import importlib
 import importlib.metadata
 import json
@@ -41,17 +46,42 @@ from typing import Any
 
 import numpy as np
 
+from .codec import (
+    ARRAY_DIR,
+    MAX_FILES,
+    ArrayWriter,
+    ChecksumError,
+    Decoder,
+    ModelFormatError,
+    UnknownClassError,
+    UnsupportedVersionError,
+    content_hash,
+    encode,
+    features_entry,
+    open_regular,
+    parse_json,
+    training_entry,
+)
+
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MODEL_CLASSES", "ChecksumError", "ModelFormatError",
     "UnknownClassError", "UnsupportedVersionError", "estimator_from_state", "estimator_state",
-    "load", "manifest_digest", "read_manifest", "save",
+    "load", "model_hash", "read_manifest", "save",
 ]
 
 #: Name of the artifact format and the one version this module writes and reads.
 FORMAT = "ebf-model"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-ARRAY_DIR = "arrays"
+
+#: The manifest entries :func:`model_hash` covers: what the model is and computes, not when
+#: or by whom it was saved (``metadata``) nor what is derived from the state.
+HASHED = ("format_version", "class", "params", "features", "state")
+
+_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_RANDOM_OBJECTS = (
+    np.random.RandomState, np.random.Generator, np.random.BitGenerator, np.random.SeedSequence,
+)
 
 #: The allowlist: the only classes ``load`` will build, key -> ``"module:ClassName"``.
 #: Modules are imported lazily, so a missing optional module only affects its own models.
@@ -67,37 +97,6 @@ MODEL_CLASSES: Mapping[str, str] = {
     "ebf.SubsampleForestClassifier": "ebf.estimators:SubsampleForestClassifier",
     "ebf.ConstantBranch": "ebf.branches:ConstantBranch",
 }
-
-# JSON markers for what JSON cannot say directly. A state dict whose own keys look like
-# markers is wrapped in {"__dict__": {...}} so that it is never mistaken for one.
-_ARRAY = "__ndarray__"
-_FLOAT = "__float__"
-_TUPLE = "__tuple__"
-_SCALAR = "__scalar__"
-_DICT = "__dict__"
-_NONFINITE = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}
-_ARRAY_NAME = re.compile(r"arrays/[0-9]+\.npy", re.ASCII)
-_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
-_NPY_MAGIC = b"\x93NUMPY"
-_RANDOM_OBJECTS = (
-    np.random.RandomState, np.random.Generator, np.random.BitGenerator, np.random.SeedSequence,
-)
-
-
-class ModelFormatError(ValueError):
-    """A model artifact is malformed, corrupt or not loadable by this version."""
-
-
-class ChecksumError(ModelFormatError):
-    """An array file does not match the sha256 recorded in the manifest."""
-
-
-class UnsupportedVersionError(ModelFormatError):
-    """The manifest has a format version this build cannot read."""
-
-
-class UnknownClassError(ModelFormatError):
-    """The manifest names a class that is not in the allowlist :data:`MODEL_CLASSES`."""
 
 
 # ----------------------------------------------------------------------------- public API
@@ -157,20 +156,20 @@ def save(
     target = Path(path)
     _check_target(target, overwrite)
     top = estimator_state(model)  # before touching the disk: NotFittedError etc. come first
-    features = _features(model)
-    training = _training(model)
-    user = _encode(dict(metadata or {}), None, "metadata")
+    features = features_entry(model)
+    training = training_entry(model)
+    user = encode(dict(metadata or {}), None, "metadata")
     target.parent.mkdir(parents=True, exist_ok=True)
     # not tempfile.mkdtemp: its mode 0o700 would survive the rename and lock other users out
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir()
     try:
-        writer = _ArrayWriter(tmp)
+        writer = ArrayWriter(tmp)
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "class": top["class"],
-            "params": _encode(top["params"], writer, "params"),
+            "params": encode(top["params"], writer, "params"),
             "notes": top.get("notes", []),
             "features": features,
             "training": training,
@@ -182,9 +181,10 @@ def save(
                 "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "user": user,
             },
-            "state": _encode(top["state"], writer, "state"),
+            "state": encode(top["state"], writer, "state"),
             "files": writer.files,
         }
+        manifest["model_hash"] = content_hash(manifest, HASHED)
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             f.write(json.dumps(manifest, allow_nan=False, indent=1))  # strict: no NaN tokens
             f.flush()
@@ -237,12 +237,12 @@ def load(path: str | os.PathLike) -> Any:
     """
     root = Path(path)
     manifest = read_manifest(root)
-    where = str(root / MANIFEST)
+    where = f"model file {root / MANIFEST}"
     try:
         _resolve_class(manifest["class"])  # fail before reading any array
     except UnknownClassError as exc:
         raise UnknownClassError(f"{where}: {exc}") from exc
-    decoder = _Decoder(root, manifest["files"], where)
+    decoder = Decoder(root, manifest["files"], where)
     top = {
         "class": manifest["class"],
         "params": decoder.decode(manifest["params"], "params"),
@@ -259,7 +259,9 @@ def read_manifest(path: str | os.PathLike) -> dict:
     """The parsed ``manifest.json`` of a model directory, after format and version checks.
 
     Reads no array and imports nothing; use it to inspect metadata (features, training,
-    library version) without loading the model.
+    library version) without loading the model. The manifest must be a regular file of at
+    most ``ebf.codec.MAX_MANIFEST_BYTES`` bytes of strict JSON within the codec's limits,
+    and its ``model_hash`` must match its content (:func:`model_hash`).
 
     Parameters
     ----------
@@ -276,8 +278,10 @@ def read_manifest(path: str | os.PathLike) -> dict:
     FileNotFoundError
         If the directory or its manifest is missing.
     ModelFormatError
-        On invalid or non-strict JSON, a wrong ``format`` or a missing entry;
-        :class:`UnsupportedVersionError` on an unknown ``format_version``.
+        On a manifest that is not a regular file, too large or nested too deep, invalid or
+        non-strict JSON, a wrong ``format`` or a missing entry;
+        :class:`UnsupportedVersionError` on an unknown ``format_version``;
+        :class:`ChecksumError` if ``model_hash`` does not match the content.
 
     Examples
     --------
@@ -293,9 +297,8 @@ def read_manifest(path: str | os.PathLike) -> dict:
     if not root.is_dir():
         raise FileNotFoundError(errno.ENOENT, "model directory not found", str(root))
     file = root / MANIFEST
-    if not file.is_file():
-        raise FileNotFoundError(errno.ENOENT, "model manifest not found", str(file))
-    manifest = _parse_json(file.read_bytes(), str(file))
+    with open_regular(file, "model manifest") as f:
+        manifest = parse_json(f, str(file))
     if not isinstance(manifest, dict):
         raise ModelFormatError(f"{file}: the manifest must be a JSON object")
     if manifest.get("format") != FORMAT:
@@ -311,31 +314,48 @@ def read_manifest(path: str | os.PathLike) -> dict:
             + (" (upgrade ebf to load newer models)" if type(version) is int
                and version > FORMAT_VERSION else "")
         )
-    for key, kind in (("class", str), ("params", dict), ("state", object), ("files", dict)):
+    for key, kind in (("class", str), ("params", dict), ("state", object), ("files", dict),
+                      ("features", object), ("model_hash", str)):
         if key not in manifest or not isinstance(manifest[key], kind):
             raise ModelFormatError(f"{file}: missing or invalid entry {key!r}")
+    if len(manifest["files"]) > MAX_FILES:
+        raise ModelFormatError(f"{file}: {len(manifest['files'])} array files; at most "
+                               f"{MAX_FILES} are allowed")
     for name, digest in manifest["files"].items():
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise ModelFormatError(f"{file}: files[{name!r}] is not a sha256 hex digest")
+    content = content_hash(manifest, HASHED)
+    if manifest["model_hash"] != content:
+        raise ChecksumError(
+            f"{file}: model_hash {manifest['model_hash'][:16]}... does not match the content "
+            f"({content[:16]}...): the manifest was modified")
     return manifest
 
 
-def manifest_digest(path: str | os.PathLike) -> str:
-    """sha256 (hex) of ``manifest.json``: one hash that pins the whole artifact.
+def model_hash(path: str | os.PathLike) -> str:
+    """The content hash of a saved model: equal for equal models, whenever they were saved.
 
-    The manifest records the sha256 of every array file, so this digest changes whenever
-    any byte of the model changes. The Dask pipeline writes it into the Parquet metadata of
-    its predictions.
+    sha256 of the canonical JSON (sorted keys, no spaces, ASCII) of the manifest's
+    ``format_version``, ``class``, ``params``, ``features`` and ``state``; the state holds the
+    sha256 of every array file, so any changed byte of the model changes the hash, while the
+    save time, library versions and user ``metadata`` do not (an identical retrain has the
+    same hash). :func:`save` stores it as ``model_hash``; :func:`read_manifest` (and so
+    :func:`load` and this function) refuses a manifest whose content does not match it.
 
     Parameters
     ----------
     path : str or path-like
-        A model directory (or its ``manifest.json``).
+        A model directory.
 
     Returns
     -------
     str
         64 lowercase hex digits.
+
+    Raises
+    ------
+    FileNotFoundError, ModelFormatError
+        As :func:`read_manifest`; :class:`ChecksumError` if the stored hash does not match.
 
     Examples
     --------
@@ -343,15 +363,12 @@ def manifest_digest(path: str | os.PathLike) -> str:
     >>> from mondrian import MondrianForestRegressor
     >>> X = np.random.default_rng(3).random((40, 2)); y = X[:, 0]
     >>> reg = MondrianForestRegressor(n_estimators=2, random_state=3).fit(X, y)
-    >>> len(manifest_digest(save(reg, pathlib.Path(tempfile.mkdtemp()) / "m")))
-    64
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> a = model_hash(save(reg, tmp / "a", metadata={"run": 1}))
+    >>> a == model_hash(save(reg, tmp / "b", metadata={"run": 2})), len(a)
+    (True, 64)
     """
-    file = Path(path)
-    if file.is_dir():
-        file = file / MANIFEST
-    if not file.is_file():
-        raise FileNotFoundError(errno.ENOENT, "model manifest not found", str(file))
-    return hashlib.sha256(file.read_bytes()).hexdigest()
+    return read_manifest(path)["model_hash"]
 
 
 def estimator_state(estimator: Any) -> dict:
@@ -404,7 +421,7 @@ def estimator_state(estimator: Any) -> dict:
     return out
 
 
-def estimator_from_state(d: Mapping[str, Any]) -> Any:
+def estimator_from_state(d: Mapping[str, Any], where: str | None = None) -> Any:
     """Rebuild an estimator from :func:`estimator_state` (after decoding), via the allowlist.
 
     Parameters
@@ -412,6 +429,8 @@ def estimator_from_state(d: Mapping[str, Any]) -> Any:
     d : mapping
         ``{"class": key, "params": dict, "state": ...}``; ``class`` must be a key of
         :data:`MODEL_CLASSES`.
+    where : str, optional
+        Where ``d`` sits in its parent's state (``"branches[3]"``), for error messages.
 
     Returns
     -------
@@ -423,7 +442,9 @@ def estimator_from_state(d: Mapping[str, Any]) -> Any:
     UnknownClassError
         If the class key is not in the allowlist (nothing is imported then).
     ModelFormatError
-        If the parameters or the state do not fit the class.
+        If the parameters or the state do not fit the class (any ``ValueError``,
+        ``TypeError``, ``KeyError``, ``IndexError`` or ``AttributeError`` of ``_set_state``),
+        naming the class and ``where``.
 
     Examples
     --------
@@ -435,24 +456,26 @@ def estimator_from_state(d: Mapping[str, Any]) -> Any:
     array([0, 1])
     """
     if not isinstance(d, Mapping) or not isinstance(d.get("params"), dict) or "state" not in d:
-        raise ModelFormatError("an estimator entry needs 'class', 'params' (a dict) and 'state'")
+        raise ModelFormatError(f"{where or 'an estimator'}: an estimator entry needs 'class', "
+                               "'params' (a dict) and 'state'")
     key = d.get("class")
     cls = _resolve_class(key)
+    label = key if where is None else f"{where} ({key})"
     try:
         estimator = cls(**d["params"])
         if hasattr(estimator, "_validate_params"):
             estimator._validate_params()  # scikit-learn's checks of types and ranges
     except (TypeError, ValueError) as exc:
-        msg = f"parameters {sorted(d['params'])} do not fit {key}: {exc}"
+        msg = f"{label}: parameters {sorted(d['params'])} do not fit {key}: {exc}"
         raise ModelFormatError(msg) from exc
     try:
         estimator._set_state(d["state"])
-    except ModelFormatError as exc:
-        raise type(exc)(f"in {key}: {exc}") from exc
+    except ModelFormatError as exc:  # a nested estimator's, already named
+        raise type(exc)(f"{label}: {exc}") from exc
     except KeyError as exc:
-        raise ModelFormatError(f"invalid state for {key}: missing entry {exc}") from exc
+        raise ModelFormatError(f"{label}: invalid state: missing entry {exc}") from exc
     except (TypeError, ValueError, IndexError, AttributeError) as exc:
-        raise ModelFormatError(f"invalid state for {key}: {exc}") from exc
+        raise ModelFormatError(f"{label}: invalid state: {exc}") from exc
     return estimator
 
 
@@ -492,242 +515,7 @@ def _resolve_class(key: Any) -> type:
     return cls
 
 
-# ----------------------------------------------------------------------------- encoding
-
-
-class _ArrayWriter:
-    """Writes arrays as ``arrays/<n>.npy`` under ``root``; records their sha256."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.files: dict[str, str] = {}
-        (root / ARRAY_DIR).mkdir()
-
-    def write(self, array: np.ndarray, where: str) -> dict:
-        if array.dtype.hasobject:
-            raise ValueError(
-                f"{where} is an array of dtype {array.dtype}, which cannot be stored without "
-                "pickle; convert it to a numeric or fixed-width string dtype, or a list"
-            )
-        name = f"{ARRAY_DIR}/{len(self.files):05d}.npy"
-        with open(self.root / name, "xb") as f:
-            hashing = _HashingWriter(f)
-            np.save(hashing, array, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        digest = hashing.hash.hexdigest()
-        self.files[name] = digest
-        return {_ARRAY: name, "sha256": digest, "dtype": str(array.dtype),
-                "shape": list(array.shape)}
-
-
-class _HashingWriter:
-    """A write-only file object that hashes what passes through it."""
-
-    def __init__(self, f: Any) -> None:
-        self.f = f
-        self.hash = hashlib.sha256()
-
-    def write(self, data: Any) -> int:
-        self.hash.update(data)
-        return self.f.write(data)
-
-
-def _encode(obj: Any, writer: _ArrayWriter | None, where: str) -> Any:
-    """JSON-ready copy of a state; arrays go to ``writer`` (None: arrays not allowed)."""
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, np.ndarray):
-        if writer is None:
-            raise TypeError(f"{where}: arrays are not allowed here, got {obj.dtype} array")
-        return writer.write(obj, where)
-    if isinstance(obj, np.generic):
-        if obj.dtype.kind not in "biuf":
-            raise TypeError(f"{where}: numpy scalar of dtype {obj.dtype} cannot be stored")
-        return {_SCALAR: _encode(obj.item(), None, where), "dtype": str(obj.dtype)}
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        if np.isfinite(obj):
-            return float(obj)
-        return {_FLOAT: "nan" if np.isnan(obj) else ("inf" if obj > 0 else "-inf")}
-    if isinstance(obj, (list, tuple)):
-        items = [_encode(v, writer, f"{where}[{i}]") for i, v in enumerate(obj)]
-        return {_TUPLE: items} if isinstance(obj, tuple) else items
-    if isinstance(obj, dict):
-        out = {}
-        for key, value in obj.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: dict keys must be str, got {key!r}")
-            out[key] = _encode(value, writer, f"{where}.{key}")
-        return {_DICT: out} if any(_is_marker(k) for k in out) else out
-    raise TypeError(
-        f"{where}: a {type(obj).__module__}.{type(obj).__qualname__} cannot be stored; a "
-        "state holds dicts, lists, JSON scalars and numpy arrays only"
-    )
-
-
-def _is_marker(key: str) -> bool:
-    return key.startswith("__") and key.endswith("__")
-
-
-# ----------------------------------------------------------------------------- decoding
-
-
-class _Decoder:
-    """Turns a manifest's JSON back into a state, loading (verified) array files."""
-
-    def __init__(self, root: Path, files: dict, where: str) -> None:
-        self.root = root
-        self.files = files
-        self.where = where
-        self.seen: set[str] = set()
-
-    def fail(self, msg: str) -> ModelFormatError:
-        return ModelFormatError(f"{self.where}: {msg}")
-
-    def decode(self, obj: Any, where: str) -> Any:
-        if isinstance(obj, list):
-            return [self.decode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        if not isinstance(obj, dict):
-            return obj  # JSON scalar (strict parsing let no NaN/Infinity through)
-        markers = [k for k in obj if _is_marker(k)]
-        if not markers:
-            return {k: self.decode(v, f"{where}.{k}") for k, v in obj.items()}
-        marker = markers[0]
-        value = obj[marker]
-        if marker == _DICT and isinstance(value, dict) and len(obj) == 1:
-            return {k: self.decode(v, f"{where}.{k}") for k, v in value.items()}
-        if marker == _TUPLE and isinstance(value, list) and len(obj) == 1:
-            return tuple(self.decode(v, f"{where}[{i}]") for i, v in enumerate(value))
-        if marker == _FLOAT and value in _NONFINITE and len(obj) == 1:
-            return float(_NONFINITE[value])
-        if marker == _SCALAR and set(obj) == {_SCALAR, "dtype"}:
-            return self._scalar(obj, where)
-        if marker == _ARRAY:
-            return self._array(obj, where)
-        raise self.fail(f"{where}: malformed entry with keys {sorted(obj)}")
-
-    def _scalar(self, obj: dict, where: str) -> np.generic:
-        try:
-            dtype = np.dtype(obj["dtype"])
-        except (TypeError, ValueError) as exc:
-            raise self.fail(f"{where}: unknown scalar dtype {obj['dtype']!r}") from exc
-        value = self.decode(obj[_SCALAR], where)
-        if dtype.kind not in "biuf" or not isinstance(value, (bool, int, float)):
-            raise self.fail(f"{where}: scalar {value!r} of dtype {dtype} is not allowed")
-        return dtype.type(value)
-
-    def _array(self, obj: dict, where: str) -> np.ndarray:
-        name = obj[_ARRAY]
-        file = self._member(name, where)
-        if obj.get("sha256") != self.files[name]:
-            raise self.fail(f"{where}: the sha256 of {name} differs from its 'files' entry")
-        array = self._read(name, file)
-        if str(array.dtype) != obj.get("dtype") or list(array.shape) != obj.get("shape"):
-            raise self.fail(
-                f"{file} holds a {array.dtype} array of shape {array.shape}, but the manifest "
-                f"says {obj.get('dtype')} {obj.get('shape')}"
-            )
-        return array
-
-    def _member(self, name: Any, where: str) -> Path:
-        """The file of an array entry, refusing anything outside ``arrays/`` of the model."""
-        if not isinstance(name, str) or not _ARRAY_NAME.fullmatch(name):
-            raise self.fail(
-                f"{where}: array path {name!r} is not inside the model directory "
-                "(expected 'arrays/<number>.npy'); refusing to read it"
-            )
-        if name not in self.files:
-            raise self.fail(f"{where}: array file {name} is not listed in 'files'")
-        file = self.root / name
-        if file.is_symlink() or not file.resolve().is_relative_to(self.root.resolve()):
-            raise self.fail(f"{where}: {name} is a link or leaves the model directory")
-        return file
-
-    def _read(self, name: str, file: Path) -> np.ndarray:
-        """Hash the file, then parse it from the same open handle, never with pickle."""
-        self.seen.add(name)
-        try:
-            f = open(file, "rb")
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                errno.ENOENT, f"array file listed in {MANIFEST} is missing", str(file)
-            ) from None
-        with f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-            if digest != self.files[name]:
-                raise ChecksumError(
-                    f"{file}: sha256 mismatch (manifest {self.files[name][:16]}..., file "
-                    f"{digest[:16]}...): the file is corrupt or was modified"
-                )
-            f.seek(0)
-            if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-                raise ModelFormatError(f"{file}: not a .npy file")
-            f.seek(0)
-            try:
-                array = np.load(f, allow_pickle=False)
-            except (ValueError, OSError, EOFError) as exc:
-                raise ModelFormatError(f"{file}: cannot be read as a .npy array: {exc}") from exc
-        if not isinstance(array, np.ndarray) or array.dtype.hasobject:
-            raise ModelFormatError(f"{file}: object arrays are not allowed")
-        return array
-
-    def verify_unreferenced(self) -> None:
-        """Check the files listed in the manifest but not referenced by the state, too."""
-        for name in self.files:
-            if name not in self.seen:
-                self._read(name, self._member(name, "files"))
-
-
-def _parse_json(data: bytes, where: str) -> Any:
-    """Strict JSON: no NaN/Infinity tokens, no duplicate keys."""
-
-    def constant(token: str) -> Any:
-        raise ModelFormatError(f"{where}: non-standard JSON constant {token}")
-
-    def pairs(items: list) -> dict:
-        keys = [k for k, _ in items]
-        if len(set(keys)) != len(keys):
-            raise ModelFormatError(f"{where}: duplicate key {max(keys, key=keys.count)!r}")
-        return dict(items)
-
-    try:
-        return json.loads(data.decode("utf-8"), parse_constant=constant, object_pairs_hook=pairs)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ModelFormatError(f"{where}: not valid JSON: {exc}") from exc
-
-
-# ----------------------------------------------------------------------------- manifest parts
-
-
-def _features(model: Any) -> dict:
-    names = getattr(model, "feature_names_in_", None)
-    dtypes = getattr(model, "feature_dtypes_", None)
-    if dtypes is None:  # the ebf estimators keep them in their FeatureEncoder
-        dtypes = getattr(getattr(model, "encoder_", None), "dtypes_", None)
-    if hasattr(dtypes, "items"):  # a mapping or a pandas Series: name -> dtype
-        dtypes = {str(k): str(v) for k, v in dtypes.items()}
-    elif dtypes is not None:
-        dtypes = [str(v) for v in dtypes]
-    n = getattr(model, "n_features_in_", None)
-    return {
-        "n_features": int(n) if isinstance(n, (int, np.integer)) else None,
-        "names": None if names is None else [str(c) for c in names],
-        "dtypes": dtypes,
-    }
-
-
-def _training(model: Any) -> dict:
-    out: dict = {}
-    for name in ("n_samples_seen_", "n_features_in_"):
-        value = getattr(model, name, None)
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            out[name] = int(value)
-    classes = getattr(model, "classes_", None)
-    if classes is not None:
-        out["n_classes"] = len(classes)
-    return out
+# ----------------------------------------------------------------------------- versions
 
 
 def _library_version() -> str | None:

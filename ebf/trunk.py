@@ -25,12 +25,26 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from mondrian.validation import check_finite, unchanged_on_error
+from mondrian.validation import (
+    check_finite,
+    state_array,
+    state_int,
+    state_names,
+    unchanged_on_error,
+)
 
 from . import binning
 from .config import INDEX, JIT, MAX_BINS, NO_NODE
-from .grower import BinnedSource, HistogramSource, apply_binned, grow_trunk, node_histograms
+from .grower import (
+    BinnedSource,
+    HistogramSource,
+    apply_binned,
+    grow_trunk,
+    node_histograms,
+    preorder_leaf_ids,
+)
 from .histogram import n_stats, row_statistics
+from .tree_validation import check_nodes, check_tree_structure
 
 __all__ = ["BinnedSource", "HistogramSource", "Trunk", "TrunkArrays", "apply_binned",
            "grow_trunk", "node_histograms"]
@@ -102,18 +116,72 @@ class TrunkArrays:
 
     @classmethod
     def from_dict(cls, arrays: dict[str, Any]) -> TrunkArrays:
-        """Rebuild from :meth:`to_dict` output, checking names, dtypes and lengths."""
+        """Rebuild from :meth:`to_dict` output, checking names, dtypes and shapes (the
+        structure and statistics are :func:`check_trunk`'s)."""
         missing = [name for name in cls.ARRAYS if name not in arrays]
         if missing:
             raise ValueError(f"trunk state is missing the arrays {missing}.")
-        out = {}
-        for name in cls.ARRAYS:
-            dtype = np.float64 if name in ("threshold", "weight", "stats", "gain") else INDEX
-            out[name] = np.array(arrays[name], dtype=dtype)
-        sizes = {name: a.shape[0] for name, a in out.items()}
-        if len(set(sizes.values())) != 1 or out["stats"].ndim != 2:
-            raise ValueError(f"trunk state arrays have inconsistent lengths: {sizes}.")
-        return cls(**out)
+        feature, stats = arrays["feature"], arrays["stats"]
+        if not (isinstance(feature, np.ndarray) and feature.ndim == 1
+                and isinstance(stats, np.ndarray) and stats.ndim == 2):
+            raise ValueError("trunk state: feature must be a 1-D array and stats a 2-D array.")
+        n = feature.shape[0]
+        return cls(**{
+            name: state_array(arrays, name, np.float64 if name in _FLOATS else INDEX,
+                              (n, stats.shape[1]) if name == "stats" else (n,))
+            for name in cls.ARRAYS
+        })
+
+
+_FLOATS = frozenset({"threshold", "weight", "stats", "gain"})
+
+
+def check_trunk(trunk: TrunkArrays, edges: Sequence[np.ndarray], task: str) -> None:
+    """Raise ``ValueError`` naming the node unless ``trunk`` is a well-formed grown trunk.
+
+    For trunks read from files, before :func:`_apply_raw` descends them: the tree structure
+    (:func:`~ebf.tree_validation.check_tree_structure`), split bins within the feature's
+    ``edges`` with ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the
+    leaves in preorder, depths counting from the root, and finite statistics that are
+    non-negative (rows, weights, sums of squares, class weights), with positive leaf weight.
+    """
+    n = trunk.n_nodes
+    if n < 1:
+        raise ValueError("the trunk has no nodes.")
+    off = np.array([0, n], INDEX)
+    where = "trunk node {j}"
+    check_tree_structure(trunk.left, trunk.right, trunk.feature, trunk.threshold, off,
+                         len(edges), where)
+    split = trunk.left != NO_NODE
+    f = np.where(split, trunk.feature, 0)
+    b = trunk.threshold_bin
+    n_edges = np.array([e.size for e in edges], INDEX)
+    check_nodes(np.where(split, (b < 0) | (b >= n_edges[f]), b != NO_NODE), lambda j: (
+        f"threshold_bin {b[j]} is not a bin of feature {trunk.feature[j]}" if split[j]
+        else f"leaf with threshold_bin {b[j]} (leaves have -1)"), off, where)
+    start = np.concatenate([[0], np.cumsum(n_edges)])
+    edge = np.concatenate([*edges, [np.nan]])[np.where(split, start[f] + b, -1)]
+    check_nodes(split & (trunk.threshold != edge), lambda j: (
+        f"threshold {trunk.threshold[j]} differs from edge {b[j]} of feature "
+        f"{trunk.feature[j]} ({edge[j]})"), off, where)
+    leaf_id = preorder_leaf_ids(trunk.left, trunk.right)
+    check_nodes(trunk.leaf_id != leaf_id, lambda j: (
+        f"leaf_id {trunk.leaf_id[j]} is not the preorder leaf number {leaf_id[j]}"), off, where)
+    parent_depth = np.full(n, -1, INDEX)
+    for child in (trunk.left, trunk.right):
+        parent_depth[child[split]] = trunk.depth[split]
+    check_nodes(trunk.depth != parent_depth + 1, lambda j: (
+        f"depth {trunk.depth[j]} is not its parent's depth + 1"), off, where)
+    stats = trunk.stats
+    finite = np.isfinite(stats).all(axis=1) & np.isfinite(trunk.weight) & np.isfinite(trunk.gain)
+    check_nodes(~finite, lambda j: "holds a non-finite weight, gain or statistic", off, where)
+    signed = [0, 1, 3] if task == "regression" else slice(None)  # not the sum of w*y
+    negative = (stats[:, signed] < 0).any(axis=1) | (trunk.weight < 0) | (trunk.n_rows < 0)
+    check_nodes(negative, lambda j: "holds a negative row count, weight or sum of squares", off,
+                where)
+    leaf_weight = (stats[:, 1:] if task == "classification" else stats[:, 1:2]).sum(axis=1)
+    check_nodes(~split & ~(leaf_weight > 0), lambda j: "is a leaf without positive weight", off,
+                where)
 
 
 # ------------------------------------------------------------------------------- routing
@@ -475,21 +543,22 @@ class Trunk(BaseEstimator):
         if missing:
             raise ValueError(f"Trunk state is missing {missing}.")
         trunk = TrunkArrays.from_dict(state["trunk_"])
-        d = int(state["n_features_in_"])
+        d = state_int(state, "n_features_in_", 1)
         edges = binning.check_bin_edges(state["bin_edges_"], d)
         n_classes = state.get("n_classes_")
+        if self.task == "classification":
+            n_classes = state_int(state, "n_classes_", 1)
         k = n_stats(self.task, n_classes)
         if trunk.stats.shape[1] != k:
             raise ValueError(
                 f"Trunk state has {trunk.stats.shape[1]} statistics per node, expected {k} "
                 f"for task={self.task!r}."
             )
-        if int(trunk.feature.max(initial=-1)) >= d:
-            raise ValueError(f"Trunk state splits on a feature beyond its {d} features.")
-        names = state.get("feature_names_in_")
+        check_trunk(trunk, edges, self.task)
+        names = state_names(state, "feature_names_in_", d)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.pop("n_classes_", None)
         self.n_features_in_ = d
         if names is not None:
-            self.feature_names_in_ = np.asarray(names, dtype=object)
+            self.feature_names_in_ = names
         self._set_fitted(trunk, edges, n_classes, state.get("max_leaves_", self.max_leaves))

@@ -166,6 +166,7 @@ class TreeArrays:
         )
         if code:
             raise ValueError(_STRUCTURE_ERRORS[code].format(where))
+        _check_values(tree, task)
         return tree
 
     @property
@@ -178,6 +179,30 @@ class TreeArrays:
 
 
 _INDEX_ARRAYS = frozenset({"left", "right", "parent", "feature", "leaf_head", "pt_next"})
+
+
+def _check_values(tree: TreeArrays, task: int) -> None:
+    """The floats of a structurally valid tree are what the kernels can compute with:
+    finite thresholds and split times at internal nodes, split times that grow from the
+    root down (leaves: the lifetime, possibly inf), finite boxes with ``lower <= upper``,
+    finite statistics with non-negative counts (and sums of squares). ValueError naming
+    the node otherwise."""
+    n = tree.n_nodes
+    inner = np.flatnonzero(tree.left[:n] != NO_NODE)
+    tau, threshold = tree.tau[:n], tree.threshold[:n]
+    lower, upper, stats = tree.lower[:n], tree.upper[:n], tree.stats[:n]
+    counts = stats[:, [0, 2]] if task == REGRESSION else stats
+    bad = ~(tau >= 0) | ~np.isfinite(stats).all(axis=1) | (counts < 0).any(axis=1)
+    bad |= ~(np.isfinite(lower) & np.isfinite(upper) & (lower <= upper)).all(axis=1)
+    bad[inner] |= ~np.isfinite(threshold[inner]) | ~np.isfinite(tau[inner])
+    for child in (tree.left, tree.right):
+        bad[inner] |= ~(tau[child[inner]] >= tau[inner])
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"node {j} has invalid values: threshold {threshold[j]}, tau {tau[j]} (children "
+            "split later), a box with non-finite or crossed bounds, or non-finite or "
+            "negative statistics")
 
 _STRUCTURE_ERRORS = {
     1: "root slot {} is not a live node or has a parent",

@@ -40,7 +40,14 @@ from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, empirical_moments, hyperparameters
 from .predictive import GaussianMixture
-from .validation import check_finite, unchanged_on_error
+from .validation import (
+    check_classes,
+    check_finite,
+    state_array,
+    state_int,
+    state_names,
+    unchanged_on_error,
+)
 
 #: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
 PREDICT_BLOCK = 65_536
@@ -317,24 +324,29 @@ class _BaseMondrianForest(BaseEstimator):
         ``KeyError`` and leaves the estimator unchanged. Arrays are copied unless the state
         owns them (as arrays freshly loaded from disk do).
         """
-        d = _state_int(state, "n_features_in_", 1)
-        n = _state_int(state, "n_samples_seen_", 1)
+        d = state_int(state, "n_features_in_", 1)
+        n = state_int(state, "n_samples_seen_", 1)
         task_attrs, n_stats = self._task_from_state(state)
         attrs: dict = {
             "n_features_in_": d,
             "n_samples_seen_": n,
-            "x_min_": _state_array(state, "x_min_", np.float64, (d,)),
-            "x_scale_": _state_array(state, "x_scale_", np.float64, (d,)),
-            "_entropy": _state_int(state, "_entropy", 0),
-            "_n_updates": _state_int(state, "_n_updates", 0),
-            "_X": _state_array(state, "_X", np.float64, (n, d)),
-            "_y": _state_array(state, "_y", np.float64, (n,)),
-            "_labels": _state_array(state, "_labels", INDEX, (n,)),
+            "x_min_": state_array(state, "x_min_", np.float64, (d,)),
+            "x_scale_": state_array(state, "x_scale_", np.float64, (d,)),
+            "_entropy": state_int(state, "_entropy", 0),
+            "_n_updates": state_int(state, "_n_updates", 0),
+            "_X": state_array(state, "_X", np.float64, (n, d)),
+            "_y": state_array(state, "_y", np.float64, (n,)),
+            "_labels": state_array(state, "_labels", INDEX, (n,)),
             **task_attrs,
         }
         labels = attrs["_labels"]
         if np.any(labels < 0) or np.any(labels >= n_stats):
             raise ValueError(f"_labels has codes outside [0, {n_stats})")
+        for key in ("x_min_", "x_scale_", "_X", "_y"):
+            if not np.isfinite(attrs[key]).all():
+                raise ValueError(f"{key} holds NaN or inf")
+        if not (attrs["x_scale_"] > 0).all():
+            raise ValueError("x_scale_ must be positive (the training span of every feature)")
         trees = state["trees_"]
         if not isinstance(trees, list) or len(trees) != self.n_estimators:
             raise ValueError(
@@ -350,12 +362,9 @@ class _BaseMondrianForest(BaseEstimator):
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"trees_[{t}]: {exc}") from exc
             attrs["trees_"].append(tree)
-        names = state.get("feature_names_in_")
+        names = state_names(state, "feature_names_in_", d)
         if names is not None:
-            if (not isinstance(names, list) or len(names) != d
-                    or not all(isinstance(c, str) for c in names)):
-                raise ValueError(f"feature_names_in_ must be a list of {d} strings")
-            attrs["feature_names_in_"] = np.asarray(names, dtype=object)
+            attrs["feature_names_in_"] = names
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(attrs)
         self._posterior = [None] * self.n_estimators
@@ -367,24 +376,6 @@ class _BaseMondrianForest(BaseEstimator):
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
         """Task-specific attributes from a state, and the number of statistics per node."""
         return {}, REG_STATS
-
-
-def _state_int(state: dict, key: str, minimum: int) -> int:
-    """``state[key]`` as an int ``>= minimum`` (JSON ints arrive as Python ints)."""
-    value = state[key]
-    if not isinstance(value, Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{key} must be an integer >= {minimum}, got {value!r:.60}")
-    return int(value)
-
-
-def _state_array(state: dict, key: str, dtype: Any, shape: tuple) -> np.ndarray:
-    """``state[key]`` as an owned, writeable, C-contiguous array of ``dtype`` and ``shape``."""
-    value = state[key]
-    if not isinstance(value, np.ndarray) or not np.can_cast(value.dtype, dtype, "safe"):
-        raise ValueError(f"{key} must be an array of {np.dtype(dtype)}, got {value!r:.60}")
-    if value.shape != shape:
-        raise ValueError(f"{key} has shape {value.shape}, expected {shape}")
-    return np.require(value, dtype, ["C", "W", "O"])
 
 
 class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
@@ -672,12 +663,7 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
             raise ValueError(f"classes_ must be a list or an array, got {classes!r:.60}")
         else:
             classes = np.require(classes, None, ["C", "W", "O"])
-        try:
-            sorted_unique = np.array_equal(np.unique(classes), classes)
-        except TypeError:
-            sorted_unique = False
-        if classes.ndim != 1 or classes.shape[0] < 1 or not sorted_unique:
-            raise ValueError("classes_ must be a non-empty, sorted 1-D array of unique labels")
+        check_classes(classes)
         return {"classes_": classes}, int(classes.shape[0])
 
     def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:

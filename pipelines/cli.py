@@ -482,7 +482,7 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
             "Predict every row of DATA with MODEL_DIR on Dask and write Parquet: mean, std and "
             "quantiles (regressors) or class probabilities and the class (classifiers), plus the "
             "branch; one file per input partition, rows in input order, the model's version and "
-            "sha256 in the schema metadata. PRED_DIR appears only when every file is written."
+            "content hash in the schema metadata. PRED_DIR appears only when every file is written."
         ),
     )
     pr.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
@@ -547,7 +547,7 @@ def _check_model_out(path: str | None, overwrite: bool) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from ebf.model import manifest_digest, save
+    from ebf.model import model_hash, save
     from pipelines.train import train
 
     _check_model_out(args.out, args.overwrite)
@@ -566,7 +566,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"trained {type(res.model).__name__} ({res.task}; {len(res.model.branches_)} branches x "
         f"{args.n_estimators} {args.branch} trees) on {res.rows:,} rows x {len(res.features)} "
         f"features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
-        f"saved to {args.out} (sha256 {manifest_digest(args.out)[:16]})"
+        f"saved to {args.out} (model hash {model_hash(args.out)[:16]})"
     )
     if res.baseline is not None:
         save(res.baseline, args.baseline_out, overwrite=args.overwrite,
@@ -587,7 +587,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         )
     print(
         f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "
-        f"{res.path} in {res.seconds:.1f}s; model sha256 {res.metadata['ebf.model_hash'][:16]}"
+        f"{res.path} in {res.seconds:.1f}s; model hash {res.metadata['ebf.model_hash'][:16]}"
     )
     return 0
 

@@ -85,8 +85,8 @@ class LoadedModel:
         The fitted single-process model.
     path : str
     digest : str
-        :func:`ebf.model.manifest_digest` (sha256 of ``manifest.json``, which holds the
-        sha256 of every array file).
+        :func:`ebf.model.model_hash` (sha256 of the model's content, which holds the
+        sha256 of every array file; equal for identical retrains).
     manifest : dict
         :func:`ebf.model.read_manifest`.
     features : list of str
@@ -150,13 +150,13 @@ def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
     >>> loaded.features[:2], loaded.digest[:12]  # doctest: +SKIP
     (['x0', 'x1'], '3f1c0a9b2e7d')
     """
-    from ebf.model import load, manifest_digest, read_manifest
+    from ebf.model import load, model_hash, read_manifest
 
     path = os.fspath(model_dir)
-    digest = manifest_digest(path)
     manifest = read_manifest(path)
+    digest = manifest["model_hash"]
     model = load(path)
-    if manifest_digest(path) != digest:
+    if model_hash(path) != digest:
         raise RuntimeError(f"the model at {path!r} changed while it was loaded; try again")
     names = getattr(model, "feature_names_in_", None)
     if names is None:
@@ -315,8 +315,9 @@ def predict_to_parquet(
     Columns: regressors ``mean``, ``std`` and the quantiles; classifiers ``proba_<class>``
     and ``predicted``; EBF models also ``branch`` (the trunk leaf that predicted the row).
     Row ``i`` of the output (files in name order) is row ``i`` of the input. Schema
-    metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash`` (sha256 of
-    the model's manifest), ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``),
+    metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash``
+    (:func:`ebf.model.model_hash`, the sha256 of the model's content),
+    ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``),
     ``ebf.model_class``, ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
     ``ebf.predicted_with`` (the ebf version that predicted).
 

@@ -210,13 +210,14 @@ def test_classification_rows_are_full_width():
 def test_forest_state_round_trip():
     X, y = _regression(100)
     f = cart.fit_cart_forest(X, y, None, task="regression", n_estimators=3, entropy=0)
-    g = cart.CartForest.from_state({k: v.copy() for k, v in f.get_state().items()})
+    g = cart.CartForest.from_state({k: v.copy() for k, v in f.get_state().items()},
+                                   n_features=X.shape[1])
     np.testing.assert_array_equal(cart.apply(g, X), cart.apply(f, X))
     assert g.nbytes == f.nbytes and g.n_leaves.tolist() == f.n_leaves.tolist()
     bad = f.get_state()
     bad["offsets"] = bad["offsets"][::-1]
     with pytest.raises(ValueError, match="offsets"):
-        cart.CartForest.from_state(bad)
+        cart.CartForest.from_state(bad, n_features=X.shape[1])
 
 
 # ------------------------------------------------------------------------------ regressor

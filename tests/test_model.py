@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from ebf import model as model_io
+from ebf import codec
 from ebf.model import (
     ChecksumError,
     ModelFormatError,
@@ -32,7 +32,7 @@ from ebf.model import (
     estimator_from_state,
     estimator_state,
     load,
-    manifest_digest,
+    model_hash,
     read_manifest,
     save,
 )
@@ -150,7 +150,16 @@ def _manifest(path: Path) -> dict:
 
 
 def _write_manifest(path: Path, manifest: dict) -> None:
+    """Write an edited manifest with its model_hash recomputed, as a forger would."""
+    manifest["model_hash"] = _canonical_hash(manifest)
     (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _canonical_hash(manifest: dict) -> str:
+    """The documented model hash, computed independently of ``ebf.model``."""
+    keys = ("format_version", "class", "params", "features", "state")
+    text = json.dumps({k: manifest[k] for k in keys}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _array_entries(obj: Any) -> list[dict]:
@@ -276,7 +285,7 @@ def test_manifest_layout_and_strict_json(saved):
     assert files == sorted(manifest["files"])
     for name, digest in manifest["files"].items():
         assert hashlib.sha256((path / name).read_bytes()).hexdigest() == digest
-    assert manifest_digest(path) == hashlib.sha256(text.encode()).hexdigest()
+    assert model_hash(path) == manifest["model_hash"] == _canonical_hash(manifest)
     assert load(path).lifetime == np.inf
 
 
@@ -301,9 +310,9 @@ def test_state_encoding_covers_every_leaf_kind(tmp_path):
                    np.array(["ab", "c"]), np.array(3.0), np.array([True, False]),
                    np.arange(12, dtype=">i4")[::2]],
     }
-    writer = model_io._ArrayWriter(tmp_path)
-    encoded = json.loads(json.dumps(model_io._encode(state, writer, "state"), allow_nan=False))
-    back = model_io._Decoder(tmp_path, writer.files, "test").decode(encoded, "state")
+    writer = codec.ArrayWriter(tmp_path)
+    encoded = json.loads(json.dumps(codec.encode(state, writer, "state"), allow_nan=False))
+    back = codec.Decoder(tmp_path, writer.files, "test").decode(encoded, "state")
     assert_same(state["arrays"][1:], back["arrays"][1:], "arrays")
     np.testing.assert_array_equal(back["arrays"][0], state["arrays"][0])
     assert back["arrays"][0].flags.f_contiguous
@@ -517,13 +526,13 @@ def test_unsupported_value_or_subclass_is_refused_at_save(tmp_path, monkeypatch)
 def test_existing_target_and_overwrite(tmp_path):
     reg, X, y = _online_regressor()
     path = save(reg, tmp_path / "m")
-    digest = manifest_digest(path)
+    digest = model_hash(path)
     with pytest.raises(FileExistsError):
         save(reg, path)
-    assert manifest_digest(path) == digest
+    assert model_hash(path) == digest
     other = MondrianForestRegressor(n_estimators=2, random_state=9).fit(X, y)
     assert save(other, path, overwrite=True) == path
-    assert manifest_digest(path) != digest
+    assert model_hash(path) != digest
     assert_same(load(path).predict(X), other.predict(X))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
     # never replace something that is not a model
@@ -562,19 +571,19 @@ def test_failure_mid_save_leaves_nothing(tmp_path, monkeypatch):
 def test_failure_mid_overwrite_keeps_the_old_model(tmp_path, monkeypatch):
     reg, X, y = _online_regressor()
     path = save(reg, tmp_path / "m")
-    digest = manifest_digest(path)
+    digest = model_hash(path)
     other = MondrianForestRegressor(n_estimators=2, random_state=9).fit(X, y)
     with monkeypatch.context() as m:
         _fail_on_call(m, np, "save", 7)
         with pytest.raises(OSError, match="injected"):
             save(other, path, overwrite=True)
-    assert manifest_digest(path) == digest and sorted(os.listdir(tmp_path)) == ["m"]
+    assert model_hash(path) == digest and sorted(os.listdir(tmp_path)) == ["m"]
     # the rename of the new directory into place fails: the old one is put back
     with monkeypatch.context() as m:
         _fail_on_call(m, os, "rename", 2)
         with pytest.raises(OSError, match="injected"):
             save(other, path, overwrite=True)
-    assert manifest_digest(path) == digest and sorted(os.listdir(tmp_path)) == ["m"]
+    assert model_hash(path) == digest and sorted(os.listdir(tmp_path)) == ["m"]
     assert_same(load(path).predict(X), reg.predict(X))
 
 
@@ -598,3 +607,28 @@ def test_parameters_that_do_not_fit_the_class_are_refused(saved, params):
     _write_manifest(path, manifest)
     with pytest.raises(ModelFormatError, match="do not fit mondrian.MondrianForestRegressor"):
         load(path)
+
+
+def test_model_hash_ignores_metadata_and_tracks_every_array_byte(tmp_path):
+    from ebf import BayesianForestRegressor
+
+    X, y = _regression(120)
+    fits = [BayesianForestRegressor(n_estimators=3, random_state=0).fit(X, y) for _ in range(2)]
+    a = save(fits[0], tmp_path / "a", metadata={"run": 1, "fit_seconds": 3.25})
+    b = save(fits[1], tmp_path / "b", metadata={"run": 2, "fit_seconds": 2.5})
+    assert _manifest(a)["metadata"] != _manifest(b)["metadata"]
+    assert model_hash(a) == model_hash(b) == _manifest(a)["model_hash"]
+    # one byte of one array changed, its file checksum recomputed: another model
+    manifest = _manifest(b)
+    entry = manifest["state"]["forest"]["threshold"]
+    raw = bytearray((b / entry["__ndarray__"]).read_bytes())
+    raw[-1] ^= 0x01
+    (b / entry["__ndarray__"]).write_bytes(bytes(raw))
+    digest = hashlib.sha256(bytes(raw)).hexdigest()
+    entry["sha256"] = manifest["files"][entry["__ndarray__"]] = digest
+    (b / "manifest.json").write_text(json.dumps(manifest))  # model_hash left as it was
+    with pytest.raises(ChecksumError, match=r"model_hash .* does not match the content"):
+        load(b)
+    _write_manifest(b, manifest)  # a consistent forgery: the hash of the new content
+    assert model_hash(b) != model_hash(a)
+    assert load(b).predict(X).shape == (120,)

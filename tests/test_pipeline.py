@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, log_loss
 
-from ebf.model import manifest_digest, read_manifest, save
+from ebf.model import model_hash, read_manifest, save
 from mondrian import metrics
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
@@ -131,7 +131,7 @@ def test_predict_to_parquet_regression(models, data, tmp_path, dask_client):
     assert res.columns == ["y", "mean", "std", "q05", "q50", "q95", "branch"]
     assert calls[0] == (0, 3) and calls[-1] == (3, 3)
     meta = read_parquet_metadata(out)
-    assert meta["ebf.model_hash"] == manifest_digest(models["reg"])
+    assert meta["ebf.model_hash"] == model_hash(models["reg"])
     assert meta["ebf.model_class"] == "ebf.EmpiricalBayesianForestRegressor"
     assert meta["ebf.model_version"].startswith("ebf-model/1 ebf/")
     assert json.loads(meta["ebf.quantiles"]) == [0.05, 0.5, 0.95]
@@ -197,7 +197,7 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client)
     y = test["y"].to_numpy()
     dist = load_model(models["reg"]).model.predict_distribution(test[FEATURES])
     assert res["task"] == "regression" and res["n"] == 1500 and res["target"] == "y"
-    assert res["model_hash"] == manifest_digest(models["reg"])
+    assert res["model_hash"] == model_hash(models["reg"])
     assert res["rmse"] == pytest.approx(metrics.rmse(y, dist.mean), rel=1e-12)
     assert res["nlpd"] == pytest.approx(metrics.nlpd(y, dist), rel=1e-12)
     # coverage from the predictive CDF at y equals the exact mixture intervals
@@ -253,7 +253,7 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
                  "--keep", "y", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "1,500 rows" in captured.out
-    assert read_parquet_metadata(pred)["ebf.model_hash"] == manifest_digest(model)
+    assert read_parquet_metadata(pred)["ebf.model_hash"] == model_hash(model)
 
     report = tmp_path / "eval.json"
     assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
@@ -280,10 +280,10 @@ def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
 
 
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, monkeypatch, local_threads):
-    import ebf.model
+    import ebf.codec
 
     written = []
-    original = ebf.model._ArrayWriter.write
+    original = ebf.codec.ArrayWriter.write
 
     def write_then_fail(self, array, where):
         written.append(where)
@@ -291,7 +291,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, monkeypatch, loca
             raise RuntimeError("injected failure while saving")
         return original(self, array, where)
 
-    monkeypatch.setattr(ebf.model._ArrayWriter, "write", write_then_fail)
+    monkeypatch.setattr(ebf.codec.ArrayWriter, "write", write_then_fail)
     out = tmp_path / "model"
     with pytest.raises(RuntimeError, match="injected failure"):
         main(["train", data["regression", "train"], "--target", "y", "--n-estimators", "2",
@@ -316,7 +316,7 @@ def test_cli_demo(tmp_path, capsys, local_threads):
     assert set(results["results"]) == {"EBF", "SSF"}
     assert len(os.listdir(out / "data" / "train")) == 8
     meta = read_parquet_metadata(out / "predictions" / "ebf")
-    assert meta["ebf.model_hash"] == manifest_digest(out / "models" / "ebf")
+    assert meta["ebf.model_hash"] == model_hash(out / "models" / "ebf")
     # a rerun replaces its own outputs; a foreign directory is refused
     foreign = tmp_path / "foreign"
     foreign.mkdir()

@@ -27,8 +27,8 @@ import numpy as np
 from distributed import Client, Future
 
 from .. import binning
-from ..histogram import row_statistics
 from ..grower import grow_trunk, node_histograms
+from ..histogram import row_statistics
 from ..trunk import Trunk, TrunkArrays
 from .branches import BranchMemoryError
 from .client import Report

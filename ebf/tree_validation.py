@@ -1,0 +1,178 @@
+"""Structure checks of flat binary trees read from untrusted files (CART forests, the trunk).
+
+The descent kernels (:mod:`ebf.cart`, :mod:`ebf.trunk`) follow child indices without bounds
+checks and loop until they reach a leaf, so a tree from a model file must be proven well
+formed before any of them sees it: an index out of range reads out of bounds, a cycle never
+ends. :func:`check_tree_structure` is that proof, for any number of trees stored back to back
+(``CartForest``: tree ``t`` owns the nodes ``offsets[t] <= j < offsets[t + 1]``, its root is
+``offsets[t]``; the trunk is one tree, ``offsets = [0, n_nodes]``).
+
+A tree is valid iff, for every tree ``t`` with nodes ``[a, b)``:
+
+1. every node is a leaf (``left == right == -1`` and ``feature == -1``) or an internal node
+   (both children in ``[a, b)``, ``0 <= feature < n_features``, a finite threshold);
+2. the root ``a`` is nobody's child and every other node is the child of exactly one node;
+3. every node is reachable from the root (with 2., this excludes cycles).
+
+The first violation is reported, in that order: the first tree, then the first node in index
+order for 1. and 2., the smallest unreachable node for 3. One O(nodes) kernel, plain NumPy
+oracle ``tests/naive.py::naive_check_trees``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from mondrian._order import preorder
+
+from .config import JIT, NO_NODE
+
+__all__ = ["check_nodes", "check_tree_structure", "tree_of"]
+
+OK, LEAF_FEATURE, ONE_CHILD, LEFT_OUT, RIGHT_OUT, FEATURE_OUT, THRESHOLD, PARENTS, CYCLE = range(9)
+
+_MESSAGES = {
+    LEAF_FEATURE: "a leaf (no children) that splits on feature {v}; leaves have feature -1",
+    ONE_CHILD: "one child ({v}) and one missing (-1); children are both -1 (a leaf) or both "
+               "valid",
+    LEFT_OUT: "left child {v} is outside the tree's nodes [{a}, {b})",
+    RIGHT_OUT: "right child {v} is outside the tree's nodes [{a}, {b})",
+    FEATURE_OUT: "split feature {v} is outside the model's features [0, {n_features})",
+    THRESHOLD: "non-finite split threshold {threshold}",
+    CYCLE: "unreachable from the root {a} (it lies on a cycle of child links)",
+}
+
+#: Saturating parent counts (uint8): 0, 1, "2 or more"; ``_REACHED`` marks visited nodes.
+_MANY = 2
+_REACHED = 3
+
+
+@njit(**JIT)
+def _check_trees(left, right, feature, threshold, offsets, n_features):  # pragma: no cover
+    """``(code, tree, node, value)`` of the first violation, ``(OK, 0, 0, 0)`` if none."""
+    n_trees = offsets.shape[0] - 1
+    marks = np.zeros(left.shape[0], np.uint8)  # parent count, then _REACHED
+    for t in range(n_trees):
+        a = offsets[t]
+        b = offsets[t + 1]
+        for j in range(a, b):
+            lj = left[j]
+            rj = right[j]
+            fj = feature[j]
+            if lj == NO_NODE and rj == NO_NODE:
+                if fj != NO_NODE:
+                    return LEAF_FEATURE, t, j, fj
+                continue
+            if lj == NO_NODE:
+                return ONE_CHILD, t, j, rj
+            if rj == NO_NODE:
+                return ONE_CHILD, t, j, lj
+            if lj < a or lj >= b:
+                return LEFT_OUT, t, j, lj
+            if rj < a or rj >= b:
+                return RIGHT_OUT, t, j, rj
+            if fj < 0 or fj >= n_features:
+                return FEATURE_OUT, t, j, fj
+            if not np.isfinite(threshold[j]):
+                return THRESHOLD, t, j, 0
+            marks[lj] = min(marks[lj] + 1, _MANY)
+            marks[rj] = min(marks[rj] + 1, _MANY)
+        for j in range(a, b):
+            if marks[j] != (0 if j == a else 1):
+                return PARENTS, t, j, marks[j]
+        # Every node has one parent and the root none, so the walk visits each node at most
+        # once and ends; the nodes it does not reach lie on cycles.
+        reached = preorder(left, right, a, b - a)
+        for j in reached:
+            marks[j] = _REACHED
+        count = reached.shape[0]
+        if count != b - a:
+            for j in range(a, b):
+                if marks[j] != _REACHED:
+                    return CYCLE, t, j, 0
+    return OK, 0, 0, 0
+
+
+def tree_of(offsets: np.ndarray, node: int) -> int:
+    """The tree that owns ``node`` (``offsets[t] <= node < offsets[t + 1]``)."""
+    return int(np.searchsorted(offsets, node, side="right")) - 1
+
+
+def check_nodes(bad: np.ndarray, message: Callable[[int], str], offsets: np.ndarray,
+                where: str = "tree {t} node {j}") -> None:
+    """Raise ``ValueError`` at the first node ``j`` where ``bad`` holds, saying ``message(j)``.
+
+    Examples
+    --------
+    >>> check_nodes(np.array([False, True]), lambda j: "negative weight", np.array([0, 2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: tree 0 node 1: negative weight
+    """
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{where.format(t=tree_of(offsets, j), j=j)}: {message(j)}")
+
+
+def describe(code: int, t: int, j: int, v: int, offsets: np.ndarray, n_features: int,
+             threshold: np.ndarray) -> str:
+    """What is wrong with node ``j`` for a violation ``(code, t, j, v)`` of the kernel."""
+    a, b = int(offsets[t]), int(offsets[t + 1])
+    if code != PARENTS:
+        return _MESSAGES[code].format(v=v, a=a, b=b, n_features=n_features,
+                                      threshold=threshold[j])
+    if j == a:
+        return "the root is also the child of another node (a cycle back to the root)"
+    if v == 0:
+        return "no node has it as a child: it is unreachable from the root"
+    return "the child of more than one node (reached twice from the root)"
+
+
+def check_tree_structure(
+    left: np.ndarray,
+    right: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    offsets: np.ndarray,
+    n_features: int,
+    where: str = "tree {t} node {j}",
+) -> None:
+    """Raise ``ValueError`` naming the tree and node unless the trees are well formed.
+
+    Parameters
+    ----------
+    left, right, feature : ndarray of shape (n_nodes,), int64
+        Child indices (global, ``-1`` at leaves) and split features (``-1`` at leaves).
+    threshold : ndarray of shape (n_nodes,), float64
+        Split thresholds (finite at internal nodes; leaves are not read).
+    offsets : ndarray of shape (n_trees + 1,), int64
+        Increasing from 0 to ``n_nodes`` (checked by the caller).
+    n_features : int
+        Number of input features.
+    where : str, default "tree {t} node {j}"
+        How the message names the place, formatted with the tree ``t`` and node ``j``.
+
+    Raises
+    ------
+    ValueError
+        E.g. ``"tree 3 node 517: left child 1000000000000 is outside the tree's nodes
+        [510, 530)"``.
+
+    Examples
+    --------
+    >>> i = lambda *v: np.array(v, np.int64)
+    >>> check_tree_structure(i(1, -1, -1), i(2, -1, -1), i(0, -1, -1),
+    ...                      np.array([0.5, np.nan, np.nan]), i(0, 3), 1)
+    >>> check_tree_structure(i(1, 0, -1), i(2, 0, -1), i(0, 0, -1),
+    ...                      np.array([0.5, 0.5, np.nan]), i(0, 3), 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: tree 0 node 0: the root is also the child of another node (a cycle back to the root)
+    """
+    code, t, j, v = _check_trees(left, right, feature, threshold, offsets, int(n_features))
+    if code != OK:
+        what = describe(code, t, j, v, offsets, n_features, threshold)
+        raise ValueError(f"{where.format(t=t, j=j)}: {what}")
