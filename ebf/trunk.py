@@ -13,7 +13,6 @@ names are re-exported here for the modules that import them from ``ebf.trunk``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -34,8 +33,6 @@ from .histogram import n_stats, row_statistics
 
 __all__ = ["BinnedSource", "HistogramSource", "Trunk", "TrunkArrays", "apply_binned",
            "grow_trunk", "node_histograms"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
