@@ -13,7 +13,6 @@ names are re-exported here for the modules that import them from ``ebf.trunk``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -48,8 +47,6 @@ from .tree_validation import check_nodes, check_tree_structure
 
 __all__ = ["BinnedSource", "HistogramSource", "Trunk", "TrunkArrays", "apply_binned",
            "grow_trunk", "node_histograms"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
