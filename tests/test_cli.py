@@ -107,7 +107,8 @@ def test_make_data_quiet(tmp_path, capsys, local_threads):
     captured = capsys.readouterr()
     assert captured.err == ""  # --quiet: no progress bar, no dashboard link
     assert "5,000 rows" in captured.out and "3 Parquet files" in captured.out
-    assert sorted(os.listdir(out)) == [f"part.{i:06d}.parquet" for i in range(3)]
+    assert sorted(os.listdir(out)) == ["_ebf_output.json"] + [
+        f"part.{i:06d}.parquet" for i in range(3)]
     df = pd.read_parquet(out)
     assert df.shape == (5_000, 7) and list(df.columns)[-1] == "y"
 
