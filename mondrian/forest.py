@@ -40,7 +40,12 @@ from .config import INDEX, REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, empirical_moments, hyperparameters
 from .predictive import GaussianMixture
-from .validation import check_finite, unchanged_on_error
+from .validation import (
+    check_finite,
+    check_numeric_columns,
+    check_regression_target,
+    unchanged_on_error,
+)
 
 #: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
 PREDICT_BLOCK = 65_536
@@ -119,6 +124,7 @@ class _BaseMondrianForest(BaseEstimator):
             # fast path for online use (one row per call): nothing for validate_data to do
             check_finite(X, None, "X")
             return X
+        check_numeric_columns(X, type(self).__name__)  # strings, datetimes: name the column
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         check_finite(X, getattr(self, "feature_names_in_", None), "X")
         return X
@@ -461,8 +467,9 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         self.n_jobs = n_jobs
 
     def _check_y(self, y: Any) -> np.ndarray:
+        name = getattr(y, "name", None)
         y = np.asarray(self._check_target(y), dtype=np.float64)
-        check_finite(y[:, None], ["y"], "y")
+        check_regression_target(y, name)  # finite, and small enough for the sums of y^2
         return y
 
     def fit(self, X: Any, y: Any) -> MondrianForestRegressor:
