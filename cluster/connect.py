@@ -196,15 +196,15 @@ def _probe_scheduler(address: str, timeout: float, security: Any) -> None:
             reply = pool.submit(run).result()
         except TimeoutError as exc:  # asyncio.wait_for's: connected, but no Dask answer
             raise _NotAScheduler(
-                f"no answer in the Dask protocol within {timeout:g} s (something that is not a "
-                "Dask scheduler listens there, or the network is very slow)"
+                "no answer in the Dask protocol (something that is not a Dask scheduler "
+                "listens there, or the network is very slow)"
             ) from exc
         except OSError:  # refused, unreachable: distributed's own message says so
             raise
         except Exception as exc:  # junk from the peer: MemoryError, decode errors, ...
             raise _NotAScheduler(
-                f"the peer answered with something that is not the Dask protocol "
-                f"({type(exc).__name__})"
+                "the peer is not a Dask scheduler: its answer is not the Dask protocol "
+                f"({type(exc).__name__} while decoding it)"
             ) from exc
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         kind = reply.get("type") if isinstance(reply, dict) else None

@@ -14,9 +14,10 @@ Which outputs may be replaced
   commits. Parquet readers (pyarrow, Dask, Spark) skip names starting with ``_``.
 
 An empty directory may be replaced too (nothing is lost). Anything else (a foreign folder,
-a file, a link, another kind) is refused, naming the path and why, before any work starts. :func:`check_destination` also refuses an output that is,
-contains or lies inside an input (the data being read, the model being used) and, on a
-local file system, the current directory or one of its parents.
+a file, a link, another kind) is refused, naming the path and why, before any work starts.
+:func:`check_destination` also refuses an output that is, contains or lies inside an input
+(the data being read, the model being used) and, on a local file system, the current
+directory or one of its parents.
 
 Temporary names and clean-up
 ----------------------------
