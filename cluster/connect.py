@@ -19,11 +19,13 @@ Which scheduler :func:`connect` uses, first match wins:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
@@ -153,6 +155,65 @@ def dashboard_link(client: distributed.Client) -> str | None:
     return str(link) if link else None
 
 
+class _NotAScheduler(Exception):
+    """The peer accepted the connection but did not answer as a Dask scheduler."""
+
+
+def _probe_scheduler(address: str, timeout: float, security: Any) -> None:
+    """Speak to ``address`` once: the comm handshake and an ``identity`` call, in ``timeout`` s.
+
+    ``distributed.Client`` waits without limit for the handshake of a peer that accepts TCP
+    but never speaks, and a peer sending junk makes its decoder try to allocate absurd
+    buffers (``MemoryError``); both become :class:`_NotAScheduler` (or ``TimeoutError``)
+    here. The probe runs on its own event loop in its own thread, so it works inside a
+    running loop (Jupyter) too. In-process addresses and temporary credentials
+    (``security=True``) are left to the client.
+    """
+    from distributed.comm import connect as comm_connect
+    from distributed.security import Security
+
+    if address.startswith("inproc://") or security is True:
+        return
+    if security is None or security is False:
+        security = Security()
+    elif isinstance(security, dict):
+        security = Security(**security)
+    connection_args = security.get_connection_args("client")
+
+    async def identity() -> Any:
+        comm = await comm_connect(address, timeout=timeout, **connection_args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    def run() -> Any:
+        return asyncio.run(asyncio.wait_for(identity(), timeout))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ebf-probe") as pool:
+        try:
+            reply = pool.submit(run).result()
+        except TimeoutError as exc:  # asyncio.wait_for's: connected, but no Dask answer
+            raise _NotAScheduler(
+                "no answer in the Dask protocol (something that is not a Dask scheduler "
+                "listens there, or the network is very slow)"
+            ) from exc
+        except OSError:  # refused, unreachable: distributed's own message says so
+            raise
+        except Exception as exc:  # junk from the peer: MemoryError, decode errors, ...
+            raise _NotAScheduler(
+                "the peer is not a Dask scheduler: its answer is not the Dask protocol "
+                f"({type(exc).__name__} while decoding it)"
+            ) from exc
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        kind = reply.get("type") if isinstance(reply, dict) else None
+        raise _NotAScheduler(
+            f"the peer speaks the Dask protocol but is a {kind}, not a scheduler" if kind
+            else "the peer did not answer as a Dask scheduler"
+        )
+
+
 def _log_client(client: distributed.Client, what: str) -> None:
     nthreads = client.nthreads()
     logger.info(
@@ -185,7 +246,9 @@ def connect(
         starts a :class:`distributed.LocalCluster` (see the module docstring).
     timeout : float, default=10
         Seconds to wait for a scheduler (or for ``scheduler_file`` to appear) before raising
-        :class:`SchedulerConnectionError`.
+        :class:`SchedulerConnectionError`: for the TCP connection, and again for the
+        handshake and the scheduler's first answer (a peer that accepts the connection but
+        never speaks Dask, or sends something else, fails within about ``timeout`` too).
     n_workers, threads_per_worker : int, optional
         Local cluster only: workers and threads per worker. Unset values are derived from
         the number of cores.
@@ -214,8 +277,9 @@ def connect(
     Raises
     ------
     SchedulerConnectionError
-        If the scheduler does not answer within ``timeout`` seconds (a ``ConnectionError``
-        and a ``TimeoutError``). The message names the address.
+        If the scheduler does not answer within ``timeout`` seconds, or the peer is not a
+        Dask scheduler (a ``ConnectionError`` and a ``TimeoutError``). The message names the
+        address.
     ValueError
         On an invalid size, timeout or address scheme.
 
@@ -263,14 +327,15 @@ def connect(
             ", ".join(ignored),
         )
     try:
+        _probe_scheduler(address, timeout, options.get("security"))
         client = distributed.Client(address, timeout=timeout, **options)
-    except OSError as exc:
+    except (OSError, _NotAScheduler) as exc:
         raise SchedulerConnectionError(
             f"could not connect to the Dask scheduler at {address!r} (from {source}) within "
-            f"{timeout:g} s: {exc}. Check that the scheduler is running and reachable from "
-            "this machine (host, port, firewall), pass a larger timeout for a slow network, "
-            "or call cluster.connect() without an address (and unset "
-            f"{_ENV_ADDRESS}) to start a local cluster"
+            f"{timeout:g} s: {' '.join(str(exc).split()) or type(exc).__name__}. Check that "
+            "the address is a running Dask scheduler reachable from this machine (host, port, "
+            "firewall), pass a larger timeout for a slow network, or call cluster.connect() "
+            f"without an address (and unset {_ENV_ADDRESS}) to start a local cluster"
         ) from exc
     _log_client(client, f"connected to the Dask scheduler at {address}")
     return client

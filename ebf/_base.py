@@ -19,7 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from mondrian.predictive import GaussianMixture
-from mondrian.validation import check_finite
+from mondrian.validation import check_finite, check_regression_target
 
 from .cart import n_threads
 
@@ -103,7 +103,12 @@ def _one_column(est: Any, y: Any, n: int) -> np.ndarray:
 
 
 def regression_target(est: Any, y: Any, n: int) -> np.ndarray:
-    """Finite float64 targets; missing values raise an error stating how many rows."""
+    """Finite float64 targets within ``±MAX_ABS_TARGET``; errors name the count or the range.
+
+    The checks are :func:`mondrian.validation.check_regression_target`, shared with the
+    Mondrian forests.
+    """
+    name = getattr(y, "name", None)
     y = _one_column(est, y, n)
     if y.dtype == object:
         y = np.where(is_missing(y), np.nan, y)
@@ -111,7 +116,7 @@ def regression_target(est: Any, y: Any, n: int) -> np.ndarray:
         y = y.astype(np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"y must be numeric for regression; got dtype {y.dtype}.") from exc
-    check_finite(y[:, None], ["y"], "y")
+    check_regression_target(y, name)
     return y
 
 

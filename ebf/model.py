@@ -37,17 +37,15 @@ import json
 import os
 import platform
 import re
-import shutil
 import sys
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .atomic import atomic_dir, check_destination
 from .codec import (
-    ARRAY_DIR,
     MAX_FILES,
     ArrayWriter,
     ChecksumError,
@@ -112,7 +110,8 @@ def save(
     """Write a fitted estimator to the directory ``path``, atomically.
 
     The artifact is built in a temporary directory next to ``path`` (same filesystem),
-    flushed to disk, then renamed into place, so ``path`` never holds a half-written model.
+    flushed to disk, then renamed into place (:func:`ebf.atomic.atomic_dir`), so ``path``
+    never holds a half-written model.
 
     Parameters
     ----------
@@ -123,7 +122,7 @@ def save(
     overwrite : bool, default=False
         Replace an existing model directory at ``path`` (the old one is renamed aside, the new
         one renamed in, then the old one deleted). Anything at ``path`` that is not a model
-        directory (no ``manifest.json``) is never replaced.
+        directory (a ``manifest.json`` of format ``"ebf-model"``) is never replaced.
     metadata : mapping, optional
         JSON-serialisable user metadata stored under ``metadata.user`` in the manifest.
 
@@ -136,6 +135,8 @@ def save(
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False, or it exists and is not a model.
+    ebf.atomic.UnsafeOutputError
+        If ``path`` is the current directory or one of its parents.
     sklearn.exceptions.NotFittedError
         If the model is not fitted (a ``ValueError``).
     TypeError
@@ -154,16 +155,13 @@ def save(
     ['arrays', 'manifest.json']
     """
     target = Path(path)
-    _check_target(target, overwrite)
+    check_destination(target, "model", overwrite=overwrite)
     top = estimator_state(model)  # before touching the disk: NotFittedError etc. come first
     features = features_entry(model)
     training = training_entry(model)
     user = encode(dict(metadata or {}), None, "metadata")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # not tempfile.mkdtemp: its mode 0o700 would survive the rename and lock other users out
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
-    tmp.mkdir()
-    try:
+    with atomic_dir(target, "model", overwrite=overwrite) as tmp_dir:
+        tmp = Path(tmp_dir)
         writer = ArrayWriter(tmp)
         manifest = {
             "format": FORMAT,
@@ -187,14 +185,6 @@ def save(
         manifest["model_hash"] = content_hash(manifest, HASHED)
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             f.write(json.dumps(manifest, allow_nan=False, indent=1))  # strict: no NaN tokens
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp / ARRAY_DIR)
-        _fsync_dir(tmp)
-        _commit(tmp, target, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
@@ -261,7 +251,8 @@ def read_manifest(path: str | os.PathLike) -> dict:
     Reads no array and imports nothing; use it to inspect metadata (features, training,
     library version) without loading the model. The manifest must be a regular file of at
     most ``ebf.codec.MAX_MANIFEST_BYTES`` bytes of strict JSON within the codec's limits,
-    and its ``model_hash`` must match its content (:func:`model_hash`).
+    and its ``model_hash``, if present (models saved before it was stored have none), must
+    match its content (:func:`model_hash`).
 
     Parameters
     ----------
@@ -315,9 +306,11 @@ def read_manifest(path: str | os.PathLike) -> dict:
                and version > FORMAT_VERSION else "")
         )
     for key, kind in (("class", str), ("params", dict), ("state", object), ("files", dict),
-                      ("features", object), ("model_hash", str)):
+                      ("features", object)):
         if key not in manifest or not isinstance(manifest[key], kind):
             raise ModelFormatError(f"{file}: missing or invalid entry {key!r}")
+    if not isinstance(manifest.setdefault("model_hash", None), (str, type(None))):
+        raise ModelFormatError(f"{file}: invalid entry 'model_hash'")
     if len(manifest["files"]) > MAX_FILES:
         raise ModelFormatError(f"{file}: {len(manifest['files'])} array files; at most "
                                f"{MAX_FILES} are allowed")
@@ -325,7 +318,9 @@ def read_manifest(path: str | os.PathLike) -> dict:
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise ModelFormatError(f"{file}: files[{name!r}] is not a sha256 hex digest")
     content = content_hash(manifest, HASHED)
-    if manifest["model_hash"] != content:
+    if manifest["model_hash"] is None:  # saved before ebf stored it: nothing to verify
+        manifest["model_hash"] = content
+    elif manifest["model_hash"] != content:
         raise ChecksumError(
             f"{file}: model_hash {manifest['model_hash'][:16]}... does not match the content "
             f"({content[:16]}...): the manifest was modified")
@@ -523,65 +518,3 @@ def _library_version() -> str | None:
         return importlib.metadata.version("ebf")
     except importlib.metadata.PackageNotFoundError:
         return getattr(sys.modules.get("ebf"), "__version__", None)
-
-
-# ----------------------------------------------------------------------------- atomic writes
-
-
-def _is_model_dir(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and (path / MANIFEST).is_file()
-
-
-def _exists(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
-
-
-def _check_target(target: Path, overwrite: bool) -> None:
-    if not _exists(target):
-        return
-    if not overwrite:
-        raise FileExistsError(
-            errno.EEXIST, "a model already exists here; pass overwrite=True to replace it",
-            str(target),
-        )
-    if not _is_model_dir(target):
-        raise FileExistsError(
-            errno.EEXIST, "refusing to replace a path that is not a model directory "
-            f"(no {MANIFEST})", str(target),
-        )
-
-
-def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Rename the finished ``tmp`` to ``target``; with ``overwrite`` swap via an aside name."""
-    _check_target(target, overwrite)  # again: something may have appeared meanwhile
-    if not _exists(target):
-        try:
-            os.rename(tmp, target)
-        except OSError as exc:
-            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # another writer won the race
-                raise FileExistsError(
-                    errno.EEXIST, "a model appeared here while saving", str(target)
-                ) from exc
-            raise
-        _fsync_dir(target.parent)
-        return
-    aside = target.parent / f".{target.name}.old-{uuid.uuid4().hex}"
-    os.rename(target, aside)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        os.rename(aside, target)
-        raise
-    _fsync_dir(target.parent)
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Flush a directory entry (POSIX); Windows cannot open directories for this."""
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -43,6 +43,8 @@ from .predictive import GaussianMixture
 from .validation import (
     check_classes,
     check_finite,
+    check_numeric_columns,
+    check_regression_target,
     state_array,
     state_int,
     state_names,
@@ -126,6 +128,7 @@ class _BaseMondrianForest(BaseEstimator):
             # fast path for online use (one row per call): nothing for validate_data to do
             check_finite(X, None, "X")
             return X
+        check_numeric_columns(X, type(self).__name__)  # strings, datetimes: name the column
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         check_finite(X, getattr(self, "feature_names_in_", None), "X")
         return X
@@ -452,8 +455,9 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         self.n_jobs = n_jobs
 
     def _check_y(self, y: Any) -> np.ndarray:
+        name = getattr(y, "name", None)
         y = np.asarray(self._check_target(y), dtype=np.float64)
-        check_finite(y[:, None], ["y"], "y")
+        check_regression_target(y, name)  # finite, and small enough for the sums of y^2
         return y
 
     def fit(self, X: Any, y: Any) -> MondrianForestRegressor:

@@ -1,13 +1,24 @@
-"""Input checks shared by every estimator: errors that name the column and the count."""
+"""Input checks shared by every estimator: errors that name the column and the count.
+
+This is the bottom module of the input checks: ``mondrian`` and ``ebf`` estimators (and the
+Dask layer's summary pass) call the same functions, so the same input gets the same error.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from numbers import Integral
 from typing import Any
 
 import numpy as np
+
+#: Largest ``|y|`` a regressor accepts. The models keep sums of ``w * y**2`` (and products
+#: of such sums); beyond about 1e150 they overflow float64 (max 1.8e308) and predictions
+#: come out NaN or inf. 1e100 leaves room for 1e100 weighted rows, and no measured quantity
+#: comes near it.
+MAX_ABS_TARGET = 1e100
 
 
 def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str) -> None:
@@ -50,6 +61,106 @@ def raise_nonfinite(nan: np.ndarray, inf: np.ndarray, names: Sequence[str] | Non
         raise ValueError(
             f"{what} contains NaN or inf in {len(parts)} column(s) ({'; '.join(parts)}) out of "
             f"{n_rows} rows; drop or impute those values before fitting or predicting."
+        )
+
+
+def check_target_range(low: float, high: float, name: str = "y") -> None:
+    """Refuse a regression target reaching beyond ``±MAX_ABS_TARGET``, naming the fix.
+
+    Parameters
+    ----------
+    low, high : float
+        The smallest and largest (finite) target values, e.g. from a summary pass.
+    name : str, default="y"
+        The target column, for the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, its range, why (the sums overflow) and the fix (rescale).
+
+    Examples
+    --------
+    >>> check_target_range(-3.0, 1e7, "price")
+    >>> check_target_range(0.0, 2e200, "price")
+    Traceback (most recent call last):
+    ValueError: the regression target 'price' ranges from 0 to 2e+200: beyond ±1e+100 ...
+    """
+    biggest = max(abs(float(low)), abs(float(high)))
+    if biggest <= MAX_ABS_TARGET:
+        return
+    scale = 10.0 ** math.floor(math.log10(biggest)) if math.isfinite(biggest) else None
+    fix = f"divide it by {scale:.0e}" if scale else "divide it by a large power of ten"
+    raise ValueError(
+        f"the regression target {name!r} ranges from {float(low):.4g} to {float(high):.4g}: "
+        f"beyond ±{MAX_ABS_TARGET:.0e} the sums the model keeps (of w*y^2) overflow and its "
+        f"predictions would be NaN or inf; rescale the target before fitting ({fix}, or "
+        "model log(y) for a positive target) and scale the predictions back."
+    )
+
+
+def check_regression_target(y: np.ndarray, name: str | None = None) -> None:
+    """The checks of every regressor's target: finite, and within ``±MAX_ABS_TARGET``.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_rows,), float64
+    name : str, optional
+        The target's column name (a pandas Series' ``name``); "y" if None.
+
+    Raises
+    ------
+    ValueError
+        Naming the NaN / inf counts (:func:`check_finite`) or the range
+        (:func:`check_target_range`).
+    """
+    if y.size == 0 or (np.abs(y) <= MAX_ABS_TARGET).all():  # NaN and inf fail this too
+        return
+    label = "y" if name is None else str(name)
+    check_finite(y[:, None], [label], "y")
+    check_target_range(float(np.min(y)), float(np.max(y)), label)
+
+
+def check_numeric_columns(X: Any, estimator: str) -> None:
+    """Refuse DataFrame columns that are not numbers (strings, datetimes), naming each one.
+
+    Parameters
+    ----------
+    X : object
+        Checked only if it is a DataFrame (has ``columns`` and ``dtypes``); numeric and
+        boolean columns pass without a copy, object / string / category columns pass if
+        every value converts to float.
+    estimator : str
+        The estimator's name, for the message.
+
+    Raises
+    ------
+    ValueError
+        Naming every column that is not numeric, with its dtype and the fix.
+    """
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns") or not hasattr(dtypes, "items"):
+        return
+    bad = []
+    for name, dtype in dtypes.items():
+        kind = getattr(dtype, "kind", "O")
+        if kind in "biuf":
+            continue
+        if kind in "mM":
+            bad.append(f"{name!r} ({dtype}: convert it to a number, e.g. seconds since a date, "
+                       "or to features such as the day of the year and the hour)")
+            continue
+        try:
+            np.asarray(X[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            values = X[name].dropna()
+            example = values.iloc[0] if len(values) else None
+            bad.append(f"{name!r} ({dtype}, e.g. {example!r}: encode it as numbers, e.g. "
+                       "pandas.get_dummies or .astype('category').cat.codes)")
+    if bad:
+        raise ValueError(
+            f"{estimator} needs numeric features, but {len(bad)} column(s) of X are not "
+            f"numbers: {'; '.join(bad)}."
         )
 
 

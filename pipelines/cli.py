@@ -21,7 +21,8 @@ Subcommands
 
 Long phases draw progress bars on stderr; ``--quiet`` silences them. Reports go to stdout.
 
-Subcommands that run on Dask share the cluster options (:func:`_add_cluster_arguments`):
+Subcommands that run on Dask share the cluster options
+(:func:`pipelines.arguments.add_cluster_arguments`):
 ``--scheduler ADDR`` / ``--scheduler-file PATH`` connect to an existing scheduler; without
 them (and without ``DASK_SCHEDULER_ADDRESS``) :func:`cluster.connect` starts a local cluster
 sized to the machine, with worker processes unless the environment variable
@@ -31,6 +32,13 @@ Adding a subcommand: write ``_add_<name>_parser(sub)`` (its arguments, ending wi
 ``set_defaults(handler=_cmd_<name>)``) and ``_cmd_<name>(args) -> int``, and call the first
 from :func:`build_parser`. Dask subcommands end their parser with :func:`_finish_job_parser`
 (``--quiet``, cluster options) and run in ``with _job(args) as (client, bars):``.
+
+Failures print one line on stderr naming the cause and the fix (``-v``: the traceback too)
+and exit with the statuses of :func:`main` (:mod:`pipelines.failures`). SIGTERM raises an
+exception in the main thread, so temporary outputs are removed and the local cluster closed
+before the command exits with 143. Outputs (``--out``) are checked before any work
+(:func:`ebf.atomic.check_destination`): ``--overwrite`` replaces only an ebf output of the
+same kind, and an output may not overlap the inputs or the current directory.
 
 The CLI is the only layer that prints; everything it calls logs. Heavy imports happen inside
 the subcommands so that ``ebf --help`` stays fast.
@@ -51,132 +59,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import distributed
 
+from .arguments import (
+    add_cluster_arguments,
+    columns,
+    count,
+    fraction,
+    int_at_least,
+    local_processes,
+    memory_size,
+    positive_int,
+)
+from .failures import report_failure, sigterm_raises
 from .progress import PhaseBars, Progress, ProgressBar
 
 __all__ = ["build_parser", "main"]
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _int_at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
-        return value
-
-    return parse
-
-
-def _count(text: str) -> int:
-    """A positive count written ``10000000``, ``10_000_000``, ``10,000,000`` or ``1e7``."""
-    cleaned = text.strip().replace(",", "").replace("_", "")
-    try:
-        value = int(cleaned)
-    except ValueError:
-        try:
-            number = float(cleaned)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not number.is_integer():
-            raise argparse.ArgumentTypeError(f"must be a whole number, got {text}") from None
-        value = int(number)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(low_open: bool):
-    """An argparse type: a number in [0, 1], or (0, 1) if ``low_open``."""
-
-    def parse(text: str) -> float:
-        value = float(text)
-        if not (0 < value < 1 if low_open else 0 <= value <= 1):
-            raise argparse.ArgumentTypeError(f"must be in {'(0, 1)' if low_open else '[0, 1]'}")
-        return value
-
-    return parse
-
-
-def _bytes(text: str) -> str:
-    """A memory size such as ``2GB`` or ``512MiB`` (``dask.utils.parse_bytes``)."""
-    from dask.utils import parse_bytes
-
-    try:
-        assert parse_bytes(text) > 0
-    except (ValueError, TypeError, AssertionError):
-        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (e.g. 2GB)") from None
-    return text
-
-
-def _columns(values: Sequence[str] | None) -> list[str] | None:
-    """``--features a b,c`` -> ``["a", "b", "c"]``."""
-    if values is None:
-        return None
-    return [c for value in values for c in value.split(",") if c]
-
-
-_LOCAL_PROCESSES_ENV = "EBF_LOCAL_PROCESSES"
-_FALSE = ("0", "false", "no", "off")
-_TRUE = ("1", "true", "yes", "on", "")
-
-
-class _UsageError(Exception):
-    """A bad option or environment variable found after parsing: exit status 2."""
-
-
-def _local_processes() -> bool:
-    """``EBF_LOCAL_PROCESSES``: worker processes (default) or threads for a local cluster."""
-    value = os.environ.get(_LOCAL_PROCESSES_ENV, "1").strip().lower()
-    if value in _FALSE:
-        return False
-    if value in _TRUE:
-        return True
-    raise _UsageError(
-        f"{_LOCAL_PROCESSES_ENV}={value!r} is not understood; use 1 (worker processes, the "
-        "default) or 0 (threads in this process)"
-    )
-
-
-def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of every subcommand that runs on Dask (see :func:`_dask_client`)."""
-    group = parser.add_argument_group(
-        "cluster",
-        "Without --scheduler / --scheduler-file (and DASK_SCHEDULER_ADDRESS), a local cluster "
-        "sized to this machine is started; EBF_LOCAL_PROCESSES=0 makes its workers threads.",
-    )
-    where = group.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", metavar="ADDR", help="scheduler address, tcp://host:8786")
-    where.add_argument(
-        "--scheduler-file", metavar="PATH", help="JSON file written by `dask scheduler`"
-    )
-    group.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=10.0,
-        metavar="SECONDS",
-        help="wait this long for the scheduler (default: 10)",
-    )
-    group.add_argument(
-        "--n-workers", type=_positive_int, default=None, help="local cluster: workers"
-    )
-    group.add_argument(
-        "--threads-per-worker", type=_positive_int, default=None, help="local cluster: threads"
-    )
 
 
 @contextmanager
@@ -185,11 +81,12 @@ def _dask_client(
 ) -> Iterator[distributed.Client]:
     """The client of a Dask subcommand: ``with _dask_client(args, progress) as client:``.
 
-    Connects as the cluster options say (:func:`_add_cluster_arguments`), prints the worker
+    Connects as the cluster options say (:func:`add_cluster_arguments`), prints the worker
     count and dashboard link unless ``--quiet`` (or ``announce=False``: the command prints
     them itself), and closes the client (and a local cluster it started) at the end. Dask's
     own INFO logs (start-up, shutdown) show only with ``-vv``, the p2p shuffle's notices
-    (logged as warnings at every shuffle) only with ``-v``.
+    (logged as warnings at every shuffle) only with ``-v``; after a failure, what Dask logs
+    while shutting down (cancelled tasks, closed connections) only with ``-v``.
     """
     from cluster import connect, dashboard_link
 
@@ -212,7 +109,7 @@ def _dask_client(
                 timeout=args.timeout,
                 n_workers=args.n_workers,
                 threads_per_worker=args.threads_per_worker,
-                processes=_local_processes(),
+                processes=local_processes(),
                 **options,
             )
         except BaseException:
@@ -229,7 +126,12 @@ def _dask_client(
                 flush=True,
             )
         with client:
-            yield client
+            try:
+                yield client
+            except BaseException:
+                if getattr(args, "verbose", 0) < 1:  # the failure gets its one line; what
+                    dask_logger.setLevel(logging.CRITICAL)  # shutting down logs is no news
+                raise
     finally:
         dask_logger.setLevel(old_level)
         shuffle_logger.setLevel(old_shuffle_level)
@@ -286,9 +188,9 @@ def _add_flights_parser(sub: argparse._SubParsersAction) -> None:
             "RMSE, NLPD and calibration (observed minus nominal interval coverage)."
         ),
     )
-    fl.add_argument("--n-train", type=_positive_int, default=200_000, help="default: 200000")
-    fl.add_argument("--n-test", type=_positive_int, default=50_000, help="default: 50000")
-    fl.add_argument("--n-estimators", type=_positive_int, default=10, help="trees (default: 10)")
+    fl.add_argument("--n-train", type=positive_int, default=200_000, help="default: 200000")
+    fl.add_argument("--n-test", type=positive_int, default=50_000, help="default: 50000")
+    fl.add_argument("--n-estimators", type=positive_int, default=10, help="trees (default: 10)")
     fl.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     fl.add_argument("--n-jobs", type=int, default=None, help="threads over trees")
     fl.add_argument(
@@ -324,14 +226,14 @@ def _add_make_data_parser(sub: argparse._SubParsersAction) -> None:
     )
     fr.add_argument(
         "--rows",
-        type=_count,
+        type=count,
         required=True,
         help="rows in total (10_000_000, 10,000,000 and 1e7 are accepted)",
     )
     fr.add_argument("--out", required=True, metavar="DIR", help="output directory or URL")
     fr.add_argument(
         "--features",
-        type=_int_at_least(5),
+        type=int_at_least(5),
         default=10,
         help="features x0..x{p-1}, at least 5 (default: 10)",
     )
@@ -342,18 +244,18 @@ def _add_make_data_parser(sub: argparse._SubParsersAction) -> None:
         help="float target or ordered classes (default: regression)",
     )
     fr.add_argument(
-        "--classes", type=_int_at_least(2), default=3, help="classification: classes (default: 3)"
+        "--classes", type=int_at_least(2), default=3, help="classification: classes (default: 3)"
     )
     fr.add_argument(
         "--partition-rows",
-        type=_count,
+        type=count,
         default=1_000_000,
         help="rows per partition, one file each (default: 1_000_000)",
     )
     fr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     fr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     fr.add_argument("--quiet", action="store_true", help="no progress bar or dashboard link")
-    _add_cluster_arguments(fr)
+    add_cluster_arguments(fr)
     fr.set_defaults(handler=_cmd_make_data_friedman)
 
 
@@ -405,8 +307,10 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
+    from ebf.atomic import check_destination
     from pipelines.make_data import make_friedman
 
+    check_destination(args.out, "dataset", overwrite=args.overwrite)
     progress = Progress(args.quiet)
     t0 = time.perf_counter()
     with _dask_client(args, progress) as client:
@@ -438,7 +342,7 @@ _DATA_HELP = "Parquet file, directory (hive partitions too), glob or fsspec URL"
 def _finish_job_parser(parser: argparse.ArgumentParser, handler: object) -> None:
     """The options every Dask job shares: ``--quiet`` and the cluster options."""
     parser.add_argument("--quiet", action="store_true", help="no progress bars, no dashboard link")
-    _add_cluster_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(handler=handler)
 
 
@@ -460,12 +364,12 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                     "integer -> classification if at most 20 distinct values (default: auto)")
     tr.add_argument("--branch", choices=("bayesian", "random", "mondrian"), default="bayesian",
                     help="branch forests (default: bayesian)")
-    tr.add_argument("--n-estimators", type=_positive_int, default=100,
+    tr.add_argument("--n-estimators", type=positive_int, default=100,
                     help="trees per branch (default: 100)")
     size = tr.add_mutually_exclusive_group()
-    size.add_argument("--trunk-leaves", type=_positive_int, metavar="N", help="trunk leaves")
-    size.add_argument("--min-leaf-rows", type=_count, metavar="N", help="min rows per trunk leaf")
-    size.add_argument("--branch-memory", type=_bytes, metavar="SIZE",
+    size.add_argument("--trunk-leaves", type=positive_int, metavar="N", help="trunk leaves")
+    size.add_argument("--min-leaf-rows", type=count, metavar="N", help="min rows per trunk leaf")
+    size.add_argument("--branch-memory", type=memory_size, metavar="SIZE",
                       help="memory per branch task (2GB): the trunk grows until branches fit")
     tr.add_argument("--baseline-out", metavar="DIR",
                     help="also fit the sub-sample forest baseline and save it here")
@@ -488,7 +392,7 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
     pr.add_argument("data", metavar="DATA", help=_DATA_HELP)
     pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
-    pr.add_argument("--quantiles", nargs="+", type=_fraction(False), default=[0.05, 0.5, 0.95],
+    pr.add_argument("--quantiles", nargs="+", type=fraction(False), default=[0.05, 0.5, 0.95],
                     metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
     pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
                     help="input columns copied into the output (ids, keys, the target...)")
@@ -508,7 +412,7 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
     ev.add_argument("data", metavar="DATA", help=_DATA_HELP)
     ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
-    ev.add_argument("--levels", nargs="+", type=_fraction(True), default=None, metavar="Z",
+    ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     _finish_job_parser(ev, _cmd_evaluate)
@@ -525,36 +429,31 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
             "Needs the examples extra."
         ),
     )
-    de.add_argument("--rows", type=_count, default=None, help="first N flights (default: all)")
+    de.add_argument("--rows", type=count, default=None, help="first N flights (default: all)")
     de.add_argument("--out", default="ebf-demo", metavar="DIR", help="default: ./ebf-demo")
-    de.add_argument("--n-estimators", type=_positive_int, default=10,
+    de.add_argument("--n-estimators", type=positive_int, default=10,
                     help="trees per branch / sub-sample (default: 10)")
-    de.add_argument("--trunk-leaves", type=_int_at_least(2), default=8,
+    de.add_argument("--trunk-leaves", type=int_at_least(2), default=8,
                     help="EBF branches; the SSF gets as many sub-samples (default: 8)")
-    de.add_argument("--partitions", type=_positive_int, default=8,
+    de.add_argument("--partitions", type=positive_int, default=8,
                     help="Parquet files per dataset (default: 8)")
     de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     _finish_job_parser(de, _cmd_demo)
 
 
-def _check_model_out(path: str | None, overwrite: bool) -> None:
-    """Fail before any work if ``path`` cannot receive a model (``ebf.model.save``'s rules)."""
-    if path is not None and os.path.lexists(path):
-        if not overwrite or not os.path.isfile(os.path.join(path, "manifest.json")):
-            raise FileExistsError(f"{path!r} already exists" + (
-                "; pass --overwrite to replace it" if not overwrite else " and is not a model")
-                + ", or choose another --out")
-
-
 def _cmd_train(args: argparse.Namespace) -> int:
+    from ebf.atomic import check_destination
     from ebf.model import model_hash, save
     from pipelines.train import train
 
-    _check_model_out(args.out, args.overwrite)
-    _check_model_out(args.baseline_out, args.overwrite)
+    inputs = {"the training data": args.data}
+    check_destination(args.out, "model", overwrite=args.overwrite, inputs=inputs)
+    if args.baseline_out is not None:
+        check_destination(args.baseline_out, "model", overwrite=args.overwrite,
+                          inputs={**inputs, "the model's --out": args.out})
     with _job(args) as (client, bars):
         res = train(
-            args.data, args.target, _columns(args.features), task=args.task, branch=args.branch,
+            args.data, args.target, columns(args.features), task=args.task, branch=args.branch,
             n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
             min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
             baseline=args.baseline_out is not None, random_state=args.seed, client=client,
@@ -577,8 +476,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from pipelines.score import predict_to_parquet
+    from ebf.atomic import check_destination
+    from pipelines.score import predict_to_parquet, prediction_inputs
 
+    check_destination(args.out, "predictions", overwrite=args.overwrite,
+                      inputs=prediction_inputs(args.model, args.data))
     with _job(args) as (client, bars):
         res = predict_to_parquet(
             args.model, args.data, args.out, quantiles=tuple(args.quantiles),
@@ -637,10 +539,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0 on success, 1 if a needed package is missing, the Dask scheduler
-        does not answer or the data / model / parameters are invalid (the message says
-        why; ``-vv`` adds the traceback), 2 on a usage error (including an output that
-        already exists, a missing input and a schema that does not fit).
+        Exit status (:mod:`pipelines.failures`): 0 on success; 1 if the job failed (a
+        missing package, no answer from the Dask scheduler, invalid data / model /
+        parameters, a worker that kept dying, a lost connection, out of memory, an I/O
+        error or an unexpected error); 2 on a usage error (a bad option, an output that
+        exists or may not be replaced, an output overlapping an input or the current
+        directory, a missing input, a schema that does not fit); 130 if interrupted
+        (Ctrl-C); 143 on SIGTERM, after removing the temporary files. Every failure is one
+        line on stderr naming the cause and the fix; ``-v`` adds the traceback.
 
     Examples
     --------
@@ -652,19 +558,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.handler(args)
-    except ImportError as exc:
-        print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except (FileExistsError, _UsageError) as exc:
-        print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ConnectionError, TimeoutError) as exc:
-        print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError) as exc:  # bad data, schema, model or parameters
-        from pipelines.schema import SchemaError
-
-        logging.getLogger("ebf.cli").debug("error", exc_info=True)
-        print(f"ebf {args.command}: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (SchemaError, FileNotFoundError)) else 1
+        with sigterm_raises():
+            return args.handler(args)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line and status too
+        return report_failure(exc, f"ebf {args.command}", args.verbose)
+    finally:
+        atomic = sys.modules.get("ebf.atomic")  # not imported: nothing was written through it
+        if atomic is not None:
+            atomic.remove_abandoned()  # what tasks still running wrote after the clean-up

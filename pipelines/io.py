@@ -6,21 +6,15 @@ or not) or a glob.
 
 Atomic writes
 -------------
-:func:`write_parquet_atomic` (and :func:`atomic_output_dir`, which ``make_data`` uses) write
-into a hidden temporary directory next to the target, ``.<name>.tmp-<random>``, and move it
-into place only after every file was written. A failure or an interrupt removes the temporary
-directory, so the target is either absent (or the previous version, with ``overwrite=True``)
-or complete, never half-written.
-
-- Local file systems: the move is one ``rename`` of a directory, atomic on POSIX.
-  ``overwrite=True`` renames the old directory aside, renames the new one in, then deletes
-  the old one: a reader sees the old dataset, briefly nothing, or the new dataset.
-- Object stores (S3, GCS, Azure...) have no directories and no rename: the move copies each
-  object then deletes the temporary ones. Readers never see a partially *written* file, and a
-  failed write leaves nothing at the target, but a reader that lists the target while the
-  move runs can see some of the files; a crash during the move can leave a partial target
-  (the temporary prefix then still holds the full copy). Wait for the writer to return
-  before reading. Concurrent writers to the same target are not supported anywhere.
+:func:`write_parquet_atomic` (and :func:`atomic_output_dir`, which ``make_data`` uses; it is
+:func:`ebf.atomic.atomic_dir`) write into a hidden temporary directory next to the target
+and move it into place only after every file was written, with the marker file
+``_ebf_output.json`` (the kind, ``"dataset"`` or ``"predictions"``, the ebf version, the
+time). A failure or an interrupt removes the temporary directory, so the target is either
+absent (or the previous version, with ``overwrite=True``) or complete, never half-written.
+``overwrite=True`` replaces only a directory with the marker of the same kind; see
+:mod:`ebf.atomic` for the rules, the clean-up of what killed writers leave and what
+"atomic" means on object stores.
 
 Files are named ``part.000000.parquet``, ``part.000001.parquet``... in row order, so any
 reader (Dask, pyarrow, Spark) reads the rows back in the order they were written.
@@ -31,11 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import shutil
-import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dask.dataframe as dd
@@ -43,7 +33,8 @@ import fsspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
+
+from ebf.atomic import atomic_dir as atomic_output_dir
 
 __all__ = [
     "atomic_output_dir",
@@ -85,10 +76,6 @@ def _url_to_fs(
     return fsspec.core.url_to_fs(os.fspath(url), **dict(storage_options or {}))
 
 
-def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
-    return isinstance(fs, LocalFileSystem)
-
-
 def _check_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """Validate user key/values for the Parquet schema metadata."""
     if not isinstance(metadata, Mapping):
@@ -109,122 +96,6 @@ def _check_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
             )
         checked[key] = value
     return checked
-
-
-def _remove_tree(fs: fsspec.AbstractFileSystem, path: str, attempts: int = 20) -> None:
-    """Remove ``path`` recursively, retrying while late writers still add files (best effort)."""
-    for attempt in range(attempts):
-        try:
-            if _is_local(fs):
-                shutil.rmtree(path)
-            elif fs.exists(path):
-                fs.rm(path, recursive=True)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if attempt == attempts - 1:
-                logger.warning("could not remove the temporary directory %s: %s", path, exc)
-                return
-            time.sleep(0.1)
-
-
-def _commit(fs: fsspec.AbstractFileSystem, tmp: str, path: str, overwrite: bool) -> None:
-    """Move the finished temporary directory ``tmp`` to ``path``."""
-    if _is_local(fs):
-        old = None
-        if os.path.lexists(path):
-            if not overwrite:  # appeared while we were writing
-                raise FileExistsError(f"{path!r} appeared while writing; nothing was replaced")
-            old = f"{tmp}.old"
-            os.rename(path, old)
-        try:
-            os.rename(tmp, path)
-        except BaseException:
-            if old is not None:
-                os.rename(old, path)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return
-    if fs.exists(path):
-        if not overwrite:
-            raise FileExistsError(f"{path!r} appeared while writing; nothing was replaced")
-        fs.rm(path, recursive=True)
-    fs.mv(tmp, path, recursive=True)
-    fs.invalidate_cache()
-
-
-@contextmanager
-def atomic_output_dir(
-    out_dir: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-) -> Iterator[str]:
-    """Write a directory atomically: yield a temporary directory, move it to ``out_dir`` at exit.
-
-    If the ``with`` block raises (or is interrupted), the temporary directory is removed and
-    ``out_dir`` is untouched. See the module docstring for what "atomic" means on object
-    stores.
-
-    Parameters
-    ----------
-    out_dir : str or path-like
-        Target directory: a local path or an fsspec URL. Its parent is created if needed.
-    overwrite : bool, default=False
-        Replace an existing ``out_dir``. Otherwise an existing one raises before any work.
-    storage_options : dict, optional
-        fsspec options (credentials...) for a URL.
-
-    Yields
-    ------
-    str
-        The temporary directory (same protocol as ``out_dir``), already created and empty.
-        Writers open ``<tmp>/<file>`` with the same ``storage_options``.
-
-    Raises
-    ------
-    FileExistsError
-        If ``out_dir`` exists and ``overwrite`` is False.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> target = os.path.join(tempfile.mkdtemp(), "out")
-    >>> with atomic_output_dir(target) as tmp:
-    ...     with open(os.path.join(tmp, "a.txt"), "w") as f:
-    ...         _ = f.write("hello")
-    >>> os.listdir(target)
-    ['a.txt']
-    """
-    fs, path = _url_to_fs(out_dir, storage_options)
-    path = path.rstrip("/") or path
-    if fs.exists(path) and not overwrite:
-        raise FileExistsError(
-            f"output {os.fspath(out_dir)!r} already exists; pass overwrite=True (CLI: "
-            "--overwrite) to replace it, or choose another directory"
-        )
-    parent, name = posixpath.split(path)  # fsspec paths use "/" (local ones are absolute)
-    fs.makedirs(parent or "/", exist_ok=True)
-    tmp_path = posixpath.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
-    fs.makedirs(tmp_path, exist_ok=False)
-    tmp_url = tmp_path if _is_local(fs) else fs.unstrip_protocol(tmp_path)
-    logger.debug("writing %s through %s", out_dir, tmp_url)
-    try:
-        yield tmp_url
-    except BaseException:
-        _remove_tree(fs, tmp_path)
-        raise
-    try:
-        _commit(fs, tmp_path, path, overwrite)
-    except BaseException:
-        if _is_local(fs):  # the rename failed as a whole: tmp is intact, the target restored
-            _remove_tree(fs, tmp_path)
-        else:
-            logger.error("moving %s to %s failed; the complete copy is kept", tmp_url, out_dir)
-        raise
-    logger.info("wrote %s", out_dir)
 
 
 def _pandas_to_dir(
@@ -248,7 +119,9 @@ def write_parquet_atomic(
     out_dir: str | os.PathLike[str],
     *,
     metadata: Mapping[str, str],
+    kind: str = "dataset",
     overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
     write_index: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> str:
@@ -266,8 +139,13 @@ def write_parquet_atomic(
         Stored in every file's Parquet schema metadata (``custom_metadata``), e.g. the model
         version and hash; read back with :func:`read_parquet_metadata`. The key ``"pandas"``
         and keys starting with ``"ARROW:"`` are reserved.
+    kind : {"dataset", "predictions"}, default="dataset"
+        Recorded in the directory's marker file; ``overwrite`` replaces only this kind.
     overwrite : bool, default=False
-        Replace an existing ``out_dir``; otherwise it raises :class:`FileExistsError` first.
+        Replace an existing ``out_dir`` of the same kind written by ebf (see
+        :mod:`ebf.atomic`); otherwise it raises :class:`FileExistsError` first.
+    inputs : mapping of str to path, optional
+        Paths ``out_dir`` must not overlap (:func:`ebf.atomic.check_destination`).
     write_index : bool, default=False
         Also store the DataFrame index as a column.
     storage_options : dict, optional
@@ -281,9 +159,10 @@ def write_parquet_atomic(
     Raises
     ------
     FileExistsError
-        If ``out_dir`` exists and ``overwrite`` is False.
+        If ``out_dir`` exists and ``overwrite`` is False or it is not this kind of output.
     ValueError, TypeError
-        On reserved or non-string metadata, or unsupported ``data``.
+        On reserved or non-string metadata, or unsupported ``data``;
+        :class:`ebf.atomic.UnsafeOutputError` if ``out_dir`` overlaps an input.
 
     Examples
     --------
@@ -300,7 +179,8 @@ def write_parquet_atomic(
             f"data must be a pandas or Dask DataFrame, got {type(data).__name__}; wrap a "
             "Series with .to_frame()"
         )
-    with atomic_output_dir(out_dir, overwrite=overwrite, storage_options=storage_options) as tmp:
+    with atomic_output_dir(out_dir, kind, overwrite=overwrite, inputs=inputs,
+                           storage_options=storage_options) as tmp:
         if isinstance(data, pd.DataFrame):
             _pandas_to_dir(data, tmp, checked, write_index, storage_options)
         else:

@@ -302,7 +302,9 @@ def make_friedman(
     client : distributed.Client, optional
         Defaults to the current client (:func:`cluster.current_client`); none is created.
     overwrite : bool, default=False
-        Replace an existing ``out_dir``; otherwise it raises before any work.
+        Replace an existing ``out_dir`` that holds an ebf dataset (its ``_ebf_output.json``
+        marker) or is empty; anything else there raises before any work
+        (:mod:`ebf.atomic`).
     storage_options : dict, optional
         fsspec options for a URL (they are sent to the workers).
     progress : callable, optional
@@ -321,7 +323,7 @@ def make_friedman(
     ValueError
         On invalid sizes or task.
     FileExistsError
-        If ``out_dir`` exists and ``overwrite`` is False.
+        If ``out_dir`` exists and ``overwrite`` is False or it is not an ebf dataset.
     cluster.NoClientError
         If no client is given and none is running.
 

@@ -49,7 +49,10 @@ import pandas as pd
 import pyarrow.dataset as pads
 
 from cluster import current_client
+from ebf.atomic import check_destination
 from ebf.dask.client import gather
+from ebf.dask.predict import shared_model
+from pipelines.artifacts import LoadedModel, load_model
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
@@ -73,100 +76,6 @@ Progress = Callable[[int, int], None]
 _EPS = float(np.finfo(np.float64).eps)
 
 _Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model directory, loaded and pinned by its hash.
-
-    Attributes
-    ----------
-    model : estimator
-        The fitted single-process model.
-    path : str
-    digest : str
-        :func:`ebf.model.model_hash` (sha256 of the model's content, which holds the
-        sha256 of every array file; equal for identical retrains).
-    manifest : dict
-        :func:`ebf.model.read_manifest`.
-    features : list of str
-        The feature columns the model was trained on.
-    """
-
-    model: Any
-    path: str
-    digest: str
-    manifest: dict
-    features: list[str]
-
-    @property
-    def model_class(self) -> str:
-        """The class key of the manifest (``"ebf.EmpiricalBayesianForestRegressor"``)."""
-        return str(self.manifest["class"])
-
-    @property
-    def version(self) -> str:
-        """``"ebf-model/<format version> ebf/<version that saved it>"``."""
-        lib = self.manifest.get("metadata", {}).get("library_version") or "unknown"
-        return f"{self.manifest['format']}/{self.manifest['format_version']} ebf/{lib}"
-
-    @property
-    def training(self) -> dict:
-        """The training metadata (``metadata=`` of :func:`ebf.model.save`), or ``{}``."""
-        user = self.manifest.get("metadata", {}).get("user")
-        return user if isinstance(user, dict) else {}
-
-    @property
-    def is_classifier(self) -> bool:
-        """Whether the model predicts classes."""
-        return hasattr(self.model, "classes_")
-
-
-def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
-    """Load a model directory and pin it by its manifest hash.
-
-    The hash is taken before and after loading; if the directory was replaced in between
-    (an ``overwrite`` by another job), this raises instead of mixing two models.
-
-    Parameters
-    ----------
-    model_dir : str or path-like
-        Written by :func:`ebf.model.save` (e.g. by ``ebf train``).
-
-    Returns
-    -------
-    LoadedModel
-
-    Raises
-    ------
-    FileNotFoundError, ebf.model.ModelFormatError
-        From :func:`ebf.model.load`.
-    ValueError
-        If the model has no feature names (trained on a plain array).
-
-    Examples
-    --------
-    >>> loaded = load_model("models/friedman")  # doctest: +SKIP
-    >>> loaded.features[:2], loaded.digest[:12]  # doctest: +SKIP
-    (['x0', 'x1'], '3f1c0a9b2e7d')
-    """
-    from ebf.model import load, model_hash, read_manifest
-
-    path = os.fspath(model_dir)
-    manifest = read_manifest(path)
-    digest = manifest["model_hash"]
-    model = load(path)
-    if model_hash(path) != digest:
-        raise RuntimeError(f"the model at {path!r} changed while it was loaded; try again")
-    names = getattr(model, "feature_names_in_", None)
-    if names is None:
-        names = (manifest.get("features") or {}).get("names")
-    if names is None or len(names) == 0:
-        raise ValueError(
-            f"the model at {path!r} has no feature names (it was fit on an array); refit it "
-            "on a DataFrame (ebf train does) so its columns can be found in the data"
-        )
-    return LoadedModel(model, path, digest, manifest, [str(c) for c in names])
 
 
 def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -> None:
@@ -259,6 +168,11 @@ def _partition_events(
     progress(total, total)
 
 
+def prediction_inputs(model_dir: str | os.PathLike[str], data: _Source) -> dict[str, Any]:
+    """What a prediction job reads, for :func:`ebf.atomic.check_destination`'s ``inputs``."""
+    return {"the model": model_dir, "the input data": data}
+
+
 def _join_columns(pred: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([kept.set_axis(pred.index), pred], axis=1)
 
@@ -298,7 +212,10 @@ def predict_to_parquet(
     keep_columns : sequence of str, default=()
         Input columns copied in front of the predictions (row ids, keys, the target...).
     overwrite : bool, default=False
-        Replace an existing ``out``; otherwise :class:`FileExistsError` before any work.
+        Replace an existing ``out`` that holds ebf predictions (its ``_ebf_output.json``
+        marker); anything else there raises :class:`FileExistsError` before any work, as
+        does an ``out`` that is, contains or lies inside the model or the data
+        (:func:`ebf.atomic.check_destination`).
     client : distributed.Client, optional
         The current client by default.
     progress : callable ``progress(done, total)``, optional
@@ -331,12 +248,9 @@ def predict_to_parquet(
 
     t0 = time.perf_counter()
     client = current_client(client)
-    fs, fpath = fsspec.core.url_to_fs(os.fspath(out), **dict(storage_options or {}))
-    if fs.exists(fpath) and not overwrite:
-        raise FileExistsError(
-            f"output {os.fspath(out)!r} already exists; pass overwrite=True (CLI: --overwrite) "
-            "to replace it, or choose another directory"
-        )
+    inputs = prediction_inputs(model_dir, data)
+    check_destination(out, "predictions", overwrite=overwrite, inputs=inputs,
+                      storage_options=storage_options)
     loaded = load_model(model_dir)
     keep = [str(c) for c in keep_columns]
     needed = list(dict.fromkeys([*loaded.features, *keep]))
@@ -369,8 +283,8 @@ def predict_to_parquet(
     logger.info("predicting %s with %s (%s) -> %s, %d partitions", _describe(data),
                 loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
     with _partition_events(client, topic, ddf.npartitions, progress), client.as_current():
-        write_parquet_atomic(pred, out, metadata=metadata, overwrite=overwrite,
-                             storage_options=storage_options)
+        write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
+                             overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     rows, files = _count_rows(os.fspath(out), storage_options)
     seconds = time.perf_counter() - t0
     logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)
@@ -497,8 +411,7 @@ def evaluate(
     ddf = _read(data, [*features, target], storage_options)
 
     token = uuid.uuid4().hex[:12]
-    # as ebf.dask.predict does: the model on every worker once, the graph holds its key
-    shared = client.scatter(loaded.model, broadcast=True, hash=False)
+    shared = shared_model(loaded.model)  # one key, recomputed if its worker dies
     classify = loaded.is_classifier
     tasks = []
     for i, part in enumerate(ddf.to_delayed()):
@@ -516,7 +429,7 @@ def evaluate(
     try:
         parts = gather(client, futures, progress)
     finally:
-        del shared, futures, tasks  # release the model on the workers
+        del futures, tasks  # release the model on the workers
     sums = np.sum(parts, axis=0) if parts else np.zeros(5 if classify else 4 + lv.size)
     n, missing = int(sums[0]), int(sums[1])
     if n == 0:

@@ -22,7 +22,6 @@ prefixed ``"baseline "``).
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import time
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from cluster import current_client
+from ebf.atomic import library_version
 from pipelines.io import read_dataset
 from pipelines.schema import ColumnInfo, check_schema
 
@@ -159,12 +159,7 @@ def ebf_version() -> str:
     >>> ebf_version()  # doctest: +SKIP
     '0.1.0'
     """
-    try:
-        return importlib.metadata.version("ebf")
-    except importlib.metadata.PackageNotFoundError:
-        import ebf
-
-        return str(ebf.__version__)
+    return library_version()
 
 
 def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def test_make_data_quiet(tmp_path, capsys, local_threads):
     captured = capsys.readouterr()
     assert captured.err == ""  # --quiet: no progress bar, no dashboard link
     assert "5,000 rows" in captured.out and "3 Parquet files" in captured.out
-    assert sorted(os.listdir(out)) == [f"part.{i:06d}.parquet" for i in range(3)]
+    assert sorted(os.listdir(out)) == ["_ebf_output.json"] + [
+        f"part.{i:06d}.parquet" for i in range(3)]
     df = pd.read_parquet(out)
     assert df.shape == (5_000, 7) and list(df.columns)[-1] == "y"
 
@@ -152,3 +153,74 @@ def test_make_data_bad_local_processes_variable(tmp_path, capsys, monkeypatch):
     argv = ["make-data", "friedman", "--rows", "100", "--out", str(tmp_path / "x"), "--quiet"]
     assert main(argv) == 2
     assert "EBF_LOCAL_PROCESSES" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _failures():
+    import errno
+
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    from ebf.atomic import UnsafeOutputError
+    from ebf.model import ChecksumError
+    from pipelines.failures import Terminated
+    from pipelines.schema import SchemaError
+
+    return [
+        (TypeError("unsupported operand type(s) for +: 'int' and 'str'"), 1,
+         ["wrong type: unsupported operand", "column types", "-v for the traceback"]),
+        (KilledWorker("('_predict_partition-ab', 3)", "tcp://10.0.0.7:4242", 3), 1,
+         ["worker died each of the 4 times", "_predict_partition-ab", "tcp://10.0.0.7:4242",
+          "more memory"]),
+        (CommClosedError("in <TCP (closed)>: Stream is closed"), 1,
+         ["lost the connection to the Dask scheduler", "Stream is closed", "run the job again"]),
+        (MemoryError(), 1, ["out of memory", "smaller partitions"]),
+        (OSError(errno.ENOSPC, "No space left on device", "/data/out"), 1,
+         ["No space left on device (/data/out): free disk space"]),
+        (PermissionError(errno.EACCES, "Permission denied", "/etc/x"), 1,
+         ["Permission denied (/etc/x): check the permissions"]),
+        (ChecksumError("m/arrays/00001.npy: sha256 mismatch"), 1,
+         ["the model cannot be loaded: m/arrays/00001.npy: sha256 mismatch", "ebf train"]),
+        (RuntimeError("something odd\n  on two lines"), 1,
+         ["unexpected RuntimeError: something odd on two lines", "-v for the traceback"]),
+        (FileExistsError("'out' exists; pass --overwrite"), 2, ["--overwrite"]),
+        (UnsafeOutputError("it is the input data"), 2, ["input data"]),
+        (SchemaError("no column 'y'", columns=["y"]), 2, ["no column 'y'"]),
+        (KeyboardInterrupt(), 130, ["stopped: interrupted"]),
+        (Terminated("SIGTERM"), 143, ["stopped: terminated (SIGTERM)"]),
+    ]
+
+
+def test_every_failure_is_one_line_with_cause_fix_and_status(monkeypatch, capsys):
+    import pipelines.cli
+
+    for exc, status, needles in _failures():
+        def fail(args, exc=exc):
+            raise exc
+
+        monkeypatch.setattr(pipelines.cli, "_cmd_flights", fail)
+        assert main(["flights", "--quiet"]) == status, exc
+        captured = capsys.readouterr()
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ebf flights: ") and not captured.out
+        for needle in needles:
+            assert needle in lines[0], (needle, lines[0])
+        if status == 1:  # -v: the traceback first, the same line last
+            assert main(["-v", "flights", "--quiet"]) == status
+            err = capsys.readouterr().err
+            assert err.startswith("Traceback") and err.splitlines()[-1] == lines[0]
+
+
+def test_a_signal_inside_an_import_is_still_a_signal():
+    from pipelines.failures import Terminated, describe_failure
+
+    try:
+        try:
+            raise Terminated("SIGTERM")
+        except Terminated as inner:
+            raise RuntimeError("Error calling __set_name__") from inner
+    except RuntimeError as exc:
+        assert describe_failure(exc)[0] == 143

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
+from ebf.atomic import output_kind
 from pipelines.io import (
     atomic_output_dir,
     read_dataset,
@@ -197,7 +198,9 @@ def test_write_dask_keeps_row_order_across_partitions(tmp_path, dask_client):
     ddf = dd.from_pandas(df, npartitions=12)
     out = tmp_path / "many"
     write_parquet_atomic(ddf, out, metadata={"k": "v"})
-    assert sorted(os.listdir(out)) == [f"part.{i:06d}.parquet" for i in range(12)]
+    # the marker starts with "_", which every Parquet reader skips
+    assert sorted(os.listdir(out)) == ["_ebf_output.json"] + [
+        f"part.{i:06d}.parquet" for i in range(12)]
     back = read_dataset(out, None).compute()
     assert back["i"].tolist() == list(range(250))
     assert read_parquet_metadata(out) == {"k": "v"}
@@ -291,7 +294,8 @@ def test_friedman_partitions_columns_and_metadata(tmp_path, dask_client):
         progress=lambda d, n: seen.append((d, n)),
     )
     assert info.n_partitions == 4 and seen[-1] == (4, 4)
-    files = sorted(os.listdir(tmp_path / "d"))
+    marker, *files = sorted(os.listdir(tmp_path / "d"))
+    assert marker == "_ebf_output.json" and output_kind(tmp_path / "d") == "dataset"
     assert files == [f"part.{i:06d}.parquet" for i in range(4)]
     assert [pq.ParquetFile(tmp_path / "d" / f).metadata.num_rows for f in files] == [3000] * 3 + [
         1500

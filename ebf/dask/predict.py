@@ -4,10 +4,11 @@ Every partition is predicted by the single-process model (EBF: each row by the b
 its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests), so the numbers
 are those of ``model.predict(X.compute(), return_std=True)``,
 ``model.predict_quantiles(...)`` and ``model.predict_proba(...)``, bit for bit. The model
-is sent to the workers once: with a running client it is scattered to every worker
-(``broadcast=True``; the graph holds only its key, and a killed worker leaves the other
-copies); without one it enters the graph as one ``dask.delayed`` key. Index and row order
-are kept; empty partitions give empty frames.
+enters the graph once, as one ``dask.delayed`` key (:func:`shared_model`) every partition
+task depends on: workers fetch it from each other, and if the worker holding a copy dies the
+scheduler recomputes that key from the graph like any lost result, so a killed worker costs
+a retry, never a hang or a lost-dependency error (data put on workers with ``scatter``
+cannot be recomputed). Index and row order are kept; empty partitions give empty frames.
 
 Columns: regressors ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
 ``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
@@ -116,7 +117,33 @@ def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Serie
     return pd.Series(model.predict(part), index=part.index, name=meta.name, dtype=meta.dtype)
 
 
-def _checked(model: Any, X: Any, client: Any = None) -> Any:
+def shared_model(model: Any) -> Any:
+    """``model`` as one key of a Dask graph, recomputable if the worker holding it dies.
+
+    Parameters
+    ----------
+    model : object
+        Any picklable object (a fitted local model).
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Pass it to ``map_partitions`` or ``dask.delayed`` calls in place of the model: the
+        graph holds the pickled model once, each task holds its key.
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> shared = shared_model({"scale": 2.0})
+    >>> delayed(lambda m, x: m["scale"] * x)(shared, 3.0).compute()
+    6.0
+    """
+    from dask import delayed
+
+    return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
+
+
+def _checked(model: Any, X: Any) -> Any:
     import dask.dataframe as dd
 
     check_is_fitted(model, "encoder_")
@@ -126,15 +153,7 @@ def _checked(model: Any, X: Any, client: Any = None) -> Any:
     # the schema (missing columns, kinds, dtypes) is checked on the empty meta, before
     # any data is read, by the same transform every partition will run
     model.encoder_.transform(X._meta, caller=type(model).__name__)
-    from .client import NoClientError, current_client
-
-    try:
-        client = current_client(client)
-    except NoClientError:
-        from dask import delayed
-
-        return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
-    return client.scatter(model, broadcast=True, hash=False)
+    return shared_model(model)
 
 
 def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0.95),
@@ -152,8 +171,8 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
     quantiles : sequence of float, default=(0.05, 0.5, 0.95)
         Levels of the predictive quantile columns (regressors).
     client : distributed.Client, optional
-        Where the model is scattered; default the current client (none: the model goes
-        into the graph).
+        Not used: the result is lazy and runs wherever it is computed (the model travels in
+        the graph). Accepted for the signature every ``ebf.dask`` function shares.
 
     Returns
     -------
@@ -168,7 +187,7 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
     """
     levels = _levels(quantiles)
     meta = output_meta(model, levels)
-    shared = _checked(model, X, client)
+    shared = _checked(model, X)
     logger.info("prediction graph: %s over %d partition(s), columns %s", type(model).__name__,
                 X.npartitions, list(meta.columns))
     return X.map_partitions(_predict_partition, shared, levels, meta, meta=meta,
@@ -194,7 +213,7 @@ def predict_series(model: Any, X: Any, client: Any = None) -> Any:
     --------
     >>> predict_series(model, ddf[features]).compute()  # doctest: +SKIP
     """
-    shared = _checked(model, X, client)
+    shared = _checked(model, X)
     if is_classifier(model):
         meta = pd.Series(np.empty(0, _class_dtype(model.classes_)), name="predicted")
     else:

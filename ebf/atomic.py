@@ -1,0 +1,604 @@
+"""Atomic output directories, local or fsspec, and the rules for replacing one.
+
+Every directory ``ebf`` writes (a model, a Parquet dataset, predictions) is built by
+:func:`atomic_dir` in a hidden temporary sibling and moved into place only when complete,
+so the destination is either absent (or the previous version), or complete.
+
+Which outputs may be replaced
+-----------------------------
+``overwrite=True`` replaces only a directory this tool wrote, of the same kind:
+
+- a model: its ``manifest.json`` says ``"format": "ebf-model"`` (:mod:`ebf.model`);
+- predictions or a dataset: its marker file :data:`MARKER` (``_ebf_output.json``: the kind,
+  the ebf version, the time), which :func:`atomic_dir` writes into every directory it
+  commits. Parquet readers (pyarrow, Dask, Spark) skip names starting with ``_``.
+
+An empty directory may be replaced too (nothing is lost). Anything else (a foreign folder,
+a file, a link, another kind) is refused, naming the path and why, before any work starts.
+:func:`check_destination` also refuses an output that is, contains or lies inside an input
+(the data being read, the model being used) and, on a local file system, the current
+directory or one of its parents.
+
+Temporary names and clean-up
+----------------------------
+The temporary directory is ``.<name>.tmp-<host>-<pid>-<unix time>-<random>`` next to the
+destination (same file system, so the final move is a rename); an overwrite renames the old
+directory aside to ``.<name>.old-<host>-<pid>-...`` first. A failure or an exception (the
+CLI turns SIGTERM into one) removes the temporary directory. What a killed process left
+behind is removed by the next :func:`atomic_dir` to the same destination: siblings of this
+host whose process is gone, and any older than :data:`STALE_SECONDS` (other hosts, object
+stores). An aside whose destination is missing (killed between the two renames) is put back.
+
+- Local file systems: every file is fsync'ed before the rename, the parent after it; the
+  move is one ``rename`` of a directory, atomic on POSIX. An overwrite swaps: a reader sees
+  the old directory, briefly nothing, or the new one.
+- Object stores (S3, GCS, Azure, ``memory://``...) have no rename: the move copies each
+  object then deletes the temporary ones. A failed write leaves nothing at the destination,
+  but a reader listing it during the move can see part of the files, and a crash during the
+  move can leave a partial destination (the temporary prefix then still holds the full
+  copy). Concurrent writers to one destination are supported nowhere.
+
+This module imports :mod:`fsspec` only for URLs, and never dask.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import importlib.metadata
+import json
+import logging
+import os
+import posixpath
+import re
+import secrets
+import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "KINDS",
+    "MARKER",
+    "STALE_SECONDS",
+    "UnsafeOutputError",
+    "atomic_dir",
+    "check_destination",
+    "library_version",
+    "output_kind",
+    "remove_abandoned",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The marker file of a predictions or dataset directory (models have their manifest).
+MARKER = "_ebf_output.json"
+_MARKER_FORMAT = "ebf-output"
+_MODEL_MANIFEST = "manifest.json"
+_MODEL_FORMAT = "ebf-model"
+#: What an output directory holds; ``overwrite`` replaces a directory of the same kind only.
+KINDS = ("model", "predictions", "dataset")
+#: Temporary siblings older than this (seconds) are stale whoever made them: two days,
+#: far beyond any single write, for hosts and object stores where no pid can be checked.
+STALE_SECONDS = 2 * 24 * 3600
+
+_TEMP = re.compile(
+    r"\.(?P<what>tmp|old)-(?P<host>[A-Za-z0-9._]+)-(?P<pid>[0-9]+)-(?P<stamp>[0-9]+)"
+    r"-[0-9a-f]+", re.ASCII,
+)
+_REMOVE_ATTEMPTS = 20  # x 0.1 s: late writers (tasks still finishing) may add files meanwhile
+
+_lock = threading.Lock()
+_active: set[tuple[str, str]] = set()  # (protocol, path) of this process's temporary dirs
+_abandoned: dict[tuple[str, str], _Place] = {}  # removed on failure, maybe re-created since
+
+
+class UnsafeOutputError(ValueError):
+    """An output path that overlaps an input, or the current directory or a parent of it."""
+
+
+# ----------------------------------------------------------------------------- places
+
+
+class _Place:
+    """A path on the local file system (``fs`` None) or on an fsspec file system."""
+
+    def __init__(self, fs: Any, protocol: str, path: str) -> None:
+        self.fs, self.protocol, self.path = fs, protocol, path
+        self.url = path if fs is None else fs.unstrip_protocol(path)
+
+    @classmethod
+    def of(cls, url: str | os.PathLike, storage_options: Mapping[str, Any] | None) -> _Place:
+        text = os.fspath(url)
+        if "://" not in text or text.startswith("file://"):
+            return cls(None, "file", os.path.abspath(text.removeprefix("file://")))
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        return cls(fs, protocol, path.rstrip("/") or path)
+
+    def _join(self) -> Any:
+        return os.path if self.fs is None else posixpath
+
+    def child(self, name: str) -> _Place:
+        return _Place(self.fs, self.protocol, self._join().join(self.path, name))
+
+    def parent(self) -> _Place:
+        return _Place(self.fs, self.protocol, self._join().dirname(self.path) or "/")
+
+    @property
+    def name(self) -> str:
+        return self._join().basename(self.path)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.protocol, self.path
+
+    def real(self) -> str:
+        """The path with links resolved (local), for overlap checks."""
+        return os.path.realpath(self.path) if self.fs is None else self.path
+
+    def lexists(self) -> bool:
+        return os.path.lexists(self.path) if self.fs is None else self.fs.exists(self.path)
+
+    def is_link(self) -> bool:
+        return self.fs is None and os.path.islink(self.path)
+
+    def isdir(self) -> bool:
+        return os.path.isdir(self.path) if self.fs is None else self.fs.isdir(self.path)
+
+    def read_json(self, name: str) -> Any:
+        """The JSON object in file ``name`` of this directory, or None if absent or invalid."""
+        path = self.child(name).path
+        try:
+            if self.fs is None:
+                with open(path, "rb") as f:
+                    data = f.read()
+            else:
+                data = self.fs.cat_file(path)
+            return json.loads(data)
+        except (OSError, ValueError):
+            return None
+
+    def write_json(self, name: str, obj: Any) -> None:
+        data = json.dumps(obj, indent=1).encode()
+        path = self.child(name).path
+        if self.fs is None:
+            with open(path, "xb") as f:
+                f.write(data)
+        else:
+            self.fs.pipe_file(path, data)
+
+    def listdir(self) -> list[str]:
+        if self.fs is None:
+            return os.listdir(self.path)
+        return [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False)]
+
+    def remove(self) -> None:
+        """Remove this tree, retrying while late writers still add files (best effort)."""
+        for attempt in range(_REMOVE_ATTEMPTS):
+            try:
+                if self.fs is None:
+                    shutil.rmtree(self.path)
+                elif self.fs.exists(self.path):
+                    self.fs.rm(self.path, recursive=True)
+                return
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                if attempt == _REMOVE_ATTEMPTS - 1:
+                    logger.warning("could not remove the temporary directory %s: %s",
+                                   self.url, exc)
+                    return
+                time.sleep(0.1)
+
+
+def _fsync(path: str, directory: bool) -> None:
+    if directory and os.name == "nt":  # Windows cannot open a directory for this
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: str) -> None:
+    """Flush every file and directory under ``root`` (written by any process) to disk."""
+    for folder, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _fsync(os.path.join(folder, name), directory=False)
+        _fsync(folder, directory=True)
+
+
+# ----------------------------------------------------------------------------- replace rules
+
+
+def output_kind(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
+                ) -> str | None:
+    """What an ``ebf`` output directory holds: one of :data:`KINDS`, or None.
+
+    Parameters
+    ----------
+    url : str or path-like
+        A local path or fsspec URL.
+    storage_options : dict, optional
+        fsspec options for a URL.
+
+    Returns
+    -------
+    str or None
+        ``"model"`` for a directory whose ``manifest.json`` has ``"format": "ebf-model"``;
+        the kind in its :data:`MARKER` file for predictions and datasets; None for anything
+        else (absent, a file, a link, a directory ``ebf`` did not write).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> output_kind(tempfile.mkdtemp()) is None
+    True
+    """
+    return _kind(_Place.of(url, storage_options))
+
+
+def _kind(place: _Place) -> str | None:
+    if place.is_link() or not place.isdir():
+        return None
+    manifest = place.read_json(_MODEL_MANIFEST)
+    if isinstance(manifest, dict) and manifest.get("format") == _MODEL_FORMAT:
+        return "model"
+    marker = place.read_json(MARKER)
+    if (isinstance(marker, dict) and marker.get("format") == _MARKER_FORMAT
+            and marker.get("kind") in KINDS):
+        return str(marker["kind"])
+    return None
+
+
+def _check_replaceable(place: _Place, kind: str, overwrite: bool) -> None:
+    """Raise ``FileExistsError`` unless ``place`` is absent or may be replaced by ``kind``."""
+    if not place.lexists():
+        return
+    if not overwrite:
+        raise FileExistsError(
+            errno.EEXIST, "the output already exists; pass overwrite=True (CLI: --overwrite) to "
+            "replace it, or choose another output", place.url,
+        )
+    found = _kind(place)
+    if found == kind or (found is None and not place.is_link() and place.isdir()
+                         and not place.listdir()):  # an empty directory: nothing to lose
+        return
+    if place.is_link():
+        why = "it is a symbolic link"
+    elif not place.isdir():
+        why = f"it is a file, not a {kind} directory"
+    elif found is None:
+        proof = (f"no {_MODEL_MANIFEST} of format {_MODEL_FORMAT!r}" if kind == "model"
+                 else f"no {MARKER} marker")
+        why = f"it is not a {kind} directory written by ebf ({proof})"
+    else:
+        why = f"it holds an ebf {found}, not {kind}"
+    raise FileExistsError(
+        errno.EEXIST, f"refusing to replace the output: {why}; --overwrite replaces only "
+        f"ebf {kind} directories. Remove it yourself if it should go, or choose another output",
+        place.url,
+    )
+
+
+def _roots(source: Any) -> list[str]:
+    """The paths an input names (a path, a glob's fixed prefix, a list); none for data objects."""
+    if isinstance(source, (list, tuple)):
+        return [root for item in source for root in _roots(item)]
+    if not isinstance(source, (str, os.PathLike)):
+        return []
+    text = os.fspath(source)
+    magic = [text.find(ch) for ch in "*?[" if ch in text]
+    if magic:
+        text = text[: min(magic)].rsplit("/", 1)[0] or "/"
+    return [text]
+
+
+def _inside(path: str, root: str, sep: str) -> bool:
+    return path == root or path.startswith(root.rstrip(sep) + sep)
+
+
+def _check_overlaps(place: _Place, kind: str, inputs: Mapping[str, Any],
+                    storage_options: Mapping[str, Any] | None) -> None:
+    sep = os.sep if place.fs is None else "/"
+    out = place.real()
+    if place.fs is None:
+        cwd = os.path.realpath(os.getcwd())
+        if _inside(cwd, out, sep):
+            where = "the current directory" if cwd == out else "a parent of the current directory"
+            raise UnsafeOutputError(
+                f"refusing to write {kind} to {place.url!r}: it is {where} ({cwd}); choose a new "
+                "directory for the output"
+            )
+    for what, source in inputs.items():
+        for root in _roots(source):
+            other = _Place.of(root, storage_options)
+            if other.protocol != place.protocol:
+                continue
+            path = other.real()
+            if _inside(path, out, sep):
+                relation = "is" if path == out else "contains"
+            elif _inside(out, path, sep):
+                relation = "is inside"
+            else:
+                continue
+            raise UnsafeOutputError(
+                f"refusing to write {kind} to {place.url!r}: it {relation} {what} ({root!r}); "
+                "choose an output outside it"
+            )
+
+
+def check_destination(
+    url: str | os.PathLike,
+    kind: str,
+    *,
+    overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Fail before any work if ``kind`` may not be written to ``url``.
+
+    Parameters
+    ----------
+    url : str or path-like
+        The output directory (local path or fsspec URL).
+    kind : {"model", "predictions", "dataset"}
+    overwrite : bool, default=False
+        Whether an existing output of the same kind may be replaced.
+    inputs : mapping of str to path, optional
+        What the job reads, by description (``{"the input data": "data/", "the model":
+        "model/"}``); a path, glob or list of them (other values are ignored). The output may
+        not be, contain or lie inside any of them.
+    storage_options : dict, optional
+        fsspec options for URLs.
+
+    Raises
+    ------
+    FileExistsError
+        If ``url`` exists and ``overwrite`` is False, or it is not an ``ebf`` output of this
+        kind (see the module docstring).
+    UnsafeOutputError
+        (a ``ValueError``) if ``url`` overlaps an input, is the current directory or one of
+        its parents.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> parent = tempfile.mkdtemp()
+    >>> check_destination(os.path.join(parent, "new"), "predictions")  # absent: fine
+    >>> check_destination(parent, "predictions", overwrite=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    FileExistsError: [Errno 17] refusing to replace the output: it is not a predictions ...
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    place = _Place.of(url, storage_options)
+    _check_overlaps(place, kind, inputs or {}, storage_options)
+    _check_replaceable(place, kind, overwrite)
+
+
+# ----------------------------------------------------------------------------- temporary names
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:40] or "host"
+
+
+def _temp_name(name: str, what: str) -> str:
+    return f".{name}.{what}-{_host()}-{os.getpid()}-{int(time.time())}-{secrets.token_hex(4)}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _is_stale(parent: _Place, entry: str, match: re.Match) -> bool:
+    if parent.fs is None and os.name != "nt" and match["host"] == _host():
+        pid = int(match["pid"])
+        if pid == os.getpid():
+            with _lock:
+                return (parent.protocol, os.path.join(parent.path, entry)) not in _active
+        return not _pid_alive(pid)
+    return time.time() - int(match["stamp"]) > STALE_SECONDS
+
+
+def _sweep_stale(parent: _Place, target: _Place) -> None:
+    """Remove what killed writers to ``target`` left next to it; put a lost original back."""
+    prefix = f".{target.name}."
+    try:
+        entries = [e for e in parent.listdir() if e.startswith(prefix)]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in sorted(entries):  # ".old-" before ".tmp-": restore first
+        match = _TEMP.fullmatch(entry, len(prefix) - 1)
+        if match is None or not _is_stale(parent, entry, match):
+            continue
+        stale = parent.child(entry)
+        if match["what"] == "old" and parent.fs is None and not target.lexists():
+            logger.warning("restoring %s from %s (a writer was killed while replacing it)",
+                           target.url, stale.url)
+            try:
+                os.rename(stale.path, target.path)
+                continue
+            except OSError as exc:
+                logger.warning("could not restore %s: %s", target.url, exc)
+                continue
+        logger.info("removing %s, left by a killed writer", stale.url)
+        stale.remove()
+
+
+def remove_abandoned() -> None:
+    """Remove again the temporary directories this process gave up on.
+
+    A failed or interrupted write removes its temporary directory at once, but Dask tasks
+    still running may write into it afterwards. Call this once they are stopped (the CLI
+    does, after closing the cluster).
+    """
+    with _lock:
+        places = list(_abandoned.values())
+        _abandoned.clear()
+    for place in places:
+        if place.lexists():
+            place.remove()
+
+
+# ----------------------------------------------------------------------------- the writer
+
+
+def library_version() -> str:
+    """The installed ``ebf`` version (the package's ``__version__`` if not installed).
+
+    Examples
+    --------
+    >>> library_version()  # doctest: +SKIP
+    '0.1.0'
+    """
+    try:
+        return importlib.metadata.version("ebf")
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(sys.modules.get("ebf"), "__version__", "unknown"))
+
+
+def _move(tmp: _Place, target: _Place) -> None:
+    """Move the finished ``tmp`` to ``target``; an existing target is swapped out."""
+    if target.fs is not None:
+        if target.lexists():
+            target.fs.rm(target.path, recursive=True)
+        target.fs.mv(tmp.path, target.path, recursive=True)
+        target.fs.invalidate_cache()
+        return
+    parent = target.parent().path
+    _fsync_tree(tmp.path)
+    if not target.lexists():
+        try:
+            os.rename(tmp.path, target.path)
+        except OSError as exc:
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # another writer won the race
+                raise FileExistsError(
+                    errno.EEXIST, "the output appeared while writing; nothing was replaced",
+                    target.url,
+                ) from exc
+            raise
+        _fsync(parent, directory=True)
+        return
+    aside = os.path.join(parent, _temp_name(target.name, "old"))
+    os.rename(target.path, aside)
+    try:
+        os.rename(tmp.path, target.path)
+    except BaseException:
+        os.rename(aside, target.path)
+        raise
+    _fsync(parent, directory=True)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(
+    url: str | os.PathLike,
+    kind: str = "dataset",
+    *,
+    overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[str]:
+    """Write a directory atomically: yield a temporary directory, move it to ``url`` at exit.
+
+    Checks the destination first (:func:`check_destination`), removes what killed writers
+    to the same destination left behind, then yields an empty temporary directory. When the
+    ``with`` block ends normally, the :data:`MARKER` file is added (unless ``kind`` is
+    ``"model"``: a model's manifest marks it), everything is flushed (local file systems) and
+    the directory moved into place. If the block raises (or is interrupted), the temporary
+    directory is removed and ``url`` is untouched. See the module docstring for object stores.
+
+    Parameters
+    ----------
+    url : str or path-like
+        Destination: a local path or an fsspec URL. Its parent is created if needed.
+    kind : {"dataset", "predictions", "model"}, default="dataset"
+        What the directory holds; an existing destination is replaced only if ``overwrite``
+        and it holds the same kind.
+    overwrite : bool, default=False
+    inputs : mapping of str to path, optional
+        Paths the output must stay clear of (see :func:`check_destination`).
+    storage_options : dict, optional
+        fsspec options (credentials...) for a URL.
+
+    Yields
+    ------
+    str
+        The temporary directory (a local path, or a URL with the destination's protocol).
+        Writers open ``<tmp>/<file>`` with the same ``storage_options``.
+
+    Raises
+    ------
+    FileExistsError, UnsafeOutputError
+        As :func:`check_destination`, before anything is written.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "out")
+    >>> with atomic_dir(target, "dataset") as tmp:
+    ...     with open(os.path.join(tmp, "a.txt"), "w") as f:
+    ...         _ = f.write("hello")
+    >>> sorted(os.listdir(target)), output_kind(target)
+    (['_ebf_output.json', 'a.txt'], 'dataset')
+    """
+    check_destination(url, kind, overwrite=overwrite, inputs=inputs,
+                      storage_options=storage_options)
+    target = _Place.of(url, storage_options)
+    parent = target.parent()
+    if target.fs is None:
+        os.makedirs(parent.path, exist_ok=True)
+    else:
+        target.fs.makedirs(parent.path, exist_ok=True)
+    _sweep_stale(parent, target)
+    _check_replaceable(target, kind, overwrite)  # again: the sweep may have put one back
+    tmp = parent.child(_temp_name(target.name, "tmp"))
+    moving = False
+    with _lock:
+        _active.add(tmp.key)
+    try:
+        if target.fs is None:
+            os.mkdir(tmp.path)  # not tempfile.mkdtemp: its mode 0o700 would survive the rename
+        else:
+            target.fs.makedirs(tmp.path, exist_ok=False)
+        logger.debug("writing %s through %s", target.url, tmp.url)
+        try:
+            yield tmp.url
+            if kind != "model":
+                tmp.write_json(MARKER, {
+                    "format": _MARKER_FORMAT, "kind": kind, "ebf_version": library_version(),
+                    "created_utc": datetime.datetime.now(datetime.UTC).strftime(
+                        "%Y-%m-%dT%H:%M:%SZ"),
+                })
+            _check_replaceable(target, kind, overwrite)  # again: it may have appeared meanwhile
+            moving = True
+            _move(tmp, target)
+        except BaseException:
+            if moving and target.fs is not None:  # the temporary prefix is the complete copy
+                logger.error("moving %s to %s failed; the complete copy is kept", tmp.url,
+                             target.url)
+            else:  # a local rename fails as a whole: the target is untouched or put back
+                tmp.remove()
+                with _lock:
+                    _abandoned[tmp.key] = tmp
+            raise
+    finally:
+        with _lock:
+            _active.discard(tmp.key)
+    logger.info("wrote %s", target.url)

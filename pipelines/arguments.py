@@ -1,0 +1,139 @@
+"""Argument types and the cluster options of the ``ebf`` command's subcommands.
+
+The value types (:func:`count`, :func:`fraction`, :func:`memory_size`...) raise
+``argparse.ArgumentTypeError`` with a message saying what is expected, so argparse prints one
+line and exits with status 2. :func:`add_cluster_arguments` adds the options every Dask
+subcommand shares; :func:`local_processes` reads ``EBF_LOCAL_PROCESSES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from .failures import UsageError
+
+__all__ = [
+    "LOCAL_PROCESSES_ENV", "add_cluster_arguments", "columns", "count", "fraction",
+    "int_at_least", "local_processes", "memory_size", "positive_float", "positive_int",
+]
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def int_at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
+        return value
+
+    return parse
+
+
+def count(text: str) -> int:
+    """A positive count written ``10000000``, ``10_000_000``, ``10,000,000`` or ``1e7``."""
+    cleaned = text.strip().replace(",", "").replace("_", "")
+    try:
+        value = int(cleaned)
+    except ValueError:
+        try:
+            number = float(cleaned)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not number.is_integer():
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text}") from None
+        value = int(number)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def fraction(low_open: bool):
+    """An argparse type: a number in [0, 1], or (0, 1) if ``low_open``."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (0 < value < 1 if low_open else 0 <= value <= 1):
+            raise argparse.ArgumentTypeError(f"must be in {'(0, 1)' if low_open else '[0, 1]'}")
+        return value
+
+    return parse
+
+
+def memory_size(text: str) -> str:
+    """A memory size such as ``2GB`` or ``512MiB`` (``dask.utils.parse_bytes``)."""
+    from dask.utils import parse_bytes
+
+    try:
+        assert parse_bytes(text) > 0
+    except (ValueError, TypeError, AssertionError):
+        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (e.g. 2GB)") from None
+    return text
+
+
+def columns(values: Sequence[str] | None) -> list[str] | None:
+    """``--features a b,c`` -> ``["a", "b", "c"]``."""
+    if values is None:
+        return None
+    return [c for value in values for c in value.split(",") if c]
+
+
+LOCAL_PROCESSES_ENV = "EBF_LOCAL_PROCESSES"
+_FALSE = ("0", "false", "no", "off")
+_TRUE = ("1", "true", "yes", "on", "")
+
+
+def local_processes() -> bool:
+    """``EBF_LOCAL_PROCESSES``: worker processes (default) or threads for a local cluster."""
+    value = os.environ.get(LOCAL_PROCESSES_ENV, "1").strip().lower()
+    if value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    raise UsageError(
+        f"{LOCAL_PROCESSES_ENV}={value!r} is not understood; use 1 (worker processes, the "
+        "default) or 0 (threads in this process)"
+    )
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of every subcommand that runs on Dask (see ``pipelines.cli._dask_client``)."""
+    group = parser.add_argument_group(
+        "cluster",
+        "Without --scheduler / --scheduler-file (and DASK_SCHEDULER_ADDRESS), a local cluster "
+        "sized to this machine is started; EBF_LOCAL_PROCESSES=0 makes its workers threads.",
+    )
+    where = group.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDR", help="scheduler address, tcp://host:8786")
+    where.add_argument(
+        "--scheduler-file", metavar="PATH", help="JSON file written by `dask scheduler`"
+    )
+    group.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="wait this long for the scheduler (default: 10)",
+    )
+    group.add_argument(
+        "--n-workers", type=positive_int, default=None, help="local cluster: workers"
+    )
+    group.add_argument(
+        "--threads-per-worker", type=positive_int, default=None, help="local cluster: threads"
+    )

@@ -1,0 +1,222 @@
+"""How the ``ebf`` command fails: one line naming the cause and the fix, and an exit status.
+
+:func:`describe_failure` turns any exception into ``(exit status, message)``;
+:func:`report_failure` prints the message as one line on stderr (the traceback first with
+``-v``). :func:`sigterm_raises` turns SIGTERM (what job schedulers send before killing a
+job) into the exception :class:`Terminated` in the main thread, so every clean-up that runs
+on an exception (temporary directories, the local cluster) runs on SIGTERM too.
+
+Exit statuses (also in :func:`pipelines.cli.main`):
+
+====  =====================================================================================
+0     success
+1     the job failed: a missing package, no answer from the Dask scheduler, invalid data,
+      model or parameters, a worker that kept dying, lost connections, out of memory, an
+      I/O error, or an unexpected error
+2     usage error: a bad option, an output that exists or may not be replaced, an output
+      overlapping an input, a missing input, a schema that does not fit
+130   interrupted (Ctrl-C, SIGINT)
+143   terminated (SIGTERM); temporary files were removed
+====  =====================================================================================
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+__all__ = ["Terminated", "UsageError", "describe_failure", "report_failure", "sigterm_raises"]
+
+#: Exit statuses of the ``ebf`` command.
+OK, FAILED, USAGE, INTERRUPTED, TERMINATED = 0, 1, 2, 130, 128 + signal.SIGTERM
+
+_TRACEBACK_HINT = "run with -v for the traceback"
+
+
+class UsageError(Exception):
+    """A bad option or environment variable found after parsing: exit status 2."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (raised in the main thread by :func:`sigterm_raises`)."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread.
+
+    Only the first SIGTERM does: the handler then restores the default action, so a second
+    SIGTERM ends the process at once (what a killed run leaves is removed by the next run to
+    the same destination, see :mod:`ebf.atomic`). Outside the main thread this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated(f"terminated by signal {signum} (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _classes(module: str, *names: str) -> tuple[type, ...]:
+    """Exception classes of ``module`` if it is imported (else nothing could have raised them).
+
+    Never imports: a signal may have stopped an import half way, leaving modules that must
+    not be touched again while the failure is reported.
+    """
+    loaded = sys.modules.get(module)
+    found = (getattr(loaded, name, None) for name in names)
+    return tuple(cls for cls in found if isinstance(cls, type))
+
+
+def _stop_signal(exc: BaseException) -> BaseException | None:
+    """The :class:`Terminated` / ``KeyboardInterrupt`` behind ``exc``, if any.
+
+    A signal can arrive anywhere, e.g. during an import, where Python wraps it (a
+    ``RuntimeError`` from ``__set_name__``); the chain of causes still holds it.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (Terminated, KeyboardInterrupt)):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _dask_failure(exc: BaseException) -> tuple[int, str] | None:
+    """Messages for distributed's own exceptions."""
+    if isinstance(exc, _classes("distributed.scheduler", "KilledWorker")):
+        worker = getattr(exc.last_worker, "address", exc.last_worker)
+        return FAILED, (
+            f"a Dask worker died each of the {exc.allowed_failures + 1} times it ran task "
+            f"{exc.task!r} (last: {worker}): it was killed, most likely for using too much "
+            "memory, or crashed; give each worker more memory (fewer --n-workers, smaller "
+            "partitions or, for train, a smaller --branch-memory) and read the worker logs"
+        )
+    if isinstance(exc, _classes("distributed.comm.core", "CommClosedError")):
+        why = _one_line(exc) or "the connection was closed"
+        return FAILED, (
+            f"lost the connection to the Dask scheduler or a worker ({why}); check that the "
+            "scheduler is still running and reachable (a restart or a network drop closes "
+            "connections) and run the job again"
+        )
+    if isinstance(exc, _classes("distributed.client", "FutureCancelledError")):
+        return FAILED, (
+            f"Dask cancelled the computation ({_one_line(exc)}): the scheduler restarted or "
+            "lost data it could not recompute; run the job again"
+        )
+    return None
+
+
+def _os_fix(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "free disk space or write somewhere else"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "check the permissions of the path, or use another one"
+    if exc.errno == errno.EROFS:
+        return "the file system is read-only: write somewhere else"
+    return "check the path and the file system"
+
+
+def describe_failure(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the one-line message (without the program name) of a failure.
+
+    Parameters
+    ----------
+    exc : BaseException
+
+    Returns
+    -------
+    (int, str)
+        See the module docstring for the statuses. The message names the cause and the fix.
+
+    Examples
+    --------
+    >>> describe_failure(MemoryError())[0]
+    1
+    >>> describe_failure(FileExistsError("out/ exists"))
+    (2, 'out/ exists')
+    """
+    stop = _stop_signal(exc)
+    if isinstance(stop, Terminated):
+        return TERMINATED, "terminated (SIGTERM); temporary files were removed"
+    if isinstance(stop, KeyboardInterrupt):
+        return INTERRUPTED, "interrupted; temporary files were removed"
+    dask = _dask_failure(exc)
+    if dask is not None:
+        return dask
+    text = _one_line(exc)
+    usage = (UsageError, FileExistsError, FileNotFoundError,
+             *_classes("ebf.atomic", "UnsafeOutputError"), *_classes("pipelines.schema",
+                                                                      "SchemaError"))
+    if isinstance(exc, usage):
+        return USAGE, text
+    if isinstance(exc, ImportError):
+        return FAILED, text
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return FAILED, text
+    if isinstance(exc, MemoryError):
+        return FAILED, (
+            "out of memory in the ebf process" + (f" ({text})" if text else "") + "; use "
+            "smaller partitions (fewer rows per Parquet file) or a machine with more memory"
+        )
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return FAILED, f"{_one_line(exc.strerror or exc)}{where}: {_os_fix(exc)}"
+    if isinstance(exc, _classes("ebf.model", "ModelFormatError")):
+        return FAILED, (f"the model cannot be loaded: {text}; pass a model directory written "
+                        "by `ebf train` (retrain it if it was modified or damaged)")
+    if isinstance(exc, ValueError):  # bad data, model or parameters: the message says which
+        return FAILED, text
+    if isinstance(exc, TypeError):
+        return FAILED, (f"wrong type: {text}; check the column types of the data and the "
+                        f"options ({_TRACEBACK_HINT})")
+    return FAILED, f"unexpected {type(exc).__name__}: {text or 'no message'} ({_TRACEBACK_HINT})"
+
+
+def report_failure(exc: BaseException, program: str, verbose: int,
+                   stream: TextIO | None = None) -> int:
+    """Print ``<program>: error: <message>`` (with ``-v``, the traceback first); the status.
+
+    Parameters
+    ----------
+    exc : BaseException
+    program : str
+        ``"ebf predict"``.
+    verbose : int
+        The count of ``-v``: 1 or more prints the traceback.
+    stream : file, optional
+        Default ``sys.stderr``.
+
+    Returns
+    -------
+    int
+        The exit status.
+    """
+    stream = sys.stderr if stream is None else stream
+    try:
+        status, message = describe_failure(exc)
+    except Exception:  # e.g. a module left half-imported by a signal: still one line
+        status, message = FAILED, f"{type(exc).__name__}: {_one_line(exc)} ({_TRACEBACK_HINT})"
+    if verbose and status not in (INTERRUPTED, TERMINATED):
+        traceback.print_exception(exc, file=stream)
+    label = "error" if status not in (INTERRUPTED, TERMINATED) else "stopped"
+    print(f"{program}: {label}: {message}", file=stream, flush=True)
+    return status
