@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
+from basics.seeds import resolve_entropy
+from basics.threads import n_threads
 from benchmarks.common import median_ratio, paired_times, print_table, run_parts
 from ebf import (
     BayesianForestRegressor,
@@ -52,8 +54,7 @@ from ebf import (
     Trunk,
     trunk_posterior,
 )
-from ebf.bootstrap import draw_weights, resolve_entropy
-from ebf.cart import n_threads
+from ebf.bootstrap import draw_weights
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 

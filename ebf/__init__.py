@@ -4,6 +4,8 @@ Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. 
 layout and the contracts between modules are in ``ebf/LAYOUT.md``.
 """
 
+from basics.versions import library_version
+
 from .estimators import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
@@ -15,7 +17,7 @@ from .model import load, save
 from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 from .trunk import Trunk
 
-__version__ = "0.1.0"
+__version__ = library_version()
 
 __all__ = [
     "BayesianForestClassifier",

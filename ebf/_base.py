@@ -1,6 +1,6 @@
 """What every ``ebf`` estimator shares: targets, row blocks and the predictive API.
 
-Regressors implement ``_mixture(A)`` (a :class:`mondrian.predictive.GaussianMixture` for a
+Regressors implement ``_mixture(A)`` (a :class:`basics.mixture.GaussianMixture` for a
 block of encoded rows ``A``); ``predict_distribution``, ``predict_quantiles`` and, by
 default, ``predict`` are read off it, so the mixture math lives in one place. Classifiers
 implement ``_proba(A)``. ``A`` is the output of the fitted ``encoder_``
@@ -18,10 +18,9 @@ import pandas as pd
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from mondrian.predictive import GaussianMixture
-from mondrian.validation import check_finite, check_regression_target
-
-from .cart import n_threads
+from basics.mixture import GaussianMixture
+from basics.threads import n_threads
+from basics.validation import check_finite, check_regression_target
 
 #: Rows per prediction block: bounds the memory of leaf matrices and mixtures.
 PREDICT_BLOCK = 65_536
@@ -105,7 +104,7 @@ def _one_column(est: Any, y: Any, n: int) -> np.ndarray:
 def regression_target(est: Any, y: Any, n: int) -> np.ndarray:
     """Finite float64 targets within ``±MAX_ABS_TARGET``; errors name the count or the range.
 
-    The checks are :func:`mondrian.validation.check_regression_target`, shared with the
+    The checks are :func:`basics.validation.check_regression_target`, shared with the
     Mondrian forests.
     """
     name = getattr(y, "name", None)
@@ -217,7 +216,7 @@ class ProbabilisticRegressorMixin(EncodedInputMixin):
 
         Returns
         -------
-        mondrian.predictive.GaussianMixture
+        basics.mixture.GaussianMixture
         """
         A = self._transform(X)
         parts = self._map_blocks(lambda b: self._mixture(A[b]), A.shape[0])

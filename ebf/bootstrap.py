@@ -13,21 +13,12 @@ trees or branches are fit, nor on the number of threads or workers.
 
 from __future__ import annotations
 
-from numbers import Integral
-from typing import Any
-
 import numpy as np
-from sklearn.utils import check_random_state
 
-__all__ = ["WEIGHT_KINDS", "branch_seed", "draw_weights", "resolve_entropy", "tree_rng"]
+__all__ = ["WEIGHT_KINDS", "branch_seed", "draw_weights", "tree_rng"]
 
 #: Bootstrap weight kinds: Bayesian bootstrap, Breiman's bootstrap, no bootstrap.
 WEIGHT_KINDS = ("exponential", "poisson", "none")
-
-#: Entropy drawn for ``random_state=None`` (or a RandomState) lies in ``[0, 2**32)``, the
-#: range of integer seeds scikit-learn accepts, so it can be passed back as ``random_state``.
-_ENTROPY_HIGH = 2**32
-
 
 def draw_weights(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     """Draw one tree's bootstrap weights for ``n`` rows.
@@ -71,7 +62,7 @@ def tree_rng(entropy: int, branch: int, tree: int) -> np.random.Generator:
     Parameters
     ----------
     entropy : int
-        Non-negative seed of the whole model (see :func:`resolve_entropy`).
+        Non-negative seed of the whole model (see :func:`basics.seeds.resolve_entropy`).
     branch : int
         Branch id (trunk leaf) of an Empirical Bayesian Forest; 0 for a Bayesian forest, so
         that an EBF with a one-leaf trunk equals a BF with the same seed.
@@ -119,36 +110,3 @@ def branch_seed(entropy: int, branch: int) -> int:
     """
     seq = np.random.SeedSequence(int(entropy), spawn_key=(int(branch),))
     return int(seq.generate_state(1)[0])
-
-
-def resolve_entropy(random_state: Any) -> int:
-    """Turn ``random_state`` into the integer entropy a fitted model stores.
-
-    An ``int`` is its own entropy. ``None``, a ``RandomState`` or a ``Generator`` is asked for
-    one integer, once, at fit; storing that integer makes the fitted model reproducible (a
-    refit with ``random_state=entropy_`` gives the same model).
-
-    Parameters
-    ----------
-    random_state : int, numpy.random.RandomState, numpy.random.Generator or None
-
-    Returns
-    -------
-    int
-        A non-negative integer.
-
-    Examples
-    --------
-    >>> resolve_entropy(42)
-    42
-    >>> 0 <= resolve_entropy(None) < 2**32
-    True
-    """
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be a non-negative integer; got {random_state}.")
-        return int(random_state)
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, _ENTROPY_HIGH))
-    rs = check_random_state(random_state)
-    return int(rs.randint(0, _ENTROPY_HIGH, dtype=np.int64))

@@ -32,15 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from basics.mixture import GaussianMixture
+from basics.tasks import CLASSIFICATION, REGRESSION
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from mondrian.predictive import GaussianMixture
 
 from ._base import variance_floor
 from .bootstrap import branch_seed
 from .forests import BayesianForestClassifier, BayesianForestRegressor
-
-REGRESSION = "regression"
-CLASSIFICATION = "classification"
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from joblib import effective_n_jobs
 from numba import njit
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from mondrian.validation import state_array
+from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.threads import n_threads
+from basics.validation import state_array
 
 from .bootstrap import draw_weights, tree_rng
 from .config import INDEX, JIT, NO_NODE
@@ -48,19 +49,11 @@ __all__ = [
     "as_float32",
     "fit_cart_forest",
     "mean_value",
-    "n_threads",
     "regression_moments",
 ]
 
-REGRESSION = "regression"
-CLASSIFICATION = "classification"
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def n_threads(n_jobs: int | None) -> int:
-    """Number of threads for ``n_jobs`` (None -> 1, -1 -> all cores), as in joblib."""
-    return max(1, int(effective_n_jobs(n_jobs)))
 
 
 def as_float32(X: np.ndarray, names: Any = None) -> np.ndarray:
@@ -572,7 +565,7 @@ def fit_cart_forest(
         As in ``sklearn.tree.DecisionTreeRegressor``; ``min_samples_leaf`` counts rows with
         positive weight (the paper's footnote 3).
     entropy : int
-        Seed of the model (``ebf.bootstrap.resolve_entropy``).
+        Seed of the model (``basics.seeds.resolve_entropy``).
     branch : int, default 0
         Branch id in the seed (0 for a Bayesian forest; the trunk leaf in an EBF).
     n_jobs : int or None

@@ -16,8 +16,8 @@ NO_NODE = -1
 BIN_DTYPE = np.uint8
 MAX_BINS = 255
 
-#: Regression per-row statistics ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
-REG_STATS = 4
+#: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
+ROW_REG_STATS = 4
 
 #: Rows drawn (without replacement) to compute quantile bin edges in one process; the
 #: quantiles of 200k rows are within ~0.2% in rank of the exact ones (as in scikit-learn's

@@ -25,8 +25,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from mondrian.predictive import GaussianMixture
-from mondrian.validation import check_classes, state_array, state_int
+from basics.mixture import GaussianMixture
+from basics.seeds import resolve_entropy
+from basics.validation import check_classes, state_array, state_int
 
 from ._base import (
     ProbabilisticClassifierMixin,
@@ -38,7 +39,6 @@ from ._base import (
     input_attributes,
     regression_target,
 )
-from .bootstrap import resolve_entropy
 from .branches import (
     BRANCH_LEARNERS,
     CLASSIFICATION,

@@ -30,7 +30,7 @@ from pandas.api.types import infer_dtype, is_bool_dtype
 from sklearn.utils import check_array
 
 from basics.columns import CATEGORICAL, NUMERIC, encoding
-from mondrian.validation import check_finite, raise_nonfinite, state_array
+from basics.validation import check_finite, raise_nonfinite, state_array
 
 __all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder"]
 

@@ -7,7 +7,7 @@ mean. Breiman's random forest (RF) differs only in the weights: Poisson(1) count
 (``weights="poisson"``). Thin scikit-learn estimators over :mod:`ebf.cart`.
 
 Predictive distributions (regression) are Gaussian mixtures
-(:class:`mondrian.predictive.GaussianMixture`, the one mixture module of the project):
+(:class:`basics.mixture.GaussianMixture`, the one mixture module of the project):
 
 - ``uncertainty="leaf"``: one component per tree, its leaf's weighted mean and weighted
   within-leaf variance, equal weights;
@@ -29,8 +29,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from mondrian.predictive import GaussianMixture
-from mondrian.validation import check_classes, state_int
+from basics.mixture import GaussianMixture
+from basics.seeds import resolve_entropy
+from basics.validation import check_classes, state_int
 
 from . import cart
 from ._base import (
@@ -44,7 +45,7 @@ from ._base import (
     regression_target,
     variance_floor,
 )
-from .bootstrap import WEIGHT_KINDS, resolve_entropy
+from .bootstrap import WEIGHT_KINDS
 from .features import FeatureEncoder
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]

@@ -22,10 +22,11 @@ from typing import Any
 import numba
 import numpy as np
 
-from .config import JIT, REG_STATS
+from basics.tasks import TASKS
+
+from .config import JIT, ROW_REG_STATS
 
 #: Task names understood by ``row_statistics`` and ``splitting.best_splits``.
-TASKS = ("regression", "classification")
 
 
 def n_stats(task: str, n_classes: int | None = None) -> int:
@@ -48,7 +49,7 @@ def n_stats(task: str, n_classes: int | None = None) -> int:
     (4, 4)
     """
     if task == "regression":
-        return REG_STATS
+        return ROW_REG_STATS
     if task == "classification":
         if n_classes is None or int(n_classes) < 1:
             raise ValueError(f"classification needs n_classes >= 1, got {n_classes!r}.")
@@ -101,7 +102,7 @@ def row_statistics(
             raise ValueError(f"sample_weight has shape {w.shape}, expected ({n},).")
     if task == "regression":
         yf = y.astype(np.float64, copy=False)
-        S = np.empty((n, REG_STATS))
+        S = np.empty((n, ROW_REG_STATS))
         S[:, 0] = 1.0
         S[:, 1] = w
         np.multiply(w, yf, out=S[:, 2])

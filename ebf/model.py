@@ -32,7 +32,6 @@ from __future__ import annotations
 import datetime
 import errno
 import importlib
-import importlib.metadata
 import json
 import os
 import platform
@@ -44,7 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_dir, check_destination
+from basics.atomic import atomic_dir, check_destination
+from basics.versions import library_version
+
 from .codec import (
     MAX_FILES,
     ArrayWriter,
@@ -110,7 +111,7 @@ def save(
     """Write a fitted estimator to the directory ``path``, atomically.
 
     The artifact is built in a temporary directory next to ``path`` (same filesystem),
-    flushed to disk, then renamed into place (:func:`ebf.atomic.atomic_dir`), so ``path``
+    flushed to disk, then renamed into place (:func:`basics.atomic.atomic_dir`), so ``path``
     never holds a half-written model.
 
     Parameters
@@ -135,7 +136,7 @@ def save(
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False, or it exists and is not a model.
-    ebf.atomic.UnsafeOutputError
+    basics.atomic.UnsafeOutputError
         If ``path`` is the current directory or one of its parents.
     sklearn.exceptions.NotFittedError
         If the model is not fitted (a ``ValueError``).
@@ -173,7 +174,7 @@ def save(
             "training": training,
             "metadata": {
                 "library": "ebf",
-                "library_version": _library_version(),
+                "library_version": library_version(),
                 "numpy_version": np.__version__,
                 "python_version": platform.python_version(),
                 "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -298,7 +299,7 @@ def read_manifest(path: str | os.PathLike) -> dict:
         )
     version = manifest.get("format_version")
     if type(version) is not int or version != FORMAT_VERSION:
-        build = f"ebf {_library_version()}" if _library_version() else "this build of ebf"
+        build = f"ebf {library_version()}"
         raise UnsupportedVersionError(
             f"{file}: format_version {version!r} is not supported; {build} reads "
             f"format_version {FORMAT_VERSION} only"
@@ -511,10 +512,3 @@ def _resolve_class(key: Any) -> type:
 
 
 # ----------------------------------------------------------------------------- versions
-
-
-def _library_version() -> str | None:
-    try:
-        return importlib.metadata.version("ebf")
-    except importlib.metadata.PackageNotFoundError:
-        return getattr(sys.modules.get("ebf"), "__version__", None)

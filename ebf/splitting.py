@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .config import INDEX, JIT, NO_NODE, REG_STATS, SPLIT_RTOL
+from .config import INDEX, JIT, NO_NODE, ROW_REG_STATS, SPLIT_RTOL
 
 
 class SplitResult(NamedTuple):
@@ -181,8 +181,8 @@ def best_splits(
         raise ValueError(f"hist must be 4-D (nodes, features, bins, k), got {hist.shape}.")
     m, d, n_bins, k = hist.shape
     if task == "regression":
-        if k != REG_STATS:
-            raise ValueError(f"a regression histogram has k = {REG_STATS} statistics, got {k}.")
+        if k != ROW_REG_STATS:
+            raise ValueError(f"a regression histogram has k = {ROW_REG_STATS} statistics, got {k}.")
         classification = False
     elif task == "classification":
         if k < 2:

@@ -30,9 +30,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr
 
+from basics.seeds import resolve_entropy
+from basics.threads import n_threads
+
 from .binning import bin_data, n_bins_of
-from .bootstrap import draw_weights, resolve_entropy
-from .cart import n_threads
+from .bootstrap import draw_weights
 from .features import FeatureEncoder
 from .grower import BinnedSource, apply_binned, grow_trunk, node_histograms
 from .histogram import row_statistics

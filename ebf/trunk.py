@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from mondrian.validation import (
+from basics.validation import (
     check_finite,
     state_array,
     state_int,

@@ -1,7 +1,10 @@
 """Mondrian forests: batch and online, regression and classification, with full
-predictive distributions (Lakshminarayanan, Roy & Teh 2014, 2016)."""
+predictive distributions (Lakshminarayanan, Roy & Teh 2014, 2016).
+
+The predictive mixture they return is :class:`basics.mixture.GaussianMixture`, shared by
+every regressor of the project.
+"""
 
 from .forest import MondrianForestClassifier, MondrianForestRegressor
-from .predictive import GaussianMixture
 
-__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "GaussianMixture"]
+__all__ = ["MondrianForestClassifier", "MondrianForestRegressor"]

@@ -19,12 +19,12 @@ from operator import attrgetter
 import numba
 import numpy as np
 
+from basics.tasks import CLASSIFICATION_CODE, REGRESSION_CODE, task_code
+
 from .config import INDEX, JIT, NO_NODE
 from .ikn import ikn_add, ikn_refresh_up
 
 #: Task codes understood by the kernels.
-REGRESSION = 0
-CLASSIFICATION = 1
 
 
 @dataclass
@@ -124,7 +124,7 @@ class TreeArrays:
 
     @classmethod
     def from_state(
-        cls, state: dict, n_features: int, n_stats: int, n_points: int, task: int
+        cls, state: dict, n_features: int, n_stats: int, n_points: int, task: str
     ) -> TreeArrays:
         """Rebuild a tree from :meth:`to_state`, refusing anything a kernel could misread.
 
@@ -160,6 +160,7 @@ class TreeArrays:
             out[:rows] = a
             arrays[name] = out
         tree = cls(**arrays, root=root, n_nodes=n_nodes)
+        task = task_code(task)
         code, where = _check_structure(
             tree.left, tree.right, tree.parent, tree.feature, tree.leaf_head, tree.stats,
             tree.pt_next[:n_points], n_features, root, n_nodes, task,
@@ -191,7 +192,7 @@ def _check_values(tree: TreeArrays, task: int) -> None:
     inner = np.flatnonzero(tree.left[:n] != NO_NODE)
     tau, threshold = tree.tau[:n], tree.threshold[:n]
     lower, upper, stats = tree.lower[:n], tree.upper[:n], tree.stats[:n]
-    counts = stats[:, [0, 2]] if task == REGRESSION else stats
+    counts = stats[:, [0, 2]] if task == REGRESSION_CODE else stats
     bad = ~(tau >= 0) | ~np.isfinite(stats).all(axis=1) | (counts < 0).any(axis=1)
     bad |= ~(np.isfinite(lower) & np.isfinite(upper) & (lower <= upper)).all(axis=1)
     bad[inner] |= ~np.isfinite(threshold[inner]) | ~np.isfinite(tau[inner])
@@ -278,7 +279,7 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
             row_seen[r] = True
             length += 1
             r = pt_next[r]
-        count = stats[j, 0] if task == REGRESSION else np.sum(stats[j])
+        count = stats[j, 0] if task == REGRESSION_CODE else np.sum(stats[j])
         if count != length:
             return 10, j
         n_rows += length
@@ -295,7 +296,7 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
 @numba.njit(inline="always", **JIT)
 def _paused(stats, j, task, min_samples_split):
     """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""
-    if task == REGRESSION:
+    if task == REGRESSION_CODE:
         return stats[j, 0] < min_samples_split
     total = 0.0
     distinct = 0
@@ -381,14 +382,14 @@ def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, uppe
                 lo_acc[d] = min(lo_acc[d], v)
                 hi_acc[d] = max(hi_acc[d], v)
         # read only the label array the task uses
-        if task == REGRESSION:
+        if task == REGRESSION_CODE:
             yv = y[u]
             count += 1.0
             total += yv
             square += yv * yv
         else:
             stats[n, labels[u]] += 1.0
-    if task == REGRESSION:
+    if task == REGRESSION_CODE:
         stats[n, 0] = count
         stats[n, 1] = total
         stats[n, 2] = square
@@ -512,7 +513,7 @@ def _sample_block(
             for i in range(lo, hi - 1):
                 pt_next[idx[i]] = idx[i + 1]
             pt_next[idx[hi - 1]] = NO_NODE
-    if task == CLASSIFICATION:
+    if task == CLASSIFICATION_CODE:
         # internal IKN counts bottom-up: children are appended after their parents,
         # so reverse slot order over the new nodes, then j, is a valid bottom-up order
         for node in range(n_nodes - 1, first_new - 1, -1):
@@ -592,12 +593,12 @@ def _extend_one(
                 upper[j, d] = max(upper[j, d], x[d])
             pt_next[r] = leaf_head[j]
             leaf_head[j] = r
-            if task == REGRESSION:
+            if task == REGRESSION_CODE:
                 _add_point_stats(stats, j, yv)
             else:
                 ikn_add(parent, left, right, stats, j, k)
             if not _paused(stats, j, task, min_samples_split):
-                count = stats[j, 0] if task == REGRESSION else np.sum(stats[j])
+                count = stats[j, 0] if task == REGRESSION_CODE else np.sum(stats[j])
                 rows = _leaf_rows(j, leaf_head, pt_next, int(count))
                 n_nodes = _sample_block(
                     j, rows, X, y, labels, task, min_samples_split, lifetime,
@@ -657,7 +658,7 @@ def _extend_one(
                     upper[leaf, dd] = x[dd]
                 for s in range(stats.shape[1]):
                     stats[leaf, s] = 0.0
-                if task == REGRESSION:
+                if task == REGRESSION_CODE:
                     _add_point_stats(stats, leaf, yv)
                 else:
                     stats[leaf, k] += 1.0
@@ -669,7 +670,7 @@ def _extend_one(
                     left, right, parent, feature, threshold, tau, lower, upper, stats,
                     leaf_head, pt_next, n_nodes,
                 )
-            if task == REGRESSION:
+            if task == REGRESSION_CODE:
                 for s in range(stats.shape[1]):
                     stats[new, s] = stats[j, s]
                 _add_point_stats(stats, new, yv)
@@ -683,13 +684,13 @@ def _extend_one(
             for d in range(n_features):
                 lower[j, d] = min(lower[j, d], x[d])
                 upper[j, d] = max(upper[j, d], x[d])
-        if task == REGRESSION:
+        if task == REGRESSION_CODE:
             _add_point_stats(stats, j, yv)
         if left[j] == NO_NODE:
             # a leaf stopped by the lifetime, not paused: it only records the point
             pt_next[r] = leaf_head[j]
             leaf_head[j] = r
-            if task == CLASSIFICATION:
+            if task == CLASSIFICATION_CODE:
                 ikn_add(parent, left, right, stats, j, k)
             return root, n_nodes
         j = left[j] if x[feature[j]] <= threshold[j] else right[j]
@@ -716,8 +717,10 @@ def extend_tree(
     return root, n_nodes
 
 
-def grow(tree: TreeArrays, X, y, labels, rows, task, min_samples_split, lifetime, seed) -> None:
+def grow(tree: TreeArrays, X, y, labels, rows, task: str, min_samples_split, lifetime,
+         seed) -> None:
     """Batch-sample (empty tree) or extend ``tree`` with ``rows`` of the data buffer."""
+    task = task_code(task)
     rows = np.ascontiguousarray(rows, dtype=INDEX)
     if rows.shape[0] == 0:
         return

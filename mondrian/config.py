@@ -16,8 +16,8 @@ JIT = dict(cache=True, nogil=True)
 INDEX = np.int64
 NO_NODE = -1
 
-#: Statistics kept per node by regression trees: ``stats[j] = (n_j, sum y, sum y^2)``.
-REG_STATS = 3
+#: Statistics kept per node by regression Mondrian trees: ``stats[j] = (n_j, sum y, sum y^2)``.
+NODE_REG_STATS = 3
 
 #: Prediction kernels may reassociate sums (the distance to a block is a sum over features,
 #: which then vectorises); no flag that assumes finite values (split times can be inf).

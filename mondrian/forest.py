@@ -14,17 +14,30 @@ paused Mondrians, Alg. 5.1-5.10).
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from basics.mixture import GaussianMixture
+from basics.seeds import resolve_entropy
+from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.threads import n_threads
+from basics.validation import (
+    check_classes,
+    check_finite,
+    check_numeric_columns,
+    check_regression_target,
+    state_array,
+    state_int,
+    state_names,
+    unchanged_on_error,
+)
 
 from . import _predict
 from ._order import preorder
@@ -35,21 +48,10 @@ from ._predict import (
     OFF_MEAN,
     OFF_VAR,
 )
-from ._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
-from .config import INDEX, REG_STATS
+from ._tree import TreeArrays, grow
+from .config import INDEX, NODE_REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, empirical_moments, hyperparameters
-from .predictive import GaussianMixture
-from .validation import (
-    check_classes,
-    check_finite,
-    check_numeric_columns,
-    check_regression_target,
-    state_array,
-    state_int,
-    state_names,
-    unchanged_on_error,
-)
 
 #: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
 PREDICT_BLOCK = 65_536
@@ -76,18 +78,10 @@ def _sigmoid(t: Any) -> Any:
         return 1.0 / (1.0 + np.exp(-np.asarray(t, dtype=np.float64)))
 
 
-def _n_threads(n_jobs: int | None) -> int:
-    if n_jobs is None:
-        return 1
-    if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
-    return max(1, int(n_jobs))
-
-
 class _BaseMondrianForest(BaseEstimator):
     """Shared machinery: data buffer, scaling, seeds, growing trees in threads."""
 
-    _task: int = REGRESSION
+    _task: str = REGRESSION
 
     _parameter_constraints: dict = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -100,7 +94,7 @@ class _BaseMondrianForest(BaseEstimator):
     # ------------------------------------------------------------------ fitting
 
     def _n_stats(self) -> int:
-        return REG_STATS
+        return NODE_REG_STATS
 
     def _check_target(self, y: Any) -> np.ndarray:
         """``y`` as a 1-D array (a column vector warns, as in scikit-learn)."""
@@ -139,11 +133,7 @@ class _BaseMondrianForest(BaseEstimator):
         span[span <= 0] = 1.0
         self.x_min_ = lo
         self.x_scale_ = span
-        rs = self.random_state
-        if isinstance(rs, Integral):
-            self._entropy = int(rs)
-        else:
-            self._entropy = int(check_random_state(rs).randint(0, 2**31 - 1))
+        self._entropy = resolve_entropy(self.random_state)
         self._n_updates = 0
         self.n_samples_seen_ = 0
         d = X.shape[1]
@@ -198,7 +188,7 @@ class _BaseMondrianForest(BaseEstimator):
 
     def _map(self, fn, items) -> list:
         items = list(items)
-        n = min(_n_threads(self.n_jobs), len(items))
+        n = min(n_threads(self.n_jobs), len(items))
         if n <= 1:
             return [fn(i) for i in items]
         with ThreadPoolExecutor(n) as pool:
@@ -239,7 +229,7 @@ class _BaseMondrianForest(BaseEstimator):
         return Xs[perm], perm
 
     def _row_blocks(self, n: int) -> list[slice]:
-        k = min(_n_threads(self.n_jobs), max(1, n // 1024))
+        k = min(n_threads(self.n_jobs), max(1, n // 1024))
         edges = np.linspace(0, n, k + 1).astype(int)
         return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
@@ -378,7 +368,7 @@ class _BaseMondrianForest(BaseEstimator):
 
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
         """Task-specific attributes from a state, and the number of statistics per node."""
-        return {}, REG_STATS
+        return {}, NODE_REG_STATS
 
 
 class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):

@@ -37,7 +37,7 @@ Failures print one line on stderr naming the cause and the fix (``-v``: the trac
 and exit with the statuses of :func:`main` (:mod:`pipelines.failures`). SIGTERM raises an
 exception in the main thread, so temporary outputs are removed and the local cluster closed
 before the command exits with 143. Outputs (``--out``) are checked before any work
-(:func:`ebf.atomic.check_destination`): ``--overwrite`` replaces only an ebf output of the
+(:func:`basics.atomic.check_destination`): ``--overwrite`` replaces only an ebf output of the
 same kind, and an output may not overlap the inputs or the current directory.
 
 The CLI is the only layer that prints; everything it calls logs. Heavy imports happen inside
@@ -307,7 +307,7 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
-    from ebf.atomic import check_destination
+    from basics.atomic import check_destination
     from pipelines.make_data import make_friedman
 
     check_destination(args.out, "dataset", overwrite=args.overwrite)
@@ -442,7 +442,7 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from ebf.atomic import check_destination
+    from basics.atomic import check_destination
     from ebf.model import model_hash, save
     from pipelines.train import train
 
@@ -476,7 +476,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from ebf.atomic import check_destination
+    from basics.atomic import check_destination
     from pipelines.score import predict_to_parquet, prediction_inputs
 
     check_destination(args.out, "predictions", overwrite=args.overwrite,
@@ -565,6 +565,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line and status too
         return report_failure(exc, f"ebf {args.command}", args.verbose)
     finally:
-        atomic = sys.modules.get("ebf.atomic")  # not imported: nothing was written through it
+        atomic = sys.modules.get("basics.atomic")  # not imported: nothing was written through it
         if atomic is not None:
             atomic.remove_abandoned()  # what tasks still running wrote after the clean-up

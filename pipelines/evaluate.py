@@ -1,6 +1,6 @@
 """Evaluation jobs for probabilistic regressors: fit, predict, score and report.
 
-The metrics themselves live in :mod:`mondrian.metrics` (RMSE, NLPD, calibration table); this
+The metrics themselves live in :mod:`basics.metrics` (RMSE, NLPD, calibration table); this
 module only runs them on a predictive distribution, times the fit / predict phases and
 formats the results as text (the paper's Table 1 and Table 2 layout: one row per model).
 """
@@ -34,8 +34,8 @@ __all__ = [
 #: (paper Table 2: 10% to 90% in steps of 10%).
 DEFAULT_LEVELS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 10))
 
-#: A predictive distribution: a ``mondrian.predictive.GaussianMixture`` (anything with a
-#: ``.mean`` attribute that :mod:`mondrian.metrics` accepts) or a Gaussian ``(mean, std)``.
+#: A predictive distribution: a ``basics.mixture.GaussianMixture`` (anything with a
+#: ``.mean`` attribute that :mod:`basics.metrics` accepts) or a Gaussian ``(mean, std)``.
 Distribution = Any
 
 
@@ -65,7 +65,7 @@ def evaluate_regression(
         Observed targets.
     dist : GaussianMixture or tuple of (mean, std)
         Predictive distribution for each of the ``n`` points: a
-        ``mondrian.predictive.GaussianMixture`` (from ``predict_distribution``), or a
+        ``basics.mixture.GaussianMixture`` (from ``predict_distribution``), or a
         Gaussian given by two arrays ``(mean, std)`` (e.g. :func:`forest_gaussian`).
     levels : sequence of float, default=DEFAULT_LEVELS
         Nominal coverages of the central intervals of the calibration table.
@@ -79,7 +79,7 @@ def evaluate_regression(
     dict
         ``n`` (int), ``rmse`` (float), ``nlpd`` (float, mean over the points),
         ``calibration`` (DataFrame with columns ``level``, ``observed``,
-        ``observed_minus_nominal``), all computed by :mod:`mondrian.metrics`, and
+        ``observed_minus_nominal``), all computed by :mod:`basics.metrics`, and
         ``intervals`` (str).
 
     Examples
@@ -326,7 +326,7 @@ def format_calibration(tables: Mapping[str, pd.DataFrame], width: int = 5,
     Parameters
     ----------
     tables : mapping of model name to DataFrame
-        ``mondrian.metrics.calibration_table`` outputs (``level``, ``observed_minus_nominal``).
+        ``basics.metrics.calibration_table`` outputs (``level``, ``observed_minus_nominal``).
     width : int, default=5
         Width of the model-name column.
     note : str, optional

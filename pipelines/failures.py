@@ -53,7 +53,7 @@ def sigterm_raises() -> Iterator[None]:
 
     Only the first SIGTERM does: the handler then restores the default action, so a second
     SIGTERM ends the process at once (what a killed run leaves is removed by the next run to
-    the same destination, see :mod:`ebf.atomic`). Outside the main thread this does nothing.
+    the same destination, see :mod:`basics.atomic`). Outside the main thread this does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -164,7 +164,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return dask
     text = _one_line(exc)
     usage = (UsageError, FileExistsError, FileNotFoundError,
-             *_classes("ebf.atomic", "UnsafeOutputError"), *_classes("pipelines.schema",
+             *_classes("basics.atomic", "UnsafeOutputError"), *_classes("pipelines.schema",
                                                                       "SchemaError"))
     if isinstance(exc, usage):
         return USAGE, text

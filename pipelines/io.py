@@ -7,13 +7,13 @@ or not) or a glob.
 Atomic writes
 -------------
 :func:`write_parquet_atomic` (and :func:`atomic_output_dir`, which ``make_data`` uses; it is
-:func:`ebf.atomic.atomic_dir`) write into a hidden temporary directory next to the target
+:func:`basics.atomic.atomic_dir`) write into a hidden temporary directory next to the target
 and move it into place only after every file was written, with the marker file
 ``_ebf_output.json`` (the kind, ``"dataset"`` or ``"predictions"``, the ebf version, the
 time). A failure or an interrupt removes the temporary directory, so the target is either
 absent (or the previous version, with ``overwrite=True``) or complete, never half-written.
 ``overwrite=True`` replaces only a directory with the marker of the same kind; see
-:mod:`ebf.atomic` for the rules, the clean-up of what killed writers leave and what
+:mod:`basics.atomic` for the rules, the clean-up of what killed writers leave and what
 "atomic" means on object stores.
 
 Files are named ``part.000000.parquet``, ``part.000001.parquet``... in row order, so any
@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ebf.atomic import atomic_dir as atomic_output_dir
+from basics.atomic import atomic_dir as atomic_output_dir
 
 __all__ = [
     "atomic_output_dir",
@@ -143,9 +143,9 @@ def write_parquet_atomic(
         Recorded in the directory's marker file; ``overwrite`` replaces only this kind.
     overwrite : bool, default=False
         Replace an existing ``out_dir`` of the same kind written by ebf (see
-        :mod:`ebf.atomic`); otherwise it raises :class:`FileExistsError` first.
+        :mod:`basics.atomic`); otherwise it raises :class:`FileExistsError` first.
     inputs : mapping of str to path, optional
-        Paths ``out_dir`` must not overlap (:func:`ebf.atomic.check_destination`).
+        Paths ``out_dir`` must not overlap (:func:`basics.atomic.check_destination`).
     write_index : bool, default=False
         Also store the DataFrame index as a column.
     storage_options : dict, optional
@@ -162,7 +162,7 @@ def write_parquet_atomic(
         If ``out_dir`` exists and ``overwrite`` is False or it is not this kind of output.
     ValueError, TypeError
         On reserved or non-string metadata, or unsupported ``data``;
-        :class:`ebf.atomic.UnsafeOutputError` if ``out_dir`` overlaps an input.
+        :class:`basics.atomic.UnsafeOutputError` if ``out_dir`` overlaps an input.
 
     Examples
     --------

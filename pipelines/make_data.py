@@ -304,7 +304,7 @@ def make_friedman(
     overwrite : bool, default=False
         Replace an existing ``out_dir`` that holds an ebf dataset (its ``_ebf_output.json``
         marker) or is empty; anything else there raises before any work
-        (:mod:`ebf.atomic`).
+        (:mod:`basics.atomic`).
     storage_options : dict, optional
         fsspec options for a URL (they are sent to the workers).
     progress : callable, optional

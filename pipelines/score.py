@@ -17,7 +17,7 @@
     observed value ``u = F(y)``: ``y`` lies in the central ``z`` interval
     ``[F^-1((1 - z) / 2), F^-1((1 + z) / 2)]`` exactly when ``(1 - z) / 2 <= u <= (1 + z) / 2``
     (``F`` is continuous and strictly increasing), so the exact intervals of the predictive
-    mixture cost no quantile search. RMSE and NLPD equal :mod:`mondrian.metrics` on the
+    mixture cost no quantile search. RMSE and NLPD equal :mod:`basics.metrics` on the
     whole dataset (``rmse``, ``nlpd`` of ``model.predict_distribution(X)``) up to the order of
     summation, and so does ``calibration_table`` except for a row whose ``y`` lies in a flat
     stretch of the CDF exactly at an interval bound (well-separated narrow components,
@@ -48,15 +48,15 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as pads
 
+from basics.atomic import check_destination
+from basics.versions import library_version
 from cluster import current_client
-from ebf.atomic import check_destination
 from ebf.dask.client import gather
 from ebf.dask.predict import shared_model
 from pipelines.artifacts import LoadedModel, load_model
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
-from pipelines.train import ebf_version
 
 __all__ = [
     "LoadedModel",
@@ -169,7 +169,7 @@ def _partition_events(
 
 
 def prediction_inputs(model_dir: str | os.PathLike[str], data: _Source) -> dict[str, Any]:
-    """What a prediction job reads, for :func:`ebf.atomic.check_destination`'s ``inputs``."""
+    """What a prediction job reads, for :func:`basics.atomic.check_destination`'s ``inputs``."""
     return {"the model": model_dir, "the input data": data}
 
 
@@ -215,7 +215,7 @@ def predict_to_parquet(
         Replace an existing ``out`` that holds ebf predictions (its ``_ebf_output.json``
         marker); anything else there raises :class:`FileExistsError` before any work, as
         does an ``out`` that is, contains or lies inside the model or the data
-        (:func:`ebf.atomic.check_destination`).
+        (:func:`basics.atomic.check_destination`).
     client : distributed.Client, optional
         The current client by default.
     progress : callable ``progress(done, total)``, optional
@@ -278,7 +278,7 @@ def predict_to_parquet(
         "ebf.model_path": str(Path(loaded.path).resolve()),
         "ebf.features": json.dumps(loaded.features),
         "ebf.quantiles": json.dumps([] if loaded.is_classifier else [float(q) for q in quantiles]),
-        "ebf.predicted_with": ebf_version(),
+        "ebf.predicted_with": library_version(),
     }
     logger.info("predicting %s with %s (%s) -> %s, %d partitions", _describe(data),
                 loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
@@ -373,7 +373,7 @@ def evaluate(
         Always ``task``, ``n`` (scored rows), ``n_missing_target`` (rows skipped), ``target``,
         ``model_hash``, ``model_class``, ``seconds``. Regressors: ``rmse``, ``nlpd`` (mean
         negative log predictive density), ``calibration`` (DataFrame ``level``,
-        ``observed``, ``observed_minus_nominal``, as :func:`mondrian.metrics.calibration_table`
+        ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
         with the exact mixture intervals), ``coverage`` (level -> observed fraction),
         ``max_calibration_gap`` (max ``|observed - nominal|``) and ``intervals="mixture"``;
         the keys :func:`pipelines.evaluate.format_report` reads. Classifiers: ``accuracy``,

@@ -34,8 +34,8 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.versions import library_version
 from cluster import current_client
-from ebf.atomic import library_version
 from pipelines.io import read_dataset
 from pipelines.schema import ColumnInfo, check_schema
 
@@ -43,7 +43,6 @@ __all__ = [
     "MAX_AUTO_CLASSES",
     "TASKS",
     "TrainResult",
-    "ebf_version",
     "infer_task",
     "train",
 ]
@@ -142,24 +141,9 @@ class TrainResult:
             "model": "ssf" if baseline else "ebf",
             "params": _json_params(self.params),
             "timings": {k: round(float(v), 6) for k, v in timings.items()},
-            "ebf_version": ebf_version(),
+            "ebf_version": library_version(),
             "trained_utc": self.trained_utc,
         }
-
-
-def ebf_version() -> str:
-    """The installed ``ebf`` version (the package's ``__version__`` if not installed).
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> ebf_version()  # doctest: +SKIP
-    '0.1.0'
-    """
-    return library_version()
 
 
 def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -313,8 +313,8 @@ def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
                           min_samples_split=2, n_classes=None):
     """Assert every structural invariant of a flat Mondrian tree (``TREE_LAYOUT.md``).
 
-    ``rows`` are all the rows inserted so far; ``task`` is 0 (regression) or 1
-    (classification). Raises ``AssertionError`` with a message on the first violation.
+    ``rows`` are all the rows inserted so far; ``task`` is "regression" or "classification".
+    Raises ``AssertionError`` with a message on the first violation.
     """
     rows = np.sort(np.asarray(rows))
     n_nodes = int(tree.n_nodes)
@@ -358,7 +358,7 @@ def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
         np.testing.assert_array_equal(tree.lower[j], pts.min(axis=0), err_msg=f"lower {j}")
         np.testing.assert_array_equal(tree.upper[j], pts.max(axis=0), err_msg=f"upper {j}")
         tp = 0.0 if j == root else tree.tau[tree.parent[j]]
-        if task == 0:
+        if task == "regression":
             n_j = len(below[j])
             yy = y[below[j]]
             np.testing.assert_allclose(tree.stats[j], [n_j, yy.sum(), (yy ** 2).sum()],
@@ -369,7 +369,7 @@ def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
             paused = len(lab) < min_samples_split or len(np.unique(lab)) <= 1
         if tree.left[j] == -1:
             assert tree.tau[j] == lifetime, f"leaf {j} tau {tree.tau[j]} != lifetime"
-            if task == 1:
+            if task == "classification":
                 counts = np.bincount(labels[below[j]], minlength=n_classes)
                 np.testing.assert_array_equal(tree.stats[j], counts, err_msg=f"leaf counts {j}")
             if np.isinf(lifetime):
@@ -387,7 +387,7 @@ def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
                 assert np.all(tree.upper[j] >= tree.upper[c]), f"extent {j} !>= child {c}"
             assert tree.lower[j, f] <= xi < tree.upper[j, f], f"threshold of {j} outside extent"
             assert tree.upper[lj, f] <= xi < tree.lower[rj, f], f"children of {j} straddle xi"
-            if task == 0:
+            if task == "regression":
                 np.testing.assert_allclose(tree.stats[j], tree.stats[lj] + tree.stats[rj],
                                            rtol=1e-9, atol=1e-9, err_msg=f"sum stats {j}")
             else:

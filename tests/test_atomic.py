@@ -1,4 +1,4 @@
-"""ebf.atomic: which outputs may be replaced, overlap refusals, clean-up of killed writers."""
+"""basics.atomic: which outputs may be replaced, overlap refusals, clean-up of killed writers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import fsspec
 import pytest
 
-import ebf.atomic as atomic
-from ebf.atomic import (
+import basics.atomic as atomic
+from basics.atomic import (
     MARKER,
     STALE_SECONDS,
     UnsafeOutputError,

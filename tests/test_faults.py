@@ -32,13 +32,13 @@ import pandas as pd
 import pytest
 from distributed import Client, LocalCluster, WorkerPlugin
 
+from basics.atomic import output_kind
 from cluster import SchedulerConnectionError, connect
 from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
 )
-from ebf.atomic import output_kind
 from ebf.model import load, model_hash, save
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 from pipelines.cli import main

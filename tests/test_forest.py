@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from mondrian import GaussianMixture, MondrianForestClassifier, MondrianForestRegressor
+from basics.mixture import GaussianMixture
+from mondrian import MondrianForestClassifier, MondrianForestRegressor
 from mondrian._tree import TreeArrays
 
 POSTERIORS = ("exact", "empirical")

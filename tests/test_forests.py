@@ -16,10 +16,11 @@ from scipy import stats
 from sklearn.datasets import make_friedman1
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from basics.mixture import GaussianMixture
+from basics.seeds import resolve_entropy
 from ebf import _base, cart
-from ebf.bootstrap import draw_weights, resolve_entropy, tree_rng
+from ebf.bootstrap import draw_weights, tree_rng
 from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
-from mondrian.predictive import GaussianMixture
 from tests.naive import naive_apply, naive_class_fractions, naive_node_stats
 
 ESTIMATORS = (BayesianForestRegressor, BayesianForestClassifier)

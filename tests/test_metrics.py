@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from mondrian.metrics import (
+from basics.metrics import (
     as_mixture,
     calibration_table,
     coverage,
@@ -15,7 +15,7 @@ from mondrian.metrics import (
     nlpd,
     rmse,
 )
-from mondrian.predictive import GaussianMixture
+from basics.mixture import GaussianMixture
 from tests.naive import naive_mixture_logpdf
 
 

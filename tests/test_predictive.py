@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from mondrian.predictive import GaussianMixture, moments
+from basics.mixture import GaussianMixture, moments
 from tests.naive import (
     naive_mixture_cdf,
     naive_mixture_logpdf,

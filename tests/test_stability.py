@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import ebf.stability
-from ebf.bootstrap import draw_weights, resolve_entropy
+from basics.seeds import resolve_entropy
+from ebf.bootstrap import draw_weights
 from ebf.features import FeatureEncoder
 from ebf.stability import trunk_posterior
 from ebf.trunk import Trunk, TrunkArrays

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mondrian._tree import CLASSIFICATION, REGRESSION, TreeArrays, grow
+from basics.tasks import CLASSIFICATION, REGRESSION, task_code
+from mondrian._tree import TreeArrays, grow
 from tests import naive
 
 ALPHA = 1e-3  # a correct sampler fails a test with probability ~1e-3 per p-value
@@ -353,7 +354,7 @@ def _random_problem(rng, task):
 @pytest.mark.parametrize("task", [REGRESSION, CLASSIFICATION])
 @pytest.mark.parametrize("case", range(40))
 def test_invariants_after_batch_and_online_sequences(task, case):
-    rng = np.random.default_rng(1000 * task + case)
+    rng = np.random.default_rng(1000 * task_code(task) + case)
     X, y, labels, n_classes, lifetime, mss = _random_problem(rng, task)
     n = X.shape[0]
     kw = dict(lifetime=lifetime, min_samples_split=mss, n_classes=n_classes)

@@ -1,6 +1,6 @@
 """Scores of probabilistic regression predictions, shared by estimators, benchmarks and the CLI.
 
-A predictive distribution ``dist`` is either a :class:`~mondrian.predictive.GaussianMixture`
+A predictive distribution ``dist`` is either a :class:`~basics.mixture.GaussianMixture`
 (one mixture per row, Lakshminarayanan, Roy & Teh (2016), Sec. 3.3, eq. (3)-(5)) or a
 ``(mean, std)`` pair of arrays describing one Gaussian per row. The calibration table follows
 the paper's Table 2: the observed fraction of targets inside the central ``z`` interval minus
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mondrian.predictive import GaussianMixture
+from .mixture import GaussianMixture
 
 __all__ = [
     "as_mixture",

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import datetime
 import errno
-import importlib.metadata
 import json
 import logging
 import os
@@ -54,7 +53,6 @@ import re
 import secrets
 import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -68,10 +66,11 @@ __all__ = [
     "UnsafeOutputError",
     "atomic_dir",
     "check_destination",
-    "library_version",
     "output_kind",
     "remove_abandoned",
 ]
+
+from .versions import library_version
 
 logger = logging.getLogger(__name__)
 
@@ -457,20 +456,6 @@ def remove_abandoned() -> None:
 
 
 # ----------------------------------------------------------------------------- the writer
-
-
-def library_version() -> str:
-    """The installed ``ebf`` version (the package's ``__version__`` if not installed).
-
-    Examples
-    --------
-    >>> library_version()  # doctest: +SKIP
-    '0.1.0'
-    """
-    try:
-        return importlib.metadata.version("ebf")
-    except importlib.metadata.PackageNotFoundError:
-        return str(getattr(sys.modules.get("ebf"), "__version__", "unknown"))
 
 
 def _move(tmp: _Place, target: _Place) -> None:
