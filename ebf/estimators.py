@@ -127,7 +127,7 @@ class FitPlan:
         Training rows.
     trunk : Trunk or None
         EBF: the unfitted trunk with its parameters (grow it with ``fit`` or
-        :func:`ebf.trunk.grow_trunk` and :meth:`Trunk._from_arrays`).
+        :func:`ebf.grower.grow_trunk` and :meth:`Trunk._from_arrays`).
     subsample_sizes : ndarray or None
         SSF: rows of every sub-sample (:func:`subsample_groups`).
     """

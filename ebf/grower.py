@@ -51,7 +51,6 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -60,9 +59,7 @@ from . import binning
 from .config import HIST_MAX_BYTES, INDEX, JIT, NO_NODE
 from .histogram import build_histograms, n_stats, subtract_histogram
 from .splitting import SplitResult, best_splits
-
-if TYPE_CHECKING:
-    from .trunk import TrunkArrays
+from .trunk_arrays import TrunkArrays, preorder_leaf_ids
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +118,7 @@ def apply_binned(
     Examples
     --------
     >>> import numpy as np
-    >>> from ebf.trunk import TrunkArrays
+    >>> from ebf.trunk_arrays import TrunkArrays
     >>> apply_binned(TrunkArrays.root(4), np.zeros((3, 2), np.uint8)).tolist()
     [0, 0, 0]
     """
@@ -167,7 +164,7 @@ def node_histograms(
     --------
     >>> import numpy as np
     >>> from ebf.histogram import row_statistics
-    >>> from ebf.trunk import TrunkArrays
+    >>> from ebf.trunk_arrays import TrunkArrays
     >>> S = row_statistics(np.array([1.0, 3.0]))
     >>> h = node_histograms(TrunkArrays.root(4), np.array([0]), np.zeros((2, 1), np.uint8), S, 1)
     >>> h[0, 0, 0].tolist()
@@ -198,7 +195,7 @@ class BinnedSource:
     --------
     >>> import numpy as np
     >>> from ebf.histogram import row_statistics
-    >>> from ebf.trunk import TrunkArrays
+    >>> from ebf.trunk_arrays import TrunkArrays
     >>> src = BinnedSource(np.zeros((2, 1), np.uint8), row_statistics(np.ones(2)), 1)
     >>> src(TrunkArrays.root(4), np.array([0])).shape
     (1, 1, 1, 4)
@@ -406,8 +403,6 @@ def grow_trunk(
     >>> float(t.threshold[0]), t.n_leaves
     (3.5, 2)
     """
-    from .trunk import TrunkArrays  # the estimator's module imports this one
-
     _check_growth_params(max_leaves, min_leaf_rows, min_leaf_weight, max_depth)
     edges = [np.asarray(e, dtype=np.float64) for e in bin_edges]
     d = len(edges)
@@ -516,19 +511,3 @@ def _split_nodes(trunk, nodes, feat, bins, gain, lefts, rights, edges, task) -> 
     out.left[nodes] = n0 + 2 * np.arange(m)
     out.right[nodes] = n0 + 2 * np.arange(m) + 1
     return out
-
-
-def preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Leaf ids 0 .. L-1 in depth-first preorder (left first), -1 at internal nodes."""
-    leaf_id = np.full(left.shape[0], NO_NODE, INDEX)
-    stack = [0]
-    next_id = 0
-    while stack:
-        j = stack.pop()
-        if left[j] == NO_NODE:
-            leaf_id[j] = next_id
-            next_id += 1
-        else:
-            stack.append(int(right[j]))
-            stack.append(int(left[j]))
-    return leaf_id

@@ -175,7 +175,7 @@ def build_histograms(
     binned : ndarray of shape (n_samples, n_features), uint8
         Bin codes from ``binning.bin_data``; every code must be ``< n_bins``.
     node_of_row : ndarray of shape (n_samples,), int64
-        Node of every row (``trunk.apply_binned``).
+        Node of every row (``grower.apply_binned``).
     slot_of_node : ndarray of shape (n_nodes,), int64
         Histogram slot of every node, or -1.
     S : ndarray of shape (n_samples, k), float64

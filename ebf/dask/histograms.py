@@ -5,8 +5,8 @@ that it "can itself be fit in distribution". Every step calls the single-process
 
 1. :func:`sample_bin_edges`: the rows ``binning.bin_edges`` would draw (200k of them with
    seed 0, or all rows), gathered by (partition, offset), then the same function.
-2. :class:`DaskHistogramSource`: the histogram source of ``trunk.grow_trunk``; per level
-   every partition runs ``trunk.node_histograms`` on its binned rows and the results are
+2. :class:`DaskHistogramSource`: the histogram source of ``grower.grow_trunk``; per level
+   every partition runs ``grower.node_histograms`` on its binned rows and the results are
    summed by a k-ary tree of tasks (:func:`tree_reduce`).
 3. :func:`fit_trunk`: ``grow_trunk`` over that source, regrown with a larger leaf budget
    while a branch exceeds the memory budget (Sec. 4.2), returned as a fitted
@@ -111,12 +111,12 @@ def tree_reduce(client: Client, futures: list[Future], split_every: int = SPLIT_
 
 
 class DaskHistogramSource:
-    """Histogram source of ``trunk.grow_trunk`` over binned partitions on a cluster.
+    """Histogram source of ``grower.grow_trunk`` over binned partitions on a cluster.
 
     Every partition is binned once (``binning.bin_data``) with its per-row statistics
     (``histogram.row_statistics``) and kept on the workers. Each call is stateless: every
     partition routes its rows from the root of the partial trunk and histograms the open
-    nodes (``trunk.node_histograms``), and a tree of tasks sums the partition histograms.
+    nodes (``grower.node_histograms``), and a tree of tasks sums the partition histograms.
     A lost partition is recomputed; sums of histograms are histograms (``LAYOUT.md``).
 
     Parameters
