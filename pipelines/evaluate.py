@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mondrian import metrics
+from basics import metrics
 
 logger = logging.getLogger(__name__)
 

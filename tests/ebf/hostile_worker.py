@@ -1,4 +1,4 @@
-"""Subprocess side of ``tests/test_hostile_models.py``: load crafted models and predict.
+"""Subprocess side of ``tests/ebf/test_hostile_models.py``: load crafted models and predict.
 
 A crafted model file that slipped past validation could crash the interpreter (a numba
 kernel reading out of bounds) or hang it (a cycle in a nogil kernel), so every case runs

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, log_loss
 
+from basics import metrics
 from ebf.model import model_hash, read_manifest, save
-from mondrian import metrics
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.make_data import make_friedman

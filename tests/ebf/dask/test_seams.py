@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-DASK = Path(__file__).resolve().parents[1] / "ebf" / "dask"
+DASK = Path(__file__).resolve().parents[3] / "ebf" / "dask"
 
 #: Protected methods of local classes that ``ebf.dask`` may call: the documented seams
 #: (``ebf/LAYOUT.md``) and scikit-learn's parameter validation (``_validate_params``).

@@ -45,7 +45,7 @@ from pipelines.cli import main
 from pipelines.io import read_parquet_metadata, write_parquet_atomic
 from pipelines.score import predict_to_parquet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["a", "b", "c"]
 
 

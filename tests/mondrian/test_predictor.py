@@ -18,8 +18,8 @@ from mondrian._predict import (
     pack_predictor,
 )
 from mondrian.posterior import belief_propagation
+from tests.mondrian.test_posterior import _random_hp, _random_tree, _tree_arrays
 from tests.naive import naive_branch_off_moments
-from tests.test_posterior import _random_hp, _random_tree, _tree_arrays
 
 
 @pytest.mark.parametrize("Estimator", [MondrianForestRegressor, MondrianForestClassifier])

@@ -32,8 +32,7 @@ from ebf.grower import (
 from ebf.histogram import build_histograms, row_statistics, subtract_histogram
 from ebf.splitting import best_splits
 from ebf.trunk import Trunk, TrunkArrays
-
-from .naive import (
+from tests.naive import (
     naive_best_split,
     naive_grow,
     naive_histogram,

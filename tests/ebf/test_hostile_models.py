@@ -4,7 +4,7 @@ crash, a hang, an out-of-bounds read or garbage output.
 Checksums (and the model hash) can be recomputed by whoever edits a file, so every crafted
 model here has them recomputed: only the codec's limits (``ebf/codec.py``) and the
 structural validation of each ``_set_state`` can catch it. Cases that could crash or hang
-the interpreter run in a worker subprocess (``tests/hostile_worker.py``); a case that kills
+the interpreter run in a worker subprocess (``tests/ebf/hostile_worker.py``); a case that kills
 it or gets no answer fails naming the case. The structure kernel is compared with its
 plain-NumPy oracle ``tests/naive.py::naive_check_trees``.
 """
@@ -46,10 +46,10 @@ from ebf.codec import content_hash
 from ebf.model import HASHED, ModelFormatError, load, save
 from ebf.trunk import Trunk
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
+from tests.ebf.test_model import _array_entries, _manifest
 from tests.naive import naive_check_trees
-from tests.test_model import _array_entries, _manifest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Seconds a worker may take for its first answer (imports, kernels from numba's cache) and
 #: for any later case (milliseconds when nothing is wrong; only a hang reaches it).
@@ -61,7 +61,7 @@ CASE_TIMEOUT = 20.0
 
 
 class Worker:
-    """A ``tests/hostile_worker.py`` subprocess, restarted after a crash or a hang."""
+    """A ``tests/ebf/hostile_worker.py`` subprocess, restarted after a crash or a hang."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -75,7 +75,7 @@ class Worker:
                                                            os.environ.get("PYTHONPATH")]))}
         self.stderr = open(self.directory / f"worker{self.started}.err", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "tests.hostile_worker", str(self.log)],
+            [sys.executable, "-X", "faulthandler", "-m", "tests.ebf.hostile_worker", str(self.log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             cwd=ROOT, env=env,
         )
