@@ -1,7 +1,7 @@
 """Mondrian forest estimators (batch and online, regression and classification).
 
-Thin scikit-learn estimators over the numba kernels of ``_tree``, ``_predict``,
-``posterior`` and ``ikn``.
+Thin scikit-learn estimators over the numba kernels of ``_tree``, ``_sample``, ``_predict``,
+``posterior`` and ``ikn``; what both share is in ``_base``.
 
 References
 ----------
@@ -14,33 +14,26 @@ paused Mondrians, Alg. 5.1-5.10).
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from basics.mixture import GaussianMixture
-from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
-from basics.threads import n_threads
 from basics.validation import (
     check_classes,
     check_finite,
-    check_numeric_columns,
     check_regression_target,
-    state_array,
-    state_int,
-    state_names,
     unchanged_on_error,
 )
 
-from . import _predict
-from ._order import preorder
+from . import _base, _predict
+from ._base import _BaseMondrianForest, _sigmoid, _unsort
 from ._predict import (
     N_NODE_PARAMS,
     NODE_MEAN,
@@ -48,327 +41,10 @@ from ._predict import (
     OFF_MEAN,
     OFF_VAR,
 )
-from ._tree import TreeArrays, grow
-from .config import INDEX, NODE_REG_STATS
+from ._tree import TreeArrays
+from .config import INDEX
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, empirical_moments, hyperparameters
-
-#: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
-PREDICT_BLOCK = 65_536
-
-
-#: Prediction keeps the given row order below this many rows, or when the first tree's
-#: predictor is smaller than this (it stays in a 1 MiB L2 cache): sorting would not pay.
-LOCALITY_MIN_ROWS = 4096
-LOCALITY_MIN_TREE_BYTES = 1 << 20
-
-
-def _unsort(a: np.ndarray, perm: np.ndarray | None) -> np.ndarray:
-    """Rows of ``a`` (computed for ``X[perm]``) back in the order of ``X``."""
-    if perm is None:
-        return a
-    out = np.empty_like(a)
-    out[perm] = a
-    return out
-
-
-def _sigmoid(t: Any) -> Any:
-    """Logistic function, exact at +inf (the leaf time of an infinite lifetime)."""
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-np.asarray(t, dtype=np.float64)))
-
-
-class _BaseMondrianForest(BaseEstimator):
-    """Shared machinery: data buffer, scaling, seeds, growing trees in threads."""
-
-    _task: str = REGRESSION
-
-    _parameter_constraints: dict = {
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "lifetime": [Interval(Real, 0, math.inf, closed="right")],
-        "min_samples_split": [Interval(Integral, 2, None, closed="left")],
-        "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
-    }
-
-    # ------------------------------------------------------------------ fitting
-
-    def _n_stats(self) -> int:
-        return NODE_REG_STATS
-
-    def _check_target(self, y: Any) -> np.ndarray:
-        """``y`` as a 1-D array (a column vector warns, as in scikit-learn)."""
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None."
-            )
-        y = np.asarray(y)
-        if y.ndim == 1 and y.dtype.kind in "fiub":
-            return y  # nothing for column_or_1d to do (fast path for one-row partial_fit)
-        if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
-            return column_or_1d(y, warn=True)
-        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
-
-    def _check_X(self, X: Any, reset: bool) -> np.ndarray:
-        if (
-            not reset
-            and type(X) is np.ndarray
-            and X.dtype == np.float64
-            and X.ndim == 2
-            and X.shape[0] > 0
-            and X.shape[1] == getattr(self, "n_features_in_", -1)
-            and not hasattr(self, "feature_names_in_")
-        ):
-            # fast path for online use (one row per call): nothing for validate_data to do
-            check_finite(X, None, "X")
-            return X
-        check_numeric_columns(X, type(self).__name__)  # strings, datetimes: name the column
-        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
-        return X
-
-    def _init_state(self, X: np.ndarray) -> None:
-        lo = X.min(axis=0)
-        span = X.max(axis=0) - lo
-        span[span <= 0] = 1.0
-        self.x_min_ = lo
-        self.x_scale_ = span
-        self._entropy = resolve_entropy(self.random_state)
-        self._n_updates = 0
-        self.n_samples_seen_ = 0
-        d = X.shape[1]
-        self._X = np.empty((0, d))
-        self._y = np.empty(0)
-        self._labels = np.empty(0, INDEX)
-        self.trees_ = [TreeArrays.empty(d, self._n_stats(), 0) for _ in range(self.n_estimators)]
-        self._posterior = [None] * self.n_estimators
-
-    def _scale(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.x_min_) / self.x_scale_
-
-    def _append(self, Xs: np.ndarray, y: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """Append rows to the shared data buffer (amortised doubling); return their ids."""
-        start = self.n_samples_seen_
-        stop = start + Xs.shape[0]
-        if stop > self._X.shape[0]:
-            cap = max(stop, 2 * self._X.shape[0])
-            for name in ("_X", "_y", "_labels"):
-                old = getattr(self, name)
-                new = np.empty((cap,) + old.shape[1:], old.dtype)
-                new[:start] = old[:start]
-                setattr(self, name, new)
-        self._X[start:stop] = Xs
-        self._y[start:stop] = y
-        self._labels[start:stop] = labels
-        self.n_samples_seen_ = stop
-        return np.arange(start, stop, dtype=INDEX)
-
-    def _update(self, X: np.ndarray, y: np.ndarray, labels: np.ndarray) -> None:
-        """Grow every tree with the new rows (batch sampling on an empty tree)."""
-        rows = self._append(self._scale(X), y, labels)
-        n_total = self.n_samples_seen_
-        update = self._n_updates
-        seeds = np.random.SeedSequence(self._entropy, spawn_key=(update,)).generate_state(
-            self.n_estimators
-        )
-        lifetime = float(self.lifetime)
-
-        def work(t: int) -> None:
-            tree = self.trees_[t]
-            batch = tree.n_nodes == 0
-            tree.reserve(n_total)
-            grow(tree, self._X, self._y, self._labels, rows, self._task,
-                 int(self.min_samples_split), lifetime, int(seeds[t]))
-            if batch:
-                tree.trim()
-
-        self._map(work, range(self.n_estimators))
-        self._n_updates = update + 1
-        self._posterior = [None] * self.n_estimators
-
-    def _map(self, fn, items) -> list:
-        items = list(items)
-        n = min(n_threads(self.n_jobs), len(items))
-        if n <= 1:
-            return [fn(i) for i in items]
-        with ThreadPoolExecutor(n) as pool:
-            return list(pool.map(fn, items))
-
-    # ------------------------------------------------------------------ prediction helpers
-
-    def _ensure_posterior(self) -> None:
-        """Recompute lazily the per-node posterior of the trees that changed."""
-        stale = [t for t, p in enumerate(self._posterior) if p is None]
-        if not stale:
-            return
-        context = self._posterior_context()
-
-        def work(t: int) -> None:
-            self._posterior[t] = self._tree_posterior(self.trees_[t], context)
-
-        self._map(work, stale)
-
-    def _scaled_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray | None]:
-        """Validated, scaled rows in locality order, and the permutation (None: as given).
-
-        Prediction walks every tree for every row; rows sorted by their leaf in the first
-        tree's preorder walk the same paths one after another, so nodes stay in cache
-        (about 20% faster on trees of 10^5 rows). Trees that fit in cache anyway keep the
-        given order. Each row's result is computed exactly as before; callers put rows
-        back with :func:`_unsort`.
-        """
-        Xs = self._scale(self._check_X(X, reset=False))
-        self._ensure_posterior()
-        R0 = self._posterior[0][0]  # the first tree's predictor
-        small_tree = _predict.predictor_nbytes(R0) < LOCALITY_MIN_TREE_BYTES
-        if Xs.shape[0] < LOCALITY_MIN_ROWS or small_tree:
-            return Xs, None
-        leaf = np.empty(Xs.shape[0], INDEX)
-        _predict.leaf_positions(Xs, R0, leaf)
-        perm = np.argsort(leaf, kind="stable")
-        return Xs[perm], perm
-
-    def _row_blocks(self, n: int) -> list[slice]:
-        k = min(n_threads(self.n_jobs), max(1, n // 1024))
-        edges = np.linspace(0, n, k + 1).astype(int)
-        return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-
-    @staticmethod
-    def _predictor(tree: TreeArrays) -> tuple[np.ndarray, tuple]:
-        """Preorder of the live slots and the packed predictor record ``R``."""
-        order = preorder(tree.left, tree.right, tree.root, tree.n_nodes)
-        R = _predict.pack_predictor(tree.left, tree.right, tree.parent, tree.feature,
-                                    tree.threshold, tree.tau, tree.lower, tree.upper, order)
-        return order, R
-
-    def apply(self, X: Any) -> np.ndarray:
-        """Leaf slot of every row in every tree, shape (n_samples, n_estimators)."""
-        check_is_fitted(self)
-        Xs = self._scale(self._check_X(X, reset=False))
-        out = np.empty((Xs.shape[0], self.n_estimators), INDEX)
-        for t, tree in enumerate(self.trees_):
-            col = np.empty(Xs.shape[0], INDEX)
-            _predict.apply_tree(Xs, tree.left, tree.right, tree.feature, tree.threshold,
-                                tree.root, col)
-            out[:, t] = col
-        return out
-
-    @property
-    def n_leaves_(self) -> np.ndarray:
-        """Number of leaves of every tree."""
-        check_is_fitted(self)
-        return np.array([t.n_leaves for t in self.trees_])
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = False
-        return tags
-
-    # ------------------------------------------------------------------ persistence
-
-    def __getstate__(self) -> dict:
-        """Pickle without the lazy per-tree posterior cache (rebuilt at the next predict).
-
-        The cache is several times the size of the trees; shipping a model to Dask workers
-        must not carry it.
-        """
-        state = super().__getstate__()
-        if state.get("_posterior") is not None:
-            state = {**state, "_posterior": [None] * len(state["_posterior"])}
-        return state
-
-    def _get_state(self) -> dict:
-        """Every fitted attribute as a persistence state (``ebf.model`` writes it to disk).
-
-        Includes the data buffer (the online algorithm resamples paused blocks from it), the
-        seed entropy and update counter (so a later ``partial_fit`` draws the same numbers),
-        and the live part of every tree. The lazy posterior cache is left out. Arrays are
-        views of the model's own buffers, not copies.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If the forest has not been fitted (a ``ValueError``).
-        """
-        check_is_fitted(self, "trees_")
-        n = int(self.n_samples_seen_)
-        state: dict = {
-            "n_features_in_": int(self.n_features_in_),
-            "n_samples_seen_": n,
-            "x_min_": self.x_min_,
-            "x_scale_": self.x_scale_,
-            "_entropy": int(self._entropy),
-            "_n_updates": int(self._n_updates),
-            "_X": self._X[:n],
-            "_y": self._y[:n],
-            "_labels": self._labels[:n],
-            "trees_": [tree.to_state(n) for tree in self.trees_],
-        }
-        if hasattr(self, "feature_names_in_"):
-            state["feature_names_in_"] = [str(name) for name in self.feature_names_in_]
-        state.update(self._task_state())
-        return state
-
-    def _set_state(self, state: dict) -> None:
-        """Restore the fitted attributes saved by :meth:`_get_state`.
-
-        Everything is validated before any attribute is set (the tree arrays in full, since
-        the numba kernels do not bounds-check), so a bad state raises ``ValueError`` /
-        ``KeyError`` and leaves the estimator unchanged. Arrays are copied unless the state
-        owns them (as arrays freshly loaded from disk do).
-        """
-        d = state_int(state, "n_features_in_", 1)
-        n = state_int(state, "n_samples_seen_", 1)
-        task_attrs, n_stats = self._task_from_state(state)
-        attrs: dict = {
-            "n_features_in_": d,
-            "n_samples_seen_": n,
-            "x_min_": state_array(state, "x_min_", np.float64, (d,)),
-            "x_scale_": state_array(state, "x_scale_", np.float64, (d,)),
-            "_entropy": state_int(state, "_entropy", 0),
-            "_n_updates": state_int(state, "_n_updates", 0),
-            "_X": state_array(state, "_X", np.float64, (n, d)),
-            "_y": state_array(state, "_y", np.float64, (n,)),
-            "_labels": state_array(state, "_labels", INDEX, (n,)),
-            **task_attrs,
-        }
-        labels = attrs["_labels"]
-        if np.any(labels < 0) or np.any(labels >= n_stats):
-            raise ValueError(f"_labels has codes outside [0, {n_stats})")
-        for key in ("x_min_", "x_scale_", "_X", "_y"):
-            if not np.isfinite(attrs[key]).all():
-                raise ValueError(f"{key} holds NaN or inf")
-        if not (attrs["x_scale_"] > 0).all():
-            raise ValueError("x_scale_ must be positive (the training span of every feature)")
-        trees = state["trees_"]
-        if not isinstance(trees, list) or len(trees) != self.n_estimators:
-            raise ValueError(
-                f"trees_ must be a list of n_estimators={self.n_estimators} tree states, got "
-                f"{len(trees) if isinstance(trees, list) else type(trees).__name__}"
-            )
-        attrs["trees_"] = []
-        for t, tree_state in enumerate(trees):
-            try:
-                tree = TreeArrays.from_state(tree_state, d, n_stats, n, self._task)
-            except KeyError as exc:
-                raise ValueError(f"trees_[{t}]: missing entry {exc}") from exc
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"trees_[{t}]: {exc}") from exc
-            attrs["trees_"].append(tree)
-        names = state_names(state, "feature_names_in_", d)
-        if names is not None:
-            attrs["feature_names_in_"] = names
-        self.__dict__.pop("feature_names_in_", None)
-        self.__dict__.update(attrs)
-        self._posterior = [None] * self.n_estimators
-
-    def _task_state(self) -> dict:
-        """Task-specific fitted attributes for :meth:`_get_state` (none for regression)."""
-        return {}
-
-    def _task_from_state(self, state: dict) -> tuple[dict, int]:
-        """Task-specific attributes from a state, and the number of statistics per node."""
-        return {}, NODE_REG_STATS
 
 
 class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
@@ -578,8 +254,8 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         Xs, perm = self._scaled_rows(X)
         q = np.atleast_1d(np.asarray(q, dtype=np.float64))
         out = np.empty((Xs.shape[0], q.shape[0]))
-        for start in range(0, Xs.shape[0], PREDICT_BLOCK):
-            block = slice(start, start + PREDICT_BLOCK)
+        for start in range(0, Xs.shape[0], _base.PREDICT_BLOCK):
+            block = slice(start, start + _base.PREDICT_BLOCK)
             out[block] = self._mixture(Xs[block]).quantile(q).reshape(-1, q.shape[0])
         return _unsort(out, perm)
 

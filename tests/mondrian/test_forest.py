@@ -137,11 +137,11 @@ def test_regressor_api_and_mixture(fitted_reg, reg_data):
 
 
 def test_quantiles_across_prediction_blocks(fitted_reg, reg_data, monkeypatch):
-    import mondrian.forest as forest
+    import mondrian._base as forest_base
 
     X, _ = reg_data
     full = fitted_reg.predict_quantiles(X[:50], [0.1, 0.9])
-    monkeypatch.setattr(forest, "PREDICT_BLOCK", 7)
+    monkeypatch.setattr(forest_base, "PREDICT_BLOCK", 7)
     np.testing.assert_allclose(fitted_reg.predict_quantiles(X[:50], [0.1, 0.9]), full,
                                rtol=1e-12, atol=1e-12)
 

@@ -76,7 +76,7 @@ def test_points_outside_every_box_branch_off_at_the_root():
 @pytest.mark.parametrize("Estimator", [MondrianForestRegressor, MondrianForestClassifier])
 def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
     """Rows sorted by their leaf for cache locality come back in order, results bit-equal."""
-    import mondrian.forest
+    import mondrian._base
 
     rng = np.random.default_rng(5)
     X = rng.random((600, 3))
@@ -93,10 +93,10 @@ def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
         return [*model.predict(T, return_std=True), model.predict_quantiles(T, (0.1, 0.9)),
                 d.weights, d.means, d.variances]
 
-    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 10**9)
+    monkeypatch.setattr(mondrian._base, "LOCALITY_MIN_ROWS", 10**9)
     given = predictions()
-    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_ROWS", 1)
-    monkeypatch.setattr(mondrian.forest, "LOCALITY_MIN_TREE_BYTES", 0)
+    monkeypatch.setattr(mondrian._base, "LOCALITY_MIN_ROWS", 1)
+    monkeypatch.setattr(mondrian._base, "LOCALITY_MIN_TREE_BYTES", 0)
     perm = model._scaled_rows(T)[1]
     assert perm is not None and not np.array_equal(perm, np.arange(300))
     for a, b in zip(given, predictions(), strict=True):

@@ -502,7 +502,7 @@ def test_batch_slots_are_in_preorder(task):
 def test_blocks_larger_than_the_small_block_path(task):
     """Blocks above ``SMALL_BLOCK_ROWS`` are summarised row by row (forwards for a left
     block, backwards for a right one), smaller ones feature by feature: both exact."""
-    from mondrian._tree import SMALL_BLOCK_ROWS
+    from mondrian._sample import SMALL_BLOCK_ROWS
 
     rng = np.random.default_rng(7)
     n_far = 1000
