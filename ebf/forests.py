@@ -31,9 +31,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
+from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import check_classes, state_int
 
-from . import cart
+from . import cart, cart_fit
 from ._base import (
     ProbabilisticClassifierMixin,
     ProbabilisticRegressorMixin,
@@ -54,7 +55,7 @@ __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
 class _BaseBayesianForest(BaseEstimator):
     """Shared machinery: validation, fitting the flat forest, row blocks, persistence."""
 
-    _task: str = cart.REGRESSION
+    _task: str = REGRESSION
 
     _parameter_constraints: dict = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -93,9 +94,9 @@ class _BaseBayesianForest(BaseEstimator):
         if sample_weight is not None:
             sw = _check_sample_weight(sample_weight, A, dtype=np.float64,
                                       ensure_non_negative=True)
-        X32 = cart.as_float32(A, encoder.names_)
+        X32 = cart_fit.as_float32(A, encoder.names_)
         entropy = resolve_entropy(self.random_state) if entropy is None else int(entropy)
-        forest = cart.fit_cart_forest(
+        forest = cart_fit.fit_cart_forest(
             X32, codes, sw, task=self._task, n_classes=len(extra.get("classes_", [0])),
             n_estimators=self.n_estimators, weights=self.weights,
             min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
@@ -255,7 +256,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     20
     """
 
-    _task = cart.REGRESSION
+    _task = REGRESSION
     _parameter_constraints: dict = {
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
@@ -406,7 +407,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
     (['a', 'b'], (3, 2))
     """
 
-    _task = cart.CLASSIFICATION
+    _task = CLASSIFICATION
 
     def __init__(
         self,

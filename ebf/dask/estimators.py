@@ -33,10 +33,10 @@ from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from ..ensemble import FitPlan
 from ..estimators import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
-    FitPlan,
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )

@@ -18,7 +18,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
-from ebf import _base, cart
+from ebf import _base, cart, cart_fit
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
 from tests.naive import naive_apply, naive_class_fractions, naive_node_stats
@@ -42,7 +42,7 @@ def _sk_tree(X, y, task, kind, entropy, b, sample_weight=None, **params):
     w = draw_weights(kind, X.shape[0], rng)
     if sample_weight is not None:
         w = w * sample_weight
-    Tree = DecisionTreeRegressor if task == cart.REGRESSION else DecisionTreeClassifier
+    Tree = DecisionTreeRegressor if task == "regression" else DecisionTreeClassifier
     est = Tree(random_state=int(rng.integers(0, 2**32)), **params)
     return est.fit(X.astype(np.float32), y, sample_weight=w), w
 
@@ -110,7 +110,7 @@ def test_forest_trees_use_the_drawn_weights(kind):
     """BF and RF differ only in the weights: tree b is fit with draw_weights(tree_rng(b))."""
     X, y = _regression(200)
     sw = np.linspace(0.5, 2.0, 200)
-    f = cart.fit_cart_forest(X, y, sw, task="regression", n_estimators=4, weights=kind,
+    f = cart_fit.fit_cart_forest(X, y, sw, task="regression", n_estimators=4, weights=kind,
                              entropy=11)
     for b in range(4):
         w = draw_weights(kind, 200, tree_rng(11, 0, b)) * sw
@@ -122,7 +122,7 @@ def test_forest_trees_use_the_drawn_weights(kind):
 def test_unweighted_forest_equals_sklearn_cart():
     X, y = _regression(400)
     Xt = np.random.default_rng(9).random((300, 4))
-    f = cart.fit_cart_forest(X, y, None, task="regression", n_estimators=3, weights="none",
+    f = cart_fit.fit_cart_forest(X, y, None, task="regression", n_estimators=3, weights="none",
                              min_samples_leaf=7, max_features=1.0, entropy=0)
     leaves = cart.apply(f, Xt)
     for t in range(3):
@@ -158,7 +158,7 @@ def test_apply_matches_sklearn_and_naive(task):
     rng = np.random.default_rng(3)
     X = np.round(rng.random((300, 3)) * 20) / 7  # ties, values not exact in float32
     y = X[:, 0] + rng.normal(size=300) if task == "regression" else rng.integers(0, 3, 300)
-    f = cart.fit_cart_forest(X, y, None, task=task, n_classes=3, n_estimators=3,
+    f = cart_fit.fit_cart_forest(X, y, None, task=task, n_classes=3, n_estimators=3,
                              weights="poisson", min_samples_leaf=2, max_features=2,
                              entropy=4)
     Xt = _edge_rows(X, f, rng)
@@ -176,7 +176,7 @@ def test_apply_matches_sklearn_and_naive(task):
 def test_leaf_mean_and_variance_match_naive():
     X, y = _regression(250)
     y = y + 1e6  # a large offset: one-pass E[y^2] - E[y]^2 would lose most digits
-    f = cart.fit_cart_forest(X, y, None, task="regression", n_estimators=2, entropy=8)
+    f = cart_fit.fit_cart_forest(X, y, None, task="regression", n_estimators=2, entropy=8)
     for t in range(2):
         _, w = _sk_tree(X, y, "regression", "exponential", 8, t)
         left, right, feat, thr, sl = _tree_arrays(f, t)
@@ -194,7 +194,7 @@ def test_classification_rows_are_full_width():
     rng = np.random.default_rng(2)
     X = rng.random((120, 2))
     codes = np.where(X[:, 0] > 0.5, 0, 2)  # class 1 (and 3) absent from these rows
-    f = cart.fit_cart_forest(X, codes, None, task="classification", n_classes=4,
+    f = cart_fit.fit_cart_forest(X, codes, None, task="classification", n_classes=4,
                              n_estimators=3, weights="exponential", entropy=1)
     assert f.value.shape == (f.left.size, 4)
     np.testing.assert_allclose(f.value.sum(axis=1), 1.0)
@@ -210,7 +210,7 @@ def test_classification_rows_are_full_width():
 
 def test_forest_state_round_trip():
     X, y = _regression(100)
-    f = cart.fit_cart_forest(X, y, None, task="regression", n_estimators=3, entropy=0)
+    f = cart_fit.fit_cart_forest(X, y, None, task="regression", n_estimators=3, entropy=0)
     g = cart.CartForest.from_state({k: v.copy() for k, v in f.get_state().items()},
                                    n_features=X.shape[1])
     np.testing.assert_array_equal(cart.apply(g, X), cart.apply(f, X))

@@ -41,7 +41,7 @@ from ebf import (
     tree_validation,
 )
 from ebf.branches import ConstantBranch
-from ebf.cart import fit_cart_forest
+from ebf.cart_fit import fit_cart_forest
 from ebf.codec import content_hash
 from ebf.model import HASHED, ModelFormatError, load, save
 from ebf.trunk import Trunk

@@ -1,0 +1,249 @@
+"""Fitting the weighted CART trees of a forest (Algorithm 1) and flattening them.
+
+Every tree of a forest is a weighted-sample CART fit (Taddy, Chen, Yu & Wyle 2015,
+Sec. 2.2): scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with
+``sample_weight`` (the paper's own implementation adjusted scikit-learn's forest weights,
+Sec. 2.3, footnote 4), then copied into one :class:`~ebf.cart.CartForest` (layout and leaf
+statistics in :mod:`ebf.cart`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from numba import njit
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.threads import n_threads
+
+from .bootstrap import draw_weights, tree_rng
+from .cart import CartForest
+from .config import INDEX, JIT, NO_NODE
+
+__all__ = ["as_float32", "fit_cart_forest"]
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def as_float32(X: np.ndarray, names: Any = None) -> np.ndarray:
+    """``X`` as the C-contiguous float32 matrix scikit-learn's trees are fit on.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+        Finite values.
+    names : sequence of str, optional
+        Column names for the error message (``column j`` otherwise).
+
+    Returns
+    -------
+    ndarray of shape (n_rows, n_features), float32
+
+    Raises
+    ------
+    ValueError
+        Naming the columns whose values overflow float32 (``|x| > 3.4e38``).
+
+    Examples
+    --------
+    >>> as_float32(np.array([[1.5, 2.0]])).dtype
+    dtype('float32')
+    """
+    with np.errstate(over="ignore"):
+        X32 = np.ascontiguousarray(X, dtype=np.float32)
+    bad = ~np.isfinite(X32)
+    if bad.any():
+        counts = bad.sum(axis=0)
+        cols = np.flatnonzero(counts)
+        label = [str(names[c]) if names is not None else f"column {c}" for c in cols]
+        detail = "; ".join(
+            f"{lab!r}: {int(counts[c])} rows" for lab, c in zip(label, cols, strict=True)
+        )
+        raise ValueError(
+            f"X has values beyond the float32 range (|x| > {_FLOAT32_MAX:.3g}) in "
+            f"{cols.size} column(s) ({detail}); CART trees compare float32 values, so "
+            "rescale those columns."
+        )
+    return X32
+
+
+@njit(**JIT)
+def _combine_up(left, right, weight, mean, m2):  # pragma: no cover - jitted
+    # Children have larger ids than their parent in scikit-learn's trees, so one backward
+    # sweep merges (weight, mean, M2) of both children (Chan et al.'s pairwise update).
+    for j in range(left.shape[0] - 1, -1, -1):
+        a = left[j]
+        if a == NO_NODE:
+            continue
+        b = right[j]
+        w = weight[a] + weight[b]
+        delta = mean[b] - mean[a]
+        weight[j] = w
+        mean[j] = mean[a] + delta * weight[b] / w
+        m2[j] = m2[a] + m2[b] + delta * delta * weight[a] * weight[b] / w
+
+
+# ------------------------------------------------------------------------------ fitting
+
+
+def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
+             n_classes: int) -> dict[str, np.ndarray]:
+    """One fitted scikit-learn tree as local flat arrays (node ids as in ``tree_``)."""
+    t = est.tree_
+    n = t.node_count
+    left = t.children_left.astype(INDEX)
+    leaf = left == NO_NODE
+    arrays = {
+        "left": left,
+        "right": t.children_right.astype(INDEX),
+        "feature": np.where(leaf, NO_NODE, t.feature).astype(INDEX),
+        "threshold": np.where(leaf, np.nan, t.threshold),
+        "weight": t.weighted_n_node_samples.astype(np.float64),
+        "count": t.n_node_samples.astype(INDEX),
+    }
+    if task == REGRESSION:
+        rows = t.apply(X32)
+        wsum = np.bincount(rows, w, minlength=n)
+        mean = np.zeros(n)
+        np.divide(np.bincount(rows, w * y, minlength=n), wsum, out=mean, where=wsum > 0)
+        dev = y - mean[rows]
+        m2 = np.bincount(rows, w * dev * dev, minlength=n)
+        _combine_up(left, arrays["right"], wsum, mean, m2)
+        variance = np.zeros(n)
+        np.divide(m2, wsum, out=variance, where=wsum > 0)
+        arrays["value"] = t.value[:, 0, :1].astype(np.float64)
+        arrays["variance"] = variance
+    else:
+        value = np.zeros((n, n_classes))
+        value[:, est.classes_.astype(INDEX)] = t.value[:, 0, :]
+        arrays["value"] = value
+        arrays["variance"] = np.zeros(n)
+    return arrays
+
+
+def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:
+    if not trees:
+        raise ValueError("A forest needs at least one tree.")
+    sizes = np.array([tr["left"].shape[0] for tr in trees], INDEX)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(INDEX)
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in CartForest.ARRAYS[:-1]}
+    for tr, off in zip(trees, offsets[:-1], strict=True):
+        for name in parts:
+            arr = tr[name]
+            if name in ("left", "right"):
+                arr = np.where(arr == NO_NODE, NO_NODE, arr + off)
+            parts[name].append(arr)
+    return CartForest(**{name: np.concatenate(p) for name, p in parts.items()}, offsets=offsets)
+
+
+def fit_cart_forest(
+    X: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None,
+    *,
+    task: str,
+    n_classes: int = 0,
+    n_estimators: int = 100,
+    weights: str = "exponential",
+    min_samples_leaf: int | float = 5,
+    max_features: int | float | str | None = 1.0,
+    max_depth: int | None = None,
+    entropy: int,
+    branch: int = 0,
+    n_jobs: int | None = None,
+) -> CartForest:
+    """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
+
+    Tree ``b`` draws from ``tree_rng(entropy, branch, b)``: first its bootstrap weights
+    (:func:`~ebf.bootstrap.draw_weights`, multiplied by ``sample_weight``), then the integer
+    seed of the scikit-learn tree (its random feature subsets). Should every positively
+    weighted row draw weight zero (Poisson weights on very few rows), the weights are drawn
+    again from the same generator. Trees are fit in ``n_jobs`` threads (scikit-learn's tree
+    builder releases the GIL); the result does not depend on ``n_jobs``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+        Finite float64 (converted with :func:`as_float32`) or float32 values.
+    y : ndarray of shape (n_rows,)
+        Target (regression) or class codes ``0 .. n_classes - 1`` (classification).
+    sample_weight : ndarray of shape (n_rows,) or None
+        Non-negative row weights with a positive sum; multiply the bootstrap weights.
+    task : {"regression", "classification"}
+    n_classes : int
+        Number of global classes (classification); leaf rows always have this width.
+    n_estimators : int, default 100
+        Number of trees ``B``.
+    weights : {"exponential", "poisson", "none"}, default "exponential"
+        Bayesian forest, Breiman's random forest, or unweighted CART trees.
+    min_samples_leaf, max_features, max_depth
+        As in ``sklearn.tree.DecisionTreeRegressor``; ``min_samples_leaf`` counts rows with
+        positive weight (the paper's footnote 3).
+    entropy : int
+        Seed of the model (``basics.seeds.resolve_entropy``).
+    branch : int, default 0
+        Branch id in the seed (0 for a Bayesian forest; the trunk leaf in an EBF).
+    n_jobs : int or None
+        Threads over trees.
+
+    Returns
+    -------
+    CartForest
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
+    >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=5, entropy=1)
+    >>> mean_value(f, X[:2]).shape
+    (2, 1)
+    """
+    if task not in (REGRESSION, CLASSIFICATION):
+        raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}; got {task!r}.")
+    X32 = X if X.dtype == np.float32 and X.flags.c_contiguous else as_float32(X)
+    n = X32.shape[0]
+    if n == 0:
+        raise ValueError("Cannot fit a forest on 0 rows.")
+    if task == REGRESSION:
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        n_classes = 1
+    else:
+        y = np.ascontiguousarray(y, dtype=INDEX)
+        if n_classes < 1 or (y.size and (y.min() < 0 or y.max() >= n_classes)):
+            raise ValueError(f"Class codes must lie in 0 .. n_classes - 1 = {n_classes - 1}.")
+        y = y.astype(np.float64)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},); got {y.shape}.")
+    sw = None
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        if sw.shape != (n,) or not np.all(np.isfinite(sw)) or np.any(sw < 0):
+            raise ValueError(f"sample_weight must be {n} finite non-negative values.")
+        if not np.any(sw > 0):
+            raise ValueError("sample_weight must contain at least one positive value.")
+    Tree = DecisionTreeRegressor if task == REGRESSION else DecisionTreeClassifier
+
+    def fit_one(b: int) -> dict[str, np.ndarray]:
+        rng = tree_rng(entropy, branch, b)
+        while True:
+            w = draw_weights(weights, n, rng)
+            if sw is not None:
+                w *= sw
+            if np.any(w > 0):
+                break
+        seed = int(rng.integers(0, 2**32))
+        est = Tree(min_samples_leaf=min_samples_leaf, max_features=max_features,
+                   max_depth=max_depth, random_state=seed)
+        est.fit(X32, y, sample_weight=w, check_input=False)
+        return _flatten(est, X32, y, w, task, n_classes)
+
+    k = min(n_threads(n_jobs), int(n_estimators))
+    if k <= 1:
+        trees = [fit_one(b) for b in range(n_estimators)]
+    else:
+        with ThreadPoolExecutor(k) as pool:
+            trees = list(pool.map(fit_one, range(n_estimators)))
+    return _concat(trees)

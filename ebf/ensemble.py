@@ -1,0 +1,449 @@
+"""The machinery of Empirical Bayesian forests and sub-sample forests (Taddy et al. 2015, Sec. 4).
+
+:class:`FitPlan` says what a fit is once its input is known; :class:`_BranchedEnsemble`
+plans a fit (``_fit_plan``), fits one branch per group of rows, assembles the fitted parts
+(``_from_parts``) and stores and restores them; ``_EBF`` groups rows by the trunk's leaves,
+``_SSF`` by a seeded permutation (:func:`subsample_groups`). The public estimators are in
+:mod:`ebf.estimators`; ``ebf.dask`` plans and assembles through the same two seams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+
+from basics.mixture import GaussianMixture
+from basics.seeds import resolve_entropy
+from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.validation import check_classes, state_array, state_int
+
+from ._base import (
+    check_target_not_in_features,
+    classes_from_state,
+    classes_state,
+    classification_target,
+    input_attributes,
+    regression_target,
+)
+from .branches import BRANCH_LEARNERS, BranchSpec, check_branch, fit_branch
+from .features import FeatureEncoder
+from .trunk import Trunk
+
+#: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
+#: paper's five-leaf trunks (Sec. 4.1, footnote 11).
+DEFAULT_TRUNK_LEAVES = 5
+
+
+def subsample_groups(entropy: int, n: int, n_subsamples: int) -> list[np.ndarray]:
+    """Rows of every sub-sample of an SSF (Sec. 4): a seeded permutation cut in equal parts.
+
+    The permutation uses the root of the seed tree, ``SeedSequence(entropy)``; the forests
+    use the keys ``(k,)`` and ``(k, tree)``, so the two never share a stream. ``ebf.dask``
+    calls this same function and routes each row by its global row id.
+
+    Parameters
+    ----------
+    entropy : int
+        The model's resolved seed.
+    n : int
+        Number of training rows.
+    n_subsamples : int
+        Number of parts; the first ``n % n_subsamples`` parts have one row more.
+
+    Returns
+    -------
+    groups : list of ndarray of int64
+        Sorted row positions of every part.
+
+    Examples
+    --------
+    >>> [g.size for g in subsample_groups(0, 7, 3)]
+    [3, 2, 2]
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(int(entropy)))
+    perm = rng.permutation(int(n))
+    return [np.sort(part) for part in np.array_split(perm, int(n_subsamples))]
+
+
+def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> GaussianMixture:
+    """One mixture for ``n`` rows from per-branch mixtures over disjoint row sets.
+
+    Branches may have different numbers of components (Mondrian paths vary); shorter rows are
+    padded with zero-weight components, which :class:`GaussianMixture` ignores.
+    """
+    width = max((g.n_components for _, g in parts), default=1)
+    W = np.zeros((n, width))
+    M = np.zeros((n, width))
+    V = np.ones((n, width))
+    for rows, g in parts:
+        k = g.n_components
+        W[rows, :k] = g.weights
+        M[rows, :k] = g.means
+        V[rows, :k] = g.variances
+    return GaussianMixture._trusted(W, M, V)
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """What a fit of a branched ensemble is, once its input is known (``_fit_plan``).
+
+    The local fit and the Dask fit (``ebf.dask``) both build one with
+    :meth:`_BranchedEnsemble._fit_plan`, fit the branches it describes, and hand the fitted
+    parts to :meth:`_BranchedEnsemble._from_parts`: one definition of seeds, branch
+    parameters, trunk parameters and fitted attributes for both.
+
+    Attributes
+    ----------
+    encoder : FeatureEncoder
+        The fitted input encoder.
+    classes : ndarray or None
+        Sorted class labels (classification).
+    entropy : int
+        The resolved seed; branch ``b`` draws from ``(entropy, b)`` only.
+    spec : BranchSpec
+        What every branch learner shares.
+    n_rows : int
+        Training rows.
+    trunk : Trunk or None
+        EBF: the unfitted trunk with its parameters (grow it with ``fit`` or
+        :func:`ebf.grower.grow_trunk` and :meth:`Trunk._from_arrays`).
+    subsample_sizes : ndarray or None
+        SSF: rows of every sub-sample (:func:`subsample_groups`).
+    """
+
+    encoder: FeatureEncoder
+    classes: np.ndarray | None
+    entropy: int
+    spec: BranchSpec
+    n_rows: int
+    trunk: Trunk | None = None
+    subsample_sizes: np.ndarray | None = None
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes (0 for regression)."""
+        return 0 if self.classes is None else len(self.classes)
+
+
+class _BranchedEnsemble(BaseEstimator):
+    """Shared by EBF and SSF: parameters, input handling, the fit plan, persistence.
+
+    Seams for ``ebf.dask`` (documented in ``ebf/LAYOUT.md``): :meth:`_fit_plan` and
+    :meth:`_from_parts`.
+    """
+
+    _task = REGRESSION
+
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "branch": [StrOptions(set(BRANCH_LEARNERS))],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "branch_params": [dict, None],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+    }
+
+    def _prepare(self, X: Any, y: Any, sample_weight: Any) -> tuple:
+        """Validate parameters and inputs; nothing is assigned yet.
+
+        Returns the encoded ``X``, the target (float64, or class codes), the weights (or
+        None) and the :class:`FitPlan`.
+        """
+        self._validate_params()
+        check_target_not_in_features(X, y)
+        encoder = FeatureEncoder()
+        A = encoder.fit_transform(X)
+        classes = None
+        if self._task == CLASSIFICATION:
+            y, classes = classification_target(self, y, A.shape[0])
+        else:
+            y = regression_target(self, y, A.shape[0])
+        w = None
+        if sample_weight is not None:
+            w = _check_sample_weight(sample_weight, A, dtype=np.float64,
+                                     ensure_non_negative=True)
+        return A, y, w, self._fit_plan(encoder, classes, A.shape[0])
+
+    def _fit_plan(self, encoder: FeatureEncoder, classes: np.ndarray | None,
+                  n_rows: int) -> FitPlan:
+        """The plan of a fit on ``n_rows`` rows of this input (a seam used by ``ebf.dask``).
+
+        Validates the parameters; changes nothing on the estimator.
+
+        Parameters
+        ----------
+        encoder : FeatureEncoder
+            Fitted on the training input (``fit`` or ``FeatureEncoder.from_summaries``).
+        classes : ndarray or None
+            Sorted class labels (classifiers), None for regressors.
+        n_rows : int
+            Training rows.
+
+        Returns
+        -------
+        FitPlan
+        """
+        self._validate_params()
+        if (classes is None) != (self._task == REGRESSION):
+            raise ValueError(f"{type(self).__name__} needs classes exactly when it classifies.")
+        n_classes = 0 if classes is None else len(classes)
+        spec = BranchSpec(
+            learner=self.branch,
+            task=self._task,
+            n_estimators=int(self.n_estimators),
+            min_samples_leaf=int(self.min_samples_leaf),
+            max_features=self.max_features,
+            max_depth=self.max_depth,
+            n_classes=int(n_classes),
+            params=dict(self.branch_params or {}),
+            n_jobs=self.n_jobs,
+        )
+        return FitPlan(encoder=encoder, classes=classes,
+                       entropy=resolve_entropy(self.random_state), spec=spec,
+                       n_rows=int(n_rows), **self._plan_parts(int(n_rows), n_classes))
+
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
+        """The :class:`FitPlan` fields of the subclass (``trunk`` or ``subsample_sizes``)."""
+        return {}
+
+    def _fit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                    groups: list[np.ndarray], plan: FitPlan) -> list:
+        """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
+        return [
+            fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
+                       plan.entropy, b)
+            for b, rows in enumerate(groups)
+        ]
+
+    def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
+        """Set every fitted attribute from the fitted parts, at once (a seam for ``ebf.dask``).
+
+        Parameters
+        ----------
+        plan : FitPlan
+            From :meth:`_fit_plan` of an estimator with the same parameters.
+        branches : list
+            Fitted branch learners in branch order (``ebf.branches.fit_branch``).
+        trunk : Trunk, optional
+            The fitted trunk (EBF).
+
+        Returns
+        -------
+        self
+        """
+        attrs = {**input_attributes(plan.encoder), "entropy_": int(plan.entropy)}
+        if self._task == CLASSIFICATION:
+            attrs["classes_"] = plan.classes
+        attrs.update(self._fitted_parts(plan, list(branches), trunk))
+        self._assign(attrs)
+        return self
+
+    def _assign(self, attrs: dict) -> None:
+        """Set all fitted attributes at once (a fit that raised has assigned nothing)."""
+        self.__dict__.pop("feature_names_in_", None)
+        self.__dict__.update(attrs)
+
+    def _state(self, parts: dict) -> dict:
+        from .model import estimator_state
+
+        check_is_fitted(self, "encoder_")
+        state = {"encoder": self.encoder_._get_state(), "entropy": int(self.entropy_)}
+        if self._task == CLASSIFICATION:
+            state.update(classes_state(self.classes_))
+        for name, value in parts.items():
+            state[name] = [estimator_state(b) for b in value] if isinstance(value, list) else (
+                estimator_state(value) if hasattr(value, "_get_state") else value)
+        return state
+
+    def _restore(self, state: dict, parts: str) -> dict:
+        """Fitted attributes from a state: encoder, seed, classes and the fitted ``parts``
+        (``"branches"`` or ``"subsamples"``), each checked to fit the ensemble
+        (:func:`ebf.branches.check_branch`); raises ``ValueError`` naming the part."""
+        from .model import estimator_from_state
+
+        encoder = FeatureEncoder()
+        encoder._set_state(state["encoder"])
+        attrs = {**input_attributes(encoder), "entropy_": state_int(state, "entropy", 0)}
+        n_classes = 0
+        if self._task == CLASSIFICATION:
+            attrs["classes_"] = check_classes(classes_from_state(state))
+            n_classes = len(attrs["classes_"])
+        values = state[parts]
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{parts} must be a non-empty list of estimators.")
+        attrs[parts + "_"] = []
+        for i, value in enumerate(values):
+            part = estimator_from_state(value, where=f"{parts}[{i}]")
+            try:
+                check_branch(part, self.branch, self._task, encoder.n_features_in_, n_classes)
+            except ValueError as exc:
+                raise ValueError(f"{parts}[{i}]: {exc}") from None
+            attrs[parts + "_"].append(part)
+        return attrs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class _EBF(_BranchedEnsemble):
+    _parameter_constraints: dict = {
+        **_BranchedEnsemble._parameter_constraints,
+        "trunk_max_leaves": [Interval(Integral, 1, None, closed="left"), None],
+        "trunk_min_leaf_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "trunk_max_bins": [Interval(Integral, 2, 255, closed="both")],
+    }
+
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
+        max_leaves = self.trunk_max_leaves
+        if max_leaves is None and self.trunk_min_leaf_rows is None:
+            max_leaves = DEFAULT_TRUNK_LEAVES
+        min_rows = self.trunk_min_leaf_rows
+        if min_rows is None:  # every branch must be big enough for a tree to split it
+            min_rows = 2 * int(self.min_samples_leaf)
+        trunk = Trunk(
+            max_leaves=max_leaves,
+            min_leaf_rows=min_rows,
+            max_bins=self.trunk_max_bins,
+            task=self._task,
+            n_classes=n_classes or None,
+        )
+        return {"trunk": trunk}
+
+    def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
+        if trunk is None or len(branches) != trunk.n_leaves_:
+            raise ValueError(f"an EBF needs its fitted trunk and one branch per trunk leaf; got "
+                             f"{len(branches)} branches for "
+                             f"{None if trunk is None else trunk.n_leaves_} leaves.")
+        return {"trunk_": trunk, "branches_": branches}
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any):
+        A, y, w, plan = self._prepare(X, y, sample_weight)
+        trunk = clone(plan.trunk).fit(A, y, sample_weight=w)
+        leaf = trunk.apply(A)
+        groups = [np.flatnonzero(leaf == b) for b in range(trunk.n_leaves_)]
+        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan), trunk)
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Branch (trunk leaf) id of every row.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), int64
+        """
+        return self.trunk_.apply(self._transform(X))
+
+    @property
+    def branch_sizes_(self) -> np.ndarray:
+        """Training rows per branch (from the trunk's leaf counts)."""
+        check_is_fitted(self, "trunk_")
+        return self.trunk_.leaf_rows_
+
+    def export_trunk(self, decimals: int = 3) -> str:
+        """The trunk as readable rules with the training feature names."""
+        check_is_fitted(self, "trunk_")
+        return self.trunk_.export_text(list(self.encoder_.names_), decimals=decimals)
+
+    def _get_state(self) -> dict:
+        return self._state({"trunk": self.trunk_, "branches": self.branches_})
+
+    def _set_state(self, state: dict) -> None:
+        from .model import estimator_from_state
+
+        attrs = self._restore(state, "branches")
+        trunk = estimator_from_state(state["trunk"], where="trunk")
+        n_classes = len(attrs.get("classes_", ()))
+        if not isinstance(trunk, Trunk) or trunk.task != self._task or (
+                trunk.n_features_in_ != attrs["n_features_in_"]) or (
+                n_classes and trunk.n_classes_ != n_classes):
+            raise ValueError(f"the trunk is not a {self._task} Trunk over the ensemble's "
+                             f"{attrs['n_features_in_']} features" +
+                             (f" and {n_classes} classes." if n_classes else "."))
+        if len(attrs["branches_"]) != trunk.n_leaves_:
+            raise ValueError(f"{len(attrs['branches_'])} branches for a trunk of "
+                             f"{trunk.n_leaves_} leaves; every leaf needs its branch.")
+        self._assign({**attrs, "trunk_": trunk})
+
+    def _groups(self, Xf: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """``(branch, rows)`` for every branch that has rows in the block."""
+        leaf = self.trunk_.apply(Xf)
+        order = np.argsort(leaf, kind="stable")
+        bounds = np.searchsorted(leaf[order], np.arange(len(self.branches_) + 1))
+        return [
+            (b, order[bounds[b]:bounds[b + 1]])
+            for b in range(len(self.branches_))
+            if bounds[b + 1] > bounds[b]
+        ]
+
+    def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
+        parts = [(rows, self.branches_[b].predict_distribution(Xf[rows]))
+                 for b, rows in self._groups(Xf)]
+        return _pad_rows(parts, Xf.shape[0])
+
+    def _proba(self, Xf: np.ndarray) -> np.ndarray:
+        out = np.full((Xf.shape[0], len(self.classes_)), np.nan)  # every row is written
+        for b, rows in self._groups(Xf):
+            out[rows] = self.branches_[b].predict_proba(Xf[rows])
+        return out
+
+
+class _SSF(_BranchedEnsemble):
+    _parameter_constraints: dict = {
+        **_BranchedEnsemble._parameter_constraints,
+        "n_subsamples": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def _plan_parts(self, n_rows: int, n_classes: int) -> dict:
+        if n_rows < self.n_subsamples:
+            raise ValueError(
+                f"n_subsamples={self.n_subsamples} is more than n_samples={n_rows}; "
+                "lower n_subsamples or pass more rows."
+            )
+        k = int(self.n_subsamples)
+        sizes = np.full(k, n_rows // k, dtype=np.int64)
+        sizes[: n_rows % k] += 1  # np.array_split's sizes, as in subsample_groups
+        return {"subsample_sizes": sizes}
+
+    def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
+        if len(branches) != len(plan.subsample_sizes):
+            raise ValueError(f"an SSF needs one forest per sub-sample; got {len(branches)} for "
+                             f"{len(plan.subsample_sizes)} sub-samples.")
+        return {"subsamples_": branches, "subsample_sizes_": plan.subsample_sizes.copy()}
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any):
+        A, y, w, plan = self._prepare(X, y, sample_weight)
+        groups = subsample_groups(plan.entropy, A.shape[0], self.n_subsamples)
+        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
+
+    def _get_state(self) -> dict:
+        return self._state({"subsamples": self.subsamples_,
+                            "subsample_sizes": self.subsample_sizes_})
+
+    def _set_state(self, state: dict) -> None:
+        attrs = self._restore(state, "subsamples")
+        k = len(attrs["subsamples_"])
+        if k != self.n_subsamples:
+            raise ValueError(f"{k} sub-sample forests but n_subsamples is {self.n_subsamples}.")
+        sizes = state_array(state, "subsample_sizes", np.int64, (k,))
+        if not (sizes >= 1).all():
+            raise ValueError(f"subsample_sizes {sizes.tolist()[:10]} must be row counts >= 1.")
+        attrs["subsample_sizes_"] = sizes
+        self._assign(attrs)
+
+    def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
+        return GaussianMixture.concat([s.predict_distribution(Xf) for s in self.subsamples_])
+
+    def _proba(self, Xf: np.ndarray) -> np.ndarray:
+        return sum(s.predict_proba(Xf) for s in self.subsamples_) / len(self.subsamples_)
