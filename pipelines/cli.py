@@ -70,14 +70,14 @@ from .arguments import (
     positive_int,
 )
 from .failures import report_failure, sigterm_raises
-from .progress import PhaseBars, Progress, ProgressBar
+from .progress import PhaseBars, ProgressBar, StatusLine
 
 __all__ = ["build_parser", "main"]
 
 
 @contextmanager
 def _dask_client(
-    args: argparse.Namespace, progress: Progress, announce: bool = True
+    args: argparse.Namespace, progress: StatusLine, announce: bool = True
 ) -> Iterator[distributed.Client]:
     """The client of a Dask subcommand: ``with _dask_client(args, progress) as client:``.
 
@@ -141,7 +141,7 @@ def _dask_client(
 def _job(args: argparse.Namespace, announce: bool = True) -> Iterator[tuple]:
     """``with _job(args) as (client, bars):`` a Dask client and the job's progress bars."""
     bars = PhaseBars(args.quiet)
-    with _dask_client(args, Progress(args.quiet), announce) as client:
+    with _dask_client(args, StatusLine(args.quiet), announce) as client:
         try:
             yield client, bars
         finally:
@@ -262,7 +262,7 @@ def _add_make_data_parser(sub: argparse._SubParsersAction) -> None:
 def _cmd_flights(args: argparse.Namespace) -> int:
     from pipelines.datasets import load_flight_delays, train_test_split_chronological
 
-    progress = Progress(args.quiet)
+    progress = StatusLine(args.quiet)
     n_rows = args.n_train + args.n_test
     progress.start(f"loading {n_rows:,} flights")
     X, y = load_flight_delays(n_rows=n_rows)
@@ -311,7 +311,7 @@ def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
     from pipelines.make_data import make_friedman
 
     check_destination(args.out, "dataset", overwrite=args.overwrite)
-    progress = Progress(args.quiet)
+    progress = StatusLine(args.quiet)
     t0 = time.perf_counter()
     with _dask_client(args, progress) as client:
         n_parts = -(-args.rows // args.partition_rows)

@@ -39,7 +39,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ import distributed
 import numpy as np
 
 from cluster import current_client
+from ebf.dask.client import PhaseReport
 from pipelines.evaluate import format_calibration
 from pipelines.io import write_parquet_atomic
 
@@ -68,8 +69,6 @@ logger = logging.getLogger(__name__)
 #: File that marks a directory as made by the demo (so a rerun may replace its outputs).
 DEMO_MARKER = ".ebf-demo"
 
-#: ``progress(phase, done, total)``; ``total`` is 0 when unknown.
-Progress = Callable[[str, int, int], None]
 
 _MODELS = ("ebf", "ssf")
 
@@ -244,7 +243,7 @@ def _warm_up(branch: str) -> bool:
     return True
 
 
-def _demo_progress(progress: Progress | None, name: str) -> Progress | None:
+def _demo_progress(progress: PhaseReport | None, name: str) -> PhaseReport | None:
     """Phase names of the demo: ``"EBF trunk"``, ``"SSF branches"``, ``"EBF predict"``..."""
     if progress is None:
         return None
@@ -258,7 +257,7 @@ def _demo_progress(progress: Progress | None, name: str) -> Progress | None:
     return report
 
 
-def _partition_progress(progress: Progress | None, phase: str) -> Any:
+def _partition_progress(progress: PhaseReport | None, phase: str) -> Any:
     if progress is None:
         return None
     return lambda done, total: progress(phase, done, total)
@@ -275,7 +274,7 @@ def run_demo(
     branch: str = "mondrian",
     random_state: int = 0,
     client: distributed.Client | None = None,
-    progress: Progress | None = None,
+    progress: PhaseReport | None = None,
 ) -> DemoResult:
     """Run the demo: flight data to Parquet, EBF and SSF on Dask, predictions, scores, plot.
 

@@ -13,7 +13,7 @@ import time
 from typing import TextIO
 
 
-class Progress:
+class StatusLine:
     """Phase messages on stderr (``--quiet`` silences them); the report goes to stdout."""
 
     def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:

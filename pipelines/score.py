@@ -34,7 +34,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ import pyarrow.dataset as pads
 from basics.atomic import check_destination
 from basics.versions import library_version
 from cluster import current_client
-from ebf.dask.client import gather
+from ebf.dask.client import Report, gather
 from ebf.dask.predict import shared_model
 from pipelines.artifacts import LoadedModel, load_model
 from pipelines.evaluate import DEFAULT_LEVELS
@@ -69,8 +69,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: ``progress(done, total)`` over partitions.
-Progress = Callable[[int, int], None]
 
 #: Probabilities are clipped to ``[eps, 1 - eps]`` in the log loss (as scikit-learn does).
 _EPS = float(np.finfo(np.float64).eps)
@@ -145,7 +143,7 @@ def _report_partition(part: pd.DataFrame, topic: str, partition_info: Any = None
 
 @contextmanager
 def _partition_events(
-    client: distributed.Client, topic: str, total: int, progress: Progress | None
+    client: distributed.Client, topic: str, total: int, progress: Report | None
 ) -> Iterator[None]:
     """Call ``progress(done, total)`` as workers report partitions on ``topic``."""
     if progress is None:
@@ -193,7 +191,7 @@ def predict_to_parquet(
     keep_columns: Sequence[str] = (),
     overwrite: bool = False,
     client: distributed.Client | None = None,
-    progress: Progress | None = None,
+    progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PredictionResult:
     """Predict every row of a dataset on the cluster and write the predictions as Parquet.
@@ -346,7 +344,7 @@ def evaluate(
     target: str | None = None,
     levels: Sequence[float] = DEFAULT_LEVELS,
     client: distributed.Client | None = None,
-    progress: Progress | None = None,
+    progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score a saved model on a labelled dataset, streaming it through the cluster.

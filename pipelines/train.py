@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ import pandas as pd
 
 from basics.versions import library_version
 from cluster import current_client
+from ebf.dask.client import PhaseReport
 from pipelines.io import read_dataset
 from pipelines.schema import ColumnInfo, check_schema
 
@@ -55,8 +56,6 @@ TASKS: tuple[str, ...] = ("auto", "regression", "classification")
 #: ``task="auto"``: an integer target with at most this many distinct values is a class label.
 MAX_AUTO_CLASSES = 20
 
-#: ``progress(phase, done, total)``; ``total`` is 0 when unknown.
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -231,7 +230,7 @@ def _estimator_classes(task: str) -> tuple[type, type]:
     return DaskEmpiricalBayesianForestRegressor, DaskSubsampleForestRegressor
 
 
-def _prefixed(progress: Progress | None, prefix: str) -> Progress | None:
+def _prefixed(progress: PhaseReport | None, prefix: str) -> PhaseReport | None:
     if progress is None:
         return None
     return lambda phase, done, total: progress(f"{prefix}{phase}", done, total)
@@ -258,7 +257,7 @@ def train(
     baseline: bool = False,
     random_state: int | None = 0,
     client: distributed.Client | None = None,
-    progress: Progress | None = None,
+    progress: PhaseReport | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Fit an Empirical Bayesian Forest (and optionally the SSF baseline) on a Dask cluster.

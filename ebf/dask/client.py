@@ -11,10 +11,13 @@ from collections.abc import Callable, Sequence
 
 import distributed
 
-__all__ = ["NoClientError", "Report", "current_client", "gather", "wait_for"]
+__all__ = ["NoClientError", "PhaseReport", "Report", "current_client", "gather", "wait_for"]
 
 #: ``report(done, total)``: progress of one phase.
 Report = Callable[[int, int], None]
+
+#: ``report(phase, done, total)``: progress of a job with named phases (``total`` 0: unknown).
+PhaseReport = Callable[[str, int, int], None]
 
 
 class NoClientError(RuntimeError):

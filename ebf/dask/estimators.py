@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -41,7 +41,7 @@ from ..estimators import (
     SubsampleForestRegressor,
 )
 from .branches import BranchMemoryError, fit_branches, max_branch_rows, parse_branch_memory
-from .client import Report, current_client
+from .client import PhaseReport, Report, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
 from .predict import predict_frame, predict_series
@@ -49,14 +49,11 @@ from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
 
 logger = logging.getLogger(__name__)
 
-#: ``progress(phase, done, total)``; ``total`` is 0 when unknown.
-Progress = Callable[[str, int, int], None]
-
 
 class _Phases:
     """Times, logs and names (``distributed.span``) the phases of one fit."""
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: PhaseReport | None) -> None:
         self.progress = progress
         self.timings: dict[str, float] = {}
 
@@ -102,7 +99,7 @@ class _DaskEnsemble(BaseEstimator):
         return self._local_class(**{**params, **overrides})
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None,
-            progress: Progress | None = None) -> _DaskEnsemble:
+            progress: PhaseReport | None = None) -> _DaskEnsemble:
         """Fit on a dask DataFrame; see the module docstring for the phases.
 
         Parameters
