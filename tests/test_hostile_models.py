@@ -331,7 +331,7 @@ def test_root_whose_children_point_back_to_it_is_refused(models, worker, tmp_pat
     for side in ("left", "right"):
         _set(path, m, keys + (side,), 0, 0)
     _assert_refused(worker, f"{name} root -> root", path, rows,
-                    r"node 0: the root is also the child of another node \(a cycle back")
+                    r"node 0: child 0 is not numbered after it \(a link back forms a cycle\)")
 
 
 def test_float_child_array_that_would_cast_to_a_cycle_is_refused(models, worker, tmp_path):
@@ -584,7 +584,7 @@ def _trees() -> list[tuple[np.ndarray, ...]]:
 
 def _corrupt(rng: np.random.Generator, arrays: list[np.ndarray], offsets: np.ndarray) -> None:
     """One random corruption, in place: a child, feature or threshold, or a rewiring that
-    leaves every node one parent but cuts a cycle off the root."""
+    leaves every node one parent but cuts a cycle off the root (refused: a link back)."""
     left, right, feature, threshold = arrays
     n = left.shape[0]
     j = int(rng.integers(n))
