@@ -378,6 +378,16 @@ def test_dev_zero_in_place_of_an_array_file_is_refused(models, worker, tmp_path)
     _assert_refused(worker, "symlink to /dev/zero", path, rows, r"00003\.npy is a link")
 
 
+def test_arrays_directory_linked_out_of_the_model_is_refused(models, tmp_path):
+    path, _, _ = _copy(models, "trunk", tmp_path)
+    outside = tmp_path / "outside"
+    shutil.move(path / "arrays", outside)
+    (path / "arrays").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ModelFormatError, match=r"arrays/00000\.npy is a link or leaves the "
+                                               r"model directory"):
+        load(path)
+
+
 def test_character_device_in_place_of_an_array_file_is_refused(models, worker, tmp_path):
     path, _, rows = _copy(models, "bf_reg", tmp_path)
     victim = path / "arrays" / "00003.npy"
