@@ -180,8 +180,9 @@ def unchanged_on_error(estimator: object) -> Iterator[None]:
         raise
 
 
-def state_array(state: dict, key: str, dtype: Any, shape: tuple) -> np.ndarray:
-    """``state[key]`` as an owned, writeable, C-contiguous array of ``dtype`` and ``shape``.
+def state_array(state: dict, key: str, dtype: Any, shape: tuple,
+                owned: bool = True) -> np.ndarray:
+    """``state[key]`` as a C-contiguous array of ``dtype`` and ``shape``.
 
     For persistence states read from untrusted files: the stored dtype must cast to
     ``dtype`` safely (a float array where indices belong is refused, never truncated) and
@@ -194,6 +195,10 @@ def state_array(state: dict, key: str, dtype: Any, shape: tuple) -> np.ndarray:
         The entry; named in the message.
     dtype : numpy dtype
     shape : tuple of int
+    owned : bool, default True
+        Copy unless the array owns its (writeable) data, for models that update their
+        arrays in place; False keeps any C-contiguous array of ``dtype`` as it is (arrays
+        that are never written, and ``np.load`` returns views).
 
     Returns
     -------
@@ -215,7 +220,7 @@ def state_array(state: dict, key: str, dtype: Any, shape: tuple) -> np.ndarray:
         raise ValueError(f"{key} must be an array of {np.dtype(dtype)}, got {found}")
     if value.shape != shape:
         raise ValueError(f"{key} has shape {value.shape}, expected {shape}")
-    return np.require(value, dtype, ["C", "W", "O"])
+    return np.require(value, dtype, ["C", "W", "O"] if owned else ["C"])
 
 
 def state_int(state: dict, key: str, minimum: int) -> int:

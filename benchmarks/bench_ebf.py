@@ -15,6 +15,14 @@ Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in 
     leaf), one thread and all cores, against the draws as first implemented (a
     ``Trunk.fit`` per draw, binning X every time, one thread), called in turn within each
     of ``--posterior-repeats`` repeats; ``trunk_posterior`` also computes eq. (11) per node.
+``validate``
+    The cost of validating a loaded model (``_set_state``: tree structure, statistics,
+    consistency of the parts) against the whole ``ebf.load`` (reading, hashing, parsing and
+    validating), for an EBF with ``--n-estimators`` Bayesian trees per branch and one with a
+    tenth as many Mondrian trees per branch (they store boxes and the data: 100 per branch
+    on 200k rows would be about 2 GB), five branches each, on ``--validate-rows`` Friedman
+    rows; the target is validation <= 20% of the load time. Files are read from the page
+    cache, the setting in which validation weighs most.
 
 Models (CART models with ``min_samples_leaf=3`` as in the paper's footnote 7):
 ``DT`` one CART tree (ours, ``weights="none"``, Gaussian from its leaf mean and variance);
@@ -35,7 +43,9 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,11 +69,11 @@ from mondrian import MondrianForestRegressor
 from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
-PARTS = ("friedman", "flights", "posterior")
+PARTS = ("friedman", "flights", "posterior", "validate")
 FULL = dict(repeats=100, friedman_train=100, flight_train=100_000, flight_test=50_000,
-            n_estimators=100)
+            n_estimators=100, validate_rows=200_000, validate_repeats=5)
 QUICK = dict(repeats=5, friedman_train=100, flight_train=10_000, flight_test=5_000,
-             n_estimators=20)
+             n_estimators=20, validate_rows=20_000, validate_repeats=3)
 
 
 def models(n_estimators: int, seed: int, n_jobs: int, min_leaf: int) -> dict[str, Any]:
@@ -249,6 +259,51 @@ def run_posterior(cfg: argparse.Namespace) -> dict[str, Any]:
             "table": rows, "identical_draws": same}
 
 
+def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
+    """Median time of ``load`` vs. ``estimator_from_state`` on the decoded state (which is
+    all of the validation plus setting attributes), in interleaved repeats."""
+    from ebf.codec import Decoder
+    from ebf.model import estimator_from_state, load, read_manifest, save
+
+    X, y, _ = friedman(cfg.validate_rows, 10, np.random.default_rng(cfg.seed))
+    ebf = dict(trunk_max_leaves=5, random_state=cfg.seed, n_jobs=cfg.n_jobs)
+    candidates = {
+        "EBF": EmpiricalBayesianForestRegressor(n_estimators=cfg.n_estimators, **ebf),
+        "EBF-MF": EmpiricalBayesianForestRegressor(
+            branch="mondrian", n_estimators=max(1, cfg.n_estimators // 10), **ebf),
+    }
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model in candidates.items():
+            print(f"  validate: fitting {name} on {cfg.validate_rows:,} rows ...", flush=True)
+            path = save(model.fit(X, y), Path(tmp) / name)
+            manifest = read_manifest(path)
+            decoder = Decoder(path, manifest["files"], str(path))
+            top = {"class": manifest["class"], "params": decoder.decode(manifest["params"], "p"),
+                   "state": decoder.decode(manifest["state"], "s")}
+            times = paired_times({"load": lambda path=path: load(path),
+                                  "validate": lambda top=top: estimator_from_state(top)},
+                                 cfg.validate_repeats)
+            rows.append({
+                "model": name,
+                "branches": len(model.branches_),
+                "trees": model.n_estimators,
+                "files": len(manifest["files"]),
+                "megabytes": sum(f.stat().st_size for f in path.rglob("*")) / 1e6,
+                "load_seconds": statistics.median(times["load"]),
+                "validate_seconds": statistics.median(times["validate"]),
+                "validate_over_load": median_ratio(times["validate"], times["load"]),
+            })
+    print_table(f"validation vs load, {cfg.validate_rows:,} rows (median of "
+                f"{cfg.validate_repeats})", [
+                    ("model", "model", "s"), ("branches", "branches", "d"),
+                    ("trees", "trees/branch", "d"), ("files", "files", "d"),
+                    ("megabytes", "MB", ".1f"), ("load_seconds", "load s", ".3f"),
+                    ("validate_seconds", "validate s", ".3f"),
+                    ("validate_over_load", "validate/load", ".1%")], rows)
+    return {"rows": rows}
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -258,10 +313,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--flight-train", type=int, help="(b) training flights (100k)")
     p.add_argument("--flight-test", type=int, help="(b) test flights (50k)")
     p.add_argument("--n-estimators", type=int, help="trees per forest / branch (100)")
+    p.add_argument("--validate-rows", type=int, help="(validate) training rows (200k)")
+    p.add_argument("--validate-repeats", type=int, help="(validate) timing repeats (5)")
     p.add_argument("--n-jobs", type=int, default=1, help="threads for ours and peers (1)")
     p.add_argument("--posterior-rows", type=int, default=200_000, help="posterior rows (200k)")
     p.add_argument("--posterior-draws", type=int, default=100, help="posterior draws (100)")
     p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
+    p.add_argument("--validate-rows", type=int, help="(validate) training rows (200k)")
+    p.add_argument("--validate-repeats", type=int, help="(validate) timing repeats (5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
     cfg = p.parse_args(argv)
@@ -274,7 +333,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     return run_parts("bench_ebf", cfg, {"friedman": run_friedman, "flights": run_flights,
-                                        "posterior": run_posterior})
+                                        "posterior": run_posterior, "validate": run_validate})
 
 
 if __name__ == "__main__":

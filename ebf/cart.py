@@ -166,7 +166,7 @@ class CartForest:
         shapes = {"value": (n, k), "offsets": state["offsets"].shape}
         arrs = {
             name: state_array(state, name, INDEX if name in _INT_ARRAYS else np.float64,
-                              shapes.get(name, (n,)))
+                              shapes.get(name, (n,)), owned=False)  # never written
             for name in cls.ARRAYS
         }
         off = arrs["offsets"]

@@ -37,6 +37,7 @@ import math
 import os
 import re
 import stat
+import warnings
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -431,13 +432,33 @@ class Decoder:
                 raise ModelFormatError(f"{file}: cannot be read as a .npy array: {exc}") from exc
         if not isinstance(array, np.ndarray) or array.dtype.hasobject:
             raise ModelFormatError(f"{file}: object arrays are not allowed")
-        return array
+        return _owned(array)
 
     def verify_unreferenced(self) -> None:
         """Check the files listed in the manifest but not referenced by the state, too."""
         for name in self.files:
             if name not in self.seen:
                 self._read(name, self._member(name, "files"), None)
+
+
+def _owned(array: np.ndarray) -> np.ndarray:
+    """The C-ordered ``array`` as the buffer ``np.load`` read it into, which owns its data.
+
+    ``np.load`` returns a reshaped view of that private buffer; giving the buffer the shape
+    instead lets estimators that keep only arrays they own (Mondrian trees, updated in
+    place) use a freshly loaded array without copying it.
+    """
+    base = array.base
+    if (not isinstance(base, np.ndarray) or base.base is not None or not base.flags.owndata
+            or base.nbytes != array.nbytes or not array.flags.c_contiguous):
+        return array
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            base.shape = array.shape
+    except (AttributeError, ValueError, DeprecationWarning):  # a numpy that refuses it
+        return array
+    return base
 
 
 def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> None:

@@ -192,9 +192,11 @@ def save(
 def load(path: str | os.PathLike) -> Any:
     """Load an estimator saved by :func:`save`; never unpickles anything.
 
-    Checks the format and version, looks the class up in the allowlist
-    :data:`MODEL_CLASSES`, verifies the sha256 of every array file before reading it with
-    ``np.load(allow_pickle=False)``, then builds ``cls(**params)`` and restores its state.
+    Checks the manifest (:func:`read_manifest`), looks the class up in the allowlist
+    :data:`MODEL_CLASSES`, checks every array file (a regular file whose ``.npy`` header
+    matches the manifest and its size) and its sha256 before reading it with
+    ``np.load(allow_pickle=False)``, then builds ``cls(**params)`` and restores its state,
+    which validates it in full (tree structure, statistics, parts) before any kernel runs.
 
     Parameters
     ----------
@@ -213,8 +215,10 @@ def load(path: str | os.PathLike) -> Any:
     ModelFormatError
         (a ``ValueError``) on a malformed manifest, an unsupported format version
         (:class:`UnsupportedVersionError`), a class outside the allowlist
-        (:class:`UnknownClassError`), a checksum mismatch (:class:`ChecksumError`), a path
-        leaving the directory, an object array or an inconsistent state.
+        (:class:`UnknownClassError`), a checksum or model hash mismatch
+        (:class:`ChecksumError`), a path leaving the directory, a file that is not a regular
+        file or not what its header declares, an object array, or an inconsistent state
+        (naming the file, or the estimator, tree and node).
 
     Examples
     --------

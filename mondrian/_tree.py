@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from basics.tasks import REGRESSION_CODE, task_code
+from basics.validation import state_array
 
 from ._sample import build_tree, extend_tree
 from .config import INDEX, JIT, NO_NODE
@@ -147,29 +148,23 @@ class TreeArrays:
         shapes = {"lower": (n_features,), "upper": (n_features,), "stats": (n_stats,)}
         arrays = {}
         for name in cls.ARRAYS:
-            a = state[name]
             rows = n_points if name == "pt_next" else n_nodes
-            dtype = np.dtype(INDEX if name in _INDEX_ARRAYS else np.float64)
-            shape = (rows,) + shapes.get(name, ())
-            if not isinstance(a, np.ndarray) or not np.can_cast(a.dtype, dtype, "safe"):
-                raise ValueError(f"{name} must be an array of {dtype}, got {a!r:.60}")
-            if a.shape != shape:
-                raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
-            if name == "pt_next":
-                out = np.full(max(n_points, 1), NO_NODE, INDEX)
-            else:
-                out = np.empty((cap,) + shape[1:], dtype)
-            out[:rows] = a
-            arrays[name] = out
+            dtype = INDEX if name in _INDEX_ARRAYS else np.float64
+            # owned arrays (freshly read from disk) are used as they are, others copied
+            a = state_array(state, name, dtype, (rows,) + shapes.get(name, ()))
+            size = max(rows, 1) if name == "pt_next" else cap  # a lone root has 2 slots
+            if rows < size:
+                a = np.concatenate([a, np.full((size - rows,) + a.shape[1:], NO_NODE, a.dtype)])
+            arrays[name] = a
         tree = cls(**arrays, root=root, n_nodes=n_nodes)
         task = task_code(task)
         code, where = _check_structure(
             tree.left, tree.right, tree.parent, tree.feature, tree.leaf_head, tree.stats,
-            tree.pt_next[:n_points], n_features, root, n_nodes, task,
+            tree.pt_next[:n_points], n_features, root, n_nodes, task, tree.threshold,
+            tree.tau, tree.lower, tree.upper,
         )
         if code:
             raise ValueError(_STRUCTURE_ERRORS[code].format(where))
-        _check_values(tree, task)
         return tree
 
     @property
@@ -184,29 +179,6 @@ class TreeArrays:
 _INDEX_ARRAYS = frozenset({"left", "right", "parent", "feature", "leaf_head", "pt_next"})
 
 
-def _check_values(tree: TreeArrays, task: int) -> None:
-    """The floats of a structurally valid tree are what the kernels can compute with:
-    finite thresholds and split times at internal nodes, split times that grow from the
-    root down (leaves: the lifetime, possibly inf), finite boxes with ``lower <= upper``,
-    finite statistics with non-negative counts (and sums of squares). ValueError naming
-    the node otherwise."""
-    n = tree.n_nodes
-    inner = np.flatnonzero(tree.left[:n] != NO_NODE)
-    tau, threshold = tree.tau[:n], tree.threshold[:n]
-    lower, upper, stats = tree.lower[:n], tree.upper[:n], tree.stats[:n]
-    counts = stats[:, [0, 2]] if task == REGRESSION_CODE else stats
-    bad = ~(tau >= 0) | ~np.isfinite(stats).all(axis=1) | (counts < 0).any(axis=1)
-    bad |= ~(np.isfinite(lower) & np.isfinite(upper) & (lower <= upper)).all(axis=1)
-    bad[inner] |= ~np.isfinite(threshold[inner]) | ~np.isfinite(tau[inner])
-    for child in (tree.left, tree.right):
-        bad[inner] |= ~(tau[child[inner]] >= tau[inner])
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"node {j} has invalid values: threshold {threshold[j]}, tau {tau[j]} (children "
-            "split later), a box with non-finite or crossed bounds, or non-finite or "
-            "negative statistics")
-
 _STRUCTURE_ERRORS = {
     1: "root slot {} is not a live node or has a parent",
     2: "node {} has a child or parent slot out of range",
@@ -220,6 +192,8 @@ _STRUCTURE_ERRORS = {
     10: "leaf {}: its point list length differs from its count statistics",
     11: "only {} live slots are reachable from the root",
     12: "the leaf lists hold {} rows, not every row seen",
+    13: "node {} has a non-finite threshold or split time, a split time before its parent's, "
+        "a box with non-finite or crossed bounds, or non-finite or negative statistics",
 }
 
 
@@ -229,11 +203,15 @@ _ARRAY_GETTER = attrgetter(*TreeArrays.ARRAYS)
 
 @numba.njit(**JIT)
 def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_features,
-                     root, n_nodes, task):
+                     root, n_nodes, task, threshold, tau, lower, upper):
     """``(0, 0)`` if the arrays are one valid tree, else ``(error code, slot or row)``.
 
     Codes index ``_STRUCTURE_ERRORS``. O(n_nodes + n_points); every index is range-checked
     before it is followed, so a corrupt state cannot make this kernel read out of bounds.
+    The floats must be what the kernels can compute with (code 13): finite thresholds and
+    split times at internal nodes, split times that grow from the root down (leaves: the
+    lifetime, possibly inf), finite boxes with ``lower <= upper``, finite statistics with
+    non-negative counts (regression: all but the sum of y).
     """
     n_points = pt_next.shape[0]
     if root < 0 or root >= n_nodes or parent[root] != NO_NODE:
@@ -250,6 +228,8 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
             return 5, j
         if lj != NO_NODE and (lj == rj or parent[lj] != j or parent[rj] != j):
             return 6, j
+        if not _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task):
+            return 13, j
     for r in range(n_points):
         if pt_next[r] < -1 or pt_next[r] >= n_points:
             return 7, r
@@ -290,6 +270,27 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
     if n_rows != n_points:
         return 12, n_rows
     return 0, 0
+
+
+@numba.njit(inline="always", **JIT)
+def _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task):
+    """The float checks of ``_check_structure`` (code 13) for node ``j``."""
+    tj = tau[j]
+    if not tj >= 0:
+        return False
+    if lj != NO_NODE and not (np.isfinite(threshold[j]) and np.isfinite(tj)
+                              and tau[lj] >= tj and tau[rj] >= tj):
+        return False
+    for f in range(lower.shape[1]):
+        lo = lower[j, f]
+        up = upper[j, f]
+        if not (np.isfinite(lo) and np.isfinite(up) and lo <= up):
+            return False
+    for k in range(stats.shape[1]):
+        v = stats[j, k]
+        if not np.isfinite(v) or (v < 0 and (task != REGRESSION_CODE or k != 1)):
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -778,47 +778,41 @@ def naive_check_trees(left, right, feature, threshold, offsets, n_features):
     """Oracle of ``ebf.tree_validation._check_trees``: the first violation as
     ``(code, tree, node, value)``, ``(0, 0, 0, 0)`` for well-formed trees.
 
-    Same contract, other method: local checks as boolean columns (the first failing node,
-    then its first failing check), parent counts by ``np.bincount``, reachability by a
-    breadth-first frontier.
+    Same contract, other method: the per-node checks as boolean columns (the first failing
+    node, then its first failing check), parent counts by ``np.bincount``.
     """
     from ebf import tree_validation as tv
 
     for t in range(len(offsets) - 1):
         a, b = int(offsets[t]), int(offsets[t + 1])
+        node = np.arange(a, b)
         lt, rt, ft = left[a:b], right[a:b], feature[a:b]
         leaf = (lt == -1) & (rt == -1)
         inner = ~leaf & (lt != -1) & (rt != -1)
+        l_in = (lt >= a) & (lt < b)
+        r_in = (rt >= a) & (rt < b)
+        forward = (lt > node) & (rt > node)
+        f_in = (ft >= 0) & (ft < n_features)
         columns = [
             (tv.LEAF_FEATURE, leaf & (ft != -1), ft),
             (tv.ONE_CHILD, ~leaf & (lt == -1), rt),
             (tv.ONE_CHILD, ~leaf & (lt != -1) & (rt == -1), lt),
-            (tv.LEFT_OUT, inner & ((lt < a) | (lt >= b)), lt),
-            (tv.RIGHT_OUT, inner & (lt >= a) & (lt < b) & ((rt < a) | (rt >= b)), rt),
-            (tv.FEATURE_OUT, inner & (lt >= a) & (lt < b) & (rt >= a) & (rt < b)
-             & ((ft < 0) | (ft >= n_features)), ft),
+            (tv.LEFT_OUT, inner & ~l_in, lt),
+            (tv.RIGHT_OUT, inner & l_in & ~r_in, rt),
+            (tv.BACKWARD, inner & l_in & r_in & (lt <= node), lt),
+            (tv.BACKWARD, inner & l_in & r_in & (lt > node) & (rt <= node), rt),
+            (tv.FEATURE_OUT, inner & l_in & r_in & forward & ~f_in, ft),
+            (tv.THRESHOLD, inner & l_in & r_in & forward & f_in
+             & ~np.isfinite(threshold[a:b]), np.zeros(b - a, np.int64)),
         ]
-        ok_so_far = inner & (lt >= a) & (lt < b) & (rt >= a) & (rt < b) & (ft >= 0) & (
-            ft < n_features)
-        columns.append((tv.THRESHOLD, ok_so_far & ~np.isfinite(threshold[a:b]),
-                        np.zeros(b - a, np.int64)))
         fails = np.column_stack([c for _, c, _ in columns])
         if fails.any():
             i = int(np.flatnonzero(fails.any(axis=1))[0])
             k = int(np.flatnonzero(fails[i])[0])
             return columns[k][0], t, a + i, int(columns[k][2][i])
         counts = np.bincount(np.concatenate([lt[inner], rt[inner]]) - a, minlength=b - a)
-        expected = np.ones(b - a, np.int64)
-        expected[0] = 0
-        if (counts != expected).any():
-            i = int(np.flatnonzero(counts != expected)[0])
+        wrong = np.flatnonzero(counts[1:] != 1)
+        if wrong.size:
+            i = int(wrong[0]) + 1
             return tv.PARENTS, t, a + i, int(min(counts[i], 2))
-        reached = np.zeros(b - a, bool)
-        frontier = np.array([a])
-        while frontier.size:
-            reached[frontier - a] = True
-            frontier = frontier[left[frontier] != -1]
-            frontier = np.concatenate([left[frontier], right[frontier]])
-        if not reached.all():
-            return tv.CYCLE, t, a + int(np.flatnonzero(~reached)[0]), 0
     return 0, 0, 0, 0

@@ -331,7 +331,7 @@ def test_root_whose_children_point_back_to_it_is_refused(models, worker, tmp_pat
     for side in ("left", "right"):
         _set(path, m, keys + (side,), 0, 0)
     _assert_refused(worker, f"{name} root -> root", path, rows,
-                    r"node 0: the root is also the child of another node \(a cycle back")
+                    r"node 0: child 0 is not numbered after it \(a link back forms a cycle\)")
 
 
 def test_float_child_array_that_would_cast_to_a_cycle_is_refused(models, worker, tmp_path):
@@ -376,6 +376,16 @@ def test_dev_zero_in_place_of_an_array_file_is_refused(models, worker, tmp_path)
     victim.unlink()
     victim.symlink_to("/dev/zero")
     _assert_refused(worker, "symlink to /dev/zero", path, rows, r"00003\.npy is a link")
+
+
+def test_arrays_directory_linked_out_of_the_model_is_refused(models, tmp_path):
+    path, _, _ = _copy(models, "trunk", tmp_path)
+    outside = tmp_path / "outside"
+    shutil.move(path / "arrays", outside)
+    (path / "arrays").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ModelFormatError, match=r"arrays/00000\.npy is a link or leaves the "
+                                               r"model directory"):
+        load(path)
 
 
 def test_character_device_in_place_of_an_array_file_is_refused(models, worker, tmp_path):
@@ -584,7 +594,7 @@ def _trees() -> list[tuple[np.ndarray, ...]]:
 
 def _corrupt(rng: np.random.Generator, arrays: list[np.ndarray], offsets: np.ndarray) -> None:
     """One random corruption, in place: a child, feature or threshold, or a rewiring that
-    leaves every node one parent but cuts a cycle off the root."""
+    leaves every node one parent but cuts a cycle off the root (refused: a link back)."""
     left, right, feature, threshold = arrays
     n = left.shape[0]
     j = int(rng.integers(n))
