@@ -461,13 +461,7 @@ def remove_abandoned() -> None:
 
 
 def library_version() -> str:
-    """The installed ``ebf`` version (the package's ``__version__`` if not installed).
-
-    Examples
-    --------
-    >>> library_version()  # doctest: +SKIP
-    '0.1.0'
-    """
+    """The installed ``ebf`` version (the package's ``__version__`` if not installed)."""
     try:
         return importlib.metadata.version("ebf")
     except importlib.metadata.PackageNotFoundError:
