@@ -156,6 +156,8 @@ class _Place:
         path = self.child(name).path
         try:
             if self.fs is None:
+                if not os.path.isfile(path):  # a FIFO would block the open
+                    return None
                 with open(path, "rb") as f:
                     data = f.read()
             else:
@@ -432,10 +434,9 @@ def _sweep_stale(parent: _Place, target: _Place) -> None:
                            target.url, stale.url)
             try:
                 os.rename(stale.path, target.path)
-                continue
             except OSError as exc:
                 logger.warning("could not restore %s: %s", target.url, exc)
-                continue
+            continue
         logger.info("removing %s, left by a killed writer", stale.url)
         stale.remove()
 

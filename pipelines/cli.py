@@ -86,7 +86,7 @@ def _dask_client(
     them itself), and closes the client (and a local cluster it started) at the end. Dask's
     own INFO logs (start-up, shutdown) show only with ``-vv``, the p2p shuffle's notices
     (logged as warnings at every shuffle) only with ``-v``; after a failure, what Dask logs
-    while shutting down (cancelled tasks, closed connections) only with ``-v``.
+    in this process while shutting down only with ``-v`` (it stays quiet: the command ends).
     """
     from cluster import connect, dashboard_link
 
@@ -97,6 +97,16 @@ def _dask_client(
         dask_logger.setLevel(logging.WARNING)
     if getattr(args, "verbose", 0) < 1:
         shuffle_logger.setLevel(logging.ERROR)
+    quiet = getattr(args, "verbose", 0) < 1
+
+    def hush() -> None:
+        # after a failure the command prints one line and ends; what Dask logs while shutting
+        # down (cancelled tasks, closed comms, workers killed, a cluster still starting in its
+        # thread, possibly after this returns) is no news, so it stays quiet from here on
+        if quiet:
+            dask_logger.setLevel(logging.CRITICAL)
+
+    failed = False
     try:
         options = {}
         if args.scheduler_file:
@@ -129,11 +139,15 @@ def _dask_client(
             try:
                 yield client
             except BaseException:
-                if getattr(args, "verbose", 0) < 1:  # the failure gets its one line; what
-                    dask_logger.setLevel(logging.CRITICAL)  # shutting down logs is no news
+                hush()  # before the client closes the cluster
                 raise
+    except BaseException:
+        failed = True
+        hush()
+        raise
     finally:
-        dask_logger.setLevel(old_level)
+        if not failed:
+            dask_logger.setLevel(old_level)
         shuffle_logger.setLevel(old_shuffle_level)
 
 

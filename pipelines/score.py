@@ -76,6 +76,13 @@ _EPS = float(np.finfo(np.float64).eps)
 _Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
 
 
+
+def _model_in_graph() -> Any:
+    """No "Sending large graph" warning: the graph holds the model once, by design
+    (:func:`ebf.dask.predict.shared_model`), which is what that warning advises."""
+    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
+
+
 def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -> None:
     """Every column in ``needed`` exists in ``data`` (footers only), else a SchemaError."""
     columns = inspect_schema(data, storage_options=storage_options)
@@ -280,7 +287,8 @@ def predict_to_parquet(
     }
     logger.info("predicting %s with %s (%s) -> %s, %d partitions", _describe(data),
                 loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
-    with _partition_events(client, topic, ddf.npartitions, progress), client.as_current():
+    with _partition_events(client, topic, ddf.npartitions, progress), client.as_current(), \
+            _model_in_graph():
         write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
                              overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     rows, files = _count_rows(os.fspath(out), storage_options)
@@ -423,7 +431,8 @@ def evaluate(
     logger.info("evaluating %s on %s (%d partitions, target %r)", loaded.path,
                 _describe(data), len(tasks), target)
     with distributed.span("ebf-evaluate"):
-        futures = client.compute(tasks)
+        with _model_in_graph():
+            futures = client.compute(tasks)
     try:
         parts = gather(client, futures, progress)
     finally:

@@ -213,3 +213,12 @@ def test_object_store_output_marker_refusal_and_stale_sweep():
         check_destination(f"memory://{root}/pred/x", "predictions",
                           inputs={"the input data": url})
     fs.rm(root, recursive=True)
+
+
+def test_a_fifo_named_like_a_marker_does_not_block_the_check(tmp_path):
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    for name in ("manifest.json", MARKER):
+        os.mkfifo(trap / name)  # opening one for reading would wait for a writer forever
+    with pytest.raises(FileExistsError, match="not a dataset directory"):
+        check_destination(trap, "dataset", overwrite=True)

@@ -258,17 +258,21 @@ def _complete_dataset(path: Path, rows: int) -> bool:
 @pytest.mark.parametrize("point", ["starting", "writing"])
 def test_sigterm_during_make_data_leaves_no_temporary_directory(tmp_path, point):
     out = tmp_path / "d"
-    proc = _start(["make-data", "friedman", "--rows", "120000", "--partition-rows", "1000",
+    proc = _start(["make-data", "friedman", "--rows", "300000", "--partition-rows", "1000",
                    "--features", "5", "--out", str(out)])
     if point == "starting":
         time.sleep(1.0)  # importing, starting the cluster
     else:
         assert _when(proc, lambda: _temporaries(tmp_path)), proc.communicate()
     status, err = _stop(proc, signal.SIGTERM)
-    assert _temporaries(tmp_path) == [] and not out.exists()
-    if status != -signal.SIGTERM:  # (before the handler is installed: the default action)
-        assert status == 143, err
+    assert _temporaries(tmp_path) == []
+    # absent, or complete if it finished before the signal (a loaded machine may delay this
+    # process more than the 300 partitions take)
+    assert not out.exists() or _complete_dataset(out, 300_000)
+    if status == 143:
         _one_error_line(err, "ebf make-data: stopped: terminated (SIGTERM)")
+    else:  # finished first, or signalled before the handler was installed (default action)
+        assert status in (0, -signal.SIGTERM), err
 
 
 def test_sigterm_during_train_and_predict(job, tmp_path):
