@@ -319,8 +319,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--posterior-rows", type=int, default=200_000, help="posterior rows (200k)")
     p.add_argument("--posterior-draws", type=int, default=100, help="posterior draws (100)")
     p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
-    p.add_argument("--validate-rows", type=int, help="(validate) training rows (200k)")
-    p.add_argument("--validate-repeats", type=int, help="(validate) timing repeats (5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
     cfg = p.parse_args(argv)

@@ -28,13 +28,8 @@ from benchmarks.dask_probes import FEATURES, TARGET
 from cluster import connect
 from ebf import binning
 from ebf.config import MAX_BINS
-from ebf.dask.histograms import (
-    DaskHistogramSource,
-    check_inputs,
-    encode,
-    sample_bin_edges,
-    summarize,
-)
+from ebf.dask.histograms import DaskHistogramSource, sample_bin_edges
+from ebf.dask.inputs import check_inputs, encode, summarize
 from ebf.grower import BinnedSource, grow_trunk
 from ebf.histogram import row_statistics
 from ebf.trunk import TrunkArrays
