@@ -109,48 +109,12 @@ BRANCH_LEARNERS: dict[str, Callable] = {
 
 
 #: Name -> the estimator class of a fitted branch, by task (any branch may also be a
-#: :class:`ConstantBranch`); checks branches read from a model file.
+#: :class:`ConstantBranch`); ``ebf.restore`` checks branches read from a model file.
 BRANCH_CLASSES: dict[str, dict[str, type]] = {
     "bayesian": {REGRESSION: BayesianForestRegressor, CLASSIFICATION: BayesianForestClassifier},
     "random": {REGRESSION: BayesianForestRegressor, CLASSIFICATION: BayesianForestClassifier},
     "mondrian": {REGRESSION: MondrianForestRegressor, CLASSIFICATION: MondrianForestClassifier},
 }
-
-
-def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classes: int) -> None:
-    """Raise ``ValueError`` unless a loaded branch can predict for its ensemble.
-
-    It must be the class ``learner`` fits for ``task`` (or a :class:`ConstantBranch` of the
-    task), read ``n_features`` encoded columns, and, for classification, predict the
-    ensemble's class codes ``0 .. n_classes - 1`` (one probability column each).
-
-    Parameters
-    ----------
-    branch : estimator
-        A branch restored by ``ebf.model.estimator_from_state``.
-    learner : str
-        The ensemble's ``branch`` parameter.
-    task : {"regression", "classification"}
-    n_features : int
-        Columns of the ensemble's encoded input.
-    n_classes : int
-        Number of classes of the ensemble (classification).
-    """
-    if isinstance(branch, ConstantBranch):
-        if branch.task != task or (task == CLASSIFICATION and branch.value_.size != n_classes):
-            raise ValueError(f"a {branch.task} ConstantBranch of {branch.value_.size} values "
-                             f"does not fit a {task} ensemble of {n_classes} classes.")
-        return
-    expected = BRANCH_CLASSES[learner][task]
-    if type(branch) is not expected:
-        raise ValueError(f"it is a {type(branch).__name__}, but branch={learner!r} {task} branches "
-                         f"are {expected.__name__} or ConstantBranch.")
-    if branch.n_features_in_ != n_features:
-        raise ValueError(f"the branch reads {branch.n_features_in_} features, the ensemble "
-                         f"{n_features}.")
-    if task == CLASSIFICATION and not np.array_equal(branch.classes_, np.arange(n_classes)):
-        raise ValueError(f"the branch's classes are not the ensemble's class codes "
-                         f"0 .. {n_classes - 1}.")
 
 
 def fit_branch(

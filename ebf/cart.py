@@ -24,17 +24,14 @@ threshold scikit-learn stores, so :func:`apply` gives the same leaves as ``tree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
-from basics.validation import state_array
-
 from .config import INDEX, JIT, NO_NODE
-from .tree_validation import check_nodes, check_tree_structure
+from .tree_validation import checked_forest_arrays
 
 __all__ = [
     "CartForest",
@@ -132,10 +129,8 @@ class CartForest:
         """Rebuild from :meth:`get_state`, refusing anything a kernel could misread.
 
         States come from untrusted files and the descent kernels do not bounds-check, so
-        everything is checked first, in O(nodes): dtypes and shapes, ``offsets``, the
-        structure of every tree (:func:`~ebf.tree_validation.check_tree_structure`) and the
-        node statistics (finite; variances, weights and counts ``>= 0``; class fractions in
-        [0, 1] summing to one at leaves).
+        everything is checked first, in O(nodes)
+        (:func:`~ebf.tree_validation.checked_forest_arrays`).
 
         Parameters
         ----------
@@ -155,50 +150,7 @@ class CartForest:
         ValueError
             Naming the array, or the tree and node, and what is wrong.
         """
-        missing = [name for name in cls.ARRAYS if name not in state]
-        if missing:
-            raise ValueError(f"CartForest state lacks the arrays {missing}.")
-        for name in ("left", "offsets"):
-            if not isinstance(state[name], np.ndarray) or state[name].ndim != 1:
-                raise ValueError(f"CartForest {name} must be a 1-D array.")
-        n = state["left"].shape[0]
-        k = 1 if n_classes is None else int(n_classes)
-        shapes = {"value": (n, k), "offsets": state["offsets"].shape}
-        arrs = {
-            name: state_array(state, name, INDEX if name in _INT_ARRAYS else np.float64,
-                              shapes.get(name, (n,)), owned=False)  # never written
-            for name in cls.ARRAYS
-        }
-        off = arrs["offsets"]
-        if off.shape[0] < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) <= 0):
-            raise ValueError("CartForest offsets must increase from 0 to the number of nodes "
-                             f"({n}) in at least one step, one per tree.")
-        check_tree_structure(arrs["left"], arrs["right"], arrs["feature"], arrs["threshold"],
-                             off, n_features)
-        leaf = arrs["left"] == NO_NODE
-        value = arrs["value"]
-
-        def says(name: str, what: str) -> Callable[[int], str]:
-            return lambda j: f"{name} {arrs[name][j]} {what}"
-
-        check_nodes(~np.isfinite(value).all(axis=1), says("value", "is not finite"), off)
-        if n_classes is not None:
-            check_nodes(((value < 0) | (value > 1)).any(axis=1),
-                        says("value", "holds class fractions outside [0, 1]"), off)
-            check_nodes(leaf & (np.abs(value.sum(axis=1) - 1.0) > _FRACTION_TOL),
-                        says("value", "holds leaf class fractions whose sum is not 1"), off)
-        for name in ("variance", "weight", "count"):
-            a = arrs[name]
-            check_nodes(~(np.isfinite(a) & (a >= 0)), says(name, "is negative or not finite"),
-                        off)
-        return cls(**arrs)
-
-
-_INT_ARRAYS = frozenset({"left", "right", "feature", "count", "offsets"})
-
-#: Leaf class fractions are scikit-learn's normalised float64 counts; their sum is one up to
-#: rounding.
-_FRACTION_TOL = 1e-6
+        return cls(**checked_forest_arrays(state, cls.ARRAYS, n_features, n_classes))
 
 
 # ------------------------------------------------------------------------------ kernels

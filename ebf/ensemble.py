@@ -21,18 +21,17 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
-from basics.validation import check_classes, state_array, state_int
 
 from ._base import (
     check_target_not_in_features,
-    classes_from_state,
     classes_state,
     classification_target,
     input_attributes,
     regression_target,
 )
-from .branches import BRANCH_LEARNERS, BranchSpec, check_branch, fit_branch
+from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
 from .features import FeatureEncoder
+from .restore import restore_ebf, restore_ssf
 from .trunk import Trunk
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
@@ -262,32 +261,6 @@ class _BranchedEnsemble(BaseEstimator):
                 estimator_state(value) if hasattr(value, "_get_state") else value)
         return state
 
-    def _restore(self, state: dict, parts: str) -> dict:
-        """Fitted attributes from a state: encoder, seed, classes and the fitted ``parts``
-        (``"branches"`` or ``"subsamples"``), each checked to fit the ensemble
-        (:func:`ebf.branches.check_branch`); raises ``ValueError`` naming the part."""
-        from .model import estimator_from_state
-
-        encoder = FeatureEncoder()
-        encoder._set_state(state["encoder"])
-        attrs = {**input_attributes(encoder), "entropy_": state_int(state, "entropy", 0)}
-        n_classes = 0
-        if self._task == CLASSIFICATION:
-            attrs["classes_"] = check_classes(classes_from_state(state))
-            n_classes = len(attrs["classes_"])
-        values = state[parts]
-        if not isinstance(values, list) or not values:
-            raise ValueError(f"{parts} must be a non-empty list of estimators.")
-        attrs[parts + "_"] = []
-        for i, value in enumerate(values):
-            part = estimator_from_state(value, where=f"{parts}[{i}]")
-            try:
-                check_branch(part, self.branch, self._task, encoder.n_features_in_, n_classes)
-            except ValueError as exc:
-                raise ValueError(f"{parts}[{i}]: {exc}") from None
-            attrs[parts + "_"].append(part)
-        return attrs
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
@@ -360,21 +333,7 @@ class _EBF(_BranchedEnsemble):
         return self._state({"trunk": self.trunk_, "branches": self.branches_})
 
     def _set_state(self, state: dict) -> None:
-        from .model import estimator_from_state
-
-        attrs = self._restore(state, "branches")
-        trunk = estimator_from_state(state["trunk"], where="trunk")
-        n_classes = len(attrs.get("classes_", ()))
-        if not isinstance(trunk, Trunk) or trunk.task != self._task or (
-                trunk.n_features_in_ != attrs["n_features_in_"]) or (
-                n_classes and trunk.n_classes_ != n_classes):
-            raise ValueError(f"the trunk is not a {self._task} Trunk over the ensemble's "
-                             f"{attrs['n_features_in_']} features" +
-                             (f" and {n_classes} classes." if n_classes else "."))
-        if len(attrs["branches_"]) != trunk.n_leaves_:
-            raise ValueError(f"{len(attrs['branches_'])} branches for a trunk of "
-                             f"{trunk.n_leaves_} leaves; every leaf needs its branch.")
-        self._assign({**attrs, "trunk_": trunk})
+        self._assign(restore_ebf(self, state))
 
     def _groups(self, Xf: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(branch, rows)`` for every branch that has rows in the block."""
@@ -432,15 +391,7 @@ class _SSF(_BranchedEnsemble):
                             "subsample_sizes": self.subsample_sizes_})
 
     def _set_state(self, state: dict) -> None:
-        attrs = self._restore(state, "subsamples")
-        k = len(attrs["subsamples_"])
-        if k != self.n_subsamples:
-            raise ValueError(f"{k} sub-sample forests but n_subsamples is {self.n_subsamples}.")
-        sizes = state_array(state, "subsample_sizes", np.int64, (k,))
-        if not (sizes >= 1).all():
-            raise ValueError(f"subsample_sizes {sizes.tolist()[:10]} must be row counts >= 1.")
-        attrs["subsample_sizes_"] = sizes
-        self._assign(attrs)
+        self._assign(restore_ssf(self, state))
 
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
         return GaussianMixture.concat([s.predict_distribution(Xf) for s in self.subsamples_])

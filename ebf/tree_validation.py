@@ -1,4 +1,4 @@
-"""Structure checks of flat binary trees read from untrusted files (CART forests, the trunk).
+"""Validation of flat binary trees read from untrusted files (CART forests, the trunk).
 
 The descent kernels (:mod:`ebf.cart`, :mod:`ebf.trunk`) follow child indices without bounds
 checks and loop until they reach a leaf, so a tree from a model file must be proven well
@@ -22,19 +22,26 @@ parent, the root: every node is reached exactly once from its root.
 
 The first violation is reported: the first tree, then the first node in index order for 1.,
 then for 2. Two sequential O(nodes) passes in one kernel; plain NumPy oracle
-``tests/naive.py::naive_check_trees``.
+``tests/naive.py::naive_check_trees``. On top of the structure,
+:func:`checked_forest_arrays` (a ``CartForest`` state) and :func:`check_trunk` (a trunk)
+check dtypes, shapes and node statistics, with vectorised NumPy passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-from .config import JIT, NO_NODE
+from basics.validation import state_array
+from mondrian._order import preorder
 
-__all__ = ["check_nodes", "check_tree_structure", "tree_of"]
+from .config import INDEX, JIT, NO_NODE
+
+__all__ = ["check_nodes", "check_tree_structure", "check_trunk", "checked_forest_arrays",
+           "tree_of"]
 
 OK, LEAF_FEATURE, ONE_CHILD, LEFT_OUT, RIGHT_OUT = range(5)
 BACKWARD, FEATURE_OUT, THRESHOLD, PARENTS = range(5, 9)
@@ -171,3 +178,113 @@ def check_tree_structure(
     if code != OK:
         what = describe(code, t, j, v, offsets, n_features, threshold)
         raise ValueError(f"{where.format(t=t, j=j)}: {what}")
+
+
+#: Leaf class fractions are scikit-learn's normalised float64 counts; their sum is one up to
+#: rounding.
+_FRACTION_TOL = 1e-6
+_FOREST_INTS = frozenset({"left", "right", "feature", "count", "offsets"})
+
+
+def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_features: int,
+                          n_classes: int | None) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of a ``CartForest`` state, after checking everything a descent
+    kernel or a prediction relies on (``ebf.cart.CartForest`` documents the layout).
+
+    Dtypes and shapes (``value`` has ``n_classes`` columns, one for regression), ``offsets``
+    increasing from 0 to the number of nodes, the structure of every tree
+    (:func:`check_tree_structure`), finite values with class fractions in [0, 1] summing to
+    one at leaves, and finite non-negative variances, weights and counts.
+
+    Raises
+    ------
+    ValueError
+        Naming the array, or the tree and node, and what is wrong.
+    """
+    missing = [name for name in names if name not in state]
+    if missing:
+        raise ValueError(f"CartForest state lacks the arrays {missing}.")
+    for name in ("left", "offsets"):
+        if not isinstance(state[name], np.ndarray) or state[name].ndim != 1:
+            raise ValueError(f"CartForest {name} must be a 1-D array.")
+    n = state["left"].shape[0]
+    k = 1 if n_classes is None else int(n_classes)
+    shapes = {"value": (n, k), "offsets": state["offsets"].shape}
+    arrs = {
+        name: state_array(state, name, INDEX if name in _FOREST_INTS else np.float64,
+                          shapes.get(name, (n,)), owned=False)  # never written
+        for name in names
+    }
+    off = arrs["offsets"]
+    if off.shape[0] < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) <= 0):
+        raise ValueError("CartForest offsets must increase from 0 to the number of nodes "
+                         f"({n}) in at least one step, one per tree.")
+    check_tree_structure(arrs["left"], arrs["right"], arrs["feature"], arrs["threshold"], off,
+                         n_features)
+    value = arrs["value"]
+
+    def says(name: str, what: str) -> Callable[[int], str]:
+        return lambda j: f"{name} {arrs[name][j]} {what}"
+
+    check_nodes(~np.isfinite(value).all(axis=1), says("value", "is not finite"), off)
+    if n_classes is not None:
+        check_nodes(((value < 0) | (value > 1)).any(axis=1),
+                    says("value", "holds class fractions outside [0, 1]"), off)
+        check_nodes((arrs["left"] == NO_NODE) & (np.abs(value.sum(axis=1) - 1) > _FRACTION_TOL),
+                    says("value", "holds leaf class fractions whose sum is not 1"), off)
+    for name in ("variance", "weight", "count"):
+        a = arrs[name]
+        check_nodes(~(np.isfinite(a) & (a >= 0)), says(name, "is negative or not finite"), off)
+    return arrs
+
+
+def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
+    """Raise ``ValueError`` naming the node unless a trunk's arrays are a well-formed grown
+    trunk (``ebf.trunk.TrunkArrays``, already of the right dtypes and shapes).
+
+    For trunks read from files, before a descent kernel sees them: the structure
+    (:func:`check_tree_structure`), split bins within the feature's ``edges`` with
+    ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the leaves in
+    preorder (left first), depths counting from the root, and finite statistics that are
+    non-negative (rows, weights, sums of squares, class weights), with positive leaf weight.
+    """
+    n = trunk.feature.shape[0]
+    if n < 1:
+        raise ValueError("the trunk has no nodes.")
+    off = np.array([0, n], INDEX)
+    where = "trunk node {j}"
+    check_tree_structure(trunk.left, trunk.right, trunk.feature, trunk.threshold, off,
+                         len(edges), where)
+    split = trunk.left != NO_NODE
+    f = np.where(split, trunk.feature, 0)
+    b = trunk.threshold_bin
+    n_edges = np.array([e.size for e in edges], INDEX)
+    check_nodes(np.where(split, (b < 0) | (b >= n_edges[f]), b != NO_NODE), lambda j: (
+        f"threshold_bin {b[j]} is not a bin of feature {trunk.feature[j]}" if split[j]
+        else f"leaf with threshold_bin {b[j]} (leaves have -1)"), off, where)
+    start = np.concatenate([[0], np.cumsum(n_edges)])
+    edge = np.concatenate([*edges, [np.nan]])[np.where(split, start[f] + b, -1)]
+    check_nodes(split & (trunk.threshold != edge), lambda j: (
+        f"threshold {trunk.threshold[j]} differs from edge {b[j]} of feature "
+        f"{trunk.feature[j]} ({edge[j]})"), off, where)
+    order = preorder(trunk.left, trunk.right, 0, n)  # a valid tree: every node, once
+    leaf_id = np.full(n, NO_NODE, INDEX)
+    leaves = order[~split[order]]
+    leaf_id[leaves] = np.arange(leaves.size)
+    check_nodes(trunk.leaf_id != leaf_id, lambda j: (
+        f"leaf_id {trunk.leaf_id[j]} is not the preorder leaf number {leaf_id[j]}"), off, where)
+    parent_depth = np.full(n, -1, INDEX)
+    for child in (trunk.left, trunk.right):
+        parent_depth[child[split]] = trunk.depth[split]
+    check_nodes(trunk.depth != parent_depth + 1, lambda j: (
+        f"depth {trunk.depth[j]} is not its parent's depth + 1"), off, where)
+    stats = trunk.stats
+    finite = np.isfinite(stats).all(axis=1) & np.isfinite(trunk.weight) & np.isfinite(trunk.gain)
+    check_nodes(~finite, lambda j: "holds a non-finite weight, gain or statistic", off, where)
+    signed = [0, 1, 3] if task == "regression" else slice(None)  # not the sum of w*y
+    negative = (stats[:, signed] < 0).any(axis=1) | (trunk.weight < 0) | (trunk.n_rows < 0)
+    check_nodes(negative, lambda j: "holds a negative row count, weight or sum of squares", off,
+                where)
+    leaf_weight = (stats[:, 1:] if task == "classification" else stats[:, 1:2]).sum(axis=1)
+    check_nodes(~split & ~(leaf_weight > 0), lambda j: "is a leaf without positive weight", off,
+                where)

@@ -33,7 +33,8 @@ from . import binning
 from .config import INDEX, JIT, MAX_BINS, NO_NODE
 from .grower import BinnedSource, grow_trunk
 from .histogram import n_stats, row_statistics
-from .trunk_arrays import TrunkArrays, check_trunk
+from .tree_validation import check_trunk
+from .trunk_arrays import TrunkArrays
 
 __all__ = ["Trunk", "TrunkArrays"]
 

@@ -2,13 +2,12 @@
 
 Node 0 is the root; nodes are numbered level by level as :func:`ebf.grower.grow_trunk`
 creates them; leaves carry ids ``0 .. L-1`` in depth-first preorder (the branches of an
-EBF). A trunk read from a model file is untrusted: :func:`check_trunk` proves it well formed
-before a routing kernel descends it.
+EBF). A trunk read from a model file is untrusted: :func:`ebf.tree_validation.check_trunk`
+proves it well formed before a routing kernel descends it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +16,8 @@ import numpy as np
 from basics.validation import state_array
 
 from .config import INDEX, NO_NODE
-from .tree_validation import check_nodes, check_tree_structure
 
-__all__ = ["TrunkArrays", "check_trunk", "preorder_leaf_ids"]
+__all__ = ["TrunkArrays", "preorder_leaf_ids"]
 
 
 @dataclass
@@ -87,7 +85,7 @@ class TrunkArrays:
     @classmethod
     def from_dict(cls, arrays: dict[str, Any]) -> TrunkArrays:
         """Rebuild from :meth:`to_dict` output, checking names, dtypes and shapes (the
-        structure and statistics are :func:`check_trunk`'s)."""
+        structure and statistics are :func:`ebf.tree_validation.check_trunk`'s)."""
         missing = [name for name in cls.ARRAYS if name not in arrays]
         if missing:
             raise ValueError(f"trunk state is missing the arrays {missing}.")
@@ -104,54 +102,6 @@ class TrunkArrays:
 
 
 _FLOATS = frozenset({"threshold", "weight", "stats", "gain"})
-
-
-def check_trunk(trunk: TrunkArrays, edges: Sequence[np.ndarray], task: str) -> None:
-    """Raise ``ValueError`` naming the node unless ``trunk`` is a well-formed grown trunk.
-
-    For trunks read from files, before :func:`_apply_raw` descends them: the tree structure
-    (:func:`~ebf.tree_validation.check_tree_structure`), split bins within the feature's
-    ``edges`` with ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the
-    leaves in preorder, depths counting from the root, and finite statistics that are
-    non-negative (rows, weights, sums of squares, class weights), with positive leaf weight.
-    """
-    n = trunk.n_nodes
-    if n < 1:
-        raise ValueError("the trunk has no nodes.")
-    off = np.array([0, n], INDEX)
-    where = "trunk node {j}"
-    check_tree_structure(trunk.left, trunk.right, trunk.feature, trunk.threshold, off,
-                         len(edges), where)
-    split = trunk.left != NO_NODE
-    f = np.where(split, trunk.feature, 0)
-    b = trunk.threshold_bin
-    n_edges = np.array([e.size for e in edges], INDEX)
-    check_nodes(np.where(split, (b < 0) | (b >= n_edges[f]), b != NO_NODE), lambda j: (
-        f"threshold_bin {b[j]} is not a bin of feature {trunk.feature[j]}" if split[j]
-        else f"leaf with threshold_bin {b[j]} (leaves have -1)"), off, where)
-    start = np.concatenate([[0], np.cumsum(n_edges)])
-    edge = np.concatenate([*edges, [np.nan]])[np.where(split, start[f] + b, -1)]
-    check_nodes(split & (trunk.threshold != edge), lambda j: (
-        f"threshold {trunk.threshold[j]} differs from edge {b[j]} of feature "
-        f"{trunk.feature[j]} ({edge[j]})"), off, where)
-    leaf_id = preorder_leaf_ids(trunk.left, trunk.right)
-    check_nodes(trunk.leaf_id != leaf_id, lambda j: (
-        f"leaf_id {trunk.leaf_id[j]} is not the preorder leaf number {leaf_id[j]}"), off, where)
-    parent_depth = np.full(n, -1, INDEX)
-    for child in (trunk.left, trunk.right):
-        parent_depth[child[split]] = trunk.depth[split]
-    check_nodes(trunk.depth != parent_depth + 1, lambda j: (
-        f"depth {trunk.depth[j]} is not its parent's depth + 1"), off, where)
-    stats = trunk.stats
-    finite = np.isfinite(stats).all(axis=1) & np.isfinite(trunk.weight) & np.isfinite(trunk.gain)
-    check_nodes(~finite, lambda j: "holds a non-finite weight, gain or statistic", off, where)
-    signed = [0, 1, 3] if task == "regression" else slice(None)  # not the sum of w*y
-    negative = (stats[:, signed] < 0).any(axis=1) | (trunk.weight < 0) | (trunk.n_rows < 0)
-    check_nodes(negative, lambda j: "holds a negative row count, weight or sum of squares", off,
-                where)
-    leaf_weight = (stats[:, 1:] if task == "classification" else stats[:, 1:2]).sum(axis=1)
-    check_nodes(~split & ~(leaf_weight > 0), lambda j: "is a leaf without positive weight", off,
-                where)
 
 
 def preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:

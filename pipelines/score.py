@@ -239,8 +239,8 @@ def predict_to_parquet(
     Row ``i`` of the output (files in name order) is row ``i`` of the input. Schema
     metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash``
     (:func:`ebf.model.model_hash`, the sha256 of the model's content),
-    ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``),
-    ``ebf.model_class``, ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
+    ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``), ``ebf.model_class``,
+    ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
     ``ebf.predicted_with`` (the ebf version that predicted).
 
     Examples

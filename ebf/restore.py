@@ -1,0 +1,121 @@
+"""Restoring the branched ensembles (EBF, SSF) from a state that may come from a file.
+
+The state of an ensemble (``_BranchedEnsemble._state`` in :mod:`ebf.estimators`) holds its
+encoder, seed, classes and its parts (the trunk and the branches of an EBF, the sub-sample
+forests of an SSF) as nested estimator states. Each part validates its own arrays in its
+``_set_state``; this module checks that the parts fit together, so that a model whose
+pieces were swapped or dropped fails at load, naming the part, instead of predicting
+garbage: every branch is the class its learner fits for the task (or a
+:class:`~ebf.branches.ConstantBranch`), reads the ensemble's features and predicts its class
+codes; an EBF has one branch per trunk leaf and a trunk of its task, features and classes;
+an SSF has ``n_subsamples`` forests and as many sub-sample sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from basics.tasks import CLASSIFICATION
+from basics.validation import check_classes, state_array, state_int
+
+from ._base import classes_from_state, input_attributes
+from .branches import BRANCH_CLASSES, ConstantBranch
+from .features import FeatureEncoder
+from .model import estimator_from_state
+from .trunk import Trunk
+
+__all__ = ["check_branch", "restore_ebf", "restore_ensemble", "restore_ssf"]
+
+
+def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classes: int) -> None:
+    """Raise ``ValueError`` unless a loaded branch can predict for its ensemble.
+
+    It must be the class ``learner`` fits for ``task`` (or a :class:`ConstantBranch` of the
+    task), read ``n_features`` encoded columns, and, for classification, predict the
+    ensemble's class codes ``0 .. n_classes - 1`` (one probability column each).
+
+    Parameters
+    ----------
+    branch : estimator
+        A branch restored by ``ebf.model.estimator_from_state``.
+    learner : str
+        The ensemble's ``branch`` parameter.
+    task : {"regression", "classification"}
+    n_features : int
+        Columns of the ensemble's encoded input.
+    n_classes : int
+        Number of classes of the ensemble (classification).
+    """
+    if isinstance(branch, ConstantBranch):
+        if branch.task != task or (task == CLASSIFICATION and branch.value_.size != n_classes):
+            raise ValueError(f"a {branch.task} ConstantBranch of {branch.value_.size} values "
+                             f"does not fit a {task} ensemble of {n_classes} classes.")
+        return
+    expected = BRANCH_CLASSES[learner][task]
+    if type(branch) is not expected:
+        raise ValueError(f"it is a {type(branch).__name__}, but branch={learner!r} {task} branches "
+                         f"are {expected.__name__} or ConstantBranch.")
+    if branch.n_features_in_ != n_features:
+        raise ValueError(f"the branch reads {branch.n_features_in_} features, the ensemble "
+                         f"{n_features}.")
+    if task == CLASSIFICATION and not np.array_equal(branch.classes_, np.arange(n_classes)):
+        raise ValueError(f"the branch's classes are not the ensemble's class codes "
+                         f"0 .. {n_classes - 1}.")
+
+
+def restore_ensemble(est: Any, state: dict, parts: str) -> dict:
+    """Fitted attributes of ensemble ``est`` from a state: encoder, seed, classes and the
+    fitted ``parts`` (``"branches"`` or ``"subsamples"``), each checked by
+    :func:`check_branch`; raises ``ValueError`` naming the part."""
+    encoder = FeatureEncoder()
+    encoder._set_state(state["encoder"])
+    attrs = {**input_attributes(encoder), "entropy_": state_int(state, "entropy", 0)}
+    n_classes = 0
+    if est._task == CLASSIFICATION:
+        attrs["classes_"] = check_classes(classes_from_state(state))
+        n_classes = len(attrs["classes_"])
+    values = state[parts]
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{parts} must be a non-empty list of estimators.")
+    attrs[parts + "_"] = []
+    for i, value in enumerate(values):
+        part = estimator_from_state(value, where=f"{parts}[{i}]")
+        try:
+            check_branch(part, est.branch, est._task, encoder.n_features_in_, n_classes)
+        except ValueError as exc:
+            raise ValueError(f"{parts}[{i}]: {exc}") from None
+        attrs[parts + "_"].append(part)
+    return attrs
+
+
+def restore_ebf(est: Any, state: dict) -> dict:
+    """Fitted attributes of an EBF: :func:`restore_ensemble` plus a trunk of the ensemble's
+    task, features and classes with one leaf per branch."""
+    attrs = restore_ensemble(est, state, "branches")
+    trunk = estimator_from_state(state["trunk"], where="trunk")
+    n_classes = len(attrs.get("classes_", ()))
+    if not isinstance(trunk, Trunk) or trunk.task != est._task or (
+            trunk.n_features_in_ != attrs["n_features_in_"]) or (
+            n_classes and trunk.n_classes_ != n_classes):
+        raise ValueError(f"the trunk is not a {est._task} Trunk over the ensemble's "
+                         f"{attrs['n_features_in_']} features" +
+                         (f" and {n_classes} classes." if n_classes else "."))
+    if len(attrs["branches_"]) != trunk.n_leaves_:
+        raise ValueError(f"{len(attrs['branches_'])} branches for a trunk of "
+                         f"{trunk.n_leaves_} leaves; every leaf needs its branch.")
+    return {**attrs, "trunk_": trunk}
+
+
+def restore_ssf(est: Any, state: dict) -> dict:
+    """Fitted attributes of an SSF: :func:`restore_ensemble` with ``n_subsamples`` forests,
+    plus their sizes (row counts >= 1)."""
+    attrs = restore_ensemble(est, state, "subsamples")
+    k = len(attrs["subsamples_"])
+    if k != est.n_subsamples:
+        raise ValueError(f"{k} sub-sample forests but n_subsamples is {est.n_subsamples}.")
+    sizes = state_array(state, "subsample_sizes", np.int64, (k,))
+    if not (sizes >= 1).all():
+        raise ValueError(f"subsample_sizes {sizes.tolist()[:10]} must be row counts >= 1.")
+    return {**attrs, "subsample_sizes_": sizes}
