@@ -25,13 +25,14 @@ def _frame(n: int = 12) -> pd.DataFrame:
     )
 
 
-def _state_leaves(state):
+def state_leaves(state):
+    """Every leaf of a persistence state (nested dicts and lists), for checks of its types."""
     if isinstance(state, dict):
         for v in state.values():
-            yield from _state_leaves(v)
+            yield from state_leaves(v)
     elif isinstance(state, list):
         for v in state:
-            yield from _state_leaves(v)
+            yield from state_leaves(v)
     else:
         yield state
 
@@ -193,7 +194,7 @@ def test_state_round_trip():
     df = _frame()
     enc = FeatureEncoder().fit(df)
     state = enc._get_state()
-    for leaf in _state_leaves(state):
+    for leaf in state_leaves(state):
         assert isinstance(leaf, (str, int, float, bool, type(None), np.ndarray))
         if isinstance(leaf, np.ndarray):
             assert leaf.dtype != object

@@ -21,6 +21,7 @@ from basics.seeds import resolve_entropy
 from ebf import _base, cart, cart_fit
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
+from tests.ebf.test_features import state_leaves
 from tests.naive import naive_apply, naive_class_fractions, naive_node_stats
 
 ESTIMATORS = (BayesianForestRegressor, BayesianForestClassifier)
@@ -55,19 +56,8 @@ def _tree_arrays(forest, t):
     return left, right, forest.feature[sl], forest.threshold[sl], sl
 
 
-def _state_leaves(state):
-    if isinstance(state, dict):
-        for v in state.values():
-            yield from _state_leaves(v)
-    elif isinstance(state, list):
-        for v in state:
-            yield from _state_leaves(v)
-    else:
-        yield state
-
-
 def _assert_valid_state(state):
-    for leaf in _state_leaves(state):
+    for leaf in state_leaves(state):
         if isinstance(leaf, np.ndarray):
             assert leaf.dtype != object
         else:
