@@ -262,8 +262,8 @@ def run_posterior(cfg: argparse.Namespace) -> dict[str, Any]:
 def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
     """Median time of ``load`` vs. ``estimator_from_state`` on the decoded state (which is
     all of the validation plus setting attributes), in interleaved repeats."""
-    from ebf.codec import Decoder
-    from ebf.model import estimator_from_state, load, read_manifest, save
+    from ebf.model import estimator_from_state, load, save
+    from ebf.reader import open_model
 
     X, y, _ = friedman(cfg.validate_rows, 10, np.random.default_rng(cfg.seed))
     ebf = dict(trunk_max_leaves=5, random_state=cfg.seed, n_jobs=cfg.n_jobs)
@@ -277,10 +277,7 @@ def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
         for name, model in candidates.items():
             print(f"  validate: fitting {name} on {cfg.validate_rows:,} rows ...", flush=True)
             path = save(model.fit(X, y), Path(tmp) / name)
-            manifest = read_manifest(path)
-            decoder = Decoder(path, manifest["files"], str(path))
-            top = {"class": manifest["class"], "params": decoder.decode(manifest["params"], "p"),
-                   "state": decoder.decode(manifest["state"], "s")}
+            top = open_model(path).state()
             times = paired_times({"load": lambda path=path: load(path),
                                   "validate": lambda top=top: estimator_from_state(top)},
                                  cfg.validate_repeats)
@@ -288,7 +285,7 @@ def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
                 "model": name,
                 "branches": len(model.branches_),
                 "trees": model.n_estimators,
-                "files": len(manifest["files"]),
+                "files": sum(1 for f in path.rglob("*") if f.is_file()),
                 "megabytes": sum(f.stat().st_size for f in path.rglob("*")) / 1e6,
                 "load_seconds": statistics.median(times["load"]),
                 "validate_seconds": statistics.median(times["validate"]),

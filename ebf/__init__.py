@@ -14,6 +14,7 @@ from .estimators import (
 )
 from .forests import BayesianForestClassifier, BayesianForestRegressor
 from .model import load, save
+from .reader import open_model
 from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 from .trunk import Trunk
 
@@ -29,6 +30,7 @@ __all__ = [
     "Trunk",
     "TrunkPosterior",
     "load",
+    "open_model",
     "plot_split_posterior",
     "save",
     "trunk_posterior",

@@ -47,7 +47,7 @@ __all__ = [
     "ARRAY_DIR", "MAX_DEPTH", "MAX_FILES", "MAX_MANIFEST_BYTES", "MAX_STRING", "ArrayWriter",
     "ChecksumError", "Decoder", "ModelFormatError", "UnknownClassError",
     "UnsupportedVersionError", "content_hash", "encode", "features_entry", "open_regular",
-    "parse_json", "training_entry",
+    "parse_json", "parse_json_bytes", "training_entry",
 ]
 
 ARRAY_DIR = "arrays"
@@ -284,6 +284,11 @@ def parse_json(f: BinaryIO, where: str) -> Any:
     if max(size, len(data)) > MAX_MANIFEST_BYTES:
         raise ModelFormatError(f"{where}: {max(size, len(data))} bytes is more than the "
                                f"{MAX_MANIFEST_BYTES} bytes a manifest may have")
+    return parse_json_bytes(data, where)
+
+
+def parse_json_bytes(data: bytes, where: str) -> Any:
+    """Strict, bounded JSON from bytes already read within :data:`MAX_MANIFEST_BYTES`."""
 
     def constant(token: str) -> Any:
         raise ModelFormatError(f"{where}: non-standard JSON constant {token}")
@@ -370,6 +375,10 @@ class Decoder:
             return self._scalar(obj, where)
         if marker == _ARRAY:
             return self._array(obj, where)
+        return self._other(marker, obj, where)
+
+    def _other(self, marker: str, obj: dict, where: str) -> Any:
+        """A marker this decoder does not know (subclasses add theirs)."""
         raise self.fail(f"{where}: malformed entry with keys {sorted(obj)}")
 
     def _scalar(self, obj: dict, where: str) -> np.generic:

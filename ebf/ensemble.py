@@ -31,7 +31,7 @@ from ._base import (
 )
 from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
 from .features import FeatureEncoder
-from .restore import restore_ebf, restore_ssf
+from .restore import restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
@@ -138,6 +138,10 @@ class _BranchedEnsemble(BaseEstimator):
     """
 
     _task = REGRESSION
+    #: The state entry of the independent parts (``"branches"`` of an EBF, ``"subsamples"``
+    #: of an SSF): a list of estimator states, each stored in its own shard by
+    #: :func:`ebf.model.save` (format 2) and loadable alone (``ebf.reader``).
+    _parts = ""
 
     _parameter_constraints: dict = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -244,6 +248,20 @@ class _BranchedEnsemble(BaseEstimator):
         self._assign(attrs)
         return self
 
+    def _set_state(self, state: dict) -> None:
+        self._assign(restore_ensemble(self, state))
+
+    def _restore_head(self, state: dict, n_parts: int) -> dict:
+        """The fitted attributes but the parts, from a state whose parts are elsewhere (a
+        seam of ``ebf.reader``; checked as :meth:`_set_state` checks them). Assigns nothing.
+        """
+        return restore_head(self, state, n_parts)
+
+    def _restore_part(self, head: dict, value: Any, i: int) -> Any:
+        """Part ``i`` from its estimator state, checked against ``head``
+        (:meth:`_restore_head`); a seam of ``ebf.reader``."""
+        return restore_part(self, head, value, i)
+
     def _assign(self, attrs: dict) -> None:
         """Set all fitted attributes at once (a fit that raised has assigned nothing)."""
         self.__dict__.pop("feature_names_in_", None)
@@ -268,6 +286,7 @@ class _BranchedEnsemble(BaseEstimator):
 
 
 class _EBF(_BranchedEnsemble):
+    _parts = "branches"
     _parameter_constraints: dict = {
         **_BranchedEnsemble._parameter_constraints,
         "trunk_max_leaves": [Interval(Integral, 1, None, closed="left"), None],
@@ -332,9 +351,6 @@ class _EBF(_BranchedEnsemble):
     def _get_state(self) -> dict:
         return self._state({"trunk": self.trunk_, "branches": self.branches_})
 
-    def _set_state(self, state: dict) -> None:
-        self._assign(restore_ebf(self, state))
-
     def _groups(self, Xf: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(branch, rows)`` for every branch that has rows in the block."""
         leaf = self.trunk_.apply(Xf)
@@ -359,6 +375,7 @@ class _EBF(_BranchedEnsemble):
 
 
 class _SSF(_BranchedEnsemble):
+    _parts = "subsamples"
     _parameter_constraints: dict = {
         **_BranchedEnsemble._parameter_constraints,
         "n_subsamples": [Interval(Integral, 1, None, closed="left")],
@@ -389,9 +406,6 @@ class _SSF(_BranchedEnsemble):
     def _get_state(self) -> dict:
         return self._state({"subsamples": self.subsamples_,
                             "subsample_sizes": self.subsample_sizes_})
-
-    def _set_state(self, state: dict) -> None:
-        self._assign(restore_ssf(self, state))
 
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
         return GaussianMixture.concat([s.predict_distribution(Xf) for s in self.subsamples_])

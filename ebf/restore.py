@@ -26,7 +26,7 @@ from .features import FeatureEncoder
 from .model import estimator_from_state
 from .trunk import Trunk
 
-__all__ = ["check_branch", "restore_ebf", "restore_ensemble", "restore_ssf"]
+__all__ = ["check_branch", "restore_ensemble", "restore_head", "restore_part"]
 
 
 def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classes: int) -> None:
@@ -65,10 +65,14 @@ def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classe
                          f"0 .. {n_classes - 1}.")
 
 
-def restore_ensemble(est: Any, state: dict, parts: str) -> dict:
-    """Fitted attributes of ensemble ``est`` from a state: encoder, seed, classes and the
-    fitted ``parts`` (``"branches"`` or ``"subsamples"``), each checked by
-    :func:`check_branch`; raises ``ValueError`` naming the part."""
+def restore_head(est: Any, state: dict, n_parts: int) -> dict:
+    """Fitted attributes of ensemble ``est`` but its parts: encoder, seed, classes and, for an
+    EBF, the trunk, which must be of the ensemble's task, features and classes and have one
+    leaf per part (``n_parts`` branches). Raises ``ValueError`` naming what does not fit.
+
+    The Dask prediction of a sharded model routes rows with this head alone and loads each
+    branch where its rows are (:meth:`ebf.reader.ModelReader.head`).
+    """
     encoder = FeatureEncoder()
     encoder._set_state(state["encoder"])
     attrs = {**input_attributes(encoder), "entropy_": state_int(state, "entropy", 0)}
@@ -76,46 +80,46 @@ def restore_ensemble(est: Any, state: dict, parts: str) -> dict:
     if est._task == CLASSIFICATION:
         attrs["classes_"] = check_classes(classes_from_state(state))
         n_classes = len(attrs["classes_"])
-    values = state[parts]
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"{parts} must be a non-empty list of estimators.")
-    attrs[parts + "_"] = []
-    for i, value in enumerate(values):
-        part = estimator_from_state(value, where=f"{parts}[{i}]")
-        try:
-            check_branch(part, est.branch, est._task, encoder.n_features_in_, n_classes)
-        except ValueError as exc:
-            raise ValueError(f"{parts}[{i}]: {exc}") from None
-        attrs[parts + "_"].append(part)
-    return attrs
-
-
-def restore_ebf(est: Any, state: dict) -> dict:
-    """Fitted attributes of an EBF: :func:`restore_ensemble` plus a trunk of the ensemble's
-    task, features and classes with one leaf per branch."""
-    attrs = restore_ensemble(est, state, "branches")
+    if est._parts == "subsamples":
+        if n_parts != est.n_subsamples:
+            raise ValueError(f"{n_parts} sub-sample forests but n_subsamples is "
+                             f"{est.n_subsamples}.")
+        sizes = state_array(state, "subsample_sizes", np.int64, (n_parts,))
+        if not (sizes >= 1).all():
+            raise ValueError(f"subsample_sizes {sizes.tolist()[:10]} must be row counts >= 1.")
+        return {**attrs, "subsample_sizes_": sizes}
     trunk = estimator_from_state(state["trunk"], where="trunk")
-    n_classes = len(attrs.get("classes_", ()))
     if not isinstance(trunk, Trunk) or trunk.task != est._task or (
             trunk.n_features_in_ != attrs["n_features_in_"]) or (
             n_classes and trunk.n_classes_ != n_classes):
         raise ValueError(f"the trunk is not a {est._task} Trunk over the ensemble's "
                          f"{attrs['n_features_in_']} features" +
                          (f" and {n_classes} classes." if n_classes else "."))
-    if len(attrs["branches_"]) != trunk.n_leaves_:
-        raise ValueError(f"{len(attrs['branches_'])} branches for a trunk of "
-                         f"{trunk.n_leaves_} leaves; every leaf needs its branch.")
+    if n_parts != trunk.n_leaves_:
+        raise ValueError(f"{n_parts} branches for a trunk of {trunk.n_leaves_} leaves; every "
+                         "leaf needs its branch.")
     return {**attrs, "trunk_": trunk}
 
 
-def restore_ssf(est: Any, state: dict) -> dict:
-    """Fitted attributes of an SSF: :func:`restore_ensemble` with ``n_subsamples`` forests,
-    plus their sizes (row counts >= 1)."""
-    attrs = restore_ensemble(est, state, "subsamples")
-    k = len(attrs["subsamples_"])
-    if k != est.n_subsamples:
-        raise ValueError(f"{k} sub-sample forests but n_subsamples is {est.n_subsamples}.")
-    sizes = state_array(state, "subsample_sizes", np.int64, (k,))
-    if not (sizes >= 1).all():
-        raise ValueError(f"subsample_sizes {sizes.tolist()[:10]} must be row counts >= 1.")
-    return {**attrs, "subsample_sizes_": sizes}
+def restore_part(est: Any, head: dict, value: Any, i: int) -> Any:
+    """Part ``i`` of ensemble ``est`` (a branch or a sub-sample forest) from its estimator
+    state, checked by :func:`check_branch` against the ``head`` (:func:`restore_head`)."""
+    where = f"{est._parts}[{i}]"
+    part = estimator_from_state(value, where=where)
+    try:
+        check_branch(part, est.branch, est._task, head["n_features_in_"],
+                     len(head.get("classes_", ())))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return part
+
+
+def restore_ensemble(est: Any, state: dict) -> dict:
+    """Fitted attributes of ensemble ``est`` (an EBF or an SSF) from a state: the head
+    (:func:`restore_head`) and every part (:func:`restore_part`)."""
+    values = state[est._parts]
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{est._parts} must be a non-empty list of estimators.")
+    head = restore_head(est, state, len(values))
+    parts = [restore_part(est, head, value, i) for i, value in enumerate(values)]
+    return {**head, est._parts + "_": parts}

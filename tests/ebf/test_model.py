@@ -34,11 +34,21 @@ from ebf.model import (
     load,
     model_hash,
     read_manifest,
-    save,
+)
+from ebf.model import (
+    save as save_v2,
 )
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 # ------------------------------------------------------------------------------ shared helpers
+
+
+def save(model: Any, path: Any, **kwargs: Any) -> Path:
+    """``ebf.model.save`` in format 1 (one ``.npy`` per array): this module and
+    ``test_hostile_models`` test that format 1 still loads, and every refusal of a crafted
+    array file (format 2's packs carry the same arrays to the same ``_set_state`` checks;
+    ``test_shards`` tests the pack layer and round-trips both formats)."""
+    return save_v2(model, path, **{"format_version": 1, **kwargs})
 
 #: Prediction methods compared by ``assert_roundtrip`` when the estimator has them.
 PREDICT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function",
@@ -354,14 +364,14 @@ def test_missing_array_file_fails_naming_the_file(saved):
     assert info.value.filename.endswith("00004.npy")
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", 1.0, None])
+@pytest.mark.parametrize("version", [3, 0, "1", 1.0, None])
 def test_unknown_format_version_fails(saved, version):
     path, _, _ = saved
     manifest = _manifest(path)
     manifest["format_version"] = version
     _write_manifest(path, manifest)
     with pytest.raises(UnsupportedVersionError, match=rf"format_version {version!r}.*reads "
-                                                      r"format_version 1"):
+                                                      r"format_version 1 and 2"):
         load(path)
 
 

@@ -133,7 +133,7 @@ def test_predict_to_parquet_regression(models, data, tmp_path, dask_client):
     meta = read_parquet_metadata(out)
     assert meta["ebf.model_hash"] == model_hash(models["reg"])
     assert meta["ebf.model_class"] == "ebf.EmpiricalBayesianForestRegressor"
-    assert meta["ebf.model_version"].startswith("ebf-model/1 ebf/")
+    assert meta["ebf.model_version"].startswith("ebf-model/2 ebf/")
     assert json.loads(meta["ebf.quantiles"]) == [0.05, 0.5, 0.95]
     assert json.loads(meta["ebf.features"]) == FEATURES
     # row order: row i of the output is row i of the input
@@ -281,10 +281,10 @@ def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
 
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypatch,
                                               local_threads):
-    import ebf.codec
+    import ebf.pack
 
     written = []
-    original = ebf.codec.ArrayWriter.write
+    original = ebf.pack.PackWriter.write
 
     def write_then_fail(self, array, where):
         written.append(where)
@@ -292,7 +292,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
             raise RuntimeError("injected failure while saving")
         return original(self, array, where)
 
-    monkeypatch.setattr(ebf.codec.ArrayWriter, "write", write_then_fail)
+    monkeypatch.setattr(ebf.pack.PackWriter, "write", write_then_fail)
     out = tmp_path / "model"
     # an unexpected error is one line (exit 1) that points to -v for the traceback
     assert main(["train", data["regression", "train"], "--target", "y", "--n-estimators", "2",
