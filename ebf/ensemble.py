@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from basics.mixture import GaussianMixture
+from basics.mixture import GaussianMixture, summarize
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 
@@ -335,9 +335,8 @@ class _EBF(_BranchedEnsemble):
     def _set_state(self, state: dict) -> None:
         self._assign(restore_ebf(self, state))
 
-    def _groups(self, Xf: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """``(branch, rows)`` for every branch that has rows in the block."""
-        leaf = self.trunk_.apply(Xf)
+    def _groups(self, leaf: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """``(branch, rows)`` for every branch that has rows among the trunk leaves ``leaf``."""
         order = np.argsort(leaf, kind="stable")
         bounds = np.searchsorted(leaf[order], np.arange(len(self.branches_) + 1))
         return [
@@ -348,14 +347,29 @@ class _EBF(_BranchedEnsemble):
 
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
         parts = [(rows, self.branches_[b].predict_distribution(Xf[rows]))
-                 for b, rows in self._groups(Xf)]
+                 for b, rows in self._groups(self.trunk_.apply(Xf))]
         return _pad_rows(parts, Xf.shape[0])
 
-    def _proba(self, Xf: np.ndarray) -> np.ndarray:
-        out = np.full((Xf.shape[0], len(self.classes_)), np.nan)  # every row is written
-        for b, rows in self._groups(Xf):
+    def _summary(self, Xf: np.ndarray, levels: np.ndarray) -> tuple:
+        """One routing; each branch's rows summarised from that branch's mixture alone
+        (what the sharded prediction of one branch computes, bit for bit)."""
+        n = Xf.shape[0]
+        leaf = self.trunk_.apply(Xf)
+        mean, std, qs = np.empty(n), np.empty(n), np.empty((n, levels.size))  # all written
+        for b, rows in self._groups(leaf):
+            mean[rows], std[rows], qs[rows] = summarize(
+                self.branches_[b].predict_distribution(Xf[rows]), levels)
+        return mean, std, qs, leaf
+
+    def _proba_summary(self, Xf: np.ndarray) -> tuple:
+        leaf = self.trunk_.apply(Xf)
+        out = np.empty((Xf.shape[0], len(self.classes_)))  # every row is written
+        for b, rows in self._groups(leaf):
             out[rows] = self.branches_[b].predict_proba(Xf[rows])
-        return out
+        return out, leaf
+
+    def _proba(self, Xf: np.ndarray) -> np.ndarray:
+        return self._proba_summary(Xf)[0]
 
 
 class _SSF(_BranchedEnsemble):
