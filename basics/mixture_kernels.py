@@ -86,9 +86,11 @@ def _ndtr(z):  # pragma: no cover - jitted
 
 @njit(**JIT)
 def _cdf_and_density(x, n, cw, cm, cs, with_density):  # pragma: no cover - jitted
-    """``sum_k w_k Phi((x - m_k) / s_k)`` and (if asked) the density, over live components."""
+    """CDF ``sum_k w_k Phi(z_k)``, ``z_k = (x - m_k) / s_k``, over live components, and (if
+    asked) the density and its derivative (up to the factor ``1 / sqrt(2 pi)``)."""
     c = 0.0
     d = 0.0
+    d1 = 0.0
     for k in range(n):
         z = (x - cm[k]) / cs[k]
         if z > _Z_ONE:
@@ -96,8 +98,10 @@ def _cdf_and_density(x, n, cw, cm, cs, with_density):  # pragma: no cover - jitt
         else:
             c += cw[k] * _ndtr(z)
         if with_density:
-            d += cw[k] / cs[k] * math.exp(-0.5 * z * z)
-    return c, d * _INV_SQRT_2PI
+            e = cw[k] / cs[k] * math.exp(-0.5 * z * z)
+            d += e
+            d1 -= e * z / cs[k]
+    return c, d * _INV_SQRT_2PI, d1 * _INV_SQRT_2PI
 
 
 @njit(**JIT)
@@ -106,8 +110,9 @@ def _solve(p, zp, n, cw, cm, cs, mu, sd):  # pragma: no cover - jitted
 
     Safeguarded Newton in the bracket ``[min_k Q_k(p), max_k Q_k(p)]`` (the mixture CDF is a
     convex combination of the component CDFs), started at the moment-matched normal's
-    quantile; a step leaving the bracket or not halving ``|F - p|`` bisects instead; after
-    ``NEWTON_ITER`` steps only bisection.
+    quantile, with Halley's correction (the density's derivative costs no extra ``exp``;
+    cubic convergence saves about one CDF pass of two); a step leaving the bracket or not
+    halving ``|F - p|`` bisects instead; after ``NEWTON_ITER`` steps only bisection.
     """
     lo = np.inf
     hi = -np.inf
@@ -120,7 +125,7 @@ def _solve(p, zp, n, cw, cm, cs, mu, sd):  # pragma: no cover - jitted
     g_prev = np.inf
     for it in range(NEWTON_ITER + BISECT_ITER):
         newton_phase = it < NEWTON_ITER
-        c, dens = _cdf_and_density(x, n, cw, cm, cs, newton_phase)
+        c, dens, slope = _cdf_and_density(x, n, cw, cm, cs, newton_phase)
         g = c - p
         if g == 0.0:
             return x
@@ -131,6 +136,11 @@ def _solve(p, zp, n, cw, cm, cs, mu, sd):  # pragma: no cover - jitted
         mid = 0.5 * (lo + hi)
         if newton_phase:
             step = g / dens if dens > 0.0 else np.inf
+            # Halley: step / (1 - step f' / (2 f)), kept to Newton's when the
+            # correction is large (far from the root, where the quadratic model is poor)
+            damp = 1.0 - 0.5 * step * slope / dens if dens > 0.0 else 1.0
+            if 0.5 < damp < 2.0:
+                step = step / damp
             newton = x - step
             if abs(step) <= tol:
                 return newton
