@@ -3,7 +3,9 @@
 Nothing here imports ``ebf``, ``mondrian``, ``pipelines``, ``cluster`` or Dask; each module
 is named for what it holds:
 
-``mixture``     the predictive Gaussian mixture every regressor returns
+``mixture``     the predictive Gaussian mixture every regressor returns, and its one-pass
+                summary (mean, std, quantiles); its numba kernels in ``mixture_kernels``
+``config``      the numba flags of those kernels
 ``metrics``     RMSE, NLPD, coverage and calibration tables of predictive distributions
 ``validation``  input checks whose errors name the column, the count and the fix
 ``columns``     the column-kind vocabulary (pandas and Arrow dtypes) and how models encode it

@@ -8,33 +8,30 @@ the Empirical Bayesian Forest build their mixtures with :meth:`GaussianMixture.c
 
 Rows are independent; all operations are vectorised over rows (no Python loop per row).
 Components with weight zero are padding (so that rows with different numbers of components
-fit in one rectangular array): they never influence any result.
+fit in one rectangular array): they never influence any result. Normalisation, moments and
+quantiles (:func:`summarize`) run in numba kernels (:mod:`basics.mixture_kernels`) that skip
+padding, so their result for a row is bit-identical whatever the padding and the other rows.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
-__all__ = ["GaussianMixture", "moments"]
+from . import mixture_kernels as _k
+
+__all__ = ["GaussianMixture", "MixtureSummary", "moments", "summarize"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 #: Upper bound on the number of float64 temporaries per vectorised block (rows x values x
 #: components); larger inputs are processed in blocks of rows to bound memory.
 _BLOCK_ELEMENTS = 1 << 21
-
-#: Root finding: relative tolerance in y, and iteration caps for the safeguarded Newton phase
-#: and the bisection phase that follows it for the (rare) rows Newton did not settle.
-_QUANTILE_RTOL = 1e-13
-_NEWTON_ITER = 40
-_BISECT_ITER = 200
 
 
 def _as_2d(a: Any, name: str) -> np.ndarray:
@@ -49,9 +46,13 @@ def _as_2d(a: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _normalised_weights(weights: np.ndarray) -> np.ndarray:
-    total = weights.sum(axis=1, keepdims=True)
-    return weights / np.where(total > 0, total, 1.0)
+def _checked_normalised(w: np.ndarray, m: np.ndarray, v: np.ndarray) -> tuple[tuple, np.ndarray]:
+    """Normalised ``(w, m, v)`` (padding: mean 0, variance 1) and the error counts."""
+    w, m, v = (np.ascontiguousarray(a) for a in (w, m, v))
+    out = tuple(np.empty(w.shape) for _ in range(3))
+    errors = np.zeros(6, np.int64)
+    _k.check_normalise(w, m, v, *out, errors)
+    return out, errors
 
 
 def moments(weights: Any, means: Any, variances: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -77,16 +78,95 @@ def moments(weights: Any, means: Any, variances: Any) -> tuple[np.ndarray, np.nd
     >>> float(m[0]), float(v[0])
     (0.0, 2.0)
     """
-    w = _normalised_weights(_as_2d(weights, "weights"))
-    m = _as_2d(means, "means")
-    v = _as_2d(variances, "variances")
-    live = w > 0
-    m = np.where(live, m, 0.0)
-    v = np.where(live, v, 0.0)
-    mean = np.einsum("ij,ij->i", w, m)
-    dev = m - mean[:, None]
-    var = np.einsum("ij,ij->i", w, v + dev * dev)
-    return mean, var
+    (w, m, v), _ = _checked_normalised(
+        _as_2d(weights, "weights"), _as_2d(means, "means"), _as_2d(variances, "variances"))
+    return _summary_arrays(w, m, v, np.empty(0))[:2]
+
+
+def _levels(q: Any) -> np.ndarray:
+    qa = np.asarray(q, dtype=np.float64)
+    if qa.ndim > 1:
+        raise ValueError(f"q must be a scalar or a 1-D array of levels; got shape {qa.shape}.")
+    if np.any(~((qa >= 0) & (qa <= 1))):
+        raise ValueError("quantile levels q must lie in [0, 1].")
+    return np.atleast_1d(qa)
+
+
+def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
+                    levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and quantiles of normalised mixture arrays (the kernel's inputs)."""
+    n = w.shape[0]
+    mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.size))
+    with np.errstate(divide="ignore"):  # ndtri(0) = -inf: those levels are not solved
+        z_level = special.ndtri(levels)
+        z_reflected = special.ndtri(np.where(levels > 0.5, 1.0 - levels, levels))
+    w, m, v = (np.ascontiguousarray(a) for a in (w, m, v))
+    _k.summary_kernel(w, m, v, levels, z_level, z_reflected, mean, var, qs)
+    return mean, var, qs
+
+
+class MixtureSummary(NamedTuple):
+    """What :func:`summarize` returns: per-row mean, standard deviation and quantiles."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    quantiles: np.ndarray
+
+
+def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> MixtureSummary:
+    """Mean, standard deviation and quantiles of every row of a mixture, in one kernel call.
+
+    Per row, one numba pass gathers the live components; the moments follow by the law of
+    total variance (Lakshminarayanan, Roy & Teh (2016), Sec. 3.3, eq. (4)) and every level
+    is solved by the safeguarded Newton iteration of :meth:`GaussianMixture.quantile`. A
+    row's result depends only on its non-zero-weight components in their order: the same
+    row inside a wider padded block, or among other rows, gives the same bits.
+
+    Parameters
+    ----------
+    mixture : GaussianMixture
+    levels : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+        Quantile levels in [0, 1] (0 and 1 give -inf and +inf); may be empty.
+
+    Returns
+    -------
+    MixtureSummary
+        ``mean``, ``std`` of shape (n_rows,) and ``quantiles`` of shape (n_rows, n_levels).
+
+    Examples
+    --------
+    >>> gm = GaussianMixture([[0.5, 0.5]], [[-1.0, 1.0]], [[1.0, 1.0]])
+    >>> mean, std, q = summarize(gm, [0.5])
+    >>> float(mean[0]), float(std[0] ** 2), round(float(q[0, 0]), 12)
+    (0.0, 2.0, 0.0)
+    """
+    if not isinstance(mixture, GaussianMixture):
+        raise TypeError(f"summarize expects a GaussianMixture; got {type(mixture).__name__}.")
+    mean, var, qs = _summary_arrays(mixture.weights, mixture.means, mixture.variances,
+                                    _levels(levels))
+    return MixtureSummary(mean, np.sqrt(var), qs)
+
+
+def _part_scales(weights: Any, n_parts: int, n: int) -> list:
+    """Factor of every part of :meth:`GaussianMixture.concat`: its normalised part weight."""
+    if weights is None:
+        return [1.0 / n_parts] * n_parts
+    pw = np.asarray(weights, dtype=np.float64)
+    if pw.ndim == 1:
+        pw = np.broadcast_to(pw[:, None], (pw.shape[0], n))
+    if pw.shape != (n_parts, n):
+        raise ValueError(f"weights must have shape ({n_parts},) or ({n_parts}, {n}); got "
+                         f"{np.shape(weights)}.")
+    bad = ~(np.isfinite(pw) & (pw >= 0))
+    if np.any(bad):
+        raise ValueError(f"part weights contain {int(bad.sum())} negative or non-finite "
+                         "values; weights must be finite and >= 0.")
+    total = pw.sum(axis=0)
+    if np.any(total <= 0):
+        zero = np.flatnonzero(total <= 0)
+        raise ValueError(f"{zero.size} rows have weights summing to 0 (first: row "
+                         f"{int(zero[0])}); give every row a part with positive weight.")
+    return list((pw / total)[:, :, None])
 
 
 def _blocks(n_rows: int, per_row: int):
@@ -133,7 +213,7 @@ class GaussianMixture:
     0.0
     """
 
-    __slots__ = ("weights", "means", "variances", "_std_k")
+    __slots__ = ("weights", "means", "variances", "_std")
 
     def __init__(self, weights: Any, means: Any, variances: Any) -> None:
         w = _as_2d(weights, "weights")
@@ -146,42 +226,48 @@ class GaussianMixture:
             )
         if w.shape[1] == 0:
             raise ValueError("A mixture needs at least one component per row; got 0 columns.")
-        if not np.all(np.isfinite(w)):
+        arrays, errors = _checked_normalised(w, m, v)
+        if errors[_k.BAD_WEIGHT]:
             raise ValueError(
-                f"weights contain {int(np.sum(~np.isfinite(w)))} non-finite values; "
+                f"weights contain {int(errors[_k.BAD_WEIGHT])} non-finite values; "
                 "weights must be finite and >= 0."
             )
-        if np.any(w < 0):
+        if errors[_k.NEGATIVE_WEIGHT]:
             raise ValueError(
-                f"weights contain {int(np.sum(w < 0))} negative values; weights must be >= 0."
+                f"weights contain {int(errors[_k.NEGATIVE_WEIGHT])} negative values; weights "
+                "must be >= 0."
             )
-        total = w.sum(axis=1)
-        if np.any(total <= 0):
-            bad = np.flatnonzero(total <= 0)
+        if errors[_k.ZERO_ROWS]:
             raise ValueError(
-                f"{bad.size} rows have weights summing to 0 (first: row {int(bad[0])}); every "
-                "row needs at least one component with positive weight."
+                f"{int(errors[_k.ZERO_ROWS])} rows have weights summing to 0 (first: row "
+                f"{int(errors[_k.FIRST_ZERO_ROW])}); every row needs at least one component "
+                "with positive weight."
             )
-        live = w > 0
-        bad_m = live & ~np.isfinite(m)
-        if np.any(bad_m):
+        if errors[_k.BAD_MEAN]:
             raise ValueError(
-                f"means contain {int(bad_m.sum())} non-finite values in components with "
-                "positive weight."
+                f"means contain {int(errors[_k.BAD_MEAN])} non-finite values in components "
+                "with positive weight."
             )
-        bad_v = live & ~(np.isfinite(v) & (v > 0))
-        if np.any(bad_v):
+        if errors[_k.BAD_VARIANCE]:
             raise ValueError(
-                f"variances contain {int(bad_v.sum())} values that are not finite and > 0 in "
-                "components with positive weight; clip them to a small positive floor."
+                f"variances contain {int(errors[_k.BAD_VARIANCE])} values that are not finite "
+                "and > 0 in components with positive weight; clip them to a small positive "
+                "floor."
             )
-        self._set(w / total[:, None], np.where(live, m, 0.0), np.where(live, v, 1.0))
+        self._set(*arrays)
 
     def _set(self, w: np.ndarray, m: np.ndarray, v: np.ndarray) -> None:
         self.weights = w
         self.means = m
         self.variances = v
-        self._std_k = np.sqrt(v)
+        self._std = None
+
+    @property
+    def _std_k(self) -> np.ndarray:
+        """Component standard deviations, computed on first use (the kernels take ``v``)."""
+        if self._std is None:
+            self._std = np.sqrt(self.variances)
+        return self._std
 
     @classmethod
     def _trusted(cls, w: np.ndarray, m: np.ndarray, v: np.ndarray) -> GaussianMixture:
@@ -260,21 +346,23 @@ class GaussianMixture:
         sizes = [p.n_rows for p in parts]
         if any(s != n for s in sizes):
             raise ValueError(f"All mixtures must have the same number of rows; got {sizes}.")
-        if weights is None:
-            pw = np.ones((len(parts), n))
-        else:
-            pw = np.asarray(weights, dtype=np.float64)
-            if pw.ndim == 1:
-                pw = np.broadcast_to(pw[:, None], (pw.shape[0], n))
-            if pw.shape != (len(parts), n):
-                raise ValueError(
-                    f"weights must have shape ({len(parts)},) or ({len(parts)}, {n}); "
-                    f"got {np.shape(weights)}."
-                )
-        w = np.concatenate([p.weights * pw[i][:, None] for i, p in enumerate(parts)], axis=1)
-        m = np.concatenate([p.means for p in parts], axis=1)
-        v = np.concatenate([p.variances for p in parts], axis=1)
-        return cls(w, m, v)
+        scales = _part_scales(weights, len(parts), n)
+        width = sum(p.n_components for p in parts)
+        w, m, v = np.empty((n, width)), np.empty((n, width)), np.empty((n, width))
+        start = 0
+        # The parts are normalised already: scaling each by its share of the part weights
+        # normalises the whole, with one write per component and no second validation.
+        for p, scale in zip(parts, scales, strict=True):
+            cols = slice(start, start + p.n_components)
+            np.multiply(p.weights, scale, out=w[:, cols])
+            m[:, cols] = p.means
+            v[:, cols] = p.variances
+            start = cols.stop
+        if weights is not None:  # parts of weight 0 become padding: mean 0, variance 1
+            dropped = w == 0
+            m[dropped] = 0.0
+            v[dropped] = 1.0
+        return cls._trusted(w, m, v)
 
     # ------------------------------------------------------------------ container protocol
 
@@ -315,12 +403,12 @@ class GaussianMixture:
     @property
     def mean(self) -> np.ndarray:
         """Predictive mean per row, shape (n_rows,) (eq. (4))."""
-        return np.einsum("ij,ij->i", self.weights, self.means)
+        return _summary_arrays(self.weights, self.means, self.variances, np.empty(0))[0]
 
     @property
     def var(self) -> np.ndarray:
         """Predictive variance per row by the law of total variance, shape (n_rows,) (eq. (4))."""
-        return moments(self.weights, self.means, self.variances)[1]
+        return _summary_arrays(self.weights, self.means, self.variances, np.empty(0))[1]
 
     @property
     def std(self) -> np.ndarray:
@@ -399,7 +487,8 @@ class GaussianMixture:
     def quantile(self, q: Any) -> np.ndarray:
         """Quantiles (inverse CDF) of every row.
 
-        Vectorised safeguarded Newton iteration over all rows at once, in the bracket
+        Safeguarded Newton iteration per (row, level) in a numba kernel (:func:`summarize`),
+        in the bracket
         ``[min_k Q_k(q), max_k Q_k(q)]`` where ``Q_k`` is the quantile function of component
         ``k`` (the mixture CDF is a convex combination of component CDFs, so its root lies
         between them; this also holds for levels in the extreme tails). Levels above 1/2 are
@@ -423,90 +512,8 @@ class GaussianMixture:
         1.959964
         """
         qa = np.asarray(q, dtype=np.float64)
-        if qa.ndim > 1:
-            raise ValueError(f"q must be a scalar or a 1-D array of levels; got shape {qa.shape}.")
-        if np.any(~((qa >= 0) & (qa <= 1))):
-            raise ValueError("quantile levels q must lie in [0, 1].")
-        levels = np.atleast_1d(qa)
-        n, k, nq = self.n_rows, self.n_components, levels.size
-        out = np.empty((n, nq))
-        live = self.weights > 0
-        single = live.sum(axis=1) == 1
-        if np.any(single):
-            j = np.argmax(live[single], axis=1)
-            idx = np.flatnonzero(single)
-            m1 = self.means[idx, j][:, None]
-            s1 = self._std_k[idx, j][:, None]
-            out[idx] = m1 + s1 * special.ndtri(levels)[None, :]
-        multi = np.flatnonzero(~single)
-        if multi.size:
-            rows = np.repeat(multi, nq)
-            qq = np.tile(levels, multi.size)
-            res = np.empty(rows.size)
-            for b in _blocks(rows.size, k):
-                res[b] = self._solve(rows[b], qq[b])
-            out[multi] = res.reshape(multi.size, nq)
+        out = _summary_arrays(self.weights, self.means, self.variances, _levels(q))[2]
         return out[:, 0] if qa.ndim == 0 else out
-
-    def _solve(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Solve ``F_row(x) = q`` for each (row, level) pair; see :meth:`quantile`."""
-        result = np.empty(rows.size)
-        result[q == 0] = -np.inf
-        result[q == 1] = np.inf
-        todo = np.flatnonzero((q > 0) & (q < 1))
-        if todo.size == 0:
-            return result
-        # Reflect upper-half problems: F(x) = q  <=>  G(-x) = 1 - q with G the CDF of -Y.
-        upper = q[todo] > 0.5
-        sign = np.where(upper, -1.0, 1.0)
-        p = np.where(upper, 1.0 - q[todo], q[todo])
-        w = self.weights[rows[todo]]
-        m = self.means[rows[todo]] * sign[:, None]
-        s = self._std_k[rows[todo]]
-        live = w > 0
-        comp_q = m + s * special.ndtri(p)[:, None]
-        lo = np.where(live, comp_q, np.inf).min(axis=1)
-        hi = np.where(live, comp_q, -np.inf).max(axis=1)
-        mu = np.einsum("ij,ij->i", w, m)
-        dev = m - mu[:, None]
-        sd = np.sqrt(np.einsum("ij,ij->i", w, s * s + dev * dev))
-        x = np.clip(mu + sd * special.ndtri(p), lo, hi)
-        tol = _QUANTILE_RTOL * (np.abs(lo) + np.abs(hi) + sd)
-        pos = todo  # position in `result` of each active problem
-        g_prev = np.full(todo.size, np.inf)
-
-        for it in range(_NEWTON_ITER + _BISECT_ITER):
-            z = (x[:, None] - m) / s
-            g = np.einsum("ij,ij->i", w, special.ndtr(z)) - p
-            lo = np.where(g < 0, x, lo)
-            hi = np.where(g > 0, x, hi)
-            if it < _NEWTON_ITER:
-                dens = np.einsum("ij,ij->i", w / s, np.exp(-0.5 * z * z)) * _INV_SQRT_2PI
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    step = g / dens
-                newton = x - step
-                # Newton inside the bracket, unless the last step did not halve |F - q|
-                # (flat stretches between modes): then bisect, so the bracket keeps shrinking.
-                ok = (newton > lo) & (newton < hi) & np.isfinite(newton)
-                ok &= np.abs(g) <= 0.5 * g_prev
-                g_prev = np.abs(g)
-                converged = np.abs(step) <= tol  # False for nan
-                x_new = np.where(converged, newton, np.where(ok, newton, 0.5 * (lo + hi)))
-            else:
-                converged = np.zeros(x.shape, dtype=bool)
-                x_new = 0.5 * (lo + hi)
-            done = (g == 0) | converged | (hi - lo <= tol)
-            x = np.where(g == 0, x, x_new)
-            if np.any(done):
-                result[pos[done]] = x[done] * sign[done]
-                keep = ~done
-                if not np.any(keep):
-                    return result
-                pos, x, lo, hi, tol = pos[keep], x[keep], lo[keep], hi[keep], tol[keep]
-                sign, p, w, m, s = sign[keep], p[keep], w[keep], m[keep], s[keep]
-                g_prev = g_prev[keep]
-        result[pos] = 0.5 * (lo + hi) * sign  # bracket is below tolerance by now
-        return result
 
     def interval(self, level: Any = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Central predictive interval ``[Q((1 - level) / 2), Q((1 + level) / 2)]``.

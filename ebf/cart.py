@@ -36,6 +36,7 @@ from .tree_validation import checked_forest_arrays
 __all__ = [
     "CartForest",
     "apply",
+    "leaf_components",
     "mean_value",
     "regression_moments",
 ]
@@ -240,6 +241,23 @@ def _moments_kernel(X, left, right, feature, threshold, roots, mean, variance, f
             within_out[start + i] = v / n_trees
 
 
+@njit(**JIT)
+def _components_kernel(X, left, right, feature, threshold, roots, mean, variance, floor,
+                       means_out, vars_out):  # pragma: no cover - jitted
+    n_trees = roots.shape[0]
+    chunk = _chunk_rows(X.shape[1])
+    xb = np.empty((chunk, X.shape[1]))
+    leaves = np.empty((chunk, n_trees), INDEX)
+    for start in range(0, X.shape[0], chunk):
+        stop = min(start + chunk, X.shape[0])
+        _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb, leaves)
+        for i in range(stop - start):
+            for t in range(n_trees):
+                node = leaves[i, t]
+                means_out[start + i, t] = mean[node]
+                vars_out[start + i, t] = max(variance[node], floor)
+
+
 # ------------------------------------------------------------------------------ descent
 
 
@@ -257,6 +275,12 @@ def _as_rows(X: np.ndarray, forest: CartForest) -> np.ndarray:
             f"{int(forest.feature.max())}."
         )
     return X
+
+
+def _regression_rows(X: np.ndarray, forest: CartForest, caller: str) -> np.ndarray:
+    if forest.value.shape[1] != 1:
+        raise ValueError(f"{caller} needs a regression forest (one value per node).")
+    return _as_rows(X, forest)
 
 
 def apply(forest: CartForest, X: np.ndarray) -> np.ndarray:
@@ -315,6 +339,42 @@ def mean_value(forest: CartForest, X: np.ndarray) -> np.ndarray:
     return out
 
 
+def leaf_components(forest: CartForest, X: np.ndarray,
+                    var_floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and floored variance of every row's leaf in every tree (one mixture component
+    per tree), written by the descent kernel without an intermediate leaf matrix.
+
+    Parameters
+    ----------
+    forest : CartForest
+        A regression forest.
+    X : ndarray of shape (n_rows, n_features)
+    var_floor : float, default 0.0
+        Leaf variances below it count as ``var_floor``.
+
+    Returns
+    -------
+    means, variances : ndarray of shape (n_rows, n_trees)
+        ``value[leaf, 0]`` and ``max(variance[leaf], var_floor)``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((40, 2)); y = X[:, 0]
+    >>> from ebf.cart_fit import fit_cart_forest
+    >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=4, entropy=0)
+    >>> means, variances = leaf_components(f, X[:3])
+    >>> bool(np.all(means == f.value[apply(f, X[:3]), 0]))
+    True
+    """
+    X = _regression_rows(X, forest, "leaf_components")
+    shape = (X.shape[0], forest.n_trees)
+    means, variances = np.empty(shape), np.empty(shape)
+    _components_kernel(X, *_tree_args(forest), forest.value[:, 0], forest.variance,
+                       float(var_floor), means, variances)
+    return means, variances
+
+
 def regression_moments(
     forest: CartForest, X: np.ndarray, var_floor: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -346,9 +406,7 @@ def regression_moments(
     >>> bool(np.all(spread >= 0) and np.all(within >= 0))
     True
     """
-    if forest.value.shape[1] != 1:
-        raise ValueError("regression_moments needs a regression forest (one value per node).")
-    X = _as_rows(X, forest)
+    X = _regression_rows(X, forest, "regression_moments")
     n = X.shape[0]
     mean, spread, within = np.empty(n), np.empty(n), np.empty(n)
     _moments_kernel(X, *_tree_args(forest), forest.value[:, 0], forest.variance,

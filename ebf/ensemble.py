@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from basics.mixture import GaussianMixture
+from basics.mixture import GaussianMixture, summarize
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 
@@ -351,9 +351,8 @@ class _EBF(_BranchedEnsemble):
     def _get_state(self) -> dict:
         return self._state({"trunk": self.trunk_, "branches": self.branches_})
 
-    def _groups(self, Xf: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """``(branch, rows)`` for every branch that has rows in the block."""
-        leaf = self.trunk_.apply(Xf)
+    def _groups(self, leaf: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """``(branch, rows)`` for every branch that has rows among the trunk leaves ``leaf``."""
         order = np.argsort(leaf, kind="stable")
         bounds = np.searchsorted(leaf[order], np.arange(len(self.branches_) + 1))
         return [
@@ -364,14 +363,30 @@ class _EBF(_BranchedEnsemble):
 
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
         parts = [(rows, self.branches_[b].predict_distribution(Xf[rows]))
-                 for b, rows in self._groups(Xf)]
+                 for b, rows in self._groups(self.trunk_.apply(Xf))]
         return _pad_rows(parts, Xf.shape[0])
 
-    def _proba(self, Xf: np.ndarray) -> np.ndarray:
-        out = np.full((Xf.shape[0], len(self.classes_)), np.nan)  # every row is written
-        for b, rows in self._groups(Xf):
+    def _summary(self, Xf: np.ndarray, levels: np.ndarray) -> tuple:
+        """One routing; each branch's rows summarised from that branch's mixture alone
+        (what the sharded prediction of one branch computes, bit for bit)."""
+        n = Xf.shape[0]
+        leaf = self.trunk_.apply(Xf)
+        # a row no branch takes (only a corrupt trunk routes one nowhere) stays NaN
+        mean, std, qs = np.full(n, np.nan), np.full(n, np.nan), np.full((n, levels.size), np.nan)
+        for b, rows in self._groups(leaf):
+            mean[rows], std[rows], qs[rows] = summarize(
+                self.branches_[b].predict_distribution(Xf[rows]), levels)
+        return mean, std, qs, leaf
+
+    def _proba_summary(self, Xf: np.ndarray) -> tuple:
+        leaf = self.trunk_.apply(Xf)
+        out = np.full((Xf.shape[0], len(self.classes_)), np.nan)  # rows routed nowhere: NaN
+        for b, rows in self._groups(leaf):
             out[rows] = self.branches_[b].predict_proba(Xf[rows])
-        return out
+        return out, leaf
+
+    def _proba(self, Xf: np.ndarray) -> np.ndarray:
+        return self._proba_summary(Xf)[0]
 
 
 class _SSF(_BranchedEnsemble):
@@ -407,8 +422,18 @@ class _SSF(_BranchedEnsemble):
         return self._state({"subsamples": self.subsamples_,
                             "subsample_sizes": self.subsample_sizes_})
 
+    @staticmethod
+    def _pool(outputs: list) -> Any:
+        """The SSF's prediction from its sub-sample forests' outputs on the same rows, in
+        sub-sample order: the concatenated mixture (Sec. 4), or the mean of the class
+        probabilities. A seam of ``ebf.dask.sharded``, which predicts each forest from its
+        own shard and pools the outputs with this."""
+        if isinstance(outputs[0], GaussianMixture):
+            return GaussianMixture.concat(list(outputs))
+        return sum(outputs) / len(outputs)
+
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
-        return GaussianMixture.concat([s.predict_distribution(Xf) for s in self.subsamples_])
+        return self._pool([s.predict_distribution(Xf) for s in self.subsamples_])
 
     def _proba(self, Xf: np.ndarray) -> np.ndarray:
-        return sum(s.predict_proba(Xf) for s in self.subsamples_) / len(self.subsamples_)
+        return self._pool([s.predict_proba(Xf) for s in self.subsamples_])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from basics.tasks import CLASSIFICATION
@@ -127,28 +126,8 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
         return self._fit(X, y, sample_weight)
 
-    def predict(self, X: Any, return_std: bool = False):
-        """Predictive mean (and standard deviation): each row's own branch predicts it.
-
-        Parameters
-        ----------
-        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
-        return_std : bool, default=False
-
-        Returns
-        -------
-        mean : ndarray of shape (n_samples,)
-        std : ndarray of shape (n_samples,), only if ``return_std``
-        """
-        A = self._transform(X)
-        mean, std = np.full(A.shape[0], np.nan), np.full(A.shape[0], np.nan)  # all written
-        for b, rows in self._groups(A):
-            pred = self.branches_[b].predict(A[rows], return_std=return_std)
-            if return_std:
-                mean[rows], std[rows] = pred
-            else:
-                mean[rows] = pred
-        return (mean, std) if return_std else mean
+    # one routing per block, each branch summarised alone (ahead of the mixin's default)
+    _summary = _EBF._summary
 
 
 class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _EBF):
@@ -200,6 +179,9 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> EmpiricalBayesianForestClassifier:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
         return self._fit(X, y, sample_weight)
+
+    # probabilities and branch ids from one routing (ahead of the mixin's default)
+    _proba_summary = _EBF._proba_summary
 
 
 class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF):

@@ -124,12 +124,6 @@ class _BaseBayesianForest(BaseEstimator):
 
     # ------------------------------------------------------------------ prediction helpers
 
-    def _mean_value(self, A: np.ndarray) -> np.ndarray:
-        parts = self._map_blocks(lambda b: cart.mean_value(self.forest_, A[b]), A.shape[0])
-        if not parts:
-            return np.empty((0, self.forest_.value.shape[1]))
-        return np.concatenate(parts)
-
     def apply(self, X: Any) -> np.ndarray:
         """Leaf of every row in every tree (scikit-learn's node ids within each tree).
 
@@ -304,45 +298,15 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         """
         return self._fit(X, y, sample_weight)
 
-    def _variance(self, spread: np.ndarray, within: np.ndarray) -> np.ndarray:
-        if self.uncertainty == "leaf":
-            return spread + within
-        return np.maximum(spread, self.var_floor_)
-
-    def predict(self, X: Any, return_std: bool = False):
-        """Mean of the tree predictions (and the predictive standard deviation).
-
-        Parameters
-        ----------
-        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
-        return_std : bool, default=False
-            Also return the standard deviation of :meth:`predict_distribution`.
-
-        Returns
-        -------
-        mean : ndarray of shape (n_samples,)
-        std : ndarray of shape (n_samples,), only if ``return_std``
-        """
-        A = self._transform(X)
-        if not return_std:
-            return self._mean_value(A)[:, 0]
-        floor = self.var_floor_
-
-        def work(b: slice) -> np.ndarray:
-            return np.stack(cart.regression_moments(self.forest_, A[b], floor))
-
-        parts = self._map_blocks(work, A.shape[0])
-        mean, spread, within = np.concatenate(parts, axis=1) if parts else np.empty((3, 0))
-        return mean, np.sqrt(self._variance(spread, within))
-
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":
             mean, spread, _ = cart.regression_moments(self.forest_, A, self.var_floor_)
             return GaussianMixture.from_moments(mean, np.maximum(spread, self.var_floor_))
-        leaves = cart.apply(self.forest_, A)
-        means = self.forest_.value[leaves, 0]
-        variances = np.maximum(self.forest_.variance[leaves], self.var_floor_)
-        return GaussianMixture(np.ones_like(means), means, variances)
+        # finite leaf means, variances >= the positive floor: nothing left to check, and
+        # weights 1 / n_trees are what normalising equal weights gives
+        means, variances = cart.leaf_components(self.forest_, A, self.var_floor_)
+        weights = np.full(means.shape, 1.0 / self.forest_.n_trees)
+        return GaussianMixture._trusted(weights, means, variances)
 
     def _get_state(self) -> dict[str, Any]:
         return {**super()._get_state(), "var_floor": float(self.var_floor_)}

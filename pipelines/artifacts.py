@@ -1,38 +1,41 @@
-"""Model artifacts as the jobs use them: a model directory loaded and pinned by its hash.
+"""Model artifacts as the jobs use them: a model directory opened and pinned by its hash.
 
-:func:`load_model` wraps :func:`ebf.model.load` (checksums verified, nothing unpickled) and
-records the sha256 of the manifest, which the prediction and evaluation jobs
-(:mod:`pipelines.score`) write into their outputs.
+:func:`open_artifact` reads the manifest only (:func:`ebf.reader.open_model`): the jobs of
+:mod:`pipelines.score` hand the reader to the workers, which load the model whole or one
+branch per task, every file checked against the pinned manifest (a model overwritten
+meanwhile fails its checksums instead of mixing two models). :func:`load_model` loads the
+whole model in this process, for callers that want the estimator.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LoadedModel", "load_model"]
+__all__ = ["LoadedModel", "ModelArtifact", "load_model", "open_artifact"]
 
 
 @dataclass(frozen=True)
-class LoadedModel:
-    """A model directory, loaded and pinned by its hash.
+class ModelArtifact:
+    """A model directory, opened (manifest read and checked) and pinned by its hash.
 
     Attributes
     ----------
-    model : estimator
-        The fitted single-process model.
+    reader : ebf.reader.ModelReader
+        Loads the head, a part or the whole model; picklable, it travels in Dask graphs.
     path : str
     digest : str
         :func:`ebf.model.model_hash` (sha256 of the model's content, which holds the
-        sha256 of every array file).
+        sha256 of every file).
     manifest : dict
         :func:`ebf.model.read_manifest`.
     features : list of str
         The feature columns the model was trained on.
     """
 
-    model: Any
+    reader: Any
     path: str
     digest: str
     manifest: dict
@@ -57,20 +60,65 @@ class LoadedModel:
 
     @property
     def is_classifier(self) -> bool:
-        """Whether the model predicts classes."""
-        return hasattr(self.model, "classes_")
+        """Whether the model predicts classes (its manifest records a number of classes)."""
+        return "n_classes" in (self.manifest.get("training") or {})
 
 
-def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
-    """Load a model directory and pin it by its manifest hash.
+@dataclass(frozen=True)
+class LoadedModel(ModelArtifact):
+    """A :class:`ModelArtifact` with the whole model loaded (``model``)."""
 
-    The hash is taken before and after loading; if the directory was replaced in between
-    (an ``overwrite`` by another job), this raises instead of mixing two models.
+    model: Any = None
+
+
+def open_artifact(model_dir: str | os.PathLike[str],
+                  storage_options: Mapping[str, Any] | None = None) -> ModelArtifact:
+    """Open a model directory: read and check its manifest, load no array.
 
     Parameters
     ----------
     model_dir : str or path-like
-        Written by :func:`ebf.model.save` (e.g. by ``ebf train``).
+        Written by :func:`ebf.model.save` (e.g. by ``ebf train``); a path or fsspec URL.
+    storage_options : mapping, optional
+        fsspec options for a URL.
+
+    Returns
+    -------
+    ModelArtifact
+
+    Raises
+    ------
+    FileNotFoundError, ebf.model.ModelFormatError
+        From :func:`ebf.model.read_manifest`.
+    ValueError
+        If the model has no feature names (trained on a plain array).
+
+    Examples
+    --------
+    >>> art = open_artifact("models/friedman")  # doctest: +SKIP
+    >>> art.features[:2], art.digest[:12], art.reader.n_parts  # doctest: +SKIP
+    (['x0', 'x1'], '3f1c0a9b2e7d', 5)
+    """
+    from ebf.reader import open_model
+
+    path = os.fspath(model_dir)
+    reader = open_model(path, storage_options)
+    names = (reader.manifest.get("features") or {}).get("names")
+    if not names:
+        raise ValueError(
+            f"the model at {path!r} has no feature names (it was fit on an array); refit it "
+            "on a DataFrame (ebf train does) so its columns can be found in the data"
+        )
+    return ModelArtifact(reader, path, reader.model_hash, reader.manifest,
+                         [str(c) for c in names])
+
+
+def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
+    """Open a model directory (:func:`open_artifact`) and load the whole model.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
 
     Returns
     -------
@@ -79,30 +127,16 @@ def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
     Raises
     ------
     FileNotFoundError, ebf.model.ModelFormatError
-        From :func:`ebf.model.load`.
+        From :func:`ebf.model.load` (a file that changed since the manifest was read fails
+        its checksum).
     ValueError
-        If the model has no feature names (trained on a plain array).
+        If the model has no feature names.
 
     Examples
     --------
     >>> loaded = load_model("models/friedman")  # doctest: +SKIP
-    >>> loaded.features[:2], loaded.digest[:12]  # doctest: +SKIP
-    (['x0', 'x1'], '3f1c0a9b2e7d')
+    >>> loaded.model.predict(X[:2])  # doctest: +SKIP
     """
-    from ebf.model import load, model_hash, read_manifest
-
-    path = os.fspath(model_dir)
-    manifest = read_manifest(path)
-    digest = manifest["model_hash"]
-    model = load(path)
-    if model_hash(path) != digest:
-        raise RuntimeError(f"the model at {path!r} changed while it was loaded; try again")
-    names = getattr(model, "feature_names_in_", None)
-    if names is None:
-        names = (manifest.get("features") or {}).get("names")
-    if names is None or len(names) == 0:
-        raise ValueError(
-            f"the model at {path!r} has no feature names (it was fit on an array); refit it "
-            "on a DataFrame (ebf train does) so its columns can be found in the data"
-        )
-    return LoadedModel(model, path, digest, manifest, [str(c) for c in names])
+    art = open_artifact(model_dir)
+    return LoadedModel(art.reader, art.path, art.digest, art.manifest, art.features,
+                       model=art.reader.load())

@@ -414,7 +414,16 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
                     help="input columns copied into the output (ids, keys, the target...)")
     pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
+    _add_strategy_argument(pr)
     _finish_job_parser(pr, _cmd_predict)
+
+
+def _add_strategy_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strategy", choices=("auto", "broadcast", "sharded"), default="auto",
+        help="broadcast: every worker holds the whole model; sharded: each task loads one "
+        "branch; auto: broadcast if the model takes at most a quarter of a worker's memory "
+        "(default: auto)")
 
 
 def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
@@ -432,6 +441,7 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    _add_strategy_argument(ev)
     _finish_job_parser(ev, _cmd_evaluate)
 
 
@@ -535,7 +545,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         res = predict_to_parquet(
             args.model, args.data, args.out, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite, client=client,
-            progress=lambda done, total: bars("predict", done, total),
+            progress=lambda done, total: bars("predict", done, total), strategy=args.strategy,
         )
     print(
         f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "
@@ -552,7 +562,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         res = evaluate(
             args.model, args.data, target=args.target,
             levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
-            progress=lambda done, total: bars("evaluate", done, total),
+            progress=lambda done, total: bars("evaluate", done, total), strategy=args.strategy,
         )
     print(format_evaluation(res, title=f"{args.model} on {args.data}"))
     if args.json:

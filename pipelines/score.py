@@ -53,17 +53,20 @@ from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report, gather
 from ebf.dask.predict import shared_model
-from pipelines.artifacts import LoadedModel, load_model
+from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
+from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
 
 __all__ = [
     "LoadedModel",
+    "ModelArtifact",
     "PredictionResult",
     "evaluate",
     "format_evaluation",
     "load_model",
+    "open_artifact",
     "predict_to_parquet",
 ]
 
@@ -200,6 +203,7 @@ def predict_to_parquet(
     client: distributed.Client | None = None,
     progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    strategy: str = "auto",
 ) -> PredictionResult:
     """Predict every row of a dataset on the cluster and write the predictions as Parquet.
 
@@ -227,6 +231,10 @@ def predict_to_parquet(
         Called on the driver as partitions are predicted.
     storage_options : dict, optional
         fsspec options for URLs.
+    strategy : {"auto", "broadcast", "sharded"}, default="auto"
+        How the workers get the model (:func:`ebf.dask.predict.predict_frame`): whole on
+        every worker, or one branch per task from its shard; ``"auto"`` chooses from the
+        model's size and the workers' memory. The driver never loads the branches.
 
     Returns
     -------
@@ -256,14 +264,15 @@ def predict_to_parquet(
     inputs = prediction_inputs(model_dir, data)
     check_destination(out, "predictions", overwrite=overwrite, inputs=inputs,
                       storage_options=storage_options)
-    loaded = load_model(model_dir)
+    loaded = open_artifact(model_dir, storage_options)
     keep = [str(c) for c in keep_columns]
     needed = list(dict.fromkeys([*loaded.features, *keep]))
     if not isinstance(data, dd.DataFrame):
         _check_columns(data, needed, storage_options)
     ddf = _read(data, needed, storage_options)
 
-    pred = predict_frame(loaded.model, ddf[loaded.features], tuple(quantiles), client=client)
+    pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,
+                         strategy=strategy)
     if keep:
         clash = [c for c in keep if c in pred.columns]
         if clash:
@@ -280,7 +289,8 @@ def predict_to_parquet(
         "ebf.model_hash": loaded.digest,
         "ebf.model_version": loaded.version,
         "ebf.model_class": loaded.model_class,
-        "ebf.model_path": str(Path(loaded.path).resolve()),
+        "ebf.model_path": (str(Path(loaded.path).resolve()) if loaded.reader.store.is_local
+                           else loaded.path),
         "ebf.features": json.dumps(loaded.features),
         "ebf.quantiles": json.dumps([] if loaded.is_classifier else [float(q) for q in quantiles]),
         "ebf.predicted_with": library_version(),
@@ -300,41 +310,59 @@ def predict_to_parquet(
 # --------------------------------------------------------------------------- evaluation
 
 
-def _regression_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
-                     levels: np.ndarray) -> np.ndarray:
-    """``[rows, missing targets, sum sq. error, sum -log p(y), inside count per level]``."""
-    y = part[target].to_numpy(dtype=np.float64, na_value=np.nan)
-    ok = ~np.isnan(y)
-    out = np.zeros(4 + levels.size)
+class EvaluationJob:
+    """Per-row scores of a prediction at the observed targets, for :func:`evaluate`.
+
+    Regressors: ``[squared error of the mean, -log p(y), inside the central interval of
+    every level (0/1)...]`` from the predictive mixture; classifiers: ``[correct, log loss,
+    label never seen]`` from the class probabilities (clipped to ``[eps, 1 - eps]``, as
+    scikit-learn does). It runs where the prediction is made: on a partition of a whole
+    model, or on a branch's rows next to its shard (:func:`ebf.dask.sharded.sharded_blocks`).
+    """
+
+    def __init__(self, levels: np.ndarray, classes: np.ndarray | None) -> None:
+        self.levels = levels
+        self.classes = classes
+
+    @property
+    def width(self) -> int:
+        return 3 if self.classes is not None else 2 + self.levels.size
+
+    def rows(self, output: Any, y: Any) -> np.ndarray:
+        if self.classes is not None:
+            code = pd.Index(self.classes).get_indexer(y)
+            seen = code >= 0
+            p_true = np.where(seen, output[np.arange(len(code)), np.maximum(code, 0)], 0.0)
+            return np.column_stack([np.argmax(output, axis=1) == code,
+                                    -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)), ~seen])
+        y = np.asarray(y, dtype=np.float64)
+        u = output.cdf(y)
+        lower, upper = (1.0 - self.levels) / 2.0, (1.0 + self.levels) / 2.0
+        inside = (lower[None, :] <= u[:, None]) & (u[:, None] <= upper[None, :])
+        return np.column_stack([(y - output.mean) ** 2, -output.logpdf(y), inside])
+
+
+def _partition_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
+                    job: EvaluationJob) -> np.ndarray:
+    """``[rows, missing targets, column sums of the job's rows]`` of a whole model."""
+    ok = part[target].notna().to_numpy()
+    out = np.zeros(2 + job.width)
     out[0], out[1] = ok.sum(), (~ok).sum()
-    if not ok.any():
-        return out
-    y = y[ok]
-    dist = model.predict_distribution(part.loc[ok, features])
-    u = dist.cdf(y)
-    out[2] = np.sum((y - dist.mean) ** 2)
-    out[3] = -np.sum(dist.logpdf(y))
-    lower, upper = (1.0 - levels) / 2.0, (1.0 + levels) / 2.0
-    out[4:] = ((lower[None, :] <= u[:, None]) & (u[:, None] <= upper[None, :])).sum(axis=0)
+    if ok.any():
+        X = part.loc[ok, features]
+        output = model.predict_proba(X) if job.classes is not None else (
+            model.predict_distribution(X))
+        out[2:] = job.rows(output, part.loc[ok, target].to_numpy()).sum(axis=0)
     return out
 
 
-def _classification_sums(part: pd.DataFrame, model: Any, features: list[str],
-                         target: str) -> np.ndarray:
-    """``[rows, missing labels, correct, sum log loss, labels the model never saw]``."""
-    y = part[target]
-    ok = y.notna().to_numpy()
-    out = np.zeros(5)
-    out[0], out[1] = ok.sum(), (~ok).sum()
-    if not ok.any():
-        return out
-    proba = model.predict_proba(part.loc[ok, features])
-    code = pd.Index(model.classes_).get_indexer(y[ok])
-    seen = code >= 0
-    p_true = np.where(seen, proba[np.arange(len(code)), np.maximum(code, 0)], 0.0)
-    out[2] = np.sum(np.argmax(proba, axis=1) == code)
-    out[3] = -np.sum(np.log(np.clip(p_true, _EPS, 1.0 - _EPS)))
-    out[4] = np.sum(~seen)
+def _block_sums(assembled: tuple, width: int) -> np.ndarray:
+    """The same sums from a partition predicted branch by branch."""
+    index, block, _, n_missing = assembled
+    out = np.zeros(2 + width)
+    out[0], out[1] = len(index), n_missing
+    if block is not None:
+        out[2:] = block.sum(axis=0)
     return out
 
 
@@ -354,6 +382,7 @@ def evaluate(
     client: distributed.Client | None = None,
     progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    strategy: str = "auto",
 ) -> dict[str, Any]:
     """Score a saved model on a labelled dataset, streaming it through the cluster.
 
@@ -372,6 +401,9 @@ def evaluate(
     progress : callable ``progress(done, total)``, optional
         Called on the driver as partitions are scored.
     storage_options : dict, optional
+    strategy : {"auto", "broadcast", "sharded"}, default="auto"
+        As in :func:`predict_to_parquet`: the whole model on every worker, or every branch
+        scoring its own rows next to its shard. The sums are the same up to rounding.
 
     Returns
     -------
@@ -403,7 +435,7 @@ def evaluate(
     t0 = time.perf_counter()
     client = current_client(client)
     lv = _levels(levels)
-    loaded = load_model(model_dir)
+    loaded = open_artifact(model_dir, storage_options)
     if target is None:
         target = loaded.training.get("target")
         if not isinstance(target, str):
@@ -416,20 +448,27 @@ def evaluate(
         check_schema(data, target, features, storage_options=storage_options)
     ddf = _read(data, [*features, target], storage_options)
 
+    strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
+    if loaded.reader.n_parts:
+        classes = loaded.reader.head().classes
+        whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
+    else:  # a format 1 model or a single forest: loaded here, small
+        model = loaded.reader.load()
+        classes = getattr(model, "classes_", None)
+        whole = shared_model(model)
+    classify = classes is not None
+    job = EvaluationJob(lv, classes)
     token = uuid.uuid4().hex[:12]
-    shared = shared_model(loaded.model)  # one key, recomputed if its worker dies
-    classify = loaded.is_classifier
-    tasks = []
-    for i, part in enumerate(ddf.to_delayed()):
-        if classify:
-            task = dask.delayed(_classification_sums, pure=True)(
-                part, shared, features, target, dask_key_name=f"ebf-evaluate-{token}-{i}")
-        else:
-            task = dask.delayed(_regression_sums, pure=True)(
-                part, shared, features, target, lv, dask_key_name=f"ebf-evaluate-{token}-{i}")
-        tasks.append(task)
-    logger.info("evaluating %s on %s (%d partitions, target %r)", loaded.path,
-                _describe(data), len(tasks), target)
+    if strategy == "sharded" and loaded.reader.n_parts:
+        tasks = [dask.delayed(_block_sums, pure=True)(
+            b, job.width, dask_key_name=f"ebf-evaluate-{token}-{i}")
+            for i, b in enumerate(sharded_blocks(loaded.reader, ddf, job, target=target))]
+    else:
+        tasks = [dask.delayed(_partition_sums, pure=True)(
+            part, whole, features, target, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+            for i, part in enumerate(ddf.to_delayed())]
+    logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
+                _describe(data), len(tasks), target, strategy)
     with distributed.span("ebf-evaluate"):
         with _model_in_graph():
             futures = client.compute(tasks)
@@ -437,7 +476,7 @@ def evaluate(
         parts = gather(client, futures, progress)
     finally:
         del futures, tasks  # release the model on the workers
-    sums = np.sum(parts, axis=0) if parts else np.zeros(5 if classify else 4 + lv.size)
+    sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.width)
     n, missing = int(sums[0]), int(sums[1])
     if n == 0:
         raise ValueError(f"no row of {_describe(data)} has a value in the target {target!r}; "
@@ -457,7 +496,7 @@ def evaluate(
         if unseen:
             logger.warning("evaluate: %d row(s) have labels the model never saw", unseen)
         result.update(accuracy=float(sums[2] / n), log_loss=float(sums[3] / n),
-                      n_unseen_labels=unseen, classes=list(loaded.model.classes_.tolist()))
+                      n_unseen_labels=unseen, classes=list(classes.tolist()))
     else:
         observed = sums[4:] / n
         calibration = pd.DataFrame(

@@ -1,7 +1,8 @@
 """Lazy predictions of a fitted local model over a dask DataFrame (``map_partitions``).
 
 Every partition is predicted by the single-process model (EBF: each row by the branch of
-its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests), so the numbers
+its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests) in one pass
+(``model.predict_summary``: one encode, one routing, one mixture per block), so the numbers
 are those of ``model.predict(X.compute(), return_std=True)``,
 ``model.predict_quantiles(...)`` and ``model.predict_proba(...)``, bit for bit. The model
 enters the graph once, as one ``dask.delayed`` key (:func:`shared_model`) every partition
@@ -102,20 +103,21 @@ def _predict_partition(part: pd.DataFrame, model: Any, levels: np.ndarray,
                        meta: pd.DataFrame) -> pd.DataFrame:
     if len(part) == 0:
         return meta.set_axis(part.index[:0])
+    # one encode, one routing and one mixture per block of rows: every column comes from
+    # the same pass (numbers equal predict / predict_quantiles / apply bit for bit)
     cols: dict[str, Any] = {}
+    summary = model.predict_summary(part) if is_classifier(model) else model.predict_summary(
+        part, levels)
     if is_classifier(model):
-        proba = model.predict_proba(part)
         for j, c in enumerate(model.classes_):
-            cols[f"proba_{c}"] = proba[:, j]
-        cols["predicted"] = model.classes_[np.argmax(proba, axis=1)]
+            cols[f"proba_{c}"] = summary.proba[:, j]
+        cols["predicted"] = summary.predicted
     else:
-        cols["mean"], cols["std"] = model.predict(part, return_std=True)
-        if levels.size:
-            q = model.predict_quantiles(part, levels)
-            for j, name in enumerate(meta.columns[2:2 + levels.size]):
-                cols[name] = q[:, j]
+        cols["mean"], cols["std"] = summary.mean, summary.std
+        for j, name in enumerate(meta.columns[2:2 + levels.size]):
+            cols[name] = summary.quantiles[:, j]
     if "branch" in meta.columns:
-        cols["branch"] = model.apply(part)
+        cols["branch"] = summary.branch
     return pd.DataFrame({k: pd.Series(v, index=part.index, dtype=meta[k].dtype)
                          for k, v in cols.items()}, index=part.index)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from basics.mixture import GaussianMixture, moments
+from basics.mixture import GaussianMixture, MixtureSummary, moments, summarize
 from tests.naive import (
     naive_mixture_cdf,
     naive_mixture_logpdf,
@@ -390,3 +390,80 @@ def test_row_selection_and_pickle(gm):
     np.testing.assert_array_equal(g2.quantile(0.3), gm.quantile(0.3))
     with pytest.raises(IndexError):
         gm[0, 1]
+
+
+# ---------------------------------------------------------------- one-pass summary kernel
+
+
+def _padded(w, m, v, width, seed):
+    """The same rows with junk zero-weight components inserted between and after the live
+    ones (live components keep their order), ``width`` columns in all."""
+    rng = np.random.default_rng(seed)
+    n = w.shape[0]
+    W, M = np.zeros((n, width)), rng.normal(0.0, 1e6, size=(n, width))
+    V = rng.choice([0.0, -1.0, np.nan, 1e12], size=(n, width))
+    for i in range(n):
+        live = np.flatnonzero(w[i] > 0)
+        cols = np.sort(rng.choice(width, size=live.size, replace=False))
+        W[i, cols], M[i, cols], V[i, cols] = w[i, live], m[i, live], v[i, live]
+    return W, M, V
+
+
+def test_summary_matches_oracles():
+    w, m, v = random_mixture_arrays(n=60, k=9, seed=30)
+    gm = GaussianMixture(w, m, v)
+    levels = np.array([1e-6, 0.003, 0.05, 0.25, 0.5, 0.9, 0.95, 0.9999])
+    s = summarize(gm, levels)
+    assert isinstance(s, MixtureSummary) and s.quantiles.shape == (60, levels.size)
+    mean, var = naive_mixture_moments(w, m, v)
+    np.testing.assert_allclose(s.mean, mean, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(s.std, np.sqrt(var), rtol=1e-12)
+    for i in range(gm.n_rows):
+        for j, q in enumerate(levels):
+            ref = naive_mixture_quantile(w[i], m[i], v[i], q)
+            assert s.quantiles[i, j] == pytest.approx(ref, rel=1e-11, abs=1e-11 * s.std[i])
+
+
+def test_summary_of_a_row_ignores_padding_and_other_rows_bit_for_bit():
+    w, m, v = random_mixture_arrays(n=50, k=8, seed=31)
+    w[7, 1:] = 0.0  # a single live component: the closed form
+    levels = np.array([0.0, 0.02, 0.3, 0.5, 0.5 + 1e-12, 0.8, 0.975, 1.0])
+    block = summarize(GaussianMixture(*_padded(w, m, v, 21, seed=32)), levels)
+    narrow = summarize(GaussianMixture(w, m, v), levels)
+    for i in range(w.shape[0]):
+        live = w[i] > 0
+        alone = GaussianMixture(w[i, live][None], m[i, live][None], v[i, live][None])
+        one = summarize(alone, levels)
+        for got in (block, narrow):
+            assert got.mean[i] == one.mean[0] and got.std[i] == one.std[0]
+            assert np.array_equal(got.quantiles[i], one.quantiles[0])
+        # normalisation too: the live weights are the same bits whatever the padding
+        assert np.array_equal(GaussianMixture(w, m, v).weights[i, live], alone.weights[0])
+
+
+def test_mixture_methods_are_the_summary():
+    gm = GaussianMixture(*random_mixture_arrays(n=30, k=5, seed=33))
+    s = summarize(gm, [0.1, 0.6])
+    assert np.array_equal(gm.mean, s.mean) and np.array_equal(gm.std, s.std)
+    assert np.array_equal(np.sqrt(gm.var), s.std)
+    assert np.array_equal(gm.quantile([0.1, 0.6]), s.quantiles)
+    assert np.array_equal(gm.quantile(0.6), s.quantiles[:, 1])
+    assert summarize(gm, []).quantiles.shape == (30, 0)
+    with pytest.raises(ValueError, match="levels"):
+        summarize(gm, [0.5, 1.5])
+    with pytest.raises(TypeError, match="GaussianMixture"):
+        summarize((gm.weights, gm.means, gm.variances), [0.5])
+
+
+def test_concat_is_normalised_and_keeps_part_order():
+    parts = [GaussianMixture(*random_mixture_arrays(n=20, k=k, seed=s)) for s, k in
+             [(34, 4), (35, 2)]]
+    pooled = GaussianMixture.concat(parts)
+    np.testing.assert_allclose(pooled.weights.sum(axis=1), 1.0, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(pooled.means[:, 4:], parts[1].means)
+    np.testing.assert_array_equal(pooled.weights[:, :4], parts[0].weights * 0.5)
+    dropped = GaussianMixture.concat(parts, weights=[0.0, 1.0])
+    assert np.all(dropped.weights[:, :4] == 0) and np.all(dropped.variances[:, :4] == 1)
+    np.testing.assert_array_equal(dropped.quantile([0.2, 0.7]), parts[1].quantile([0.2, 0.7]))
+    with pytest.raises(ValueError, match="negative or non-finite"):
+        GaussianMixture.concat(parts, weights=[-1.0, 1.0])

@@ -261,3 +261,84 @@ def test_single_row_branch_is_constant(task, learner):
         assert np.all(g.var > 0)
     else:
         np.testing.assert_array_equal(branch.predict_proba(X), [[0.0, 1.0, 0.0]] * 4)
+
+
+# ---------------------------------------------------------------- one-pass summaries
+
+
+def _summary_models():
+    kw = dict(n_estimators=4, random_state=3)
+    return [
+        BayesianForestRegressor(**kw),
+        BayesianForestRegressor(uncertainty="tree_spread", **kw),
+        EmpiricalBayesianForestRegressor(trunk_max_leaves=4, **kw),
+        EmpiricalBayesianForestRegressor(branch="mondrian", trunk_max_leaves=3,
+                                         trunk_min_leaf_rows=1, min_samples_leaf=20, **kw),
+        SubsampleForestRegressor(n_subsamples=3, **kw),
+        SubsampleForestRegressor(n_subsamples=3, branch="mondrian", **kw),
+    ]
+
+
+@pytest.mark.parametrize("model", _summary_models(), ids=lambda m: type(m).__name__)
+def test_predict_summary_is_predict_and_quantiles_bit_for_bit(model, monkeypatch):
+    rng = np.random.default_rng(40)
+    X, y, _ = friedman(900, rng, p=5)
+    X_te = friedman(300, rng, p=5)[0]
+    model.fit(X, y)
+    levels = (0.05, 0.5, 0.975)
+    s = model.predict_summary(X_te, levels)
+    mean, std = model.predict(X_te, return_std=True)
+    np.testing.assert_array_equal(s.mean, mean)
+    np.testing.assert_array_equal(s.std, std)
+    np.testing.assert_array_equal(s.mean, model.predict(X_te))
+    np.testing.assert_array_equal(s.quantiles, model.predict_quantiles(X_te, levels))
+    if hasattr(model, "trunk_"):
+        np.testing.assert_array_equal(s.branch, model.apply(X_te))
+    else:
+        assert s.branch is None
+    dist = model.predict_distribution(X_te)
+    np.testing.assert_allclose(s.mean, dist.mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s.quantiles, dist.quantile(levels), rtol=1e-12, atol=1e-9)
+    # many small blocks (other rows, other padding widths): the same bits
+    monkeypatch.setattr("ebf._base.PREDICT_BLOCK", 37)
+    small = model.predict_summary(X_te, levels)
+    for got, want in zip(small, s, strict=True):
+        np.testing.assert_array_equal(got, want)
+    empty = model.predict_summary(X_te[:0], levels)
+    assert empty.mean.shape == (0,) and empty.quantiles.shape == (0, 3)
+
+
+@pytest.mark.parametrize("branch", ["bayesian", "mondrian"])
+def test_ebf_summary_of_a_row_is_its_branch_mixture_alone(branch):
+    from basics.mixture import summarize
+
+    rng = np.random.default_rng(41)
+    X, y, _ = friedman(1200, rng, p=5)
+    X_te = friedman(400, rng, p=5)[0]
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=3, branch=branch, trunk_max_leaves=4,
+                                           random_state=5).fit(X, y)
+    levels = np.array([0.1, 0.5, 0.9])
+    s = ebf.predict_summary(X_te, levels)
+    A = ebf.encoder_.transform(X_te)
+    for b in np.unique(s.branch):
+        rows = np.flatnonzero(s.branch == b)[::2]  # a shard holds other rows than a block
+        mean, std, qs = summarize(ebf.branches_[b].predict_distribution(A[rows]), levels)
+        np.testing.assert_array_equal(mean, s.mean[rows])
+        np.testing.assert_array_equal(std, s.std[rows])
+        np.testing.assert_array_equal(qs, s.quantiles[rows])
+
+
+@pytest.mark.parametrize("cls", [EmpiricalBayesianForestClassifier, SubsampleForestClassifier,
+                                 BayesianForestClassifier])
+def test_classifier_summary_is_proba_predict_and_apply(cls):
+    rng = np.random.default_rng(42)
+    X = rng.random((600, 3))
+    y = np.where(X[:, 0] > 0.5, "a", np.where(X[:, 1] > 0.3, "b", "c"))
+    clf = cls(n_estimators=4, random_state=1).fit(X, y)
+    s = clf.predict_summary(X[:200])
+    np.testing.assert_array_equal(s.proba, clf.predict_proba(X[:200]))
+    np.testing.assert_array_equal(s.predicted, clf.predict(X[:200]))
+    if hasattr(clf, "trunk_"):
+        np.testing.assert_array_equal(s.branch, clf.apply(X[:200]))
+    else:
+        assert s.branch is None

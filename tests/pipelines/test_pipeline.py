@@ -179,6 +179,19 @@ def test_predict_failure_leaves_nothing(models, data, tmp_path, dask_client, mon
     assert os.listdir(tmp_path) == []  # no target, no temporary directory left
 
 
+@pytest.mark.parametrize("name, task", [("reg", "regression"), ("ssf", "regression"),
+                                        ("clf", "classification")])
+def test_sharded_and_broadcast_write_the_same_predictions(models, data, tmp_path, dask_client,
+                                                         name, task):
+    out = {}
+    for strategy in ("broadcast", "sharded"):
+        res = predict_to_parquet(models[name], data[task, "test"], tmp_path / strategy,
+                                 keep_columns=["y"], client=dask_client, strategy=strategy)
+        out[strategy] = frame(res.path)
+    pd.testing.assert_frame_equal(out["sharded"], out["broadcast"], check_exact=True)
+    assert len(out["sharded"]) == 1500
+
+
 def test_predict_missing_feature(models, tmp_path, dask_client):
     bad = tmp_path / "bad.parquet"
     pd.DataFrame({"x0": [0.1], "x1": [0.2]}).to_parquet(bad)
@@ -190,9 +203,11 @@ def test_predict_missing_feature(models, tmp_path, dask_client):
 # --------------------------------------------------------------------------- evaluate
 
 
-def test_evaluate_regression_equals_local_computation(models, data, dask_client):
+@pytest.mark.parametrize("strategy", ["broadcast", "sharded"])
+def test_evaluate_regression_equals_local_computation(models, data, dask_client, strategy):
     levels = (0.1, 0.5, 0.9)
-    res = evaluate(models["reg"], data["regression", "test"], levels=levels, client=dask_client)
+    res = evaluate(models["reg"], data["regression", "test"], levels=levels, client=dask_client,
+                   strategy=strategy)
     test = frame(data["regression", "test"])
     y = test["y"].to_numpy()
     dist = load_model(models["reg"]).model.predict_distribution(test[FEATURES])
@@ -208,10 +223,11 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client)
     assert res["max_calibration_gap"] == pytest.approx(gap)
 
 
-def test_evaluate_classifier_equals_sklearn(models, data, dask_client):
+@pytest.mark.parametrize("strategy", ["broadcast", "sharded"])
+def test_evaluate_classifier_equals_sklearn(models, data, dask_client, strategy):
     calls = []
     res = evaluate(models["clf"], data["classification", "test"], client=dask_client,
-                   progress=lambda d, t: calls.append((d, t)))
+                   progress=lambda d, t: calls.append((d, t)), strategy=strategy)
     test = frame(data["classification", "test"])
     model = load_model(models["clf"]).model
     proba = model.predict_proba(test[FEATURES])

@@ -1,0 +1,373 @@
+"""Predicting with a saved model branch by branch: no process ever holds the whole model.
+
+A model saved in format 2 (:mod:`ebf.model`) has a small head (encoder, trunk) and one
+shard per branch (EBF) or sub-sample forest (SSF). :func:`predict_sharded` builds a lazy
+graph over the partitions of ``X``:
+
+1. ``route``: every partition is encoded and routed by the head's trunk (the function the
+   local EBF routes with, ``Trunk.apply``); its rows are cut into one piece per branch
+   (an SSF sends every row to every sub-sample forest);
+2. ``part``: one task per branch and group of partitions predicts that branch's pieces
+   (about one partition of rows in all). It gets the branch from the worker's cache of
+   loaded parts (:func:`cached_part`), which loads shard ``b`` alone
+   (:meth:`ebf.reader.ModelReader.load_part`: checked as a full load is) on first use;
+   tasks of one branch are prioritised together, so a worker loads each shard about once;
+3. ``assemble``: every partition's rows are put back in their input order, with their
+   index, as the columns of :func:`ebf.dask.predict.prediction_meta`.
+
+The numbers are those of the local model's one-pass summary, bit for bit: a row's
+summary depends only on its own mixture (EBF: its branch's mixture; SSF: the pooled
+mixture of all sub-samples, concatenated in sub-sample order). The driver reads the
+manifest and the head only. Peak memory of a worker is about the shards in its cache (by
+default at most :data:`CACHE_FRACTION` of its memory limit, and at least one shard) plus one
+task's rows. A lost worker's tasks rerun elsewhere and load their shard again from the
+model's URL, so every worker must be able to read it (a shared file system or an object
+store).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from basics.mixture import GaussianMixture, summarize
+
+from ..reader import ModelReader
+from .predict import prediction_meta
+
+logger = logging.getLogger(__name__)
+
+#: Share of a worker's memory limit its cache of loaded parts may fill (at least one part).
+CACHE_FRACTION = 0.25
+
+_cache_lock = threading.Lock()
+_cache: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+_peak = [0]  # the most bytes of parts this process has held in its cache at once
+
+
+def _memory_limit() -> int | None:
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):
+        return None
+    return int(limit) if limit else None
+
+
+def cached_part(reader: ModelReader, i: int) -> Any:
+    """Part ``i`` of the model, loaded once per process and kept while it fits the cache.
+
+    The cache is keyed by the model's URL, its hash and the part, holds parts in least
+    recently used order, and evicts them beyond :data:`CACHE_FRACTION` of the worker's memory
+    limit (file bytes as the size estimate); the part being returned always stays.
+
+    Parameters
+    ----------
+    reader : ebf.reader.ModelReader
+    i : int
+
+    Returns
+    -------
+    estimator
+        The branch learner (or sub-sample forest); treat it as read-only.
+    """
+    key = (reader.url, reader.model_hash, int(i))
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key][0]
+    part = reader.load_part(int(i))  # outside the lock: other threads may load other parts
+    size = reader.part_bytes[int(i)]
+    limit = _memory_limit()
+    budget = CACHE_FRACTION * limit if limit else float("inf")
+    with _cache_lock:
+        _cache[key] = (part, size)
+        _cache.move_to_end(key)
+        while len(_cache) > 1 and sum(s for _, s in _cache.values()) > budget:
+            _cache.popitem(last=False)
+        _peak[0] = max(_peak[0], sum(s for _, s in _cache.values()))
+    return part
+
+
+def clear_cache() -> None:
+    """Drop every cached part of this process (and reset :func:`cache_peak_bytes`)."""
+    with _cache_lock:
+        _cache.clear()
+        _peak[0] = 0
+
+
+def cache_peak_bytes() -> int:
+    """The most bytes (file sizes) of parts this process's cache has held at once."""
+    return _peak[0]
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+class PredictJob:
+    """What a part task computes per row for predictions: the summary block of a
+    regressor's mixture (``mean, std, quantiles``), or a classifier's probabilities.
+
+    A job maps a part's (or, for an SSF, the pooled) output on some rows, and their targets
+    (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it.
+    ``pipelines.score`` defines the evaluation job the same way.
+    """
+
+    def __init__(self, levels: np.ndarray) -> None:
+        self.levels = levels
+
+    def rows(self, output: Any, y: Any) -> np.ndarray:
+        if isinstance(output, GaussianMixture):
+            mean, std, q = summarize(output, self.levels)
+            return np.column_stack([mean, std, q.reshape(len(mean), -1)])
+        return output
+
+
+# ----------------------------------------------------------------------------- task bodies
+
+
+def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None) -> tuple:
+    """Encode a partition once and cut it into one piece ``(positions, rows, y)`` per part.
+
+    With a ``target``, rows whose target is missing are dropped first (and counted).
+    """
+    y = None
+    n_missing = 0
+    index = part.index
+    if target is not None:
+        ok = part[target].notna().to_numpy()
+        n_missing = int((~ok).sum())
+        y = part[target].to_numpy()[ok]
+        part = part.loc[ok]
+        index = part.index
+    A = head.encoder.transform(part, caller=type(head.estimator).__name__)
+    if head.trunk is None:  # SSF: every row to every sub-sample forest
+        every = (np.arange(A.shape[0]), A, y)
+        return index, [every] * n_parts, n_missing
+    leaf = head.trunk.apply(A) if A.shape[0] else np.empty(0, np.int64)
+    order = np.argsort(leaf, kind="stable")
+    bounds = np.searchsorted(leaf[order], np.arange(n_parts + 1))
+    pieces = []
+    for b in range(n_parts):
+        pos = order[bounds[b]:bounds[b + 1]]
+        pieces.append((pos, A[pos], None if y is None else y[pos]))
+    return index, pieces, n_missing
+
+
+def _piece(routed: tuple, b: int) -> tuple:
+    return routed[1][b]
+
+
+def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tuple) -> list:
+    """Part ``b`` on each piece: the job's rows (EBF), or the raw output to pool (SSF)."""
+    part = cached_part(reader, b) if any(len(p[0]) for p in pieces) else None
+    out = []
+    for _, A, y in pieces:
+        if A.shape[0] == 0:
+            out.append(None)
+            continue
+        raw = part.predict_proba(A) if hasattr(part, "classes_") else part.predict_distribution(A)
+        out.append(raw if pooled else job.rows(raw, y))
+    return out
+
+
+def _take(outputs: list, j: int) -> Any:
+    return outputs[j]
+
+
+def _assemble(routed: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
+    """``(index, block, branch, n_missing)`` of one partition, rows in input order."""
+    index, pieces, n_missing = routed
+    n = len(index)
+    if pool is not None:  # SSF: the ensemble pools its forests' outputs
+        block = job.rows(pool(outputs), pieces[0][2]) if n else None
+        branch = None
+    else:
+        block = None
+        branch = np.empty(n, np.int64)
+        for b, ((pos, _, _), rows) in enumerate(zip(pieces, outputs, strict=True)):
+            branch[pos] = b
+            if rows is None:
+                continue
+            if block is None:
+                block = np.full((n, rows.shape[1]), np.nan)
+            block[pos] = rows
+    return index, block, branch, n_missing
+
+
+def _frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFrame:
+    index, block, branch, _ = assembled
+    if block is None:  # no rows
+        return meta.set_axis(index[:0])
+    cols: dict[str, Any] = {}
+    if classes is not None:
+        for j, c in enumerate(classes):
+            cols[f"proba_{c}"] = block[:, j]
+        cols["predicted"] = classes[np.argmax(block, axis=1)]
+    else:
+        for j, name in enumerate(meta.columns[: block.shape[1]]):
+            cols[name] = block[:, j]
+    if "branch" in meta.columns:
+        cols["branch"] = branch
+    return pd.DataFrame({k: pd.Series(v, index=index, dtype=meta[k].dtype)
+                         for k, v in cols.items()}, index=index)
+
+
+# ----------------------------------------------------------------------------- the graph
+
+
+def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = None,
+                   group: int | None = None) -> list:
+    """Per partition of ``X``, a lazy ``(index, block, branch, n_missing)``: the job's
+    rows for every row (input order), each part predicted from its own shard.
+
+    Parameters
+    ----------
+    reader : ebf.reader.ModelReader
+        A format 2 EBF or SSF (:func:`ebf.reader.open_model`).
+    X : dask.dataframe.DataFrame
+        The model's features by name (and ``target`` if given).
+    job : object
+        ``job.rows(output, y) -> ndarray (n_rows, k)`` (:class:`PredictJob`).
+    target : str, optional
+        Column passed to the job as ``y``; rows where it is missing are dropped.
+    group : int, optional
+        Partitions per part task (EBF). Default: the number of parts, so a task holds about
+        one partition of rows; an SSF task predicts one partition.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+    """
+    import dask
+    from dask import delayed
+
+    from .predict import shared_model
+
+    head = reader.head()
+    head.encoder.transform(X._meta, caller=type(head.estimator).__name__)  # schema first
+    pooled = head.trunk is None
+    n_parts = head.n_parts
+    shared_head, shared_reader = shared_model(head), shared_model(reader)
+    parts = X.to_delayed()
+    token = uuid.uuid4().hex[:12]
+    routed = [delayed(_route, pure=True)(p, shared_head, n_parts, target) for p in parts]
+    step = 1 if pooled else max(1, int(group or n_parts))
+    groups = [list(range(a, min(a + step, len(parts)))) for a in range(0, len(parts), step)]
+    outputs: list[list[Any]] = [[None] * n_parts for _ in parts]
+    for b in range(n_parts):
+        with dask.annotate(priority=n_parts - b):  # a branch's tasks together: one load
+            for g in groups:
+                pieces = [delayed(_piece, pure=True)(routed[i], b) for i in g]
+                task = delayed(_part_task, pure=True)(
+                    shared_reader, b, job, pooled, *pieces,
+                    dask_key_name=f"ebf-part-{token}-{b}-{g[0]}")
+                for j, i in enumerate(g):
+                    outputs[i][b] = delayed(_take, pure=True)(task, j)
+    logger.info("sharded graph: %d partition(s), %d part(s) of %s bytes", len(parts), n_parts,
+                reader.part_bytes)
+    pool = head.estimator._pool if pooled else None
+    return [delayed(_assemble, pure=True)(routed[i], job, pool, *outputs[i])
+            for i in range(len(parts))]
+
+
+def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
+                    group: int | None = None) -> Any:
+    """Lazy predictions of a saved ensemble, each branch predicted from its own shard.
+
+    Parameters
+    ----------
+    reader : ebf.reader.ModelReader
+        A format 2 EBF or SSF (:func:`ebf.reader.open_model`).
+    X : dask.dataframe.DataFrame
+        Features by name (extra columns are ignored).
+    quantiles : sequence of float
+        Levels of the quantile columns (regressors).
+    group : int, optional
+        As in :func:`sharded_blocks`.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The columns of :func:`ebf.dask.predict.prediction_meta`, with the index, partitions and
+        row order of ``X``.
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    from .predict import _levels
+
+    levels = _levels(quantiles)
+    head = reader.head()
+    meta = prediction_meta(head.classes, head.trunk is not None, levels)
+    blocks = sharded_blocks(reader, X, PredictJob(levels), group=group)
+    frames = [delayed(_frame, pure=True)(b, meta, head.classes) for b in blocks]
+    return dd.from_delayed(frames, meta=meta, divisions=X.divisions, verify_meta=False)
+
+
+# ----------------------------------------------------------------------------- choosing
+
+
+#: A sharded model is broadcast (every worker holds it whole) when its files take at most
+#: this share of the smallest worker's memory limit; otherwise it is predicted by shards.
+BROADCAST_FRACTION = 0.25
+#: The broadcast bound when the workers have no memory limit.
+BROADCAST_BYTES = 2 * 2**30
+
+
+def worker_memory_limits(client: Any) -> list[int]:
+    """Memory limit of every worker of ``client`` (0: no limit)."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # a distributed without the argument lists every worker
+        info = client.scheduler_info()
+    return [int(w.get("memory_limit") or 0) for w in info.get("workers", {}).values()]
+
+
+def choose_strategy(reader: ModelReader, client: Any) -> str:
+    """``"broadcast"`` or ``"sharded"`` for predicting with a saved model on ``client``.
+
+    Broadcast when the model has no shards (format 1, a single forest), or its files take
+    at most :data:`BROADCAST_FRACTION` of the smallest worker memory limit (at most
+    :data:`BROADCAST_BYTES` when no limit is set): then one worker loads it and the others
+    fetch it, and every partition is one task. Sharded otherwise: no worker ever holds more
+    than its cache of branches. Both give the same bits.
+
+    Parameters
+    ----------
+    reader : ebf.reader.ModelReader
+    client : distributed.Client
+
+    Returns
+    -------
+    str
+    """
+    if reader.format_version == 1 or reader.n_parts == 0:
+        return "broadcast"
+    limits = worker_memory_limits(client)
+    bound = BROADCAST_FRACTION * min(limits) if limits and min(limits) > 0 else BROADCAST_BYTES
+    strategy = "broadcast" if reader.nbytes <= bound else "sharded"
+    logger.info("model of %d bytes in %d shards, worker memory limits %s: %s prediction",
+                reader.nbytes, reader.n_parts, limits, strategy)
+    return strategy
+
+
+def _load_whole(reader: ModelReader) -> Any:
+    return reader.load()
+
+
+def whole_model(reader: ModelReader) -> Any:
+    """The saved model as one key of a graph, loaded by the worker that first needs it
+    (the driver reads nothing but the manifest); recomputed if that worker dies."""
+    from dask import delayed
+
+    return delayed(_load_whole, pure=True)(reader, dask_key_name=(
+        f"ebf-model-load-{reader.model_hash[:16]}"))
