@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
-from basics.threads import n_threads
+from basics.threads import N_JOBS, n_threads
 from basics.validation import (
     check_finite,
     check_numeric_columns,
@@ -68,7 +68,7 @@ class _BaseMondrianForest(BaseEstimator):
         "lifetime": [Interval(Real, 0, math.inf, closed="right")],
         "min_samples_split": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
+        "n_jobs": N_JOBS,
     }
 
     # ------------------------------------------------------------------ fitting
