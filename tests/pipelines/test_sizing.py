@@ -13,14 +13,7 @@ from pipelines.sizing import (
     default_trees,
     plan_model_size,
 )
-
-
-def _state_bytes(state) -> int:
-    if isinstance(state, dict):
-        return sum(_state_bytes(v) for v in state.values())
-    if isinstance(state, list):
-        return sum(_state_bytes(v) for v in state)
-    return state.nbytes if isinstance(state, np.ndarray) else 0
+from tests.mondrian.test_compact import _state_bytes
 
 
 @pytest.mark.parametrize("d, mss", [(5, 10), (10, 20), (12, 40)])
