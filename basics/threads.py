@@ -7,9 +7,17 @@ all but one.
 
 from __future__ import annotations
 
-from joblib import effective_n_jobs
+from numbers import Integral
 
-__all__ = ["n_threads"]
+from joblib import effective_n_jobs
+from sklearn.utils._param_validation import Interval
+
+__all__ = ["N_JOBS", "n_threads"]
+
+#: The ``_parameter_constraints`` entry of ``n_jobs``: any int but 0 (which joblib refuses
+#: only when threads start, so a model loaded with ``n_jobs=0`` would fail at predict), or None.
+N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"),
+          None]
 
 
 def n_threads(n_jobs: int | None) -> int:

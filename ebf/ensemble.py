@@ -9,7 +9,7 @@ plans a fit (``_fit_plan``), fits one branch per group of rows, assembles the fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral
 from typing import Any
 
@@ -21,6 +21,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from basics.mixture import GaussianMixture, summarize
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.threads import N_JOBS
 
 from ._base import (
     check_target_not_in_features,
@@ -150,7 +151,7 @@ class _BranchedEnsemble(BaseEstimator):
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "branch_params": [dict, None],
         "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
+        "n_jobs": N_JOBS,
     }
 
     def _prepare(self, X: Any, y: Any, sample_weight: Any) -> tuple:
@@ -262,6 +263,46 @@ class _BranchedEnsemble(BaseEstimator):
         (:meth:`_restore_head`); a seam of ``ebf.reader``."""
         return restore_part(self, head, value, i)
 
+    def compact(self) -> Any:
+        """A new, predict-only copy whose Mondrian branches are compact.
+
+        Every branch that offers ``compact()`` (Mondrian forests, see
+        :meth:`mondrian.MondrianForestRegressor.compact`) is replaced by its compact copy;
+        the others (Bayesian / random forests, constant branches) are already predict-only
+        and are shared with this model, as is the trunk. Predictions are those of this model,
+        bit for bit; the copy is assembled through :meth:`_from_parts`, as a fit is. This
+        model is unchanged.
+
+        Returns
+        -------
+        estimator
+            Of the same class and parameters, with ``compact_ = True``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ebf import EmpiricalBayesianForestRegressor
+        >>> X = np.random.default_rng(0).random((400, 3)); y = X[:, 0]
+        >>> full = EmpiricalBayesianForestRegressor(
+        ...     n_estimators=2, branch="mondrian", random_state=0).fit(X, y)
+        >>> small = full.compact()
+        >>> bool(np.array_equal(small.predict(X), full.predict(X))), small.compact_
+        (True, True)
+        """
+        check_is_fitted(self, "encoder_")
+        branches, trunk, n_rows, plan_parts = self._compact_parts()
+        classes = self.classes_ if self._task == CLASSIFICATION else None
+        plan = replace(self._fit_plan(self.encoder_, classes, n_rows),
+                       entropy=int(self.entropy_), **plan_parts)
+        compacted = [b.compact() if hasattr(b, "compact") else b for b in branches]
+        return clone(self)._from_parts(plan, compacted, trunk)
+
+    @property
+    def compact_(self) -> bool:
+        """Whether every branch is predict-only (no Mondrian branch keeps online state)."""
+        check_is_fitted(self, "encoder_")
+        return all(getattr(b, "compact_", True) for b in self._compact_parts()[0])
+
     def _assign(self, attrs: dict) -> None:
         """Set all fitted attributes at once (a fit that raised has assigned nothing)."""
         self.__dict__.pop("feature_names_in_", None)
@@ -309,6 +350,10 @@ class _EBF(_BranchedEnsemble):
             n_classes=n_classes or None,
         )
         return {"trunk": trunk}
+
+    def _compact_parts(self) -> tuple[list, Trunk | None, int, dict]:
+        """Branches, trunk, training rows and :class:`FitPlan` fields of ``compact()``."""
+        return self.branches_, self.trunk_, int(np.sum(self.trunk_.leaf_rows_)), {}
 
     def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
         if trunk is None or len(branches) != trunk.n_leaves_:
@@ -406,6 +451,10 @@ class _SSF(_BranchedEnsemble):
         sizes = np.full(k, n_rows // k, dtype=np.int64)
         sizes[: n_rows % k] += 1  # np.array_split's sizes, as in subsample_groups
         return {"subsample_sizes": sizes}
+
+    def _compact_parts(self) -> tuple[list, Trunk | None, int, dict]:
+        sizes = self.subsample_sizes_
+        return self.subsamples_, None, int(np.sum(sizes)), {"subsample_sizes": sizes}
 
     def _fitted_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None) -> dict:
         if len(branches) != len(plan.subsample_sizes):

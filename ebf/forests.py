@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.threads import N_JOBS
 from basics.validation import check_classes, state_int
 
 from . import cart, cart_fit
@@ -72,7 +73,7 @@ class _BaseBayesianForest(BaseEstimator):
         ],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
+        "n_jobs": N_JOBS,
     }
 
     # ------------------------------------------------------------------ fitting

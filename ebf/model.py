@@ -120,6 +120,7 @@ def save(
     metadata: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     format_version: int = FORMAT_VERSION,
+    compact: bool = False,
 ) -> str | Path:
     """Write a fitted estimator to the directory ``path`` (local or any fsspec URL), atomically.
 
@@ -148,6 +149,10 @@ def save(
         fsspec options (credentials, ...) for a URL.
     format_version : {2, 1}, default=2
         Format 1 (no shards) only on local paths.
+    compact : bool, default=False
+        Save ``model.compact()``: the predict-only form (Mondrian forests without their
+        online state, several times smaller; the same predictions, bit for bit; no
+        ``partial_fit``). Models without online state are saved as they are.
 
     Returns
     -------
@@ -184,6 +189,8 @@ def save(
         raise ValueError("format_version=1 writes local directories only; use format 2 for "
                          f"{store.url!r}.")
     check_destination(path, "model", overwrite=overwrite, storage_options=storage_options)
+    if compact and callable(getattr(model, "compact", None)):
+        model = model.compact()
     top = estimator_state(model)  # before touching the disk: NotFittedError etc. come first
     user = encode(dict(metadata or {}), None, "metadata")
     manifest = {

@@ -410,10 +410,13 @@ class Trunk(BaseEstimator):
                 f"for task={self.task!r}."
             )
         check_trunk(trunk, edges, self.task)
+        max_leaves = state.get("max_leaves_", self.max_leaves)
+        if "max_leaves_" in state and max_leaves is not None:  # a JSON inf must not reach int()
+            max_leaves = state_int(state, "max_leaves_", 1)
         names = state_names(state, "feature_names_in_", d)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.pop("n_classes_", None)
         self.n_features_in_ = d
         if names is not None:
             self.feature_names_in_ = names
-        self._set_fitted(trunk, edges, n_classes, state.get("max_leaves_", self.max_leaves))
+        self._set_fitted(trunk, edges, n_classes, max_leaves)

@@ -5,6 +5,7 @@ The predictive mixture they return is :class:`basics.mixture.GaussianMixture`, s
 every regressor of the project.
 """
 
+from ._compact import PredictOnlyError
 from .forest import MondrianForestClassifier, MondrianForestRegressor
 
-__all__ = ["MondrianForestClassifier", "MondrianForestRegressor"]
+__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "PredictOnlyError"]

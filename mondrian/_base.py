@@ -12,13 +12,13 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
-from basics.threads import n_threads
+from basics.threads import N_JOBS, n_threads
 from basics.validation import (
     check_finite,
     check_numeric_columns,
@@ -28,6 +28,7 @@ from basics.validation import (
 )
 
 from . import _predict
+from ._compact import CompactTree, PredictOnlyError, compact_state
 from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NODE_REG_STATS
@@ -67,7 +68,7 @@ class _BaseMondrianForest(BaseEstimator):
         "lifetime": [Interval(Real, 0, math.inf, closed="right")],
         "min_samples_split": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
-        "n_jobs": [Integral, None],
+        "n_jobs": N_JOBS,
     }
 
     # ------------------------------------------------------------------ fitting
@@ -115,6 +116,7 @@ class _BaseMondrianForest(BaseEstimator):
         self._entropy = resolve_entropy(self.random_state)
         self._n_updates = 0
         self.n_samples_seen_ = 0
+        self.compact_ = False
         d = X.shape[1]
         self._X = np.empty((0, d))
         self._y = np.empty(0)
@@ -141,6 +143,16 @@ class _BaseMondrianForest(BaseEstimator):
         self._labels[start:stop] = labels
         self.n_samples_seen_ = stop
         return np.arange(start, stop, dtype=INDEX)
+
+    def _check_updatable(self) -> None:
+        """Refuse to update a compact (predict-only) forest, before anything else."""
+        if getattr(self, "compact_", False):
+            raise PredictOnlyError(
+                f"This {type(self).__name__} is compact, a predict-only model: compact() "
+                "dropped the training points that online updates resample, so partial_fit "
+                "cannot extend it. Keep the full model for updates (call partial_fit on it "
+                "and compact() afterwards, or save it without compacting), or refit with fit."
+            )
 
     def _update(self, X: np.ndarray, y: np.ndarray, labels: np.ndarray) -> None:
         """Grow every tree with the new rows (batch sampling on an empty tree)."""
@@ -183,9 +195,14 @@ class _BaseMondrianForest(BaseEstimator):
         context = self._posterior_context()
 
         def work(t: int) -> None:
-            self._posterior[t] = self._tree_posterior(self.trees_[t], context)
+            self._posterior[t] = self._tree_posterior(self._tree_arrays(t), context)
 
         self._map(work, stale)
+
+    def _tree_arrays(self, t: int) -> TreeArrays:
+        """The node arrays of tree ``t`` (a compact tree expanded, in preorder)."""
+        tree = self.trees_[t]
+        return tree.expand(self._task) if isinstance(tree, CompactTree) else tree
 
     def _scaled_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """Validated, scaled rows in locality order, and the permutation (None: as given).
@@ -221,11 +238,16 @@ class _BaseMondrianForest(BaseEstimator):
         return order, R
 
     def apply(self, X: Any) -> np.ndarray:
-        """Leaf slot of every row in every tree, shape (n_samples, n_estimators)."""
+        """Leaf slot of every row in every tree, shape (n_samples, n_estimators).
+
+        A compact forest numbers its nodes in depth-first preorder: the slots of a tree grown
+        in one batch (which are in preorder), not those of a tree updated online.
+        """
         check_is_fitted(self)
         Xs = self._scale(self._check_X(X, reset=False))
         out = np.empty((Xs.shape[0], self.n_estimators), INDEX)
-        for t, tree in enumerate(self.trees_):
+        for t in range(len(self.trees_)):
+            tree = self._tree_arrays(t)
             col = np.empty(Xs.shape[0], INDEX)
             _predict.apply_tree(Xs, tree.left, tree.right, tree.feature, tree.threshold,
                                 tree.root, col)
@@ -270,23 +292,73 @@ class _BaseMondrianForest(BaseEstimator):
             If the forest has not been fitted (a ``ValueError``).
         """
         check_is_fitted(self, "trees_")
+        if self.compact_:
+            return self._common_state({"compact_": True,
+                                       "trees_": [tree.to_state() for tree in self.trees_]})
         n = int(self.n_samples_seen_)
-        state: dict = {
-            "n_features_in_": int(self.n_features_in_),
-            "n_samples_seen_": n,
-            "x_min_": self.x_min_,
-            "x_scale_": self.x_scale_,
+        return self._common_state({
             "_entropy": int(self._entropy),
             "_n_updates": int(self._n_updates),
             "_X": self._X[:n],
             "_y": self._y[:n],
             "_labels": self._labels[:n],
             "trees_": [tree.to_state(n) for tree in self.trees_],
-        }
+        })
+
+    def _common_state(self, state: dict) -> dict:
+        """``state`` plus what full and compact states share: sizes, scaling, names, task."""
+        state = {"n_features_in_": int(self.n_features_in_),
+                 "n_samples_seen_": int(self.n_samples_seen_),
+                 "x_min_": self.x_min_, "x_scale_": self.x_scale_, **state}
         if hasattr(self, "feature_names_in_"):
             state["feature_names_in_"] = [str(name) for name in self.feature_names_in_]
         state.update(self._task_state())
         return state
+
+    def compact(self) -> _BaseMondrianForest:
+        """A new, predict-only copy of the fitted forest that stores what prediction needs.
+
+        The copy drops the online state (the data buffer, the per-leaf lists of its rows,
+        parent pointers, the seed of later updates) and keeps every tree in depth-first
+        preorder with the narrowest exact dtypes (see :mod:`mondrian._compact`): its
+        predictions equal the full model's bit for bit, in a few times less memory. It
+        cannot be updated: ``partial_fit`` raises :class:`mondrian.PredictOnlyError`. This
+        model is unchanged.
+
+        Returns
+        -------
+        estimator
+            Of the same class and parameters, with ``compact_ = True``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the forest has not been fitted.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mondrian import MondrianForestRegressor
+        >>> X = np.random.default_rng(0).random((300, 2)); y = X[:, 0]
+        >>> full = MondrianForestRegressor(n_estimators=3, random_state=0).fit(X, y)
+        >>> small = full.compact()
+        >>> bool(np.array_equal(small.predict(X), full.predict(X))), small.compact_
+        (True, True)
+        """
+        check_is_fitted(self, "trees_")
+        if self.compact_:
+            state = self._get_state()
+        else:
+            trees = []
+            for t, tree in enumerate(self.trees_):
+                try:
+                    trees.append(compact_state(tree, self._task))
+                except ValueError as exc:
+                    raise ValueError(f"trees_[{t}]: {exc}") from exc
+            state = self._common_state({"compact_": True, "trees_": trees})
+        out = clone(self)
+        out._set_state(state)  # the checks of a loaded compact model, on this one too
+        return out
 
     def _set_state(self, state: dict) -> None:
         """Restore the fitted attributes saved by :meth:`_get_state`.
@@ -298,24 +370,31 @@ class _BaseMondrianForest(BaseEstimator):
         """
         d = state_int(state, "n_features_in_", 1)
         n = state_int(state, "n_samples_seen_", 1)
+        compact = state.get("compact_", False)
+        if not isinstance(compact, bool):
+            raise ValueError(f"compact_ must be true or false, got {compact!r:.60}")
         task_attrs, n_stats = self._task_from_state(state)
         attrs: dict = {
             "n_features_in_": d,
             "n_samples_seen_": n,
+            "compact_": compact,
             "x_min_": state_array(state, "x_min_", np.float64, (d,)),
             "x_scale_": state_array(state, "x_scale_", np.float64, (d,)),
-            "_entropy": state_int(state, "_entropy", 0),
-            "_n_updates": state_int(state, "_n_updates", 0),
-            "_X": state_array(state, "_X", np.float64, (n, d)),
-            "_y": state_array(state, "_y", np.float64, (n,)),
-            "_labels": state_array(state, "_labels", INDEX, (n,)),
             **task_attrs,
         }
-        labels = attrs["_labels"]
-        if np.any(labels < 0) or np.any(labels >= n_stats):
-            raise ValueError(f"_labels has codes outside [0, {n_stats})")
+        if not compact:
+            attrs.update({
+                "_entropy": state_int(state, "_entropy", 0),
+                "_n_updates": state_int(state, "_n_updates", 0),
+                "_X": state_array(state, "_X", np.float64, (n, d)),
+                "_y": state_array(state, "_y", np.float64, (n,)),
+                "_labels": state_array(state, "_labels", INDEX, (n,)),
+            })
+            labels = attrs["_labels"]
+            if np.any(labels < 0) or np.any(labels >= n_stats):
+                raise ValueError(f"_labels has codes outside [0, {n_stats})")
         for key in ("x_min_", "x_scale_", "_X", "_y"):
-            if not np.isfinite(attrs[key]).all():
+            if key in attrs and not np.isfinite(attrs[key]).all():
                 raise ValueError(f"{key} holds NaN or inf")
         if not (attrs["x_scale_"] > 0).all():
             raise ValueError("x_scale_ must be positive (the training span of every feature)")
@@ -327,8 +406,11 @@ class _BaseMondrianForest(BaseEstimator):
             )
         attrs["trees_"] = []
         for t, tree_state in enumerate(trees):
+            if not isinstance(tree_state, dict):
+                raise ValueError(f"trees_[{t}] must be a tree state, got {tree_state!r:.60}")
+            tree_class = CompactTree if compact else TreeArrays
             try:
-                tree = TreeArrays.from_state(tree_state, d, n_stats, n, self._task)
+                tree = tree_class.from_state(tree_state, d, n_stats, n, self._task)
             except KeyError as exc:
                 raise ValueError(f"trees_[{t}]: missing entry {exc}") from exc
             except (TypeError, ValueError) as exc:
@@ -338,6 +420,9 @@ class _BaseMondrianForest(BaseEstimator):
         if names is not None:
             attrs["feature_names_in_"] = names
         self.__dict__.pop("feature_names_in_", None)
+        if compact:  # a full model's online state would outlive the compact trees
+            for name in ("_entropy", "_n_updates", "_X", "_y", "_labels"):
+                self.__dict__.pop(name, None)
         self.__dict__.update(attrs)
         self._posterior = [None] * self.n_estimators
 

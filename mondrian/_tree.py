@@ -167,6 +167,10 @@ class TreeArrays:
             raise ValueError(_STRUCTURE_ERRORS[code].format(where))
         return tree
 
+    def root_stats(self) -> np.ndarray:
+        """The statistics of the root: of all the tree's training points."""
+        return self.stats[self.root]
+
     @property
     def n_leaves(self) -> int:
         return int(np.sum(self.feature[: self.n_nodes] == NO_NODE))

@@ -85,6 +85,8 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         ``mu_H, gamma1, gamma2, noise_var`` of the posterior (App. B), from the data seen.
     n_samples_seen_ : int
         Training points seen so far.
+    compact_ : bool
+        Whether this is a compact, predict-only forest (:meth:`compact`).
 
     Examples
     --------
@@ -144,6 +146,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         The first call fixes the input scaling. A call that raises leaves the model
         unchanged.
         """
+        self._check_updatable()
         first = not hasattr(self, "trees_")
         if first:
             self._validate_params()
@@ -160,8 +163,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
     # ------------------------------------------------------------------ posterior
 
     def _posterior_context(self) -> dict:
-        root = self.trees_[0]
-        n, s1, s2 = root.stats[root.root]
+        n, s1, s2 = self.trees_[0].root_stats()
         mu_h, gamma1, gamma2, noise_var = hyperparameters(n, s1, s2, self.n_features_in_)
         return dict(mu_H=mu_h, gamma1=gamma1, gamma2=gamma2, noise_var=noise_var)
 
@@ -376,6 +378,7 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
         ``classes`` (all classes that will ever be seen) is required on the first call.
         A call that raises leaves the model unchanged.
         """
+        self._check_updatable()
         first = not hasattr(self, "trees_")
         if first:
             self._validate_params()

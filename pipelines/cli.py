@@ -381,8 +381,15 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                     "integer -> classification if at most 20 distinct values (default: auto)")
     tr.add_argument("--branch", choices=("bayesian", "random", "mondrian"), default="bayesian",
                     help="branch forests (default: bayesian)")
-    tr.add_argument("--n-estimators", type=positive_int, default=100,
-                    help="trees per branch (default: 100)")
+    tr.add_argument("--n-estimators", type=positive_int, default=None,
+                    help="trees per branch (default: 10 for --branch mondrian, as in the "
+                    "Mondrian papers; 100 for bayesian and random)")
+    tr.add_argument("--model-memory", type=memory_size, metavar="SIZE",
+                    help="budget for the saved model (2GB): picks the trees per branch, or the "
+                    "Mondrian leaf size, from the rows and an estimate of bytes per row per tree")
+    tr.add_argument("--compact", action=argparse.BooleanOptionalAction, default=False,
+                    help="save predict-only models: Mondrian branches without their online "
+                    "state, about 4x smaller (default: --no-compact)")
     size = tr.add_mutually_exclusive_group()
     size.add_argument("--trunk-leaves", type=positive_int, metavar="N", help="trunk leaves")
     size.add_argument("--min-leaf-rows", type=count, metavar="N", help="min rows per trunk leaf")
@@ -516,15 +523,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
             args.data, args.target, columns(args.features), task=args.task, branch=args.branch,
             n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
             min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
+            model_memory=args.model_memory, compact=args.compact,
             baseline=args.baseline_out is not None, random_state=args.seed, client=client,
             progress=bars,
         )
+    if res.size_plan is not None:
+        print(res.size_plan.message)
     save(res.model, args.out, overwrite=args.overwrite, metadata=res.metadata())
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
     print(
         f"trained {type(res.model).__name__} ({res.task}; {len(res.model.branches_)} branches x "
-        f"{args.n_estimators} {args.branch} trees) on {res.rows:,} rows x {len(res.features)} "
-        f"features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
+        f"{res.params['n_estimators']} {args.branch} trees) on {res.rows:,} rows x "
+        f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
         f"saved to {args.out} (model hash {model_hash(args.out)[:16]})"
     )
     if res.baseline is not None:

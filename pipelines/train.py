@@ -85,7 +85,10 @@ class TrainResult:
     baseline_timings : dict of str to float
         Seconds per phase of the baseline's fit (empty without a baseline).
     params : dict
-        The parameters :func:`train` was called with (branch, trees, trunk limits, seed).
+        The parameters :func:`train` was called with (branch, trees, trunk limits, seed,
+        Mondrian ``branch_params``, ``compact``).
+    size_plan : pipelines.sizing.SizePlan or None
+        What ``model_memory`` chose (trees per branch, Mondrian leaf size, the estimate).
     trained_utc : str
         When the fit finished, ``YYYY-MM-DDTHH:MM:SSZ``.
     """
@@ -101,6 +104,7 @@ class TrainResult:
     timings: dict[str, float]
     baseline_timings: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
+    size_plan: Any = None
     trained_utc: str = ""
 
     @property
@@ -250,10 +254,13 @@ def train(
     *,
     task: str = "auto",
     branch: str = "bayesian",
-    n_estimators: int = 100,
+    n_estimators: int | None = None,
     trunk_leaves: int | None = None,
     min_leaf_rows: int | None = None,
     branch_memory: int | str | None = None,
+    min_samples_split: int | None = None,
+    model_memory: int | str | None = None,
+    compact: bool = False,
     baseline: bool = False,
     random_state: int | None = 0,
     client: distributed.Client | None = None,
@@ -277,8 +284,10 @@ def train(
         at most :data:`MAX_AUTO_CLASSES` distinct values, else regression.
     branch : {"bayesian", "random", "mondrian"}, default="bayesian"
         Branch learner (Bayesian-bootstrap CART, random forest, Mondrian forest).
-    n_estimators : int, default=100
-        Trees per branch (and per sub-sample of the baseline).
+    n_estimators : int, optional
+        Trees per branch (and per sub-sample of the baseline); by default
+        :data:`pipelines.sizing.DEFAULT_TREES` of the learner: 10 Mondrian trees (as in the
+        Mondrian papers), 100 Bayesian or random ones (fewer if ``model_memory`` says so).
     trunk_leaves : int, optional
         Maximum trunk leaves (branches); ``trunk_max_leaves`` of the estimator.
     min_leaf_rows : int, optional
@@ -286,6 +295,15 @@ def train(
         trunk has up to 5 leaves (the paper's default).
     branch_memory : int or str, optional
         Memory budget per branch task (``"2GB"``): the trunk grows until every branch fits.
+    min_samples_split : int, optional
+        Mondrian branches: leaf size (a block with fewer rows is not split); default 10.
+    model_memory : int or str, optional
+        Budget for the whole model (``"2GB"``): the rows are counted and
+        :func:`pipelines.sizing.plan_model_size` picks the trees per branch (if not given) or
+        the Mondrian leaf size; the choice is logged and kept in ``TrainResult.size_plan``.
+    compact : bool, default=False
+        Return compact, predict-only models (:meth:`ebf.ensemble._BranchedEnsemble.compact`):
+        Mondrian branches without their online state, several times smaller.
     baseline : bool, default=False
         Also fit the sub-sample forest (same branch learner and ``n_estimators``, as many
         sub-samples as the EBF has branches).
@@ -322,6 +340,7 @@ def train(
     >>> save(res.model, "models/friedman", metadata=res.metadata())  # doctest: +SKIP
     """
     from ebf.branches import BRANCH_LEARNERS
+    from pipelines.sizing import default_trees, plan_model_size
 
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -339,6 +358,17 @@ def train(
                  else os.fspath(data))
     if task == "auto":
         task = infer_task(target_info, ddf[target], client=client)
+    size_plan = None
+    if model_memory is not None and min_samples_split is None:
+        from dask.utils import parse_bytes
+
+        n_rows = int(ddf.shape[0].compute())
+        size_plan = plan_model_size(parse_bytes(model_memory), n_rows, len(chosen), branch,
+                                    n_estimators=n_estimators, compact=compact)
+        n_estimators, min_samples_split = size_plan.n_estimators, size_plan.min_samples_split
+        logger.info("%s", size_plan.message)
+    if n_estimators is None:
+        n_estimators = default_trees(branch)
     schema_seconds = time.perf_counter() - t0
 
     ebf_class, ssf_class = _estimator_classes(task)
@@ -350,11 +380,15 @@ def train(
         "branch_memory": branch_memory,
         "random_state": random_state,
     }
+    if min_samples_split is not None and branch == "mondrian":
+        params["branch_params"] = {"min_samples_split": int(min_samples_split)}
     logger.info("training %s (%s) on %s: %d features, target %r", ebf_class.__name__, task,
                 where, len(chosen), target)
     estimator = ebf_class(**params, client=client)
     estimator.fit(ddf[chosen], ddf[target], progress=progress)
     model = estimator.to_local()
+    if compact:
+        model = model.compact()
     timings = {"schema": schema_seconds, **estimator.fit_timings_}
     logger.info("EBF fit: %d branches in %.2fs", len(model.branches_), timings["fit"])
 
@@ -365,11 +399,14 @@ def train(
             n_subsamples=int(model.trunk_.n_leaves_),
             branch=branch,
             branch_memory=branch_memory,
+            branch_params=params.get("branch_params"),
             random_state=random_state,
             client=client,
         )
         ssf.fit(ddf[chosen], ddf[target], progress=_prefixed(progress, "baseline "))
         ssf_model, ssf_timings = ssf.to_local(), dict(ssf.fit_timings_)
+        if compact:
+            ssf_model = ssf_model.compact()
         logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf_timings["fit"])
 
     return TrainResult(
@@ -383,6 +420,7 @@ def train(
         data=where,
         timings=timings,
         baseline_timings=ssf_timings,
-        params=params,
+        params={**params, "compact": bool(compact)},
+        size_plan=size_plan,
         trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )

@@ -816,3 +816,75 @@ def naive_check_trees(left, right, feature, threshold, offsets, n_features):
             i = int(wrong[0]) + 1
             return tv.PARENTS, t, a + i, int(min(counts[i], 2))
     return 0, 0, 0, 0
+
+
+# ---------------------------------------------------------------- compact Mondrian trees (oracles)
+
+
+def naive_preorder_structure(feature, n_features):
+    """Oracle of ``mondrian._compact.preorder_structure``: ``(code, where, right)``.
+
+    Other method: a recursive parse (a subtree is a leaf, or an internal node followed by
+    its left then its right subtree), counting the subtrees still to read at the end.
+    """
+    n = len(feature)
+    right = np.full(n, -1, np.int64)
+    bad = [k for k in range(n) if not -1 <= feature[k] < n_features]
+
+    def parse(k):  # -> index after the subtree at k, or None if the input ends first
+        if k >= n:
+            return None
+        if feature[k] < 0:
+            return k + 1
+        after_left = parse(k + 1)
+        if after_left is None:
+            return None
+        if after_left < n:
+            right[k] = after_left
+        return parse(after_left)
+
+    end = parse(0)
+    if end is not None and end < n and (not bad or end <= bad[0]):
+        return 1, end, right
+    if bad:
+        return 2, bad[0], right
+    if end is None:
+        missing = 1 + sum(1 if f >= 0 else -1 for f in feature)
+        return 3, missing, right
+    return 0, 0, right
+
+
+def naive_expand(feature, threshold, tau, lower, upper, counts, leaf_tau, ikn):
+    """Oracle of ``mondrian._compact.expand_nodes``: per-node ``(left, right, parent,
+    threshold, tau, lower, upper, counts)`` by recursion over the preorder."""
+    n = len(feature)
+    _, _, right = naive_preorder_structure(feature, 1 + max(int(np.max(feature)), 0))
+    left = np.where(np.asarray(feature) >= 0, np.arange(n) + 1, -1)
+    parent = np.full(n, -1)
+    for k in range(n):
+        if feature[k] >= 0:
+            parent[k + 1] = parent[right[k]] = k
+    internal = np.flatnonzero(np.asarray(feature) >= 0)
+    leaves = np.flatnonzero(np.asarray(feature) < 0)
+    thr = np.zeros(n)
+    thr[internal] = threshold
+    t = np.full(n, float(leaf_tau))
+    t[internal] = tau
+    lo = np.zeros((n, lower.shape[1]))
+    up = np.zeros((n, lower.shape[1]))
+    c = np.zeros((n, counts.shape[1]))
+
+    def fill(k):
+        if feature[k] < 0:
+            i = int(np.searchsorted(leaves, k))
+            lo[k], up[k], c[k] = lower[i], upper[i], counts[i]
+            return
+        a, b = k + 1, right[k]
+        fill(a)
+        fill(b)
+        lo[k] = np.minimum(lo[a], lo[b])
+        up[k] = np.maximum(up[a], up[b])
+        c[k] = (np.minimum(c[a], 1) + np.minimum(c[b], 1)) if ikn else c[a] + c[b]
+
+    fill(0)
+    return left, right, parent, thr, t, lo, up, c

@@ -147,7 +147,8 @@ def _with_constant_branch(model: Any, X: Any, y: np.ndarray) -> Any:
 
 def _fit_models() -> dict[str, tuple[Any, Any]]:
     """Every class of the allowlist (EBF with bayesian and mondrian branches and a
-    ConstantBranch; one model on a DataFrame with a categorical column), fit small."""
+    ConstantBranch; one model on a DataFrame with a categorical column; compact Mondrian
+    forests), fit small."""
     X, y, c = _data()
     frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1],
                           "colour": np.where(X[:, 2] > 0, "red", "blue")})
@@ -170,13 +171,20 @@ def _fit_models() -> dict[str, tuple[Any, Any]]:
         "trunk_clf": (Trunk(max_leaves=4, task="classification").fit(X, c), X),
         "mf_reg": (MondrianForestRegressor(**small).fit(X, y), X),
         "mf_clf": (MondrianForestClassifier(**small).fit(X, c), X),
+        # compact (predict-only) forests, one updated online so its trees were re-ordered
+        "mf_reg_compact": (MondrianForestRegressor(**small).fit(X[:160], y[:160]).partial_fit(
+            X[160:], y[160:]).compact(), X),
+        "mf_clf_compact": (MondrianForestClassifier(**small).fit(X, c).compact(), X),
+        "ebf_reg_mondrian_compact": (EmpiricalBayesianForestRegressor(
+            branch="mondrian", **ebf).fit(X, y).compact(), X),
         "constant": (ConstantBranch.from_rows(y, None, "regression", 1), X),
     }
 
 
 MODEL_NAMES = ("bf_reg", "bf_clf", "ebf_reg", "ebf_clf", "ebf_reg_mondrian",
                "ebf_clf_mondrian", "ssf_reg", "ssf_clf", "trunk", "trunk_clf", "mf_reg",
-               "mf_clf", "constant")
+               "mf_clf", "mf_reg_compact", "mf_clf_compact", "ebf_reg_mondrian_compact",
+               "constant")
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +331,45 @@ def test_child_or_feature_out_of_range_is_refused(models, worker, tmp_path, name
         keys = ("branches", _first_branch(m, _BF_BRANCH), "state") + keys[1:]
     _set(path, m, keys, 0, value)
     _assert_refused(worker, f"{name} {keys} = {value}", path, rows, match)
+
+
+@pytest.mark.parametrize("name, keys, value, match", [
+    ("mf_reg_compact", ("trees_", 1, "feature"), 100,
+     r"mondrian\.MondrianForestRegressor: invalid state: trees_\[1\]: node 0 has a feature "
+     r"index out of range"),
+    ("mf_clf_compact", ("trees_", 0, "counts"), 50,
+     r"trees_\[0\]: the leaves hold \d+ points, not the 240 seen"),
+    ("ebf_reg_mondrian_compact", ("branch", "trees_", 0, "tau"), np.inf,
+     r"branches\[\d\] \(mondrian\.MondrianForestRegressor\): invalid state: trees_\[0\]: "
+     r"node 0 has a non-finite threshold or split time"),
+])
+def test_crafted_compact_mondrian_trees_are_refused(models, worker, tmp_path, name, keys,
+                                                    value, match):
+    path, m, rows = _copy(models, name, tmp_path)
+    if keys[0] == "branch":
+        keys = ("branches", _first_branch(m, "mondrian.MondrianForestRegressor"),
+                "state") + keys[1:]
+    _set(path, m, keys, 0, value)
+    _assert_refused(worker, f"{name} {keys} = {value}", path, rows, match)
+
+
+def test_trunk_max_leaves_of_infinity_is_refused(models, worker, tmp_path):
+    """A JSON ``inf`` budget once reached ``int()`` (an OverflowError; a fuzz finding)."""
+    path, m, rows = _copy(models, "trunk", tmp_path)
+    m["state"]["max_leaves_"] = {"__float__": "inf"}
+    _forge(path, m)
+    _assert_refused(worker, "trunk max_leaves_ = inf", path, rows,
+                    r"max_leaves_ must be an integer >= 1")
+
+
+@pytest.mark.parametrize("name", ["mf_reg_compact", "bf_clf", "ssf_reg"])
+def test_n_jobs_zero_is_refused_at_load_not_at_predict(models, worker, tmp_path, name):
+    """joblib refuses ``n_jobs=0`` only when threads start; the parameter checks of
+    ``load`` must refuse it first (a finding of the fuzz test)."""
+    path, m, rows = _copy(models, name, tmp_path)
+    m["params"]["n_jobs"] = 0
+    _forge(path, m)
+    _assert_refused(worker, f"{name} n_jobs=0", path, rows, r"parameters .* do not fit")
 
 
 @pytest.mark.parametrize("name, keys", [("bf_reg", ("forest",)), ("trunk", ("trunk_",))])

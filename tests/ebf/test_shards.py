@@ -313,3 +313,19 @@ def test_pack_module_limits_the_header(saved, monkeypatch):
     monkeypatch.setattr(pack_module, "MAX_MANIFEST_BYTES", 100)
     with pytest.raises(ModelFormatError, match="its header claims"):
         load(saved)
+
+
+def test_save_compact_writes_the_predict_only_form(fitted, tmp_path):
+    model = fitted["ebf_mondrian"]
+    full = save(model, tmp_path / "full")
+    small = save(model, tmp_path / "small", compact=True)
+    size = {p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in (full, small)}
+    assert size[small] < size[full] / 2
+    back = load(small)
+    assert back.compact_ and not model.compact_
+    X = _data(100, seed=8)[0]
+    for a, b in zip(_predictions(back, X), _predictions(model, X), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # models without online state are saved as they are
+    assert read_manifest(save(fitted["ebf_reg"], tmp_path / "bf", compact=True))["model_hash"] == (
+        read_manifest(save(fitted["ebf_reg"], tmp_path / "bf2"))["model_hash"])

@@ -295,6 +295,31 @@ def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
     assert not (tmp_path / "x").exists()
 
 
+def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, local_threads):
+    """Mondrian branches default to 10 trees; ``--model-memory`` picks fewer and says so;
+    ``--compact`` saves predict-only branches."""
+    from ebf.model import load
+    from pipelines.sizing import bytes_per_row_per_tree
+
+    base = ["train", data["regression", "train"], "--target", "y", "--branch", "mondrian",
+            "--trunk-leaves", "2", "--quiet"]
+    assert main(base + ["--out", str(tmp_path / "full")]) == 0
+    assert "2 branches x 10 mondrian trees" in capsys.readouterr().out
+    budget = int(3000 * bytes_per_row_per_tree("mondrian", 5, compact=True) * 4.5)
+    assert main(base + ["--model-memory", str(budget), "--compact",
+                        "--out", str(tmp_path / "small")]) == 0
+    out = capsys.readouterr().out
+    assert "3,000 rows x 5 features: 4 compact mondrian tree(s) per branch with " \
+           "min_samples_split=10" in out
+    assert "2 branches x 4 mondrian trees" in out
+    small, full = load(tmp_path / "small"), load(tmp_path / "full")
+    assert small.compact_ and not full.compact_
+    assert [b.n_estimators for b in small.branches_] == [4, 4]
+    assert np.isfinite(small.predict(frame(data["regression", "test"])[FEATURES])).all()
+    saved = sum(f.stat().st_size for f in (tmp_path / "small").rglob("*.npy"))
+    assert saved <= 1.5 * budget
+
+
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypatch,
                                               local_threads):
     import ebf.pack

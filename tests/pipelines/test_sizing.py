@@ -1,0 +1,81 @@
+"""Model-size planning (``pipelines.sizing``) and the ``ebf train`` defaults it feeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mondrian import MondrianForestRegressor
+from pipelines.cli import build_parser
+from pipelines.sizing import (
+    DEFAULT_TREES,
+    bytes_per_row_per_tree,
+    default_trees,
+    plan_model_size,
+)
+from tests.mondrian.test_compact import _state_bytes
+
+
+@pytest.mark.parametrize("d, mss", [(5, 10), (10, 20), (12, 40)])
+def test_mondrian_estimate_is_within_15_percent_of_the_saved_arrays(d, mss):
+    rng = np.random.default_rng(d)
+    n, trees = 8000, 2
+    X = rng.random((n, d))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=n)
+    full = MondrianForestRegressor(n_estimators=trees, min_samples_split=mss,
+                                   random_state=0).fit(X, y)
+    for model, compact in ((full, False), (full.compact(), True)):
+        measured = _state_bytes(model._get_state()) / (n * trees)
+        estimate = bytes_per_row_per_tree("mondrian", d, compact=compact,
+                                          min_samples_split=mss, n_trees=trees)
+        assert abs(estimate / measured - 1) < 0.15, (compact, estimate, measured)
+
+
+def test_default_trees_suit_the_learner():
+    assert default_trees("mondrian") == 10 == DEFAULT_TREES["mondrian"]
+    assert default_trees("bayesian") == default_trees("random") == 100
+    parser = build_parser()
+    args = parser.parse_args(["train", "d", "--target", "y", "--out", "m"])
+    assert args.n_estimators is None and args.model_memory is None and not args.compact
+    train_help = parser._subparsers._group_actions[0].choices["train"].format_help()
+    assert "10 for --branch mondrian" in " ".join(train_help.split())
+    assert "--model-memory" in train_help and "--no-compact" in train_help
+
+
+def test_plan_keeps_the_defaults_when_they_fit_and_says_so():
+    plan = plan_model_size(10**10, 100_000, 10, "mondrian", compact=True)
+    assert (plan.n_estimators, plan.min_samples_split) == (10, 10)
+    assert plan.model_bytes <= 10**10
+    assert "10 compact mondrian tree(s) per branch with min_samples_split=10" in plan.message
+    assert plan_model_size(10**10, 100_000, 10, "bayesian").n_estimators == 100
+
+
+def test_plan_lowers_the_trees_then_raises_the_leaf_size():
+    n, d, budget = 1_000_000, 10, 100 * 10**6
+    plan = plan_model_size(budget, n, d, "mondrian", compact=True)
+    per = bytes_per_row_per_tree("mondrian", d, compact=True)
+    assert plan.n_estimators == int(budget // (n * per)) == 3
+    assert plan.min_samples_split == 10 and plan.model_bytes <= budget
+    # full models hold more: fewer trees for the same budget
+    assert plan_model_size(3 * budget, n, d, "mondrian", compact=True).n_estimators == 10
+    full = plan_model_size(3 * budget, n, d, "mondrian")
+    assert full.n_estimators < 10 and full.model_bytes <= 3 * budget
+    # one tree does not fit: larger leaves, the smallest that fit
+    tight = plan_model_size(10 * 10**6, n, d, "mondrian", compact=True)
+    assert tight.n_estimators == 1 and tight.min_samples_split > 10
+    assert tight.model_bytes <= 10 * 10**6
+    smaller = bytes_per_row_per_tree("mondrian", d, compact=True,
+                                     min_samples_split=tight.min_samples_split - 1)
+    assert n * smaller > 10 * 10**6
+    # trees given: the leaf size follows
+    given = plan_model_size(budget, n, d, "mondrian", n_estimators=10, compact=True)
+    assert given.n_estimators == 10 and given.min_samples_split > 10
+    assert given.model_bytes <= budget
+
+
+def test_plan_that_cannot_fit_names_the_budget_and_the_need():
+    with pytest.raises(ValueError, match=r"100 bayesian tree\(s\) per branch on 1,000,000 rows "
+                                         r"needs about 2,100 MB.*budget of 100 MB"):
+        plan_model_size(100 * 10**6, 1_000_000, 10, "bayesian", n_estimators=100)
+    with pytest.raises(ValueError, match=r"data buffer alone.*--compact"):
+        plan_model_size(10**6, 1_000_000, 10, "mondrian", n_estimators=10)
