@@ -355,7 +355,8 @@ class _EBF(_BranchedEnsemble):
         (what the sharded prediction of one branch computes, bit for bit)."""
         n = Xf.shape[0]
         leaf = self.trunk_.apply(Xf)
-        mean, std, qs = np.empty(n), np.empty(n), np.empty((n, levels.size))  # all written
+        # NaN, not uninitialised, for a row no branch claims (a corrupt trunk)
+        mean, std, qs = np.full(n, np.nan), np.full(n, np.nan), np.full((n, levels.size), np.nan)
         for b, rows in self._groups(leaf):
             mean[rows], std[rows], qs[rows] = summarize(
                 self.branches_[b].predict_distribution(Xf[rows]), levels)
@@ -363,7 +364,7 @@ class _EBF(_BranchedEnsemble):
 
     def _proba_summary(self, Xf: np.ndarray) -> tuple:
         leaf = self.trunk_.apply(Xf)
-        out = np.empty((Xf.shape[0], len(self.classes_)))  # every row is written
+        out = np.full((Xf.shape[0], len(self.classes_)), np.nan)  # every row is written
         for b, rows in self._groups(leaf):
             out[rows] = self.branches_[b].predict_proba(Xf[rows])
         return out, leaf
