@@ -128,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("model", "model", "s"), ("code", "code", "s"), ("path", "path", "s"),
         ("seconds", "seconds", ".3f"), ("rows_per_s", "rows/s", ",.0f"),
         ("speedup", "speed-up", ".2f")], rows)
-    write_json({"machine": machine_info(), "versions": versions(), "config": vars(cfg),
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(cfg).items()}
+    write_json({"machine": machine_info(), "versions": versions(), "config": config,
                 "rows": rows, "runs": runs}, cfg.output)
     return 0
 

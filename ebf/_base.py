@@ -27,7 +27,7 @@ from basics.validation import check_finite, check_regression_target
 #: Rows per prediction block: bounds the memory of leaf matrices and mixtures, and keeps a
 #: block's mixture in cache while it is summarised (a pooled SSF mixture of 80 Mondrian
 #: trees has ~900 components per row: 2048 rows x 900 x 3 arrays is 44 MB). Measured on the
-#: demo's models: 2048-row blocks ~30% faster than 65,536-row blocks (SSF and EBF).
+#: demo's SSF: 2048-row blocks ~25% faster than 65,536-row blocks; no loss for the EBF.
 PREDICT_BLOCK = 2048
 
 #: Component variances are at least ``VAR_FLOOR_REL * var(y_train)``: a standard deviation
