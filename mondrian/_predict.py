@@ -248,21 +248,40 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
         out_m2[i] += m2
 
 
+@numba.njit(inline="always", **JIT)
+def _outside(R, j, x):
+    """Whether ``x`` lies outside the box of node ``j`` (``eta_j(x) > 0``): the test of
+    :func:`_branch_off` without the distance, stopping at the first coordinate outside."""
+    B32 = R[3]
+    u = np.uint64(j)
+    lo = np.uint64(EXTENT)
+    hi = np.uint64(EXTENT + x.shape[0])
+    for d in range(np.uint64(x.shape[0])):
+        if x[d] > np.float64(B32[u, hi + d]) or x[d] < np.float64(B32[u, lo + d]):
+            return True
+    return False
+
+
 @numba.njit(**PREDICT_JIT)
 def regression_count(X, R, out):
-    """Add one tree's number of non-zero mixture components per row to ``out``."""
+    """Add one tree's number of non-zero mixture components per row to ``out``.
+
+    A node gives a branch-off component iff ``p_j(x) > 0``, i.e. ``eta_j(x) > 0`` and
+    ``Delta_j > 0``; the box test stops at the first coordinate outside, so counting costs
+    a fraction of :func:`regression_components`. Only the leaf needs ``p`` itself (its own
+    component vanishes when ``p`` rounds to 1).
+    """
     for i in range(X.shape[0]):
         x = X[i]
         j = 0
         count = 0
         while True:
-            p, eta, delta = _branch_off(R, j, x)
-            if p > 0.0:
-                count += 1
             if _is_leaf(R, j):
-                if p < 1.0:
-                    count += 1
+                p, eta, delta = _branch_off(R, j, x)
+                count += (p > 0.0) + (p < 1.0)
                 break
+            if R[2][np.uint64(j), DELTA] != 0.0 and _outside(R, j, x):
+                count += 1
             j = _child(R, j, x)
         out[i] += count
 
