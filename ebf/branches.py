@@ -54,6 +54,7 @@ class BranchSpec:
     n_classes: int
     params: dict
     n_jobs: int | None
+    predict_only: bool = False
 
     @property
     def min_rows(self) -> int:
@@ -154,7 +155,10 @@ def fit_branch(
         )
     if X.shape[0] < spec.min_rows:
         return ConstantBranch.from_rows(y, sample_weight, spec.task, spec.n_classes)
-    return BRANCH_LEARNERS[spec.learner](spec, X, y, sample_weight, entropy, branch)
+    learner = BRANCH_LEARNERS[spec.learner](spec, X, y, sample_weight, entropy, branch)
+    if spec.predict_only and callable(getattr(learner, "compact", None)):
+        return learner.compact()  # the online state goes before the branch leaves its task
+    return learner
 
 
 class ConstantBranch:

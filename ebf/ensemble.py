@@ -152,6 +152,7 @@ class _BranchedEnsemble(BaseEstimator):
         "branch_params": [dict, None],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
+        "predict_only": ["boolean"],
     }
 
     def _prepare(self, X: Any, y: Any, sample_weight: Any) -> tuple:
@@ -208,6 +209,7 @@ class _BranchedEnsemble(BaseEstimator):
             n_classes=int(n_classes),
             params=dict(self.branch_params or {}),
             n_jobs=self.n_jobs,
+            predict_only=bool(self.predict_only),
         )
         return FitPlan(encoder=encoder, classes=classes,
                        entropy=resolve_entropy(self.random_state), spec=spec,

@@ -71,6 +71,12 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         Seed; the same seed gives the same model.
     n_jobs : int, optional
         Threads over the trees of a branch.
+    predict_only : bool, default=False
+        Keep only the predict-only form of every branch, made as soon as the branch is
+        fit (on the worker, for the Dask estimators): Mondrian branches drop their online
+        state (:meth:`mondrian.MondrianForestRegressor.compact`), several times smaller, with
+        the same predictions bit for bit and no ``partial_fit``. CART branches are
+        predict-only anyway. For models too large to keep their online state.
 
     Attributes
     ----------
@@ -109,6 +115,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.branch = branch
@@ -121,6 +128,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> EmpiricalBayesianForestRegressor:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
@@ -163,6 +171,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.branch = branch
@@ -175,6 +184,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> EmpiricalBayesianForestClassifier:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
@@ -222,6 +232,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.n_subsamples = n_subsamples
@@ -232,6 +243,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SubsampleForestRegressor:
         """Fit one forest per random sub-sample."""
@@ -266,6 +278,7 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
     ) -> None:
         self.n_estimators = n_estimators
         self.n_subsamples = n_subsamples
@@ -276,6 +289,7 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SubsampleForestClassifier:
         """Fit one forest per random sub-sample."""

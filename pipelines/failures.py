@@ -23,6 +23,7 @@ Exit statuses (also in :func:`pipelines.cli.main`):
 from __future__ import annotations
 
 import errno
+import logging
 import signal
 import sys
 import threading
@@ -32,6 +33,8 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 __all__ = ["Terminated", "UsageError", "describe_failure", "report_failure", "sigterm_raises"]
+
+logger = logging.getLogger(__name__)
 
 #: Exit statuses of the ``ebf`` command.
 OK, FAILED, USAGE, INTERRUPTED, TERMINATED = 0, 1, 2, 130, 128 + signal.SIGTERM
@@ -61,6 +64,9 @@ def sigterm_raises() -> Iterator[None]:
 
     def handler(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # an object whose constructor the signal interrupted may fail in __del__ later
+        # (distributed's Future does): log that instead of printing it after the one line
+        sys.unraisablehook = _log_unraisable
         raise Terminated(f"terminated by signal {signum} (SIGTERM)")
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -68,6 +74,10 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _log_unraisable(unraisable: Any) -> None:
+    logger.debug("ignored after SIGTERM: %r in %r", unraisable.exc_value, unraisable.object)
 
 
 def _one_line(text: object) -> str:

@@ -302,7 +302,8 @@ def train(
         :func:`pipelines.sizing.plan_model_size` picks the trees per branch (if not given) or
         the Mondrian leaf size; the choice is logged and kept in ``TrainResult.size_plan``.
     compact : bool, default=False
-        Return compact, predict-only models (:meth:`ebf.ensemble._BranchedEnsemble.compact`):
+        Fit predict-only models (``predict_only=True``: every branch compacted on its worker
+        as soon as it is fit, :meth:`ebf.ensemble._BranchedEnsemble.compact`):
         Mondrian branches without their online state, several times smaller.
     baseline : bool, default=False
         Also fit the sub-sample forest (same branch learner and ``n_estimators``, as many
@@ -379,6 +380,7 @@ def train(
         "trunk_min_leaf_rows": min_leaf_rows,
         "branch_memory": branch_memory,
         "random_state": random_state,
+        "predict_only": bool(compact),  # branches compacted on the workers, as soon as fit
     }
     if min_samples_split is not None and branch == "mondrian":
         params["branch_params"] = {"min_samples_split": int(min_samples_split)}
@@ -387,8 +389,6 @@ def train(
     estimator = ebf_class(**params, client=client)
     estimator.fit(ddf[chosen], ddf[target], progress=progress)
     model = estimator.to_local()
-    if compact:
-        model = model.compact()
     timings = {"schema": schema_seconds, **estimator.fit_timings_}
     logger.info("EBF fit: %d branches in %.2fs", len(model.branches_), timings["fit"])
 
@@ -401,12 +401,11 @@ def train(
             branch_memory=branch_memory,
             branch_params=params.get("branch_params"),
             random_state=random_state,
+            predict_only=bool(compact),
             client=client,
         )
         ssf.fit(ddf[chosen], ddf[target], progress=_prefixed(progress, "baseline "))
         ssf_model, ssf_timings = ssf.to_local(), dict(ssf.fit_timings_)
-        if compact:
-            ssf_model = ssf_model.compact()
         logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf_timings["fit"])
 
     return TrainResult(

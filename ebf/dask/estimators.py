@@ -309,6 +309,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
         branch_memory: int | str | None = None,
         client: Any = None,
     ) -> None:
@@ -323,6 +324,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
         self.branch_memory = branch_memory
         self.client = client
 
@@ -358,6 +360,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
         branch_memory: int | str | None = None,
         client: Any = None,
     ) -> None:
@@ -372,6 +375,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
         self.branch_memory = branch_memory
         self.client = client
 
@@ -408,6 +412,7 @@ branch_params, random_state, n_jobs
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
         branch_memory: int | str | None = None,
         client: Any = None,
     ) -> None:
@@ -420,6 +425,7 @@ branch_params, random_state, n_jobs
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
         self.branch_memory = branch_memory
         self.client = client
 
@@ -453,6 +459,7 @@ branch_params, random_state, n_jobs
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
+        predict_only: bool = False,
         branch_memory: int | str | None = None,
         client: Any = None,
     ) -> None:
@@ -465,5 +472,6 @@ branch_params, random_state, n_jobs
         self.branch_params = branch_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.predict_only = predict_only
         self.branch_memory = branch_memory
         self.client = client

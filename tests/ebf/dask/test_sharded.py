@@ -195,3 +195,23 @@ def test_small_models_and_old_formats_are_broadcast(dask_client, saved, tmp_path
     X = dd.from_pandas(test[FEATURES], npartitions=2)
     pd.testing.assert_frame_equal(predict_frame(old, X, QUANTILES).compute(),
                                   _local_frame(model, test[FEATURES]), check_exact=True)
+
+
+def test_predict_only_fits_compact_branches_on_the_workers(dask_client):
+    """``predict_only=True``: every Mondrian branch is compacted in its task, so workers and
+    the driver only ever hold the compact form; the model equals ``compact()`` of a full fit
+    and the Dask fit equals the local one."""
+    from ebf.dask import DaskEmpiricalBayesianForestRegressor
+
+    df = make_frame(900, seed=21)
+    params = dict(n_estimators=2, trunk_max_leaves=3, branch="mondrian", random_state=6)
+    full = EmpiricalBayesianForestRegressor(**params).fit(df[FEATURES], df["y"])
+    local = EmpiricalBayesianForestRegressor(**params, predict_only=True).fit(df[FEATURES],
+                                                                              df["y"])
+    dist = DaskEmpiricalBayesianForestRegressor(**params, predict_only=True).fit(
+        dd.from_pandas(df[FEATURES], npartitions=3), dd.from_pandas(df["y"], npartitions=3))
+    assert local.compact_ and not full.compact_ and dist.to_local().compact_
+    test = make_frame(300, seed=22)[FEATURES]
+    expected = _local_frame(full.compact(), test)
+    for model in (local, dist.to_local()):
+        pd.testing.assert_frame_equal(_local_frame(model, test), expected, check_exact=True)
