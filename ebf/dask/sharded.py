@@ -325,10 +325,7 @@ BROADCAST_BYTES = 2 * 2**30
 
 def worker_memory_limits(client: Any) -> list[int]:
     """Memory limit of every worker of ``client`` (0: no limit)."""
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # a distributed without the argument lists every worker
-        info = client.scheduler_info()
+    info = client.scheduler_info()
     return [int(w.get("memory_limit") or 0) for w in info.get("workers", {}).values()]
 
 
