@@ -16,15 +16,28 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     One full pass with the fit's own kernels, timed alone (median of ``--repeats``): read
     the Parquet files, encode, bin and histogram the root node of every partition, sum
     the histograms by the same reduction tree. The trunk costs a few such passes.
+``save``
+    ``ebf.save`` of the fitted model to a directory kept under ``--data-dir``, compact by
+    default (the predict-only Mondrian form; ``--no-compact`` saves the full model): bytes
+    on disk, bytes per training row per tree, files, shard sizes. The model and the
+    estimator are then dropped from the driver, which from here on never holds a branch.
 ``predict``
-    ``predict_frame`` (mean, std, 5/50/95% quantiles, branch) of every row, written to
-    Parquet by ``pipelines.io.write_parquet_atomic``.
+    ``pipelines.score.predict_to_parquet(model_dir, data, out, strategy=--strategy)``: mean,
+    std, 5/50/95% quantiles and branch of every row, written to Parquet, the model opened
+    from its directory (the driver reads the manifest and the head only); the strategy
+    ``ebf.dask.sharded.choose_strategy`` picks for this model and these workers is recorded.
+``evaluate``
+    ``pipelines.score.evaluate(model_dir, data, strategy=--strategy)``: RMSE, NLPD and the
+    coverage of the central intervals, streamed through the workers. The workers' caches
+    of loaded shards are cleared before predict and before evaluate, so each phase pays
+    for its own loading.
 ``memory``
-    RSS of the worker processes sampled every ``--interval`` seconds (peak per phase) and
-    their kernel high-water mark (``VmHWM``); bytes the workers spilled to disk; worker
-    processes seen (more than ``--workers`` means one died and was restarted).
-``model``
-    Size on disk of ``ebf.model.save`` of the fitted model.
+    RSS of the worker processes and of the driver (``/proc/self/status``), sampled in one
+    thread every ``--interval`` seconds, and the kernel's high-water mark (``VmHWM``) of
+    every process per phase (reset at every phase change), so a spike between samples
+    still counts; bytes the workers spilled to disk; worker processes seen (more than
+    ``--workers`` means one died and was restarted) and the phase each loss happened in.
+    The driver's peak during predict and evaluate should not grow with the model.
 ``trunk subtraction`` (``--trunk-subtraction``, instead of all the above)
     The trunk alone (``--trunk-max-leaves``, 32 by default), grown with and without sibling
     subtraction, from the cluster's histogram source and from the single-process one on
@@ -32,16 +45,18 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     (``trunk_subtraction.py``).
 ``local``
     On ``--compare-rows`` rows: the single-process
-    :class:`~ebf.EmpiricalBayesianForestRegressor` with the same parameters (one thread,
-    data in pandas), fit and predict time, and whether its predictions of every row equal
-    the Dask ones read back from the Parquet output (the Dask fit is designed to give the
-    identical model).
+    :class:`~ebf.EmpiricalBayesianForestRegressor` with the saved model's parameters (one
+    thread, data in pandas), fit and predict time, and whether its predictions of every row
+    equal the Dask ones read back from the Parquet output (the Dask fit is designed to give
+    the identical model, and the compact form the same predictions bit for bit).
 
 Targets (the issue): the largest size trains and predicts with no worker dying and no
 unbounded spilling; ``trunk / read-and-histogram pass <= 3``; ``fit / critical path <= 1.5``
 with the critical path ``trunk + row moving + the largest branch task``. With only two
 workers the branches cannot all run at once, so the report also gives the two-worker
-bound ``trunk + row moving + max(largest branch, branch work / workers)``.
+bound ``trunk + row moving + max(largest branch, branch work / workers)``. The model: at
+most 40 bytes per training row per tree compact, files O(branches), and the driver's peak
+RSS during predict and evaluate independent of the model's size.
 
 Trunk size: by default ``branch_memory`` is a quarter of the worker memory limit (the
 paper's rule, Sec. 4.2: branches "slightly less than the memory available on each
@@ -50,11 +65,9 @@ forests the worker keeps until the driver gathers them) and the trunk keeps the 
 5 leaves unless a branch would exceed that budget (the trunk is then regrown with twice
 the leaves).
 
-Trees: 10 per branch, 2 above 1M rows (``--n-estimators``, one value or one per size). A
-Mondrian branch keeps its training rows and one leaf list per tree, so the saved model
-measures about ``96 + 104 * trees`` bytes per row (1136 at 10 trees, 304 at 2), and
-``predict_frame`` loads the whole model into every worker (and the driver gathers it):
-10 trees at 10M rows would be an 11 GB model against an 8 GB worker limit.
+Trees: 10 Mondrian trees per branch at every size (``--n-estimators``, one value or one
+per size). A phase that fails (out of memory, a worker lost for good) is recorded with its
+error in the JSON, and the phases after it that need its output are skipped.
 
 The machine is shared: the load averages at start and end and a CPU probe (a fixed loop
 on every worker at once, against the driver alone) are stored with every size, so ratios
@@ -67,7 +80,7 @@ Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_dask.py --quick
     PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1000000 10000000
-    PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1e6 1e6 1e7 --n-estimators 10 2 2
+    PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1e6 --no-compact --strategy sharded
     PYTHONPATH=. python benchmarks/bench_dask.py --trunk-subtraction --sizes 1e6 --repeats 5
 """
 
@@ -79,9 +92,10 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -92,10 +106,9 @@ from dask import delayed
 from dask.utils import format_bytes, parse_bytes
 from distributed import get_task_stream
 
-from benchmarks.common import median_time, print_table, ratio, run_parts
+from benchmarks.common import median_time, ratio, run_parts
 from benchmarks.dask_probes import (
     FEATURES,
-    GB,
     N_FEATURES,
     QUANTILES,
     TARGET,
@@ -104,10 +117,19 @@ from benchmarks.dask_probes import (
     TrunkLevelLog,
     branch_tasks,
     cpu_probe,
+    proc_status_bytes,
     release_driver_memory,
     task_summary,
     warm_up,
     worker_spill,
+)
+from benchmarks.dask_report import (
+    BYTES_PER_ROW_TREE_TARGET,
+    CRITICAL_RATIO_TARGET,
+    TRUNK_RATIO_TARGET,
+    print_size,
+    print_summary,
+    summary_rows,
 )
 from benchmarks.trunk_subtraction import run_trunk_subtraction
 from cluster import connect
@@ -115,19 +137,16 @@ from ebf import EmpiricalBayesianForestRegressor, binning
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
 from ebf.dask.histograms import _bin_partition, _partition_histogram, tree_reduce
 from ebf.dask.inputs import _encode_partition, check_inputs
-from ebf.model import save
+from ebf.dask.sharded import cache_peak_bytes, choose_strategy, clear_cache
+from ebf.model import load, save
+from ebf.reader import open_model
 from ebf.trunk import TrunkArrays
-from pipelines.io import read_dataset, read_parquet_metadata, write_parquet_atomic
+from pipelines.io import read_dataset, read_parquet_metadata
 from pipelines.make_data import METADATA_KEY, make_friedman
+from pipelines.score import evaluate, predict_to_parquet
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_dask.json"
 PRED_COLUMNS = ["mean", "std", "q05", "q50", "q95", "branch"]
-TRUNK_RATIO_TARGET = 3.0
-CRITICAL_RATIO_TARGET = 1.5
-#: Default trees per branch above LARGE_ROWS rows: a Mondrian branch keeps its rows and a
-#: leaf list per tree, so the model grows with rows x trees, and every worker holds the
-#: whole model while predicting (see the module docstring).
-LARGE_ROWS, LARGE_TREES = 1_000_000, 2
 
 # ---------------------------------------------------------------- data
 
@@ -196,20 +215,189 @@ def read_histogram_pass(client: Any, path: Path, model: Any) -> float:
 # ---------------------------------------------------------------- one size
 
 
-def _model_bytes(model: Any, where: Path) -> tuple[int, float]:
-    target = Path(tempfile.mkdtemp(dir=where, prefix="bench-model-")) / "model"
+class PhaseFailed(RuntimeError):
+    """A phase of one size failed; its error is in the size's ``failed`` entry."""
+
+
+def _attempt(out: dict[str, Any], phase: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``; an exception is recorded in ``out["failed"]``, raised as PhaseFailed."""
     try:
-        t0 = time.perf_counter()
-        save(model, target)
-        seconds = time.perf_counter() - t0
-        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-    finally:
-        shutil.rmtree(target.parent, ignore_errors=True)
-    return size, seconds
+        return fn(*args)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        print(f"  {phase} FAILED: {error}", flush=True)
+        out.setdefault("failed", []).append({
+            "phase": phase, "error": error[:2000],
+            "traceback": traceback.format_exc(limit=12)[-6000:]})
+        raise PhaseFailed(phase) from exc
 
 
-def _gb(value: float | None) -> float | None:
-    return None if value is None else value / GB
+def fit_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, path: Path, rows: int,
+              n_estimators: int, branch_memory: int | None) -> tuple[Any, dict[str, Any]]:
+    """Fit the Dask EBF on the Parquet files; the estimator and what was measured."""
+    ddf = read_dataset(path, FEATURES + [TARGET])
+    est = DaskEmpiricalBayesianForestRegressor(
+        n_estimators=n_estimators, branch="mondrian", trunk_max_leaves=cfg.trunk_max_leaves,
+        min_samples_leaf=cfg.min_samples_leaf, random_state=cfg.seed,
+        branch_memory=branch_memory, client=client,
+    )
+    print("  fit:", flush=True)
+    t0, wall0 = time.perf_counter(), time.time()
+    with TrunkLevelLog() as levels, get_task_stream(client=client) as stream:
+        est.fit(ddf[FEATURES], ddf[TARGET], progress=Progress(watch, t0))
+    fit_wall = time.perf_counter() - t0
+    watch.phase = "after-fit"
+    timings = dict(est.fit_timings_)
+    branches = branch_tasks(stream.data, wall0)
+    sizes = np.asarray(est.branch_sizes_, dtype=np.int64)
+    for b in branches:
+        b["rows"] = int(sizes[b["branch"]])
+    largest = max(branches, key=lambda b: b["seconds"]) if branches else None
+    return est, {
+        "wall_seconds": fit_wall,
+        "timings": timings,
+        "trunk_levels": levels.levels,
+        "trunk_regrown": levels.regrown,
+        "n_partitions": est.n_partitions_,
+        "max_branch_rows": est.max_branch_rows_,
+        "trunk_max_leaves": est.to_local().trunk_max_leaves,
+        "n_branches": int(sizes.size),
+        "branch_rows": sizes.tolist(),
+        "branch_tasks": branches,
+        "largest_branch_task": largest,
+        "branch_work_seconds": sum(b["seconds"] for b in branches),
+        # from the last branch task's end to fit's return: the fitted branches are
+        # gathered to the driver only once all are done, then assembled
+        "after_last_branch_seconds": (fit_wall - max(b["stop"] for b in branches)
+                                      if branches else None),
+        "task_summary": task_summary(stream.data),
+        "seconds": timings["fit"],
+        "rows_per_second": rows / timings["fit"],
+    }
+
+
+def read_hist_phase(cfg: argparse.Namespace, client: Any, path: Path, model: Any,
+                    rows: int) -> dict[str, Any]:
+    """The median of ``--repeats`` read-and-histogram passes."""
+    counted: list[float] = []
+    pass_s, pass_all = median_time(
+        lambda: counted.append(read_histogram_pass(client, path, model)), cfg.repeats)
+    if any(c != rows for c in counted):
+        raise RuntimeError(f"the read-and-histogram pass counted {counted} rows, not {rows}")
+    return {"median_seconds": pass_s, "seconds": pass_all}
+
+
+def _targets(cfg: argparse.Namespace, fit: dict[str, Any], pass_s: float) -> dict[str, Any]:
+    timings, largest = fit["timings"], fit["largest_branch_task"]
+    trunk = timings.get("trunk", 0.0)
+    route = timings.get("route", 0.0)
+    crit = trunk + route + (largest["seconds"] if largest else 0.0)
+    bound = trunk + route + max(largest["seconds"] if largest else 0.0,
+                                fit["branch_work_seconds"] / cfg.workers)
+    return {
+        "trunk_seconds": trunk,
+        "read_hist_pass_seconds": pass_s,
+        "trunk_over_pass": ratio(trunk, pass_s),
+        "trunk_and_quantiles_over_pass": ratio(trunk + timings.get("bin_edges", 0.0), pass_s),
+        "trunk_target": TRUNK_RATIO_TARGET,
+        "critical_path_seconds": crit,
+        "fit_over_critical_path": ratio(timings["fit"], crit),
+        "critical_target": CRITICAL_RATIO_TARGET,
+        "two_worker_bound_seconds": bound,
+        "fit_over_two_worker_bound": ratio(timings["fit"], bound),
+    }
+
+
+def save_phase(cfg: argparse.Namespace, model: Any, model_dir: Path, rows: int,
+               n_estimators: int) -> dict[str, Any]:
+    """Save the model (compact unless ``--no-compact``); its size, files and shards."""
+    print(f"  save -> {model_dir} ({'compact' if cfg.compact else 'full'}) ...", flush=True)
+    t0 = time.perf_counter()
+    save(model, model_dir, overwrite=True, compact=cfg.compact)
+    seconds = time.perf_counter() - t0
+    files = [f for f in model_dir.rglob("*") if f.is_file()]
+    size = sum(f.stat().st_size for f in files)
+    reader = open_model(model_dir)
+    shards = reader.part_bytes
+    print(f"    {seconds:.1f}s, {format_bytes(size)} in {len(files)} files", flush=True)
+    return {
+        "path": str(model_dir),
+        "compact": cfg.compact,
+        "format_version": reader.format_version,
+        "bytes_on_disk": size,
+        "bytes_per_row": size / rows,
+        "bytes_per_row_per_tree": size / rows / n_estimators,
+        "bytes_per_row_per_tree_target": BYTES_PER_ROW_TREE_TARGET,
+        "files": len(files),
+        "n_shards": len(shards),
+        "head_bytes": int(reader.manifest["head"]["bytes"]) if "head" in reader.manifest
+        else None,
+        "shard_bytes": shards,
+        "largest_shard_bytes": max(shards, default=None),
+        "seconds": seconds,
+        "rows_per_second": rows / seconds,
+    }
+
+
+def drop_model(watch: MemoryWatch, refs: list[weakref.ref]) -> dict[str, Any]:
+    """After the caller dropped its references: collect, trim, check nothing holds them."""
+    watch.phase = "drop"
+    before = proc_status_bytes("self", "VmRSS")
+    release_driver_memory()
+    after = proc_status_bytes("self", "VmRSS")
+    alive = [type(r()).__name__ for r in refs if r() is not None]
+    if alive:
+        print(f"  WARNING: the driver still holds {alive} after dropping them", flush=True)
+    return {"driver_rss_before_bytes": before, "driver_rss_after_bytes": after,
+            "still_referenced": alive}
+
+
+def predict_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, model_dir: Path,
+                  path: Path, pred_dir: Path, rows: int) -> dict[str, Any]:
+    """``predict_to_parquet`` of every row, from the saved model."""
+    chosen = choose_strategy(open_model(model_dir), client)
+    used = chosen if cfg.strategy == "auto" else cfg.strategy
+    print(f"  predict -> Parquet (strategy {cfg.strategy}: {used}; choose_strategy picks "
+          f"{chosen}) ...", flush=True)
+    shutil.rmtree(pred_dir, ignore_errors=True)
+    client.run(clear_cache)
+    watch.phase = "predict"
+    t0 = time.perf_counter()
+    with get_task_stream(client=client) as stream:
+        res = predict_to_parquet(model_dir, path, pred_dir, quantiles=QUANTILES,
+                                 overwrite=True, client=client, strategy=cfg.strategy)
+    seconds = time.perf_counter() - t0
+    watch.phase = "after-predict"
+    if res.rows != rows:
+        raise RuntimeError(f"predict_to_parquet wrote {res.rows} rows, not {rows}")
+    tasks = task_summary(stream.data)
+    print(f"    {seconds:.1f}s ({rows / seconds:,.0f} rows/s)", flush=True)
+    return {"seconds": seconds, "rows_per_second": rows / seconds, "path": str(pred_dir),
+            "files": res.files, "strategy_requested": cfg.strategy, "strategy_chosen": chosen,
+            "strategy_used": used, "task_summary": tasks,
+            "compute_seconds": sum(t["compute_seconds"] for t in tasks.values()),
+            "worker_cache_peak_bytes": client.run(cache_peak_bytes)}
+
+
+def evaluate_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, model_dir: Path,
+                   path: Path, rows: int) -> dict[str, Any]:
+    """``evaluate`` of the saved model on every row: RMSE, NLPD, interval coverage."""
+    print("  evaluate ...", flush=True)
+    client.run(clear_cache)
+    watch.phase = "evaluate"
+    t0 = time.perf_counter()
+    res = evaluate(model_dir, path, target=TARGET, client=client, strategy=cfg.strategy)
+    seconds = time.perf_counter() - t0
+    watch.phase = "after-evaluate"
+    if res["n"] != rows:
+        raise RuntimeError(f"evaluate scored {res['n']} rows, not {rows}")
+    print(f"    {seconds:.1f}s ({rows / seconds:,.0f} rows/s): RMSE {res['rmse']:.4f}, NLPD "
+          f"{res['nlpd']:.4f}, max calibration gap {res['max_calibration_gap']:.3f}",
+          flush=True)
+    return {"seconds": seconds, "rows_per_second": rows / seconds, "n": res["n"],
+            "rmse": res["rmse"], "nlpd": res["nlpd"], "coverage": res["coverage"],
+            "max_calibration_gap": res["max_calibration_gap"],
+            "worker_cache_peak_bytes": client.run(cache_peak_bytes)}
 
 
 def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
@@ -223,6 +411,9 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
     limit = parse_bytes(cfg.memory_limit)
     branch_memory = cfg.branch_memory or (None if cfg.trunk_max_leaves else limit // 4)
     out["branch_memory"] = branch_memory
+    kind = "compact" if cfg.compact else "full"
+    model_dir = Path(cfg.data_dir) / f"model-{rows}x{n_estimators}-{kind}"
+    pred_dir = Path(cfg.data_dir) / f"predictions-{rows}x{n_estimators}"
     client = connect(n_workers=cfg.workers, threads_per_worker=1, memory_limit=cfg.memory_limit,
                      dashboard_address=":0")
     watch = None
@@ -236,143 +427,93 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
         print(f"  warm-up (kernels loaded in every process): {out['warm_up_seconds']:.1f}s",
               flush=True)
         out["cpu_probe_start"] = cpu_probe(client)
+        try:
+            est, out["fit"] = _attempt(out, "fit", fit_phase,
+                                       cfg, client, watch, path, rows, n_estimators, branch_memory)
+            model = est.to_local()
 
-        # ---- fit
-        ddf = read_dataset(path, FEATURES + [TARGET])
-        est = DaskEmpiricalBayesianForestRegressor(
-            n_estimators=n_estimators, branch="mondrian", trunk_max_leaves=cfg.trunk_max_leaves,
-            min_samples_leaf=cfg.min_samples_leaf, random_state=cfg.seed,
-            branch_memory=branch_memory, client=client,
-        )
-        print("  fit:", flush=True)
-        t0, wall0 = time.perf_counter(), time.time()
-        with TrunkLevelLog() as levels, get_task_stream(client=client) as stream:
-            est.fit(ddf[FEATURES], ddf[TARGET], progress=Progress(watch, t0))
-        fit_wall = time.perf_counter() - t0
-        watch.phase = "after-fit"
-        timings = dict(est.fit_timings_)
-        model = est.to_local()
-        branches = branch_tasks(stream.data, wall0)
-        sizes = np.asarray(model.branch_sizes_, dtype=np.int64)
-        for b in branches:
-            b["rows"] = int(sizes[b["branch"]])
-        largest = max(branches, key=lambda b: b["seconds"]) if branches else None
-        branch_work = sum(b["seconds"] for b in branches)
-        out["fit"] = {
-            "wall_seconds": fit_wall,
-            "timings": timings,
-            "trunk_levels": levels.levels,
-            "trunk_regrown": levels.regrown,
-            "n_partitions": est.n_partitions_,
-            "max_branch_rows": est.max_branch_rows_,
-            "trunk_max_leaves": model.trunk_max_leaves,
-            "n_branches": int(sizes.size),
-            "branch_rows": sizes.tolist(),
-            "branch_tasks": branches,
-            "largest_branch_task": largest,
-            "branch_work_seconds": branch_work,
-            # from the last branch task's end to fit's return: the fitted branches are
-            # gathered to the driver only once all are done, then assembled
-            "after_last_branch_seconds": (fit_wall - max(b["stop"] for b in branches)
-                                          if branches else None),
-            "task_summary": task_summary(stream.data),
-            "rows_per_second": rows / timings["fit"],
-        }
+            # one full read-and-histogram pass, timed alone
+            watch.phase = "read-hist-pass"
+            out["read_hist_pass"] = _attempt(out, "read-hist-pass", read_hist_phase,
+                                             cfg, client, path, model, rows)
+            out["targets"] = _targets(cfg, out["fit"], out["read_hist_pass"]["median_seconds"])
 
-        # ---- one full read-and-histogram pass, timed alone
-        watch.phase = "read-hist-pass"
-        counted = []
-        pass_s, pass_all = median_time(
-            lambda: counted.append(read_histogram_pass(client, path, model)), cfg.repeats)
-        if any(c != rows for c in counted):
-            raise RuntimeError(f"the read-and-histogram pass counted {counted} rows, not {rows}")
-        out["read_hist_pass"] = {"median_seconds": pass_s, "seconds": pass_all}
-
-        # ---- predict every row to Parquet
-        watch.phase = "predict"
-        pred_dir = Path(cfg.data_dir) / f"predictions-{rows}x{n_estimators}"
-        print("  predict -> Parquet ...", flush=True)
-        t0 = time.perf_counter()
-        with get_task_stream(client=client) as stream:
-            frame = est.predict_frame(read_dataset(path, FEATURES), quantiles=QUANTILES)
-            write_parquet_atomic(frame, pred_dir, metadata={"ebf.benchmark": "bench_dask"},
-                                 overwrite=True)
-        predict_s = time.perf_counter() - t0
-        tasks = task_summary(stream.data)
-        out["predict"] = {"seconds": predict_s, "rows_per_second": rows / predict_s,
-                          "path": str(pred_dir), "task_summary": tasks,
-                          "compute_seconds": sum(t["compute_seconds"] for t in tasks.values())}
-        print(f"    {predict_s:.1f}s", flush=True)
-
-        # ---- workers, memory, spilling
-        watch.phase = "end"
-        out["cpu_probe_end"] = cpu_probe(client)
-        spill = client.run(worker_spill)
-        alive = sorted(client.scheduler_info()["workers"])
-        hwm = watch.high_water_marks()
-        watch.stop()
-        out["workers"] = {
-            "expected": cfg.workers,
-            "alive_at_end": len(alive),
-            "same_addresses": alive == addresses,
-            "processes_seen": len(watch.worker_pids),
-            "died": len(watch.worker_pids) - cfg.workers,
-        }
-        out["memory"] = {
-            "limit_per_worker_bytes": limit,
-            "peak_rss_per_worker_bytes": hwm,
-            "peak_rss_worker_bytes": max((v for v in hwm.values() if v), default=None),
-            "sampled_peaks_bytes": watch.peaks,
-            "samples": watch.samples,
-            "interval_seconds": watch.interval,
-            "spill": spill,
-            "spilled_to_disk_bytes": sum(s["disk_write_bytes"] for s in spill.values()),
-            "spilled_disk_max_bytes": watch.spilled_disk_max,
-        }
-
-        # ---- model size on disk
-        size, save_s = _model_bytes(model, Path(cfg.data_dir))
-        out["model"] = {"bytes_on_disk": size, "bytes_per_row": size / rows,
-                        "save_seconds": save_s}
-
-        # ---- the two targets
-        trunk = timings.get("trunk", 0.0)
-        route = timings.get("route", 0.0)
-        crit = trunk + route + (largest["seconds"] if largest else 0.0)
-        bound = trunk + route + max(largest["seconds"] if largest else 0.0,
-                                    branch_work / cfg.workers)
-        out["targets"] = {
-            "trunk_seconds": trunk,
-            "read_hist_pass_seconds": pass_s,
-            "trunk_over_pass": ratio(trunk, pass_s),
-            "trunk_and_quantiles_over_pass": ratio(trunk + timings.get("bin_edges", 0.0), pass_s),
-            "trunk_target": TRUNK_RATIO_TARGET,
-            "critical_path_seconds": crit,
-            "fit_over_critical_path": ratio(timings["fit"], crit),
-            "critical_target": CRITICAL_RATIO_TARGET,
-            "two_worker_bound_seconds": bound,
-            "fit_over_two_worker_bound": ratio(timings["fit"], bound),
-        }
-
-        # ---- the single-process EBF on the same rows
-        if compare:
+            watch.phase = "save"
+            out["model"] = _attempt(out, "save", save_phase,
+                                    cfg, model, model_dir, rows, n_estimators)
+            # the driver keeps nothing of the model from here on
+            refs = [weakref.ref(model), weakref.ref(est)]
+            del model, est
+            out["drop"] = drop_model(watch, refs)
+            try:
+                out["predict"] = _attempt(out, "predict", predict_phase,
+                                          cfg, client, watch, model_dir, path, pred_dir, rows)
+            finally:  # evaluate needs the saved model, not the predictions
+                out["evaluate"] = _attempt(out, "evaluate", evaluate_phase,
+                                           cfg, client, watch, model_dir, path, rows)
+        except PhaseFailed:
+            pass
+        try:
+            _attempt(out, "workers", workers_and_memory,
+                     cfg, client, watch, addresses, limit, out)
+        except PhaseFailed:
+            pass
+        if compare and "predict" in out:
             watch.phase = "local"
-            out["local"] = run_local(cfg, path, model, pred_dir, out)
+            try:
+                out["local"] = _attempt(out, "local", run_local,
+                                        cfg, path, model_dir, pred_dir, out)
+            except PhaseFailed:
+                pass
         if not cfg.keep_predictions:
             shutil.rmtree(pred_dir, ignore_errors=True)
     finally:
         if watch is not None and watch._thread.is_alive():
             watch.stop()
         client.close()
+    if watch is not None and "memory" in out:  # with the local phase, now the watch stopped
+        out["memory"]["sampled_peaks_bytes"] = watch.peaks
+        out["memory"]["phase_hwm_bytes"] = watch.hwm
+        out["memory"]["phase_peaks_bytes"] = watch.phase_peaks()
     out["loadavg_end"] = os.getloadavg()
     print_size(out)
     return out
 
 
-def run_local(cfg: argparse.Namespace, path: Path, dask_model: Any, pred_dir: Path,
+def workers_and_memory(cfg: argparse.Namespace, client: Any, watch: MemoryWatch,
+                       addresses: list[str], limit: int, out: dict[str, Any]) -> None:
+    """Workers alive and lost, peak memory per phase, spilling: into ``out``."""
+    watch.phase = "end"
+    out["cpu_probe_end"] = cpu_probe(client)
+    spill = client.run(worker_spill)
+    alive = sorted(client.scheduler_info()["workers"])
+    watch.phase = "end-sampled"  # closes "end": its kernel peaks are read
+    peak = watch.peak_per_worker()
+    out["workers"] = {
+        "expected": cfg.workers,
+        "alive_at_end": len(alive),
+        "same_addresses": alive == addresses,
+        "processes_seen": len(watch.worker_pids),
+        "died": len(watch.worker_pids) - cfg.workers,
+        "lost_per_phase": watch.lost,
+    }
+    out["memory"] = {
+        "limit_per_worker_bytes": limit,
+        "peak_rss_per_worker_bytes": peak,
+        "peak_rss_worker_bytes": max(peak.values(), default=None),
+        "kernel_peaks_exact": watch.hwm_exact,
+        "interval_seconds": watch.interval,
+        "spill": spill,
+        "spilled_to_disk_bytes": sum(s["disk_write_bytes"] for s in spill.values()),
+        "spilled_disk_max_bytes": watch.spilled_disk_max,
+    }
+
+
+def run_local(cfg: argparse.Namespace, path: Path, model_dir: Path, pred_dir: Path,
               out: dict[str, Any]) -> dict[str, Any]:
-    """The single-process EBF with the Dask model's parameters on the same rows."""
+    """The single-process EBF with the saved model's parameters on the same rows."""
     print("  local (single process, 1 thread):", flush=True)
+    dask_model = load(model_dir)
     t0 = time.perf_counter()
     df = pd.read_parquet(path)
     read_s = time.perf_counter() - t0
@@ -412,130 +553,6 @@ def run_local(cfg: argparse.Namespace, path: Path, dask_model: Any, pred_dir: Pa
     }
 
 
-# ---------------------------------------------------------------- printing
-
-
-def _label(rows: int) -> str:
-    return f"{rows / 1e6:g}M" if rows >= 1_000_000 else f"{rows / 1e3:g}k"
-
-
-def print_size(r: dict[str, Any]) -> None:
-    fit, t = r["fit"], r["fit"]["timings"]
-    total = t["fit"]
-    largest = fit["largest_branch_task"]
-    rows = [{"phase": name, "seconds": t.get(key), "share": ratio(t.get(key), total)}
-            for name, key in (("schema", "schema"), ("summary pass", "summary"),
-                              ("encode pass", "encode"), ("quantiles (bin edges)", "bin_edges"),
-                              ("trunk", "trunk"))]
-    for lv in fit["trunk_levels"]:
-        rows.append({"phase": f"  level {lv['level']} ({lv['open_nodes']} open)",
-                     "seconds": lv["seconds"], "share": ratio(lv["seconds"], total)})
-    rows += [{"phase": "row moving", "seconds": t.get("route"),
-              "share": ratio(t.get("route"), total)},
-             {"phase": "branch fits", "seconds": t.get("branches"),
-              "share": ratio(t.get("branches"), total)}]
-    if largest:
-        rows.append({"phase": f"  largest task (branch {largest['branch']}, "
-                              f"{largest['rows']:,} rows)", "seconds": largest["seconds"]})
-        rows.append({"phase": f"  all {fit['n_branches']} branch tasks (sum)",
-                     "seconds": fit["branch_work_seconds"]})
-    known = sum(t.get(k, 0.0) for k in ("schema", "summary", "encode", "bin_edges", "trunk",
-                                          "route", "branches"))
-    rows += [{"phase": "other (assembly)", "seconds": total - known,
-              "share": ratio(total - known, total)},
-             {"phase": "fit total", "seconds": total, "share": 1.0},
-             {"phase": "read-and-histogram pass", "seconds": r["read_hist_pass"]["median_seconds"]},
-             {"phase": "predict -> Parquet", "seconds": r["predict"]["seconds"]},
-             {"phase": "model save", "seconds": r["model"]["save_seconds"]}]
-    print_table(f"{_label(r['rows'])} rows: phases ({fit['n_partitions']} partitions, "
-                f"{fit['n_branches']} branches, {r['n_estimators']} trees per branch)",
-                [("phase", "phase", "s"), ("seconds", "seconds", ".2f"),
-                 ("share", "of fit", ".1%")], rows)
-    print_table(f"{_label(r['rows'])} rows: branch tasks", [
-        ("branch", "branch", "d"), ("rows", "rows", ",d"), ("seconds", "seconds", ".2f"),
-        ("worker", "worker", "s")], fit["branch_tasks"])
-    tg, mem, w = r["targets"], r["memory"], r["workers"]
-    probes = [r["cpu_probe_start"], r["cpu_probe_end"]]
-    print(f"\n  effective cores for the {w['expected']} workers (CPU probe, start / end): "
-          + " / ".join(f"{p['effective_cores']:.2f}" for p in probes)
-          + f"; load average {r['loadavg_start'][0]:.2f} / {r['loadavg_end'][0]:.2f}")
-    if largest:
-        print(f"  branch tasks ran {min(b['start'] for b in fit['branch_tasks']):.2f}s .. "
-              f"{max(b['stop'] for b in fit['branch_tasks']):.2f}s into the fit; fit returned "
-              f"{fit['after_last_branch_seconds']:.2f}s after the last one (gathering the "
-              "fitted branches to the driver, assembly)")
-    print(f"  predict: {r['predict']['compute_seconds']:.1f}s of task compute time in "
-          f"{r['predict']['seconds']:.1f}s wall on {w['expected']} workers")
-    print(f"  fit {fit['rows_per_second']:,.0f} rows/s, predict "
-          f"{r['predict']['rows_per_second']:,.0f} rows/s")
-    print(f"  trunk / read-and-histogram pass = {tg['trunk_seconds']:.2f} / "
-          f"{tg['read_hist_pass_seconds']:.2f} = {tg['trunk_over_pass']:.2f}x "
-          f"(target <= {TRUNK_RATIO_TARGET:g}x; with quantiles "
-          f"{tg['trunk_and_quantiles_over_pass']:.2f}x)")
-    print(f"  fit / critical path = {total:.2f} / {tg['critical_path_seconds']:.2f} = "
-          f"{tg['fit_over_critical_path']:.2f}x (target <= {CRITICAL_RATIO_TARGET:g}x); "
-          f"/ two-worker bound {tg['two_worker_bound_seconds']:.2f} = "
-          f"{tg['fit_over_two_worker_bound']:.2f}x")
-    peak = mem["peak_rss_worker_bytes"]
-    print(f"  peak worker RSS {format_bytes(peak) if peak else '-'} of "
-          f"{format_bytes(mem['limit_per_worker_bytes'])}; spilled to disk "
-          f"{format_bytes(mem['spilled_to_disk_bytes'])}; workers alive {w['alive_at_end']}/"
-          f"{w['expected']}, processes seen {w['processes_seen']}")
-    print(f"  model on disk {format_bytes(r['model']['bytes_on_disk'])} "
-          f"({r['model']['bytes_per_row']:.0f} bytes/row)")
-    print_table(f"{_label(r['rows'])} rows: peak RSS per phase (sampled every "
-                f"{mem['interval_seconds']:g}s)", [
-        ("phase", "phase", "s"), ("worker_max", "one worker GB", ".2f"),
-        ("workers_total", "all workers GB", ".2f"), ("driver", "driver GB", ".2f")],
-        [{"phase": k, **{f: _gb(v) for f, v in p.items()}}
-         for k, p in mem["sampled_peaks_bytes"].items()])
-    if "local" in r:
-        loc = r["local"]
-        print_table(f"{_label(r['rows'])} rows: Dask ({r['workers']['expected']} workers) vs "
-                    "single-process EBF (1 thread)", [
-            ("what", "", "s"), ("dask", "dask s", ".2f"), ("local", "local s", ".2f"),
-            ("ratio", "dask/local", ".2f")], [
-            {"what": "fit", "dask": total, "local": loc["fit_seconds"],
-             "ratio": loc["dask_over_local_fit"]},
-            {"what": "predict", "dask": r["predict"]["seconds"],
-             "local": loc["predict_seconds"], "ratio": loc["dask_over_local_predict"]}])
-        print(f"  predictions identical: sample of {loc['sample_rows']:,} rows "
-              f"{loc['sample_identical']}, all rows {loc['all_rows_identical']} (max |diff| "
-              f"{loc['max_abs_difference']:.3g}); same trunk {loc['same_trunk']}, same branch "
-              f"sizes {loc['same_branch_sizes']}")
-
-
-def summary_rows(results: dict[str, dict]) -> list[dict[str, Any]]:
-    rows = []
-    for r in results.values():
-        n = r["rows"]
-        tg, mem = r["targets"], r["memory"]
-        rows.append({
-            "rows": _label(n), "trees": r["n_estimators"], "branches": r["fit"]["n_branches"],
-            "fit_s": r["fit"]["timings"]["fit"], "fit_rps": r["fit"]["rows_per_second"],
-            "predict_s": r["predict"]["seconds"], "predict_rps": r["predict"]["rows_per_second"],
-            "trunk_ratio": tg["trunk_over_pass"], "crit_ratio": tg["fit_over_critical_path"],
-            "bound_ratio": tg["fit_over_two_worker_bound"],
-            "peak_gb": _gb(mem["peak_rss_worker_bytes"]),
-            "spill_gb": _gb(mem["spilled_to_disk_bytes"]),
-            "alive": f"{r['workers']['alive_at_end']}/{r['workers']['expected']}",
-            "model_gb": _gb(r["model"]["bytes_on_disk"]),
-        })
-    return rows
-
-
-def print_summary(rows: list[dict[str, Any]]) -> None:
-    print_table(f"summary (targets: trunk/pass <= {TRUNK_RATIO_TARGET:g}, fit/critical path "
-                f"<= {CRITICAL_RATIO_TARGET:g}; no worker dies, no unbounded spilling)", [
-        ("rows", "rows", "s"), ("trees", "trees", "d"), ("branches", "branches", "d"),
-        ("fit_s", "fit s", ".1f"), ("fit_rps", "fit rows/s", ",.0f"),
-        ("predict_s", "predict s", ".1f"), ("predict_rps", "pred rows/s", ",.0f"),
-        ("trunk_ratio", "trunk/pass", ".2f"), ("crit_ratio", "fit/crit", ".2f"),
-        ("bound_ratio", "fit/2w-bound", ".2f"), ("peak_gb", "peak worker GB", ".2f"),
-        ("spill_gb", "spilled GB", ".2f"), ("alive", "workers", "s"),
-        ("model_gb", "model GB", ".2f")], rows)
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -553,7 +570,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sizes", type=_rows, nargs="+", help="rows per run (1e6 1e7)")
     p.add_argument("--n-estimators", type=int, nargs="+", default=None,
                    help="Mondrian trees per branch: one value, or one per size (10; "
-                        f"{LARGE_TREES} above {LARGE_ROWS:,} rows)")
+                        "10 at every size)")
     p.add_argument("--min-samples-leaf", type=int, default=5, help="branch trees (5)")
     p.add_argument("--trunk-max-leaves", type=int, default=None,
                    help="fix the trunk's leaves (default: the paper's 5, raised by "
@@ -561,7 +578,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--branch-memory", default=None,
                    help="memory budget of one branch (default: a quarter of --memory-limit)")
     p.add_argument("--workers", type=int, default=2, help="worker processes, 1 thread each (2)")
-    p.add_argument("--memory-limit", default="8GB", help="memory limit per worker (8GB)")
+    p.add_argument("--memory-limit", default="4GB", help="memory limit per worker (4GB)")
+    p.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
+                   help="save the predict-only compact model (default), or the full one")
+    p.add_argument("--strategy", choices=("auto", "broadcast", "sharded"), default="auto",
+                   help="how the workers get the saved model to predict and evaluate "
+                        "(auto: ebf.dask.sharded.choose_strategy)")
     p.add_argument("--partition-rows", type=int, default=None,
                    help="rows per Parquet file (default: 16 files, 10k..1M rows each)")
     p.add_argument("--data-dir", type=Path, default=Path("/tmp/ebf-bench-data"),
@@ -590,7 +612,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if cfg.compare_rows is None:
         cfg.compare_rows = 100_000 if cfg.quick else 1_000_000
     if cfg.n_estimators is None:
-        cfg.n_estimators = [10 if n <= LARGE_ROWS else LARGE_TREES for n in cfg.sizes]
+        cfg.n_estimators = [10]
     if len(cfg.n_estimators) == 1:
         cfg.n_estimators = cfg.n_estimators * len(cfg.sizes)
     if len(cfg.n_estimators) != len(cfg.sizes):

@@ -33,42 +33,111 @@ def _is_worker_cmdline(cmdline: list[str]) -> bool:
     return any("spawn_main" in part or "forkserver" in part for part in cmdline)
 
 
+def proc_status_bytes(pid: int | str, field: str) -> int | None:
+    """``field`` (``VmRSS``, ``VmHWM``) of ``/proc/<pid>/status`` in bytes (Linux; else None)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            line = next((x for x in f if x.startswith(field + ":")), None)
+    except OSError:
+        return None
+    return None if line is None else int(line.split()[1]) * 1024
+
+
+def reset_peak_rss(pid: int | str) -> bool:
+    """Reset the kernel's peak RSS (``VmHWM``) of ``pid`` to its current RSS (Linux >= 4.0)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
 class MemoryWatch:
     """Samples the RSS of the Dask worker processes (children of this process) and of this
-    process every ``interval`` seconds, keeping the peaks per phase (``self.phase``).
+    process (the driver, from ``/proc/self/status``) every ``interval`` seconds, in one
+    thread, keeping the peaks per phase (``self.phase = name`` starts a phase).
 
-    Sampling from the driver with ``psutil`` does not wait on the workers' event loops, so
-    it keeps going while a task holds a worker's GIL. Every 4th sample also reads the
-    scheduler's view of bytes spilled to disk.
+    Sampling from the driver does not wait on the workers' event loops, so it keeps going
+    while a task holds a worker's GIL. A sample can miss a short spike, so every phase
+    change also reads the kernel's high-water mark (``VmHWM``) of the driver and of every
+    worker, then resets it (``/proc/<pid>/clear_refs``): ``hwm`` holds the exact peak of
+    every process per phase where the kernel allows the reset (``hwm_exact``). Every 4th
+    sample also reads the scheduler's view of bytes spilled to disk. ``lost`` lists, per
+    phase, the worker processes alive when it started and gone when it ended (died, killed
+    by the nanny, restarted).
     """
 
     def __init__(self, client: Any, interval: float) -> None:
         self.client = client
         self.interval = float(interval)
-        self.phase = "setup"
+        self._phase = "setup"
         self.peaks: dict[str, dict[str, int]] = {}
+        self.hwm: dict[str, dict[str, Any]] = {}
+        self.hwm_exact = True
+        self.lost: dict[str, list[int]] = {}
         self.worker_pids: set[int] = set()
         self.spilled_disk_max = 0
         self.samples = 0
         self._me = psutil.Process()
         self._procs: dict[int, psutil.Process | None] = {}
+        self._started_with: set[int] = set()
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
 
-    def start(self) -> MemoryWatch:
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        with self._lock:
+            if name == self._phase:
+                return
+            self._end_phase()
+            self._phase = name
+
+    def _end_phase(self) -> None:
+        """The last sample and the kernel peaks of the current phase, then reset them."""
         self._sample()
+        workers = self.workers()
+        per_worker = {p.pid: proc_status_bytes(p.pid, "VmHWM") for p in workers}
+        entry = self.hwm.setdefault(self._phase, {"driver": 0, "worker_max": 0,
+                                                  "per_worker": {}})
+        entry["driver"] = max(entry["driver"], proc_status_bytes("self", "VmHWM") or 0)
+        for pid, value in per_worker.items():
+            old = entry["per_worker"].get(pid) or 0
+            entry["per_worker"][pid] = max(old, value or 0)
+        entry["worker_max"] = max(entry["per_worker"].values(), default=0)
+        alive = {p.pid for p in workers}
+        gone = sorted(self._started_with - alive)
+        if gone:
+            self.lost.setdefault(self._phase, []).extend(gone)
+        for pid in ["self", *alive]:
+            self.hwm_exact &= reset_peak_rss(pid)
+        self._started_with = alive
+
+    def start(self) -> MemoryWatch:
+        with self._lock:
+            self._started_with = {p.pid for p in self.workers()}
+            for pid in ["self", *self._started_with]:
+                self.hwm_exact &= reset_peak_rss(pid)
+            self._sample()
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        self._sample()
+        with self._lock:
+            self._end_phase()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self._sample()
+                with self._lock:
+                    self._sample()
             except Exception as exc:  # noqa: BLE001 - a failed sample must not end the run
                 print(f"  memory sample failed: {exc!r}", flush=True)
 
@@ -95,11 +164,12 @@ class MemoryWatch:
             except psutil.Error:
                 continue
         self.worker_pids.update(rss)
-        peak = self.peaks.setdefault(self.phase, {"worker_max": 0, "workers_total": 0,
-                                                  "driver": 0})
+        peak = self.peaks.setdefault(self._phase, {"worker_max": 0, "workers_total": 0,
+                                                   "driver": 0})
         peak["worker_max"] = max(peak["worker_max"], max(rss.values(), default=0))
         peak["workers_total"] = max(peak["workers_total"], sum(rss.values()))
-        peak["driver"] = max(peak["driver"], self._me.memory_info().rss)
+        driver = proc_status_bytes("self", "VmRSS") or self._me.memory_info().rss
+        peak["driver"] = max(peak["driver"], driver)
         if self.samples % 4 == 0:
             try:
                 info = self.client.scheduler_info()["workers"]
@@ -110,16 +180,22 @@ class MemoryWatch:
                 pass
         self.samples += 1
 
-    def high_water_marks(self) -> dict[int, int | None]:
-        """Peak RSS (``VmHWM``) of every live worker process, Linux only."""
-        out: dict[int, int | None] = {}
-        for proc in self.workers():
-            try:
-                with open(f"/proc/{proc.pid}/status") as f:
-                    line = next((x for x in f if x.startswith("VmHWM:")), None)
-                out[proc.pid] = None if line is None else int(line.split()[1]) * 1024
-            except OSError:
-                out[proc.pid] = None
+    def phase_peaks(self) -> dict[str, dict[str, int]]:
+        """Per phase, the larger of the sampled peak and the kernel's high-water mark."""
+        out = {}
+        for name, sampled in self.peaks.items():
+            kernel = self.hwm.get(name, {})
+            out[name] = {"worker_max": max(sampled["worker_max"], kernel.get("worker_max", 0)),
+                         "workers_total": sampled["workers_total"],
+                         "driver": max(sampled["driver"], kernel.get("driver", 0))}
+        return out
+
+    def peak_per_worker(self) -> dict[int, int]:
+        """Peak RSS of every worker process over the whole run (the phases' kernel marks)."""
+        out: dict[int, int] = {}
+        for entry in self.hwm.values():
+            for pid, value in entry["per_worker"].items():
+                out[pid] = max(out.get(pid, 0), value or 0)
         return out
 
 
