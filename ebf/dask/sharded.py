@@ -7,21 +7,23 @@ graph over the partitions of ``X``:
 1. ``route``: every partition is encoded and routed by the head's trunk (the function the
    local EBF routes with, ``Trunk.apply``); its rows are cut into one piece per branch
    (an SSF sends every row to every sub-sample forest);
-2. ``part``: one task per branch and group of partitions predicts that branch's pieces
-   (about one partition of rows in all). It gets the branch from the worker's cache of
-   loaded parts (:func:`cached_part`), which loads shard ``b`` alone
-   (:meth:`ebf.reader.ModelReader.load_part`: checked as a full load is) on first use;
-   tasks of one branch are prioritised together, so a worker loads each shard about once;
+2. ``part``: one task per branch and group of partitions predicts that branch's pieces.
+   It gets the branch from the worker's cache of loaded parts (:func:`cached_part`), which
+   loads shard ``b`` alone (:meth:`ebf.reader.ModelReader.load_part`: checked as a full
+   load is) on first use. Groups of partitions run one after the other (:data:`GROUPS`;
+   the next group is read once every part task of the last one is done), so a worker
+   holds the routed rows of one group and loads each shard at most once per group;
 3. ``assemble``: every partition's rows are put back in their input order, with their
    index, as the columns of :func:`ebf.dask.predict.prediction_meta`.
 
 The numbers are those of the local model's one-pass summary, bit for bit: a row's
 summary depends only on its own mixture (EBF: its branch's mixture; SSF: the pooled
 mixture of all sub-samples, concatenated in sub-sample order). The driver reads the
-manifest and the head only. Peak memory of a worker is about the shards in its cache (by
-default at most :data:`CACHE_FRACTION` of its memory limit, and at least one shard) plus one
-task's rows. A lost worker's tasks rerun elsewhere and load their shard again from the
-model's URL, so every worker must be able to read it (a shared file system or an object
+manifest and the head only. A worker holds the parts in its cache (at most
+:data:`CACHE_FRACTION` of its memory limit, counted by the arrays a part holds once it has
+predicted, and at least one part) plus the routed rows of a group and their outputs. A lost
+worker's tasks rerun elsewhere and load their shard again from the model's URL, so every
+worker must be able to read it (a shared file system or an object
 store).
 """
 
@@ -46,6 +48,10 @@ logger = logging.getLogger(__name__)
 
 #: Share of a worker's memory limit its cache of loaded parts may fill (at least one part).
 CACHE_FRACTION = 0.25
+#: Groups of partitions predicted one after the other by default: the routed rows of a
+#: group are released once all parts have predicted them (fewer groups: fewer loads of
+#: every part; more groups: fewer rows held at once).
+GROUPS = 4
 
 _cache_lock = threading.Lock()
 _cache: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
@@ -65,9 +71,11 @@ def _memory_limit() -> int | None:
 def cached_part(reader: ModelReader, i: int) -> Any:
     """Part ``i`` of the model, loaded once per process and kept while it fits the cache.
 
-    The cache is keyed by the model's URL, its hash and the part, holds parts in least
-    recently used order, and evicts them beyond :data:`CACHE_FRACTION` of the worker's memory
-    limit (file bytes as the size estimate); the part being returned always stays.
+    The cache is keyed by the model's URL, its hash and the part and holds parts in least
+    recently used order, within :data:`CACHE_FRACTION` of the worker's memory limit. A part
+    counts its file size when loaded and what it really holds once it has predicted
+    (:func:`settle_part`: a Mondrian forest adds its posterior, two to three times the file);
+    the part being returned always stays.
 
     Parameters
     ----------
@@ -85,16 +93,74 @@ def cached_part(reader: ModelReader, i: int) -> Any:
             _cache.move_to_end(key)
             return _cache[key][0]
     part = reader.load_part(int(i))  # outside the lock: other threads may load other parts
-    size = reader.part_bytes[int(i)]
+    _store(key, part, reader.part_bytes[int(i)])
+    return part
+
+
+def settle_part(reader: ModelReader, i: int, part: Any) -> None:
+    """Count part ``i`` in the cache at the bytes of the arrays it holds now."""
+    _store((reader.url, reader.model_hash, int(i)), part, object_nbytes(part))
+
+
+def _store(key: tuple, part: Any, size: int) -> None:
     limit = _memory_limit()
     budget = CACHE_FRACTION * limit if limit else float("inf")
+    evicted = False
     with _cache_lock:
         _cache[key] = (part, size)
         _cache.move_to_end(key)
         while len(_cache) > 1 and sum(s for _, s in _cache.values()) > budget:
             _cache.popitem(last=False)
+            evicted = True
         _peak[0] = max(_peak[0], sum(s for _, s in _cache.values()))
-    return part
+    if evicted:
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """Give freed heap back to the system (glibc keeps it otherwise, and the worker's memory
+    monitor, which cannot see that, would pause the worker)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
+def object_nbytes(obj: Any, _seen: set | None = None, _depth: int = 0) -> int:
+    """Bytes of the numpy arrays an object holds (attributes, lists, tuples, dicts; each
+    array counted once, views by their base).
+
+    Examples
+    --------
+    >>> a = np.zeros(10)
+    >>> object_nbytes({"a": a, "b": [a, a[:5]], "c": (np.ones(2, np.int32),)})
+    88
+    """
+    seen = set() if _seen is None else _seen
+    if _depth > 8:
+        return 0
+    if isinstance(obj, np.ndarray):
+        base = obj
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if id(base) in seen:
+            return 0
+        seen.add(id(base))
+        return int(base.nbytes)
+    if isinstance(obj, dict):
+        items = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        items = vars(obj).values()
+    else:
+        return 0
+    return sum(object_nbytes(v, seen, _depth + 1) for v in items)
 
 
 def clear_cache() -> None:
@@ -105,7 +171,7 @@ def clear_cache() -> None:
 
 
 def cache_peak_bytes() -> int:
-    """The most bytes (file sizes) of parts this process's cache has held at once."""
+    """The most bytes of parts this process's cache has held at once."""
     return _peak[0]
 
 
@@ -134,10 +200,12 @@ class PredictJob:
 # ----------------------------------------------------------------------------- task bodies
 
 
-def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None) -> tuple:
+def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None,
+           after: Any = None) -> tuple:
     """Encode a partition once and cut it into one piece ``(positions, rows, y)`` per part.
 
     With a ``target``, rows whose target is missing are dropped first (and counted).
+    ``after`` is the previous group's completion, only waited for.
     """
     y = None
     n_missing = 0
@@ -162,13 +230,19 @@ def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None) -> t
     return index, pieces, n_missing
 
 
+def _done(*ticks: Any) -> None:
+    return None
+
+
 def _piece(routed: tuple, b: int) -> tuple:
     return routed[1][b]
 
 
 def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tuple) -> list:
     """Part ``b`` on each piece: the job's rows (EBF), or the raw output to pool (SSF)."""
-    part = cached_part(reader, b) if any(len(p[0]) for p in pieces) else None
+    if not any(len(p[0]) for p in pieces):
+        return [None] * len(pieces)
+    part = cached_part(reader, b)
     out = []
     for _, A, y in pieces:
         if A.shape[0] == 0:
@@ -176,6 +250,7 @@ def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tup
             continue
         raw = part.predict_proba(A) if hasattr(part, "classes_") else part.predict_distribution(A)
         out.append(raw if pooled else job.rows(raw, y))
+    settle_part(reader, b, part)
     return out
 
 
@@ -240,14 +315,14 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     target : str, optional
         Column passed to the job as ``y``; rows where it is missing are dropped.
     group : int, optional
-        Partitions per part task (EBF). Default: the number of parts, so a task holds about
-        one partition of rows; an SSF task predicts one partition.
+        Partitions per group (default: a :data:`GROUPS`-th of them). Groups run one after
+        the other, parts one after the other within a group; an EBF part predicts its rows
+        of a group in one task, an SSF part one partition per task.
 
     Returns
     -------
     list of dask.delayed.Delayed
     """
-    import dask
     from dask import delayed
 
     from .predict import shared_model
@@ -259,19 +334,30 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     shared_head, shared_reader = shared_model(head), shared_model(reader)
     parts = X.to_delayed()
     token = uuid.uuid4().hex[:12]
-    routed = [delayed(_route, pure=True)(p, shared_head, n_parts, target) for p in parts]
-    step = 1 if pooled else max(1, int(group or n_parts))
+    step = max(1, int(group or -(-len(parts) // GROUPS)))
     groups = [list(range(a, min(a + step, len(parts)))) for a in range(0, len(parts), step)]
+    routed: list[Any] = [None] * len(parts)
     outputs: list[list[Any]] = [[None] * n_parts for _ in parts]
-    for b in range(n_parts):
-        with dask.annotate(priority=n_parts - b):  # a branch's tasks together: one load
-            for g in groups:
+    after = None  # groups one after the other: a group is read once the last one is done
+    for g in groups:
+        for i in g:
+            routed[i] = delayed(_route, pure=True)(parts[i], shared_head, n_parts, target, after)
+        ticks = []
+        for b in range(n_parts):
+            if pooled:  # every row goes to every part: a task per partition
+                tasks = [(delayed(_part_task, pure=True)(
+                    shared_reader, b, job, pooled, delayed(_piece, pure=True)(routed[i], b),
+                    dask_key_name=f"ebf-part-{token}-{b}-{i}"), [i]) for i in g]
+            else:
                 pieces = [delayed(_piece, pure=True)(routed[i], b) for i in g]
-                task = delayed(_part_task, pure=True)(
+                tasks = [(delayed(_part_task, pure=True)(
                     shared_reader, b, job, pooled, *pieces,
-                    dask_key_name=f"ebf-part-{token}-{b}-{g[0]}")
-                for j, i in enumerate(g):
+                    dask_key_name=f"ebf-part-{token}-{b}-{g[0]}"), g)]
+            for task, rows in tasks:
+                ticks.append(delayed(len, pure=True)(task))  # tiny: no output moves for it
+                for j, i in enumerate(rows):
                     outputs[i][b] = delayed(_take, pure=True)(task, j)
+        after = delayed(_done, pure=True)(*ticks)
     logger.info("sharded graph: %d partition(s), %d part(s) of %s bytes", len(parts), n_parts,
                 reader.part_bytes)
     pool = head.estimator._pool if pooled else None
