@@ -26,6 +26,9 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     std, 5/50/95% quantiles and branch of every row, written to Parquet, the model opened
     from its directory (the driver reads the manifest and the head only); the strategy
     ``ebf.dask.sharded.choose_strategy`` picks for this model and these workers is recorded.
+Predict and evaluate read held-out rows (the same generator, the next seed, as many rows);
+the fit uses ``predict_only`` when the model is saved compact, so the branches are compacted
+on the workers and neither they nor the driver hold the online state.
 ``evaluate``
     ``pipelines.score.evaluate(model_dir, data, strategy=--strategy)``: RMSE, NLPD and the
     coverage of the central intervals, streamed through the workers. The workers' caches
@@ -158,15 +161,18 @@ def partition_rows_for(rows: int, requested: int | None) -> int:
     return int(min(1_000_000, max(10_000, math.ceil(rows / 16))))
 
 
-def ensure_data(client: Any, cfg: argparse.Namespace, rows: int) -> tuple[Path, dict]:
-    """The Friedman Parquet dataset of ``rows`` rows in ``cfg.data_dir``, made if needed.
+def ensure_data(client: Any, cfg: argparse.Namespace, rows: int,
+                seed: int | None = None) -> tuple[Path, dict]:
+    """The Friedman Parquet dataset of ``rows`` rows in ``cfg.data_dir``, made if needed
+    (``seed``: ``cfg.seed`` for the training rows, another for held-out rows).
 
     An existing directory is reused when its stored generator parameters match.
     """
+    seed = cfg.seed if seed is None else seed
     part_rows = partition_rows_for(rows, cfg.partition_rows)
-    path = Path(cfg.data_dir) / f"friedman-{rows}-p{part_rows}-f{N_FEATURES}-s{cfg.seed}"
+    path = Path(cfg.data_dir) / f"friedman-{rows}-p{part_rows}-f{N_FEATURES}-s{seed}"
     want = {"generator": "friedman1", "task": "regression", "rows": rows,
-            "partition_rows": part_rows, "n_features": N_FEATURES, "random_state": cfg.seed}
+            "partition_rows": part_rows, "n_features": N_FEATURES, "random_state": seed}
     if path.exists():
         try:
             have = json.loads(read_parquet_metadata(path)[METADATA_KEY])
@@ -178,7 +184,7 @@ def ensure_data(client: Any, cfg: argparse.Namespace, rows: int) -> tuple[Path, 
         print(f"  data: {path} has other parameters, regenerating", flush=True)
     t0 = time.perf_counter()
     info = make_friedman(path, rows, n_features=N_FEATURES, partition_rows=part_rows,
-                         random_state=cfg.seed, client=client, overwrite=True)
+                         random_state=seed, client=client, overwrite=True)
     seconds = time.perf_counter() - t0
     print(f"  data: wrote {path} ({info.n_partitions} files) in {seconds:.1f}s", flush=True)
     return path, {**json.loads(info.metadata[METADATA_KEY]), "generated_seconds": seconds}
@@ -240,6 +246,7 @@ def fit_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, path: Pa
         n_estimators=n_estimators, branch="mondrian", trunk_max_leaves=cfg.trunk_max_leaves,
         min_samples_leaf=cfg.min_samples_leaf, random_state=cfg.seed,
         branch_memory=branch_memory, client=client,
+        predict_only=cfg.compact,  # compact branches on the workers: never the online state
     )
     print("  fit:", flush=True)
     t0, wall0 = time.perf_counter(), time.time()
@@ -420,6 +427,10 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
     try:
         path, data_info = ensure_data(client, cfg, rows)
         out["data"] = {"path": str(path), **data_info}
+        # predict and evaluate held-out rows of the same size (the training rows would make
+        # NLPD and coverage look worse than they are: in-sample leaves are over-confident)
+        test_path, test_info = ensure_data(client, cfg, rows, seed=cfg.seed + 1)
+        out["test_data"] = {"path": str(test_path), **test_info}
         addresses = sorted(client.scheduler_info()["workers"])
         watch = MemoryWatch(client, cfg.interval).start()
         watch.phase = "warm-up"
@@ -446,11 +457,11 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
             del model, est
             out["drop"] = drop_model(watch, refs)
             try:
-                out["predict"] = _attempt(out, "predict", predict_phase,
-                                          cfg, client, watch, model_dir, path, pred_dir, rows)
+                out["predict"] = _attempt(out, "predict", predict_phase, cfg, client, watch,
+                                          model_dir, test_path, pred_dir, rows)
             finally:  # evaluate needs the saved model, not the predictions
                 out["evaluate"] = _attempt(out, "evaluate", evaluate_phase,
-                                           cfg, client, watch, model_dir, path, rows)
+                                           cfg, client, watch, model_dir, test_path, rows)
         except PhaseFailed:
             pass
         try:
@@ -462,7 +473,7 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
             watch.phase = "local"
             try:
                 out["local"] = _attempt(out, "local", run_local,
-                                        cfg, path, model_dir, pred_dir, out)
+                                        cfg, path, test_path, model_dir, pred_dir, out)
             except PhaseFailed:
                 pass
         if not cfg.keep_predictions:
@@ -509,9 +520,10 @@ def workers_and_memory(cfg: argparse.Namespace, client: Any, watch: MemoryWatch,
     }
 
 
-def run_local(cfg: argparse.Namespace, path: Path, model_dir: Path, pred_dir: Path,
-              out: dict[str, Any]) -> dict[str, Any]:
-    """The single-process EBF with the saved model's parameters on the same rows."""
+def run_local(cfg: argparse.Namespace, path: Path, test_path: Path, model_dir: Path,
+              pred_dir: Path, out: dict[str, Any]) -> dict[str, Any]:
+    """The single-process EBF with the saved model's parameters, fit on the same rows and
+    predicting the same held-out rows."""
     print("  local (single process, 1 thread):", flush=True)
     dask_model = load(model_dir)
     t0 = time.perf_counter()
@@ -523,6 +535,7 @@ def run_local(cfg: argparse.Namespace, path: Path, model_dir: Path, pred_dir: Pa
     local.fit(X, y)
     fit_s = time.perf_counter() - t0
     print(f"    fit {fit_s:.1f}s", flush=True)
+    X = pd.read_parquet(test_path)[FEATURES]
     t0 = time.perf_counter()
     mean, std = local.predict(X, return_std=True)
     q = local.predict_quantiles(X, QUANTILES)
