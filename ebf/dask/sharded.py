@@ -258,17 +258,25 @@ def _take(outputs: list, j: int) -> Any:
     return outputs[j]
 
 
-def _assemble(routed: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
-    """``(index, block, branch, n_missing)`` of one partition, rows in input order."""
+def _layout(routed: tuple) -> tuple:
+    """What reassembling a partition needs of its routing, without the feature rows:
+    ``(index, positions of every piece, n_missing, targets of the rows)``."""
     index, pieces, n_missing = routed
+    y = pieces[0][2] if pieces else None
+    return index, [pos for pos, _, _ in pieces], n_missing, y
+
+
+def _assemble(layout: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
+    """``(index, block, branch, n_missing)`` of one partition, rows in input order."""
+    index, positions, n_missing, y = layout
     n = len(index)
     if pool is not None:  # SSF: the ensemble pools its forests' outputs
-        block = job.rows(pool(outputs), pieces[0][2]) if n else None
+        block = job.rows(pool(outputs), y) if n else None
         branch = None
     else:
         block = None
         branch = np.empty(n, np.int64)
-        for b, ((pos, _, _), rows) in enumerate(zip(pieces, outputs, strict=True)):
+        for b, (pos, rows) in enumerate(zip(positions, outputs, strict=True)):
             branch[pos] = b
             if rows is None:
                 continue
@@ -361,7 +369,8 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     logger.info("sharded graph: %d partition(s), %d part(s) of %s bytes", len(parts), n_parts,
                 reader.part_bytes)
     pool = head.estimator._pool if pooled else None
-    return [delayed(_assemble, pure=True)(routed[i], job, pool, *outputs[i])
+    return [delayed(_assemble, pure=True)(delayed(_layout, pure=True)(routed[i]), job, pool,
+                                          *outputs[i])
             for i in range(len(parts))]
 
 
