@@ -139,6 +139,7 @@ class ModelReader:
 
     def _decoded_head(self) -> tuple[dict, Any]:
         """``(params, state)`` of the manifest, arrays from the head pack or ``.npy`` files."""
+        self._estimator({})  # an unknown class fails before any array is read
         if self.format_version == 1:
             if not self.store.is_local:
                 raise ModelFormatError(f"{self._where()}: format 1 models load from local "
@@ -149,7 +150,6 @@ class ModelReader:
             _, arrays = read_pack(self.store, HEAD_NAME, head["bytes"], head["sha256"],
                                   "model head")
             decoder = PackDecoder(arrays, self._where())
-        self._estimator({})
         params = decoder.decode(self.manifest["params"], "params")
         state = decoder.decode(self.manifest["state"], "state")
         decoder.verify_unreferenced()
