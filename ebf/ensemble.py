@@ -311,7 +311,7 @@ class _BranchedEnsemble(BaseEstimator):
         self.__dict__.update(attrs)
 
     def _state(self, parts: dict) -> dict:
-        from .model import estimator_state
+        from .registry import estimator_state
 
         check_is_fitted(self, "encoder_")
         state = {"encoder": self.encoder_._get_state(), "entropy": int(self.entropy_)}

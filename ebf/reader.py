@@ -21,14 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .codec import Decoder, ModelFormatError, UnknownClassError
-from .model import (
-    MANIFEST,
-    _resolve_class,
-    estimator_from_state,
-    new_estimator,
-    read_manifest,
-)
+from .model import MANIFEST, read_manifest
 from .pack import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
+from .registry import _resolve_class, estimator_from_state, new_estimator
 
 __all__ = ["ModelHead", "ModelReader", "open_model"]
 

@@ -23,7 +23,7 @@ from basics.validation import check_classes, state_array, state_int
 from ._base import classes_from_state, input_attributes
 from .branches import BRANCH_CLASSES, ConstantBranch
 from .features import FeatureEncoder
-from .model import estimator_from_state
+from .registry import estimator_from_state
 from .trunk import Trunk
 
 __all__ = ["check_branch", "restore_ensemble", "restore_head", "restore_part"]

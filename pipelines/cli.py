@@ -32,8 +32,9 @@ sized to the machine, with worker processes unless the environment variable
 
 Adding a subcommand: write ``_add_<name>_parser(sub)`` (its arguments, ending with
 ``set_defaults(handler=_cmd_<name>)``) and ``_cmd_<name>(args) -> int``, and call the first
-from :func:`build_parser`. Dask subcommands end their parser with :func:`_finish_job_parser`
-(``--quiet``, cluster options) and run in ``with _job(args) as (client, bars):``.
+from :func:`build_parser`. Dask subcommands end their parser with
+:func:`pipelines.session.finish_job_parser` (``--quiet``, cluster options) and run in
+``with job(args) as (client, bars):`` (:mod:`pipelines.session`).
 
 Failures print one line on stderr naming the cause and the fix (``-v``: the traceback too)
 and exit with the statuses of :func:`main` (:mod:`pipelines.failures`). SIGTERM raises an
@@ -51,15 +52,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import distributed
+    pass
 
 from .arguments import (
     add_cluster_arguments,
@@ -67,101 +66,14 @@ from .arguments import (
     count,
     fraction,
     int_at_least,
-    local_processes,
     memory_size,
     positive_int,
 )
 from .failures import report_failure, sigterm_raises
-from .progress import PhaseBars, ProgressBar, StatusLine
+from .progress import ProgressBar, StatusLine
+from .session import dask_client, finish_job_parser, job
 
 __all__ = ["build_parser", "main"]
-
-
-@contextmanager
-def _dask_client(
-    args: argparse.Namespace, progress: StatusLine, announce: bool = True
-) -> Iterator[distributed.Client]:
-    """The client of a Dask subcommand: ``with _dask_client(args, progress) as client:``.
-
-    Connects as the cluster options say (:func:`add_cluster_arguments`), prints the worker
-    count and dashboard link unless ``--quiet`` (or ``announce=False``: the command prints
-    them itself), and closes the client (and a local cluster it started) at the end. Dask's
-    own INFO logs (start-up, shutdown) show only with ``-vv``, the p2p shuffle's notices
-    (logged as warnings at every shuffle) only with ``-v``; after a failure, what Dask logs
-    in this process while shutting down only with ``-v`` (it stays quiet: the command ends).
-    """
-    from cluster import connect, dashboard_link
-
-    dask_logger = logging.getLogger("distributed")  # configured when distributed is imported
-    shuffle_logger = logging.getLogger("distributed.shuffle")
-    old_level, old_shuffle_level = dask_logger.level, shuffle_logger.level
-    if getattr(args, "verbose", 0) < 2:
-        dask_logger.setLevel(logging.WARNING)
-    if getattr(args, "verbose", 0) < 1:
-        shuffle_logger.setLevel(logging.ERROR)
-    quiet = getattr(args, "verbose", 0) < 1
-
-    def hush() -> None:
-        # after a failure the command prints one line and ends; what Dask logs while shutting
-        # down (cancelled tasks, closed comms, workers killed, a cluster still starting in its
-        # thread, possibly after this returns) is no news, so it stays quiet from here on
-        if quiet:
-            dask_logger.setLevel(logging.CRITICAL)
-
-    failed = False
-    try:
-        options = {}
-        if args.scheduler_file:
-            options["scheduler_file"] = args.scheduler_file
-        where = args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")
-        progress.start(f"connecting to {where}" if where else "starting a local Dask cluster")
-        try:
-            client = connect(
-                args.scheduler,
-                timeout=args.timeout,
-                n_workers=args.n_workers,
-                threads_per_worker=args.threads_per_worker,
-                processes=local_processes(),
-                **options,
-            )
-        except BaseException:
-            if not progress.quiet:
-                print(" failed", file=progress.stream, flush=True)
-            raise
-        progress.done()
-        if announce and not progress.quiet:
-            workers = client.nthreads()
-            print(
-                f"dask: {len(workers)} workers, {sum(workers.values())} threads; dashboard: "
-                f"{dashboard_link(client) or 'none'}",
-                file=progress.stream,
-                flush=True,
-            )
-        with client:
-            try:
-                yield client
-            except BaseException:
-                hush()  # before the client closes the cluster
-                raise
-    except BaseException:
-        failed = True
-        hush()
-        raise
-    finally:
-        if not failed:
-            dask_logger.setLevel(old_level)
-        shuffle_logger.setLevel(old_shuffle_level)
-
-
-@contextmanager
-def _job(args: argparse.Namespace, announce: bool = True) -> Iterator[tuple]:
-    """``with _job(args) as (client, bars):`` a Dask client and the job's progress bars."""
-    bars = PhaseBars(args.quiet)
-    with _dask_client(args, StatusLine(args.quiet), announce) as client:
-        try:
-            yield client, bars
-        finally:
-            bars.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -330,7 +242,7 @@ def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
     check_destination(args.out, "dataset", overwrite=args.overwrite)
     progress = StatusLine(args.quiet)
     t0 = time.perf_counter()
-    with _dask_client(args, progress) as client:
+    with dask_client(args, progress) as client:
         n_parts = -(-args.rows // args.partition_rows)
         bar = ProgressBar(f"writing {n_parts} partitions", args.quiet)
         info = make_friedman(
@@ -354,13 +266,6 @@ def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
 
 
 _DATA_HELP = "Parquet file, directory (hive partitions too), glob or fsspec URL"
-
-
-def _finish_job_parser(parser: argparse.ArgumentParser, handler: object) -> None:
-    """The options every Dask job shares: ``--quiet`` and the cluster options."""
-    parser.add_argument("--quiet", action="store_true", help="no progress bars, no dashboard link")
-    add_cluster_arguments(parser)
-    parser.set_defaults(handler=handler)
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
@@ -400,7 +305,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
-    _finish_job_parser(tr, _cmd_train)
+    finish_job_parser(tr, _cmd_train)
 
 
 def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
@@ -422,7 +327,7 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
                     help="input columns copied into the output (ids, keys, the target...)")
     pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
     _add_strategy_argument(pr)
-    _finish_job_parser(pr, _cmd_predict)
+    finish_job_parser(pr, _cmd_predict)
 
 
 def _add_strategy_argument(parser: argparse.ArgumentParser) -> None:
@@ -449,7 +354,7 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     _add_strategy_argument(ev)
-    _finish_job_parser(ev, _cmd_evaluate)
+    finish_job_parser(ev, _cmd_evaluate)
 
 
 def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
@@ -472,7 +377,7 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
     de.add_argument("--partitions", type=positive_int, default=8,
                     help="Parquet files per dataset (default: 8)")
     de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
-    _finish_job_parser(de, _cmd_demo)
+    finish_job_parser(de, _cmd_demo)
 
 
 def _add_migrate_parser(sub: argparse._SubParsersAction) -> None:
@@ -518,7 +423,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.baseline_out is not None:
         check_destination(args.baseline_out, "model", overwrite=args.overwrite,
                           inputs={**inputs, "the model's --out": args.out})
-    with _job(args) as (client, bars):
+    with job(args) as (client, bars):
         res = train(
             args.data, args.target, columns(args.features), task=args.task, branch=args.branch,
             n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
@@ -551,7 +456,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     check_destination(args.out, "predictions", overwrite=args.overwrite,
                       inputs=prediction_inputs(args.model, args.data))
-    with _job(args) as (client, bars):
+    with job(args) as (client, bars):
         res = predict_to_parquet(
             args.model, args.data, args.out, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite, client=client,
@@ -568,7 +473,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.evaluate import DEFAULT_LEVELS, result_to_json
     from pipelines.score import evaluate, format_evaluation
 
-    with _job(args) as (client, bars):
+    with job(args) as (client, bars):
         res = evaluate(
             args.model, args.data, target=args.target,
             levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
@@ -585,7 +490,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from cluster import dashboard_link
     from pipelines.demo import format_comparison, run_demo
 
-    with _job(args, announce=False) as (client, bars):
+    with job(args, announce=False) as (client, bars):
         workers = client.nthreads()
         print(f"Dask dashboard: {dashboard_link(client) or 'none'} (workers: {len(workers)}, "
               f"threads: {sum(workers.values())}; live while the demo runs)", flush=True)

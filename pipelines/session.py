@@ -1,0 +1,116 @@
+"""The Dask session of a CLI job: connecting, announcing the cluster, progress bars, closing.
+
+Dask subcommands of :mod:`pipelines.cli` end their parser with :func:`finish_job_parser`
+(``--quiet``, the cluster options) and run in ``with job(args) as (client, bars):``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .arguments import add_cluster_arguments, local_processes
+from .progress import PhaseBars, StatusLine
+
+if TYPE_CHECKING:
+    import distributed
+
+__all__ = ["dask_client", "finish_job_parser", "job"]
+
+
+@contextmanager
+def dask_client(
+    args: argparse.Namespace, progress: StatusLine, announce: bool = True
+) -> Iterator[distributed.Client]:
+    """The client of a Dask subcommand: ``with dask_client(args, progress) as client:``.
+
+    Connects as the cluster options say (:func:`add_cluster_arguments`), prints the worker
+    count and dashboard link unless ``--quiet`` (or ``announce=False``: the command prints
+    them itself), and closes the client (and a local cluster it started) at the end. Dask's
+    own INFO logs (start-up, shutdown) show only with ``-vv``, the p2p shuffle's notices
+    (logged as warnings at every shuffle) only with ``-v``; after a failure, what Dask logs
+    in this process while shutting down only with ``-v`` (it stays quiet: the command ends).
+    """
+    from cluster import connect, dashboard_link
+
+    dask_logger = logging.getLogger("distributed")  # configured when distributed is imported
+    shuffle_logger = logging.getLogger("distributed.shuffle")
+    old_level, old_shuffle_level = dask_logger.level, shuffle_logger.level
+    if getattr(args, "verbose", 0) < 2:
+        dask_logger.setLevel(logging.WARNING)
+    if getattr(args, "verbose", 0) < 1:
+        shuffle_logger.setLevel(logging.ERROR)
+    quiet = getattr(args, "verbose", 0) < 1
+
+    def hush() -> None:
+        # after a failure the command prints one line and ends; what Dask logs while shutting
+        # down (cancelled tasks, closed comms, workers killed, a cluster still starting in its
+        # thread, possibly after this returns) is no news, so it stays quiet from here on
+        if quiet:
+            dask_logger.setLevel(logging.CRITICAL)
+
+    failed = False
+    try:
+        options = {}
+        if args.scheduler_file:
+            options["scheduler_file"] = args.scheduler_file
+        where = args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")
+        progress.start(f"connecting to {where}" if where else "starting a local Dask cluster")
+        try:
+            client = connect(
+                args.scheduler,
+                timeout=args.timeout,
+                n_workers=args.n_workers,
+                threads_per_worker=args.threads_per_worker,
+                processes=local_processes(),
+                **options,
+            )
+        except BaseException:
+            if not progress.quiet:
+                print(" failed", file=progress.stream, flush=True)
+            raise
+        progress.done()
+        if announce and not progress.quiet:
+            workers = client.nthreads()
+            print(
+                f"dask: {len(workers)} workers, {sum(workers.values())} threads; dashboard: "
+                f"{dashboard_link(client) or 'none'}",
+                file=progress.stream,
+                flush=True,
+            )
+        with client:
+            try:
+                yield client
+            except BaseException:
+                hush()  # before the client closes the cluster
+                raise
+    except BaseException:
+        failed = True
+        hush()
+        raise
+    finally:
+        if not failed:
+            dask_logger.setLevel(old_level)
+        shuffle_logger.setLevel(old_shuffle_level)
+
+
+@contextmanager
+def job(args: argparse.Namespace, announce: bool = True) -> Iterator[tuple]:
+    """``with job(args) as (client, bars):`` a Dask client and the job's progress bars."""
+    bars = PhaseBars(args.quiet)
+    with dask_client(args, StatusLine(args.quiet), announce) as client:
+        try:
+            yield client, bars
+        finally:
+            bars.close()
+
+
+def finish_job_parser(parser: argparse.ArgumentParser, handler: object) -> None:
+    """The options every Dask job shares: ``--quiet`` and the cluster options."""
+    parser.add_argument("--quiet", action="store_true", help="no progress bars, no dashboard link")
+    add_cluster_arguments(parser)
+    parser.set_defaults(handler=handler)
