@@ -47,7 +47,7 @@ __all__ = [
     "ARRAY_DIR", "MAX_DEPTH", "MAX_FILES", "MAX_MANIFEST_BYTES", "MAX_STRING", "ArrayWriter",
     "ChecksumError", "Decoder", "ModelFormatError", "UnknownClassError",
     "UnsupportedVersionError", "content_hash", "encode", "features_entry", "open_regular",
-    "parse_json", "parse_json_bytes", "training_entry",
+    "parse_json", "parse_json_bytes", "storable_dtype", "training_entry",
 ]
 
 ARRAY_DIR = "arrays"
@@ -470,6 +470,13 @@ def _owned(array: np.ndarray) -> np.ndarray:
     return base
 
 
+def storable_dtype(dtype: np.dtype) -> bool:
+    """Whether arrays of ``dtype`` may be stored and read back: plain numbers, bools or
+    fixed-width strings (no objects, records, sub-arrays or empty items)."""
+    return (not dtype.hasobject and dtype.kind in _ARRAY_KINDS and dtype.fields is None
+            and dtype.subdtype is None and dtype.itemsize > 0)
+
+
 def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> None:
     """The ``.npy`` header of ``f`` (at its start) is what the manifest declares, and the
     file holds exactly the data it describes; leaves ``f`` anywhere."""
@@ -486,8 +493,7 @@ def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> None:
         if isinstance(exc, ModelFormatError):
             raise
         raise ModelFormatError(f"{file}: not a valid .npy file: {exc}") from exc
-    if (dtype.hasobject or dtype.kind not in _ARRAY_KINDS or dtype.fields is not None
-            or dtype.subdtype is not None or dtype.itemsize == 0):
+    if not storable_dtype(dtype):
         raise ModelFormatError(f"{file}: arrays of dtype {dtype} are not allowed (object "
                                "arrays are never unpickled; numbers, bools, strings only)")
     if declared is not None and (str(dtype), list(shape), fortran) != declared:

@@ -39,13 +39,13 @@ import numpy as np
 
 from .codec import (
     _ARRAY,
-    _ARRAY_KINDS,
     MAX_MANIFEST_BYTES,
     ChecksumError,
     Decoder,
     ModelFormatError,
     open_regular,
     parse_json_bytes,
+    storable_dtype,
 )
 
 __all__ = ["MAGIC", "PackDecoder", "PackWriter", "Store", "read_pack", "write_pack"]
@@ -71,7 +71,7 @@ class PackWriter:
         self.arrays: list[np.ndarray] = []
 
     def write(self, array: np.ndarray, where: str) -> dict:
-        if array.dtype.hasobject or array.dtype.kind not in _ARRAY_KINDS:
+        if not storable_dtype(array.dtype):
             raise ValueError(
                 f"{where} is an array of dtype {array.dtype}, which cannot be stored without "
                 "pickle; convert it to a numeric or fixed-width string dtype, or a list"
@@ -241,8 +241,7 @@ def _check_table(table: Any, header_end: int, size: int, where: str) -> list[tup
             dtype = np.dtype(entry["dtype"]) if isinstance(entry["dtype"], str) else None
         except (TypeError, ValueError):
             dtype = None
-        if (dtype is None or dtype.hasobject or dtype.kind not in _ARRAY_KINDS
-                or dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize == 0):
+        if dtype is None or not storable_dtype(dtype):
             raise ModelFormatError(f"{where}: arrays[{i}] has dtype {entry['dtype']!r}; only "
                                    "numbers, bools and fixed-width strings are allowed")
         if (not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape)
