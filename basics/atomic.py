@@ -559,12 +559,12 @@ def atomic_dir(
     with _lock:
         _active.add(tmp.key)
     try:
-        if target.fs is None:
-            os.mkdir(tmp.path)  # not tempfile.mkdtemp: its mode 0o700 would survive the rename
-        else:
-            target.fs.makedirs(tmp.path, exist_ok=False)
-        logger.debug("writing %s through %s", target.url, tmp.url)
-        try:
+        try:  # a signal right after the mkdir must remove the directory too
+            if target.fs is None:
+                os.mkdir(tmp.path)  # not tempfile.mkdtemp: mode 0o700 would survive the rename
+            else:
+                target.fs.makedirs(tmp.path, exist_ok=False)
+            logger.debug("writing %s through %s", target.url, tmp.url)
             yield tmp.url
             if kind != "model":
                 tmp.write_json(MARKER, {
