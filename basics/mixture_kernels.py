@@ -272,11 +272,11 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, out):  # pragma:
     ``G_r = R_r o F`` (``R_r`` piecewise linear through its knots; the identity for the plain
     mixture), all maps from the same CDF evaluations.
 
-    Nodes: ``mean_i + sd_i * z_grid`` and ``y_i`` (the integrand jumps there); a segment whose
-    CDF rises by more than ``resolution`` is cut into equal pieces that rise by about that
-    much, so narrow components are resolved whatever the spread of the mixture. Between nodes
-    ``G`` is linear and its square is integrated exactly; beyond the outer nodes ``a``, ``b``
-    the tails are ``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and
+    Nodes: ``mean_i + sd_i * z_grid`` and ``y_i`` (the integrand jumps there); a segment over
+    which a ``G_r`` rises by more than ``resolution`` is cut into equal pieces that rise by
+    about that much, so narrow components are resolved whatever the spread of the mixture.
+    Between nodes ``G`` is linear and its square is integrated exactly; beyond the outer nodes
+    ``a``, ``b`` the tails are ``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and
     ``int (1 - G)^2 ~ R'(1) (1 - G(b)) E[(X - b)+]``,
     bounds that vanish with the tail mass.
     """
@@ -339,7 +339,10 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, out):  # pragma:
             t2 = node_t[j]
             if t2 <= t1:
                 continue
-            pieces = max(1, int(math.ceil((node_f[j] - node_f[j - 1]) / resolution)))
+            rise = 0.0  # of the steepest map: a map can be steeper than the CDF it maps
+            for r in range(n_maps):
+                rise = max(rise, _mapped(node_f[j], knots, offsets, r) - g_prev[r])
+            pieces = max(1, int(math.ceil(rise / resolution)))
             for p in range(1, pieces + 1):
                 if p < pieces:
                     t = t1 + (t2 - t1) * p / pieces
