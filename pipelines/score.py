@@ -55,6 +55,7 @@ from ebf.dask.client import Report, gather
 from ebf.dask.predict import shared_model
 from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
+from pipelines.diagnostics import EvaluationJob
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
@@ -73,8 +74,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: Probabilities are clipped to ``[eps, 1 - eps]`` in the log loss (as scikit-learn does).
-_EPS = float(np.finfo(np.float64).eps)
 
 _Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
 
@@ -310,59 +309,26 @@ def predict_to_parquet(
 # --------------------------------------------------------------------------- evaluation
 
 
-class EvaluationJob:
-    """Per-row scores of a prediction at the observed targets, for :func:`evaluate`.
-
-    Regressors: ``[squared error of the mean, -log p(y), inside the central interval of
-    every level (0/1)...]`` from the predictive mixture; classifiers: ``[correct, log loss,
-    label never seen]`` from the class probabilities (clipped to ``[eps, 1 - eps]``, as
-    scikit-learn does). It runs where the prediction is made: on a partition of a whole
-    model, or on a branch's rows next to its shard (:func:`ebf.dask.sharded.sharded_blocks`).
-    """
-
-    def __init__(self, levels: np.ndarray, classes: np.ndarray | None) -> None:
-        self.levels = levels
-        self.classes = classes
-
-    @property
-    def width(self) -> int:
-        return 3 if self.classes is not None else 2 + self.levels.size
-
-    def rows(self, output: Any, y: Any) -> np.ndarray:
-        if self.classes is not None:
-            code = pd.Index(self.classes).get_indexer(y)
-            seen = code >= 0
-            p_true = np.where(seen, output[np.arange(len(code)), np.maximum(code, 0)], 0.0)
-            return np.column_stack([np.argmax(output, axis=1) == code,
-                                    -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)), ~seen])
-        y = np.asarray(y, dtype=np.float64)
-        u = output.cdf(y)
-        lower, upper = (1.0 - self.levels) / 2.0, (1.0 + self.levels) / 2.0
-        inside = (lower[None, :] <= u[:, None]) & (u[:, None] <= upper[None, :])
-        return np.column_stack([(y - output.mean) ** 2, -output.logpdf(y), inside])
-
-
 def _partition_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
                     job: EvaluationJob) -> np.ndarray:
-    """``[rows, missing targets, column sums of the job's rows]`` of a whole model."""
+    """``[rows, missing targets, the job's sums]`` of a partition scored by a whole model."""
     ok = part[target].notna().to_numpy()
-    out = np.zeros(2 + job.width)
+    out = np.zeros(2 + job.size)
     out[0], out[1] = ok.sum(), (~ok).sum()
     if ok.any():
         X = part.loc[ok, features]
         output = model.predict_proba(X) if job.classes is not None else (
-            model.predict_distribution(X))
-        out[2:] = job.rows(output, part.loc[ok, target].to_numpy()).sum(axis=0)
+            model.predict_distribution(X, recalibrated=False))  # the job applies the map
+        out[2:] = job.reduce(job.rows(output, part.loc[ok, target].to_numpy()))
     return out
 
 
-def _block_sums(assembled: tuple, width: int) -> np.ndarray:
+def _block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
     """The same sums from a partition predicted branch by branch."""
     index, block, _, n_missing = assembled
-    out = np.zeros(2 + width)
+    out = np.zeros(2 + job.size)
     out[0], out[1] = len(index), n_missing
-    if block is not None:
-        out[2:] = block.sum(axis=0)
+    out[2:] = job.reduce(block)
     return out
 
 
@@ -413,8 +379,13 @@ def evaluate(
         negative log predictive density), ``calibration`` (DataFrame ``level``,
         ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
         with the exact mixture intervals), ``coverage`` (level -> observed fraction),
-        ``max_calibration_gap`` (max ``|observed - nominal|``) and ``intervals="mixture"``;
-        the keys :func:`pipelines.evaluate.format_report` reads. Classifiers: ``accuracy``,
+        ``max_calibration_gap`` (max ``|observed - nominal|``), ``intervals="mixture"``,
+        ``crps`` (mean CRPS), ``reliability`` (the table at 5% steps), ``pit_histogram``
+        (20 counts of the PIT), ``width_error`` (DataFrame ``n``, ``mean_width`` of the
+        central 90% interval, ``mean_abs_error`` of the median, about ten groups by width),
+        ``calibrated`` (whether the model recalibrates its CDF) and, if it does,
+        ``uncalibrated`` (the same scores of the model's own mixture, from the same pass);
+        see :mod:`pipelines.diagnostics`. Classifiers: ``accuracy``,
         ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
         does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
         probability ``eps``) and ``classes``.
@@ -450,18 +421,20 @@ def evaluate(
 
     strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
     if loaded.reader.n_parts:
-        classes = loaded.reader.head().classes
+        head = loaded.reader.head()
+        classes, pit_map = head.classes, head.recalibration
         whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
     else:  # a format 1 model or a single forest: loaded here, small
         model = loaded.reader.load()
         classes = getattr(model, "classes_", None)
+        pit_map = getattr(model, "recalibration_", None)
         whole = shared_model(model)
     classify = classes is not None
-    job = EvaluationJob(lv, classes)
+    job = EvaluationJob(lv, classes, pit_map)
     token = uuid.uuid4().hex[:12]
     if strategy == "sharded" and loaded.reader.n_parts:
         tasks = [dask.delayed(_block_sums, pure=True)(
-            b, job.width, dask_key_name=f"ebf-evaluate-{token}-{i}")
+            b, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
             for i, b in enumerate(sharded_blocks(loaded.reader, ddf, job, target=target))]
     else:
         tasks = [dask.delayed(_partition_sums, pure=True)(
@@ -476,7 +449,7 @@ def evaluate(
         parts = gather(client, futures, progress)
     finally:
         del futures, tasks  # release the model on the workers
-    sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.width)
+    sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.size)
     n, missing = int(sums[0]), int(sums[1])
     if n == 0:
         raise ValueError(f"no row of {_describe(data)} has a value in the target {target!r}; "
@@ -490,26 +463,11 @@ def evaluate(
         "n_missing_target": missing,
         "model_hash": loaded.digest,
         "model_class": loaded.model_class,
+        **job.result(sums[2:], n),
     }
-    if classify:
-        unseen = int(sums[4])
-        if unseen:
-            logger.warning("evaluate: %d row(s) have labels the model never saw", unseen)
-        result.update(accuracy=float(sums[2] / n), log_loss=float(sums[3] / n),
-                      n_unseen_labels=unseen, classes=list(classes.tolist()))
-    else:
-        observed = sums[4:] / n
-        calibration = pd.DataFrame(
-            {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}
-        )
-        result.update(
-            rmse=float(np.sqrt(sums[2] / n)),
-            nlpd=float(sums[3] / n),
-            calibration=calibration,
-            coverage={float(z): float(o) for z, o in zip(lv, observed, strict=True)},
-            max_calibration_gap=float(np.max(np.abs(observed - lv))),
-            intervals="mixture",
-        )
+    if classify and result["n_unseen_labels"]:
+        logger.warning("evaluate: %d row(s) have labels the model never saw",
+                       result["n_unseen_labels"])
     result["seconds"] = time.perf_counter() - t0
     return result
 

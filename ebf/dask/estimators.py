@@ -41,6 +41,7 @@ from ..estimators import (
     SubsampleForestRegressor,
 )
 from .branches import BranchMemoryError, fit_branches, max_branch_rows, parse_branch_memory
+from .calibration import recalibrate
 from .client import PhaseReport, Report, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
@@ -275,7 +276,30 @@ _FITTED_DOC = """
 """
 
 
-class DaskEmpiricalBayesianForestRegressor(_DaskEBF):
+class _DaskRecalibration:
+    """``recalibrate`` of the Dask regressors: the PIT map learnt on the cluster."""
+
+    def recalibrate(self, X: Any, y: Any, *, n_knots: int | None = None) -> Any:
+        """Learn the fitted model's PIT map on calibration rows (:mod:`ebf.dask.calibration`;
+        the map the local ``recalibrate`` learns on the same rows).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+            Rows the model was not fit on (a holdout, or the most recent window).
+        y : dask.dataframe.Series
+        n_knots : int, optional
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self, "model_")
+        recalibrate(self.model_, X, y, client=self.client, n_knots=n_knots)
+        return self
+
+
+class DaskEmpiricalBayesianForestRegressor(_DaskRecalibration, _DaskEBF):
     __doc__ = """Empirical Bayesian forest regressor fit on a Dask cluster (Sec. 4-5).
 
     Parameters
@@ -380,7 +404,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.client = client
 
 
-class DaskSubsampleForestRegressor(_DaskSSF):
+class DaskSubsampleForestRegressor(_DaskRecalibration, _DaskSSF):
     __doc__ = """Sub-sample forest regressor fit on a Dask cluster (Sec. 4's baseline).
 
     Rows go to sub-samples exactly as in :class:`ebf.SubsampleForestRegressor` (the same

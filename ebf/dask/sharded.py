@@ -180,15 +180,17 @@ def cache_peak_bytes() -> int:
 
 class PredictJob:
     """What a part task computes per row for predictions: the summary block of a
-    regressor's mixture (``mean, std, quantiles``), or a classifier's probabilities.
+    regressor's mixture (``mean, std, quantiles``; the quantiles recalibrated by the model's
+    :class:`basics.pit.PITMap`, if given), or a classifier's probabilities.
 
     A job maps a part's (or, for an SSF, the pooled) output on some rows, and their targets
     (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it.
     ``pipelines.score`` defines the evaluation job the same way.
     """
 
-    def __init__(self, levels: np.ndarray) -> None:
-        self.levels = levels
+    def __init__(self, levels: np.ndarray, pit_map: Any = None) -> None:
+        # a recalibrated regressor's quantiles are its mixture's at the remapped levels
+        self.levels = levels if pit_map is None else pit_map.inverse(levels)
 
     def rows(self, output: Any, y: Any) -> np.ndarray:
         if isinstance(output, GaussianMixture):
@@ -403,7 +405,7 @@ def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
     levels = _levels(quantiles)
     head = reader.head()
     meta = prediction_meta(head.classes, head.trunk is not None, levels)
-    blocks = sharded_blocks(reader, X, PredictJob(levels), group=group)
+    blocks = sharded_blocks(reader, X, PredictJob(levels, head.recalibration), group=group)
     frames = [delayed(_frame, pure=True)(b, meta, head.classes) for b in blocks]
     return dd.from_delayed(frames, meta=meta, divisions=X.divisions, verify_meta=False)
 

@@ -1,0 +1,158 @@
+"""Recalibration on a cluster: PIT counts per partition on the workers, one map in the driver.
+
+A regressor's PIT map (:mod:`basics.pit`) is learnt from a histogram of PIT values on fixed
+edges (:func:`basics.pit.pit_counts`): every partition task computes the model's own PIT
+``F(y|x)`` of its rows (:meth:`basics.recalibration.RecalibrationMixin.pit`, the same code as
+the local :meth:`~basics.recalibration.RecalibrationMixin.recalibrate`) and returns only its
+counts (about 5,800 integers, whatever the rows); the driver sums them and sets
+:meth:`basics.pit.PITMap.from_counts` of the total with the model's public
+``set_recalibration``. Counts add up exactly, so the map is the local one for the same rows,
+whatever the partitioning or the number of workers.
+
+:func:`calibration_rows` cuts a Dask DataFrame into the rows to fit on and the calibration rows
+by their position in the whole dataset (:mod:`ebf.calibration`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import dask
+import numpy as np
+import pandas as pd
+
+from basics.pit import PIT_EDGES, PITMap, pit_counts
+
+from ..calibration import holdout_mask, recent_start
+from .predict import shared_model
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["calibration_rows", "pit_counts_dask", "recalibrate"]
+
+
+def _partition_counts(X: pd.DataFrame, y: pd.Series, model: Any) -> np.ndarray:
+    """``[rows without a target, PIT counts...]`` of one partition."""
+    target = pd.to_numeric(y, errors="coerce").to_numpy(dtype=np.float64)
+    ok = np.isfinite(target)
+    out = np.zeros(PIT_EDGES.size, np.int64)
+    out[0] = int((~ok).sum())
+    if ok.any():
+        out[1:] = pit_counts(model.pit(X.loc[ok], target[ok]))
+    return out
+
+
+def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None) -> tuple[np.ndarray, int]:
+    """PIT counts of a fitted regressor on a Dask DataFrame, summed over its partitions.
+
+    Parameters
+    ----------
+    model : fitted regressor of ``ebf`` or ``mondrian``
+    X : dask.dataframe.DataFrame
+    y : dask.dataframe.Series
+        Targets, partitioned as ``X``.
+    client : distributed.Client, optional
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (len(PIT_EDGES) - 1,)
+    n_missing : int
+        Rows whose target is missing or not finite (not counted).
+    """
+    if X.npartitions != y.npartitions:
+        raise ValueError(f"X has {X.npartitions} partitions but y has {y.npartitions}; "
+                         "select both from one DataFrame.")
+    shared = shared_model(model)
+    token = uuid.uuid4().hex[:12]
+    tasks = [dask.delayed(_partition_counts, pure=True)(xp, yp, shared,
+                                                        dask_key_name=f"ebf-pit-{token}-{i}")
+             for i, (xp, yp) in enumerate(zip(X.to_delayed(), y.to_delayed(), strict=True))]
+    if client is None:
+        parts = dask.compute(*tasks)
+    else:
+        parts = client.gather(client.compute(tasks))
+    total = np.sum(parts, axis=0) if parts else np.zeros(PIT_EDGES.size, np.int64)
+    return total[1:], int(total[0])
+
+
+def recalibrate(model: Any, X: Any, y: Any, *, client: Any = None,
+                n_knots: int | None = None) -> Any:
+    """Learn ``model``'s PIT map from calibration rows held by the cluster.
+
+    The distributed :meth:`basics.recalibration.RecalibrationMixin.recalibrate`: the same
+    map as the local one on the same rows.
+
+    Parameters
+    ----------
+    model : fitted regressor of ``ebf`` or ``mondrian``
+    X : dask.dataframe.DataFrame
+    y : dask.dataframe.Series
+    client : distributed.Client, optional
+    n_knots : int, optional
+
+    Returns
+    -------
+    model
+        With its map set (unchanged if this raises).
+
+    Raises
+    ------
+    ValueError
+        If some targets are missing (they are counted first), or fewer than 50 rows remain.
+    """
+    counts, n_missing = pit_counts_dask(model, X, y, client)
+    if n_missing:
+        raise ValueError(f"{n_missing} calibration rows have a missing or infinite target; "
+                         "drop them before calibrating.")
+    pit_map = PITMap.from_counts(counts, n_knots)
+    logger.info("recalibrated on %d rows: %r", int(counts.sum()), pit_map)
+    return model.set_recalibration(pit_map)
+
+
+def _select(part: pd.DataFrame, offsets: np.ndarray, method: str, fraction: float,
+            seed: int | None, n_rows: int, calibration: bool,
+            partition_info: Any = None) -> pd.DataFrame:
+    start = int(offsets[partition_info["number"]]) if partition_info else 0
+    positions = np.arange(start, start + len(part), dtype=np.int64)
+    if method == "recent":
+        in_cal = positions >= recent_start(n_rows, fraction)
+    else:
+        in_cal = holdout_mask(positions, fraction, seed)
+    return part[in_cal if calibration else ~in_cal]
+
+
+def calibration_rows(ddf: Any, method: str, fraction: float, random_state: int | None = 0,
+                     client: Any = None) -> tuple[Any, Any, int]:
+    """``(fit rows, calibration rows, n_rows)`` of a Dask DataFrame, by row position.
+
+    The rows are those :func:`ebf.calibration.calibration_split` picks for the same
+    ``n_rows``: ``"recent"`` is the last ``fraction`` in partition order, ``"holdout"`` a
+    position-hashed ``fraction``. Counts the rows of every partition once (one pass over a
+    column).
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+    method : {"recent", "holdout"}
+    fraction : float in (0, 1)
+    random_state : int or None, default=0
+    client : distributed.Client, optional
+
+    Returns
+    -------
+    fit, calibration : dask.dataframe.DataFrame
+    n_rows : int
+    """
+    if method not in ("recent", "holdout"):
+        raise ValueError(f"method must be 'recent' or 'holdout'; got {method!r}.")
+    recent_start(1, fraction)  # checks the fraction before any data is read
+    lengths = ddf[ddf.columns[0]].map_partitions(len, meta=(None, "int64"))
+    lengths = (client.compute(lengths).result() if client is not None
+               else lengths.compute()).to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    n_rows = int(offsets[-1])
+    parts = [ddf.map_partitions(_select, offsets, method, fraction, random_state, n_rows, cal,
+                                meta=ddf._meta) for cal in (False, True)]
+    return parts[0], parts[1], n_rows

@@ -1,0 +1,200 @@
+"""What :func:`pipelines.score.evaluate` computes per row and sums per partition.
+
+An :class:`EvaluationJob` turns a prediction at the observed targets into one row of floats
+per row (:meth:`EvaluationJob.rows`), sums a block of those into a fixed-length vector
+(:meth:`EvaluationJob.reduce`: sums, counts and histograms, so partitions and branches add
+up exactly whatever the partitioning or the prediction strategy) and turns the total into
+the result (:meth:`EvaluationJob.result`). It runs where the prediction is made: on a
+partition of a whole model, or on a branch's rows next to its shard
+(:func:`ebf.dask.sharded.sharded_blocks`).
+
+Regressors are scored from the model's own mixture ``F`` under every map of the job: the
+model as it predicts (its :class:`basics.pit.PITMap` ``R``, if it has one) and, for a
+recalibrated model, ``F`` itself too, so one pass gives the scores before and after
+recalibration. Per map: NLPD (log-density by the change of variables), CRPS
+(:func:`basics.metrics.crps_many`), the PIT ``R(F(y))`` (central-interval coverage at the
+table's levels and at 5% steps, and its histogram in 20 bins), the width of the central 90%
+interval and the absolute error of the median (counted in fixed log-spaced width bins,
+merged into about ten groups of similar width for the report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from basics.metrics import crps_many
+from basics.mixture import summarize
+from basics.pit import PITMap, RecalibratedDistribution
+
+__all__ = ["PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob"]
+
+#: Bins of the PIT histogram.
+PIT_BINS = 20
+#: Nominal coverages of the reliability diagram (5% steps).
+RELIABILITY_LEVELS: np.ndarray = np.round(np.arange(1, 20) * 0.05, 2)
+#: Edges of the interval-width bins: quarter powers of two (a width outside them falls in the
+#: first or last bin), scale-free so that any target's units are resolved.
+WIDTH_EDGES: np.ndarray = 2.0 ** (np.arange(-120, 121) / 4.0)
+_WIDTH_GROUPS = 10
+_EPS = float(np.finfo(np.float64).eps)
+_SUMMARY_LEVELS = np.array([0.05, 0.5, 0.95])
+
+
+def _inside(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    lower, upper = (1.0 - levels) / 2.0, (1.0 + levels) / 2.0
+    return (lower[None, :] <= u[:, None]) & (u[:, None] <= upper[None, :])
+
+
+class EvaluationJob:
+    """Per-row scores, their sums and the result of :func:`pipelines.score.evaluate`.
+
+    Parameters
+    ----------
+    levels : ndarray
+        Nominal coverages of the calibration table.
+    classes : ndarray or None
+        ``classes_`` of a classifier; None for a regressor.
+    pit_map : basics.pit.PITMap, optional
+        The regressor's recalibration map: scored as predicted, and without it.
+
+    Classifiers: ``[correct, log loss, label never seen]`` per row from the class
+    probabilities (clipped to ``[eps, 1 - eps]``, as scikit-learn does).
+    """
+
+    def __init__(self, levels: np.ndarray, classes: np.ndarray | None,
+                 pit_map: PITMap | None = None) -> None:
+        self.levels = np.asarray(levels, dtype=np.float64)
+        self.classes = classes
+        self.maps: list[PITMap | None] = [None] if pit_map is None else [pit_map, None]
+
+    # ------------------------------------------------------------------ per row
+
+    def rows(self, output: Any, y: Any) -> np.ndarray:
+        """One row of floats per row: regressors ``[squared error, then per map: -log p,
+        CRPS, PIT, 90% width, |error of the median|]``; classifiers as the class says."""
+        if self.classes is not None:
+            code = pd.Index(self.classes).get_indexer(y)
+            seen = code >= 0
+            p_true = np.where(seen, output[np.arange(len(code)), np.maximum(code, 0)], 0.0)
+            return np.column_stack([np.argmax(output, axis=1) == code,
+                                    -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)), ~seen])
+        base = output.base if isinstance(output, RecalibratedDistribution) else output
+        y = np.asarray(y, dtype=np.float64)
+        f = np.clip(base.cdf(y), 0.0, 1.0)
+        logpdf = base.logpdf(y)
+        crps = crps_many(base, y, self.maps)
+        levels = np.concatenate([_SUMMARY_LEVELS if r is None else r.inverse(_SUMMARY_LEVELS)
+                                 for r in self.maps])
+        mean, _, q = summarize(base, levels)
+        cols = [(y - mean) ** 2]
+        for j, r in enumerate(self.maps):
+            lo, median, hi = q[:, 3 * j], q[:, 3 * j + 1], q[:, 3 * j + 2]
+            cols += [-logpdf if r is None else -(logpdf + r.log_slope(f)), crps[:, j],
+                     f if r is None else r(f), hi - lo, np.abs(y - median)]
+        return np.column_stack(cols)
+
+    # ------------------------------------------------------------------ sums
+
+    @property
+    def _per_map(self) -> int:
+        return 2 + self.levels.size + RELIABILITY_LEVELS.size + PIT_BINS + 3 * (
+            WIDTH_EDGES.size + 1)
+
+    @property
+    def size(self) -> int:
+        """Length of :meth:`reduce`'s vector."""
+        if self.classes is not None:
+            return 3
+        return 1 + len(self.maps) * self._per_map
+
+    def reduce(self, block: np.ndarray | None) -> np.ndarray:
+        """Sums, counts and histograms of a block of :meth:`rows` (None: no rows)."""
+        out = np.zeros(self.size)
+        if block is None or block.shape[0] == 0:
+            return out
+        if self.classes is not None:
+            return block.sum(axis=0)
+        out[0] = block[:, 0].sum()
+        at = 1
+        for j in range(len(self.maps)):
+            nll, crps, u, width, err = block[:, 1 + 5 * j: 6 + 5 * j].T
+            pit_bin = np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1)
+            width_bin = np.searchsorted(WIDTH_EDGES, width, side="right")
+            nb = WIDTH_EDGES.size + 1
+            parts = [
+                [nll.sum(), crps.sum()],
+                _inside(u, self.levels).sum(axis=0),
+                _inside(u, RELIABILITY_LEVELS).sum(axis=0),
+                np.bincount(pit_bin, minlength=PIT_BINS),
+                np.bincount(width_bin, minlength=nb),
+                np.bincount(width_bin, weights=width, minlength=nb),
+                np.bincount(width_bin, weights=err, minlength=nb),
+            ]
+            vec = np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
+            out[at:at + vec.size] = vec
+            at += vec.size
+        return out
+
+    # ------------------------------------------------------------------ result
+
+    def result(self, sums: np.ndarray, n: int) -> dict[str, Any]:
+        """The scores from the summed vector of ``n`` rows (keys of
+        :func:`pipelines.score.evaluate`)."""
+        if self.classes is not None:
+            return {"accuracy": float(sums[0] / n), "log_loss": float(sums[1] / n),
+                    "n_unseen_labels": int(sums[2]), "classes": list(self.classes.tolist())}
+        rmse = float(np.sqrt(sums[0] / n))
+        scored = [self._map_result(sums[1 + j * self._per_map: 1 + (j + 1) * self._per_map],
+                                   n, rmse) for j in range(len(self.maps))]
+        out = {**scored[0], "calibrated": self.maps[0] is not None}
+        if len(scored) > 1:
+            out["uncalibrated"] = scored[1]
+        return out
+
+    def _map_result(self, v: np.ndarray, n: int, rmse: float) -> dict[str, Any]:
+        k, r = self.levels.size, RELIABILITY_LEVELS.size
+        observed = v[2:2 + k] / n
+        reliability = v[2 + k:2 + k + r] / n
+        pit = v[2 + k + r:2 + k + r + PIT_BINS]
+        nb = WIDTH_EDGES.size + 1
+        counts, widths, errors = v[2 + k + r + PIT_BINS:].reshape(3, nb)
+        return {
+            "rmse": rmse,
+            "nlpd": float(v[0] / n),
+            "crps": float(v[1] / n),
+            "calibration": _table(self.levels, observed),
+            "coverage": {float(z): float(o) for z, o in zip(self.levels, observed, strict=True)},
+            "max_calibration_gap": float(np.max(np.abs(observed - self.levels))),
+            "intervals": "mixture",
+            "reliability": _table(RELIABILITY_LEVELS, reliability),
+            "pit_histogram": [int(c) for c in pit],
+            "width_error": _width_groups(counts, widths, errors),
+        }
+
+
+def _table(levels: np.ndarray, observed: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"level": levels, "observed": observed,
+                         "observed_minus_nominal": observed - levels})
+
+
+def _width_groups(counts: np.ndarray, widths: np.ndarray, errors: np.ndarray,
+                  groups: int = _WIDTH_GROUPS) -> pd.DataFrame:
+    """Adjacent width bins merged into about ``groups`` groups of similar row counts."""
+    total = counts.sum()
+    rows: list[Sequence[float]] = []
+    acc = np.zeros(3)
+    for c, w, e in zip(counts, widths, errors, strict=True):
+        acc += (c, w, e)
+        if acc[0] and acc[0] >= total / groups:
+            rows.append(acc.copy())
+            acc[:] = 0
+    if acc[0]:
+        rows.append(acc)
+    data = np.array(rows).reshape(-1, 3)
+    return pd.DataFrame({"n": data[:, 0].astype(np.int64),
+                         "mean_width": data[:, 1] / np.maximum(data[:, 0], 1),
+                         "mean_abs_error": data[:, 2] / np.maximum(data[:, 0], 1)})
