@@ -236,6 +236,9 @@ def _width_error_figure(results: Results, title: str | None = None) -> Figure:
     top = 0.0
     for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
         table = result["width_error"]
+        if len(table["mean_width"]) == 0:
+            raise ValueError(f"the width_error table of {name!r} has no rows; it needs at "
+                             "least one group of rows")
         ax.plot(table["mean_width"], table["mean_abs_error"], marker=marker, markersize=4,
                 linewidth=1.5, label=_label(name))
         top = max(top, float(np.nanmax(table["mean_width"])))

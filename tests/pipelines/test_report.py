@@ -8,6 +8,7 @@ intervals too wide, as the flight-delay demo's are).
 from __future__ import annotations
 
 import base64
+import json
 import math
 import os
 import re
@@ -229,6 +230,24 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
     text = only_clf.read_text(encoding="utf-8")
     assert "<h2>Classifiers</h2>" in text and "data:image" not in text
     assert "Calibration" not in text and "RMSE" not in text
+
+
+def test_results_read_back_from_json_give_the_same_report(tmp_path: Path,
+                                                         results: dict[str, dict]) -> None:
+    # results.json stores tables as dicts of lists and the coverage levels as strings.
+    from pipelines.evaluate import result_to_json
+
+    stored = {name: json.loads(json.dumps(result_to_json(r))) for name, r in results.items()}
+    assert isinstance(stored["calibrated"]["coverage"], dict)
+    a = report.write_html_report(results, tmp_path / "a.html", title="t")
+    b = report.write_html_report(stored, tmp_path / "b.html", title="t")
+    text = [re.sub(r"base64,[^\"]+", "", Path(p).read_text()) for p in (a, b)]
+    assert text[0] == text[1]
+    assert len(_data_uris(Path(b).read_text())) == 3
+    with pytest.raises(ValueError, match="no rows"):
+        report.plot_width_error({"x": {"width_error": {"n": [], "mean_width": [],
+                                                       "mean_abs_error": []}}},
+                                tmp_path / "w.png")
 
 
 def test_missing_matplotlib_names_the_extra(tmp_path: Path, results: dict[str, dict],
