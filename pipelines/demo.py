@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from cluster import current_client
 from ebf.dask.client import PhaseReport
 from pipelines.evaluate import format_calibration
 from pipelines.io import write_parquet_atomic
+from pipelines.report import plot_calibration  # re-exported: drawn with the other figures
 
 __all__ = [
     "DEMO_MARKER",
@@ -412,64 +412,6 @@ def _write_json(path: Path, result: DemoResult) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(payload, indent=1))
     os.replace(tmp, path)
-
-
-def plot_calibration(
-    results: Mapping[str, Mapping[str, Any]],
-    path: str | os.PathLike[str],
-    *,
-    title: str | None = None,
-) -> str:
-    """Plot observed against nominal coverage of the central intervals, one line per model.
-
-    Uses matplotlib's Agg canvas directly (no pyplot, no display, the global backend is
-    left alone); the PNG is written to a temporary name and renamed into place.
-
-    Parameters
-    ----------
-    results : mapping of str to dict
-        Model name to a result with a ``calibration`` DataFrame (``level``, ``observed``),
-        e.g. :func:`pipelines.score.evaluate`'s.
-    path : str or path-like
-        PNG file to write.
-    title : str, optional
-
-    Returns
-    -------
-    str
-        ``path``.
-
-    Examples
-    --------
-    >>> plot_calibration({"EBF": res_ebf, "SSF": res_ssf}, "calibration.png")  # doctest: +SKIP
-    'calibration.png'
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.0, 5.2), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="calibrated")
-    for (name, result), marker in zip(results.items(), "osd^v<>", strict=False):
-        table = result["calibration"]
-        gap = float(np.max(np.abs(table["observed_minus_nominal"])))
-        ax.plot(table["level"], table["observed"], marker=marker, linewidth=1.5,
-                label=f"{name} (max |gap| {gap:.3f})")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("nominal coverage of the central prediction interval")
-    ax.set_ylabel("observed coverage on the test set")
-    ax.set_title(title or "Calibration of the central prediction intervals", fontsize=9)
-    ax.grid(True, linewidth=0.5, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp.png")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, target)
-    return str(path)
 
 
 def _plural(n: int, word: str) -> str:

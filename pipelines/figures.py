@@ -1,0 +1,484 @@
+"""Figures of probabilistic evaluation results: calibration, reliability, PIT, width vs error.
+
+Every function takes ``results``, a mapping of a model name (``"EBF"``, ``"EBF recalibrated"``,
+``"SSF"``, ...) to a result dict of :func:`pipelines.score.evaluate` (or
+:func:`pipelines.evaluate.evaluate_regression`), and reads only the key it draws:
+
+- ``calibration`` (DataFrame ``level``, ``observed``, ``observed_minus_nominal`` at
+  10%..90%): :func:`plot_calibration`;
+- ``reliability`` (the same columns at 5%..95%): :func:`plot_reliability`;
+- ``pit_histogram`` (20 counts of the PIT ``u = F(y | x)`` in ``[k/20, (k+1)/20)``):
+  :func:`plot_pit_histogram`;
+- ``width_error`` (DataFrame ``n``, ``mean_width`` of the central 90% interval,
+  ``mean_abs_error`` about the predictive median, one row per group of rows of similar
+  width): :func:`plot_width_error`.
+
+A model without the key is left out of that figure. The figures use matplotlib's Agg canvas
+directly (no pyplot, no display, the global backend is left alone); matplotlib is in the
+``examples`` extra and imported only when a figure is drawn. Files are written to a temporary
+name next to the target and renamed into place, so a reader never sees half a file.
+:mod:`pipelines.report` embeds the same figures in one HTML file and re-exports these
+functions.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "FIGURES",
+    "GAUSSIAN_ABS_ERROR_PER_WIDTH",
+    "plot_calibration",
+    "plot_pit_histogram",
+    "plot_reliability",
+    "plot_width_error",
+    "render_figures",
+    "require_matplotlib",
+    "write_atomic",
+    "write_figures",
+]
+
+logger = logging.getLogger(__name__)
+
+Results = Mapping[str, Mapping[str, Any]]
+
+#: Mean absolute error about the median per unit width of the central 90% interval, for a
+#: calibrated Gaussian predictive distribution N(mu, sigma^2): E|y - mu| = sigma sqrt(2/pi)
+#: (the mean of a half-normal) and the width is 2 z_0.95 sigma, so the ratio is
+#: sqrt(2/pi) / (2 z_0.95) = 0.7979 / 3.2897 = 0.2425, whatever sigma. Both sides are linear
+#: in sigma, so the group means of rows of different sigma lie on the same line. The ratio
+#: depends little on the shape of a calibrated predictive (Student-t with 3 d.o.f.: 0.234,
+#: Laplace: 0.217, uniform: 0.278; scipy ``expect``), but scales with miscalibration:
+#: intervals twice too wide put a model's points at half the slope.
+GAUSSIAN_ABS_ERROR_PER_WIDTH: float = math.sqrt(2.0 / math.pi) / (2.0 * NormalDist().inv_cdf(0.95))
+
+_MARKERS = "osd^v<>"
+_EXTRA_HINT = "install the examples extra: pip install -e '.[examples]'"
+
+
+def require_matplotlib() -> None:
+    """Fail early, with the fix, if matplotlib (the ``examples`` extra) is missing.
+
+    A job that ends in a figure or a report calls this before its heavy work.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib cannot be imported; the message names the extra to install.
+
+    Examples
+    --------
+    >>> require_matplotlib()  # doctest: +SKIP
+    """
+    _agg()
+
+
+def _agg() -> tuple[type[Figure], type]:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(f"figures and reports need matplotlib; {_EXTRA_HINT}") from exc
+    return Figure, FigureCanvasAgg
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    figure, canvas = _agg()
+    fig = figure(figsize=(width, height), dpi=100)
+    canvas(fig)  # attaches itself: savefig renders with Agg, pyplot is never involved
+    return fig
+
+
+def _label(name: str) -> str:
+    # A "$" would start matplotlib's mathtext and a bad formula fails at draw time.
+    return str(name).replace("$", r"\$")
+
+
+def _with(results: Results, key: str) -> dict[str, Mapping[str, Any]]:
+    return {name: r for name, r in results.items() if r.get(key) is not None}
+
+
+def _require(results: Results, key: str, what: str) -> dict[str, Mapping[str, Any]]:
+    chosen = _with(results, key)
+    if not chosen:
+        raise ValueError(
+            f"no result among {sorted(results)!r} has {key!r}, so there is no {what} to draw; "
+            f"pass results of pipelines.score.evaluate that include {key!r}"
+        )
+    return chosen
+
+
+def _png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> str:
+    """Write a local file atomically: to a hidden temporary name next to it, then renamed.
+
+    A reader sees the old file or the new one, never a part; on failure the temporary file
+    is removed and the old file is left as it was.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Local file; its directory is created if missing.
+    data : bytes
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Examples
+    --------
+    >>> write_atomic("report.html", b"<!DOCTYPE html>")  # doctest: +SKIP
+    'report.html'
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return str(path)
+
+
+def _coverage_figure(results: Results, key: str, title: str, ylabel: str) -> Figure:
+    chosen = _require(results, key, "coverage table")
+    fig = _new_figure(6.0, 5.2)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="calibrated")
+    for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
+        table = result[key]
+        gap = float(np.max(np.abs(table["observed_minus_nominal"])))
+        ax.plot(table["level"], table["observed"], marker=marker, markersize=4, linewidth=1.5,
+                label=f"{_label(name)} (max |gap| {gap:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("nominal coverage of the central prediction interval")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, linewidth=0.5, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _calibration_figure(results: Results, title: str | None = None) -> Figure:
+    return _coverage_figure(results, "calibration",
+                            title or "Calibration of the central prediction intervals",
+                            "observed coverage on the test set")
+
+
+def _reliability_figure(results: Results, title: str | None = None) -> Figure:
+    return _coverage_figure(results, "reliability",
+                            title or "Reliability: coverage of the central intervals, 5% steps",
+                            "observed coverage on the test set")
+
+
+def _pit_figure(results: Results, title: str | None = None) -> Figure:
+    chosen = _require(results, "pit_histogram", "PIT histogram")
+    cols = min(len(chosen), 3)
+    rows = math.ceil(len(chosen) / cols)
+    fig = _new_figure(3.2 * cols + 0.4, 2.7 * rows + 0.6)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    for ax, (name, result) in zip(axes.flat, chosen.items(), strict=False):
+        counts = np.asarray(result["pit_histogram"], dtype=np.float64)
+        n, bins = counts.sum(), counts.size
+        if bins == 0 or not n > 0:
+            raise ValueError(f"the PIT histogram of {name!r} is empty ({bins} bins, {n:g} "
+                             "rows); it needs counts of at least one row")
+        # Density, so a uniform PIT (a calibrated model) is the line at 1 whatever n is; the
+        # band is the 95% range of one bin's density under uniformity (binomial, normal approx.).
+        density = counts * bins / n
+        half = 1.96 * math.sqrt((1.0 / bins) * (1.0 - 1.0 / bins) / n) * bins
+        edges = np.linspace(0.0, 1.0, bins + 1)
+        ax.axhspan(1.0 - half, 1.0 + half, color="0.85", label="95% band if uniform")
+        ax.bar(edges[:-1], density, width=1.0 / bins, align="edge", color="C0", alpha=0.8,
+               edgecolor="white", linewidth=0.5)
+        ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1, label="uniform")
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{_label(name)} ({int(n):,} rows)", fontsize=9)
+        ax.set_xlabel("PIT  u = F(y | x)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("density", fontsize=8)
+    for ax in list(axes.flat)[len(chosen):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(loc="upper center", fontsize=7)
+    fig.suptitle(title or "PIT histograms (flat = calibrated; U = too narrow, hump = too wide)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _width_error_figure(results: Results, title: str | None = None) -> Figure:
+    chosen = _require(results, "width_error", "width-error table")
+    fig = _new_figure(6.0, 5.2)
+    ax = fig.add_subplot()
+    top = 0.0
+    for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
+        table = result["width_error"]
+        if len(table["mean_width"]) == 0:
+            raise ValueError(f"the width_error table of {name!r} has no rows; it needs at "
+                             "least one group of rows")
+        ax.plot(table["mean_width"], table["mean_abs_error"], marker=marker, markersize=4,
+                linewidth=1.5, label=_label(name))
+        top = max(top, float(np.nanmax(table["mean_width"])))
+    top = top * 1.05 if top > 0 else 1.0
+    ax.plot([0, top], [0, GAUSSIAN_ABS_ERROR_PER_WIDTH * top], color="0.6", linestyle="--",
+            linewidth=1,
+            label=f"calibrated Gaussian (slope {GAUSSIAN_ABS_ERROR_PER_WIDTH:.3f})")
+    ax.set_xlim(0, top)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("mean width of the central 90% interval (group of rows of similar width)")
+    ax.set_ylabel("mean |y - predictive median|")
+    ax.set_title(title or "Interval width against absolute error (rising = width is informative)",
+                 fontsize=9)
+    ax.grid(True, linewidth=0.5, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+#: File name, result key and figure builder of each figure :func:`write_figures` writes.
+FIGURES: dict[str, tuple[str, Callable[..., Figure]]] = {
+    "calibration.png": ("calibration", _calibration_figure),
+    "reliability.png": ("reliability", _reliability_figure),
+    "pit.png": ("pit_histogram", _pit_figure),
+    "width_error.png": ("width_error", _width_error_figure),
+}
+
+
+def plot_calibration(results: Results, path: str | os.PathLike[str], *,
+                     title: str | None = None) -> str:
+    """Plot observed against nominal coverage of the central intervals, one line per model.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result with a ``calibration`` DataFrame (``level``, ``observed``,
+        ``observed_minus_nominal``), e.g. :func:`pipelines.score.evaluate`'s.
+    path : str or path-like
+        PNG file to write (atomically).
+    title : str, optional
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If no result has a ``calibration`` table.
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing.
+
+    Examples
+    --------
+    >>> plot_calibration({"EBF": res_ebf, "SSF": res_ssf}, "calibration.png")  # doctest: +SKIP
+    'calibration.png'
+    """
+    return write_atomic(path, _png_bytes(_calibration_figure(results, title)))
+
+
+def plot_reliability(results: Results, path: str | os.PathLike[str], *,
+                     title: str | None = None) -> str:
+    """Reliability diagram: observed against nominal coverage at 5% steps, one line per model.
+
+    The dashed diagonal is a calibrated model; a line above it means intervals too wide
+    (under-confident), below it too narrow. The legend gives each model's largest
+    ``|observed - nominal|`` over the plotted levels (5% to 95%).
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result with a ``reliability`` DataFrame (``level``, ``observed``,
+        ``observed_minus_nominal``); models without one are left out.
+    path : str or path-like
+        PNG file to write (atomically).
+    title : str, optional
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If no result has a ``reliability`` table.
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing.
+
+    Examples
+    --------
+    >>> plot_reliability({"EBF": res_ebf, "SSF": res_ssf}, "reliability.png")  # doctest: +SKIP
+    'reliability.png'
+    """
+    return write_atomic(path, _png_bytes(_reliability_figure(results, title)))
+
+
+def plot_pit_histogram(results: Results, path: str | os.PathLike[str], *,
+                       title: str | None = None) -> str:
+    """PIT histograms, one small panel per model, as densities with the uniform line.
+
+    The PIT ``u = F(y | x)`` of a calibrated model is uniform on [0, 1]: every bar at
+    density 1, within the grey 95% band of a uniform sample of that many rows (binomial,
+    per bin). A U shape means the predictive distributions are too narrow, a hump in the
+    middle too wide, a slope a biased location.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result with ``pit_histogram`` (counts in equal bins over [0, 1]);
+        models without one are left out.
+    path : str or path-like
+        PNG file to write (atomically).
+    title : str, optional
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If no result has a ``pit_histogram``, or one has no counts.
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing.
+
+    Examples
+    --------
+    >>> plot_pit_histogram({"EBF": res_ebf}, "pit.png")  # doctest: +SKIP
+    'pit.png'
+    """
+    return write_atomic(path, _png_bytes(_pit_figure(results, title)))
+
+
+def plot_width_error(results: Results, path: str | os.PathLike[str], *,
+                     title: str | None = None) -> str:
+    """Mean absolute error against mean 90% interval width per group of rows, one line per model.
+
+    Rows are grouped by predicted width (``width_error``); a model whose width tells how
+    wrong it is rises along the dashed reference line, the calibrated Gaussian's
+    ``E|y - median| = GAUSSIAN_ABS_ERROR_PER_WIDTH x width`` (slope 0.2425; derivation at
+    :data:`GAUSSIAN_ABS_ERROR_PER_WIDTH`; other calibrated shapes lie within about 15% of
+    it). Points well below it: intervals wider than the errors need; above it: too narrow.
+    A flat line means the width carries no information about the error.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result with a ``width_error`` DataFrame (``n``, ``mean_width``,
+        ``mean_abs_error``); models without one are left out.
+    path : str or path-like
+        PNG file to write (atomically).
+    title : str, optional
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If no result has a ``width_error`` table.
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing.
+
+    Examples
+    --------
+    >>> plot_width_error({"EBF": res_ebf, "SSF": res_ssf}, "width_error.png")  # doctest: +SKIP
+    'width_error.png'
+    """
+    return write_atomic(path, _png_bytes(_width_error_figure(results, title)))
+
+
+def render_figures(results: Results, *, title: str | None = None) -> dict[str, bytes]:
+    """Draw every figure the results have data for, as PNG bytes.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result of :func:`pipelines.score.evaluate`.
+    title : str, optional
+        Title of the calibration figure (the others keep their explanatory titles).
+
+    Returns
+    -------
+    dict of str to bytes
+        File name (the keys of :data:`FIGURES`, in that order) to the PNG; a figure no
+        result has the key for is left out (a classifier's results give none).
+
+    Raises
+    ------
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing and a figure has data.
+
+    Examples
+    --------
+    >>> sorted(render_figures({"EBF": res_ebf}))  # doctest: +SKIP
+    ['calibration.png', 'pit.png', 'reliability.png', 'width_error.png']
+    """
+    return {name: _png_bytes(build(results, title if key == "calibration" else None))
+            for name, (key, build) in FIGURES.items() if _with(results, key)}
+
+
+def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
+                  title: str | None = None) -> dict[str, str]:
+    """Write every figure the results have data for, as PNGs in ``out_dir``.
+
+    ``calibration.png`` (:func:`plot_calibration`), ``reliability.png``
+    (:func:`plot_reliability`), ``pit.png`` (:func:`plot_pit_histogram`) and
+    ``width_error.png`` (:func:`plot_width_error`); a figure no result has the key for is
+    skipped (so a classifier's results write none). Each file is written atomically.
+
+    Parameters
+    ----------
+    results : mapping of str to dict
+        Model name to a result of :func:`pipelines.score.evaluate`.
+    out_dir : str or path-like
+        Created if missing; existing files of these names are replaced.
+    title : str, optional
+        Title of the calibration figure (the others keep their explanatory titles).
+
+    Returns
+    -------
+    dict of str to str
+        File name (e.g. ``"pit.png"``) to the path written, in the order above.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib (the ``examples`` extra) is missing and a figure has data.
+
+    Examples
+    --------
+    >>> write_figures({"EBF": res_ebf, "SSF": res_ssf}, "ebf-demo")  # doctest: +SKIP
+    {'calibration.png': 'ebf-demo/calibration.png', 'reliability.png': ..., ...}
+    """
+    written = {name: write_atomic(Path(out_dir) / name, png)
+               for name, png in render_figures(results, title=title).items()}
+    logger.info("wrote %d figure(s) to %s: %s", len(written), out_dir, ", ".join(written))
+    return written
