@@ -302,6 +302,13 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                       help="memory per branch task (2GB): the trunk grows until branches fit")
     tr.add_argument("--baseline-out", metavar="DIR",
                     help="also fit the sub-sample forest baseline and save it here")
+    tr.add_argument("--calibrate", choices=("auto", "none", "recent", "holdout"), default="auto",
+                    help="recalibrate the predictive distribution on rows held out of the fit: "
+                    "recent = the last --calibration-fraction of the rows in dataset order (data "
+                    "in time order), holdout = a random fraction; auto = recent for regression, "
+                    "none for classification (default: auto)")
+    tr.add_argument("--calibration-fraction", type=fraction(False), default=0.1, metavar="F",
+                    help="share of the rows the calibration uses (default: 0.1)")
     tr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
@@ -342,9 +349,10 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "evaluate", help="score a saved model on a labelled Parquet dataset, on Dask",
         description=(
-            "Score MODEL_DIR on DATA, streaming the partitions: RMSE, NLPD, interval coverage and "
-            "the calibration table of the exact predictive intervals (regressors), accuracy and "
-            "log loss (classifiers)."
+            "Score MODEL_DIR on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
+            "coverage and the calibration table of the exact predictive intervals, before and "
+            "after recalibration if the model recalibrates (regressors), accuracy and log loss "
+            "(classifiers)."
         ),
     )
     ev.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
@@ -353,6 +361,10 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ev.add_argument("--report", metavar="HTML",
+                    help="also write a self-contained HTML report (tables, PIT histogram, "
+                    "reliability diagram, interval width vs error), and its figures as PNGs "
+                    "next to it (regressors; needs the examples extra)")
     _add_strategy_argument(ev)
     finish_job_parser(ev, _cmd_evaluate)
 
@@ -376,6 +388,10 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
                     help="EBF branches; the SSF gets as many sub-samples (default: 8)")
     de.add_argument("--partitions", type=positive_int, default=8,
                     help="Parquet files per dataset (default: 8)")
+    de.add_argument("--calibrate", choices=("recent", "holdout", "none"), default="recent",
+                    help="recalibration of both models on the last 10%% of the training "
+                    "flights (recent) or a random 10%% (holdout); scores shown before and "
+                    "after (default: recent)")
     de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     finish_job_parser(de, _cmd_demo)
 
@@ -429,8 +445,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
             min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
             model_memory=args.model_memory, compact=args.compact,
-            baseline=args.baseline_out is not None, random_state=args.seed, client=client,
-            progress=bars,
+            baseline=args.baseline_out is not None, calibrate=args.calibrate,
+            calibration_fraction=args.calibration_fraction, random_state=args.seed,
+            client=client, progress=bars,
         )
     if res.size_plan is not None:
         print(res.size_plan.message)
@@ -442,6 +459,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
         f"saved to {args.out} (model hash {model_hash(args.out)[:16]})"
     )
+    cal = res.calibration
+    if cal["method"] != "none":
+        print(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows (held out "
+              f"of the fit): PIT map of {cal['ebf']['knots']} segments, max |R(p) - p| "
+              f"{cal['ebf']['max_deviation']:.3f}")
     if res.baseline is not None:
         save(res.baseline, args.baseline_out, overwrite=args.overwrite,
              metadata=res.metadata(baseline=True))
@@ -473,6 +495,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.evaluate import DEFAULT_LEVELS, result_to_json
     from pipelines.score import evaluate, format_evaluation
 
+    if args.report:
+        from pipelines.report import require_matplotlib
+
+        require_matplotlib()  # before the evaluation, not after it
     with job(args) as (client, bars):
         res = evaluate(
             args.model, args.data, target=args.target,
@@ -483,6 +509,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({k: v for k, v in result_to_json(res).items() if k != "coverage"}, f)
+    if args.report:
+        from pipelines.report import write_evaluation_report
+
+        written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}")
+        print(f"report: {args.report} (figures: {', '.join(written)})")
     return 0
 
 
@@ -496,10 +527,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
               f"threads: {sum(workers.values())}; live while the demo runs)", flush=True)
         result = run_demo(
             args.out, rows=args.rows, n_estimators=args.n_estimators,
-            trunk_leaves=args.trunk_leaves, partitions=args.partitions, random_state=args.seed,
-            client=client, progress=bars,
+            trunk_leaves=args.trunk_leaves, partitions=args.partitions,
+            calibrate=args.calibrate, random_state=args.seed, client=client, progress=bars,
         )
-    print(f"\n{format_comparison(result)}\ncalibration plot: {result.plot}")
+    print(f"\n{format_comparison(result)}\ncalibration plot: {result.plot}\n"
+          f"report: {result.out_dir}/report.html")
     return 0
 
 

@@ -18,10 +18,15 @@ Steps, all under one output directory (default ``ebf-demo/``):
    about five times smaller); ``models/ebf``, ``models/ssf`` are saved atomically;
 4. :func:`pipelines.score.predict_to_parquet` writes ``predictions/ebf``, ``predictions/ssf``
    (mean, std, 5/50/95% quantiles; with the model hash in the Parquet metadata);
-5. :func:`pipelines.score.evaluate` scores both on the test set (RMSE, NLPD, the
-   calibration table of the exact mixture intervals);
+5. :func:`pipelines.score.evaluate` scores both on the test set (RMSE, NLPD, CRPS, the
+   calibration table of the exact mixture intervals, PIT histogram, reliability, interval
+   width against error), each model before and after its recalibration (``ebf train
+   --calibrate recent``: the models are fit on the first 90% of the training flights and
+   learn the map of their PIT on the last 10%), in one pass;
 6. ``calibration.png`` (observed against nominal coverage of the central intervals, both
-   models; matplotlib's Agg canvas, no display needed) and ``results.json``.
+   models before and after), ``reliability.png``, ``pit.png``, ``width_error.png``
+   (:mod:`pipelines.figures`; matplotlib's Agg canvas, no display needed), ``report.html``
+   (self-contained: tables and figures) and ``results.json``.
 
 An existing output directory is reused only if an earlier demo made it (it holds
 ``.ebf-demo``); its outputs are then replaced. The CLI prints :func:`format_comparison`.
@@ -52,9 +57,14 @@ import numpy as np
 
 from cluster import current_client
 from ebf.dask.client import PhaseReport
+from pipelines.diagnostics import before_after
 from pipelines.evaluate import format_calibration
 from pipelines.io import write_parquet_atomic
-from pipelines.report import plot_calibration  # re-exported: drawn with the other figures
+from pipelines.report import (
+    plot_calibration,  # noqa: F401  (re-exported: pipelines.demo API)
+    write_figures,
+    write_html_report,
+)
 
 __all__ = [
     "DEMO_MARKER",
@@ -274,6 +284,7 @@ def run_demo(
     partitions: int = 8,
     test_fraction: float = 0.2,
     branch: str = "mondrian",
+    calibrate: str = "recent",
     random_state: int = 0,
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
@@ -296,6 +307,10 @@ def run_demo(
         The last fraction of the flights is the test set.
     branch : str, default="mondrian"
         Branch learner of both models.
+    calibrate : {"recent", "holdout", "none"}, default="recent"
+        Recalibration of both models (:func:`pipelines.train.train`): fit on the first 90% of
+        the training flights, PIT maps learnt on the last 10% (the most recent: the test
+        months follow them). The scores are reported before and after.
     random_state : int, default=0
     client : distributed.Client, optional
         The current client by default (the CLI starts a LocalCluster).
@@ -351,7 +366,7 @@ def run_demo(
     trained = train(data.train, data.target, data.features, task="regression", branch=branch,
                     n_estimators=n_estimators, trunk_leaves=trunk_leaves, baseline=True,
                     compact=True,  # the demo only predicts: predict-only models, same numbers
-                    random_state=random_state, client=client,
+                    calibrate=calibrate, random_state=random_state, client=client,
                     progress=_demo_progress(progress, "EBF"))
     model_dirs = {name: out / "models" / name for name in _MODELS}
     save(trained.model, model_dirs["ebf"], overwrite=True, metadata=trained.metadata())
@@ -382,7 +397,10 @@ def run_demo(
     nthreads = client.nthreads()
     result = DemoResult(str(out), data, results, str(out / "calibration.png"), timings,
                         workers=len(nthreads), threads=sum(nthreads.values()), branch=branch)
-    plot_calibration(results, result.plot, title=_title(result))
+    shown = before_after(results)
+    write_figures(shown, out, title=_title(result))
+    write_html_report(shown, out / "report.html", title=_title(result).replace("\n", ": "),
+                      sections=[("Comparison", format_comparison(result))])
     timings["plot"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     _write_json(out / "results.json", result)
@@ -445,21 +463,28 @@ def format_comparison(result: DemoResult) -> str:
         f"{trees} trees per branch / sub-sample",
         "",
     ]
-    header = (f"{'model':<24}  {'RMSE':>8}  {'NLPD':>7}  {'90% cover':>9}  {'max|gap|':>8}  "
-              f"{'fit [s]':>8}  {'predict [s]':>11}")
+    w = 38
+    header = (f"{'model':<{w}}  {'RMSE':>8}  {'NLPD':>7}  {'CRPS':>7}  {'90% cover':>9}  "
+              f"{'max|gap|':>8}  {'fit [s]':>8}  {'predict [s]':>11}")
     lines += [header, "-" * len(header)]
     names = {"EBF": "EBF ({} branches)", "SSF": "SSF ({} sub-samples)"}
+    shown = {}
     for name, r in result.results.items():
-        label = names.get(name, name + " ({})").format(r["n_branches"])
-        cover = r["coverage"].get(0.9)
-        cover_text = f"{cover:9.3f}" if cover is not None else f"{'n/a':>9}"
-        lines.append(
-            f"{label:<24}  {r['rmse']:>8.3f}  {r['nlpd']:>7.3f}  {cover_text}  "
-            f"{r['max_calibration_gap']:>8.3f}  {r['fit_seconds']:>8.2f}  "
-            f"{r['predict_seconds']:>11.2f}"
-        )
-    tables = {name: r["calibration"] for name, r in result.results.items()}
-    lines += ["", *format_calibration(tables, 24, "exact mixture intervals; ")]
+        base = names.get(name, name + " ({})").format(r["n_branches"])
+        rows = [(base, r)] if "uncalibrated" not in r else [
+            (f"{base}, uncalibrated", r["uncalibrated"]), (f"{base}, recalibrated", r)]
+        for label, s in rows:
+            shown[label] = s
+            cover = s["coverage"].get(0.9)
+            cover_text = f"{cover:9.3f}" if cover is not None else f"{'n/a':>9}"
+            crps = f"{s['crps']:>7.3f}" if "crps" in s else f"{'n/a':>7}"
+            lines.append(
+                f"{label:<{w}}  {s['rmse']:>8.3f}  {s['nlpd']:>7.3f}  {crps}  {cover_text}  "
+                f"{s['max_calibration_gap']:>8.3f}  {r['fit_seconds']:>8.2f}  "
+                f"{r['predict_seconds']:>11.2f}"
+            )
+    tables = {label: s["calibration"] for label, s in shown.items()}
+    lines += ["", *format_calibration(tables, w, "exact mixture intervals; ")]
     t = result.timings
     lines += [
         "",
@@ -467,6 +492,6 @@ def format_comparison(result: DemoResult) -> str:
         f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict "
         f"{t.get('predict', 0.0):.1f}s, evaluate {t.get('evaluate', 0.0):.1f}s)",
         f"outputs in {result.out_dir}/: data/, models/, predictions/, results.json, "
-        f"{Path(result.plot).name}",
+        f"report.html, {Path(result.plot).name} and the other figures",
     ]
     return "\n".join(lines)

@@ -20,7 +20,7 @@ merged into about ten groups of similar width for the report).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from basics.metrics import crps_many
 from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
 
-__all__ = ["PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob"]
+__all__ = ["PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob", "before_after"]
 
 #: Bins of the PIT histogram.
 PIT_BINS = 20
@@ -198,3 +198,22 @@ def _width_groups(counts: np.ndarray, widths: np.ndarray, errors: np.ndarray,
     return pd.DataFrame({"n": data[:, 0].astype(np.int64),
                          "mean_width": data[:, 1] / np.maximum(data[:, 0], 1),
                          "mean_abs_error": data[:, 2] / np.maximum(data[:, 0], 1)})
+
+
+def before_after(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Results with every recalibrated model shown twice: ``"<name> recalibrated"`` and
+    ``"<name> uncalibrated"`` (its ``uncalibrated`` scores), for tables and figures.
+
+    Examples
+    --------
+    >>> list(before_after({"EBF": {"uncalibrated": {}}, "SSF": {}}))
+    ['EBF recalibrated', 'EBF uncalibrated', 'SSF']
+    """
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, result in results.items():
+        if "uncalibrated" in result:
+            out[f"{name} recalibrated"] = result
+            out[f"{name} uncalibrated"] = result["uncalibrated"]
+        else:
+            out[name] = result
+    return out

@@ -242,7 +242,8 @@ def fit_and_evaluate(
 def result_to_json(result: Mapping[str, Any]) -> dict[str, Any]:
     """Make a result of :func:`evaluate_regression` JSON-serialisable.
 
-    The calibration DataFrame becomes a dict of lists; numpy scalars become Python ones.
+    DataFrames (calibration, reliability, width groups) become dicts of lists, numpy scalars
+    Python ones, nested results (``uncalibrated``) likewise.
 
     Parameters
     ----------
@@ -259,6 +260,8 @@ def result_to_json(result: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = {col: value[col].tolist() for col in value.columns}
         elif isinstance(value, np.generic):
             out[key] = value.item()
+        elif isinstance(value, Mapping) and key != "coverage":
+            out[key] = result_to_json(value)  # nested scores (``uncalibrated``)
         else:
             out[key] = value
     return out
@@ -277,7 +280,7 @@ def format_report(
 ) -> str:
     """Format one or more evaluation results as two text tables.
 
-    The first table has one row per model with RMSE, NLPD and (when present) fit and
+    The first table has one row per model with RMSE, NLPD and (when present) CRPS, fit and
     predict times; the second is the calibration table (paper Table 2): observed minus
     nominal coverage of the central prediction intervals, one column per level.
 
@@ -302,12 +305,17 @@ def format_report(
         lines += [title, ""]
     width = max([5] + [len(name) for name in results])
     timed = any("fit_seconds" in r for r in results.values())
+    crps = any("crps" in r for r in results.values())
     header = f"{'model':<{width}}  {'RMSE':>9}  {'NLPD':>8}"
+    if crps:
+        header += f"  {'CRPS':>8}"
     if timed:
         header += f"  {'fit [s]':>9}  {'predict [s]':>11}"
     lines += [header, "-" * len(header)]
     for name, r in results.items():
         row = f"{name:<{width}}  {_fmt(r['rmse'], '9.3f'):>9}  {_fmt(r['nlpd'], '8.3f'):>8}"
+        if crps:
+            row += f"  {_fmt(r.get('crps'), '8.3f'):>8}"
         if timed:
             row += f"  {_fmt(r.get('fit_seconds'), '9.2f'):>9}"
             row += f"  {_fmt(r.get('predict_seconds'), '11.2f'):>11}"

@@ -22,15 +22,23 @@ import html
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipelines import figures
+from pipelines.diagnostics import before_after
 from pipelines.figures import *  # noqa: F403  (the figures are part of this module's API)
-from pipelines.figures import GAUSSIAN_ABS_ERROR_PER_WIDTH, Results, render_figures, write_atomic
+from pipelines.figures import (
+    GAUSSIAN_ABS_ERROR_PER_WIDTH,
+    Results,
+    render_figures,
+    write_atomic,
+    write_figures,
+)
 
-__all__ = [*figures.__all__, "write_html_report"]
+__all__ = [*figures.__all__, "write_evaluation_report", "write_html_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -275,3 +283,35 @@ def write_html_report(
     write_atomic(path, page.encode("utf-8"))
     logger.info("wrote the HTML report %s (%d model(s), %d bytes)", path, len(results), len(page))
     return str(path)
+
+
+def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[str], *,
+                            title: str, sections: Sequence[tuple[str, str]] | None = None
+                            ) -> dict[str, str]:
+    """The HTML report of evaluation results plus their figures as PNGs next to it.
+
+    A recalibrated model shows twice, before and after (:func:`pipelines.diagnostics.
+    before_after`); the PNGs go to the directory ``<stem>_figures`` beside ``path``.
+
+    Parameters
+    ----------
+    results : mapping
+        One result of :func:`pipelines.score.evaluate` (it has ``model_class``; named after
+        the class), or a mapping of model names to results.
+    path : str or path-like
+        The HTML file.
+    title : str
+    sections : sequence of (str, str), optional
+
+    Returns
+    -------
+    dict of str to str
+        The figures written (:func:`pipelines.figures.write_figures`).
+    """
+    if "model_class" in results:
+        results = {str(results["model_class"]).rsplit(".", 1)[-1]: results}
+    shown = before_after(results)
+    target = Path(path)
+    written = write_figures(shown, target.with_name(f"{target.stem}_figures"), title=title)
+    write_html_report(shown, target, title=title, sections=sections)
+    return written

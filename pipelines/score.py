@@ -55,7 +55,7 @@ from ebf.dask.client import Report, gather
 from ebf.dask.predict import shared_model
 from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
-from pipelines.diagnostics import EvaluationJob
+from pipelines.diagnostics import EvaluationJob, before_after
 from pipelines.evaluate import DEFAULT_LEVELS
 from pipelines.io import read_dataset, write_parquet_atomic
 from pipelines.schema import SchemaError, check_schema, inspect_schema
@@ -505,12 +505,13 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
     head = f"{title}: {head}" if title else head
     if result["task"] != "classification":
         cover = ", ".join(f"{z:.0%}: {o:.3f}" for z, o in result["coverage"].items())
-        return "\n".join([
-            format_report({name: result}, title=head),
-            "",
-            f"interval coverage (nominal: observed): {cover}",
-            f"max |calibration gap|: {result['max_calibration_gap']:.3f}",
-        ])
+        lines = [format_report(before_after({name: result}), title=head), "",
+                 f"interval coverage (nominal: observed): {cover}",
+                 f"max |calibration gap|: {result['max_calibration_gap']:.3f}"]
+        if "uncalibrated" in result:
+            lines[-1] += (f" (uncalibrated: {result['uncalibrated']['max_calibration_gap']:.3f}"
+                          "; the model recalibrates its predictive CDF)")
+        return "\n".join(lines)
     width = max(5, len(name))
     header = f"{'model':<{width}}  {'rows':>10}  {'accuracy':>8}  {'log loss':>8}"
     lines = [head, "", header, "-" * len(header),

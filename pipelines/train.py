@@ -36,6 +36,8 @@ import pandas as pd
 
 from basics.versions import library_version
 from cluster import current_client
+from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, recent_start
+from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
 from pipelines.io import read_dataset
 from pipelines.schema import ColumnInfo, check_schema
@@ -89,6 +91,10 @@ class TrainResult:
         Mondrian ``branch_params``, ``compact``).
     size_plan : pipelines.sizing.SizePlan or None
         What ``model_memory`` chose (trees per branch, Mondrian leaf size, the estimate).
+    calibration : dict
+        How the models were recalibrated: ``method`` (``"none"``, ``"recent"`` or
+        ``"holdout"``), and with a method its ``fraction``, ``seconds`` and, under ``ebf``
+        and ``ssf``, the ``knots`` and ``max_deviation`` (``max |R(p) - p|``) of each map.
     trained_utc : str
         When the fit finished, ``YYYY-MM-DDTHH:MM:SSZ``.
     """
@@ -105,6 +111,7 @@ class TrainResult:
     baseline_timings: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     size_plan: Any = None
+    calibration: dict[str, Any] = field(default_factory=lambda: {"method": "none"})
     trained_utc: str = ""
 
     @property
@@ -125,8 +132,8 @@ class TrainResult:
         dict
             JSON-ready: ``data``, ``rows``, ``n_partitions``, ``features``, ``target``,
             ``task``, ``model`` (``"ebf"`` / ``"ssf"``), ``params``, ``timings``,
-            ``ebf_version``, ``trained_utc``. :func:`pipelines.score.evaluate` reads the
-            target from it.
+            ``calibration``, ``ebf_version``, ``trained_utc``.
+            :func:`pipelines.score.evaluate` reads the target from it.
 
         Examples
         --------
@@ -144,6 +151,7 @@ class TrainResult:
             "model": "ssf" if baseline else "ebf",
             "params": _json_params(self.params),
             "timings": {k: round(float(v), 6) for k, v in timings.items()},
+            "calibration": dict(self.calibration),
             "ebf_version": library_version(),
             "trained_utc": self.trained_utc,
         }
@@ -262,6 +270,8 @@ def train(
     model_memory: int | str | None = None,
     compact: bool = False,
     baseline: bool = False,
+    calibrate: str = "none",
+    calibration_fraction: float = DEFAULT_FRACTION,
     random_state: int | None = 0,
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
@@ -308,6 +318,14 @@ def train(
     baseline : bool, default=False
         Also fit the sub-sample forest (same branch learner and ``n_estimators``, as many
         sub-samples as the EBF has branches).
+    calibrate : {"none", "recent", "holdout", "auto"}, default="none"
+        Recalibrate the predictive distributions of regressors (:mod:`ebf.calibration`):
+        the models are fit on the other rows and learn their PIT maps on the last
+        ``calibration_fraction`` of the rows in dataset order (``"recent"``, for data in
+        time order that drifts) or on a position-hashed random fraction (``"holdout"``),
+        on the workers (:mod:`ebf.dask.calibration`). ``"auto"`` is ``"recent"`` for
+        regression and ``"none"`` for classification (which has no PIT).
+    calibration_fraction : float in (0, 1), default=0.1
     random_state : int or None, default=0
         Seed; the same seed gives the same model on any cluster.
     client : distributed.Client, optional
@@ -345,6 +363,11 @@ def train(
 
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if calibrate not in (*CALIBRATION_METHODS, "auto"):
+        raise ValueError(f"calibrate must be one of {(*CALIBRATION_METHODS, 'auto')}, got "
+                         f"{calibrate!r}")
+    if calibrate != "none":
+        recent_start(1, calibration_fraction)  # a bad fraction fails before any work
     if branch not in BRANCH_LEARNERS:
         raise ValueError(f"branch must be one of {sorted(BRANCH_LEARNERS)}, got {branch!r}")
     client = current_client(client)
@@ -359,6 +382,15 @@ def train(
                  else os.fspath(data))
     if task == "auto":
         task = infer_task(target_info, ddf[target], client=client)
+    if calibrate == "auto":
+        calibrate = "recent" if task == "regression" else "none"
+    if calibrate != "none" and task != "regression":
+        raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
+                         f"{target!r} has no PIT. Use calibrate='none'.")
+    cal_ddf = None
+    if calibrate != "none":
+        ddf, cal_ddf, _ = calibration_rows(ddf, calibrate, calibration_fraction, random_state,
+                                           client)
     size_plan = None
     if model_memory is not None and min_samples_split is None:
         from dask.utils import parse_bytes
@@ -408,6 +440,19 @@ def train(
         ssf_model, ssf_timings = ssf.to_local(), dict(ssf.fit_timings_)
         logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf_timings["fit"])
 
+    calibration: dict[str, Any] = {"method": calibrate}
+    if cal_ddf is not None:
+        t_cal = time.perf_counter()
+        cal_ddf = cal_ddf[cal_ddf[target].notnull()]
+        for name, m in (("ebf", model), ("ssf", ssf_model)):
+            if m is not None:
+                recalibrate(m, cal_ddf[chosen], cal_ddf[target], client=client)
+                calibration[name] = {"knots": m.recalibration_.n_knots,
+                                     "max_deviation": round(m.recalibration_.max_deviation(), 6)}
+        calibration.update(fraction=float(calibration_fraction),
+                           seconds=round(time.perf_counter() - t_cal, 6))
+        logger.info("recalibrated: %s", calibration)
+
     return TrainResult(
         model=model,
         baseline=ssf_model,
@@ -421,5 +466,6 @@ def train(
         baseline_timings=ssf_timings,
         params={**params, "compact": bool(compact)},
         size_plan=size_plan,
+        calibration=calibration,
         trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )

@@ -33,14 +33,17 @@ logger = logging.getLogger(__name__)
 __all__ = ["calibration_rows", "pit_counts_dask", "recalibrate"]
 
 
-def _partition_counts(X: pd.DataFrame, y: pd.Series, model: Any) -> np.ndarray:
-    """``[rows without a target, PIT counts...]`` of one partition."""
-    target = pd.to_numeric(y, errors="coerce").to_numpy(dtype=np.float64)
+_TARGET = "__ebf_target__"
+
+
+def _partition_counts(part: pd.DataFrame, model: Any) -> np.ndarray:
+    """``[rows without a target, PIT counts...]`` of one partition (target in ``_TARGET``)."""
+    target = pd.to_numeric(part[_TARGET], errors="coerce").to_numpy(dtype=np.float64)
     ok = np.isfinite(target)
     out = np.zeros(PIT_EDGES.size, np.int64)
     out[0] = int((~ok).sum())
     if ok.any():
-        out[1:] = pit_counts(model.pit(X.loc[ok], target[ok]))
+        out[1:] = pit_counts(model.pit(part.loc[ok].drop(columns=_TARGET), target[ok]))
     return out
 
 
@@ -52,7 +55,8 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None) -> tuple[np.
     model : fitted regressor of ``ebf`` or ``mondrian``
     X : dask.dataframe.DataFrame
     y : dask.dataframe.Series
-        Targets, partitioned as ``X``.
+        Targets, from the same collection as ``X`` (they are joined into one frame: a
+        Parquet reader may partition different column selections differently).
     client : distributed.Client, optional
 
     Returns
@@ -61,14 +65,13 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None) -> tuple[np.
     n_missing : int
         Rows whose target is missing or not finite (not counted).
     """
-    if X.npartitions != y.npartitions:
-        raise ValueError(f"X has {X.npartitions} partitions but y has {y.npartitions}; "
-                         "select both from one DataFrame.")
+    if _TARGET in X.columns:
+        raise ValueError(f"X has a column named {_TARGET!r}; rename it.")
     shared = shared_model(model)
     token = uuid.uuid4().hex[:12]
-    tasks = [dask.delayed(_partition_counts, pure=True)(xp, yp, shared,
+    tasks = [dask.delayed(_partition_counts, pure=True)(part, shared,
                                                         dask_key_name=f"ebf-pit-{token}-{i}")
-             for i, (xp, yp) in enumerate(zip(X.to_delayed(), y.to_delayed(), strict=True))]
+             for i, part in enumerate(X.assign(**{_TARGET: y}).to_delayed())]
     if client is None:
         parts = dask.compute(*tasks)
     else:
@@ -111,16 +114,12 @@ def recalibrate(model: Any, X: Any, y: Any, *, client: Any = None,
     return model.set_recalibration(pit_map)
 
 
-def _select(part: pd.DataFrame, offsets: np.ndarray, method: str, fraction: float,
-            seed: int | None, n_rows: int, calibration: bool,
-            partition_info: Any = None) -> pd.DataFrame:
-    start = int(offsets[partition_info["number"]]) if partition_info else 0
-    positions = np.arange(start, start + len(part), dtype=np.int64)
-    if method == "recent":
-        in_cal = positions >= recent_start(n_rows, fraction)
-    else:
-        in_cal = holdout_mask(positions, fraction, seed)
-    return part[in_cal if calibration else ~in_cal]
+def _ones(part: pd.Series) -> pd.Series:
+    return pd.Series(np.ones(len(part), np.int64), index=part.index, name="position")
+
+
+def _hashed(position: pd.Series, fraction: float, seed: int | None) -> pd.Series:
+    return pd.Series(holdout_mask(position.to_numpy(), fraction, seed), index=position.index)
 
 
 def calibration_rows(ddf: Any, method: str, fraction: float, random_state: int | None = 0,
@@ -128,9 +127,11 @@ def calibration_rows(ddf: Any, method: str, fraction: float, random_state: int |
     """``(fit rows, calibration rows, n_rows)`` of a Dask DataFrame, by row position.
 
     The rows are those :func:`ebf.calibration.calibration_split` picks for the same
-    ``n_rows``: ``"recent"`` is the last ``fraction`` in partition order, ``"holdout"`` a
-    position-hashed ``fraction``. Counts the rows of every partition once (one pass over a
-    column).
+    ``n_rows``: ``"recent"`` is the last ``fraction`` in dataset order, ``"holdout"`` a
+    position-hashed ``fraction``. Positions are a cumulative count inside the graph that
+    uses them, so they hold whatever partitions the reader makes of the files (the count
+    of partitions of a Parquet dataset can change with the columns read). Counts the rows
+    once.
 
     Parameters
     ----------
@@ -148,11 +149,13 @@ def calibration_rows(ddf: Any, method: str, fraction: float, random_state: int |
     if method not in ("recent", "holdout"):
         raise ValueError(f"method must be 'recent' or 'holdout'; got {method!r}.")
     recent_start(1, fraction)  # checks the fraction before any data is read
-    lengths = ddf[ddf.columns[0]].map_partitions(len, meta=(None, "int64"))
-    lengths = (client.compute(lengths).result() if client is not None
-               else lengths.compute()).to_numpy()
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    n_rows = int(offsets[-1])
-    parts = [ddf.map_partitions(_select, offsets, method, fraction, random_state, n_rows, cal,
-                                meta=ddf._meta) for cal in (False, True)]
-    return parts[0], parts[1], n_rows
+    first = ddf[ddf.columns[0]]
+    n_rows = first.shape[0]
+    n_rows = int(client.compute(n_rows).result() if client is not None else n_rows.compute())
+    position = first.map_partitions(_ones, meta=("position", "int64")).cumsum() - 1
+    if method == "recent":
+        in_cal = position >= recent_start(n_rows, fraction)
+    else:
+        in_cal = position.map_partitions(_hashed, fraction, random_state,
+                                         meta=("position", "bool"))
+    return ddf[~in_cal], ddf[in_cal], n_rows

@@ -18,7 +18,7 @@ import pytest
 from sklearn.metrics import accuracy_score, log_loss
 
 from basics import metrics
-from ebf.model import model_hash, read_manifest, save
+from ebf.model import load, model_hash, read_manifest, save
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.make_data import make_friedman
@@ -259,7 +259,11 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "trained EmpiricalBayesianForestRegressor" in captured.out
-    assert "3,000 rows x 5 features" in captured.out
+    # --calibrate auto (the default): a regressor is fit on the first 90% of the rows and
+    # recalibrated on the last 10%
+    assert "2,700 rows x 5 features" in captured.out
+    assert "recalibrated on the recent 10% of the rows" in captured.out
+    assert load(model).recalibration_ is not None
     for text in ("dashboard: http", "fitting branches", "growing the trunk", "3/3"):
         assert text in captured.err  # progress bars and the dashboard link
     assert main(argv + ["--quiet"]) == 2  # exists: refused before any work
@@ -275,10 +279,13 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
                  "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    for text in ("RMSE", "NLPD", "Calibration", "90%", "interval coverage", "max |calibration"):
+    for text in ("RMSE", "NLPD", "CRPS", "Calibration", "90%", "interval coverage",
+                 "max |calibration", "recalibrated", "uncalibrated"):
         assert text in out
     saved = json.loads(report.read_text())
     assert saved["n"] == 1500 and len(saved["calibration"]["level"]) == 9
+    assert saved["calibrated"] and len(saved["uncalibrated"]["reliability"]["level"]) == 19
+    assert sum(saved["pit_histogram"]) == 1500
 
 
 def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
@@ -302,7 +309,7 @@ def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, 
     from pipelines.sizing import bytes_per_row_per_tree
 
     base = ["train", data["regression", "train"], "--target", "y", "--branch", "mondrian",
-            "--trunk-leaves", "2", "--quiet"]
+            "--trunk-leaves", "2", "--calibrate", "none", "--quiet"]
     assert main(base + ["--out", str(tmp_path / "full")]) == 0
     assert "2 branches x 10 mondrian trees" in capsys.readouterr().out
     budget = int(3000 * bytes_per_row_per_tree("mondrian", 5, compact=True) * 4.5)
