@@ -13,9 +13,9 @@ model as it predicts (its :class:`basics.pit.PITMap` ``R``, if it has one) and, 
 recalibrated model, ``F`` itself too, so one pass gives the scores before and after
 recalibration. Per map: NLPD (log-density by the change of variables), CRPS
 (:func:`basics.metrics.crps_many`), the PIT ``R(F(y))`` (central-interval coverage at the
-table's levels and at 5% steps, and its histogram in 20 bins), the width of the central 90%
-interval and the absolute error of the median (counted in fixed log-spaced width bins,
-merged into about ten groups of similar width for the report).
+table's levels and at 5% steps, and its histogram in 20 bins); for the model as it predicts,
+the width of the central 90% interval and the absolute error of the median (counted in fixed
+log-spaced width bins, merged into about ten groups of similar width for the report).
 """
 
 from __future__ import annotations
@@ -87,14 +87,17 @@ class EvaluationJob:
         f = np.clip(base.cdf(y), 0.0, 1.0)
         logpdf = base.logpdf(y)
         crps = crps_many(base, y, self.maps)
-        levels = np.concatenate([_SUMMARY_LEVELS if r is None else r.inverse(_SUMMARY_LEVELS)
-                                 for r in self.maps])
-        mean, _, q = summarize(base, levels)
+        # the 90% interval and the median as predicted (quantile solves are costly: the
+        # width against error of the model's own mixture is not redone for a recalibrated one)
+        first = self.maps[0]
+        mean, _, q = summarize(base, _SUMMARY_LEVELS if first is None else first.inverse(
+            _SUMMARY_LEVELS))
+        width, abs_err = q[:, 2] - q[:, 0], np.abs(y - q[:, 1])
         cols = [(y - mean) ** 2]
         for j, r in enumerate(self.maps):
-            lo, median, hi = q[:, 3 * j], q[:, 3 * j + 1], q[:, 3 * j + 2]
             cols += [-logpdf if r is None else -(logpdf + r.log_slope(f)), crps[:, j],
-                     f if r is None else r(f), hi - lo, np.abs(y - median)]
+                     f if r is None else r(f)]
+            cols += [width, abs_err] if j == 0 else [np.full(y.shape, np.nan)] * 2
         return np.column_stack(cols)
 
     # ------------------------------------------------------------------ sums
@@ -123,6 +126,8 @@ class EvaluationJob:
         for j in range(len(self.maps)):
             nll, crps, u, width, err = block[:, 1 + 5 * j: 6 + 5 * j].T
             pit_bin = np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1)
+            seen = ~np.isnan(width)
+            width, err = width[seen], err[seen]
             width_bin = np.searchsorted(WIDTH_EDGES, width, side="right")
             nb = WIDTH_EDGES.size + 1
             parts = [
@@ -162,7 +167,7 @@ class EvaluationJob:
         pit = v[2 + k + r:2 + k + r + PIT_BINS]
         nb = WIDTH_EDGES.size + 1
         counts, widths, errors = v[2 + k + r + PIT_BINS:].reshape(3, nb)
-        return {
+        out = {
             "rmse": rmse,
             "nlpd": float(v[0] / n),
             "crps": float(v[1] / n),
@@ -172,8 +177,10 @@ class EvaluationJob:
             "intervals": "mixture",
             "reliability": _table(RELIABILITY_LEVELS, reliability),
             "pit_histogram": [int(c) for c in pit],
-            "width_error": _width_groups(counts, widths, errors),
         }
+        if counts.sum():  # the model as predicted only
+            out["width_error"] = _width_groups(counts, widths, errors)
+        return out
 
 
 def _table(levels: np.ndarray, observed: np.ndarray) -> pd.DataFrame:

@@ -52,7 +52,7 @@ from basics.atomic import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report, gather
-from ebf.dask.predict import shared_model
+from ebf.dask.predict import model_in_graph, shared_model
 from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
 from pipelines.diagnostics import EvaluationJob, before_after
@@ -77,12 +77,6 @@ logger = logging.getLogger(__name__)
 
 _Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
 
-
-
-def _model_in_graph() -> Any:
-    """No "Sending large graph" warning: the graph holds the model once, by design
-    (:func:`ebf.dask.predict.shared_model`), which is what that warning advises."""
-    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
 
 
 def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -> None:
@@ -297,7 +291,7 @@ def predict_to_parquet(
     logger.info("predicting %s with %s (%s) -> %s, %d partitions", _describe(data),
                 loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
     with _partition_events(client, topic, ddf.npartitions, progress), client.as_current(), \
-            _model_in_graph():
+            model_in_graph():
         write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
                              overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     rows, files = _count_rows(os.fspath(out), storage_options)
@@ -443,7 +437,7 @@ def evaluate(
     logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                 _describe(data), len(tasks), target, strategy)
     with distributed.span("ebf-evaluate"):
-        with _model_in_graph():
+        with model_in_graph():
             futures = client.compute(tasks)
     try:
         parts = gather(client, futures, progress)

@@ -26,7 +26,7 @@ import pandas as pd
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import holdout_mask, recent_start
-from .predict import shared_model
+from .predict import model_in_graph, shared_model
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,8 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None) -> tuple[np.
     tasks = [dask.delayed(_partition_counts, pure=True)(part, shared,
                                                         dask_key_name=f"ebf-pit-{token}-{i}")
              for i, part in enumerate(X.assign(**{_TARGET: y}).to_delayed())]
-    if client is None:
-        parts = dask.compute(*tasks)
-    else:
-        parts = client.gather(client.compute(tasks))
+    with model_in_graph():
+        parts = dask.compute(*tasks) if client is None else client.gather(client.compute(tasks))
     total = np.sum(parts, axis=0) if parts else np.zeros(PIT_EDGES.size, np.int64)
     return total[1:], int(total[0])
 

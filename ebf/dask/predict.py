@@ -154,6 +154,15 @@ def shared_model(model: Any) -> Any:
     return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
 
 
+def model_in_graph() -> Any:
+    """A context without the "Sending large graph" warning: a graph built with
+    :func:`shared_model` holds the model once, by design, which is what that warning advises.
+    """
+    import dask
+
+    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
+
+
 def _checked(model: Any, X: Any) -> Any:
     import dask.dataframe as dd
 
