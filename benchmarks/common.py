@@ -4,6 +4,7 @@ timing. Every benchmark measures ours and the peers in the same run and reports 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -125,6 +126,17 @@ def median_ratio(num: list[float], den: list[float]) -> float:
 
 
 # ---------------------------------------------------------------- running a benchmark
+
+
+def parse_with_sizes(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                     quick: dict[str, Any], full: dict[str, Any]) -> argparse.Namespace:
+    """Parse ``argv``; every option of ``quick`` / ``full`` left unset takes its value from
+    ``quick`` with ``--quick`` (the parser must define it), else from ``full``."""
+    cfg = parser.parse_args(argv)
+    for key, value in (quick if cfg.quick else full).items():
+        if getattr(cfg, key) is None:
+            setattr(cfg, key, value)
+    return cfg
 
 
 def run_parts(name: str, cfg: Any, runners: dict[str, Callable[[Any], Any]]) -> int:

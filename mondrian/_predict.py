@@ -23,7 +23,7 @@ import numpy as np
 
 from .config import INDEX, JIT, NO_NODE, PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
-from .posterior import edge_variance
+from .posterior import edge_variance, noise_at
 
 #: A predictor ``R`` is a tuple ``(T, C, B64, B32)`` with one row per node, nodes in
 #: depth-first preorder (root first, a left child right after its parent). The routing part
@@ -38,11 +38,14 @@ RIGHT, FEATURE = 0, 1
 DELTA = 0
 EXTENT = 2
 #: Columns of the per-node parameter matrix ``P`` of regression trees (predictor order).
+#: ``NODE_NOISE`` is the node's label noise variance: the forest's in every row, or the
+#: node's own (``posterior.node_noise_variance``); the exact branch-off above a node adds it.
 (NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
- SIG_TAU, SIG_PARENT, TAU_PARENT, EXP_TAU_PARENT) = range(12)
-N_NODE_PARAMS = 12
+ SIG_TAU, SIG_PARENT, TAU_PARENT, EXP_TAU_PARENT, NODE_NOISE) = range(13)
+N_NODE_PARAMS = 13
 #: Entries of the hyperparameter vector ``h``: exact posterior flag, gamma1, gamma2,
-#: noise variance, sigmoid(gamma2 * lifetime).
+#: the forest's noise variance (the kernels read ``P[:, NODE_NOISE]``),
+#: sigmoid(gamma2 * lifetime).
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
 
 
@@ -108,15 +111,18 @@ def exact_parameters(order, parent, tau, gamma1, gamma2, noise_var, post_mean, p
 
     Inputs are in slot order: the belief-propagation outputs (``post_var`` without the
     noise; ``belief_var`` the variance of the message from outside each subtree plus the
-    edge) and the split times. One pass, no temporaries: ``P[k]`` is node ``order[k]``.
+    edge), the split times and ``noise_var``, the forest's noise variance or one per node
+    (``posterior.noise_at``). One pass, no temporaries: ``P[k]`` is node ``order[k]``.
     """
     n = order.shape[0]
     P = np.zeros((n, N_NODE_PARAMS))
     for k in range(n):
         j = order[k]
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
+        noise = noise_at(noise_var, j)
         P[k, NODE_MEAN] = post_mean[j]
-        P[k, NODE_VAR] = post_var[j] + noise_var
+        P[k, NODE_VAR] = post_var[j] + noise
+        P[k, NODE_NOISE] = noise
         P[k, DOWN_MEAN] = down_mean[j]
         P[k, CAVITY_VAR] = max(belief_var[j] - edge_variance(tau[j], tau_parent, gamma1,
                                                               gamma2), 0.0)
@@ -174,7 +180,8 @@ def _off_component(j, eta, delta, p, P, h):
     the exponential of rate eta(x) truncated to [0, Delta_j] (thesis Sec. 5.5.3): its
     posterior combines the message from outside the subtree of j (mean ``DOWN_MEAN``,
     variance ``CAVITY_VAR`` + phi(tau~)) with the data below j (``UP_LAM``, ``UP_ETA``)
-    passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise.
+    passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise
+    ``NODE_NOISE`` of j (with per-node noise: j~ holds the same training rows as j).
     The average over tau~ is moment-matched over quadrature nodes of s. Untruncated (a leaf
     of an infinite lifetime; s = t / eta, t ~ Exp(1)): nodes t = 1/2 and 3 with weights 0.8
     and 0.2, exact for quadratics in t, and since 3 = 6 * (1/2) both sigmoids come from one
@@ -215,7 +222,7 @@ def _off_component(j, eta, delta, p, P, h):
         den = a + b * lam
         d = 1.0 / (u * den)
         mean = (P[u_j, DOWN_MEAN] * a + b * P[u_j, UP_ETA]) * u * d
-        var = (b * a + g1 * max(h[SIG_LIFETIME] * u - 1.0, 0.0) * den) * d + h[NOISE]
+        var = (b * a + g1 * max(h[SIG_LIFETIME] * u - 1.0, 0.0) * den) * d + P[u_j, NODE_NOISE]
         m1 += w * mean
         m2 += w * (var + mean * mean)
     return m1, m2 - m1 * m1

@@ -90,6 +90,24 @@ def _bp_sigmoid(t):
     return 1.0 / (1.0 + np.exp(-t))  # np.exp(-inf) = 0 -> sigmoid(inf) = 1
 
 
+def node_noise_variance_naive(node_y, noise_var, shape):
+    """Per-node noise variances (``mondrian.posterior.node_noise_variance``) from the labels.
+
+    ``node_y[j]`` holds every label below node ``j``; the within-node sum of squares is
+    taken about their mean directly (not from the sums), and the inverse-gamma posterior
+    mode ``(b0 + SS / 2) / (a0 + n / 2 + 1)`` with ``a0 = shape`` and
+    ``b0 = noise_var * (a0 + 1)`` (prior mode ``noise_var``) is written as it reads.
+    """
+    a0 = float(shape)
+    b0 = noise_var * (a0 + 1.0)
+    out = np.empty(len(node_y))
+    for j, y in enumerate(node_y):
+        y = np.asarray(y, dtype=float)
+        ss = float(np.sum((y - y.mean()) ** 2)) if len(y) else 0.0
+        out[j] = (b0 + ss / 2.0) / (a0 + len(y) / 2.0 + 1.0)
+    return out
+
+
 def gaussian_posterior_dense(left, right, parent, tau, root, n_nodes, leaf_y, mu_h, gamma1,
                              gamma2, noise_var):
     """Posterior of every node mean by dense Gaussian conditioning (oracle of BP).
@@ -98,7 +116,8 @@ def gaussian_posterior_dense(left, right, parent, tau, root, n_nodes, leaf_y, mu
     (Lakshminarayanan, Roy & Teh (2016), Sec. 3): ``Cov(mu_i, mu_j)`` = sum of ``phi`` along
     the path from the top to the lowest common ancestor of ``i`` and ``j`` (written as
     ``A diag(phi) A^T`` with ``A[i, k] = 1`` iff ``k`` is ``i`` or an ancestor of ``i``),
-    prior mean ``mu_h``; ``y_n = mu_leaf(n) + N(0, noise_var)``. Conditions on ``y`` with
+    prior mean ``mu_h``; ``y_n = mu_leaf(n) + N(0, noise_var)`` (``noise_var``: a float or
+    one per node, the leaf's). Conditions on ``y`` with
     ``np.linalg.solve``. ``phi_j = gamma1 sigmoid(gamma2 tau_j) - gamma1 sigmoid(gamma2
     tau_parent(j))`` (naive formula, clamped at 0), ``tau_parent(root) = 0``.
 
@@ -139,7 +158,8 @@ def gaussian_posterior_dense(left, right, parent, tau, root, n_nodes, leaf_y, mu
     obs_node = np.asarray(obs_node)
     y = np.asarray(y)
     cov_my = cov_mu[:, obs_node]                                   # Cov(mu, y)
-    cov_yy = cov_mu[np.ix_(obs_node, obs_node)] + noise_var * np.eye(len(y))
+    noise = np.broadcast_to(np.asarray(noise_var, dtype=float), (nn,))[obs_node]
+    cov_yy = cov_mu[np.ix_(obs_node, obs_node)] + np.diag(noise)
     mean = mu_h + cov_my @ np.linalg.solve(cov_yy, y - mu_h)
     cov = cov_mu - cov_my @ np.linalg.solve(cov_yy, cov_my.T)
     return mean, np.diag(cov).copy()
@@ -668,13 +688,16 @@ def naive_branch_off_moments(left, right, parent, tau, root, n_nodes, leaf_y, j,
     ``lifetime``, no data). For each split-time offset ``s`` of ``s_nodes`` the augmented
     tree is conditioned densely (:func:`gaussian_posterior_dense`); the new leaf's
     predictive is ``N(mean, var + noise_var)``, and the components are moment-matched with
-    ``s_weights``.
+    ``s_weights``. ``noise_var`` is a float or one per node; with one per node, the new node
+    and the new leaf take node ``j``'s (the new node holds the same training rows as ``j``).
 
     Returns
     -------
     mean, var : float
     """
     nn = int(n_nodes)
+    noise = np.broadcast_to(np.asarray(noise_var, dtype=float), (nn,))
+    noise = np.concatenate([noise, [noise[j], noise[j]]])
     m1 = 0.0
     m2 = 0.0
     for s, w in zip(s_nodes, s_weights, strict=True):
@@ -696,8 +719,8 @@ def naive_branch_off_moments(left, right, parent, tau, root, n_nodes, leaf_y, j,
         P[j] = new
         ys = list(leaf_y[:nn]) + [np.empty(0), np.empty(0)]
         mean, var = gaussian_posterior_dense(L, R, P, T, new_root, nn + 2, ys, mu_h, gamma1,
-                                             gamma2, noise_var)
-        v = var[leaf] + noise_var
+                                             gamma2, noise)
+        v = var[leaf] + noise[leaf]
         m1 += w * mean[leaf]
         m2 += w * (v + mean[leaf] ** 2)
     return m1, m2 - m1 * m1
