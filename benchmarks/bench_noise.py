@@ -60,7 +60,9 @@ FULL = dict(friedman_train=20_000, friedman_test=10_000, flight_train=60_000,
 QUICK = dict(friedman_train=1_000, friedman_test=500, flight_train=2_000, flight_test=500)
 
 COLUMNS = [("data", "data", "s"), ("posterior", "posterior", "s"), ("noise", "noise", "s"),
+           ("calibration", "recalibrated", "s"),
            ("seed", "seed", "d"), ("rmse", "RMSE", ".4f"), ("nlpd", "NLPD", ".4f"),
+           ("crps", "CRPS", ".4f"),
            ("max_gap", "max gap", ".3f"), ("gap_50", "gap 50%", "+.3f"),
            ("gap_90", "gap 90%", "+.3f"), ("max_gap_noisy", "noisy half", ".3f"),
            ("max_gap_quiet", "quiet half", ".3f"), ("seconds", "fit+predict s", ".1f")]
@@ -79,12 +81,14 @@ def friedman_data(n: int, seed: int, heteroskedastic: bool) -> tuple[np.ndarray,
 def score(model: MondrianForestRegressor, X_te: np.ndarray, y_te: np.ndarray,
           halves: np.ndarray | None) -> dict[str, Any]:
     """RMSE, NLPD and exact-mixture calibration, overall and on the two halves."""
+    from basics.metrics import crps
     from pipelines.evaluate import evaluate_regression
 
     dist = model.predict_distribution(X_te)
     res = evaluate_regression(y_te, dist, LEVELS, intervals="mixture")
     gaps = res["calibration"]["observed_minus_nominal"].to_numpy()
-    out = {"rmse": res["rmse"], "nlpd": res["nlpd"], "gaps": gaps.tolist(),
+    out = {"rmse": res["rmse"], "nlpd": res["nlpd"], "crps": crps(y_te, dist),
+           "gaps": gaps.tolist(),
            "max_gap": float(np.abs(gaps).max()), "gap_50": float(gaps[LEVELS.index(0.5)]),
            "gap_90": float(gaps[LEVELS.index(0.9)])}
     if halves is not None:
@@ -100,20 +104,28 @@ def score(model: MondrianForestRegressor, X_te: np.ndarray, y_te: np.ndarray,
 
 def compare(cfg: argparse.Namespace, name: str, seed: int, X_tr: np.ndarray, y_tr: np.ndarray,
             X_te: np.ndarray, y_te: np.ndarray, halves: np.ndarray | None = None) -> list[dict]:
-    """Fit forest and per_leaf (same seed, so the same trees) and score both."""
+    """Fit forest and per_leaf (same seed, so the same trees) and score both; with
+    ``--recalibrate`` also each fit on 90% of the training rows and recalibrated on the other
+    10% (the most recent for the chronological flights, a random 10% otherwise)."""
+    from ebf.calibration import fit_recalibrated
+
     rows = []
+    method = "recent" if name == "flights-chrono" else "holdout"
     for posterior in cfg.posteriors:
         for noise in NOISES:
-            print(f"  {name}: {posterior} {noise}, seed {seed} ...", flush=True)
-            t0 = time.perf_counter()
-            model = MondrianForestRegressor(n_estimators=cfg.n_estimators, random_state=seed,
-                                            posterior=posterior, noise=noise, n_jobs=cfg.n_jobs)
-            model.fit(X_tr, y_tr)
-            model.predict(X_te)  # posterior and predictions, for the time column
-            seconds = time.perf_counter() - t0
-            rows.append({"data": name, "posterior": posterior, "noise": noise, "seed": seed,
-                         "n_train": int(len(y_tr)), "n_test": int(len(y_te)),
-                         "seconds": seconds, **score(model, X_te, y_te, halves)})
+            for calibrate in ("none", method) if cfg.recalibrate else ("none",):
+                print(f"  {name}: {posterior} {noise} {calibrate}, seed {seed} ...", flush=True)
+                t0 = time.perf_counter()
+                model = MondrianForestRegressor(n_estimators=cfg.n_estimators,
+                                                random_state=seed, posterior=posterior,
+                                                noise=noise, n_jobs=cfg.n_jobs)
+                fit_recalibrated(model, X_tr, y_tr, calibrate=calibrate, random_state=seed)
+                model.predict(X_te)  # posterior and predictions, for the time column
+                seconds = time.perf_counter() - t0
+                rows.append({"data": name, "posterior": posterior, "noise": noise,
+                             "calibration": calibrate, "seed": seed,
+                             "n_train": int(len(y_tr)), "n_test": int(len(y_te)),
+                             "seconds": seconds, **score(model, X_te, y_te, halves)})
     return rows
 
 
@@ -175,6 +187,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--flight-train", type=int, help="(b, c) training flights sampled (60k)")
     p.add_argument("--flight-test", type=int, help="(b, c) test flights sampled (20k)")
     p.add_argument("--n-estimators", type=int, default=10)
+    p.add_argument("--recalibrate", action="store_true",
+                   help="also score each noise model recalibrated (ebf.calibration)")
     p.add_argument("--n-jobs", type=int, default=1, help="threads (1)")
     p.add_argument("--output", type=Path, default=RESULTS)
     return parse_with_sizes(p, argv, QUICK, FULL)
