@@ -288,6 +288,45 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert sum(saved["pit_histogram"]) == 1500
 
 
+def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client):
+    res = train(data["regression", "train"], "y", branch="mondrian", n_estimators=3,
+                trunk_leaves=3, baseline=True, calibrate="holdout", calibration_fraction=0.3,
+                client=dask_client)
+    assert res.calibration["method"] == "holdout" and res.calibration["fraction"] == 0.3
+    assert res.model.recalibration_ is not None and res.baseline.recalibration_ is not None
+    assert 1800 < res.rows < 2400  # the other rows calibrate
+    assert res.metadata()["calibration"]["ebf"]["knots"] == res.model.recalibration_.n_knots
+    path = tmp_path / "m"
+    save(res.model, path, metadata=res.metadata())
+    scores = {s: evaluate(path, data["regression", "test"], strategy=s, client=dask_client)
+              for s in ("broadcast", "sharded")}
+    a, b = scores["broadcast"], scores["sharded"]
+    assert a["calibrated"] and "uncalibrated" in a
+    for key in ("rmse", "nlpd", "crps", "max_calibration_gap"):
+        assert a[key] == pytest.approx(b[key], rel=1e-9)
+        assert a["uncalibrated"][key] == pytest.approx(b["uncalibrated"][key], rel=1e-9)
+    assert a["pit_histogram"] == b["pit_histogram"] and sum(a["pit_histogram"]) == 1500
+    assert a["width_error"]["n"].sum() == 1500 and "width_error" not in a["uncalibrated"]
+    assert a["rmse"] == a["uncalibrated"]["rmse"]
+    with pytest.raises(ValueError, match="recalibrates regressors"):
+        train(data["classification", "train"], "y", calibrate="recent", client=dask_client)
+
+
+def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
+    pytest.importorskip("matplotlib")
+    model = tmp_path / "model"
+    save(models["reg_result"].model, model, metadata=models["reg_result"].metadata())
+    html = tmp_path / "out" / "eval.html"
+    assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
+                 "--report", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert f"report: {html}" in out
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") >= 3 and "CRPS" in page
+    figures = sorted(p.name for p in (tmp_path / "out" / "eval_figures").iterdir())
+    assert figures == ["calibration.png", "pit.png", "reliability.png", "width_error.png"]
+
+
 def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
     model = tmp_path / "clf"
     assert main(["train", data["classification", "train"], "--target", "y", "--n-estimators",
@@ -362,9 +401,14 @@ def test_cli_demo(tmp_path, capsys, local_threads):
     for word in ("RMSE", "NLPD", "max|gap|", "fit [s]", "EBF (8 branches)",
                  "SSF (8 sub-samples)", "Calibration"):
         assert word in text
-    assert (out / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "EBF (8 branches), recalibrated" in text and "SSF (8 sub-samples), uncalibrated" in text
+    for png in ("calibration.png", "reliability.png", "pit.png", "width_error.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "data:image/png;base64," in (out / "report.html").read_text()
     results = json.loads((out / "results.json").read_text())
     assert set(results["results"]) == {"EBF", "SSF"}
+    ebf_result = results["results"]["EBF"]
+    assert ebf_result["calibrated"] and "crps" in ebf_result["uncalibrated"]
     assert len([f for f in os.listdir(out / "data" / "train") if f.endswith(".parquet")]) == 8
     meta = read_parquet_metadata(out / "predictions" / "ebf")
     assert meta["ebf.model_hash"] == model_hash(out / "models" / "ebf")
