@@ -39,7 +39,7 @@ Distribution = GaussianMixture | RecalibratedDistribution | tuple[Any, Any]
 #: Nodes of the CRPS quadrature, in predictive standard deviations about the mean.
 CRPS_GRID: np.ndarray = np.linspace(-6.0, 6.0, 13)
 #: Largest rise of a CDF over one span of the CRPS quadrature (longer spans are cut).
-CRPS_RESOLUTION = 1.0 / 8
+CRPS_RESOLUTION = 1.0 / 16
 _GL = np.polynomial.legendre.leggauss(6)
 _GL_X, _GL_W = (_GL[0] + 1.0) / 2.0, _GL[1] / 2.0  # Gauss-Legendre on [0, 1]
 _IDENTITY = PITMap.identity(1)
