@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .mixture_kernels import _INV_SQRT_2PI, _Z_ONE, _ndtr
+from .mixture_kernels import _INV_SQRT_2PI, _Z_ONE, _ndtr, gather_row
 
 
 @njit(**JIT)
@@ -101,6 +101,7 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, gl_x, gl_w,
     k_max = w.shape[1]
     cw = np.empty(k_max)
     cm = np.empty(k_max)
+    cv = np.empty(k_max)
     cs = np.empty(k_max)
     n_maps = offsets.shape[0] - 1
     slope0 = np.empty(n_maps)
@@ -116,20 +117,7 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, gl_x, gl_w,
     node_d = np.empty(n_grid + 1)
     acc = np.empty(n_maps)
     for i in range(w.shape[0]):
-        n = 0
-        for k in range(k_max):
-            if w[i, k] != 0.0:
-                cw[n] = w[i, k]
-                cm[n] = m[i, k]
-                cs[n] = math.sqrt(v[i, k])
-                n += 1
-        mean = 0.0
-        for k in range(n):
-            mean += cw[k] * cm[k]
-        var = 0.0
-        for k in range(n):
-            dev = cm[k] - mean
-            var += cw[k] * (cs[k] * cs[k] + dev * dev)
+        n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
         sd = math.sqrt(var)
         yi = y[i]
         c = 0

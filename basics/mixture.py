@@ -152,6 +152,20 @@ def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> Mixt
     return MixtureSummary(mean, np.sqrt(var), qs)
 
 
+def central_interval(dist: Any, level: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``[Q((1 - level) / 2), Q((1 + level) / 2)]`` from ``dist.quantile`` (any distribution
+    of :mod:`basics`): one quantile call for all levels."""
+    lv = np.asarray(level, dtype=np.float64)
+    if lv.ndim > 1 or np.any(~((lv >= 0) & (lv <= 1))):
+        raise ValueError("level must be a scalar or 1-D array of values in [0, 1].")
+    flat = np.atleast_1d(lv)
+    qs = dist.quantile(np.concatenate([(1 - flat) / 2, (1 + flat) / 2]))
+    lower, upper = qs[:, : flat.size], qs[:, flat.size :]
+    if lv.ndim == 0:
+        return lower[:, 0], upper[:, 0]
+    return lower, upper
+
+
 def _part_scales(weights: Any, n_parts: int, n: int) -> list:
     """Factor of every part of :meth:`GaussianMixture.concat`: its normalised part weight."""
     if weights is None:
@@ -534,15 +548,7 @@ class GaussianMixture:
         -------
         lower, upper : ndarray of shape (n_rows,), or (n_rows, n_levels) for array ``level``
         """
-        lv = np.asarray(level, dtype=np.float64)
-        if lv.ndim > 1 or np.any(~((lv >= 0) & (lv <= 1))):
-            raise ValueError("level must be a scalar or 1-D array of values in [0, 1].")
-        flat = np.atleast_1d(lv)
-        qs = self.quantile(np.concatenate([(1 - flat) / 2, (1 + flat) / 2]))
-        lower, upper = qs[:, : flat.size], qs[:, flat.size :]
-        if lv.ndim == 0:
-            return lower[:, 0], upper[:, 0]
-        return lower, upper
+        return central_interval(self, level)
 
     # ------------------------------------------------------------------ sampling
 

@@ -157,6 +157,28 @@ def _solve(p, zp, n, cw, cm, cs, mu, sd):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
+def gather_row(w, m, v, i, cw, cm, cv, cs):  # pragma: no cover - jitted
+    """Copy row ``i``'s live components into ``cw, cm, cv, cs`` (weights, means, variances,
+    standard deviations); return their number, mean and variance (law of total variance)."""
+    n = 0
+    for k in range(w.shape[1]):
+        if w[i, k] != 0.0:  # padding never enters a sum: results do not depend on it
+            cw[n] = w[i, k]
+            cm[n] = m[i, k]
+            cv[n] = v[i, k]
+            cs[n] = math.sqrt(v[i, k])
+            n += 1
+    mean = 0.0
+    for k in range(n):
+        mean += cw[k] * cm[k]
+    var = 0.0
+    for k in range(n):  # two passes: no cancellation (law of total variance)
+        dev = cm[k] - mean
+        var += cw[k] * (cv[k] + dev * dev)
+    return n, mean, var
+
+
+@njit(**JIT)
 def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
                    q_out):  # pragma: no cover - jitted
     """Mean, variance and quantiles of every row of a normalised mixture.
@@ -175,21 +197,7 @@ def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
     cs = np.empty(k_max)
     neg = np.empty(k_max)
     for i in range(w.shape[0]):
-        n = 0
-        for k in range(k_max):
-            if w[i, k] != 0.0:  # padding never enters a sum: results do not depend on it
-                cw[n] = w[i, k]
-                cm[n] = m[i, k]
-                cv[n] = v[i, k]
-                cs[n] = math.sqrt(v[i, k])
-                n += 1
-        mean = 0.0
-        for k in range(n):
-            mean += cw[k] * cm[k]
-        var = 0.0
-        for k in range(n):  # two passes: no cancellation (law of total variance)
-            dev = cm[k] - mean
-            var += cw[k] * (cv[k] + dev * dev)
+        n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
         sd = math.sqrt(var)
         mean_out[i] = mean
         var_out[i] = var

@@ -39,7 +39,7 @@ from scipy import special
 from sklearn.utils import check_random_state
 
 from .config import JIT
-from .mixture import GaussianMixture
+from .mixture import GaussianMixture, central_interval
 
 __all__ = [
     "ACI_STEP",
@@ -412,13 +412,7 @@ class RecalibratedDistribution:
 
     def interval(self, level: Any = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Central interval ``[G^-1((1 - level) / 2), G^-1((1 + level) / 2)]``."""
-        lv = np.asarray(level, dtype=np.float64)
-        if lv.ndim > 1 or np.any(~((lv >= 0) & (lv <= 1))):
-            raise ValueError("level must be a scalar or 1-D array of values in [0, 1].")
-        flat = np.atleast_1d(lv)
-        qs = self.quantile(np.concatenate([(1 - flat) / 2, (1 + flat) / 2]))
-        lower, upper = qs[:, : flat.size], qs[:, flat.size:]
-        return (lower[:, 0], upper[:, 0]) if lv.ndim == 0 else (lower, upper)
+        return central_interval(self, level)
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
         """Draws by inverse transform, ``F^-1(R^-1(V))``, shape (n_rows, n_samples)."""
