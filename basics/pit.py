@@ -54,9 +54,12 @@ __all__ = [
 
 #: Fewest calibration rows :meth:`PITMap.from_counts` accepts.
 MIN_ROWS = 50
-#: Calibration rows per knot of a fitted map (a segment's slope, the density factor, is then
-#: estimated from about this many rows), and the most knots a map has.
-ROWS_PER_KNOT = 200
+#: Calibration rows per knot of a fitted map, and the most knots a map has. A segment's slope
+#: (the density factor) is estimated from about this many rows (about 14% noise); fewer rows
+#: per knot would spend the density on noise, more leave the knots too far apart for the
+#: tail levels (with 2,000 rows and 200 rows per knot, the 90% interval of Friedman #1 was
+#: 0.05 off on fresh data; with 50, 0.01: benchmarks/results/issue11/noise.md).
+ROWS_PER_KNOT = 50
 MAX_KNOTS = 200
 #: Default step of the adaptive update (Gibbs & Candes (2021) use 0.005 in Sec. 4).
 ACI_STEP = 0.005

@@ -91,7 +91,7 @@ class RecalibrationMixin:
         X : array-like or DataFrame of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         n_knots : int, optional
-            Segments of the map (default: one per 200 rows, between 4 and 200).
+            Segments of the map (default: one per 50 rows, between 4 and 200).
 
         Returns
         -------

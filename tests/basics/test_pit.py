@@ -17,7 +17,7 @@ from tests.naive import naive_aci, naive_crps_mixture, naive_crps_numeric, naive
 def test_map_of_calibrated_pit_is_close_to_identity(seed):
     u = np.random.default_rng(seed).random(20_000)
     pit_map = PITMap.fit(u)
-    assert pit_map.n_knots == 100
+    assert pit_map.n_knots == 200
     assert pit_map.max_deviation() < 0.02
     grid = np.linspace(0, 1, 101)
     assert np.max(np.abs(pit_map(grid) - grid)) < 0.02
