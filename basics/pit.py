@@ -162,7 +162,7 @@ class PITMap:
         if not (levels[0] == 0.0 and levels[-1] == 1.0):
             raise ValueError("a PIT map's levels must start at 0 and end at 1.")
         if np.any(np.abs(levels) > 2.0):
-            raise ValueError("a PIT map's levels must lie within [-2, 3]; "
+            raise ValueError("a PIT map's levels must lie within [-2, 2]; "
                              f"{int(np.sum(np.abs(levels) > 2.0))} do not.")
         self.nominal = nominal
         self.levels = levels
@@ -181,7 +181,7 @@ class PITMap:
         """The map of PIT values summarised by :func:`pit_counts` (summed over any parts).
 
         Knot ``j`` of ``K`` is the empirical ``j / K`` quantile of the PIT values, linear
-        within a histogram bin: ``R`` is the empirical CDF of ``u`` (the isotonic fit of
+        between histogram edges: ``R`` is the empirical CDF of ``u`` (the isotonic fit of
         Kuleshov et al. (2018), Algorithm 1) through those knots.
 
         Parameters
@@ -215,7 +215,8 @@ class PITMap:
             raise ValueError(f"n_knots must be in [1, {16 * MAX_KNOTS}]; got {k}.")
         nominal = np.linspace(0.0, 1.0, k + 1)
         cum = np.concatenate([[0.0], np.cumsum(counts, dtype=np.float64)]) / n
-        # the empirical CDF is linear within a bin: invert it, skipping empty bins
+        # invert the empirical CDF, linear between the upper edges of non-empty bins (an
+        # empty stretch shares the rows of the bin after it: a sparse tail is smoothed)
         keep = np.concatenate([[True], counts > 0])
         levels = np.interp(nominal, cum[keep], PIT_EDGES[keep])
         levels[0], levels[-1] = 0.0, 1.0

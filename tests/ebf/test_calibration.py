@@ -127,3 +127,21 @@ def test_calibration_sets():
         calibration_split(10, "recent", 1.0)
     with pytest.raises(ValueError, match="method must be"):
         calibration_split(10, "oob", 0.1)
+
+
+@pytest.mark.parametrize("est", _regressors(), ids=lambda e: type(e).__name__)
+def test_a_crafted_map_in_a_model_state_is_refused(est, data):
+    from ebf.registry import estimator_from_state, estimator_state
+
+    X, y = data
+    model = fit_recalibrated(clone(est), X, y, calibrate="holdout", fraction=0.3)
+    d = estimator_state(model)
+    state = d["state"]
+    levels = state["recalibration"]["levels"].copy()
+    levels[2] = np.nan
+    state["recalibration"] = {**state["recalibration"], "levels": levels}
+    with pytest.raises(ValueError, match="recalibration"):
+        estimator_from_state(d)
+    state["recalibration"] = {"nominal": np.array([0.0, 1.0])}
+    with pytest.raises(ValueError, match="recalibration"):
+        estimator_from_state(d)
