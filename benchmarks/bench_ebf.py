@@ -56,7 +56,13 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
 from basics.seeds import resolve_entropy
 from basics.threads import n_threads
-from benchmarks.common import median_ratio, paired_times, print_table, run_parts
+from benchmarks.common import (
+    fill_defaults,
+    median_ratio,
+    paired_times,
+    print_table,
+    run_parts,
+)
 from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestRegressor,
@@ -318,11 +324,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
-    cfg = p.parse_args(argv)
-    for key, value in (QUICK if cfg.quick else FULL).items():
-        if getattr(cfg, key) is None:
-            setattr(cfg, key, value)
-    return cfg
+    return fill_defaults(p.parse_args(argv), QUICK, FULL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -50,7 +50,14 @@ import numpy as np
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
-from benchmarks.common import median_ratio, paired_times, print_table, ratio, run_parts
+from benchmarks.common import (
+    fill_defaults,
+    median_ratio,
+    paired_times,
+    print_table,
+    ratio,
+    run_parts,
+)
 from mondrian import MondrianForestRegressor
 from pipelines.evaluate import fit_with_posterior
 
@@ -502,12 +509,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n-jobs", type=int, default=1, help="threads for ours and peers (1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
-    cfg = p.parse_args(argv)
-    defaults = QUICK if cfg.quick else FULL
-    for key, value in defaults.items():
-        if getattr(cfg, key) is None:
-            setattr(cfg, key, value)
-    return cfg
+    return fill_defaults(p.parse_args(argv), QUICK, FULL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

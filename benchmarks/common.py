@@ -127,6 +127,14 @@ def median_ratio(num: list[float], den: list[float]) -> float:
 # ---------------------------------------------------------------- running a benchmark
 
 
+def fill_defaults(cfg: Any, quick: dict[str, Any], full: dict[str, Any]) -> Any:
+    """Set every option of ``cfg`` left at ``None`` from ``quick`` (``cfg.quick``) or ``full``."""
+    for key, value in (quick if cfg.quick else full).items():
+        if getattr(cfg, key) is None:
+            setattr(cfg, key, value)
+    return cfg
+
+
 def run_parts(name: str, cfg: Any, runners: dict[str, Callable[[Any], Any]]) -> int:
     """Run the selected parts (``cfg.parts``) in the order of ``runners``.
 
