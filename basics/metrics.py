@@ -1,8 +1,9 @@
 """Scores of probabilistic regression predictions, shared by estimators, benchmarks and the CLI.
 
-A predictive distribution ``dist`` is either a :class:`~basics.mixture.GaussianMixture`
-(one mixture per row, Lakshminarayanan, Roy & Teh (2016), Sec. 3.3, eq. (3)-(5)) or a
-``(mean, std)`` pair of arrays describing one Gaussian per row. The calibration table follows
+A predictive distribution ``dist`` is a :class:`~basics.mixture.GaussianMixture`
+(one mixture per row, Lakshminarayanan, Roy & Teh (2016), Sec. 3.3, eq. (3)-(5)), a
+:class:`~basics.pit.RecalibratedDistribution` (a mixture whose CDF a learnt map recalibrates)
+or a ``(mean, std)`` pair of arrays describing one Gaussian per row. The calibration table follows
 the paper's Table 2: the observed fraction of targets inside the central ``z`` interval minus
 ``z``.
 """
@@ -10,23 +11,36 @@ the paper's Table 2: the observed fraction of targets inside the central ``z`` i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import mixture_kernels as _k
 from .mixture import GaussianMixture
+from .pit import PITMap, RecalibratedDistribution
 
 __all__ = [
+    "CRPS_GRID",
     "as_mixture",
     "calibration_table",
     "coverage",
+    "crps",
+    "crps_many",
+    "crps_rows",
     "gaussian_nlpd",
     "nlpd",
     "rmse",
 ]
 
-Distribution = GaussianMixture | tuple[Any, Any]
+Distribution = GaussianMixture | RecalibratedDistribution | tuple[Any, Any]
+
+#: Nodes of the CRPS quadrature, in predictive standard deviations about the mean.
+CRPS_GRID: np.ndarray = np.linspace(-6.5, 6.5, 27)
+#: Largest rise of the CDF over one trapezoid of the CRPS quadrature.
+CRPS_RESOLUTION = 1.0 / 32
+_IDENTITY = PITMap.identity(1)
 
 _DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -42,30 +56,31 @@ def _targets(y: Any, n: int | None = None) -> np.ndarray:
     return y
 
 
-def as_mixture(dist: Distribution) -> GaussianMixture:
-    """A :class:`GaussianMixture` from a mixture or from a ``(mean, std)`` pair.
+def as_mixture(dist: Distribution) -> GaussianMixture | RecalibratedDistribution:
+    """A :class:`GaussianMixture` from a ``(mean, std)`` pair; distributions as they are.
 
     Parameters
     ----------
-    dist : GaussianMixture or tuple (mean, std)
+    dist : GaussianMixture, RecalibratedDistribution or tuple (mean, std)
         ``mean`` and ``std`` are 1-D arrays of the same length, ``std > 0``.
 
     Returns
     -------
-    GaussianMixture
+    GaussianMixture or RecalibratedDistribution
 
     Examples
     --------
     >>> as_mixture(([0.0, 1.0], [1.0, 2.0])).var.tolist()
     [1.0, 4.0]
     """
-    if isinstance(dist, GaussianMixture):
+    if isinstance(dist, (GaussianMixture, RecalibratedDistribution)):
         return dist
     if isinstance(dist, tuple) and len(dist) == 2:
         mean, std = (np.asarray(a, dtype=np.float64) for a in dist)
         return GaussianMixture.from_moments(mean, std * std)
     raise TypeError(
-        "dist must be a GaussianMixture or a (mean, std) tuple of arrays; "
+        "dist must be a GaussianMixture, a RecalibratedDistribution or a (mean, std) tuple "
+        "of arrays; "
         f"got {type(dist).__name__}."
     )
 
@@ -141,6 +156,69 @@ def nlpd(y: Any, dist: Distribution) -> float:
     gm = as_mixture(dist)
     y = _targets(y, gm.n_rows)
     return float(-np.mean(gm.logpdf(y)))
+
+
+def crps_rows(dist: Distribution, y: Any) -> np.ndarray:
+    """Continuous ranked probability score of every row, ``int (G(t) - 1{t >= y})^2 dt``.
+
+    Gneiting & Raftery (2007), "Strictly proper scoring rules, prediction, and estimation"
+    (JASA), eq. (20): in the units of ``y``, lower is better, a point forecast scores its
+    absolute error. Computed for any predictive CDF ``G`` of :mod:`basics` (a mixture, or a
+    mixture recalibrated by a PIT map) by quadrature on the nodes :data:`CRPS_GRID` and ``y``,
+    refined where the CDF rises by more than :data:`CRPS_RESOLUTION` (one numba pass per row,
+    :func:`basics.mixture_kernels.crps_kernel`); within about 0.5% of the closed form
+    ``E|X - y| - E|X - X'| / 2`` (``tests/basics/test_pit.py`` checks Gaussians and
+    two-component mixtures).
+
+    Parameters
+    ----------
+    dist : GaussianMixture, RecalibratedDistribution or tuple (mean, std)
+    y : array-like of shape (n_rows,)
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+
+    Examples
+    --------
+    >>> exact = (math.sqrt(2) - 1) / math.sqrt(math.pi)  # N(0, 1) at y = 0
+    >>> bool(abs(crps_rows(([0.0], [1.0]), [0.0])[0] / exact - 1) < 2e-3)
+    True
+    """
+    dist = as_mixture(dist)
+    if isinstance(dist, RecalibratedDistribution):
+        return crps_many(dist.base, y, [dist.pit_map])[:, 0]
+    return crps_many(dist, y, [None])[:, 0]
+
+
+def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -> np.ndarray:
+    """CRPS of every row under the mixture recalibrated by each map (None: not recalibrated),
+    from one pass over the mixture; shape (n_rows, len(maps)). See :func:`crps_rows`."""
+    y = _targets(y, mixture.n_rows)
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"y has {int(np.sum(~np.isfinite(y)))} values that are not finite.")
+    maps = [_IDENTITY if r is None else r for r in maps]
+    knots = np.ascontiguousarray(np.hstack([[r.base, r.nominal] for r in maps]))
+    offsets = np.cumsum([0] + [r.base.size for r in maps]).astype(np.int64)
+    out = np.empty((mixture.n_rows, len(maps)))
+    _k.crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
+                   knots, offsets, CRPS_GRID, CRPS_RESOLUTION, out)
+    return out
+
+
+def crps(y: Any, dist: Distribution) -> float:
+    """Mean continuous ranked probability score (:func:`crps_rows`).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    dist : GaussianMixture, RecalibratedDistribution or tuple (mean, std)
+
+    Returns
+    -------
+    float
+    """
+    return float(np.mean(crps_rows(dist, y)))
 
 
 def _levels(levels: Any) -> np.ndarray:

@@ -83,10 +83,13 @@ def moments(weights: Any, means: Any, variances: Any) -> tuple[np.ndarray, np.nd
     return _summary_arrays(w, m, v, np.empty(0))[:2]
 
 
-def _levels(q: Any) -> np.ndarray:
+def _levels(q: Any, n_rows: int | None = None) -> np.ndarray:
+    """Levels as a 1-D array, or (with ``n_rows``) also a 2-D ``(n_rows, m)`` array."""
     qa = np.asarray(q, dtype=np.float64)
-    if qa.ndim > 1:
-        raise ValueError(f"q must be a scalar or a 1-D array of levels; got shape {qa.shape}.")
+    if qa.ndim > 1 and (n_rows is None or qa.ndim != 2 or qa.shape[0] != n_rows):
+        want = "a scalar or a 1-D array of levels" + (
+            "" if n_rows is None else f", or a ({n_rows}, m) array of levels per row")
+        raise ValueError(f"q must be {want}; got shape {qa.shape}.")
     if np.any(~((qa >= 0) & (qa <= 1))):
         raise ValueError("quantile levels q must lie in [0, 1].")
     return np.atleast_1d(qa)
@@ -94,9 +97,11 @@ def _levels(q: Any) -> np.ndarray:
 
 def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
                     levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, variance and quantiles of normalised mixture arrays (the kernel's inputs)."""
+    """Mean, variance and quantiles of normalised mixture arrays (the kernel's inputs);
+    ``levels`` of shape (n_levels,) for every row, or (n_rows, n_levels) per row."""
     n = w.shape[0]
-    mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.size))
+    levels = np.ascontiguousarray(levels.reshape(1, -1) if levels.ndim == 1 else levels)
+    mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.shape[1]))
     with np.errstate(divide="ignore"):  # ndtri(0) = -inf: those levels are not solved
         z_level = special.ndtri(levels)
         z_reflected = special.ndtri(np.where(levels > 0.5, 1.0 - levels, levels))
@@ -498,8 +503,9 @@ class GaussianMixture:
 
         Parameters
         ----------
-        q : float or array-like of shape (n_levels,)
-            Levels in [0, 1]; 0 and 1 give -inf and +inf.
+        q : float or array-like of shape (n_levels,) or (n_rows, n_levels)
+            Levels in [0, 1] (0 and 1 give -inf and +inf): the same for every row, or 2-D
+            with the levels of each row (inverse-transform sampling).
 
         Returns
         -------
@@ -512,7 +518,8 @@ class GaussianMixture:
         1.959964
         """
         qa = np.asarray(q, dtype=np.float64)
-        out = _summary_arrays(self.weights, self.means, self.variances, _levels(q))[2]
+        out = _summary_arrays(self.weights, self.means, self.variances,
+                              _levels(q, self.n_rows))[2]
         return out[:, 0] if qa.ndim == 0 else out
 
     def interval(self, level: Any = 0.9) -> tuple[np.ndarray, np.ndarray]:

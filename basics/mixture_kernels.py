@@ -161,10 +161,12 @@ def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
                    q_out):  # pragma: no cover - jitted
     """Mean, variance and quantiles of every row of a normalised mixture.
 
-    ``z_level[j] = ndtri(levels[j])`` and ``z_reflected[j] = ndtri(min(q, 1 - q))`` are
-    computed once by the caller. Levels above 1/2 are solved on the reflected mixture (the
-    distribution of ``-Y``), so upper-tail quantiles are as accurate as lower-tail ones; a
-    row with one live component gets ``m + s * ndtri(q)`` exactly.
+    ``levels``, ``z_level`` and ``z_reflected`` have shape ``(1, n_levels)`` (the same levels
+    for every row) or ``(n_rows, n_levels)`` (levels of each row); ``z_level = ndtri(levels)``
+    and ``z_reflected = ndtri(min(q, 1 - q))`` are computed once by the caller. Levels above
+    1/2 are solved on the reflected mixture (the distribution of ``-Y``), so upper-tail
+    quantiles are as accurate as lower-tail ones; a row with one live component gets
+    ``m + s * ndtri(q)`` exactly.
     """
     k_max = w.shape[1]
     cw = np.empty(k_max)
@@ -192,19 +194,167 @@ def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
         mean_out[i] = mean
         var_out[i] = var
         reflected = False
-        for j in range(levels.shape[0]):
-            q = levels[j]
+        r = i if levels.shape[0] > 1 else 0
+        for j in range(levels.shape[1]):
+            q = levels[r, j]
             if q == 0.0:
                 q_out[i, j] = -np.inf
             elif q == 1.0:
                 q_out[i, j] = np.inf
             elif n == 1:
-                q_out[i, j] = cm[0] + cs[0] * z_level[j]
+                q_out[i, j] = cm[0] + cs[0] * z_level[r, j]
             elif q > 0.5:
                 if not reflected:
                     for k in range(n):
                         neg[k] = -cm[k]
                     reflected = True
-                q_out[i, j] = -_solve(1.0 - q, z_reflected[j], n, cw, neg, cs, -mean, sd)
+                q_out[i, j] = -_solve(1.0 - q, z_reflected[r, j], n, cw, neg, cs, -mean, sd)
             else:
-                q_out[i, j] = _solve(q, z_reflected[j], n, cw, cm, cs, mean, sd)
+                q_out[i, j] = _solve(q, z_reflected[r, j], n, cw, cm, cs, mean, sd)
+
+
+@njit(**JIT)
+def _interp(p, xs, ys):  # pragma: no cover - jitted
+    """Piecewise-linear ``ys(xs)`` at ``p`` (``xs`` strictly increasing from 0 to 1)."""
+    j = np.searchsorted(xs, p, side="right") - 1
+    j = min(max(j, 0), xs.shape[0] - 2)
+    return ys[j] + (ys[j + 1] - ys[j]) * (p - xs[j]) / (xs[j + 1] - xs[j])
+
+
+@njit(**JIT)
+def _cdf(x, n, cw, cm, cs):  # pragma: no cover - jitted
+    """Mixture CDF at ``x``, skipping components beyond +-8.5 sd (their ``ndtr`` rounds to
+    0 or 1 within 1e-17)."""
+    c = 0.0
+    for k in range(n):
+        z = (x - cm[k]) / cs[k]
+        if z > _Z_ONE:
+            c += cw[k]
+        elif z > -_Z_ONE:
+            c += cw[k] * _ndtr(z)
+    return c
+
+
+@njit(**JIT)
+def _partial_expectations(a, n, cw, cm, cs):  # pragma: no cover - jitted
+    """``E[(a - X)+]`` and ``E[(X - a)+]`` of the mixture (closed form per component)."""
+    below = 0.0
+    above = 0.0
+    for k in range(n):
+        d = (a - cm[k]) / cs[k]
+        dens = cs[k] * math.exp(-0.5 * d * d) * _INV_SQRT_2PI
+        below += cw[k] * ((a - cm[k]) * _ndtr(d) + dens)
+        above += cw[k] * ((cm[k] - a) * _ndtr(-d) + dens)
+    return below, above
+
+
+@njit(**JIT)
+def _segment(t1, g1, t2, g2, y):  # pragma: no cover - jitted
+    """``int (G(t) - 1{t >= y})^2`` over ``[t1, t2]`` with ``G`` linear between the ends
+    (the square of a linear function integrated exactly; no segment straddles ``y``)."""
+    if t2 > y:
+        g1 = 1.0 - g1
+        g2 = 1.0 - g2
+    return (t2 - t1) * (g1 * g1 + g1 * g2 + g2 * g2) / 3.0
+
+
+@njit(**JIT)
+def _mapped(f, knots, offsets, r):  # pragma: no cover - jitted
+    """``R_r(f)``: map ``r`` of the packed knots (``knots[0]`` base, ``knots[1]`` nominal)."""
+    lo = offsets[r]
+    hi = offsets[r + 1]
+    return _interp(f, knots[0, lo:hi], knots[1, lo:hi])
+
+
+@njit(**JIT)
+def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, out):  # pragma: no cover
+    """CRPS ``int (G_r(t) - 1{t >= y_i})^2 dt`` of every row ``i`` and map ``r``, with
+    ``G_r = R_r o F`` (``R_r`` piecewise linear through its knots; the identity for the plain
+    mixture), all maps from the same CDF evaluations.
+
+    Nodes: ``mean_i + sd_i * z_grid`` and ``y_i`` (the integrand jumps there); a segment over
+    which a ``G_r`` rises by more than ``resolution`` is cut into equal pieces that rise by
+    about that much, so narrow components are resolved whatever the spread of the mixture.
+    Between nodes ``G`` is linear and its square is integrated exactly; beyond the outer nodes
+    ``a``, ``b`` the tails are ``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and
+    ``int (1 - G)^2 ~ R'(1) (1 - G(b)) E[(X - b)+]``,
+    bounds that vanish with the tail mass.
+    """
+    k_max = w.shape[1]
+    cw = np.empty(k_max)
+    cm = np.empty(k_max)
+    cs = np.empty(k_max)
+    n_maps = offsets.shape[0] - 1
+    slope0 = np.empty(n_maps)
+    slope1 = np.empty(n_maps)
+    for r in range(n_maps):
+        lo = offsets[r]
+        hi = offsets[r + 1] - 1
+        slope0[r] = (knots[1, lo + 1] - knots[1, lo]) / (knots[0, lo + 1] - knots[0, lo])
+        slope1[r] = (knots[1, hi] - knots[1, hi - 1]) / (knots[0, hi] - knots[0, hi - 1])
+    n_grid = z_grid.shape[0]
+    node_t = np.empty(n_grid + 1)
+    node_f = np.empty(n_grid + 1)
+    acc = np.empty(n_maps)
+    g_prev = np.empty(n_maps)
+    for i in range(w.shape[0]):
+        n = 0
+        for k in range(k_max):
+            if w[i, k] != 0.0:
+                cw[n] = w[i, k]
+                cm[n] = m[i, k]
+                cs[n] = math.sqrt(v[i, k])
+                n += 1
+        mean = 0.0
+        for k in range(n):
+            mean += cw[k] * cm[k]
+        var = 0.0
+        for k in range(n):
+            dev = cm[k] - mean
+            var += cw[k] * (cs[k] * cs[k] + dev * dev)
+        sd = math.sqrt(var)
+        yi = y[i]
+        c = 0
+        placed = False
+        for j in range(n_grid):
+            t = mean + sd * z_grid[j]
+            if not placed and yi <= t:
+                node_t[c] = yi
+                c += 1
+                placed = True
+            node_t[c] = t
+            c += 1
+        if not placed:
+            node_t[c] = yi
+            c += 1
+        for j in range(c):
+            node_f[j] = _cdf(node_t[j], n, cw, cm, cs)
+        below = _partial_expectations(node_t[0], n, cw, cm, cs)[0]
+        for r in range(n_maps):
+            g_prev[r] = _mapped(node_f[0], knots, offsets, r)
+            acc[r] = slope0[r] * g_prev[r] * below
+        t_prev = node_t[0]
+        for j in range(1, c):
+            t1 = node_t[j - 1]
+            t2 = node_t[j]
+            if t2 <= t1:
+                continue
+            rise = 0.0  # of the steepest map: a map can be steeper than the CDF it maps
+            for r in range(n_maps):
+                rise = max(rise, _mapped(node_f[j], knots, offsets, r) - g_prev[r])
+            pieces = max(1, int(math.ceil(rise / resolution)))
+            for p in range(1, pieces + 1):
+                if p < pieces:
+                    t = t1 + (t2 - t1) * p / pieces
+                    f = _cdf(t, n, cw, cm, cs)
+                else:
+                    t = t2
+                    f = node_f[j]
+                for r in range(n_maps):
+                    g = _mapped(f, knots, offsets, r)
+                    acc[r] += _segment(t_prev, g_prev[r], t, g, yi)
+                    g_prev[r] = g
+                t_prev = t
+        above = _partial_expectations(t_prev, n, cw, cm, cs)[1]
+        for r in range(n_maps):
+            out[i, r] = acc[r] + slope1[r] * (1.0 - g_prev[r]) * above

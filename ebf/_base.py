@@ -21,6 +21,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from basics.mixture import GaussianMixture, summarize
+from basics.pit import RecalibratedDistribution
+from basics.recalibration import RecalibrationMixin
 from basics.threads import n_threads
 from basics.validation import check_finite, check_regression_target
 
@@ -239,9 +241,11 @@ def _empty_branch(est: Any) -> np.ndarray | None:
     return np.empty(0, np.int64) if hasattr(est, "trunk_") else None
 
 
-class ProbabilisticRegressorMixin(EncodedInputMixin):
+class ProbabilisticRegressorMixin(RecalibrationMixin, EncodedInputMixin):
     """``predict_summary``, ``predict``, ``predict_quantiles`` and ``predict_distribution``
-    from ``_mixture``, one mixture per block of rows."""
+    from ``_mixture``, one mixture per block of rows; recalibration by
+    :class:`basics.recalibration.RecalibrationMixin` (quantiles and distributions follow the
+    map, mean and std are the model's)."""
 
     def _summary(self, A: np.ndarray, levels: np.ndarray) -> tuple:
         """``(mean, std, quantiles, branch or None)`` of a block of encoded rows."""
@@ -249,7 +253,8 @@ class ProbabilisticRegressorMixin(EncodedInputMixin):
 
     def _summaries(self, X: Any, levels: np.ndarray) -> PredictiveSummary:
         A = self._transform(X)
-        parts = self._map_blocks(lambda b: self._summary(A[b], levels), A.shape[0])
+        base = self._base_levels(levels)  # recalibrated quantiles: remapped levels
+        parts = self._map_blocks(lambda b: self._summary(A[b], base), A.shape[0])
         empty = (np.empty(0), np.empty(0), np.empty((0, levels.size)), _empty_branch(self))
         return PredictiveSummary(*_joined(parts, 4, empty))
 
@@ -303,26 +308,32 @@ class ProbabilisticRegressorMixin(EncodedInputMixin):
         s = self._summaries(X, np.empty(0))
         return (s.mean, s.std) if return_std else s.mean
 
-    def predict_distribution(self, X: Any) -> GaussianMixture:
-        """The predictive Gaussian mixture of every row.
+    def predict_distribution(self, X: Any, *, recalibrated: bool = True
+                             ) -> GaussianMixture | RecalibratedDistribution:
+        """The predictive distribution of every row: the model's Gaussian mixture, or (after
+        :meth:`recalibrate`) that mixture with its CDF recalibrated.
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        recalibrated : bool, default=True
+            False gives the model's own mixture even if it has a recalibration map.
 
         Returns
         -------
-        basics.mixture.GaussianMixture
+        basics.mixture.GaussianMixture or basics.pit.RecalibratedDistribution
         """
         A = self._transform(X)
         parts = self._map_blocks(lambda b: self._mixture(A[b]), A.shape[0])
         if len(parts) <= 1:
-            return parts[0] if parts else self._mixture(A)
-        width = max(p.n_components for p in parts)
-        return GaussianMixture._trusted(*(
-            np.concatenate([_pad(getattr(p, k), width, fill) for p in parts])
-            for k, fill in (("weights", 0.0), ("means", 0.0), ("variances", 1.0))
-        ))
+            mixture = parts[0] if parts else self._mixture(A)
+        else:
+            width = max(p.n_components for p in parts)
+            mixture = GaussianMixture._trusted(*(
+                np.concatenate([_pad(getattr(p, k), width, fill) for p in parts])
+                for k, fill in (("weights", 0.0), ("means", 0.0), ("variances", 1.0))
+            ))
+        return self._recalibrated(mixture) if recalibrated else mixture
 
     def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
         """Quantiles of the predictive distribution, computed in blocks of rows.

@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.mixture import GaussianMixture, summarize
+from basics.recalibration import recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
@@ -247,6 +248,8 @@ class _BranchedEnsemble(BaseEstimator):
         attrs = {**input_attributes(plan.encoder), "entropy_": int(plan.entropy)}
         if self._task == CLASSIFICATION:
             attrs["classes_"] = plan.classes
+        else:
+            attrs["recalibration_"] = None  # a fit drops the map of an earlier fit
         attrs.update(self._fitted_parts(plan, list(branches), trunk))
         self._assign(attrs)
         return self
@@ -297,7 +300,10 @@ class _BranchedEnsemble(BaseEstimator):
         plan = replace(self._fit_plan(self.encoder_, classes, n_rows),
                        entropy=int(self.entropy_), **plan_parts)
         compacted = [b.compact() if hasattr(b, "compact") else b for b in branches]
-        return clone(self)._from_parts(plan, compacted, trunk)
+        out = clone(self)._from_parts(plan, compacted, trunk)
+        if self._task != CLASSIFICATION:
+            out.set_recalibration(self.recalibration_)
+        return out
 
     @property
     def compact_(self) -> bool:
@@ -317,6 +323,8 @@ class _BranchedEnsemble(BaseEstimator):
         state = {"encoder": self.encoder_._get_state(), "entropy": int(self.entropy_)}
         if self._task == CLASSIFICATION:
             state.update(classes_state(self.classes_))
+        else:
+            state.update(recalibration_state(self))
         for name, value in parts.items():
             state[name] = [estimator_state(b) for b in value] if isinstance(value, list) else (
                 estimator_state(value) if hasattr(value, "_get_state") else value)

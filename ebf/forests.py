@@ -30,6 +30,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.mixture import GaussianMixture
+from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
@@ -279,7 +280,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     def _encode_target(self, y: Any, n: int, n_classes: None = None) -> tuple:
         y = regression_target(self, y, n)
-        return y, {"var_floor_": variance_floor(y)}
+        return y, {"var_floor_": variance_floor(y), "recalibration_": None}  # a fit drops a map
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesianForestRegressor:
         """Fit ``n_estimators`` weighted CART trees (Algorithm 1).
@@ -310,15 +311,17 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         return GaussianMixture._trusted(weights, means, variances)
 
     def _get_state(self) -> dict[str, Any]:
-        return {**super()._get_state(), "var_floor": float(self.var_floor_)}
+        return {**super()._get_state(), "var_floor": float(self.var_floor_),
+                **recalibration_state(self)}
 
     @staticmethod
     def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], None]:
-        """``var_floor_`` (finite, positive: it floors every component variance)."""
+        """``var_floor_`` (finite, positive: it floors every component variance) and the
+        recalibration map, if any."""
         floor = state["var_floor"]
         if not isinstance(floor, float) or not 0 < floor < np.inf:
             raise ValueError(f"var_floor must be a finite positive float, got {floor!r:.60}.")
-        return {"var_floor_": floor}, None
+        return {"var_floor_": floor, **recalibration_from_state(state)}, None
 
 
 class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,

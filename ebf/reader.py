@@ -39,8 +39,8 @@ class ModelHead:
         task and parameters).
     attrs : dict
         Its fitted attributes but the parts: ``encoder_``, ``n_features_in_``,
-        ``feature_names_in_``, ``entropy_``, ``classes_`` (classifiers), ``trunk_`` (EBF) or
-        ``subsample_sizes_`` (SSF).
+        ``feature_names_in_``, ``entropy_``, ``classes_`` (classifiers) or
+        ``recalibration_`` (regressors), ``trunk_`` (EBF) or ``subsample_sizes_`` (SSF).
     n_parts : int
         Branches (EBF) or sub-sample forests (SSF).
     """
@@ -63,6 +63,11 @@ class ModelHead:
     def classes(self) -> Any:
         """``classes_`` of a classifier, None for a regressor."""
         return self.attrs.get("classes_")
+
+    @property
+    def recalibration(self) -> Any:
+        """The regressor's :class:`basics.pit.PITMap`, None if it has none (or classifies)."""
+        return self.attrs.get("recalibration_")
 
 
 class ModelReader:

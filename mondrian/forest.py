@@ -24,6 +24,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from basics.mixture import GaussianMixture
+from basics.recalibration import (
+    RecalibrationMixin,
+    recalibration_from_state,
+    recalibration_state,
+)
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import (
     check_classes,
@@ -42,12 +47,12 @@ from ._predict import (
     OFF_VAR,
 )
 from ._tree import TreeArrays
-from .config import INDEX
+from .config import INDEX, NODE_REG_STATS
 from .ikn import ikn_posterior
 from .posterior import belief_propagation, empirical_moments, hyperparameters
 
 
-class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
+class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianForest):
     """Mondrian forest regressor with a hierarchical Gaussian posterior.
 
     Each tree is a Mondrian tree (paper Alg. 1-2) grown on inputs scaled to [0, 1] by
@@ -138,6 +143,7 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
                 raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
         self._init_state(X)
         self._update(X, y, np.zeros(X.shape[0], INDEX))
+        self.recalibration_ = None  # a fresh forest: an earlier map no longer applies
         return self
 
     def partial_fit(self, X: Any, y: Any) -> MondrianForestRegressor:
@@ -225,11 +231,14 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         var = np.maximum(m2 / self.n_estimators - mean * mean, 0.0)
         return mean, np.sqrt(var)
 
-    def predict_distribution(self, X: Any) -> GaussianMixture:
-        """The full predictive Gaussian mixture per row: paths of all trees (eq. 3, 5)."""
+    def predict_distribution(self, X: Any, *, recalibrated: bool = True) -> Any:
+        """The full predictive Gaussian mixture per row: paths of all trees (eq. 3, 5); after
+        :meth:`recalibrate` a :class:`basics.pit.RecalibratedDistribution` of it, unless
+        ``recalibrated=False``."""
         check_is_fitted(self)
         Xs, perm = self._scaled_rows(X)
-        return self._mixture(Xs, perm)
+        mixture = self._mixture(Xs, perm)
+        return self._recalibrated(mixture) if recalibrated else mixture
 
     def _mixture(self, Xs: np.ndarray, perm: np.ndarray | None = None) -> GaussianMixture:
         """The mixture of the rows ``Xs``, put back in the order of ``perm`` if given."""
@@ -248,18 +257,25 @@ class MondrianForestRegressor(RegressorMixin, _BaseMondrianForest):
         return GaussianMixture(_unsort(W, perm), _unsort(M, perm), _unsort(V, perm))
 
     def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
-        """Quantiles of the predictive mixture, shape (n_samples, len(q)).
+        """Quantiles of the predictive mixture (recalibrated, if the model has a map), shape
+        (n_samples, len(q)).
 
         Rows are processed in blocks so that memory stays bounded on large inputs.
         """
         check_is_fitted(self)
         Xs, perm = self._scaled_rows(X)
-        q = np.atleast_1d(np.asarray(q, dtype=np.float64))
+        q = self._base_levels(np.atleast_1d(np.asarray(q, dtype=np.float64)))
         out = np.empty((Xs.shape[0], q.shape[0]))
         for start in range(0, Xs.shape[0], _base.PREDICT_BLOCK):
             block = slice(start, start + _base.PREDICT_BLOCK)
             out[block] = self._mixture(Xs[block]).quantile(q).reshape(-1, q.shape[0])
         return _unsort(out, perm)
+
+    def _task_state(self) -> dict:
+        return recalibration_state(self)
+
+    def _task_from_state(self, state: dict) -> tuple[dict, int]:
+        return recalibration_from_state(state), NODE_REG_STATS
 
 
 class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):

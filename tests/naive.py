@@ -888,3 +888,48 @@ def naive_expand(feature, threshold, tau, lower, upper, counts, leaf_tau, ikn):
 
     fill(0)
     return left, right, parent, thr, t, lo, up, c
+
+
+# ----------------------------------------------------------------------------- recalibration
+
+
+def naive_crps_mixture(weights, means, variances, y):
+    """CRPS of one Gaussian mixture at ``y`` in closed form, ``E|X - y| - E|X - X'| / 2``,
+    with ``E|Z| = mu (2 Phi(mu / s) - 1) + 2 s phi(mu / s)`` for ``Z ~ N(mu, s^2)``
+    (Grimit et al. (2006), eq. (5)); pairwise over components."""
+    w, m, v = (np.asarray(a, dtype=np.float64) for a in (weights, means, variances))
+    w = w / w.sum()
+
+    def abs_mean(mu, var):
+        s = np.sqrt(var)
+        return mu * (2 * stats.norm.cdf(mu / s) - 1) + 2 * s * stats.norm.pdf(mu / s)
+
+    first = np.sum(w * abs_mean(m - y, v))
+    pair = np.sum(w[:, None] * w[None, :] * abs_mean(m[:, None] - m[None, :],
+                                                     v[:, None] + v[None, :]))
+    return float(first - 0.5 * pair)
+
+
+def naive_crps_numeric(cdf, y, lo, hi, n=400_001):
+    """``int (G(t) - 1{t >= y})^2 dt`` on a dense grid over ``[lo, hi]`` (``cdf`` vectorised)."""
+    t = np.linspace(lo, hi, n)
+    return float(np.trapezoid((cdf(t) - (t >= y)) ** 2, t))
+
+
+def naive_pit_knots(u, n_knots):
+    """Knots of the PIT map: the empirical ``j / K`` quantiles of ``u`` (linear between order
+    statistics), pinned to 0 and 1 at the ends."""
+    nominal = np.linspace(0.0, 1.0, n_knots + 1)
+    levels = np.quantile(np.asarray(u, dtype=np.float64), nominal)
+    levels[0], levels[-1] = 0.0, 1.0
+    return nominal, levels
+
+
+def naive_aci(u, nominal, levels, step):
+    """Adaptive conformal inference on every interior knot (Gibbs & Candes (2021), eq. 2),
+    one PIT value at a time."""
+    levels = np.array(levels, dtype=np.float64)
+    for ut in u:
+        for j in range(1, len(levels) - 1):
+            levels[j] += step * (nominal[j] - (1.0 if ut <= levels[j] else 0.0))
+    return levels

@@ -122,7 +122,7 @@ def test_argument_errors(mixture):
         calibration_table(y, mixture, levels=[])
     with pytest.raises(ValueError, match="rows"):
         nlpd(y[:-1], mixture)
-    with pytest.raises(TypeError, match="GaussianMixture or a"):
+    with pytest.raises(TypeError, match="GaussianMixture, a RecalibratedDistribution or a"):
         nlpd(y, [y, y])
     with pytest.raises(TypeError):
         as_mixture((y, y, y))

@@ -1,0 +1,179 @@
+"""Calibration sets, and fitting a regressor with a recalibrated predictive distribution.
+
+Recalibration (:mod:`basics.pit`, Kuleshov, Fenner & Ermon (2018), Sec. 3) learns a monotone
+map of the PIT ``F(y|x)`` on rows the model was not fit on. This module chooses those rows:
+
+- ``"recent"``: the last ``fraction`` of the rows in their order (time order, for data that
+  drifts: the map then corrects the model towards the latest behaviour, which is what the
+  next rows most resemble);
+- ``"holdout"``: a random ``fraction`` of the rows. Row ``i`` is in it when a hash of
+  ``(random_state, i)`` falls below ``fraction``, so the choice depends on the row's
+  position alone: the Dask path (:mod:`ebf.dask.calibration`), which sees the rows partition
+  by partition, picks the same rows as :func:`calibration_split` whatever the partitioning.
+
+Out-of-bag rows are not offered: a Bayesian forest's trees weight every row by an Exp(1)
+draw (Taddy et al. (2015), Algorithm 1), which is never zero, so no row is out of any bag; and
+a Mondrian branch sees all its rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CALIBRATION_METHODS",
+    "DEFAULT_FRACTION",
+    "calibration_split",
+    "fit_recalibrated",
+    "holdout_mask",
+    "recent_start",
+]
+
+#: What ``ebf train --calibrate`` and :func:`fit_recalibrated` accept.
+CALIBRATION_METHODS = ("none", "holdout", "recent")
+#: Default share of the rows kept for calibration.
+DEFAULT_FRACTION = 0.1
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _check_fraction(fraction: float) -> float:
+    fraction = float(fraction)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the calibration fraction must be in (0, 1); got {fraction}.")
+    return fraction
+
+
+def _uniform(seed: int, positions: np.ndarray) -> np.ndarray:
+    """A uniform [0, 1) number per position from SplitMix64 of ``seed`` and the position."""
+    with np.errstate(over="ignore"):
+        z = (positions.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(
+            seed % 2**64) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def holdout_mask(positions: Any, fraction: float, random_state: int | None = 0) -> np.ndarray:
+    """Whether each row (by its position in the whole dataset) is in the holdout set.
+
+    Parameters
+    ----------
+    positions : array-like of int
+        0-based positions of the rows in the dataset.
+    fraction : float in (0, 1)
+    random_state : int or None, default=0
+        None means 0 (the choice must be repeatable to be the same on every worker).
+
+    Returns
+    -------
+    ndarray of bool
+
+    Examples
+    --------
+    >>> m = holdout_mask(np.arange(100_000), 0.1)
+    >>> round(float(m.mean()), 2)
+    0.1
+    """
+    fraction = _check_fraction(fraction)
+    seed = 0 if random_state is None else int(random_state)
+    return _uniform(seed, np.asarray(positions, dtype=np.int64)) < fraction
+
+
+def recent_start(n_rows: int, fraction: float) -> int:
+    """Position of the first row of the most recent ``fraction`` of ``n_rows`` rows."""
+    fraction = _check_fraction(fraction)
+    return int(n_rows) - int(np.ceil(fraction * int(n_rows)))
+
+
+def calibration_split(n_rows: int, method: str = "recent", fraction: float = DEFAULT_FRACTION,
+                      random_state: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the rows to fit on and of the calibration rows.
+
+    Parameters
+    ----------
+    n_rows : int
+    method : {"recent", "holdout"}, default="recent"
+        The last ``fraction`` of the rows (in their order), or a random ``fraction``
+        (:func:`holdout_mask`).
+    fraction : float in (0, 1), default=0.1
+    random_state : int or None, default=0
+        For ``"holdout"``.
+
+    Returns
+    -------
+    fit_rows, calibration_rows : ndarray of int64
+        Increasing positions; together they are ``0 .. n_rows - 1``.
+
+    Examples
+    --------
+    >>> fit, cal = calibration_split(10, "recent", 0.2)
+    >>> cal.tolist()
+    [8, 9]
+    """
+    positions = np.arange(int(n_rows), dtype=np.int64)
+    if method == "recent":
+        in_cal = positions >= recent_start(n_rows, fraction)
+    elif method == "holdout":
+        in_cal = holdout_mask(positions, fraction, random_state)
+    else:
+        raise ValueError(f"method must be 'recent' or 'holdout'; got {method!r}.")
+    return positions[~in_cal], positions[in_cal]
+
+
+def _rows(data: Any, positions: np.ndarray) -> Any:
+    return data.iloc[positions] if hasattr(data, "iloc") else np.asarray(data)[positions]
+
+
+def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent",
+                     fraction: float = DEFAULT_FRACTION, random_state: int | None = 0,
+                     **fit_params: Any) -> Any:
+    """Fit ``estimator`` on most rows and recalibrate it on the others.
+
+    Parameters
+    ----------
+    estimator : regressor of ``ebf`` or ``mondrian``
+        Anything with ``fit`` and ``recalibrate``
+        (:class:`basics.recalibration.RecalibrationMixin`).
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Rows in time order if ``calibrate="recent"``.
+    y : array-like of shape (n_samples,)
+    calibrate : {"recent", "holdout", "none"}, default="recent"
+        Calibration rows (:func:`calibration_split`); ``"none"`` fits on all rows.
+    fraction : float in (0, 1), default=0.1
+    random_state : int or None, default=0
+        Chooses the holdout rows (the estimator's own seed is its parameter).
+    **fit_params
+        Passed to ``estimator.fit`` (e.g. ``sample_weight``, cut to the fit rows).
+
+    Returns
+    -------
+    estimator
+        Fitted and (unless ``"none"``) recalibrated.
+
+    Examples
+    --------
+    >>> from ebf import BayesianForestRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((2000, 2)); y = X[:, 0] + rng.standard_t(3, 2000) * 0.1
+    >>> bf = fit_recalibrated(BayesianForestRegressor(n_estimators=10, random_state=0),
+    ...                       X, y, calibrate="holdout", fraction=0.25)
+    >>> bf.recalibration_ is not None
+    True
+    """
+    if calibrate not in CALIBRATION_METHODS:
+        raise ValueError(f"calibrate must be one of {CALIBRATION_METHODS}; got {calibrate!r}.")
+    if calibrate == "none":
+        return estimator.fit(X, y, **fit_params)
+    n = len(y)
+    fit_rows, cal_rows = calibration_split(n, calibrate, fraction, random_state)
+    if cal_rows.size == 0 or fit_rows.size == 0:
+        raise ValueError(f"{n} rows leave nothing to fit on or to calibrate on with "
+                         f"fraction={fraction}.")
+    params = {k: (_rows(v, fit_rows) if hasattr(v, "__len__") and len(v) == n else v)
+              for k, v in fit_params.items()}
+    estimator.fit(_rows(X, fit_rows), _rows(y, fit_rows), **params)
+    return estimator.recalibrate(_rows(X, cal_rows), _rows(y, cal_rows))
