@@ -12,9 +12,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize(
-    "name", ["bench_ebf", "bench_dask", "bench_mondrian", "bench_predict", "bench_noise"]
-)
+@pytest.mark.parametrize("name", ["bench_ebf", "bench_dask", "bench_mondrian", "bench_predict",
+                                  "bench_noise", "bench_calibration"])
 def test_benchmark_imports_and_parses_its_options(name):
     module = importlib.import_module(f"benchmarks.{name}")
     cfg = module.parse_args([])
