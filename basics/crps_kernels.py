@@ -6,12 +6,14 @@ Per row, the CRPS ``int (G(t) - 1{t >= y})^2 dt`` of ``G = R o F`` (``F`` the mi
 ``t``. ``F`` and its density ``f`` are evaluated at nodes (the grid ``mean + sd * z`` and
 ``y``, where the integrand jumps); between nodes ``F`` is the cubic Hermite interpolant of
 the two values and derivatives (error ``O(h^4)``), and ``R(F)^2`` is integrated by
-Gauss-Legendre. A span over which some ``G`` rises by more than a set amount is cut into
-equal pieces first, with new nodes, so that narrow components are resolved whatever the
-spread of the mixture. Beyond the outer nodes ``a`` and ``b`` the tails are
-``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and ``int (1 - G)^2 ~ R'(1) (1 - G(b)) E[(X - b)+]``,
-bounds that vanish with the tail mass. Components more than 8.5 standard deviations away
-from a node are not evaluated (their CDF is 0 or 1 to 1e-17).
+Gauss-Legendre. Each span is checked at its midpoint: where the cubic misses the CDF by more
+than a tolerance, the span is halved and its halves checked again (adaptive bisection: a
+smooth span costs one evaluation, a narrow component far from the mixture's bulk a few
+halvings), so narrow components are resolved whatever the spread of the mixture. Beyond
+the outer nodes ``a`` and ``b`` the tails are ``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and
+``int (1 - G)^2 ~ R'(1) (1 - G(b)) E[(X - b)+]``, bounds that vanish with the tail mass.
+Components more than 8.5 standard deviations away from a node are not evaluated (their CDF
+is 0 or 1 to 1e-17).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def _mapped(f, knots, offsets, r):  # pragma: no cover - jitted
     lo = offsets[r]
     hi = offsets[r + 1]
     return _interp(f, knots[0, lo:hi], knots[1, lo:hi])
+
+
+#: Most halvings of one span of the CRPS quadrature, and the CDF rise below which a span is
+#: integrated without a check (a far tail).
+_MAX_DEPTH = 24
+_FLAT = 1e-9
 
 
 @njit(**JIT)
@@ -90,13 +98,14 @@ def _span(t1, f1, d1, t2, f2, d2, y, knots, offsets, gl_x, gl_w, acc):  # pragma
 
 
 @njit(**JIT)
-def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, gl_x, gl_w,
+def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
                 out):  # pragma: no cover - jitted
     """CRPS of every row ``i`` under every map ``r`` (module docstring), into ``out[i, r]``.
 
     ``knots`` packs the maps' ``(base, nominal)`` knots side by side, map ``r`` in columns
     ``offsets[r]:offsets[r + 1]``; ``gl_x``, ``gl_w``: Gauss-Legendre nodes and weights on
-    [0, 1]; ``resolution``: the largest rise of a ``G`` over one span.
+    [0, 1]; ``tolerance``: a span is halved while the cubic misses the CDF at its midpoint
+    by more than this (at most ``_MAX_DEPTH`` times).
     """
     k_max = w.shape[1]
     cw = np.empty(k_max)
@@ -116,6 +125,8 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, gl_x, gl_w,
     node_f = np.empty(n_grid + 1)
     node_d = np.empty(n_grid + 1)
     acc = np.empty(n_maps)
+    stack = np.empty((_MAX_DEPTH + 2, 6))
+    depth = np.empty(_MAX_DEPTH + 2, np.int64)
     for i in range(w.shape[0]):
         n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
         sd = math.sqrt(var)
@@ -139,22 +150,36 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, resolution, gl_x, gl_w,
         for r in range(n_maps):
             acc[r] = slope0[r] * _mapped(node_f[0], knots, offsets, r) * below
         for j in range(1, c):
-            t1, f1, d1 = node_t[j - 1], node_f[j - 1], node_d[j - 1]
-            t2, f2, d2 = node_t[j], node_f[j], node_d[j]
-            if t2 <= t1:
+            if node_t[j] <= node_t[j - 1]:
                 continue
-            rise = 0.0
-            for r in range(n_maps):
-                rise = max(rise, _mapped(f2, knots, offsets, r) - _mapped(f1, knots, offsets, r))
-            pieces = max(1, int(math.ceil(rise / resolution)))
-            for p in range(1, pieces + 1):
-                if p < pieces:
-                    t = node_t[j - 1] + (t2 - node_t[j - 1]) * p / pieces
-                    f, d = _cdf_pdf(t, n, cw, cm, cs)
-                else:
-                    t, f, d = t2, f2, d2
-                _span(t1, f1, d1, t, f, d, yi, knots, offsets, gl_x, gl_w, acc)
-                t1, f1, d1 = t, f, d
+            # depth-first bisection of the span: left halves first, so spans add up in order
+            top = 0
+            stack[0, 0], stack[0, 1], stack[0, 2] = node_t[j - 1], node_f[j - 1], node_d[j - 1]
+            stack[0, 3], stack[0, 4], stack[0, 5] = node_t[j], node_f[j], node_d[j]
+            depth[0] = 0
+            while top >= 0:
+                t1, f1, d1, t2, f2, d2 = stack[top]
+                level = depth[top]
+                top -= 1
+                if f2 - f1 <= _FLAT or level >= _MAX_DEPTH:
+                    _span(t1, f1, d1, t2, f2, d2, yi, knots, offsets, gl_x, gl_w, acc)
+                    continue
+                # adaptive: the midpoint checks the cubic; where it is off, halve again
+                tm = 0.5 * (t1 + t2)
+                fm, dm = _cdf_pdf(tm, n, cw, cm, cs)
+                guess = 0.5 * (f1 + f2) + 0.125 * (t2 - t1) * (d1 - d2)
+                if abs(guess - fm) <= tolerance:
+                    _span(t1, f1, d1, tm, fm, dm, yi, knots, offsets, gl_x, gl_w, acc)
+                    _span(tm, fm, dm, t2, f2, d2, yi, knots, offsets, gl_x, gl_w, acc)
+                    continue
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2] = tm, fm, dm
+                stack[top, 3], stack[top, 4], stack[top, 5] = t2, f2, d2
+                depth[top] = level + 1
+                top += 1
+                stack[top, 0], stack[top, 1], stack[top, 2] = t1, f1, d1
+                stack[top, 3], stack[top, 4], stack[top, 5] = tm, fm, dm
+                depth[top] = level + 1
         above = _partial_expectations(node_t[c - 1], n, cw, cm, cs)[1]
         for r in range(n_maps):
             g = _mapped(node_f[c - 1], knots, offsets, r)
