@@ -236,8 +236,11 @@ def write_flight_data(
 
 
 def _warm_up(branch: str) -> bool:
-    """Compile the kernels of a fit and a prediction on this worker (a tiny local fit)."""
+    """Compile the kernels of a fit, a recalibration, a prediction and an evaluation on this
+    worker (a tiny local fit)."""
     from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
+    from pipelines.diagnostics import EvaluationJob
+    from pipelines.evaluate import DEFAULT_LEVELS
 
     rng = np.random.default_rng(0)
     X = rng.random((400, 3))
@@ -247,11 +250,10 @@ def _warm_up(branch: str) -> bool:
                                          random_state=0),
         SubsampleForestRegressor(n_estimators=2, n_subsamples=2, branch=branch, random_state=0),
     ):
-        model.fit(X, y)
-        dist = model.predict_distribution(X[:50])
-        dist.quantile([0.05, 0.5, 0.95])
-        dist.cdf(y[:50])
-        dist.logpdf(y[:50])
+        model = model.fit(X[:300], y[:300]).recalibrate(X[300:], y[300:]).compact()
+        model.predict_summary(X[:50])
+        dist = model.predict_distribution(X[:50], recalibrated=False)
+        EvaluationJob(np.array(DEFAULT_LEVELS), None, model.recalibration_).rows(dist, y[:50])
     return True
 
 
