@@ -67,6 +67,9 @@ def sigterm_raises() -> Iterator[None]:
         # an object whose constructor the signal interrupted may fail in __del__ later
         # (distributed's Future does): log that instead of printing it after the one line
         sys.unraisablehook = _log_unraisable
+        # likewise the futures of the cluster's event loop that the teardown abandons: asyncio
+        # logs "Future exception was never retrieved" when they are collected
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise Terminated(f"terminated by signal {signum} (SIGTERM)")
 
     previous = signal.signal(signal.SIGTERM, handler)
