@@ -12,8 +12,7 @@ smooth span costs one evaluation, a narrow component far from the mixture's bulk
 halvings), so narrow components are resolved whatever the spread of the mixture. Beyond
 the outer nodes ``a`` and ``b`` the tails are ``int G^2 ~ R'(0) G(a) E[(a - X)+]`` and
 ``int (1 - G)^2 ~ R'(1) (1 - G(b)) E[(X - b)+]``, bounds that vanish with the tail mass.
-Components more than 8.5 standard deviations away from a node are not evaluated (their CDF
-is 0 or 1 to 1e-17).
+The CDF and density are the quantile solver's (:mod:`basics.mixture_kernels`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .mixture_kernels import _INV_SQRT_2PI, _Z_ONE, _ndtr, gather_row
+from .mixture_kernels import _INV_SQRT_2PI, _cdf_and_density, _ndtr, gather_row
 
 
 @njit(**JIT)
@@ -47,21 +46,6 @@ def _mapped(f, knots, offsets, r):  # pragma: no cover - jitted
 #: integrated without a check (a far tail).
 _MAX_DEPTH = 24
 _FLAT = 1e-9
-
-
-@njit(**JIT)
-def _cdf_pdf(x, n, cw, cm, cs):  # pragma: no cover - jitted
-    """Mixture CDF and density at ``x``."""
-    c = 0.0
-    d = 0.0
-    for k in range(n):
-        z = (x - cm[k]) / cs[k]
-        if z > _Z_ONE:
-            c += cw[k]
-        elif z > -_Z_ONE:
-            c += cw[k] * _ndtr(z)
-            d += cw[k] / cs[k] * math.exp(-0.5 * z * z)
-    return c, d * _INV_SQRT_2PI
 
 
 @njit(**JIT)
@@ -145,7 +129,7 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
             node_t[c] = yi
             c += 1
         for j in range(c):
-            node_f[j], node_d[j] = _cdf_pdf(node_t[j], n, cw, cm, cs)
+            node_f[j], node_d[j], _ = _cdf_and_density(node_t[j], n, cw, cm, cs, True)
         below = _partial_expectations(node_t[0], n, cw, cm, cs)[0]
         for r in range(n_maps):
             acc[r] = slope0[r] * _mapped(node_f[0], knots, offsets, r) * below
@@ -166,7 +150,7 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
                     continue
                 # adaptive: the midpoint checks the cubic; where it is off, halve again
                 tm = 0.5 * (t1 + t2)
-                fm, dm = _cdf_pdf(tm, n, cw, cm, cs)
+                fm, dm, _ = _cdf_and_density(tm, n, cw, cm, cs, True)
                 guess = 0.5 * (f1 + f2) + 0.125 * (t2 - t1) * (d1 - d2)
                 if abs(guess - fm) <= tolerance:
                     _span(t1, f1, d1, tm, fm, dm, yi, knots, offsets, gl_x, gl_w, acc)
