@@ -82,6 +82,16 @@ def _span(t1, f1, d1, t2, f2, d2, y, knots, offsets, gl_x, gl_w, acc):  # pragma
 
 
 @njit(**JIT)
+def _push(stack, depth, top, t1, f1, d1, t2, f2, d2, level):  # pragma: no cover - jitted
+    """Push the span ``(t1, F, f) .. (t2, F, f)`` of bisection depth ``level``; new top."""
+    top += 1
+    stack[top, 0], stack[top, 1], stack[top, 2] = t1, f1, d1
+    stack[top, 3], stack[top, 4], stack[top, 5] = t2, f2, d2
+    depth[top] = level
+    return top
+
+
+@njit(**JIT)
 def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
                 out):  # pragma: no cover - jitted
     """CRPS of every row ``i`` under every map ``r`` (module docstring), into ``out[i, r]``.
@@ -137,10 +147,8 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
             if node_t[j] <= node_t[j - 1]:
                 continue
             # depth-first bisection of the span: left halves first, so spans add up in order
-            top = 0
-            stack[0, 0], stack[0, 1], stack[0, 2] = node_t[j - 1], node_f[j - 1], node_d[j - 1]
-            stack[0, 3], stack[0, 4], stack[0, 5] = node_t[j], node_f[j], node_d[j]
-            depth[0] = 0
+            top = _push(stack, depth, -1, node_t[j - 1], node_f[j - 1], node_d[j - 1],
+                        node_t[j], node_f[j], node_d[j], 0)
             while top >= 0:
                 t1, f1, d1, t2, f2, d2 = stack[top]
                 level = depth[top]
@@ -156,14 +164,8 @@ def crps_kernel(w, m, v, y, knots, offsets, z_grid, tolerance, gl_x, gl_w,
                     _span(t1, f1, d1, tm, fm, dm, yi, knots, offsets, gl_x, gl_w, acc)
                     _span(tm, fm, dm, t2, f2, d2, yi, knots, offsets, gl_x, gl_w, acc)
                     continue
-                top += 1
-                stack[top, 0], stack[top, 1], stack[top, 2] = tm, fm, dm
-                stack[top, 3], stack[top, 4], stack[top, 5] = t2, f2, d2
-                depth[top] = level + 1
-                top += 1
-                stack[top, 0], stack[top, 1], stack[top, 2] = t1, f1, d1
-                stack[top, 3], stack[top, 4], stack[top, 5] = tm, fm, dm
-                depth[top] = level + 1
+                top = _push(stack, depth, top, tm, fm, dm, t2, f2, d2, level + 1)
+                top = _push(stack, depth, top, t1, f1, d1, tm, fm, dm, level + 1)
         above = _partial_expectations(node_t[c - 1], n, cw, cm, cs)[1]
         for r in range(n_maps):
             g = _mapped(node_f[c - 1], knots, offsets, r)

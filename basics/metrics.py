@@ -23,6 +23,7 @@ from .pit import PITMap, RecalibratedDistribution
 
 __all__ = [
     "CRPS_GRID",
+    "CRPS_TOLERANCE",
     "as_mixture",
     "calibration_table",
     "coverage",

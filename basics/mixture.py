@@ -166,6 +166,20 @@ def central_interval(dist: Any, level: Any) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
+def uniform_draws(random_state: Any, n_rows: int, n_samples: int) -> tuple[Any, np.ndarray]:
+    """``(rng, U)``: the generator of ``random_state`` (a Generator as it is, anything else
+    through ``sklearn.utils.check_random_state``) and its first draws ``U(0, 1)`` of shape
+    ``(n_rows, n_samples)``, the start of every sampler of :mod:`basics`."""
+    n_samples = int(n_samples)
+    if n_samples < 0:
+        raise ValueError(f"n_samples must be >= 0; got {n_samples}.")
+    rng = (random_state if isinstance(random_state, np.random.Generator)
+           else check_random_state(random_state))
+    shape = (n_rows, n_samples)
+    return rng, rng.random(shape) if isinstance(rng, np.random.Generator) else (
+        rng.random_sample(shape))
+
+
 def _part_scales(weights: Any, n_parts: int, n: int) -> list:
     """Factor of every part of :meth:`GaussianMixture.concat`: its normalised part weight."""
     if weights is None:
@@ -569,19 +583,9 @@ class GaussianMixture:
         -------
         ndarray of shape (n_rows, n_samples)
         """
-        n_samples = int(n_samples)
-        if n_samples < 0:
-            raise ValueError(f"n_samples must be >= 0; got {n_samples}.")
-        rng = (
-            random_state
-            if isinstance(random_state, np.random.Generator)
-            else check_random_state(random_state)
-        )
-        n, k = self.n_rows, self.n_components
-        u = rng.random_sample((n, n_samples)) if hasattr(rng, "random_sample") else rng.random(
-            (n, n_samples)
-        )
-        eps = rng.standard_normal((n, n_samples))
+        rng, u = uniform_draws(random_state, self.n_rows, n_samples)
+        n, k = u.shape[0], self.n_components
+        eps = rng.standard_normal(u.shape)
         cum = np.cumsum(self.weights, axis=1)
         cum /= cum[:, -1:]  # last entry exactly 1, so u < 1 never selects trailing padding
         comp = np.empty((n, n_samples), dtype=np.intp)

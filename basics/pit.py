@@ -36,10 +36,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 from scipy import special
-from sklearn.utils import check_random_state
 
 from .config import JIT
-from .mixture import GaussianMixture, central_interval
+from .mixture import GaussianMixture, _levels, central_interval, uniform_draws
 
 __all__ = [
     "ACI_STEP",
@@ -409,10 +408,8 @@ class RecalibratedDistribution:
 
     def quantile(self, q: Any) -> np.ndarray:
         """``F^-1(R^-1(q))``; shapes as :meth:`GaussianMixture.quantile`."""
-        qa = np.asarray(q, dtype=np.float64)
-        if np.any(~((qa >= 0) & (qa <= 1))):
-            raise ValueError("quantile levels q must lie in [0, 1].")
-        return self.base.quantile(self.pit_map.inverse(qa))
+        out = self.base.quantile(self.pit_map.inverse(_levels(q, self.n_rows)))  # checked
+        return out[:, 0] if np.ndim(q) == 0 else out
 
     def interval(self, level: Any = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Central interval ``[G^-1((1 - level) / 2), G^-1((1 + level) / 2)]``."""
@@ -420,15 +417,6 @@ class RecalibratedDistribution:
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
         """Draws by inverse transform, ``F^-1(R^-1(V))``, shape (n_rows, n_samples)."""
-        n_samples = int(n_samples)
-        if n_samples < 0:
-            raise ValueError(f"n_samples must be >= 0; got {n_samples}.")
-        rng = (random_state if isinstance(random_state, np.random.Generator)
-               else check_random_state(random_state))
-        shape = (self.n_rows, n_samples)
-        v = rng.random(shape) if isinstance(rng, np.random.Generator) else rng.random_sample(
-            shape)
-        if n_samples == 0:
-            return np.empty(shape)
-        return self.base.quantile(self.pit_map.inverse(v))
+        _, v = uniform_draws(random_state, self.n_rows, n_samples)
+        return self.base.quantile(self.pit_map.inverse(v)) if v.size else v
 

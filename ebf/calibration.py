@@ -26,6 +26,7 @@ __all__ = [
     "CALIBRATION_METHODS",
     "DEFAULT_FRACTION",
     "calibration_split",
+    "check_fraction",
     "fit_recalibrated",
     "holdout_mask",
     "recent_start",
@@ -39,7 +40,8 @@ DEFAULT_FRACTION = 0.1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _check_fraction(fraction: float) -> float:
+def check_fraction(fraction: float) -> float:
+    """``fraction`` as a float in (0, 1), else a ValueError naming it."""
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"the calibration fraction must be in (0, 1); got {fraction}.")
@@ -78,14 +80,14 @@ def holdout_mask(positions: Any, fraction: float, random_state: int | None = 0) 
     >>> round(float(m.mean()), 2)
     0.1
     """
-    fraction = _check_fraction(fraction)
+    fraction = check_fraction(fraction)
     seed = 0 if random_state is None else int(random_state)
     return _uniform(seed, np.asarray(positions, dtype=np.int64)) < fraction
 
 
 def recent_start(n_rows: int, fraction: float) -> int:
     """Position of the first row of the most recent ``fraction`` of ``n_rows`` rows."""
-    fraction = _check_fraction(fraction)
+    fraction = check_fraction(fraction)
     return int(n_rows) - int(np.ceil(fraction * int(n_rows)))
 
 

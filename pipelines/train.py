@@ -36,7 +36,7 @@ import pandas as pd
 
 from basics.versions import library_version
 from cluster import current_client
-from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, recent_start
+from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, check_fraction
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
 from pipelines.io import read_dataset
@@ -367,7 +367,7 @@ def train(
         raise ValueError(f"calibrate must be one of {(*CALIBRATION_METHODS, 'auto')}, got "
                          f"{calibrate!r}")
     if calibrate != "none":
-        recent_start(1, calibration_fraction)  # a bad fraction fails before any work
+        check_fraction(calibration_fraction)  # a bad fraction fails before any work
     if branch not in BRANCH_LEARNERS:
         raise ValueError(f"branch must be one of {sorted(BRANCH_LEARNERS)}, got {branch!r}")
     client = current_client(client)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
-from ..calibration import holdout_mask, recent_start
+from ..calibration import check_fraction, holdout_mask, recent_start
 from .predict import model_in_graph, shared_model
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def calibration_rows(ddf: Any, method: str, fraction: float, random_state: int |
     """
     if method not in ("recent", "holdout"):
         raise ValueError(f"method must be 'recent' or 'holdout'; got {method!r}.")
-    recent_start(1, fraction)  # checks the fraction before any data is read
+    check_fraction(fraction)  # before any data is read
     first = ddf[ddf.columns[0]]
     n_rows = first.shape[0]
     n_rows = int(client.compute(n_rows).result() if client is not None else n_rows.compute())
