@@ -14,6 +14,7 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
@@ -31,7 +32,7 @@ from ._base import (
     input_attributes,
     regression_target,
 )
-from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
+from .branches import BRANCH_LEARNERS, BranchSpec, ConstantBranch, fit_branch
 from .features import FeatureEncoder
 from .restore import restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
@@ -405,6 +406,50 @@ class _EBF(_BranchedEnsemble):
 
     def _get_state(self) -> dict:
         return self._state({"trunk": self.trunk_, "branches": self.branches_})
+
+    def partial_fit(self, X: Any, y: Any) -> Any:
+        """Extend the branches online with new rows, under the stored trunk (WIP, issue 12).
+
+        The rows are encoded with the stored encoder and routed by the stored trunk; every
+        Mondrian branch that receives rows is extended by its own ``partial_fit`` (Mondrian
+        regression paper, Alg. 3-4: the extended forest has the distribution of a batch fit
+        on all its rows), its randomness seeded by ``(random_state, branch, update)``. The
+        other branches are unchanged. A failure leaves the model unchanged.
+
+        Raises
+        ------
+        ValueError
+            If the branches are not Mondrian forests (a CART forest cannot be extended without
+            its rows: refit), a branch that got rows is predict-only or a constant branch,
+            or a label was never seen.
+        """
+        import copy
+
+        check_is_fitted(self, "trunk_")
+        if self.branch != "mondrian":
+            raise ValueError(f"partial_fit extends Mondrian branches online; branch="
+                             f"{self.branch!r} forests keep no rows to extend. Refit with "
+                             "fit(X, y), or train with branch='mondrian'.")
+        A = self._transform(X)
+        if self._task == CLASSIFICATION:
+            codes = pd.Index(self.classes_).get_indexer(np.asarray(y))
+            if np.any(codes < 0):
+                raise ValueError(f"y has {int(np.sum(codes < 0))} labels the model never saw; "
+                                 f"known classes: {list(self.classes_)[:10]}. Refit.")
+            target = codes
+        else:
+            target = regression_target(self, y, A.shape[0])
+        branches = list(self.branches_)
+        for b, rows in self._groups(self.trunk_.apply(A)):
+            branch = branches[b]
+            if isinstance(branch, ConstantBranch) or getattr(branch, "compact_", False):
+                kind = "a constant branch (too few rows at fit)" if isinstance(
+                    branch, ConstantBranch) else "predict-only (compact)"
+                raise ValueError(f"branch {b} is {kind}: it cannot be extended online. Refit "
+                                 "with fit(X, y) (and without predict_only).")
+            branches[b] = copy.deepcopy(branch).partial_fit(A[rows], target[rows])
+        self.branches_ = branches
+        return self
 
     def _groups(self, leaf: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(branch, rows)`` for every branch that has rows among the trunk leaves ``leaf``."""
