@@ -142,6 +142,20 @@ def classification_target(est: Any, y: Any, n: int) -> tuple[np.ndarray, np.ndar
     return codes.reshape(-1).astype(np.int64), classes
 
 
+def class_codes(est: Any, y: Any, n: int) -> np.ndarray:
+    """Codes of labels ``y`` in the fitted ``est.classes_``; labels never seen raise with the
+    count (a model cannot learn a new class without a refit)."""
+    labels = _one_column(est, y, n)
+    codes = pd.Index(est.classes_).get_indexer(labels)
+    unknown = codes < 0
+    if unknown.any():
+        examples = pd.unique(labels[unknown])[:5].tolist()
+        raise ValueError(
+            f"y has {int(unknown.sum())} labels the model never saw (e.g. {examples}); its "
+            f"classes are {est.classes_.tolist()[:10]}. Refit with fit(X, y) to add a class.")
+    return codes.astype(np.int64)
+
+
 def input_attributes(encoder: Any) -> dict[str, Any]:
     """Fitted attributes that describe the input: ``encoder_``, ``n_features_in_`` and
     ``feature_names_in_`` (DataFrames only)."""

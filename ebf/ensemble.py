@@ -14,7 +14,6 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
@@ -32,10 +31,11 @@ from ._base import (
     input_attributes,
     regression_target,
 )
-from .branches import BRANCH_LEARNERS, BranchSpec, ConstantBranch, fit_branch
+from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
 from .features import FeatureEncoder
 from .restore import restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
+from .update import check_updatable, check_update, encode_rows, previous_rows, update_branch
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
 #: paper's five-leaf trunks (Sec. 4.1, footnote 11).
@@ -302,6 +302,7 @@ class _BranchedEnsemble(BaseEstimator):
                        entropy=int(self.entropy_), **plan_parts)
         compacted = [b.compact() if hasattr(b, "compact") else b for b in branches]
         out = clone(self)._from_parts(plan, compacted, trunk)
+        out._assign(self._update_record())
         if self._task != CLASSIFICATION:
             out.set_recalibration(self.recalibration_)
         return out
@@ -311,6 +312,10 @@ class _BranchedEnsemble(BaseEstimator):
         """Whether every branch is predict-only (no Mondrian branch keeps online state)."""
         check_is_fitted(self, "encoder_")
         return all(getattr(b, "compact_", True) for b in self._compact_parts()[0])
+
+    def _update_record(self) -> dict:
+        """The fitted attributes recording updates (EBF), kept by :meth:`compact`."""
+        return {}
 
     def _assign(self, attrs: dict) -> None:
         """Set all fitted attributes at once (a fit that raised has assigned nothing)."""
@@ -371,7 +376,9 @@ class _EBF(_BranchedEnsemble):
             raise ValueError(f"an EBF needs its fitted trunk and one branch per trunk leaf; got "
                              f"{len(branches)} branches for "
                              f"{None if trunk is None else trunk.n_leaves_} leaves.")
-        return {"trunk_": trunk, "branches_": branches}
+        return {"trunk_": trunk, "branches_": branches,
+                "branch_rows_": trunk.leaf_rows_.astype(np.int64),
+                "branch_updates_": np.zeros(trunk.n_leaves_, np.int64), "n_updates_": 0}
 
     def _fit(self, X: Any, y: Any, sample_weight: Any):
         A, y, w, plan = self._prepare(X, y, sample_weight)
@@ -395,9 +402,9 @@ class _EBF(_BranchedEnsemble):
 
     @property
     def branch_sizes_(self) -> np.ndarray:
-        """Training rows per branch (from the trunk's leaf counts)."""
+        """Training rows per branch: the trunk's leaf counts plus the rows of every update."""
         check_is_fitted(self, "trunk_")
-        return self.trunk_.leaf_rows_
+        return self.branch_rows_
 
     def export_trunk(self, decimals: int = 3) -> str:
         """The trunk as readable rules with the training feature names."""
@@ -405,51 +412,93 @@ class _EBF(_BranchedEnsemble):
         return self.trunk_.export_text(list(self.encoder_.names_), decimals=decimals)
 
     def _get_state(self) -> dict:
-        return self._state({"trunk": self.trunk_, "branches": self.branches_})
+        return self._state({"trunk": self.trunk_, "branches": self.branches_,
+                            "branch_rows": self.branch_rows_,
+                            "branch_updates": self.branch_updates_,
+                            "n_updates": int(self.n_updates_)})
 
-    def partial_fit(self, X: Any, y: Any) -> Any:
-        """Extend the branches online with new rows, under the stored trunk (WIP, issue 12).
+    def partial_fit(self, X: Any, y: Any, *, previous: tuple | None = None) -> Any:
+        """Take new rows under the stored trunk: only the branches they land in change.
 
-        The rows are encoded with the stored encoder and routed by the stored trunk; every
-        Mondrian branch that receives rows is extended by its own ``partial_fit`` (Mondrian
-        regression paper, Alg. 3-4: the extended forest has the distribution of a batch fit
-        on all its rows), its randomness seeded by ``(random_state, branch, update)``. The
-        other branches are unchanged. A failure leaves the model unchanged.
+        The rows are encoded with the stored encoder (bin edges, category codes) and routed
+        by the stored trunk; each branch that receives rows is updated by
+        :func:`ebf.update.update_branch`: a Mondrian branch is extended online (the result
+        has the distribution of a batch fit on all its rows), a Bayesian / random branch is
+        refit on its earlier rows (from ``previous``) and the new ones. The other branches,
+        the trunk and the recalibration map are kept. ``branch_updates_`` records which
+        update produced each branch. Called on an unfitted model, it is ``fit(X, y)``.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+            New rows, with the training columns.
+        y : array-like of shape (n_samples,)
+            Their targets (classifiers: labels seen at fit).
+        previous : (X_old, y_old), optional
+            Required for ``branch="bayesian"`` / ``"random"``: the rows the model was
+            trained on so far (at least every row of the branches that receive new rows; the
+            counts are checked against ``branch_sizes_``).
+
+        Returns
+        -------
+        self
 
         Raises
         ------
         ValueError
-            If the branches are not Mondrian forests (a CART forest cannot be extended without
-            its rows: refit), a branch that got rows is predict-only or a constant branch,
-            or a label was never seen.
+            Before anything changes: CART branches without ``previous``, a predict-only or
+            constant branch that receives rows, labels never seen, wrong columns.
         """
-        import copy
+        if not hasattr(self, "trunk_"):
+            return self.fit(X, y)
+        check_update(self.branch, previous is not None)
+        A, target = encode_rows(self, X, y)
+        groups = self._groups(self.trunk_.apply(A))
+        old = {} if previous is None else previous_rows(self, previous, [b for b, _ in groups])
+        spec = self._update_spec()
+        for b, _ in groups:  # every branch that gets rows can take them, before any work
+            check_updatable(spec, self.branches_[b], b)
+        updates = {b: update_branch(spec, self.branches_[b], A[rows], target[rows],
+                                    int(self.entropy_), b, old.get(b))
+                   for b, rows in groups}
+        return self._with_updates(updates, {b: rows.size for b, rows in groups})
 
-        check_is_fitted(self, "trunk_")
-        if self.branch != "mondrian":
-            raise ValueError(f"partial_fit extends Mondrian branches online; branch="
-                             f"{self.branch!r} forests keep no rows to extend. Refit with "
-                             "fit(X, y), or train with branch='mondrian'.")
-        A = self._transform(X)
-        if self._task == CLASSIFICATION:
-            codes = pd.Index(self.classes_).get_indexer(np.asarray(y))
-            if np.any(codes < 0):
-                raise ValueError(f"y has {int(np.sum(codes < 0))} labels the model never saw; "
-                                 f"known classes: {list(self.classes_)[:10]}. Refit.")
-            target = codes
-        else:
-            target = regression_target(self, y, A.shape[0])
+    def _update_spec(self) -> BranchSpec:
+        """The branch learner and parameters updates use (a seam of ``ebf.dask``)."""
+        return self._fit_plan(self.encoder_, getattr(self, "classes_", None), 1).spec
+
+    def _with_updates(self, updates: dict, counts: dict) -> Any:
+        """Replace the updated branches and record the update, at once (a seam of
+        ``ebf.dask``: the Dask ``partial_fit`` updates the branches on the workers).
+
+        Parameters
+        ----------
+        updates : dict of int to estimator
+            Branch id -> its updated branch (:func:`ebf.update.update_branch`).
+        counts : dict of int to int
+            Branch id -> new rows it received.
+
+        Returns
+        -------
+        self
+        """
+        if not updates:
+            return self
         branches = list(self.branches_)
-        for b, rows in self._groups(self.trunk_.apply(A)):
-            branch = branches[b]
-            if isinstance(branch, ConstantBranch) or getattr(branch, "compact_", False):
-                kind = "a constant branch (too few rows at fit)" if isinstance(
-                    branch, ConstantBranch) else "predict-only (compact)"
-                raise ValueError(f"branch {b} is {kind}: it cannot be extended online. Refit "
-                                 "with fit(X, y) (and without predict_only).")
-            branches[b] = copy.deepcopy(branch).partial_fit(A[rows], target[rows])
-        self.branches_ = branches
+        rows = self.branch_rows_.copy()
+        produced = self.branch_updates_.copy()
+        n_updates = self.n_updates_ + 1
+        for b, branch in updates.items():
+            branches[b] = branch
+            rows[b] += counts[b]
+            produced[b] = n_updates
+        self._assign({"branches_": branches, "branch_rows_": rows,
+                      "branch_updates_": produced, "n_updates_": n_updates})
         return self
+
+    def _update_record(self) -> dict:
+        return {name: getattr(self, name)
+                for name in ("branch_rows_", "branch_updates_", "n_updates_")}
 
     def _groups(self, leaf: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(branch, rows)`` for every branch that has rows among the trunk leaves ``leaf``."""

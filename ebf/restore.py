@@ -101,7 +101,26 @@ def restore_head(est: Any, state: dict, n_parts: int) -> dict:
     if n_parts != trunk.n_leaves_:
         raise ValueError(f"{n_parts} branches for a trunk of {trunk.n_leaves_} leaves; every "
                          "leaf needs its branch.")
-    return {**attrs, "trunk_": trunk}
+    return {**attrs, "trunk_": trunk, **_update_record(state, trunk)}
+
+
+def _update_record(state: dict, trunk: Trunk) -> dict:
+    """``branch_rows_``, ``branch_updates_``, ``n_updates_`` of an EBF (``partial_fit``);
+    models saved before updates existed have none: the trunk's leaf counts and no update."""
+    n = trunk.n_leaves_
+    if "n_updates" not in state:
+        return {"branch_rows_": trunk.leaf_rows_.astype(np.int64),
+                "branch_updates_": np.zeros(n, np.int64), "n_updates_": 0}
+    n_updates = state_int(state, "n_updates", 0)
+    rows = state_array(state, "branch_rows", np.int64, (n,))
+    produced = state_array(state, "branch_updates", np.int64, (n,))
+    if (rows < trunk.leaf_rows_).any():
+        raise ValueError("branch_rows must be at least the trunk's leaf counts (updates only "
+                         "add rows).")
+    if ((produced < 0) | (produced > n_updates)).any():
+        raise ValueError(f"branch_updates must be update numbers in 0 .. n_updates "
+                         f"({n_updates}).")
+    return {"branch_rows_": rows, "branch_updates_": produced, "n_updates_": n_updates}
 
 
 def restore_part(est: Any, head: dict, value: Any, i: int) -> Any:

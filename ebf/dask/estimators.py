@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
+import numpy as np
 from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
@@ -40,13 +41,34 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
-from .branches import BranchMemoryError, fit_branches, max_branch_rows, parse_branch_memory
+from ..update import ONLINE_LEARNERS, check_updatable
+from .branches import (
+    BranchMemoryError,
+    fit_branches,
+    max_branch_rows,
+    parse_branch_memory,
+    update_branches,
+)
 from .calibration import recalibrate
 from .client import PhaseReport, Report, current_client
 from .histograms import fit_trunk, sample_bin_edges
-from .inputs import EncodedData, check_inputs, encode, summarize
+from .inputs import (
+    EncodedData,
+    InputSummary,
+    check_columns,
+    check_inputs,
+    check_known_labels,
+    encode,
+    summarize,
+)
 from .predict import predict_frame, predict_series
-from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
+from .shuffle import (
+    branch_counts,
+    move_rows,
+    route_by_subsample,
+    route_by_trunk,
+    routed_meta,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +245,77 @@ class _DaskEBF(_DaskEnsemble):
                                     data.has_weight, trunk.leaf_rows_,
                                     phases.report("branches"))
         return local, plan, branches, trunk
+
+
+    def partial_fit(self, X: Any, y: Any,
+                    progress: PhaseReport | None = None) -> _DaskEBF:
+        """Take new rows under the stored trunk, on the cluster; unfitted: :meth:`fit`.
+
+        The local :meth:`~ebf.EmpiricalBayesianForestRegressor.partial_fit` on the
+        cluster: the rows are checked, encoded with the model's encoder and routed by its
+        trunk; each branch that receives rows is updated by ``ebf.update.update_branch`` in
+        one task on the worker holding its rows (phases ``schema``, ``summary``, ``encode``,
+        ``route``, ``branches``), and the model records the update
+        (``_with_updates``). The result equals the local ``partial_fit`` on
+        ``X.compute()``. Only online (Mondrian) branches are updated here; a CART model is
+        updated locally with its earlier rows (``to_local().partial_fit(..., previous=)``)
+        or refit.
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+            The training feature columns.
+        y : dask.dataframe.Series
+            Targets, partitioned like ``X``.
+        progress : callable ``progress(phase, done, total)``, optional
+
+        Returns
+        -------
+        self
+        """
+        model = self.__dict__.get("model_")
+        if model is None:
+            return self.fit(X, y, progress=progress)
+        if model.branch not in ONLINE_LEARNERS:
+            raise ValueError(
+                f"partial_fit on Dask extends only {list(ONLINE_LEARNERS)} branches online; "
+                f"this model's branch={model.branch!r} (CART) forests keep no rows. Refit "
+                "with fit(X, y), or update the local model with its earlier rows: "
+                "to_local().partial_fit(X, y, previous=(X_old, y_old)).")
+        client = current_client(self.client)
+        task = "classification" if is_classifier(model) else "regression"
+        classes = getattr(model, "classes_", None)
+        phases = _Phases(progress)
+        with phases("partial_fit"):
+            with phases("schema"):
+                frame, layout = check_inputs(X, y, None, task)
+                check_columns(model, X, layout)
+            with phases("summary"):
+                summary = summarize(client, frame, layout, phases.report("summary"))
+                check_known_labels(layout, summary, classes)
+            with phases("encode"):
+                data = encode(client, frame, layout,
+                              InputSummary(summary.lengths, model.encoder_, classes),
+                              phases.report("encode"))
+            trunk = model.trunk_
+            spec = model._update_spec()
+            with phases("route"):
+                routed = route_by_trunk(client, data, trunk)
+                counts = branch_counts(client, routed, trunk.n_leaves_)
+                old = {int(b): model.branches_[b] for b in np.flatnonzero(counts)}
+                for b, branch in old.items():  # before any row moves
+                    check_updatable(spec, branch, b)
+                moved = move_rows(client, routed, routed_meta(data), trunk.n_leaves_,
+                                  report=phases.report("route"))
+                data.release()
+                del routed
+            with phases("branches"):
+                updates = update_branches(client, moved, old, spec, model.entropy_,
+                                          data.n_features, {b: int(counts[b]) for b in old},
+                                          phases.report("branches"))
+            model._with_updates(updates, {b: int(counts[b]) for b in updates})
+        self.fit_timings_ = phases.timings
+        return self
 
 
 class _DaskSSF(_DaskEnsemble):

@@ -135,6 +135,30 @@ def _check_value_dtype(name: str, dtype: Any, what: str, numeric_only: bool) -> 
                         "convert it to a numeric dtype.")
 
 
+def check_columns(model: Any, X: Any, layout: InputLayout) -> None:
+    """New rows for a fitted ``model`` (``partial_fit``) must have its training columns, in
+    order and of the same kinds; checked on the metadata, before any data is read."""
+    names = [str(c) for c in model.encoder_.names_]
+    if [str(c) for c in layout.names] != names:
+        raise ValueError(
+            f"X has {len(layout.names)} columns {list(layout.names)[:10]}, the model was "
+            f"trained on {len(names)}: {names[:10]}; select them in that order "
+            "(X[list(model.feature_names_in_)]).")
+    model.encoder_.transform(X._meta, caller=type(model).__name__)  # kinds, dtypes
+
+
+def check_known_labels(layout: InputLayout, summary: Any, classes: np.ndarray | None) -> None:
+    """Labels of new rows must be classes the model was fitted with (``partial_fit``)."""
+    if classes is None:
+        return
+    unknown = np.setdiff1d(summary.classes, classes)
+    if unknown.size:
+        raise ValueError(
+            f"target {layout.target!r} has {unknown.size} label(s) the model never saw "
+            f"({unknown.tolist()[:5]}); its classes are {classes.tolist()[:10]}. Refit with "
+            "fit(X, y) to add a class.")
+
+
 # ---------------------------------------------------------------------- summary pass
 
 

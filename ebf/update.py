@@ -1,0 +1,164 @@
+"""Updating an Empirical Bayesian Forest with new rows under its stored trunk.
+
+Taddy et al. (2015), Sec. 4: the trunk is stable (its posterior, Sec. 3, eq. 11, says how
+much) and only sorts rows into branches, which never talk to each other. New rows can
+therefore go through the stored trunk (its encoder, bin edges and thresholds) and change only
+the branches they land in:
+
+- a **Mondrian** branch is extended online by its own ``partial_fit``. A Mondrian forest
+  extended with new points has the distribution of one sampled on all the points at once
+  (Lakshminarayanan, Roy & Teh 2014, Sec. 3-4, projectivity; regression paper 2016, Alg. 3-4),
+  so an updated EBF and an EBF fit on all rows under the same trunk agree in distribution.
+  The extension's randomness comes from the branch's seed ``(random_state, branch)`` and the
+  branch's own update count (``SeedSequence(seed, spawn_key=(update,))``, see
+  :meth:`mondrian.MondrianForestRegressor.partial_fit`): the same updates give the same model
+  whatever the workers or the order of the tasks.
+- a **Bayesian / random** (CART) branch keeps no rows, so it cannot be extended. It is refit
+  on its earlier rows plus the new ones when the caller passes the earlier rows
+  (``previous``); with the batch fit's seed ``(random_state, branch)``, the refit branch is
+  the one a batch fit on all rows under the same trunk grows, bit for bit.
+
+:func:`update_branch` is the one implementation of a branch update; the local
+``partial_fit`` and the Dask one (``ebf.dask``) both call it, one branch per call.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from basics.tasks import CLASSIFICATION
+
+from ._base import class_codes, regression_target
+from .branches import BranchSpec, ConstantBranch, fit_branch
+
+__all__ = [
+    "ONLINE_LEARNERS",
+    "check_updatable",
+    "check_update",
+    "encode_rows",
+    "previous_rows",
+    "update_branch",
+]
+
+#: Branch learners extended online by ``partial_fit``; the others are refit from their rows.
+ONLINE_LEARNERS = ("mondrian",)
+
+
+def encode_rows(model: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Rows for fitted ensemble ``model`` encoded as at fit, and their targets (class codes
+    of the fitted classes for classifiers; a label never seen raises)."""
+    A = model._transform(X)
+    if model._task != CLASSIFICATION:
+        return A, regression_target(model, y, A.shape[0])
+    return A, class_codes(model, y, A.shape[0])
+
+
+def previous_rows(model: Any, previous: tuple, branches: list[int]) -> dict:
+    """Branch id -> its earlier rows and targets, from ``previous = (X_old, y_old)``.
+
+    Raises ``ValueError`` unless ``previous`` holds exactly as many rows of every branch in
+    ``branches`` as that branch was trained on (``model.branch_sizes_``).
+    """
+    A, target = encode_rows(model, *previous)
+    found = dict(model._groups(model.trunk_.apply(A)))
+    out = {}
+    for b in branches:
+        rows = found.get(b, np.empty(0, np.int64))
+        if rows.size != model.branch_sizes_[b]:
+            raise ValueError(
+                f"previous has {rows.size} rows in branch {b}, which was trained on "
+                f"{int(model.branch_sizes_[b])}: pass every row the model was trained on "
+                "(the fit's and the earlier updates'), in the same order.")
+        out[b] = (A[rows], target[rows])
+    return out
+
+
+def check_update(learner: str, has_previous: bool) -> None:
+    """Refuse, before any work, an update the branch learner cannot do.
+
+    Parameters
+    ----------
+    learner : str
+        The ensemble's ``branch`` parameter.
+    has_previous : bool
+        Whether the caller passed the earlier rows (``previous=``).
+
+    Raises
+    ------
+    ValueError
+        For a CART learner (``"bayesian"``, ``"random"``) without the earlier rows.
+    """
+    if learner not in ONLINE_LEARNERS and not has_previous:
+        raise ValueError(
+            f"partial_fit cannot extend branch={learner!r} forests: CART trees keep no rows, "
+            f"and only {', '.join(repr(s) for s in ONLINE_LEARNERS)} branches are extended "
+            "online. Pass the rows the model was trained on as previous=(X_old, y_old) "
+            "(the branches that receive new rows are refit on their old and new rows), refit "
+            "with fit(X, y), or train with branch='mondrian'."
+        )
+
+
+def check_updatable(spec: BranchSpec, branch: Any, b: int) -> None:
+    """Raise ``ValueError`` if online branch ``b`` cannot take rows: a predict-only (compact)
+    Mondrian forest, or a :class:`~ebf.branches.ConstantBranch` (too few rows at fit to keep
+    a forest). CART branches are refit from their rows, so any of them can be."""
+    if spec.learner not in ONLINE_LEARNERS:
+        return
+    if isinstance(branch, ConstantBranch):
+        raise ValueError(
+            f"branch {b} is a constant branch (it had fewer than {spec.min_rows} rows at fit, "
+            "too few for a forest) and keeps no rows to extend. Refit with fit(X, y), or "
+            f"train with a trunk whose leaves hold at least {spec.min_rows} rows.")
+    if getattr(branch, "compact_", False):
+        raise ValueError(
+            f"branch {b} is predict-only (compact, e.g. trained with predict_only=True): it "
+            "dropped the rows online updates need. Refit with fit(X, y), and keep the full "
+            "model (predict_only=False) for the models you update.")
+
+
+def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, entropy: int,
+                  b: int, previous: tuple[np.ndarray, np.ndarray] | None = None) -> Any:
+    """Branch ``b`` with the new rows ``(X, y)``; ``branch`` itself is not modified.
+
+    Parameters
+    ----------
+    spec : BranchSpec
+        The ensemble's branch learner and parameters.
+    branch : estimator
+        The fitted branch.
+    X : ndarray of shape (n, n_features)
+        Encoded new rows of the branch, in arrival order.
+    y : ndarray of shape (n,)
+        Their targets (class codes for classification).
+    entropy : int
+        The ensemble's resolved seed.
+    b : int
+        Branch id.
+    previous : (ndarray, ndarray), optional
+        The branch's earlier rows and targets (encoded), for a CART branch: it is refit on
+        them followed by the new rows, with the seed of a batch fit.
+
+    Returns
+    -------
+    estimator
+        The updated branch (a new object).
+
+    Raises
+    ------
+    ValueError
+        If the branch cannot take rows (:func:`check_updatable`), or a CART branch comes
+        without ``previous``.
+    """
+    if spec.learner not in ONLINE_LEARNERS:
+        check_update(spec.learner, previous is not None)
+        Xp, yp = previous
+        return fit_branch(spec, np.concatenate([Xp, X]), np.concatenate([yp, y]), None,
+                          entropy, b)
+    check_updatable(spec, branch, b)
+    new = copy.deepcopy(branch)
+    if spec.task == CLASSIFICATION:
+        return new.partial_fit(X, y, classes=np.arange(spec.n_classes))
+    return new.partial_fit(X, y)

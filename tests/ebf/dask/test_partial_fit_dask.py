@@ -1,0 +1,67 @@
+"""The Dask ``partial_fit`` equals the local one on the same rows, and refuses what the local
+one refuses, before reading data."""
+
+from __future__ import annotations
+
+import dask.dataframe as dd
+import numpy as np
+import pytest
+
+from ebf import EmpiricalBayesianForestClassifier, EmpiricalBayesianForestRegressor
+from ebf.model import estimator_state
+
+from .test_dask import FEATURES, assert_same_predictions, assert_same_state, fit_both, make_frame
+
+
+@pytest.mark.parametrize("local_cls, target", [
+    (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
+def test_dask_partial_fit_equals_local_partial_fit(dask_client, local_cls, target):
+    model, local, _ = fit_both(local_cls, make_frame(1500, seed=2), 3, dask_client, target,
+                               n_estimators=3, branch="mondrian", trunk_max_leaves=5,
+                               random_state=7)
+    for seed in (3, 4):
+        new = make_frame(700, seed=seed)
+        ddf = dd.from_pandas(new, npartitions=4)
+        model.partial_fit(ddf[FEATURES], ddf[target])
+        local.partial_fit(new[FEATURES], new[target])
+    got = model.to_local()
+    assert got.n_updates_ == 2
+    assert {"summary", "encode", "route", "branches"} <= set(model.fit_timings_)
+    assert_same_state(estimator_state(got), estimator_state(local),
+                      loose=("stats", "weight", "gain"))
+    assert_same_predictions(got, local, make_frame(300, seed=9)[FEATURES])
+
+
+def test_dask_partial_fit_refusals_leave_the_model_unchanged(dask_client):
+    df = make_frame(1200, seed=2)
+    model, _, _ = fit_both(EmpiricalBayesianForestClassifier, df, 2, dask_client, "label",
+                           n_estimators=2, branch="mondrian", trunk_max_leaves=3,
+                           random_state=0)
+    before = estimator_state(model.to_local())
+    new = make_frame(300, seed=5)
+    new.loc[:2, "label"] = "extreme"
+    ddf = dd.from_pandas(new, npartitions=2)
+    with pytest.raises(ValueError, match=r"1 label\(s\) the model never saw \(\['extreme'\]\)"):
+        model.partial_fit(ddf[FEATURES], ddf["label"])
+    with pytest.raises(ValueError, match="X has 4 columns"):
+        model.partial_fit(ddf[FEATURES[:4]], ddf["label"])
+    with pytest.raises(TypeError, match="Column 'a'"):
+        model.partial_fit(ddf[FEATURES].astype({"a": str}), ddf["label"])
+    assert_same_state(estimator_state(model.to_local()), before)
+    cart, _, _ = fit_both(EmpiricalBayesianForestRegressor, df, 2, dask_client, "y",
+                          n_estimators=2, trunk_max_leaves=3, random_state=0)
+    with pytest.raises(ValueError, match=r"extends only \['mondrian'\].*previous="):
+        cart.partial_fit(ddf[FEATURES], ddf["y"])
+
+
+def test_dask_partial_fit_of_an_unfitted_model_is_fit(dask_client):
+    from ebf.dask import DaskEmpiricalBayesianForestRegressor
+
+    ddf = dd.from_pandas(make_frame(800, seed=1), npartitions=2)
+    a = DaskEmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,
+                                             random_state=0, client=dask_client)
+    b = DaskEmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,
+                                             random_state=0, client=dask_client)
+    X = ddf[FEATURES].compute()
+    np.testing.assert_array_equal(a.partial_fit(ddf[FEATURES], ddf["y"]).to_local().predict(X),
+                                  b.fit(ddf[FEATURES], ddf["y"]).to_local().predict(X))
