@@ -65,6 +65,7 @@ __all__ = [
     "ModelArtifact",
     "PredictionResult",
     "evaluate",
+    "evaluate_model",
     "format_evaluation",
     "load_model",
     "open_artifact",
@@ -423,7 +424,6 @@ def evaluate(
         classes = getattr(model, "classes_", None)
         pit_map = getattr(model, "recalibration_", None)
         whole = shared_model(model)
-    classify = classes is not None
     job = EvaluationJob(lv, classes, pit_map)
     token = uuid.uuid4().hex[:12]
     if strategy == "sharded" and loaded.reader.n_parts:
@@ -431,11 +431,25 @@ def evaluate(
             b, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
             for i, b in enumerate(sharded_blocks(loaded.reader, ddf, job, target=target))]
     else:
-        tasks = [dask.delayed(_partition_sums, pure=True)(
-            part, whole, features, target, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
-            for i, part in enumerate(ddf.to_delayed())]
+        tasks = _partition_tasks(ddf, whole, features, target, job)
     logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                 _describe(data), len(tasks), target, strategy)
+    return _score(tasks, job, data, target, client, progress, t0,
+                  {"model_hash": loaded.digest, "model_class": loaded.model_class})
+
+
+def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
+                     job: EvaluationJob) -> list:
+    token = uuid.uuid4().hex[:12]
+    return [dask.delayed(_partition_sums, pure=True)(
+        part, whole, features, target, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+        for i, part in enumerate(ddf.to_delayed())]
+
+
+def _score(tasks: list, job: EvaluationJob, data: _Source, target: str,
+           client: distributed.Client, progress: Report | None, t0: float,
+           model_info: dict) -> dict[str, Any]:
+    """Run the evaluation tasks and reduce their sums to :func:`evaluate`'s result."""
     with distributed.span("ebf-evaluate"):
         with model_in_graph():
             futures = client.compute(tasks)
@@ -450,13 +464,13 @@ def evaluate(
                          "nothing to score")
     if missing:
         logger.warning("evaluate: %d row(s) with a missing %r were skipped", missing, target)
+    classify = job.classes is not None
     result: dict[str, Any] = {
         "task": "classification" if classify else "regression",
         "target": target,
         "n": n,
         "n_missing_target": missing,
-        "model_hash": loaded.digest,
-        "model_class": loaded.model_class,
+        **model_info,
         **job.result(sums[2:], n),
     }
     if classify and result["n_unseen_labels"]:
@@ -464,6 +478,53 @@ def evaluate(
                        result["n_unseen_labels"])
     result["seconds"] = time.perf_counter() - t0
     return result
+
+
+def evaluate_model(
+    model: Any,
+    data: _Source,
+    *,
+    target: str,
+    features: Sequence[str],
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    client: distributed.Client | None = None,
+    progress: Report | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
+
+    The model travels in the graph to the workers (one copy per worker); the sums and the
+    result are those of :func:`evaluate` (``model_hash`` is None). For a model not saved
+    yet, e.g. the challenger of :func:`pipelines.retrain.retrain`.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted EBF / SSF (or any model with ``predict_distribution`` / ``predict_proba``).
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+    target : str
+    features : sequence of str
+        The model's feature columns.
+    levels, client, progress, storage_options
+        As in :func:`evaluate`.
+
+    Returns
+    -------
+    dict
+        As :func:`evaluate`.
+    """
+    t0 = time.perf_counter()
+    client = current_client(client)
+    lv = _levels(levels)
+    features = list(features)
+    if not isinstance(data, dd.DataFrame):
+        check_schema(data, target, features, storage_options=storage_options)
+    ddf = _read(data, [*features, target], storage_options)
+    job = EvaluationJob(lv, getattr(model, "classes_", None),
+                        getattr(model, "recalibration_", None))
+    tasks = _partition_tasks(ddf, shared_model(model), features, target, job)
+    info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
+    return _score(tasks, job, data, target, client, progress, t0, info)
 
 
 def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-import numpy as np
 from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
@@ -41,34 +40,19 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
-from ..update import ONLINE_LEARNERS, check_updatable
 from .branches import (
     BranchMemoryError,
     fit_branches,
     max_branch_rows,
     parse_branch_memory,
-    update_branches,
 )
 from .calibration import recalibrate
 from .client import PhaseReport, Report, current_client
 from .histograms import fit_trunk, sample_bin_edges
-from .inputs import (
-    EncodedData,
-    InputSummary,
-    check_columns,
-    check_inputs,
-    check_known_labels,
-    encode,
-    summarize,
-)
+from .inputs import EncodedData, check_inputs, encode, summarize
 from .predict import predict_frame, predict_series
-from .shuffle import (
-    branch_counts,
-    move_rows,
-    route_by_subsample,
-    route_by_trunk,
-    routed_meta,
-)
+from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
+from .update import update_model
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +149,32 @@ class _DaskEnsemble(BaseEstimator):
         self.n_partitions_ = int(summary.lengths.size)
         self.max_branch_rows_ = max_rows
         return self
+
+    @classmethod
+    def from_local(cls, model: Any, *, client: Client | None = None,
+                   branch_memory: int | str | None = None) -> Any:
+        """A fitted Dask estimator around a fitted local model (shared, not copied), e.g. a
+        loaded model to update on the cluster with :meth:`partial_fit`.
+
+        Parameters
+        ----------
+        model : estimator
+            A fitted instance of this class's local counterpart.
+        client : distributed.Client, optional
+        branch_memory : int or str, optional
+
+        Returns
+        -------
+        estimator
+            ``to_local()`` is ``model``.
+        """
+        if type(model) is not cls._local_class:
+            raise TypeError(f"{cls.__name__}.from_local takes a {cls._local_class.__name__}, "
+                            f"got a {type(model).__name__}.")
+        check_is_fitted(model, "encoder_")
+        est = cls(**model.get_params(deep=False), client=client, branch_memory=branch_memory)
+        est.model_ = model
+        return est
 
     def to_local(self) -> Any:
         """The fitted single-process estimator (shared, not copied).
@@ -276,44 +286,9 @@ class _DaskEBF(_DaskEnsemble):
         model = self.__dict__.get("model_")
         if model is None:
             return self.fit(X, y, progress=progress)
-        if model.branch not in ONLINE_LEARNERS:
-            raise ValueError(
-                f"partial_fit on Dask extends only {list(ONLINE_LEARNERS)} branches online; "
-                f"this model's branch={model.branch!r} (CART) forests keep no rows. Refit "
-                "with fit(X, y), or update the local model with its earlier rows: "
-                "to_local().partial_fit(X, y, previous=(X_old, y_old)).")
-        client = current_client(self.client)
-        task = "classification" if is_classifier(model) else "regression"
-        classes = getattr(model, "classes_", None)
         phases = _Phases(progress)
         with phases("partial_fit"):
-            with phases("schema"):
-                frame, layout = check_inputs(X, y, None, task)
-                check_columns(model, X, layout)
-            with phases("summary"):
-                summary = summarize(client, frame, layout, phases.report("summary"))
-                check_known_labels(layout, summary, classes)
-            with phases("encode"):
-                data = encode(client, frame, layout,
-                              InputSummary(summary.lengths, model.encoder_, classes),
-                              phases.report("encode"))
-            trunk = model.trunk_
-            spec = model._update_spec()
-            with phases("route"):
-                routed = route_by_trunk(client, data, trunk)
-                counts = branch_counts(client, routed, trunk.n_leaves_)
-                old = {int(b): model.branches_[b] for b in np.flatnonzero(counts)}
-                for b, branch in old.items():  # before any row moves
-                    check_updatable(spec, branch, b)
-                moved = move_rows(client, routed, routed_meta(data), trunk.n_leaves_,
-                                  report=phases.report("route"))
-                data.release()
-                del routed
-            with phases("branches"):
-                updates = update_branches(client, moved, old, spec, model.entropy_,
-                                          data.n_features, {b: int(counts[b]) for b in old},
-                                          phases.report("branches"))
-            model._with_updates(updates, {b: int(counts[b]) for b in updates})
+            update_model(current_client(self.client), model, X, y, phases)
         self.fit_timings_ = phases.timings
         return self
 

@@ -65,3 +65,23 @@ def test_dask_partial_fit_of_an_unfitted_model_is_fit(dask_client):
     X = ddf[FEATURES].compute()
     np.testing.assert_array_equal(a.partial_fit(ddf[FEATURES], ddf["y"]).to_local().predict(X),
                                   b.fit(ddf[FEATURES], ddf["y"]).to_local().predict(X))
+
+
+def test_from_local_wraps_a_loaded_model_for_updates(dask_client, tmp_path):
+    from ebf.dask import DaskEmpiricalBayesianForestRegressor
+    from ebf.model import load, save
+
+    df = make_frame(1000, seed=1)
+    local = EmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,
+                                             trunk_max_leaves=3, random_state=0)
+    local.fit(df[FEATURES], df["y"])
+    loaded = load(save(local, tmp_path / "m"))
+    est = DaskEmpiricalBayesianForestRegressor.from_local(loaded, client=dask_client)
+    assert est.to_local() is loaded and est.get_params()["n_estimators"] == 2
+    new = make_frame(300, seed=2)
+    ddf = dd.from_pandas(new, npartitions=2)
+    est.partial_fit(ddf[FEATURES], ddf["y"])
+    local.partial_fit(new[FEATURES], new["y"])
+    assert_same_predictions(loaded, local, make_frame(100, seed=3)[FEATURES])
+    with pytest.raises(TypeError, match="takes a EmpiricalBayesianForestRegressor"):
+        DaskEmpiricalBayesianForestRegressor.from_local(object())
