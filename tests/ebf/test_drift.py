@@ -290,3 +290,12 @@ def test_named_columns_and_the_model_is_unchanged():
     assert joblib.hash(model) == before
     with pytest.raises(ValueError, match="'d'"):
         trunk_drift(model, pd.DataFrame(Xw[:, :3], columns=["a", "b", "c"]), yw)
+
+
+def test_a_loaded_model_gives_the_same_report(reg, tmp_path):
+    from ebf import load, save
+
+    save(reg, tmp_path / "model")
+    window = _regression(N_WINDOW, 1, changed=True)
+    assert trunk_drift(load(tmp_path / "model"), *window).to_dict() == \
+        trunk_drift(reg, *window).to_dict()
