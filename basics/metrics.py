@@ -26,6 +26,7 @@ __all__ = [
     "CRPS_TOLERANCE",
     "as_mixture",
     "calibration_table",
+    "class_rows",
     "coverage",
     "crps",
     "crps_many",
@@ -44,6 +45,8 @@ CRPS_TOLERANCE = 1e-3
 _GL = np.polynomial.legendre.leggauss(6)
 _GL_X, _GL_W = (_GL[0] + 1.0) / 2.0, _GL[1] / 2.0  # Gauss-Legendre on [0, 1]
 _IDENTITY = PITMap.identity(1)
+
+_EPS = float(np.finfo(np.float64).eps)
 
 _DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -110,6 +113,42 @@ def rmse(y: Any, mean: Any) -> float:
     if mean.shape != y.shape:
         raise ValueError(f"mean must have shape {y.shape}; got {mean.shape}.")
     return float(np.sqrt(np.mean((y - mean) ** 2)))
+
+
+def class_rows(proba: Any, classes: Any, y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row scores of class probabilities: correct, log loss, label never seen.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_rows, n_classes)
+        Predicted probabilities, columns in the order of ``classes``.
+    classes : array-like of shape (n_classes,)
+        The classifier's ``classes_``.
+    y : array-like of shape (n_rows,)
+        True labels; a label not in ``classes`` is scored as wrong with probability ``eps``.
+
+    Returns
+    -------
+    correct : ndarray of shape (n_rows,), bool
+        The most probable class (the first of ``classes`` on ties) is the label.
+    log_loss : ndarray of shape (n_rows,)
+        ``-log p(label)``, the probability clipped to ``[eps, 1 - eps]`` as scikit-learn
+        does, so a confident mistake costs about 36, not infinity.
+    unseen : ndarray of shape (n_rows,), bool
+        The label is not in ``classes``.
+
+    Examples
+    --------
+    >>> ok, loss, unseen = class_rows([[0.9, 0.1], [0.5, 0.5]], ["a", "b"], ["a", "c"])
+    >>> ok.tolist(), round(float(loss[0]), 4), unseen.tolist()
+    ([True, False], 0.1054, [False, True])
+    """
+    proba = np.asarray(proba, dtype=np.float64)
+    code = pd.Index(np.asarray(classes)).get_indexer(np.asarray(y))
+    seen = code >= 0
+    p_true = np.where(seen, proba[np.arange(code.size), np.maximum(code, 0)], 0.0)
+    return (np.argmax(proba, axis=1) == code, -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)),
+            ~seen)
 
 
 def gaussian_nlpd(y: Any, mean: Any, std: Any) -> float:

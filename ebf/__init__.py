@@ -6,6 +6,7 @@ layout and the contracts between modules are in ``ebf/LAYOUT.md``.
 
 from basics.versions import library_version
 
+from .drift import DriftReport, trunk_drift
 from .estimators import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
@@ -23,6 +24,7 @@ __version__ = library_version()
 __all__ = [
     "BayesianForestClassifier",
     "BayesianForestRegressor",
+    "DriftReport",
     "EmpiricalBayesianForestClassifier",
     "EmpiricalBayesianForestRegressor",
     "SubsampleForestClassifier",
@@ -33,5 +35,6 @@ __all__ = [
     "open_model",
     "plot_split_posterior",
     "save",
+    "trunk_drift",
     "trunk_posterior",
 ]

@@ -4,7 +4,8 @@
 ``theta ~ iid Exp(1)``, Sec. 2.1-2.3) and reports how often the sample trunk recurs, how
 often each node splits on the same variable, where it splits (the paper's Fig. 4), and the
 central-limit approximation of eq. (11) to the probability that a node's split variable
-matches the sample's.
+matches the sample's. :func:`split_match_at` applies the same eq. (11) to a stored trunk's
+node and new rows (:mod:`ebf.drift`).
 
 The CLT approximation (Sec. 3.1, eq. 6-11), generalised from binary features and squared
 error to our binned features and both impurities: at a node with ``n`` rows, let split 1 be
@@ -17,6 +18,12 @@ its first-order Taylor expansion at ``theta = 1`` (eq. 8) is ``(1/n) sum_i theta
 (eq. 10), and the sample split variable is kept with probability at least (eq. 11)
 
     1 - sum_{j != 1} Phi(-sqrt(n) |dbar_j| / sqrt(d_j'd_j / n)).
+
+The paper's ``|dbar_j|`` relies on split 1 being the sample optimum (``dbar_j <= 0``). We
+use the signed form ``1 - sum_j Phi(sqrt(n) dbar_j / sd_j)``, ``p(Delta_j > 0)`` under
+eq. (10) whatever split 1 is: equal to the paper's for the sample split, and meaningful for
+a split fixed beforehand (a stored trunk's split on a new window), where ``dbar_j > 0``
+says another variable splits the rows better and drives the probability to zero.
 """
 
 from __future__ import annotations
@@ -41,7 +48,14 @@ from .histogram import row_statistics
 from .splitting import best_splits
 from .trunk import Trunk, TrunkArrays
 
-__all__ = ["TrunkPosterior", "clt_split_match", "plot_split_posterior", "trunk_posterior"]
+__all__ = [
+    "TrunkPosterior",
+    "clt_split_match",
+    "node_rows",
+    "plot_split_posterior",
+    "split_match_at",
+    "trunk_posterior",
+]
 
 
 def _paths(t: TrunkArrays) -> list[str]:
@@ -75,9 +89,15 @@ def _describe(sig: tuple, names: list[str]) -> str:
 
 def _impurity_terms(y: np.ndarray, w: np.ndarray, left: np.ndarray, task: str,
                     n_classes: int) -> np.ndarray:
-    """Per-row first-order impurity contributions ``g_i`` of a split (eq. 7-8)."""
+    """Per-row first-order impurity contributions ``g_i`` of a split (eq. 7-8).
+
+    A side without rows contributes nothing (a stored split may leave one side of a new
+    window empty: then it does not split those rows at all).
+    """
     g = np.empty(y.shape[0])
     for side in (left, ~left):
+        if not side.any():
+            continue
         ws = w[side]
         if task == "regression":
             mu = np.dot(ws, y[side]) / ws.sum()
@@ -98,7 +118,10 @@ def clt_split_match(
     min_leaf_rows: int,
     chosen: tuple[int, int],
 ) -> float:
-    """Eq. (11): approximate probability that a node keeps its split variable.
+    """Eq. (11), signed: approximate probability that a node keeps its split variable.
+
+    Split 1 is ``chosen``: the sample optimum (:func:`trunk_posterior`) or any split fixed
+    beforehand, e.g. a stored trunk's split evaluated on new rows (:mod:`ebf.drift`).
 
     Parameters
     ----------
@@ -113,13 +136,16 @@ def clt_split_match(
     min_leaf_rows : int
         The trunk's minimum leaf size (a candidate on feature ``j`` must respect it).
     chosen : (feature, bin)
-        The sample split of the node.
+        Split 1: rows with ``code <= bin`` on ``feature`` go left.
 
     Returns
     -------
     float
-        ``max(0, 1 - sum_j Phi(-sqrt(n) z_j))`` over the other features ``j`` that have a
-        valid split, ``z_j = |dbar_j| / sqrt(d_j'd_j / n)``.
+        ``max(0, 1 - sum_j Phi(sqrt(n) z_j))`` over the other features ``j`` that have a
+        valid split, ``z_j = dbar_j / sqrt(d_j'd_j / n)`` with ``d_j = g1 - gj`` (impurity
+        contributions, lower is better). For the sample optimum ``dbar_j <= 0`` and this
+        is the paper's ``1 - sum_j Phi(-sqrt(n) |z_j|)``; a split 1 worse than the best
+        split on some feature (``dbar_j > 0``) gets a probability near zero.
     """
     n = y.shape[0]
     f1, b1 = chosen
@@ -136,8 +162,71 @@ def clt_split_match(
         sd = np.sqrt(np.dot(d, d) / n)
         if sd == 0.0:
             continue  # identical partitions: the same split whatever the weights
-        miss += float(ndtr(-np.sqrt(n) * abs(d.mean()) / sd))
+        miss += float(ndtr(np.sqrt(n) * d.mean() / sd))
     return max(0.0, 1.0 - miss)
+
+
+def node_rows(t: TrunkArrays, j: int, node_of_row: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows that pass through node ``j`` of ``t``.
+
+    Parameters
+    ----------
+    t : TrunkArrays
+    j : int
+        A node of ``t``.
+    node_of_row : ndarray of shape (n,), int64
+        The leaf node every row reaches (:func:`ebf.grower.apply_binned`).
+
+    Returns
+    -------
+    ndarray of shape (n,), bool
+    """
+    return np.isin(node_of_row, _subtree(t, j))
+
+
+def split_match_at(
+    t: TrunkArrays,
+    j: int,
+    rows: np.ndarray,
+    binned: np.ndarray,
+    S: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    n_bins: int,
+    task: str,
+    n_classes: int,
+    min_leaf_rows: int,
+) -> float:
+    """Eq. (11) at internal node ``j`` of ``t``, split 1 being ``t``'s split there.
+
+    Parameters
+    ----------
+    t : TrunkArrays
+    j : int
+        An internal node of ``t``.
+    rows : ndarray of shape (n,), bool
+        The rows at the node (:func:`node_rows`).
+    binned : ndarray of shape (n, n_features), uint8
+        All rows, binned with the edges ``t`` was grown on.
+    S : ndarray of shape (n, k)
+        Their statistics (``histogram.row_statistics``).
+    y, w : ndarray of shape (n,)
+        Their targets (class codes) and data weights.
+    n_bins : int
+    task : {"regression", "classification"}
+    n_classes : int
+    min_leaf_rows : int
+        Minimum rows on each side of a candidate split on another feature.
+
+    Returns
+    -------
+    float
+        :func:`clt_split_match` of the node's rows.
+    """
+    hist = node_histograms(t, np.array([j]), binned[rows], S[rows], n_bins,
+                           nodes=np.full(int(rows.sum()), j))
+    return clt_split_match(hist, binned[rows], y[rows], w[rows], task, n_classes,
+                           min_leaf_rows, (int(t.feature[j]), int(t.threshold_bin[j])))
 
 
 @dataclass
@@ -299,12 +388,8 @@ def trunk_posterior(
                       for ds in d_splits]
         loc = np.array([ds[p][1] for ds, ok in zip(d_splits, same, strict=True) if ok])
         locations[p] = loc
-        below = _subtree(t, j)
-        mask = np.isin(node_of_row, below)
-        hist = node_histograms(t, np.array([j]), binned[mask], S[mask], n_bins,
-                               nodes=np.full(int(mask.sum()), j))
-        clt = clt_split_match(hist, binned[mask], y[mask], w[mask], task, n_classes,
-                              min_leaf_rows or 1, (f, int(t.threshold_bin[j])))
+        clt = split_match_at(t, j, node_rows(t, j, node_of_row), binned, S, y, w, n_bins,
+                             task, n_classes, min_leaf_rows or 1)
         n_ok = sum(parents_ok)
         q = np.quantile(loc, [0.05, 0.5, 0.95]) if loc.size else [np.nan] * 3
         rows.append({

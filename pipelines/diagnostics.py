@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from basics.metrics import crps_many
+from basics.metrics import class_rows, crps_many
 from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
 
@@ -40,7 +40,6 @@ RELIABILITY_LEVELS: np.ndarray = np.round(np.arange(1, 20) * 0.05, 2)
 #: first or last bin), scale-free so that any target's units are resolved.
 WIDTH_EDGES: np.ndarray = 2.0 ** (np.arange(-120, 121) / 4.0)
 _WIDTH_GROUPS = 10
-_EPS = float(np.finfo(np.float64).eps)
 _SUMMARY_LEVELS = np.array([0.05, 0.5, 0.95])
 
 
@@ -77,11 +76,7 @@ class EvaluationJob:
         """One row of floats per row: regressors ``[squared error, then per map: -log p,
         CRPS, PIT, 90% width, |error of the median|]``; classifiers as the class says."""
         if self.classes is not None:
-            code = pd.Index(self.classes).get_indexer(y)
-            seen = code >= 0
-            p_true = np.where(seen, output[np.arange(len(code)), np.maximum(code, 0)], 0.0)
-            return np.column_stack([np.argmax(output, axis=1) == code,
-                                    -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)), ~seen])
+            return np.column_stack(class_rows(output, self.classes, y))
         base = output.base if isinstance(output, RecalibratedDistribution) else output
         y = np.asarray(y, dtype=np.float64)
         f = np.clip(base.cdf(y), 0.0, 1.0)

@@ -465,6 +465,49 @@ def naive_clt_split_match(X, y, task="regression"):
     return max(0.0, 1.0 - miss)
 
 
+def naive_impurity_terms(y, w, left, task, n_classes):
+    """Per-row impurity contributions of a split (eq. 7-8), row by row; an empty side none."""
+    g = np.zeros(len(y))
+    for side in (left, ~left):
+        rows = np.flatnonzero(side)
+        if rows.size == 0:
+            continue
+        W = sum(w[i] for i in rows)
+        if task == "regression":
+            mu = sum(w[i] * y[i] for i in rows) / W
+            for i in rows:
+                g[i] = w[i] * (y[i] - mu) ** 2
+        else:
+            p = [sum(w[i] for i in rows if y[i] == c) / W for c in range(n_classes)]
+            sq = sum(v * v for v in p)
+            for i in rows:
+                g[i] = w[i] * (1.0 - 2.0 * p[y[i]] + sq)
+    return g
+
+
+def naive_stored_split_match(X, y, w, edges, task, n_classes, min_rows, chosen):
+    """Signed eq. (11) at one node for a split fixed beforehand, ``chosen = (f, b)``
+    (rows with ``x_f <= edges[f][b]`` go left), against the best split on every other feature
+    (brute force over its edges, :func:`naive_best_split`, at least ``min_rows`` a side):
+    ``max(0, 1 - sum_j Phi(sqrt(n) dbar_j / sd_j))`` with ``d_j = g1 - gj``."""
+    n = len(y)
+    f1, b1 = chosen
+    g1 = naive_impurity_terms(y, w, X[:, f1] <= edges[f1][b1], task, n_classes)
+    miss = 0.0
+    for j in range(X.shape[1]):
+        if j == f1:
+            continue
+        _, f, b = naive_best_split(X[:, [j]], y, w, [edges[j]], task, n_classes, min_rows)
+        if f < 0:
+            continue
+        d = g1 - naive_impurity_terms(y, w, X[:, j] <= edges[j][b], task, n_classes)
+        sd = np.sqrt(sum(v * v for v in d) / n)
+        if sd == 0:
+            continue
+        miss += stats.norm.cdf(np.sqrt(n) * np.mean(d) / sd)
+    return max(0.0, 1.0 - miss)
+
+
 # ---------------------------------------------------------------- trunk (ebf.trunk and its kernels)
 
 

@@ -128,3 +128,23 @@ def test_argument_errors(mixture):
         as_mixture((y, y, y))
     with pytest.raises(ValueError, match="variances"):
         coverage(y[:3], (y[:3], np.array([1.0, 0.0, 1.0])))
+
+
+def test_class_rows_agree_with_scikit_learn():
+    from sklearn.metrics import accuracy_score, log_loss
+
+    from basics.metrics import class_rows
+
+    rng = np.random.default_rng(3)
+    proba = rng.dirichlet(np.ones(3), size=500)
+    proba[:5] = [1.0, 0.0, 0.0]  # confident rows: the clipping matters
+    classes = np.array(["a", "b", "c"])
+    y = classes[rng.integers(0, 3, 500)]
+    correct, loss, unseen = class_rows(proba, classes, y)
+    assert correct.mean() == pytest.approx(accuracy_score(y, classes[proba.argmax(1)]))
+    assert loss.mean() == pytest.approx(log_loss(y, proba, labels=classes), rel=1e-12)
+    assert not unseen.any()
+    # a label the classifier never saw: wrong, probability eps
+    correct, loss, unseen = class_rows(proba[:2], classes, ["a", "zzz"])
+    assert unseen.tolist() == [False, True] and not correct[1]
+    assert loss[1] == pytest.approx(-np.log(np.finfo(float).eps))

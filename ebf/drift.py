@@ -1,0 +1,432 @@
+"""Trunk drift: does a fitted EBF's trunk still hold on a new window of rows?
+
+An Empirical Bayesian Forest fixes its trunk because, in large samples, the posterior over
+the top of the tree is concentrated (Taddy et al. 2015, Sec. 3.1, eq. 6-11). When new rows
+arrive, the same argument asks whether the *stored* trunk is still where that posterior
+sits. :func:`trunk_drift` routes the window through the stored trunk and, at every stored
+split, applies eq. (11) with split 1 fixed at the stored split (feature, bin): the
+approximate posterior probability, given the window, that no other variable splits that
+node's rows better (:func:`ebf.stability.split_match_at`, the signed form of eq. 11). It
+also refits a trunk on the window (on the stored bins), reports how each branch's share of
+rows moved and how well each branch predicts the window, and applies a settable rule:
+``"refit"`` the model when some split fails, else ``"update"`` its branches online.
+
+This module reads the model and never changes it; it imports no dask (the retrain pipeline
+calls it on a local model, possibly on a sample of a Dask window collected to pandas).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.utils.validation import check_is_fitted
+
+from basics.metrics import class_rows, nlpd, rmse
+from basics.tasks import CLASSIFICATION, REGRESSION
+
+from ._base import _one_column, is_missing, regression_target
+from .binning import bin_data, n_bins_of
+from .ensemble import _EBF, _SSF
+from .grower import BinnedSource, apply_binned, grow_trunk
+from .histogram import row_statistics
+from .stability import _paths, _splits, node_rows, split_match_at
+
+__all__ = ["DEFAULT_THRESHOLD", "MIN_NODE_ROWS", "DriftReport", "trunk_drift"]
+
+logger = logging.getLogger(__name__)
+
+#: A stored split whose eq. (11) probability falls below this fails (see :func:`trunk_drift`).
+DEFAULT_THRESHOLD = 0.05
+
+#: A node needs at least this many window rows (and twice the scaled minimum leaf size) for
+#: its probability to be computed and counted: eq. (11) is a central-limit approximation.
+MIN_NODE_ROWS = 30
+
+_TOO_FEW = "too few rows"
+_COUNTED = "counted"
+
+
+@dataclass
+class DriftReport:
+    """Result of :func:`trunk_drift`.
+
+    Attributes
+    ----------
+    splits : DataFrame
+        One row per internal node of the stored trunk, level by level: ``path`` (``""``
+        the root, then ``L`` / ``R`` moves, as :func:`ebf.stability.trunk_posterior`),
+        ``feature`` (name), ``threshold`` (stored, raw units), ``n_window`` (window rows
+        at the node), ``probability`` (eq. 11 that the stored split keeps its variable;
+        NaN with too few rows), ``status`` (``"counted"`` or ``"too few rows"``),
+        ``refit_feature`` / ``refit_threshold`` (the trunk refit on the window at the same
+        path; None / NaN where it does not split that path) and ``same_feature``.
+    branches : DataFrame
+        One row per branch (trunk leaf): ``branch``, ``n_fit``, ``share_fit``, ``n``
+        (window rows), ``share_window``, ``share_change`` (window minus fit), then the
+        window's errors: regression ``rmse``, ``nlpd`` (of the predictive distribution the
+        model gives), ``bias`` (mean of ``y - mean``); classification ``log_loss``,
+        ``accuracy``. NaN for a branch without window rows.
+    share_statistic, share_pvalue : float
+        Pearson chi-square of the window's branch counts against the fit's shares
+        (``L - 1`` degrees of freedom); informational, not part of the rule.
+    threshold : float
+        The rule's threshold on the split probabilities.
+    decision : {"update", "refit"}
+    reason : str
+        One line saying why.
+    n_rows : int
+        Window rows analysed (after ``max_rows`` sub-sampling).
+    failing : list of str
+        Paths of the counted splits below ``threshold``.
+    task : {"regression", "classification"}
+    n_unseen_labels : int
+        Window rows whose label the classifier never saw (0 for regression).
+    min_node_rows : int
+        Window rows a node needed for its probability to count.
+    """
+
+    splits: pd.DataFrame
+    branches: pd.DataFrame
+    share_statistic: float
+    share_pvalue: float
+    threshold: float
+    decision: str
+    reason: str
+    n_rows: int
+    failing: list = field(default_factory=list)
+    task: str = REGRESSION
+    n_unseen_labels: int = 0
+    min_node_rows: int = MIN_NODE_ROWS
+
+    _SCALARS = ("decision", "reason", "threshold", "n_rows", "failing", "task",
+                "n_unseen_labels", "min_node_rows", "share_statistic", "share_pvalue")
+
+    def to_dict(self) -> dict:
+        """The report as JSON-ready dicts and lists (NaN becomes None).
+
+        Returns
+        -------
+        dict
+            The scalar attributes, ``splits`` and ``branches`` as lists of records;
+            ``json.dumps(report.to_dict(), allow_nan=False)`` works, and
+            :meth:`from_dict` reads it back.
+        """
+        out = {name: _native(getattr(self, name)) for name in self._SCALARS}
+        out["splits"] = _records(self.splits)
+        out["branches"] = _records(self.branches)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DriftReport:
+        """Inverse of :meth:`to_dict` (e.g. of a report read from a version record)."""
+        kw = {name: d[name] for name in cls._SCALARS}
+        for name in ("share_statistic", "share_pvalue"):
+            kw[name] = math.nan if kw[name] is None else float(kw[name])
+        return cls(splits=pd.DataFrame.from_records(d["splits"], columns=_SPLIT_COLUMNS),
+                   branches=pd.DataFrame.from_records(d["branches"]), **kw)
+
+    def __str__(self) -> str:
+        splits = self.splits.assign(path=self.splits["path"].replace("", "root"))
+        return "\n".join([
+            f"trunk drift: {self.decision.upper()} ({self.n_rows:,} window rows, "
+            f"threshold {self.threshold:g})",
+            self.reason,
+            "splits:",
+            splits.to_string(index=False) if len(splits) else "  (the trunk has no splits)",
+            "branches:",
+            self.branches.to_string(index=False),
+            f"branch shares: chi-square {self.share_statistic:.4g}, "
+            f"p-value {self.share_pvalue:.4g}",
+        ])
+
+
+_SPLIT_COLUMNS = ["path", "feature", "threshold", "n_window", "probability", "status",
+                  "refit_feature", "refit_threshold", "same_feature"]
+
+
+def _native(v: Any) -> Any:
+    """A JSON value: numpy scalars as Python ones, NaN / inf as None."""
+    if isinstance(v, (list, tuple)):
+        return [_native(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: _native(v) for k, v in row.items()} for row in df.to_dict("records")]
+
+
+def _check_model(model: Any) -> None:
+    if isinstance(model, _SSF):
+        raise TypeError(
+            f"trunk drift needs an Empirical Bayesian Forest (a model with a trunk); "
+            f"{type(model).__name__} has none. Use an EmpiricalBayesianForest* model."
+        )
+    if not isinstance(model, _EBF):
+        hint = " (pass model.to_local())" if hasattr(model, "to_local") else ""
+        raise TypeError(
+            "trunk drift needs a fitted local EmpiricalBayesianForestRegressor or "
+            f"EmpiricalBayesianForestClassifier; got {type(model).__name__}{hint}."
+        )
+    check_is_fitted(model, ["encoder_", "trunk_"])
+
+
+def _check_arguments(threshold: Any, max_rows: Any) -> float:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+            or not 0.0 < float(threshold) < 1.0:
+        raise ValueError(f"threshold must be a probability in (0, 1); got {threshold!r}.")
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, Integral)
+                                 or max_rows < 1):
+        raise ValueError(f"max_rows must be a positive integer or None; got {max_rows!r}.")
+    return float(threshold)
+
+
+def _window_target(model: Any, y: Any, n: int) -> np.ndarray:
+    """The window's target, checked as the model's fit checks it (before any work)."""
+    if model._task == REGRESSION:
+        return regression_target(model, y, n)
+    y = _one_column(model, y, n)
+    missing = int(np.sum(is_missing(y)))
+    if missing:
+        raise ValueError(f"y has {missing} missing labels out of {n} window rows; drop "
+                         "those rows before the drift check.")
+    return y
+
+
+def _take(X: Any, rows: np.ndarray) -> Any:
+    return X.iloc[rows] if isinstance(X, pd.DataFrame) else np.asarray(X)[rows]
+
+
+def trunk_drift(
+    model: Any,
+    X: Any,
+    y: Any,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    max_rows: int | None = None,
+    random_state: Any = 0,
+    recalibrated: bool = True,
+) -> DriftReport:
+    """Check a fitted EBF's trunk against a new window of rows (eq. 6-11 of Taddy et al.).
+
+    **Split probabilities.** The window's rows are encoded with the model's encoder,
+    binned with the trunk's stored bin edges and routed through the stored trunk. At every
+    stored split with enough rows, eq. (11) with split 1 = the stored split gives the
+    approximate posterior probability, under the window's Bayesian-bootstrap posterior,
+    that the stored split beats the best split on every other feature
+    (:func:`ebf.stability.clt_split_match`, signed). Candidates on other features keep the
+    trunk's minimum leaf size scaled to the window (``min_leaf_rows * n_window /
+    n_fit``, at least 1). A node with fewer than ``max(MIN_NODE_ROWS, 2 * scaled min
+    leaf)`` window rows gets NaN, status ``"too few rows"``, and does not count.
+
+    **The rule.** ``decision = "refit"`` if some counted split's probability is below
+    ``threshold``, else ``"update"`` (the branches take the window online; the trunk
+    stays). The default 0.05 reads: the window is strong evidence (odds above 19 to 1)
+    that another variable now splits this node better. Eq. (11) is a lower bound (a
+    union bound over the features), so a probability near zero comes from a real change
+    of the best variable, or from a split that was already a close contest at fit; a
+    trunk whose splits were stable at fit (:func:`ebf.stability.trunk_posterior`) scores
+    near 1 at every node on a stationary window of a few thousand rows. Nodes with too few
+    rows give no evidence either way, so a window that tests nothing says ``"update"``.
+    A classifier's window with labels it never saw says ``"refit"``: no update of the
+    branches can add a class.
+
+    **Also reported.** The trunk refit on the window (stored parameters and bins, the
+    scaled minimum leaf size): per stored path, its feature and threshold there. Each
+    branch's share of rows at fit and in the window, with a chi-square statistic over the
+    branches. Each branch's error on the window, from the model's own predictions.
+
+    Parameters
+    ----------
+    model : EmpiricalBayesianForestRegressor or EmpiricalBayesianForestClassifier
+        Fitted (or loaded) local model; read only.
+    X : DataFrame or array-like of shape (n_rows, n_features)
+        The new window, with the model's columns (checked by the model's encoder).
+    y : array-like of shape (n_rows,)
+        Its targets (regression) or labels (classification).
+    threshold : float, default=DEFAULT_THRESHOLD (0.05)
+        A counted split below this probability fails, and the decision is ``"refit"``.
+    max_rows : int, optional
+        Analyse a random sub-sample of this many rows (eq. 11 needs only a sample); the
+        sample is drawn once from ``random_state``, so the report is reproducible.
+    random_state : int, default=0
+        Seed of the ``max_rows`` sub-sample.
+    recalibrated : bool, default=True
+        Regression: score the NLPD of the distribution the model predicts (recalibrated
+        if it has a recalibration map); False scores its own mixture.
+
+    Returns
+    -------
+    DriftReport
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a local EBF (an SSF has no trunk; a Dask model needs
+        ``to_local()``).
+    sklearn.exceptions.NotFittedError
+        If ``model`` is not fitted.
+    ValueError
+        On an empty window, a ``y`` of another length, missing or non-finite targets,
+        columns the model does not know, or a bad ``threshold`` / ``max_rows``.
+
+    Examples
+    --------
+    >>> from ebf import EmpiricalBayesianForestRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((4000, 3)); y = 4 * (X[:, 0] > 0.5) + rng.normal(size=4000)
+    >>> ebf = EmpiricalBayesianForestRegressor(
+    ...     n_estimators=5, trunk_max_leaves=2, random_state=0).fit(X, y)
+    >>> X2 = rng.random((2000, 3)); y2 = 4 * (X2[:, 1] > 0.5) + rng.normal(size=2000)
+    >>> trunk_drift(ebf, X2, y2).decision, trunk_drift(ebf, X, y).decision
+    ('refit', 'update')
+    """
+    _check_model(model)
+    threshold = _check_arguments(threshold, max_rows)
+    n = int(X.shape[0]) if hasattr(X, "shape") else len(X)
+    if n == 0:
+        raise ValueError("the window X has no rows; trunk drift needs new rows to check.")
+    y = _window_target(model, y, n)
+    if max_rows is not None and n > max_rows:
+        rows = np.sort(np.random.default_rng(random_state).choice(n, int(max_rows),
+                                                                  replace=False))
+        X, y, n = _take(X, rows), y[rows], int(max_rows)
+    A = model._transform(X)
+
+    task = model._task
+    trunk = model.trunk_
+    if task == CLASSIFICATION:
+        codes = pd.Index(np.asarray(model.classes_)).get_indexer(y)
+        seen = codes >= 0
+        n_classes = len(model.classes_)
+        target = codes[seen]
+    else:
+        seen = np.ones(n, dtype=bool)
+        n_classes = 0
+        target = y
+    n_unseen = int(n - seen.sum())
+    splits, min_node = _split_table(model, A[seen], target, n_classes)
+    counted = splits[splits["status"] == _COUNTED]
+    failing = counted.loc[counted["probability"] < threshold, "path"].tolist()
+    branches, statistic, pvalue = _branch_table(model, X, y, trunk.apply(A), recalibrated)
+    decision, reason = _decide(splits, counted, failing, threshold, n_unseen, y[~seen])
+    logger.info("trunk drift on %d rows: %s (%s)", n, decision, reason)
+    return DriftReport(splits=splits, branches=branches, share_statistic=statistic,
+                       share_pvalue=pvalue, threshold=threshold, decision=decision,
+                       reason=reason, n_rows=n, failing=failing, task=task,
+                       n_unseen_labels=n_unseen, min_node_rows=min_node)
+
+
+def _split_table(model: Any, A: np.ndarray, target: np.ndarray,
+                 n_classes: int) -> tuple[pd.DataFrame, int]:
+    """Eq. (11) at every stored split, and the trunk refit on the window at its path;
+    also the window rows a node needs to be counted."""
+    trunk = model.trunk_
+    t = trunk.trunk_
+    names = [str(s) for s in model.encoder_.names_]
+    task = model._task
+    edges = trunk.bin_edges_
+    n_bins = n_bins_of(edges)
+    n_win = int(target.shape[0])
+    min_leaf = max(1, round((trunk.min_leaf_rows or 1) * n_win / int(t.n_rows[0])))
+    min_node = max(MIN_NODE_ROWS, 2 * min_leaf)
+    binned = bin_data(A, edges)
+    w = np.ones(n_win)
+    S = row_statistics(target, w, task, n_classes or None)
+    refit: dict[str, tuple[int, float]] = {}
+    if n_win:
+        refit = _splits(grow_trunk(
+            BinnedSource(binned, S, n_bins), edges, task, n_classes or None,
+            max_leaves=trunk.max_leaves_, min_leaf_rows=min_leaf,
+            min_leaf_weight=trunk.min_leaf_weight, max_depth=trunk.max_depth))
+    node_of_row = apply_binned(t, binned)
+    rows = []
+    for j, path in enumerate(_paths(t)):
+        if t.feature[j] < 0:
+            continue
+        at = node_rows(t, j, node_of_row)
+        count = int(at.sum())
+        prob = math.nan
+        if count >= min_node:
+            prob = split_match_at(t, j, at, binned, S, target, w, n_bins, task, n_classes,
+                                  min_leaf)
+        f = int(t.feature[j])
+        rf, rt = refit.get(path, (-1, math.nan))
+        rows.append({
+            "path": path, "feature": names[f], "threshold": float(t.threshold[j]),
+            "n_window": count, "probability": prob,
+            "status": _COUNTED if count >= min_node else _TOO_FEW,
+            "refit_feature": names[rf] if rf >= 0 else None, "refit_threshold": rt,
+            "same_feature": rf == f,
+        })
+    return pd.DataFrame.from_records(rows, columns=_SPLIT_COLUMNS), min_node
+
+
+def _branch_table(model: Any, X: Any, y: np.ndarray, leaf: np.ndarray,
+                  recalibrated: bool) -> tuple[pd.DataFrame, float, float]:
+    """Branch shares at fit and in the window, their chi-square, and per-branch errors."""
+    n_fit = np.asarray(model.branch_sizes_, dtype=np.int64)
+    share_fit = n_fit / n_fit.sum()
+    n = leaf.shape[0]
+    counts = np.bincount(leaf, minlength=n_fit.size)
+    if n_fit.size > 1:
+        test = stats.chisquare(counts, n * share_fit)
+        statistic, pvalue = float(test.statistic), float(test.pvalue)
+    else:
+        statistic, pvalue = 0.0, 1.0
+    table = pd.DataFrame({"branch": np.arange(n_fit.size), "n_fit": n_fit,
+                          "share_fit": share_fit, "n": counts, "share_window": counts / n,
+                          "share_change": counts / n - share_fit})
+    if model._task == REGRESSION:
+        dist = model.predict_distribution(X, recalibrated=recalibrated)
+        mean = dist.mean
+
+        def scores(r):
+            return {"rmse": rmse(y[r], mean[r]), "nlpd": nlpd(y[r], dist[r]),
+                    "bias": float(np.mean(y[r] - mean[r]))}
+        keys = ("rmse", "nlpd", "bias")
+    else:
+        correct, loss, _ = class_rows(model.predict_proba(X), model.classes_, y)
+
+        def scores(r):
+            return {"log_loss": float(loss[r].mean()), "accuracy": float(correct[r].mean())}
+        keys = ("log_loss", "accuracy")
+    errors = [scores(leaf == b) if c else dict.fromkeys(keys, math.nan)
+              for b, c in enumerate(counts)]
+    return pd.concat([table, pd.DataFrame(errors, columns=list(keys))], axis=1), statistic, pvalue
+
+
+def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, threshold: float,
+            n_unseen: int, unseen: np.ndarray) -> tuple[str, str]:
+    """The rule of :func:`trunk_drift`: ``(decision, reason)``."""
+    if n_unseen:
+        labels = sorted({str(v) for v in unseen})
+        shown = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+        return "refit", (f"{n_unseen} window rows have labels the model never saw ({shown}); "
+                         "an update of the branches cannot add a class")
+    if failing:
+        worst = counted.set_index("path").loc[failing, "probability"]
+        where = ", ".join(f"{p or 'root'} ({splits.set_index('path').loc[p, 'feature']}: "
+                          f"{v:.3g})" for p, v in worst.items())
+        return "refit", (f"split probability below {threshold:g} at {where}: the window is "
+                         "strong evidence that another variable now splits there better")
+    too_few = int((splits["status"] == _TOO_FEW).sum())
+    note = f"; {too_few} split(s) had too few window rows to test" if too_few else ""
+    if counted.empty:
+        if splits.empty:
+            return "update", "the trunk has no splits to test"
+        return "update", f"no split had enough window rows to test{note}"
+    low = counted.loc[counted["probability"].idxmin()]
+    return "update", (f"every tested split holds (lowest probability {low['probability']:.3g} "
+                      f"at {low['path'] or 'root'}){note}")
+
