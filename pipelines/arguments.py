@@ -137,3 +137,38 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--threads-per-worker", type=positive_int, default=None, help="local cluster: threads"
     )
+
+
+def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None:
+    """The model options of ``ebf train`` (and of ``ebf retrain``'s version 1): features,
+    task, branch learner, trees, trunk size, size budgets, recalibration, seed."""
+    add = parser.add_argument
+    add("--features", nargs="+", metavar="COL",
+        help="feature columns, space or comma separated (default: all but target)")
+    add("--task", choices=("auto", "regression", "classification"), default="auto",
+        help="auto: float -> regression; bool, string, category -> classification; "
+        "integer -> classification if at most 20 distinct values (default: auto)")
+    add("--branch", choices=("bayesian", "random", "mondrian"), default=branch,
+        help=f"branch forests (default: {branch})")
+    add("--n-estimators", type=positive_int, default=None,
+        help="trees per branch (default: 10 for --branch mondrian, as in the "
+        "Mondrian papers; 100 for bayesian and random)")
+    add("--model-memory", type=memory_size, metavar="SIZE",
+        help="budget for the saved model (2GB): picks the trees per branch, or the "
+        "Mondrian leaf size, from the rows and an estimate of bytes per row per tree")
+    add("--compact", action=argparse.BooleanOptionalAction, default=False,
+        help="save predict-only models: Mondrian branches without their online "
+        "state, about 4x smaller (default: --no-compact)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--trunk-leaves", type=positive_int, metavar="N", help="trunk leaves")
+    size.add_argument("--min-leaf-rows", type=count, metavar="N", help="min rows per trunk leaf")
+    size.add_argument("--branch-memory", type=memory_size, metavar="SIZE",
+                      help="memory per branch task (2GB): the trunk grows until branches fit")
+    add("--calibrate", choices=("auto", "none", "recent", "holdout"), default="auto",
+        help="recalibrate the predictive distribution on rows held out of the fit: "
+        "recent = the last --calibration-fraction of the rows in dataset order (data "
+        "in time order), holdout = a random fraction; auto = recent for regression, "
+        "none for classification (default: auto)")
+    add("--calibration-fraction", type=fraction(False), default=0.1, metavar="F",
+        help="share of the rows the calibration uses (default: 0.1)")
+    add("--seed", type=int, default=0, help="random_state (default: 0)")

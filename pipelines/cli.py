@@ -62,15 +62,16 @@ if TYPE_CHECKING:
 
 from .arguments import (
     add_cluster_arguments,
+    add_training_arguments,
     columns,
     count,
     fraction,
     int_at_least,
-    memory_size,
     positive_int,
 )
 from .failures import report_failure, sigterm_raises
 from .progress import ProgressBar, StatusLine
+from .retrain_cli import add_retrain_parser
 from .session import dask_client, finish_job_parser, job
 
 __all__ = ["build_parser", "main"]
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate_parser(sub)
     _add_migrate_parser(sub)
     _add_demo_parser(sub)
+    add_retrain_parser(sub, _DATA_HELP)
     return parser
 
 
@@ -279,37 +281,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     )
     tr.add_argument("data", metavar="DATA", help=_DATA_HELP)
     tr.add_argument("--target", required=True, metavar="COL", help="target column")
-    tr.add_argument("--features", nargs="+", metavar="COL",
-                    help="feature columns, space or comma separated (default: all but target)")
-    tr.add_argument("--task", choices=("auto", "regression", "classification"), default="auto",
-                    help="auto: float -> regression; bool, string, category -> classification; "
-                    "integer -> classification if at most 20 distinct values (default: auto)")
-    tr.add_argument("--branch", choices=("bayesian", "random", "mondrian"), default="bayesian",
-                    help="branch forests (default: bayesian)")
-    tr.add_argument("--n-estimators", type=positive_int, default=None,
-                    help="trees per branch (default: 10 for --branch mondrian, as in the "
-                    "Mondrian papers; 100 for bayesian and random)")
-    tr.add_argument("--model-memory", type=memory_size, metavar="SIZE",
-                    help="budget for the saved model (2GB): picks the trees per branch, or the "
-                    "Mondrian leaf size, from the rows and an estimate of bytes per row per tree")
-    tr.add_argument("--compact", action=argparse.BooleanOptionalAction, default=False,
-                    help="save predict-only models: Mondrian branches without their online "
-                    "state, about 4x smaller (default: --no-compact)")
-    size = tr.add_mutually_exclusive_group()
-    size.add_argument("--trunk-leaves", type=positive_int, metavar="N", help="trunk leaves")
-    size.add_argument("--min-leaf-rows", type=count, metavar="N", help="min rows per trunk leaf")
-    size.add_argument("--branch-memory", type=memory_size, metavar="SIZE",
-                      help="memory per branch task (2GB): the trunk grows until branches fit")
+    add_training_arguments(tr, branch="bayesian")
     tr.add_argument("--baseline-out", metavar="DIR",
                     help="also fit the sub-sample forest baseline and save it here")
-    tr.add_argument("--calibrate", choices=("auto", "none", "recent", "holdout"), default="auto",
-                    help="recalibrate the predictive distribution on rows held out of the fit: "
-                    "recent = the last --calibration-fraction of the rows in dataset order (data "
-                    "in time order), holdout = a random fraction; auto = recent for regression, "
-                    "none for classification (default: auto)")
-    tr.add_argument("--calibration-fraction", type=fraction(False), default=0.1, metavar="F",
-                    help="share of the rows the calibration uses (default: 0.1)")
-    tr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
     finish_job_parser(tr, _cmd_train)

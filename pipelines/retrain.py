@@ -1,0 +1,421 @@
+"""Scheduled retraining into a model registry: update or refit, then a validation gate.
+
+:func:`retrain` takes a registry (:mod:`pipelines.registry`) and a new window of data:
+
+1. **Inputs.** The window's Parquet files are listed with their footer row counts and
+   content hashes (:func:`pipelines.lineage.data_identity`). The hashes and the options make
+   the run's key: if a version with that key exists, the run is a no-op that reports it.
+2. **Version 1.** On an empty registry, an EBF is trained on the window
+   (:func:`pipelines.train.train`, with ``train_options``) and promoted.
+3. **Otherwise** the current version (the champion) is loaded and the window is checked
+   against its features and target. The trunk-drift check (:func:`ebf.drift.trunk_drift`,
+   Taddy et al. 2015 eq. 6-11 on a sample of the window) decides:
+   - ``update``: the champion's Mondrian branches are extended online with the window's rows
+     under its trunk (Dask ``partial_fit``), and the model is recalibrated on the most recent
+     rows as at training (``calibrate``);
+   - ``refit``: a new model on all the data of the lineage plus the window
+     (``refit_on="all"``) or on the window alone (``"window"``), with the champion's
+     training options. A model that cannot be updated (CART or predict-only branches) is
+     always refit.
+4. **Gate.** Champion and challenger are scored on the same holdout: the most recent
+   ``holdout`` fraction of the window (kept out of the challenger's training) or
+   ``holdout_data``. The challenger is promoted unless it is worse than the champion by more
+   than the tolerances: RMSE by a relative ``rmse``, NLPD by ``nlpd``, the maximum
+   calibration gap by ``max_calibration_gap`` (classifiers: log loss by ``log_loss``,
+   accuracy by ``accuracy``).
+5. **Version.** The challenger is written as a new version either way, with its metrics,
+   the decision and its lineage (parent version, data with row counts and hashes, code
+   version, parameters); the ``current`` pointer moves only on promotion.
+
+The whole run holds the registry's lock: a concurrent run fails at once with a clear
+message, and a killed run leaves the registry as it was (a version appears atomically; the
+pointer is replaced atomically after it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.dataframe as dd
+import distributed
+from ebf.drift import DEFAULT_THRESHOLD, trunk_drift
+
+from basics.versions import library_version
+from cluster import current_client
+from ebf.dask.calibration import calibration_rows, recalibrate
+from ebf.dask.client import PhaseReport
+from ebf.update import ONLINE_LEARNERS
+from pipelines.io import read_dataset
+from pipelines.lineage import data_identity, inputs_key
+from pipelines.registry import Registry
+from pipelines.schema import check_schema
+from pipelines.score import evaluate_model
+from pipelines.train import train
+
+__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "RetrainResult", "gate",
+           "retrain"]
+
+logger = logging.getLogger(__name__)
+
+#: Share of the window's most recent rows held out to compare champion and challenger.
+DEFAULT_HOLDOUT = 0.1
+#: How much worse than the champion the challenger may be and still be promoted: RMSE
+#: relative, the others absolute.
+DEFAULT_TOLERANCES = {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02,
+                      "log_loss": 0.01, "accuracy": 0.005}
+#: Rows of the window the drift check samples (eq. 11 needs a sample, not every row).
+DRIFT_ROWS = 200_000
+#: Exit status of ``ebf retrain`` when the champion is kept.
+EXIT_KEPT = 10
+#: Training options of :func:`pipelines.train.train` a registry records and refits with.
+TRAIN_OPTIONS = ("task", "branch", "n_estimators", "trunk_leaves", "min_leaf_rows",
+                 "branch_memory", "min_samples_split", "model_memory", "compact", "calibrate",
+                 "calibration_fraction", "random_state")
+
+
+@dataclass
+class RetrainResult:
+    """What :func:`retrain` did.
+
+    Attributes
+    ----------
+    version : int
+        The version written (or found, for a re-run).
+    decision : {"trained", "promoted", "kept"}
+    action : {"train", "update", "refit"}
+    record : dict
+        The version's record (``version.json``).
+    reused : bool
+        True when the run was a no-op that found an existing version with the same inputs.
+    """
+
+    version: int
+    decision: str
+    action: str
+    record: dict
+    reused: bool = False
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the challenger is current (promoted, or version 1), :data:`EXIT_KEPT`."""
+        return EXIT_KEPT if self.decision == "kept" else 0
+
+
+def _metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    keys = (("rmse", "nlpd", "max_calibration_gap", "crps") if result["task"] == "regression"
+            else ("log_loss", "accuracy"))
+    return {"n": int(result["n"]), **{k: float(result[k]) for k in keys}}
+
+
+def gate(champion: Mapping[str, float], challenger: Mapping[str, float],
+         tolerances: Mapping[str, float]) -> tuple[bool, dict]:
+    """Whether the challenger may replace the champion, and the check of every metric.
+
+    Parameters
+    ----------
+    champion, challenger : mapping
+        Holdout metrics (``rmse``, ``nlpd``, ``max_calibration_gap`` for regressors;
+        ``log_loss``, ``accuracy`` for classifiers).
+    tolerances : mapping
+        :data:`DEFAULT_TOLERANCES` keys: ``rmse`` relative, the others absolute.
+
+    Returns
+    -------
+    promote : bool
+    checks : dict
+        Metric -> ``champion``, ``challenger``, ``limit``, ``ok``.
+
+    Examples
+    --------
+    >>> ok, checks = gate({"rmse": 10.0, "nlpd": 3.0, "max_calibration_gap": 0.02},
+    ...                   {"rmse": 10.05, "nlpd": 3.02, "max_calibration_gap": 0.01},
+    ...                   DEFAULT_TOLERANCES)
+    >>> ok, checks["nlpd"]["ok"]
+    (False, False)
+    """
+    checks = {}
+    for name, tol in tolerances.items():
+        if name not in champion or name not in challenger:
+            continue
+        a, b = float(champion[name]), float(challenger[name])
+        if name == "accuracy":
+            limit, ok = a - tol, b >= a - tol
+        else:
+            limit = a * (1 + tol) if name == "rmse" else a + tol
+            ok = b <= limit
+        checks[name] = {"champion": a, "challenger": b, "limit": limit, "ok": bool(ok)}
+    return all(c["ok"] for c in checks.values()), checks
+
+
+def _dask_class(model: Any) -> type:
+    from ebf import dask as ebf_dask
+
+    for name in ("DaskEmpiricalBayesianForestRegressor", "DaskEmpiricalBayesianForestClassifier"):
+        cls = getattr(ebf_dask, name)
+        if cls._local_class is type(model):
+            return cls
+    raise TypeError(f"the registry's model is a {type(model).__name__}; retrain updates "
+                    "Empirical Bayesian Forests.")
+
+
+@dataclass
+class _Window:
+    """The new data: the rows to train on and the holdout."""
+
+    fit: dd.DataFrame
+    holdout: dd.DataFrame
+    n_rows: int
+
+
+def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: Any,
+            seed: int, client: distributed.Client, storage_options: Any) -> _Window:
+    ddf = read_dataset(data, columns, storage_options=storage_options)
+    if holdout_data is not None:
+        hold = read_dataset(holdout_data, columns, storage_options=storage_options)
+        return _Window(ddf, hold, int(client.compute(ddf.shape[0]).result()))
+    fit, hold, n = calibration_rows(ddf, "recent", holdout, seed, client)
+    return _Window(fit, hold, n)
+
+
+def _drift(model: Any, window: _Window, features: list[str], target: str, threshold: float,
+           seed: int, client: distributed.Client) -> Any:
+    n_fit = window.n_rows  # an upper bound of the fit rows: sample at most DRIFT_ROWS
+    frame = window.fit[[*features, target]]
+    if n_fit > DRIFT_ROWS:
+        frame = frame.sample(frac=DRIFT_ROWS / n_fit, random_state=seed)
+    sample = client.compute(frame).result()
+    return trunk_drift(model, sample[features], sample[target], threshold=threshold,
+                       random_state=seed)
+
+
+def _update(model: Any, window: _Window, features: list[str], target: str,
+            options: Mapping[str, Any], client: distributed.Client,
+            progress: PhaseReport | None) -> dict:
+    """Extend ``model`` in place with the window's rows; recalibrate as at training."""
+    fit, cal = window.fit, None
+    method = options.get("calibrate", "none")
+    if method != "none":
+        fit, cal, _ = calibration_rows(fit, method, options["calibration_fraction"],
+                                       options.get("random_state", 0), client)
+    est = _dask_class(model).from_local(model, client=client,
+                                        branch_memory=options.get("branch_memory"))
+    est.partial_fit(fit[features], fit[target], progress=progress)
+    calibration = {"method": method}
+    if cal is not None:
+        recalibrate(model, cal[features], cal[target], client=client)
+        calibration.update(fraction=float(options["calibration_fraction"]),
+                           knots=model.recalibration_.n_knots)
+    return {"timings": dict(est.fit_timings_), "calibration": calibration}
+
+
+def _identities(paths: Sequence[str], storage_options: Any) -> list[dict]:
+    return [data_identity(p, storage_options) for p in paths]
+
+
+def retrain(
+    registry: str,
+    data: str,
+    *,
+    name: str = "ebf",
+    target: str | None = None,
+    features: Sequence[str] | None = None,
+    holdout: float | None = DEFAULT_HOLDOUT,
+    holdout_data: str | None = None,
+    train_options: Mapping[str, Any] | None = None,
+    drift_threshold: float = DEFAULT_THRESHOLD,
+    tolerances: Mapping[str, float] | None = None,
+    refit_on: str = "all",
+    client: distributed.Client | None = None,
+    progress: PhaseReport | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> RetrainResult:
+    """Retrain the registry's model on a new window of data (see the module docstring).
+
+    Parameters
+    ----------
+    registry : str
+        Registry root (local path or fsspec URL).
+    data : str
+        The new window: a Parquet file, directory or glob.
+    name : str, default="ebf"
+        The model's name in the registry (``models/NAME``).
+    target, features :
+        Version 1 only (later versions use the recorded ones): the target column and the
+        feature columns (default: every other column).
+    holdout : float in (0, 1), default=0.1
+        Most recent share of the window held out for the gate (ignored with
+        ``holdout_data``).
+    holdout_data : str, optional
+        A separate labelled dataset for the gate; the whole window is then trained on.
+    train_options : mapping, optional
+        Keyword arguments of :func:`pipelines.train.train` (:data:`TRAIN_OPTIONS`) for
+        version 1; later versions refit with the options version 1 recorded.
+    drift_threshold : float, default=ebf.drift.DEFAULT_THRESHOLD
+        Refit when a stored split's probability of still holding is below it.
+    tolerances : mapping, optional
+        Overrides of :data:`DEFAULT_TOLERANCES`.
+    refit_on : {"all", "window"}, default="all"
+        Data of a refit: the lineage's data plus the window, or the window alone.
+    client : distributed.Client, optional
+    progress : callable ``progress(phase, done, total)``, optional
+    storage_options : dict, optional
+        fsspec options of the registry and the data.
+
+    Returns
+    -------
+    RetrainResult
+
+    Raises
+    ------
+    pipelines.registry.RegistryBusyError
+        If another run holds the registry (before any work).
+    pipelines.schema.SchemaError
+        If the window lacks the model's columns (before any row is read).
+    """
+    t0 = time.perf_counter()
+    if refit_on not in ("all", "window"):
+        raise ValueError(f"refit_on must be 'all' or 'window'; got {refit_on!r}.")
+    if holdout_data is None and not (holdout is not None and 0 < holdout < 1):
+        raise ValueError(f"holdout must be a fraction in (0, 1) (or pass holdout_data); got "
+                         f"{holdout!r}.")
+    options = dict(train_options or {})
+    unknown = sorted(set(options) - set(TRAIN_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown train_options {unknown}; known: {list(TRAIN_OPTIONS)}.")
+    tolerances = {**DEFAULT_TOLERANCES, **dict(tolerances or {})}
+    reg = Registry(registry, name=name, storage_options=storage_options)
+    window_id = data_identity(data, storage_options)
+    holdout_id = None if holdout_data is None else data_identity(holdout_data, storage_options)
+    key = inputs_key([window_id, holdout_id], {
+        "name": name, "target": target, "features": list(features or []) or None,
+        "holdout": None if holdout_data is not None else holdout, "options": options,
+        "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on})
+    client = current_client(client)
+    with reg.lock():
+        found = reg.find(key)
+        if found is not None:
+            record = reg.record(found)
+            logger.info("retrain: the same inputs made version %d; nothing to do", found)
+            return RetrainResult(found, record["decision"], record["action"], record,
+                                 reused=True)
+        parent = reg.current()
+        lineage = {"parent": parent, "new_data": window_id,
+                   "holdout": ({"data": holdout_id} if holdout_id is not None
+                               else {"fraction": holdout}),
+                   "code_version": library_version()}
+        if parent is None:
+            model, meta, record = _first_version(data, target, features, holdout,
+                                                 holdout_data, options, client, progress,
+                                                 storage_options)
+            lineage["data"] = [window_id]
+        else:
+            model, meta, record = _challenger(reg, parent, data, holdout, holdout_data,
+                                              window_id, drift_threshold, tolerances,
+                                              refit_on, client, progress, storage_options)
+            lineage["data"] = record.pop("data")
+        lineage["params"] = meta["lineage_params"]
+        del meta["lineage_params"]
+        record.update(key=key, lineage=lineage,
+                      seconds=round(time.perf_counter() - t0, 3))
+        promote = record["decision"] != "kept"
+
+        def write(model_dir: str) -> None:
+            from ebf.model import save
+
+            save(model, model_dir, metadata=meta, storage_options=storage_options)
+
+        version = reg.publish(write, record, promote=promote)
+    logger.info("retrain: version %d, %s (%s)", version, record["decision"], record["action"])
+    return RetrainResult(version, record["decision"], record["action"], reg.record(version),
+                         timings={"total": time.perf_counter() - t0})
+
+
+def _first_version(data: str, target: str | None, features: Sequence[str] | None,
+                   holdout: float | None, holdout_data: str | None, options: dict,
+                   client: distributed.Client, progress: PhaseReport | None,
+                   storage_options: Any) -> tuple[Any, dict, dict]:
+    if target is None:
+        raise ValueError("the registry is empty: version 1 needs the target column "
+                         "(target=, CLI --target).")
+    chosen, _ = check_schema(data, target, features, storage_options=storage_options)
+    options = {"branch": "mondrian", **options}
+    window = _window(data, [*chosen, target], holdout, holdout_data,
+                     options.get("random_state", 0), client, storage_options)
+    res = train(window.fit, target, chosen, client=client, progress=progress,
+                storage_options=storage_options, **options)
+    metrics = _metrics(evaluate_model(res.model, window.holdout, target=target,
+                                      features=chosen, client=client))
+    meta = res.metadata()
+    meta["data"] = data
+    meta["lineage_params"] = {"target": target, "features": chosen, "task": res.task,
+                              "train_options": {**options, "task": res.task,
+                                                "calibrate": res.calibration["method"]}}
+    record = {"decision": "trained", "action": "train", "reason": "empty registry",
+              "metrics": {"challenger": metrics, "champion": None}, "gate": None,
+              "drift": None, "timings": {k: round(v, 3) for k, v in res.timings.items()}}
+    return res.model, meta, record
+
+
+def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
+                holdout_data: str | None, window_id: dict, drift_threshold: float,
+                tolerances: dict, refit_on: str, client: distributed.Client,
+                progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
+    from ebf.model import load
+    from pipelines.artifacts import open_artifact
+
+    parent_record = reg.record(parent)
+    params = parent_record["lineage"]["params"]
+    target, features = params["target"], list(params["features"])
+    options = {k: v for k, v in params["train_options"].items() if k in TRAIN_OPTIONS}
+    check_schema(data, target, features, storage_options=storage_options)
+    if holdout_data is not None:
+        check_schema(holdout_data, target, features, storage_options=storage_options)
+    path = reg.model_path(parent)
+    champion = load(path, storage_options=storage_options)
+    meta = dict(open_artifact(path, storage_options).training)
+    seed = options.get("random_state", 0)
+    window = _window(data, [*features, target], holdout, holdout_data, seed, client,
+                     storage_options)
+    drift = _drift(champion, window, features, target, drift_threshold, seed, client)
+    action, reason = drift.decision, drift.reason
+    if action == "update" and (champion.branch not in ONLINE_LEARNERS or champion.compact_):
+        action = "refit"
+        reason = (f"the champion's branch={champion.branch!r} forests cannot be extended "
+                  "online" if champion.branch not in ONLINE_LEARNERS
+                  else "the champion is predict-only (compact)")
+    seen = list(parent_record["lineage"]["data"])
+    t_fit = time.perf_counter()
+    if action == "update":
+        challenger = load(path, storage_options=storage_options)  # the champion stays as is
+        done = _update(challenger, window, features, target, options, client, progress)
+        meta.update(rows=int(challenger.branch_sizes_.sum()), calibration=done["calibration"],
+                    timings=done["timings"])
+        data_seen = [*seen, window_id]
+    else:
+        old = [d["path"] for d in seen] if refit_on == "all" else []
+        frames = [read_dataset(p, [*features, target], storage_options=storage_options)
+                  for p in old]
+        full = dd.concat([*frames, window.fit]) if frames else window.fit
+        res = train(full, target, features, client=client, progress=progress,
+                    storage_options=storage_options, **options)
+        challenger = res.model
+        meta = res.metadata()
+        data_seen = [*(seen if refit_on == "all" else []), window_id]
+    meta.update(data=data, trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    fit_seconds = time.perf_counter() - t_fit
+    scores = {who: _metrics(evaluate_model(m, window.holdout, target=target,
+                                           features=features, client=client))
+              for who, m in (("champion", champion), ("challenger", challenger))}
+    promote, checks = gate(scores["champion"], scores["challenger"], tolerances)
+    meta["lineage_params"] = params
+    record = {"decision": "promoted" if promote else "kept", "action": action,
+              "reason": reason, "metrics": scores,
+              "gate": {"tolerances": tolerances, "checks": checks},
+              "drift": drift.to_dict(), "timings": {"fit": round(fit_seconds, 3)},
+              "data": data_seen}
+    return challenger, meta, record

@@ -1,0 +1,104 @@
+"""``ebf retrain REGISTRY NEW_DATA``: the scheduled retraining job (:mod:`pipelines.retrain`).
+
+Exit status: 0 when the challenger is promoted (or version 1 is trained), 10 when the
+champion is kept, the statuses of :func:`pipelines.cli.main` on failure. A re-run with the
+same inputs reports the version it made and exits as that run did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .arguments import add_training_arguments, fraction, positive_float
+from .session import finish_job_parser, job
+
+__all__ = ["add_retrain_parser"]
+
+
+def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
+    """Add ``ebf retrain`` to the subcommands ``sub``."""
+    from pipelines.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
+
+    rt = sub.add_parser(
+        "retrain", help="retrain a registry's model on new data: update or refit, gate, version",
+        description=(
+            "Retrain the model of REGISTRY on NEW_DATA. An empty registry gets version 1 "
+            "(the training options below apply to it). Otherwise the current version is "
+            "loaded, the trunk-drift check (eq. 11 per stored split) decides between extending "
+            "its Mondrian branches online and a refit, and the challenger is compared with the "
+            "champion on the holdout (RMSE, NLPD, calibration gap). A new version is written "
+            "either way, with its metrics, decision and lineage; it becomes current only if it "
+            f"is promoted. Exit status 0: promoted or version 1; {EXIT_KEPT}: champion kept."
+        ),
+    )
+    rt.add_argument("registry", metavar="REGISTRY", help="registry root (path or fsspec URL)")
+    rt.add_argument("data", metavar="NEW_DATA", help=data_help)
+    rt.add_argument("--name", default="ebf", help="model name in the registry (default: ebf)")
+    gate = rt.add_mutually_exclusive_group()
+    gate.add_argument("--holdout", type=fraction(False), default=DEFAULT_HOLDOUT, metavar="F",
+                      help="most recent share of NEW_DATA held out of training to compare "
+                      f"champion and challenger (default: {DEFAULT_HOLDOUT})")
+    gate.add_argument("--holdout-data", metavar="PATH",
+                      help="a separate labelled dataset for the comparison instead")
+    rt.add_argument("--target", metavar="COL", help="target column (version 1; later versions "
+                    "use the recorded one)")
+    rt.add_argument("--drift-threshold", type=fraction(False), default=None, metavar="P",
+                    help="refit when a stored split holds with probability below P "
+                    "(default: ebf.drift.DEFAULT_THRESHOLD)")
+    rt.add_argument("--refit-on", choices=("all", "window"), default="all",
+                    help="data of a refit: everything the model has seen plus NEW_DATA, or "
+                    "NEW_DATA alone (default: all)")
+    for name, tol in DEFAULT_TOLERANCES.items():
+        what = "relative increase" if name == "rmse" else (
+            "decrease" if name == "accuracy" else "increase")
+        rt.add_argument(f"--tolerance-{name.replace('_', '-')}", dest=f"tol_{name}",
+                        type=positive_float, default=tol, metavar="X",
+                        help=f"promotion tolerance: {what} of {name} (default: {tol})")
+    add_training_arguments(rt, branch="mondrian")
+    finish_job_parser(rt, _cmd_retrain)
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from ebf.drift import DEFAULT_THRESHOLD
+
+    from pipelines.arguments import columns
+    from pipelines.retrain import DEFAULT_TOLERANCES, retrain
+
+    options = dict(task=args.task, branch=args.branch, n_estimators=args.n_estimators,
+                   trunk_leaves=args.trunk_leaves, min_leaf_rows=args.min_leaf_rows,
+                   branch_memory=args.branch_memory, model_memory=args.model_memory,
+                   compact=args.compact, calibrate=args.calibrate,
+                   calibration_fraction=args.calibration_fraction, random_state=args.seed)
+    tolerances = {k: getattr(args, f"tol_{k}") for k in DEFAULT_TOLERANCES}
+    with job(args) as (client, bars):
+        res = retrain(
+            args.registry, args.data, name=args.name, target=args.target,
+            features=columns(args.features),
+            holdout=None if args.holdout_data else args.holdout, holdout_data=args.holdout_data,
+            train_options=options,
+            drift_threshold=DEFAULT_THRESHOLD if args.drift_threshold is None
+            else args.drift_threshold,
+            tolerances=tolerances, refit_on=args.refit_on, client=client, progress=bars)
+    rec = res.record
+    if res.reused:
+        print(f"version {res.version} was made from the same inputs ({res.decision}, "
+              f"{res.action}); nothing to do")
+        return res.exit_code
+    print(f"version {res.version}: {res.action}, {res.decision} ({rec.get('reason')})")
+    metrics = rec.get("metrics") or {}
+    for who in ("champion", "challenger"):
+        if metrics.get(who):
+            print(f"  {who:10s} " + "  ".join(f"{k} {v:.4g}" for k, v in metrics[who].items()))
+    checks = (rec.get("gate") or {}).get("checks") or {}
+    failed = [k for k, c in checks.items() if not c["ok"]]
+    if failed:
+        print("  gate failed on " + ", ".join(
+            f"{k} ({checks[k]['challenger']:.4g} > limit {checks[k]['limit']:.4g})"
+            if k != "accuracy" else f"{k} ({checks[k]['challenger']:.4g} < limit "
+            f"{checks[k]['limit']:.4g})" for k in failed))
+    if rec.get("drift"):
+        drift = rec["drift"]
+        print(f"  drift: {drift.get('decision')} ({drift.get('reason')})")
+    print(json.dumps({"version": res.version, "decision": res.decision}))
+    return res.exit_code

@@ -1,0 +1,183 @@
+"""``pipelines.retrain`` and ``ebf retrain``: version 1, update vs refit by the drift check, the
+gate, lineage, idempotent re-runs, concurrent runs and killed runs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.cli import main
+from pipelines.registry import Registry, RegistryBusyError
+from pipelines.retrain import EXIT_KEPT, gate, retrain
+
+OPTIONS = {"n_estimators": 3, "trunk_leaves": 3, "calibrate": "recent"}
+
+
+def _window(root, name, n, seed, planted=False, files=2):
+    """Friedman-like rows: y depends on x0 through the root split; ``planted`` changes the
+    relation where x1 > 0.5 so that x1 splits the root better."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 4))
+    y = 4 * (X[:, 0] > 0.5) + np.sin(6 * X[:, 2]) + 0.3 * rng.normal(size=n)
+    if planted:
+        y = np.where(X[:, 1] > 0.5, y + 8 * (X[:, 3] > 0.5) - 4 * (X[:, 0] > 0.5), y)
+    df = pd.DataFrame(X, columns=["x0", "x1", "x2", "x3"]).assign(y=y)
+    path = os.path.join(root, name)
+    os.makedirs(path)
+    bounds = np.linspace(0, n, files + 1).astype(int)
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        df.iloc[a:b].to_parquet(os.path.join(path, f"part.{i}.parquet"), index=False)
+    return path
+
+
+@pytest.fixture
+def windows(tmp_path):
+    return {
+        "jan": _window(tmp_path, "jan", 4000, 0),
+        "feb": _window(tmp_path, "feb", 3000, 1),
+        "mar": _window(tmp_path, "mar", 3000, 2, planted=True),
+    }
+
+
+def _listing(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+
+def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
+    reg_url = str(tmp_path / "registry")
+    first = retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS,
+                    client=dask_client)
+    assert (first.version, first.decision, first.action, first.exit_code) == (1, "trained",
+                                                                              "train", 0)
+    reg = Registry(reg_url)
+    assert reg.current() == 1
+    lineage = first.record["lineage"]
+    assert lineage["parent"] is None and lineage["code_version"]
+    assert lineage["data"][0]["rows"] == 4000 and len(lineage["data"][0]["files"]) == 2
+    assert lineage["params"]["target"] == "y"
+    assert lineage["params"]["train_options"]["branch"] == "mondrian"
+    assert first.record["metrics"]["challenger"]["n"] == 400  # the most recent 10%
+
+    second = retrain(reg_url, windows["feb"], client=dask_client)
+    assert second.version == 2 and second.action == "update", second.record["reason"]
+    assert second.record["drift"]["decision"] == "update"
+    assert second.record["lineage"]["parent"] == 1
+    assert [d["rows"] for d in second.record["lineage"]["data"]] == [4000, 3000]
+    checks = second.record["gate"]["checks"]
+    assert set(checks) == {"rmse", "nlpd", "max_calibration_gap"}
+    assert (reg.current() == 2) == (second.decision == "promoted")
+    assert second.exit_code == (0 if second.decision == "promoted" else EXIT_KEPT)
+    from ebf.model import load
+
+    updated = load(reg.model_path(2))
+    assert updated.n_updates_ == 1 and updated.branch_sizes_.sum() > 3600 + 2500
+
+    third = retrain(reg_url, windows["mar"], client=dask_client)
+    assert third.action == "refit", third.record["reason"]
+    assert third.record["drift"]["decision"] == "refit"
+    refit = load(reg.model_path(3))
+    assert refit.n_updates_ == 0
+    # refit on everything the lineage saw plus the new window, minus its holdout
+    assert refit.branch_sizes_.sum() == pytest.approx(0.9 * (4000 + 3000 + 2700), abs=2)
+
+
+def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, dask_client):
+    reg_url = str(tmp_path / "registry")
+    retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
+    again = retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS,
+                    client=dask_client)
+    assert again.reused and again.version == 1
+    reg = Registry(reg_url)
+    assert reg.versions() == [1]
+    before = _listing(reg_url)
+    with reg.lock():
+        with pytest.raises(RegistryBusyError, match="lock"):
+            retrain(reg_url, windows["feb"], client=dask_client)
+    assert _listing(reg_url) == before
+
+
+@pytest.mark.parametrize("where", ["pipelines.retrain.evaluate_model",
+                                   "pipelines.retrain._update", "ebf.model.save"])
+def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
+                                                       monkeypatch, where):
+    reg_url = str(tmp_path / "registry")
+    retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
+    before = _listing(reg_url)
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(where, boom)
+    with pytest.raises(KeyboardInterrupt):
+        retrain(reg_url, windows["feb"], client=dask_client)
+    assert _listing(reg_url) == before
+    assert Registry(reg_url).current() == 1
+    monkeypatch.undo()
+    assert retrain(reg_url, windows["feb"], client=dask_client).version == 2
+
+
+def test_kept_champion_writes_a_version_without_promoting(tmp_path, windows, dask_client):
+    reg_url = str(tmp_path / "registry")
+    retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
+    # a gate no challenger can pass: 50% better RMSE required
+    kept = retrain(reg_url, windows["feb"], tolerances={"rmse": -0.5}, client=dask_client)
+    assert (kept.decision, kept.exit_code) == ("kept", EXIT_KEPT)
+    reg = Registry(reg_url)
+    assert reg.versions() == [1, 2] and reg.current() == 1
+    assert not kept.record["gate"]["checks"]["rmse"]["ok"]
+
+
+def test_schema_and_option_errors_before_any_work(tmp_path, windows, dask_client):
+    reg_url = str(tmp_path / "registry")
+    with pytest.raises(ValueError, match="needs the target column"):
+        retrain(reg_url, windows["jan"], client=dask_client)
+    with pytest.raises(ValueError, match="unknown train_options"):
+        retrain(reg_url, windows["jan"], target="y", train_options={"trees": 3},
+                client=dask_client)
+    retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
+    bad = tmp_path / "bad"
+    os.makedirs(bad)
+    pd.read_parquet(windows["feb"]).drop(columns="x2").to_parquet(bad / "p.parquet")
+    with pytest.raises(ValueError, match="x2"):
+        retrain(reg_url, str(bad), client=dask_client)
+    assert Registry(reg_url).versions() == [1]
+
+
+def test_gate_rules():
+    champ = {"rmse": 10.0, "nlpd": 3.0, "max_calibration_gap": 0.05}
+    ok, checks = gate(champ, {"rmse": 10.09, "nlpd": 3.009, "max_calibration_gap": 0.069},
+                      {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02})
+    assert ok and all(c["ok"] for c in checks.values())
+    ok, checks = gate(champ, {"rmse": 10.2, "nlpd": 2.0, "max_calibration_gap": 0.0},
+                      {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02})
+    assert not ok and not checks["rmse"]["ok"] and checks["nlpd"]["ok"]
+    ok, checks = gate({"accuracy": 0.9, "log_loss": 0.3}, {"accuracy": 0.894, "log_loss": 0.3},
+                      {"accuracy": 0.005, "log_loss": 0.01})
+    assert not ok and not checks["accuracy"]["ok"]
+
+
+def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    reg_url = str(tmp_path / "registry")
+    base = ["retrain", reg_url, "--quiet", "--n-workers", "1"]
+    assert main([*base[:2], windows["jan"], *base[2:], "--target", "y", "--n-estimators", "2",
+                 "--trunk-leaves", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "version 1: train, trained" in out
+    assert json.loads(out.strip().splitlines()[-1]) == {"version": 1, "decision": "trained"}
+    # zero tolerances: promoted only if no metric is worse than the champion's
+    code = main([*base[:2], windows["feb"], *base[2:], "--tolerance-rmse", "0",
+                 "--tolerance-nlpd", "0", "--tolerance-max-calibration-gap", "0"])
+    assert code in (0, EXIT_KEPT)
+    out = capsys.readouterr().out
+    assert ("promoted" in out) == (code == 0)
+    # a re-run reports the version it made and exits as it did
+    assert main([*base[:2], windows["feb"], *base[2:], "--tolerance-rmse", "0",
+                 "--tolerance-nlpd", "0", "--tolerance-max-calibration-gap", "0"]) == code
+    assert "nothing to do" in capsys.readouterr().out
