@@ -605,20 +605,25 @@ class Registry:
 
     def _undo(self, version: int, tmp_url: str | None, pointer: bytes | None) -> None:
         """Put the registry back as it was before a failed publish of ``version``."""
+        places = [] if tmp_url is None else [Place.of(tmp_url, self.storage_options)]
         try:
             if self._pointer_bytes() != pointer:  # the pointer first: it must not dangle
                 place = self._dir.child(POINTER_FILE)
-                if pointer is None:
-                    _remove_file(place)
-                else:
-                    replace_file(place, pointer)
-            for place in (self._place(version),
-                          None if tmp_url is None else Place.of(tmp_url, self.storage_options)):
-                if place is not None and place.lexists():
+                try:
+                    if pointer is None:
+                        _remove_file(place)
+                    else:
+                        replace_file(place, pointer)
+                except OSError:
+                    if self._pointer_bytes() != pointer:  # still naming the new version
+                        raise
+            places.insert(0, self._place(version))
+            for place in places:
+                if place.lexists():
                     place.remove()
         except Exception as exc:  # the original failure is the one to report
-            logger.error("could not undo the failed publish of version %d in %s: %s", version,
-                         self.url, exc)
+            logger.error("could not undo the failed publish of version %d in %s (%s): if "
+                         "current.json names it, it stays", version, self.url, exc)
 
     def promote(self, version: int) -> int:
         """Make ``version`` the current one (the previous current goes to the history).
