@@ -1,7 +1,8 @@
 """The model registry (``pipelines.registry``): versions, pointer, lock, failures, crafted files.
 
-Every version holds a real model: a tiny EBF with Mondrian branches (2 trees, 300 rows),
-saved once and copied (local registries) or saved again (``memory://``) by ``write``.
+Every version holds a real model: a tiny EBF with Mondrian branches (2 trees, 300 rows,
+the ``tiny_model_dir`` fixture), saved once and copied (local registries) or saved again
+(``memory://``) by ``write``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ import threading
 import time
 
 import fsspec
-import numpy as np
-import pandas as pd
 import pytest
 
 import basics.atomic
-from ebf import EmpiricalBayesianForestRegressor
 from ebf.model import load, model_hash, save
 from pipelines import registry as registry_module
 from pipelines.registry import (
@@ -34,18 +32,11 @@ from pipelines.registry import (
     resolve_model,
 )
 
-FEATURES = ["x0", "x1", "x2"]
 
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """A saved EBF regressor (Mondrian branches, 2 trees) fit on 300 rows."""
-    rng = np.random.default_rng(0)
-    X = pd.DataFrame(rng.random((300, 3)), columns=FEATURES)
-    y = pd.Series(3 * X["x0"] + rng.normal(0, 0.1, 300), name="y")
-    model = EmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,
-                                             trunk_max_leaves=2, random_state=0).fit(X, y)
-    return str(save(model, tmp_path_factory.mktemp("template") / "model"))
+@pytest.fixture
+def model_dir(tiny_model_dir):
+    """A saved EBF regressor (``tests/pipelines/conftest.py``)."""
+    return tiny_model_dir
 
 
 def copier(model_dir):
