@@ -410,29 +410,32 @@ class Registry:
         if self._owner == threading.get_ident():
             yield self
             return
-        token = self._acquire(break_stale)
-        self._owner, self._token = threading.get_ident(), token
-        try:
+        token, held = secrets.token_hex(16), False
+        try:  # a signal right after the lock file is created must remove it too
+            self._acquire(token, break_stale)
+            held = True
+            self._owner, self._token = threading.get_ident(), token
             yield self
         finally:
-            self._owner = self._token = None
-            self._release(token)
+            if held:  # not another thread's, which may hold it through this object
+                self._owner = self._token = None
+            self._release(token, held)
 
     def _lock_place(self) -> Place:
         return self._dir.child(LOCK_FILE)
 
-    def _acquire(self, break_stale: bool) -> str:
+    def _acquire(self, token: str, break_stale: bool) -> None:
         if self._dir.fs is None:
             os.makedirs(self._dir.path, exist_ok=True)
         else:
             self._dir.fs.makedirs(self._dir.path, exist_ok=True)
-        place, token = self._lock_place(), secrets.token_hex(16)
+        place = self._lock_place()
         data = json.dumps({"pid": os.getpid(), "host": host_name(), "started_utc": _now(),
                            "token": token}).encode()
         for attempt in range(2):
             if _create_exclusive(place, data, token):
                 logger.debug("locked %s", self.url)
-                return token
+                return
             holder = _Holder.read(place)
             if attempt == 0 and break_stale and holder is not None and holder.dead:
                 self._break(place, holder)
@@ -477,12 +480,14 @@ class Registry:
                        f"longer running, remove {place.url}")
         return f"the registry {self.url} is busy: its lock file {place.url} is held {who}; {fix}"
 
-    def _release(self, token: str) -> None:
+    def _release(self, token: str, held: bool) -> None:
+        """Remove the lock file if it is this holder's (``held``: it should be)."""
         place = self._lock_place()
         holder = _Holder.read(place)
         if holder is None or holder.token != token:
-            logger.warning("the lock %s was removed or taken over while this process held it",
-                           place.url)
+            if held:
+                logger.warning("the lock %s was removed or taken over while this process "
+                               "held it", place.url)
             return
         try:
             _remove_file(place)
