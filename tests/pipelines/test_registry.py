@@ -22,6 +22,7 @@ import pytest
 import basics.atomic
 from ebf.model import load, model_hash, save
 from pipelines import registry as registry_module
+from pipelines import registry_files
 from pipelines.registry import (
     MAX_RECORD_BYTES,
     MissingVersionError,
@@ -170,8 +171,8 @@ def _break(monkeypatch, module, name, after):
     (registry_module, "_write_record", False),  # after the model, before version.json
     (basics.atomic, "_move", False),  # the move into place
     (basics.atomic, "_move", True),  # after the rename (flushing the parent)
-    (registry_module, "replace_file", False),  # the pointer's replace
-    (registry_module, "replace_file", True),  # after the pointer's replace
+    (registry_files, "replace_file", False),  # the pointer's replace
+    (registry_files, "replace_file", True),  # after the pointer's replace
 ], ids=["write", "interrupt", "record", "move", "after-move", "pointer", "after-pointer"])
 def test_a_failure_at_any_step_leaves_the_registry_as_it_was(tmp_path, model_dir, monkeypatch,
                                                              step):
@@ -366,7 +367,7 @@ def test_a_crafted_record_is_a_registry_error(two_versions, content, match):
 
 def test_odd_entries_are_not_versions(two_versions):
     reg, folder = two_versions
-    for name in ("v3", "v00003", "vabcd", "v0003x", "_v0004", "latest"):
+    for name in ("v3", "v00003", "v1234567890", "vabcd", "v0003x", "_v0004", "latest"):
         shutil.copytree(folder / "v0001", folder / name)
     (folder / "v0005").write_text("a file")
     os.symlink(folder / "v0001", folder / "v0006")
