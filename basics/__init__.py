@@ -12,6 +12,8 @@ is named for what it holds:
 ``seeds``       ``random_state`` to a stored integer seed, and the seed tree of every model
 ``threads``     ``n_jobs`` to a number of threads
 ``tasks``       the task names and their integer codes in numba kernels
+``places``      paths on the local file system or fsspec alike; small files read within a
+                limit and replaced atomically
 ``atomic``      atomic output directories (local or fsspec) and the rules for replacing one
 ``versions``    the installed version of the library
 """

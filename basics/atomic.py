@@ -45,14 +45,11 @@ from __future__ import annotations
 
 import datetime
 import errno
-import json
 import logging
 import os
-import posixpath
 import re
 import secrets
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -70,6 +67,10 @@ __all__ = [
     "remove_abandoned",
 ]
 
+from .places import Place as _Place
+from .places import fsync as _fsync
+from .places import host_name as _host
+from .places import pid_alive as _pid_alive
 from .versions import library_version
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,6 @@ _TEMP = re.compile(
     r"\.(?P<what>tmp|old)-(?P<host>[A-Za-z0-9._]+)-(?P<pid>[0-9]+)-(?P<stamp>[0-9]+)"
     r"-[0-9a-f]+", re.ASCII,
 )
-_REMOVE_ATTEMPTS = 20  # x 0.1 s: late writers (tasks still finishing) may add files meanwhile
 
 _lock = threading.Lock()
 _active: set[tuple[str, str]] = set()  # (protocol, path) of this process's temporary dirs
@@ -98,115 +98,6 @@ _abandoned: dict[tuple[str, str], _Place] = {}  # removed on failure, maybe re-c
 
 class UnsafeOutputError(ValueError):
     """An output path that overlaps an input, or the current directory or a parent of it."""
-
-
-# ----------------------------------------------------------------------------- places
-
-
-class _Place:
-    """A path on the local file system (``fs`` None) or on an fsspec file system."""
-
-    def __init__(self, fs: Any, protocol: str, path: str) -> None:
-        self.fs, self.protocol, self.path = fs, protocol, path
-        self.url = path if fs is None else fs.unstrip_protocol(path)
-
-    @classmethod
-    def of(cls, url: str | os.PathLike, storage_options: Mapping[str, Any] | None) -> _Place:
-        text = os.fspath(url)
-        if "://" not in text or text.startswith("file://"):
-            return cls(None, "file", os.path.abspath(text.removeprefix("file://")))
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        return cls(fs, protocol, path.rstrip("/") or path)
-
-    def _join(self) -> Any:
-        return os.path if self.fs is None else posixpath
-
-    def child(self, name: str) -> _Place:
-        return _Place(self.fs, self.protocol, self._join().join(self.path, name))
-
-    def parent(self) -> _Place:
-        return _Place(self.fs, self.protocol, self._join().dirname(self.path) or "/")
-
-    @property
-    def name(self) -> str:
-        return self._join().basename(self.path)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.protocol, self.path
-
-    def real(self) -> str:
-        """The path with links resolved (local), for overlap checks."""
-        return os.path.realpath(self.path) if self.fs is None else self.path
-
-    def lexists(self) -> bool:
-        return os.path.lexists(self.path) if self.fs is None else self.fs.exists(self.path)
-
-    def is_link(self) -> bool:
-        return self.fs is None and os.path.islink(self.path)
-
-    def isdir(self) -> bool:
-        return os.path.isdir(self.path) if self.fs is None else self.fs.isdir(self.path)
-
-    def read_json(self, name: str) -> Any:
-        """The JSON object in file ``name`` of this directory, or None if absent or invalid."""
-        path = self.child(name).path
-        try:
-            if self.fs is None:
-                if not os.path.isfile(path):  # a FIFO would block the open
-                    return None
-                with open(path, "rb") as f:
-                    data = f.read()
-            else:
-                data = self.fs.cat_file(path)
-            return json.loads(data)
-        except (OSError, ValueError):
-            return None
-
-    def write_json(self, name: str, obj: Any) -> None:
-        data = json.dumps(obj, indent=1).encode()
-        path = self.child(name).path
-        if self.fs is None:
-            with open(path, "xb") as f:
-                f.write(data)
-        else:
-            self.fs.pipe_file(path, data)
-
-    def listdir(self) -> list[str]:
-        if self.fs is None:
-            return os.listdir(self.path)
-        return [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False)]
-
-    def remove(self) -> None:
-        """Remove this tree, retrying while late writers still add files (best effort)."""
-        for attempt in range(_REMOVE_ATTEMPTS):
-            try:
-                if self.fs is None:
-                    shutil.rmtree(self.path)
-                elif self.fs.exists(self.path):
-                    self.fs.rm(self.path, recursive=True)
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if attempt == _REMOVE_ATTEMPTS - 1:
-                    logger.warning("could not remove the temporary directory %s: %s",
-                                   self.url, exc)
-                    return
-                time.sleep(0.1)
-
-
-def _fsync(path: str, directory: bool) -> None:
-    if directory and os.name == "nt":  # Windows cannot open a directory for this
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(root: str) -> None:
@@ -389,22 +280,8 @@ def check_destination(
 # ----------------------------------------------------------------------------- temporary names
 
 
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:40] or "host"
-
-
 def _temp_name(name: str, what: str) -> str:
     return f".{name}.{what}-{_host()}-{os.getpid()}-{int(time.time())}-{secrets.token_hex(4)}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def _is_stale(parent: _Place, entry: str, match: re.Match) -> bool:

@@ -14,6 +14,10 @@ Subcommands
     (``pipelines.train``); predict to Parquet with the model hash in the schema metadata, or
     score (RMSE, NLPD, coverage, calibration; accuracy, log loss) streaming the partitions
     (``pipelines.score``).
+``ebf registry list|show|promote|rollback``
+    The versions of a model registry and its current-version pointer
+    (``pipelines.registry_cli``); ``ebf predict`` and ``ebf evaluate`` take
+    ``REGISTRY[@version]`` wherever they take a model directory.
 ``ebf migrate-model``
     Rewrite a saved model in the current format (format 2: one shard per branch).
 ``ebf demo``
@@ -71,6 +75,7 @@ from .arguments import (
 )
 from .failures import report_failure, sigterm_raises
 from .progress import ProgressBar, StatusLine
+from .registry_cli import _add_registry_parser
 from .retrain_cli import add_retrain_parser
 from .session import dask_client, finish_job_parser, job
 
@@ -104,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict_parser(sub)
     _add_evaluate_parser(sub)
     _add_migrate_parser(sub)
+    _add_registry_parser(sub)
     _add_demo_parser(sub)
     add_retrain_parser(sub, _DATA_HELP)
     return parser
@@ -268,6 +274,8 @@ def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
 
 
 _DATA_HELP = "Parquet file, directory (hive partitions too), glob or fsspec URL"
+_MODEL_HELP = ("model directory (ebf train), or REGISTRY[@VERSION]: a model registry (ebf "
+               "retrain), its current version unless @3 / @v3 / @v0003 names one")
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
@@ -293,13 +301,13 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser(
         "predict", help="predict a Parquet dataset with a saved model, on Dask, to Parquet",
         description=(
-            "Predict every row of DATA with MODEL_DIR on Dask and write Parquet: mean, std and "
+            "Predict every row of DATA with MODEL on Dask and write Parquet: mean, std and "
             "quantiles (regressors) or class probabilities and the class (classifiers), plus the "
             "branch; one file per input partition, rows in input order, the model's version and "
             "content hash in the schema metadata. PRED_DIR appears only when every file is written."
         ),
     )
-    pr.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
+    pr.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     pr.add_argument("data", metavar="DATA", help=_DATA_HELP)
     pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
     pr.add_argument("--quantiles", nargs="+", type=fraction(False), default=[0.05, 0.5, 0.95],
@@ -323,13 +331,13 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "evaluate", help="score a saved model on a labelled Parquet dataset, on Dask",
         description=(
-            "Score MODEL_DIR on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
+            "Score MODEL on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
             "coverage and the calibration table of the exact predictive intervals, before and "
             "after recalibration if the model recalibrates (regressors), accuracy and log loss "
             "(classifiers)."
         ),
     )
-    ev.add_argument("model", metavar="MODEL_DIR", help="model directory (ebf train)")
+    ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     ev.add_argument("data", metavar="DATA", help=_DATA_HELP)
     ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
     ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
@@ -448,13 +456,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from basics.atomic import check_destination
+    from pipelines.registry import resolve_model
     from pipelines.score import predict_to_parquet, prediction_inputs
 
+    model = resolve_model(args.model)  # once, before any Dask work: a registry's version
     check_destination(args.out, "predictions", overwrite=args.overwrite,
-                      inputs=prediction_inputs(args.model, args.data))
+                      inputs=prediction_inputs(model, args.data))
     with job(args) as (client, bars):
         res = predict_to_parquet(
-            args.model, args.data, args.out, quantiles=tuple(args.quantiles),
+            model, args.data, args.out, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite, client=client,
             progress=lambda done, total: bars("predict", done, total), strategy=args.strategy,
         )
@@ -467,15 +477,17 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.evaluate import DEFAULT_LEVELS, result_to_json
+    from pipelines.registry import resolve_model
     from pipelines.score import evaluate, format_evaluation
 
     if args.report:
         from pipelines.report import require_matplotlib
 
         require_matplotlib()  # before the evaluation, not after it
+    model = resolve_model(args.model)  # once, before any Dask work: a registry's version
     with job(args) as (client, bars):
         res = evaluate(
-            args.model, args.data, target=args.target,
+            model, args.data, target=args.target,
             levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
             progress=lambda done, total: bars("evaluate", done, total), strategy=args.strategy,
         )

@@ -14,7 +14,7 @@ Exit statuses (also in :func:`pipelines.cli.main`):
       model or parameters, a worker that kept dying, lost connections, out of memory, an
       I/O error, or an unexpected error
 2     usage error: a bad option, an output that exists or may not be replaced, an output
-      overlapping an input, a missing input, a schema that does not fit
+      overlapping an input, a missing input (or registry version), a schema that does not fit
 130   interrupted (Ctrl-C, SIGINT)
 143   terminated (SIGTERM); temporary files were removed
 ====  =====================================================================================
@@ -177,8 +177,9 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return dask
     text = _one_line(exc)
     usage = (UsageError, FileExistsError, FileNotFoundError,
-             *_classes("basics.atomic", "UnsafeOutputError"), *_classes("pipelines.schema",
-                                                                      "SchemaError"))
+             *_classes("basics.atomic", "UnsafeOutputError"),
+             *_classes("pipelines.schema", "SchemaError"),
+             *_classes("pipelines.registry", "MissingVersionError"))
     if isinstance(exc, usage):
         return USAGE, text
     if isinstance(exc, ImportError):

@@ -1,0 +1,181 @@
+"""``ebf registry list|show|promote|rollback``: the versions of a model registry.
+
+The registry (:mod:`pipelines.registry`) is ``ROOT/models/NAME/v0001/`` ... with a
+``current.json`` pointer; ``ebf retrain`` writes it, ``ebf predict`` and ``ebf evaluate``
+read ``REGISTRY[@version]``. These subcommands read records and move the pointer only: no
+Dask cluster. They follow the conventions of :mod:`pipelines.cli` (one line on stderr per
+failure; exit 1 for a broken or busy registry, 2 for a version or registry that is not there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from .failures import UsageError
+
+__all__ = ["format_versions"]
+
+_REGISTRY_HELP = ("registry root (a path or fsspec URL holding models/NAME/) or ROOT/models/NAME; "
+                  "a root must hold one model name unless --name is given")
+_WIDTH = 40  # longest text cell printed from a record (records are untrusted input)
+
+
+def _add_registry_parser(sub: argparse._SubParsersAction) -> None:
+    rg = sub.add_parser(
+        "registry", help="list, show, promote or roll back the versions of a model registry",
+        description=(
+            "A model registry holds the versions of a model (ROOT/models/NAME/v0001/ ..., each "
+            "a saved model and its record) and a pointer to the current one, replaced "
+            "atomically; ebf retrain writes it, ebf predict and ebf evaluate take "
+            "REGISTRY[@version] wherever they take a model directory."
+        ),
+    )
+    actions = rg.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = actions.add_parser(
+        "list", help="one line per version: current, created, decision, parent, metrics",
+        description="List the versions, newest last: * marks the current one.")
+    ls.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    sh = actions.add_parser(
+        "show", help="a version's record as JSON (default: the current version)",
+        description="Print the record of a version (version.json) as indented JSON.")
+    sh.add_argument("registry", metavar="REGISTRY[@VERSION]",
+                    help=_REGISTRY_HELP + "; @3, @v3 or @v0003 names a version")
+    pr = actions.add_parser(
+        "promote", help="make a version the current one",
+        description="Point the registry at VERSION (the previous current version is kept in "
+        "the history, for rollback). Takes the registry's lock.")
+    pr.add_argument("registry", metavar="REGISTRY@VERSION", help=_REGISTRY_HELP)
+    rb = actions.add_parser(
+        "rollback", help="point back to the previously current version",
+        description="Point the registry back at the version that was current before the "
+        "current one. Takes the registry's lock.")
+    rb.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    for parser, handler in ((ls, _cmd_list), (sh, _cmd_show), (pr, _cmd_promote),
+                            (rb, _cmd_rollback)):
+        parser.add_argument("--name", metavar="NAME",
+                            help="the model name, for a root holding several")
+        parser.set_defaults(handler=handler)
+
+
+def _text(value: Any, width: int = _WIDTH) -> str:
+    """A record value as one printable cell (no control characters, bounded)."""
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _version_cell(value: Any) -> str:
+    return f"v{value:04d}" if type(value) is int and value >= 0 else _text(value)
+
+
+def _row(version: int, record: dict, current: int | None) -> list[str]:
+    lineage = record.get("lineage")
+    parent = lineage.get("parent") if isinstance(lineage, dict) else None
+    metrics = record.get("metrics")
+    shown = (" ".join(f"{_text(k, 16)}={_text(v, 12)}" for k, v in list(metrics.items())[:8])
+             if isinstance(metrics, dict) else "")
+    decision = record.get("decision")
+    return ["*" if version == current else "", _version_cell(version),
+            _text(record.get("created_utc", "")), "" if decision is None else _text(decision),
+            "" if parent is None else _version_cell(parent), shown]
+
+
+def format_versions(registry: Any) -> tuple[str, list[str]]:
+    """The table of ``ebf registry list`` and the warnings about unreadable parts.
+
+    Parameters
+    ----------
+    registry : pipelines.registry.Registry
+
+    Returns
+    -------
+    (str, list of str)
+        The table (a header line, then one line per version, oldest first) and one warning
+        per record or pointer that cannot be read.
+    """
+    from .registry import RegistryError
+
+    warnings = []
+    try:
+        current = registry.current()
+    except RegistryError as exc:
+        current = None
+        warnings.append(str(exc))
+    versions = registry.versions()
+    rows = [["", "version", "created_utc", "decision", "parent", "metrics"]]
+    for version in versions:
+        try:
+            rows.append(_row(version, registry.record(version), current))
+        except RegistryError as exc:
+            warnings.append(str(exc))
+            rows.append(["*" if version == current else "", _version_cell(version),
+                         "(unreadable record)", "", "", ""])
+    state = f"current {_version_cell(current)}" if current is not None else "no current version"
+    title = f"{registry.url}: {len(versions)} versions, {state}"
+    if not versions:
+        return title, warnings
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+             for r in rows]
+    return "\n".join([title, *lines]), warnings
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, int | None]:
+    from .registry import Registry
+
+    return Registry.parse(args.registry, name=args.name)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    registry, version = _open(args)
+    if version is not None:
+        raise UsageError(f"ebf registry list takes a registry, not a version ({args.registry}); "
+                         f"use ebf registry show {args.registry}")
+    table, warnings = format_versions(registry)
+    print(table)
+    for warning in warnings:
+        print(f"ebf registry: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    registry, version = _open(args)
+    print(json.dumps(registry.record(registry.resolve(version)), indent=2))
+    return 0
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    registry, version = _open(args)
+    if version is None:
+        raise UsageError(f"name the version to promote: ebf registry promote "
+                         f"{args.registry}@N (ebf registry list {args.registry} shows them)")
+    before = _current_or_none(registry)
+    registry.promote(version)
+    was = f"was {_version_cell(before)}" if before is not None else "there was none"
+    print(f"{registry.url}: current version {_version_cell(version)} ({was})")
+    return 0
+
+
+def _cmd_rollback(args: argparse.Namespace) -> int:
+    registry, version = _open(args)
+    if version is not None:
+        raise UsageError(f"ebf registry rollback takes a registry, not a version "
+                         f"({args.registry}); to pick a version use ebf registry promote")
+    before = _current_or_none(registry)
+    now = registry.rollback()
+    print(f"{registry.url}: rolled back from {_version_cell(before)} to {_version_cell(now)}")
+    return 0
+
+
+def _current_or_none(registry: Any) -> int | None:
+    from .registry import RegistryError
+
+    try:
+        return registry.current()
+    except RegistryError:
+        return None
