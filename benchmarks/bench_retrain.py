@@ -203,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary)
     if not cfg.quick:
         cfg.output.mkdir(parents=True, exist_ok=True)
-        write_json({"machine": machine_info(), "versions": versions(), "config": vars(cfg),
+        config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(cfg).items()}
+        write_json({"machine": machine_info(), "versions": versions(), "config": config,
                     "rows": rows, "summary": summary}, cfg.output / "retrain.json")
         (cfg.output / "retrain.md").write_text(table + "\n\n" + str(summary) + "\n")
     return 0

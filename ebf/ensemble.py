@@ -453,47 +453,51 @@ class _EBF(_BranchedEnsemble):
             return self.fit(X, y)
         check_update(self.branch, previous is not None)
         A, target = encode_rows(self, X, y)
-        groups = self._groups(self.trunk_.apply(A))
-        old = {} if previous is None else previous_rows(self, previous, [b for b, _ in groups])
-        spec = self._update_spec()
-        for b, _ in groups:  # every branch that gets rows can take them, before any work
-            check_updatable(spec, self.branches_[b], b)
-        updates = {b: update_branch(spec, self.branches_[b], A[rows], target[rows],
-                                    int(self.entropy_), b, old.get(b))
-                   for b, rows in groups}
-        return self._with_updates(updates, {b: rows.size for b, rows in groups})
+        old = None if previous is None else encode_rows(self, *previous)
+        return self._update_encoded(A, target, self.trunk_.apply(A), old)
 
-    def _update_spec(self) -> BranchSpec:
-        """The branch learner and parameters updates use (a seam of ``ebf.dask``)."""
-        return self._fit_plan(self.encoder_, getattr(self, "classes_", None), 1).spec
-
-    def _with_updates(self, updates: dict, counts: dict) -> Any:
-        """Replace the updated branches and record the update, at once (a seam of
-        ``ebf.dask``: the Dask ``partial_fit`` updates the branches on the workers).
+    def _update_encoded(self, A: np.ndarray, target: np.ndarray, leaf: np.ndarray,
+                        previous: tuple | None = None) -> Any:
+        """:meth:`partial_fit` on rows already encoded and routed (a seam of ``ebf.dask``,
+        whose workers encode and route the new rows).
 
         Parameters
         ----------
-        updates : dict of int to estimator
-            Branch id -> its updated branch (:func:`ebf.update.update_branch`).
-        counts : dict of int to int
-            Branch id -> new rows it received.
+        A : ndarray of shape (n, n_features)
+            Rows encoded with ``encoder_``, in arrival order.
+        target : ndarray of shape (n,)
+            Their targets (class codes for classifiers, :func:`ebf.update.encode_rows`).
+        leaf : ndarray of shape (n,)
+            Their branches (``trunk_.apply(A)``).
+        previous : (ndarray, ndarray), optional
+            The earlier rows, encoded, and their targets (CART branches).
 
         Returns
         -------
         self
         """
+        groups = self._groups(leaf)
+        old = {} if previous is None else previous_rows(self, *previous,
+                                                        [b for b, _ in groups])
+        spec = self._fit_plan(self.encoder_, getattr(self, "classes_", None), 1).spec
+        for b, _ in groups:  # every branch that gets rows can take them, before any work
+            check_updatable(spec, self.branches_[b], b)
+        updates = {b: update_branch(spec, self.branches_[b], A[rows], target[rows],
+                                    int(self.entropy_), b, old.get(b))
+                   for b, rows in groups}
         if not updates:
             return self
         branches = list(self.branches_)
-        rows = self.branch_rows_.copy()
+        sizes = self.branch_rows_.copy()
         produced = self.branch_updates_.copy()
         n_updates = self.n_updates_ + 1
-        for b, branch in updates.items():
-            branches[b] = branch
-            rows[b] += counts[b]
+        for b, rows in groups:
+            branches[b] = updates[b]
+            sizes[b] += rows.size
             produced[b] = n_updates
-        self._assign({"branches_": branches, "branch_rows_": rows,
-                      "branch_updates_": produced, "n_updates_": n_updates})
+        # at once, and only these: the input attributes (feature names...) stay
+        self.__dict__.update({"branches_": branches, "branch_rows_": sizes,
+                              "branch_updates_": produced, "n_updates_": n_updates})
         return self
 
     def _update_record(self) -> dict:

@@ -56,13 +56,12 @@ def encode_rows(model: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     return A, class_codes(model, y, A.shape[0])
 
 
-def previous_rows(model: Any, previous: tuple, branches: list[int]) -> dict:
-    """Branch id -> its earlier rows and targets, from ``previous = (X_old, y_old)``.
+def previous_rows(model: Any, A: np.ndarray, target: np.ndarray, branches: list[int]) -> dict:
+    """Branch id -> its earlier rows and targets, from the encoded earlier rows ``A``.
 
-    Raises ``ValueError`` unless ``previous`` holds exactly as many rows of every branch in
+    Raises ``ValueError`` unless ``A`` holds exactly as many rows of every branch in
     ``branches`` as that branch was trained on (``model.branch_sizes_``).
     """
-    A, target = encode_rows(model, *previous)
     found = dict(model._groups(model.trunk_.apply(A)))
     out = {}
     for b in branches:

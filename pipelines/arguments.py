@@ -64,6 +64,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def fraction(low_open: bool):
     """An argparse type: a number in [0, 1], or (0, 1) if ``low_open``."""
 

@@ -42,19 +42,20 @@ from typing import Any
 
 import dask.dataframe as dd
 import distributed
-from ebf.drift import DEFAULT_THRESHOLD, trunk_drift
 
 from basics.versions import library_version
 from cluster import current_client
+from ebf.calibration import DEFAULT_FRACTION
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
+from ebf.drift import DEFAULT_THRESHOLD, trunk_drift
 from ebf.update import ONLINE_LEARNERS
 from pipelines.io import read_dataset
 from pipelines.lineage import data_identity, inputs_key
 from pipelines.registry import Registry
 from pipelines.schema import check_schema
 from pipelines.score import evaluate_model
-from pipelines.train import train
+from pipelines.train import infer_task, train
 
 __all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "RetrainResult", "gate",
            "retrain"]
@@ -165,56 +166,88 @@ def _dask_class(model: Any) -> type:
 
 @dataclass
 class _Window:
-    """The new data: the rows to train on and the holdout."""
+    """A window of data cut for one version: the rows to fit, the most recent slice of them
+    to recalibrate on (``cal``, None without recalibration) and the holdout of the gate
+    (``own_holdout``: the window's most recent rows rather than a separate dataset)."""
 
     fit: dd.DataFrame
+    cal: dd.DataFrame | None
     holdout: dd.DataFrame
     n_rows: int
+    own_holdout: bool
+
+    @property
+    def excluded(self) -> list[dd.DataFrame]:
+        """The window's rows the version's model was not fit on, in dataset order."""
+        return [d for d in (self.cal, self.holdout if self.own_holdout else None)
+                if d is not None]
 
 
 def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: Any,
-            seed: int, client: distributed.Client, storage_options: Any) -> _Window:
+            options: Mapping[str, Any], client: distributed.Client,
+            storage_options: Any) -> _Window:
+    """Cut a window: the holdout (most recent ``holdout`` share, or ``holdout_data``), then
+    the calibration slice of the rest as :func:`pipelines.train.train` cuts it."""
+    seed = options["random_state"]
     ddf = read_dataset(data, columns, storage_options=storage_options)
     if holdout_data is not None:
+        rest = ddf
         hold = read_dataset(holdout_data, columns, storage_options=storage_options)
-        return _Window(ddf, hold, int(client.compute(ddf.shape[0]).result()))
-    fit, hold, n = calibration_rows(ddf, "recent", holdout, seed, client)
-    return _Window(fit, hold, n)
+        n = int(client.compute(ddf.shape[0]).result())
+    else:
+        rest, hold, n = calibration_rows(ddf, "recent", holdout, seed, client)
+    fit, cal = rest, None
+    if options["calibrate"] != "none":
+        fit, cal, _ = calibration_rows(rest, options["calibrate"],
+                                       options["calibration_fraction"], seed, client)
+    return _Window(fit, cal, hold, n, holdout_data is None)
+
+
+def _carried(parent_record: Mapping[str, Any], columns: list[str], options: Mapping[str, Any],
+             client: distributed.Client, storage_options: Any) -> list[dd.DataFrame]:
+    """The rows of the parent's window its model was not fit on (its calibration slice and
+    holdout), which an update adds: they are past data now."""
+    lineage = parent_record["lineage"]
+    path = lineage["new_data"]["path"]
+    held = lineage["holdout"]
+    try:
+        parent = _window(path, columns, held.get("fraction"),
+                         held["data"]["path"] if "data" in held else None, options, client,
+                         storage_options)
+    except FileNotFoundError:
+        logger.warning("retrain: the parent's window %s is gone; its held-out rows are not "
+                       "added", path)
+        return []
+    return parent.excluded
 
 
 def _drift(model: Any, window: _Window, features: list[str], target: str, threshold: float,
            seed: int, client: distributed.Client) -> Any:
-    n_fit = window.n_rows  # an upper bound of the fit rows: sample at most DRIFT_ROWS
     frame = window.fit[[*features, target]]
-    if n_fit > DRIFT_ROWS:
-        frame = frame.sample(frac=DRIFT_ROWS / n_fit, random_state=seed)
+    if window.n_rows > DRIFT_ROWS:  # n_rows bounds the fit rows: at most DRIFT_ROWS sampled
+        frame = frame.sample(frac=DRIFT_ROWS / window.n_rows, random_state=seed)
     sample = client.compute(frame).result()
     return trunk_drift(model, sample[features], sample[target], threshold=threshold,
                        random_state=seed)
 
 
-def _update(model: Any, window: _Window, features: list[str], target: str,
-            options: Mapping[str, Any], client: distributed.Client,
-            progress: PhaseReport | None) -> dict:
-    """Extend ``model`` in place with the window's rows; recalibrate as at training."""
-    fit, cal = window.fit, None
-    method = options.get("calibrate", "none")
-    if method != "none":
-        fit, cal, _ = calibration_rows(fit, method, options["calibration_fraction"],
-                                       options.get("random_state", 0), client)
-    est = _dask_class(model).from_local(model, client=client,
-                                        branch_memory=options.get("branch_memory"))
-    est.partial_fit(fit[features], fit[target], progress=progress)
-    calibration = {"method": method}
-    if cal is not None:
-        recalibrate(model, cal[features], cal[target], client=client)
-        calibration.update(fraction=float(options["calibration_fraction"]),
-                           knots=model.recalibration_.n_knots)
-    return {"timings": dict(est.fit_timings_), "calibration": calibration}
+def _recalibrate(model: Any, window: _Window, features: list[str], target: str,
+                 options: Mapping[str, Any], client: distributed.Client) -> dict:
+    """Learn the model's PIT map on the window's calibration slice (if it has one)."""
+    if window.cal is None:
+        return {"method": "none"}
+    recalibrate(model, window.cal[features], window.cal[target], client=client)
+    return {"method": options["calibrate"], "fraction": float(options["calibration_fraction"]),
+            "knots": model.recalibration_.n_knots}
 
 
-def _identities(paths: Sequence[str], storage_options: Any) -> list[dict]:
-    return [data_identity(p, storage_options) for p in paths]
+def _fit(data: dd.DataFrame, target: str, features: list[str], options: Mapping[str, Any],
+         client: distributed.Client, progress: PhaseReport | None,
+         storage_options: Any) -> Any:
+    """:func:`pipelines.train.train` on rows already cut (no calibration of its own)."""
+    kwargs = {k: v for k, v in options.items() if k not in ("calibrate", "calibration_fraction")}
+    return train(data, target, features, calibrate="none", client=client, progress=progress,
+                 storage_options=storage_options, **kwargs)
 
 
 def retrain(
@@ -342,19 +375,23 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
     if target is None:
         raise ValueError("the registry is empty: version 1 needs the target column "
                          "(target=, CLI --target).")
-    chosen, _ = check_schema(data, target, features, storage_options=storage_options)
-    options = {"branch": "mondrian", **options}
-    window = _window(data, [*chosen, target], holdout, holdout_data,
-                     options.get("random_state", 0), client, storage_options)
-    res = train(window.fit, target, chosen, client=client, progress=progress,
-                storage_options=storage_options, **options)
+    chosen, info = check_schema(data, target, features, storage_options=storage_options)
+    options = {"branch": "mondrian", "task": "auto", "calibrate": "auto",
+               "calibration_fraction": DEFAULT_FRACTION, "random_state": 0, **options}
+    if options["task"] == "auto":
+        ddf = read_dataset(data, [target], storage_options=storage_options)
+        options["task"] = infer_task(info, ddf[target], client=client)
+    if options["calibrate"] == "auto":
+        options["calibrate"] = "recent" if options["task"] == "regression" else "none"
+    window = _window(data, [*chosen, target], holdout, holdout_data, options, client,
+                     storage_options)
+    res = _fit(window.fit, target, chosen, options, client, progress, storage_options)
+    calibration = _recalibrate(res.model, window, chosen, target, options, client)
     metrics = _metrics(evaluate_model(res.model, window.holdout, target=target,
                                       features=chosen, client=client))
-    meta = res.metadata()
-    meta["data"] = data
+    meta = {**res.metadata(), "data": data, "calibration": calibration}
     meta["lineage_params"] = {"target": target, "features": chosen, "task": res.task,
-                              "train_options": {**options, "task": res.task,
-                                                "calibrate": res.calibration["method"]}}
+                              "train_options": options}
     record = {"decision": "trained", "action": "train", "reason": "empty registry",
               "metrics": {"challenger": metrics, "champion": None}, "gate": None,
               "drift": None, "timings": {k: round(v, 3) for k, v in res.timings.items()}}
@@ -378,10 +415,10 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     path = reg.model_path(parent)
     champion = load(path, storage_options=storage_options)
     meta = dict(open_artifact(path, storage_options).training)
-    seed = options.get("random_state", 0)
-    window = _window(data, [*features, target], holdout, holdout_data, seed, client,
-                     storage_options)
-    drift = _drift(champion, window, features, target, drift_threshold, seed, client)
+    columns = [*features, target]
+    window = _window(data, columns, holdout, holdout_data, options, client, storage_options)
+    drift = _drift(champion, window, features, target, drift_threshold,
+                   options["random_state"], client)
     action, reason = drift.decision, drift.reason
     if action == "update" and (champion.branch not in ONLINE_LEARNERS or champion.compact_):
         action = "refit"
@@ -392,20 +429,21 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     t_fit = time.perf_counter()
     if action == "update":
         challenger = load(path, storage_options=storage_options)  # the champion stays as is
-        done = _update(challenger, window, features, target, options, client, progress)
-        meta.update(rows=int(challenger.branch_sizes_.sum()), calibration=done["calibration"],
-                    timings=done["timings"])
+        rows = dd.concat([*_carried(parent_record, columns, options, client, storage_options),
+                          window.fit])
+        est = _dask_class(challenger).from_local(challenger, client=client,
+                                                 branch_memory=options.get("branch_memory"))
+        est.partial_fit(rows[features], rows[target], progress=progress)
+        meta.update(rows=int(challenger.branch_sizes_.sum()), timings=dict(est.fit_timings_))
         data_seen = [*seen, window_id]
     else:
         old = [d["path"] for d in seen] if refit_on == "all" else []
-        frames = [read_dataset(p, [*features, target], storage_options=storage_options)
-                  for p in old]
-        full = dd.concat([*frames, window.fit]) if frames else window.fit
-        res = train(full, target, features, client=client, progress=progress,
-                    storage_options=storage_options, **options)
-        challenger = res.model
-        meta = res.metadata()
+        frames = [read_dataset(p, columns, storage_options=storage_options) for p in old]
+        res = _fit(dd.concat([*frames, window.fit]) if frames else window.fit, target,
+                   features, options, client, progress, storage_options)
+        challenger, meta = res.model, res.metadata()
         data_seen = [*(seen if refit_on == "all" else []), window_id]
+    meta["calibration"] = _recalibrate(challenger, window, features, target, options, client)
     meta.update(data=data, trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     fit_seconds = time.perf_counter() - t_fit
     scores = {who: _metrics(evaluate_model(m, window.holdout, target=target,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .arguments import add_training_arguments, fraction, positive_float
+from .arguments import add_training_arguments, fraction, non_negative_float
 from .session import finish_job_parser, job
 
 __all__ = ["add_retrain_parser"]
@@ -53,7 +53,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
         what = "relative increase" if name == "rmse" else (
             "decrease" if name == "accuracy" else "increase")
         rt.add_argument(f"--tolerance-{name.replace('_', '-')}", dest=f"tol_{name}",
-                        type=positive_float, default=tol, metavar="X",
+                        type=non_negative_float, default=tol, metavar="X",
                         help=f"promotion tolerance: {what} of {name} (default: {tol})")
     add_training_arguments(rt, branch="mondrian")
     finish_job_parser(rt, _cmd_retrain)
@@ -61,7 +61,6 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
 
 def _cmd_retrain(args: argparse.Namespace) -> int:
     from ebf.drift import DEFAULT_THRESHOLD
-
     from pipelines.arguments import columns
     from pipelines.retrain import DEFAULT_TOLERANCES, retrain
 

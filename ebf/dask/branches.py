@@ -25,7 +25,6 @@ import pandas as pd
 from distributed import Client, Future
 
 from ..branches import BranchSpec, fit_branch
-from ..update import update_branch
 from .client import Report, gather
 from .shuffle import ROW, TARGET, WEIGHT, feature_columns
 
@@ -161,56 +160,6 @@ def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch:
     """Fit one branch on its moved rows (sorted by global row id)."""
     A, y, w = _branch_rows(part, branch, n_features, has_weight)
     return fit_branch(spec, A, y, w, entropy, branch), len(part)
-
-
-def _update_branch_part(part: pd.DataFrame, old: Any, spec: BranchSpec, entropy: int,
-                        branch: int, n_features: int) -> tuple[Any, int]:
-    """Update one branch with its moved new rows (:func:`ebf.update.update_branch`)."""
-    A, y, _ = _branch_rows(part, branch, n_features, False)
-    return update_branch(spec, old, A, y, entropy, branch), len(part)
-
-
-def update_branches(client: Client, parts: list[Future], branches: dict[int, Any],
-                    spec: BranchSpec, entropy: int, n_features: int,
-                    expected_rows: dict[int, int], report: Report | None = None) -> dict:
-    """One task per branch that receives rows (``update_branch``), keyed
-    ``ebf-update-<b>-<token>``; the branch travels to the worker holding its new rows.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    parts : list of Future
-        Branch ``b``'s new rows (:func:`ebf.dask.shuffle.move_rows`).
-    branches : dict of int to estimator
-        The branches to update, by branch id.
-    spec : BranchSpec
-    entropy : int
-        The model's resolved seed.
-    n_features : int
-    expected_rows : dict of int to int
-        New rows per updated branch, from the routing: a check that none was lost.
-    report : callable ``report(done, total)``, optional
-
-    Returns
-    -------
-    dict of int to estimator
-        The updated branches.
-    """
-    token = uuid.uuid4().hex[:12]
-    ids = sorted(branches)
-    futures = [
-        client.submit(_update_branch_part, parts[b], branches[b], spec, int(entropy), b,
-                      n_features, key=f"ebf-update-{b}-{token}", pure=False,
-                      retries=BRANCH_RETRIES)
-        for b in ids
-    ]
-    results = gather(client, futures, report)
-    sizes = {b: r[1] for b, r in zip(ids, results, strict=True)}
-    if sizes != {b: expected_rows[b] for b in ids}:
-        raise RuntimeError(f"updated branches received {sizes} rows, expected "
-                           f"{expected_rows}: rows were lost in the move.")
-    logger.info("updated %d branches (%d rows)", len(ids), sum(sizes.values()))
-    return {b: r[0] for b, r in zip(ids, results, strict=True)}
 
 
 def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy: int,

@@ -102,17 +102,6 @@ def route_by_trunk(client: Client, data: EncodedData, trunk: Trunk) -> list[Futu
                       pure=False)
 
 
-def _count_branches(part: pd.DataFrame, n_branches: int) -> np.ndarray:
-    return np.bincount(part[BRANCH].to_numpy(), minlength=n_branches)
-
-
-def branch_counts(client: Client, routed: list[Future], n_branches: int) -> np.ndarray:
-    """Rows per branch among routed partitions (a small task per partition)."""
-    counts = client.gather(client.map(_count_branches, routed, n_branches=n_branches,
-                                      pure=False))
-    return np.sum(counts, axis=0, dtype=np.int64).reshape(n_branches)
-
-
 def subsample_labels(entropy: int, n: int, n_subsamples: int) -> np.ndarray:
     """Sub-sample of every global row id, from the local SSF's ``subsample_groups``.
 

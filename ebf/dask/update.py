@@ -1,11 +1,14 @@
-"""``partial_fit`` of an Empirical Bayesian Forest on the cluster (the local one's phases).
+"""``partial_fit`` of an Empirical Bayesian Forest on the cluster.
 
-The new rows are checked against the model (columns and kinds on the metadata, labels in
-the summary pass), encoded with the model's own encoder, routed by its trunk and moved so
-that each branch's new rows form one partition, in global row order. Every branch that
-receives rows is updated in one task by :func:`ebf.update.update_branch`, the function the
-local ``partial_fit`` calls, and the model takes the updated branches through its seam
-``_with_updates``. The result equals the local ``partial_fit`` on ``X.compute()``.
+The new rows are checked against the model (columns and kinds on the metadata, labels and
+targets in the summary pass), encoded with the model's own encoder and routed by its trunk
+on the workers, partition by partition. The branches are then updated where the model is:
+in this process. The model is not sharded on the workers (every worker would need all of it
+or its branches would travel out and back, tens of MB per branch for Mondrian forests), and
+a window of new rows is small next to the model that has seen every earlier window, so the
+encoded rows come to the model: a few float64 columns per row. The model's seam
+``_update_encoded`` then runs the local ``partial_fit`` on them (``ebf.update``), so the
+result equals the local ``partial_fit`` on ``X.compute()``, bit for bit.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from distributed import Client
 from sklearn.base import is_classifier
 
-from ..update import ONLINE_LEARNERS, check_updatable
-from .branches import update_branches
+from ..update import ONLINE_LEARNERS
+from .client import gather
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
-from .shuffle import branch_counts, move_rows, route_by_trunk, routed_meta
+from .shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
 
 __all__ = ["update_model"]
 
@@ -41,8 +45,8 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     Raises
     ------
     ValueError, TypeError
-        Before the rows move: CART branches, other columns, labels never seen, a
-        predict-only or constant branch that receives rows. The model is then unchanged.
+        CART branches, other columns, labels never seen, a predict-only or constant branch
+        that receives rows. The model is then unchanged.
     """
     if model.branch not in ONLINE_LEARNERS:
         raise ValueError(
@@ -62,20 +66,12 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
         data = encode(client, frame, layout,
                       InputSummary(summary.lengths, model.encoder_, classes),
                       phases.report("encode"))
-    trunk = model.trunk_
-    spec = model._update_spec()
     with phases("route"):
-        routed = route_by_trunk(client, data, trunk)
-        counts = branch_counts(client, routed, trunk.n_leaves_)
-        old = {int(b): model.branches_[b] for b in np.flatnonzero(counts)}
-        for b, branch in old.items():  # before any row moves
-            check_updatable(spec, branch, b)
-        moved = move_rows(client, routed, routed_meta(data), trunk.n_leaves_,
-                          report=phases.report("route"))
+        routed = route_by_trunk(client, data, model.trunk_)
+        frames = gather(client, routed, phases.report("route"))
         data.release()
         del routed
-    rows = {b: int(counts[b]) for b in old}
     with phases("branches"):
-        updates = update_branches(client, moved, old, spec, model.entropy_, data.n_features,
-                                  rows, phases.report("branches"))
-    model._with_updates(updates, rows)
+        rows = pd.concat(frames, ignore_index=True) if frames else routed_meta(data)
+        A = np.ascontiguousarray(rows[feature_columns(data.n_features)].to_numpy(np.float64))
+        model._update_encoded(A, rows[TARGET].to_numpy(), rows[BRANCH].to_numpy())

@@ -86,6 +86,10 @@ def test_online_equals_batch_in_distribution_flights():
     from pipelines.datasets import load_flight_delays
 
     X, y = load_flight_delays(n_rows=3200, shuffle=True, random_state=0)
+    model = EmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=1,
+                                             random_state=0).fit(X.iloc[:500], y.iloc[:500])
+    model.partial_fit(X.iloc[500:600], y.iloc[500:600])
+    assert list(model.feature_names_in_) == list(X.columns)  # an update keeps the input
     online, batch, s_on, s_ba = _online_vs_batch(
         X.iloc[:3000], y.to_numpy()[:3000], X.iloc[3000:3008], y.to_numpy()[3000:3008],
         chunks=3, n_estimators=1, trunk_max_leaves=3)

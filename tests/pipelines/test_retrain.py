@@ -75,15 +75,17 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     from ebf.model import load
 
     updated = load(reg.model_path(2))
-    assert updated.n_updates_ == 1 and updated.branch_sizes_.sum() > 3600 + 2500
+    # v1 was fit on January minus its holdout (400) and calibration slice (360); the update
+    # adds those 760 rows and February minus its own holdout (300) and slice (270)
+    assert updated.n_updates_ == 1 and updated.branch_sizes_.sum() == 4000 - 300 - 270 + 3000
 
     third = retrain(reg_url, windows["mar"], client=dask_client)
     assert third.action == "refit", third.record["reason"]
     assert third.record["drift"]["decision"] == "refit"
     refit = load(reg.model_path(3))
     assert refit.n_updates_ == 0
-    # refit on everything the lineage saw plus the new window, minus its holdout
-    assert refit.branch_sizes_.sum() == pytest.approx(0.9 * (4000 + 3000 + 2700), abs=2)
+    # refit on everything the lineage saw plus the new window but its holdout and slice
+    assert refit.branch_sizes_.sum() == 4000 + 3000 + 3000 - 300 - 270
 
 
 def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, dask_client):
@@ -102,7 +104,7 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
 
 
 @pytest.mark.parametrize("where", ["pipelines.retrain.evaluate_model",
-                                   "pipelines.retrain._update", "ebf.model.save"])
+                                   "pipelines.retrain._recalibrate", "ebf.model.save"])
 def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
                                                        monkeypatch, where):
     reg_url = str(tmp_path / "registry")

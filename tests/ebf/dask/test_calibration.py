@@ -50,6 +50,11 @@ def test_missing_targets_are_counted_and_refused(frame, dask_client):
         frame[["a", "b"]], frame.y)
     counts, missing = pit_counts_dask(model, ddf[["a", "b"]], ddf.y, dask_client)
     assert missing == 3 and counts.sum() == len(df) - 3
+    # the same counts when the model goes to the workers instead of the rows to the model
+    shipped, shipped_missing = pit_counts_dask(model, ddf[["a", "b"]], ddf.y, dask_client,
+                                               gather_bytes=0)
+    np.testing.assert_array_equal(shipped, counts)
+    assert shipped_missing == missing
     with pytest.raises(ValueError, match="3 calibration rows have a missing"):
         recalibrate(model, ddf[["a", "b"]], ddf.y, client=dask_client)
     assert getattr(model, "recalibration_", None) is None
