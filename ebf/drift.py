@@ -38,7 +38,7 @@ from .grower import BinnedSource, apply_binned, grow_trunk
 from .histogram import row_statistics
 from .stability import _paths, _splits, node_rows, split_match_at
 
-__all__ = ["DEFAULT_THRESHOLD", "MIN_NODE_ROWS", "DriftReport", "trunk_drift"]
+__all__ = ["DEFAULT_BLOCKS", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS", "DriftReport", "trunk_drift"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,10 @@ DEFAULT_THRESHOLD = 0.05
 #: A node needs at least this many window rows (and twice the scaled minimum leaf size) for
 #: its probability to be computed and counted: eq. (11) is a central-limit approximation.
 MIN_NODE_ROWS = 30
+
+#: Blocks of consecutive window rows the Bayesian bootstrap weights (see :func:`trunk_drift`,
+#: "Dependent rows"): a month of flights in blocks of about 14 hours.
+DEFAULT_BLOCKS = 50
 
 _TOO_FEW = "too few rows"
 _COUNTED = "counted"
@@ -216,6 +220,7 @@ def trunk_drift(
     max_rows: int | None = None,
     random_state: Any = 0,
     recalibrated: bool = True,
+    blocks: int | None = DEFAULT_BLOCKS,
 ) -> DriftReport:
     """Check a fitted EBF's trunk against a new window of rows (eq. 6-11 of Taddy et al.).
 
@@ -236,10 +241,21 @@ def trunk_drift(
     union bound over the features), so a probability near zero comes from a real change
     of the best variable, or from a split that was already a close contest at fit; a
     trunk whose splits were stable at fit (:func:`ebf.stability.trunk_posterior`) scores
-    near 1 at every node on a stationary window of a few thousand rows. Nodes with too few
-    rows give no evidence either way, so a window that tests nothing says ``"update"``.
-    A classifier's window with labels it never saw says ``"refit"``: no update of the
-    branches can add a class.
+    near 1 at every node on a stationary window of a few thousand rows.
+
+    **Dependent rows.** Eq. (10) treats rows as independent. The rows of a window often
+    are not: the flights of one day share its weather, and one stormy day can favour
+    another split variable over a whole month's window with a per-row z of 20 although
+    the next month shows nothing of it (on the flight delays, every stored split of a
+    January-June trunk failed on June itself, a month it was fit on). So the window is cut
+    into ``blocks`` blocks of consecutive rows (in the order given, which should be time
+    order) and the Bayesian bootstrap weights blocks, not rows
+    (:func:`ebf.stability.clt_split_match` with ``blocks``): evidence must hold across
+    the window's blocks to count. ``blocks=None`` is the paper's per-row eq. (10).
+
+    Nodes with too few rows give no evidence either way, so a window that tests nothing
+    says ``"update"``. A classifier's window with labels it never saw says ``"refit"``: no
+    update of the branches can add a class.
 
     **Also reported.** The trunk refit on the window (stored parameters and bins, the
     scaled minimum leaf size): per stored path, its feature and threshold there. Each
@@ -256,6 +272,9 @@ def trunk_drift(
         Its targets (regression) or labels (classification).
     threshold : float, default=DEFAULT_THRESHOLD (0.05)
         A counted split below this probability fails, and the decision is ``"refit"``.
+    blocks : int or None, default=DEFAULT_BLOCKS (50)
+        Blocks of consecutive rows the window is cut into for eq. (10) (see above);
+        None: one per row.
     max_rows : int, optional
         Analyse a random sub-sample of this many rows (eq. 11 needs only a sample); the
         sample is drawn once from ``random_state``, so the report is reproducible.
@@ -315,7 +334,8 @@ def trunk_drift(
         n_classes = 0
         target = y
     n_unseen = int(n - seen.sum())
-    splits, min_node = _split_table(model, A[seen], target, n_classes)
+    block = None if blocks is None else (np.arange(n) * int(blocks) // n)[seen]
+    splits, min_node = _split_table(model, A[seen], target, n_classes, block)
     counted = splits[splits["status"] == _COUNTED]
     failing = counted.loc[counted["probability"] < threshold, "path"].tolist()
     branches, statistic, pvalue = _branch_table(model, X, y, trunk.apply(A), recalibrated)
@@ -327,8 +347,8 @@ def trunk_drift(
                        n_unseen_labels=n_unseen, min_node_rows=min_node)
 
 
-def _split_table(model: Any, A: np.ndarray, target: np.ndarray,
-                 n_classes: int) -> tuple[pd.DataFrame, int]:
+def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
+                 blocks: np.ndarray | None) -> tuple[pd.DataFrame, int]:
     """Eq. (11) at every stored split, and the trunk refit on the window at its path;
     also the window rows a node needs to be counted."""
     trunk = model.trunk_
@@ -359,7 +379,7 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray,
         prob = math.nan
         if count >= min_node:
             prob = split_match_at(t, j, at, binned, S, target, w, n_bins, task, n_classes,
-                                  min_leaf)
+                                  min_leaf, blocks)
         f = int(t.feature[j])
         rf, rt = refit.get(path, (-1, math.nan))
         rows.append({

@@ -117,6 +117,7 @@ def clt_split_match(
     n_classes: int,
     min_leaf_rows: int,
     chosen: tuple[int, int],
+    blocks: np.ndarray | None = None,
 ) -> float:
     """Eq. (11), signed: approximate probability that a node keeps its split variable.
 
@@ -137,17 +138,24 @@ def clt_split_match(
         The trunk's minimum leaf size (a candidate on feature ``j`` must respect it).
     chosen : (feature, bin)
         Split 1: rows with ``code <= bin`` on ``feature`` go left.
+    blocks : ndarray of shape (n,), int, optional
+        Block of every row, for rows that are dependent within blocks (consecutive rows of
+        a time-ordered window: the flights of one day share its weather). The Bayesian
+        bootstrap then draws one Exp(1) weight per block instead of per row, and eq. (10)
+        holds with block sums ``D_b = sum_{i in b} d_i`` in place of the rows:
+        ``Delta_j = sum_b theta_b D_b / n`` has variance ``sum_b D_b^2 / n^2``. One block
+        per row (None) is the paper's eq. (10).
 
     Returns
     -------
     float
-        ``max(0, 1 - sum_j Phi(sqrt(n) z_j))`` over the other features ``j`` that have a
-        valid split, ``z_j = dbar_j / sqrt(d_j'd_j / n)`` with ``d_j = g1 - gj`` (impurity
-        contributions, lower is better). For the sample optimum ``dbar_j <= 0`` and this
-        is the paper's ``1 - sum_j Phi(-sqrt(n) |z_j|)``; a split 1 worse than the best
-        split on some feature (``dbar_j > 0``) gets a probability near zero.
+        ``max(0, 1 - sum_j Phi(z_j))`` over the other features ``j`` that have a valid
+        split, ``z_j = sum_b D_b / sqrt(sum_b D_b^2)`` with ``d_j = g1 - gj`` (impurity
+        contributions, lower is better); per row, ``z_j = sqrt(n) dbar_j / sqrt(d_j'd_j /
+        n)``. For the sample optimum ``dbar_j <= 0`` and this is the paper's
+        ``1 - sum_j Phi(-sqrt(n) |dbar_j| / sqrt(d_j'd_j / n))``; a split 1 worse than the
+        best split on some feature (``dbar_j > 0``) gets a probability near zero.
     """
-    n = y.shape[0]
     f1, b1 = chosen
     g1 = _impurity_terms(y, w, binned[:, f1] <= b1, task, n_classes)
     miss = 0.0
@@ -159,10 +167,12 @@ def clt_split_match(
             continue  # no valid split on feature j: it can never be chosen
         gj = _impurity_terms(y, w, binned[:, j] <= best.bin[0], task, n_classes)
         d = g1 - gj
-        sd = np.sqrt(np.dot(d, d) / n)
-        if sd == 0.0:
+        if blocks is not None:
+            d = np.bincount(blocks, weights=d)
+        scale = np.sqrt(np.dot(d, d))
+        if scale == 0.0:
             continue  # identical partitions: the same split whatever the weights
-        miss += float(ndtr(np.sqrt(n) * d.mean() / sd))
+        miss += float(ndtr(d.sum() / scale))
     return max(0.0, 1.0 - miss)
 
 
@@ -196,6 +206,7 @@ def split_match_at(
     task: str,
     n_classes: int,
     min_leaf_rows: int,
+    blocks: np.ndarray | None = None,
 ) -> float:
     """Eq. (11) at internal node ``j`` of ``t``, split 1 being ``t``'s split there.
 
@@ -217,6 +228,8 @@ def split_match_at(
     n_classes : int
     min_leaf_rows : int
         Minimum rows on each side of a candidate split on another feature.
+    blocks : ndarray of shape (n,), int, optional
+        Block of every row (:func:`clt_split_match`).
 
     Returns
     -------
@@ -225,8 +238,13 @@ def split_match_at(
     """
     hist = node_histograms(t, np.array([j]), binned[rows], S[rows], n_bins,
                            nodes=np.full(int(rows.sum()), j))
+    f = int(t.feature[j])
+    # split 1 is the node's variable at its best threshold on these rows, as the other
+    # variables' splits are theirs: eq. (11) asks whether the variable still holds
+    best = best_splits(np.ascontiguousarray(hist[:, f:f + 1]), task, min_leaf_rows)
+    at = int(best.bin[0]) if best.feature[0] >= 0 else int(t.threshold_bin[j])
     return clt_split_match(hist, binned[rows], y[rows], w[rows], task, n_classes,
-                           min_leaf_rows, (int(t.feature[j]), int(t.threshold_bin[j])))
+                           min_leaf_rows, (f, at), None if blocks is None else blocks[rows])
 
 
 @dataclass

@@ -485,12 +485,13 @@ def naive_impurity_terms(y, w, left, task, n_classes):
     return g
 
 
-def naive_stored_split_match(X, y, w, edges, task, n_classes, min_rows, chosen):
+def naive_stored_split_match(X, y, w, edges, task, n_classes, min_rows, chosen, blocks=None):
     """Signed eq. (11) at one node for a split fixed beforehand, ``chosen = (f, b)``
     (rows with ``x_f <= edges[f][b]`` go left), against the best split on every other feature
     (brute force over its edges, :func:`naive_best_split`, at least ``min_rows`` a side):
-    ``max(0, 1 - sum_j Phi(sqrt(n) dbar_j / sd_j))`` with ``d_j = g1 - gj``."""
-    n = len(y)
+    ``max(0, 1 - sum_j Phi(sqrt(n) dbar_j / sd_j))`` with ``d_j = g1 - gj``. With
+    ``blocks`` (block id per row) the rows of a block are summed first and the blocks play
+    the rows' part (one bootstrap weight per block)."""
     f1, b1 = chosen
     g1 = naive_impurity_terms(y, w, X[:, f1] <= edges[f1][b1], task, n_classes)
     miss = 0.0
@@ -501,6 +502,10 @@ def naive_stored_split_match(X, y, w, edges, task, n_classes, min_rows, chosen):
         if f < 0:
             continue
         d = g1 - naive_impurity_terms(y, w, X[:, j] <= edges[j][b], task, n_classes)
+        if blocks is not None:
+            d = np.array([sum(d[i] for i in range(len(y)) if blocks[i] == k)
+                          for k in range(max(blocks) + 1)])
+        n = len(d)
         sd = np.sqrt(sum(v * v for v in d) / n)
         if sd == 0:
             continue

@@ -111,6 +111,41 @@ def test_signed_eq11_equals_naive(task, effects):
     assert probs[0] > 0.5 and 1e-3 < probs[1] < 0.5 and probs[2] == 0.0
 
 
+def test_block_eq11_equals_naive_and_discounts_evidence_shared_by_a_block():
+    """With blocks of consecutive rows, eq. (10) on block sums (one Bayesian-bootstrap
+    weight per block) equals the oracle; evidence confined to one block (a 'stormy day')
+    counts as one observation, not hundreds."""
+    from ebf.splitting import best_splits
+
+    X, y, w, edges, binned, hist = _node(3000, 5, "regression", [0.2, 0.17, 0.0])
+    per_feature = [best_splits(np.ascontiguousarray(hist[:, j:j + 1]), "regression", 20)
+                   for j in range(3)]
+    blocks = np.arange(3000) * 40 // 3000
+    for f in range(3):
+        split = (f, int(per_feature[f].bin[0]))
+        got = clt_split_match(hist, binned, y, w, "regression", 0, 20, split, blocks)
+        expected = naive_stored_split_match(X, y, w, edges, "regression", 0, 20, split,
+                                            blocks)
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    # one block where x1 matters a lot (a stormy day): per row, that day alone makes x1
+    # beat the node's variable x0 decisively; per block it is one day of 40, not decisive
+    rng = np.random.default_rng(5)
+    X = rng.random((3000, 3))
+    y = 0.5 * (X[:, 0] > 0.5) + rng.normal(size=3000)
+    storm = blocks == 7
+    y[storm] += 30.0 * (X[storm, 1] > 0.5)
+    w = np.ones(3000)
+    edges = bin_edges(X, 16)
+    binned = bin_data(X, edges)
+    S = row_statistics(y, w, "regression", None)
+    hist = node_histograms(TrunkArrays.root(S.shape[1]), np.array([0]), binned, S,
+                           n_bins_of(edges))
+    split = (0, int(best_splits(np.ascontiguousarray(hist[:, :1]), "regression", 20).bin[0]))
+    per_row = clt_split_match(hist, binned, y, w, "regression", 0, 20, split)
+    per_block = clt_split_match(hist, binned, y, w, "regression", 0, 20, split, blocks)
+    assert per_row < 0.01 and per_block > 0.2
+
+
 # ------------------------------------------------------------------ the rule
 
 
