@@ -38,7 +38,8 @@ from .grower import BinnedSource, apply_binned, grow_trunk
 from .histogram import row_statistics
 from .stability import _paths, _splits, node_rows, split_match_at
 
-__all__ = ["DEFAULT_BLOCKS", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS", "DriftReport", "trunk_drift"]
+__all__ = ["DEFAULT_BLOCKS", "DEFAULT_MIN_GAIN", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS",
+           "DriftReport", "replicated_gain", "trunk_drift"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ DEFAULT_THRESHOLD = 0.05
 #: A node needs at least this many window rows (and twice the scaled minimum leaf size) for
 #: its probability to be computed and counted: eq. (11) is a central-limit approximation.
 MIN_NODE_ROWS = 30
+
+#: A refit must pay: the trunk refit on the window's first half must predict its second
+#: half this much better than the stored trunk (:func:`replicated_gain`).
+DEFAULT_MIN_GAIN = 0.01
 
 #: Blocks of consecutive window rows the Bayesian bootstrap weights (see :func:`trunk_drift`,
 #: "Dependent rows"): a month of flights in blocks of about 14 hours.
@@ -94,6 +99,11 @@ class DriftReport:
         Window rows whose label the classifier never saw (0 for regression).
     min_node_rows : int
         Window rows a node needed for its probability to count.
+    replicated_gain : float
+        :func:`replicated_gain`: how much better a trunk refit on the window's first half
+        predicts its second half than the stored trunk (NaN: too few rows).
+    min_gain : float
+        The rule's threshold on it.
     """
 
     splits: pd.DataFrame
@@ -108,9 +118,12 @@ class DriftReport:
     task: str = REGRESSION
     n_unseen_labels: int = 0
     min_node_rows: int = MIN_NODE_ROWS
+    replicated_gain: float = math.nan
+    min_gain: float = 0.0
 
     _SCALARS = ("decision", "reason", "threshold", "n_rows", "failing", "task",
-                "n_unseen_labels", "min_node_rows", "share_statistic", "share_pvalue")
+                "n_unseen_labels", "min_node_rows", "share_statistic", "share_pvalue",
+                "replicated_gain", "min_gain")
 
     def to_dict(self) -> dict:
         """The report as JSON-ready dicts and lists (NaN becomes None).
@@ -131,7 +144,7 @@ class DriftReport:
     def from_dict(cls, d: dict) -> DriftReport:
         """Inverse of :meth:`to_dict` (e.g. of a report read from a version record)."""
         kw = {name: d[name] for name in cls._SCALARS}
-        for name in ("share_statistic", "share_pvalue"):
+        for name in ("share_statistic", "share_pvalue", "replicated_gain"):
             kw[name] = math.nan if kw[name] is None else float(kw[name])
         return cls(splits=pd.DataFrame.from_records(d["splits"], columns=_SPLIT_COLUMNS),
                    branches=pd.DataFrame.from_records(d["branches"]), **kw)
@@ -221,6 +234,7 @@ def trunk_drift(
     random_state: Any = 0,
     recalibrated: bool = True,
     blocks: int | None = DEFAULT_BLOCKS,
+    min_gain: float = DEFAULT_MIN_GAIN,
 ) -> DriftReport:
     """Check a fitted EBF's trunk against a new window of rows (eq. 6-11 of Taddy et al.).
 
@@ -235,9 +249,12 @@ def trunk_drift(
     leaf)`` window rows gets NaN, status ``"too few rows"``, and does not count.
 
     **The rule.** ``decision = "refit"`` if some counted split's probability is below
-    ``threshold``, else ``"update"`` (the branches take the window online; the trunk
-    stays). The default 0.05 reads: the window is strong evidence (odds above 19 to 1)
-    that another variable now splits this node better. Eq. (11) is a lower bound (a
+    ``threshold`` and the change carries over in time: a trunk refit on the window's
+    first half predicts its second half at least ``min_gain`` better than the stored trunk
+    (:func:`replicated_gain`, leaf values of both learnt on the first half); else
+    ``"update"`` (the branches take the window online; the trunk stays). The default
+    0.05 reads: the window is strong evidence (odds above 19 to 1) that another variable
+    now splits this node better. Eq. (11) is a lower bound (a
     union bound over the features), so a probability near zero comes from a real change
     of the best variable, or from a split that was already a close contest at fit; a
     trunk whose splits were stable at fit (:func:`ebf.stability.trunk_posterior`) scores
@@ -251,7 +268,10 @@ def trunk_drift(
     into ``blocks`` blocks of consecutive rows (in the order given, which should be time
     order) and the Bayesian bootstrap weights blocks, not rows
     (:func:`ebf.stability.clt_split_match` with ``blocks``): evidence must hold across
-    the window's blocks to count. ``blocks=None`` is the paper's per-row eq. (10).
+    the window's blocks to count. ``blocks=None`` is the paper's per-row eq. (10). Blocks
+    cannot discount a split on a time-like variable (the day of the month splits a month's
+    window into its stormy and calm stretches, block by block), which is what the
+    second condition of the rule is for: such a split does not predict the second half.
 
     Nodes with too few rows give no evidence either way, so a window that tests nothing
     says ``"update"``. A classifier's window with labels it never saw says ``"refit"``: no
@@ -275,6 +295,9 @@ def trunk_drift(
     blocks : int or None, default=DEFAULT_BLOCKS (50)
         Blocks of consecutive rows the window is cut into for eq. (10) (see above);
         None: one per row.
+    min_gain : float, default=DEFAULT_MIN_GAIN (0.01)
+        A refit needs failing splits and a :func:`replicated_gain` at least this large;
+        0 (or less) refits on failing splits alone.
     max_rows : int, optional
         Analyse a random sub-sample of this many rows (eq. 11 needs only a sample); the
         sample is drawn once from ``random_state``, so the report is reproducible.
@@ -335,22 +358,77 @@ def trunk_drift(
         target = y
     n_unseen = int(n - seen.sum())
     block = None if blocks is None else (np.arange(n) * int(blocks) // n)[seen]
-    splits, min_node = _split_table(model, A[seen], target, n_classes, block)
+    splits, min_node, gain = _split_table(model, A[seen], target, n_classes, block)
     counted = splits[splits["status"] == _COUNTED]
     failing = counted.loc[counted["probability"] < threshold, "path"].tolist()
     branches, statistic, pvalue = _branch_table(model, X, y, trunk.apply(A), recalibrated)
-    decision, reason = _decide(splits, counted, failing, threshold, n_unseen, y[~seen])
+    decision, reason = _decide(splits, counted, failing, threshold, n_unseen, y[~seen], gain,
+                               min_gain)
     logger.info("trunk drift on %d rows: %s (%s)", n, decision, reason)
     return DriftReport(splits=splits, branches=branches, share_statistic=statistic,
                        share_pvalue=pvalue, threshold=threshold, decision=decision,
                        reason=reason, n_rows=n, failing=failing, task=task,
-                       n_unseen_labels=n_unseen, min_node_rows=min_node)
+                       n_unseen_labels=n_unseen, min_node_rows=min_node,
+                       replicated_gain=gain, min_gain=min_gain)
+
+
+def _refit_trunk(model: Any, binned: np.ndarray, S: np.ndarray) -> Any:
+    """The trunk grown on these rows with the stored parameters and bins, its minimum leaf
+    size scaled to the rows (``min_leaf_rows * n / n_fit``, at least 1)."""
+    trunk = model.trunk_
+    min_leaf = max(1, round((trunk.min_leaf_rows or 1) * binned.shape[0]
+                            / int(trunk.trunk_.n_rows[0])))
+    return grow_trunk(BinnedSource(binned, S, n_bins_of(trunk.bin_edges_)), trunk.bin_edges_,
+                      model._task, trunk.n_classes_ if model._task == CLASSIFICATION else None,
+                      max_leaves=trunk.max_leaves_, min_leaf_rows=min_leaf,
+                      min_leaf_weight=trunk.min_leaf_weight, max_depth=trunk.max_depth)
+
+
+def _heldout_loss(t: Any, binned: np.ndarray, S: np.ndarray, half: int, task: str) -> float:
+    """Loss on rows ``half:`` of trunk ``t``'s leaf predictions learnt on rows ``:half``:
+    squared error of the leaf means (regression), log loss of the leaf class frequencies
+    with add-one smoothing (classification); a leaf without learning rows predicts from
+    all of them."""
+    first, second = slice(0, half), slice(half, None)
+    node_a = apply_binned(t, binned[first])
+    sums = np.zeros((t.n_nodes, S.shape[1]))
+    np.add.at(sums, node_a, S[first])
+    node_b = apply_binned(t, binned[second])
+    known = sums[node_b, 0] > 0
+    learnt = np.where(known[:, None], sums[node_b], S[first].sum(axis=0))
+    Sb = S[second]
+    if task == CLASSIFICATION:
+        p = (learnt[:, 1:] + 1.0) / (learnt[:, 1:].sum(axis=1, keepdims=True)
+                                     + learnt.shape[1] - 1)
+        return float(-np.sum(Sb[:, 1:] * np.log(p)))
+    mean = learnt[:, 2] / np.maximum(learnt[:, 1], 1e-300)
+    return float(np.sum(Sb[:, 3] - 2.0 * mean * Sb[:, 2] + mean * mean * Sb[:, 1]))
+
+
+def replicated_gain(model: Any, binned: np.ndarray, S: np.ndarray) -> float:
+    """How much better a trunk refit on the first half of the window predicts the second
+    half than the stored trunk does (both trunks' leaf values learnt on the first half):
+    ``1 - loss(refit) / loss(stored)``, NaN for fewer than ``2 * MIN_NODE_ROWS`` rows.
+
+    The rows are in time order, so a split that only describes one stretch of the window
+    (a time-like variable, a stormy day) does not carry over to the second half and earns
+    nothing; a changed relation does, and earns its share of the error.
+    """
+    n = binned.shape[0]
+    if n < 2 * MIN_NODE_ROWS:
+        return math.nan
+    half = n // 2
+    refit = _refit_trunk(model, binned[:half], S[:half])
+    stored = _heldout_loss(model.trunk_.trunk_, binned, S, half, model._task)
+    if stored <= 0:
+        return 0.0
+    return 1.0 - _heldout_loss(refit, binned, S, half, model._task) / stored
 
 
 def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
-                 blocks: np.ndarray | None) -> tuple[pd.DataFrame, int]:
+                 blocks: np.ndarray | None) -> tuple[pd.DataFrame, int, float]:
     """Eq. (11) at every stored split, and the trunk refit on the window at its path;
-    also the window rows a node needs to be counted."""
+    also the window rows a node needs to be counted and :func:`replicated_gain`."""
     trunk = model.trunk_
     t = trunk.trunk_
     names = [str(s) for s in model.encoder_.names_]
@@ -363,12 +441,7 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
     binned = bin_data(A, edges)
     w = np.ones(n_win)
     S = row_statistics(target, w, task, n_classes or None)
-    refit: dict[str, tuple[int, float]] = {}
-    if n_win:
-        refit = _splits(grow_trunk(
-            BinnedSource(binned, S, n_bins), edges, task, n_classes or None,
-            max_leaves=trunk.max_leaves_, min_leaf_rows=min_leaf,
-            min_leaf_weight=trunk.min_leaf_weight, max_depth=trunk.max_depth))
+    refit = _splits(_refit_trunk(model, binned, S)) if n_win else {}
     node_of_row = apply_binned(t, binned)
     rows = []
     for j, path in enumerate(_paths(t)):
@@ -389,7 +462,8 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
             "refit_feature": names[rf] if rf >= 0 else None, "refit_threshold": rt,
             "same_feature": rf == f,
         })
-    return pd.DataFrame.from_records(rows, columns=_SPLIT_COLUMNS), min_node
+    return (pd.DataFrame.from_records(rows, columns=_SPLIT_COLUMNS), min_node,
+            replicated_gain(model, binned, S))
 
 
 def _branch_table(model: Any, X: Any, y: np.ndarray, leaf: np.ndarray,
@@ -427,7 +501,8 @@ def _branch_table(model: Any, X: Any, y: np.ndarray, leaf: np.ndarray,
 
 
 def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, threshold: float,
-            n_unseen: int, unseen: np.ndarray) -> tuple[str, str]:
+            n_unseen: int, unseen: np.ndarray, gain: float,
+            min_gain: float) -> tuple[str, str]:
     """The rule of :func:`trunk_drift`: ``(decision, reason)``."""
     if n_unseen:
         labels = sorted({str(v) for v in unseen})
@@ -438,8 +513,15 @@ def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, threshol
         worst = counted.set_index("path").loc[failing, "probability"]
         where = ", ".join(f"{p or 'root'} ({splits.set_index('path').loc[p, 'feature']}: "
                           f"{v:.3g})" for p, v in worst.items())
-        return "refit", (f"split probability below {threshold:g} at {where}: the window is "
-                         "strong evidence that another variable now splits there better")
+        if min_gain <= 0 or not gain < min_gain:  # NaN (too few rows to check): refit
+            return "refit", (f"split probability below {threshold:g} at {where}: the window "
+                             "is strong evidence that another variable now splits there "
+                             f"better, and a trunk refit on its first half predicts its "
+                             f"second half {gain:.1%} better (at least {min_gain:.1%})")
+        return "update", (f"split probability below {threshold:g} at {where}, but a trunk "
+                          f"refit on the window's first half predicts its second half only "
+                          f"{gain:.1%} better (less than {min_gain:.1%}): the evidence does "
+                          "not carry over in time")
     too_few = int((splits["status"] == _TOO_FEW).sum())
     note = f"; {too_few} split(s) had too few window rows to test" if too_few else ""
     if counted.empty:

@@ -196,9 +196,30 @@ def test_threshold_is_settable(reg):
     low = trunk_drift(reg, X, y)
     p = low.splits.set_index("path")["probability"]
     assert low.decision == "update" and 0.5 < p["L"] < 0.9 and p["R"] > p["L"]
-    high = trunk_drift(reg, X, y, threshold=0.8)
+    high = trunk_drift(reg, X, y, threshold=0.8, min_gain=0.0)
     assert high.decision == "refit" and high.failing == ["L"] and high.threshold == 0.8
+    # the same failing split, but a close contest gains nothing out of sample: update
+    paid = trunk_drift(reg, X, y, threshold=0.8)
+    assert paid.failing == ["L"] and paid.decision == "update"
+    assert paid.replicated_gain < paid.min_gain == 0.01
+    assert "does not carry over in time" in paid.reason
     pd.testing.assert_frame_equal(low.splits, high.splits)
+
+
+def test_a_stretch_of_the_window_that_does_not_recur_updates(reg):
+    """A 'stormy' first half: x1's effect is 11 instead of 3 (x1 now splits the root
+    better), the second half is the fit's relation. Eq. (11) per row fails at the root,
+    but a trunk refit on the first half does not predict the second half better than the
+    stored one."""
+    X, y = _regression(N_WINDOW, 3)
+    half = N_WINDOW // 2
+    y[:half] += 8.0 * (X[:half, 1] > 0.5)
+    report = trunk_drift(reg, X, y, blocks=None)
+    assert "" in report.failing and report.decision == "update"
+    assert report.replicated_gain < report.min_gain
+    assert "does not carry over in time" in report.reason
+    planted = trunk_drift(reg, *_regression(N_WINDOW, 1, changed=True))
+    assert planted.replicated_gain > 0.1
 
 
 def test_covariate_shift_moves_shares_but_not_the_decision(reg):
