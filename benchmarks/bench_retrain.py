@@ -96,7 +96,7 @@ def split_recent(ddf, fraction: float, client) -> tuple:
     from ebf.dask.calibration import calibration_rows
 
     fit, recent, _ = calibration_rows(ddf, "recent", fraction, 0, client)
-    return fit, recent
+    return fit, client.persist(recent)  # small, and read by several passes (as retrain does)
 
 
 def scores(model, ddf, features: list[str], target: str, client) -> dict:

@@ -200,7 +200,8 @@ def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: 
     if options["calibrate"] != "none":
         fit, cal, _ = calibration_rows(rest, options["calibrate"],
                                        options["calibration_fraction"], seed, client)
-    return _Window(fit, cal, hold, n, holdout_data is None)
+        cal = client.persist(cal)  # small, and read by several passes
+    return _Window(fit, cal, client.persist(hold), n, holdout_data is None)
 
 
 def _carried(parent_record: Mapping[str, Any], columns: list[str], options: Mapping[str, Any],

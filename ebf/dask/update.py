@@ -2,10 +2,11 @@
 
 The new rows are checked against the model (columns and kinds on the metadata, labels and
 targets in the summary pass), encoded with the model's own encoder and routed by its trunk
-on the workers, partition by partition. The branches are then updated where the model is:
-in this process. The model is not sharded on the workers (every worker would need all of it
-or its branches would travel out and back, tens of MB per branch for Mondrian forests), and
-a window of new rows is small next to the model that has seen every earlier window, so the
+on the workers, partition by partition (the rows are read once and kept on the workers
+for the two passes). The branches are then updated where the model is: in this process.
+The model is not sharded on the workers (every worker would need all of it, or its
+branches would travel out and back, tens of MB per branch for Mondrian forests), and a
+window of new rows is small next to the model that has seen every earlier window, so the
 encoded rows come to the model: a few float64 columns per row. The model's seam
 ``_update_encoded`` then runs the local ``partial_fit`` on them (``ebf.update``), so the
 result equals the local ``partial_fit`` on ``X.compute()``, bit for bit.
@@ -59,6 +60,8 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     with phases("schema"):
         frame, layout = check_inputs(X, y, None, task)
         check_columns(model, X, layout)
+        # a window is small next to the model: read it once for the two passes below
+        frame = client.persist(frame)
     with phases("summary"):
         summary = summarize(client, frame, layout, phases.report("summary"))
         check_known_labels(layout, summary, classes)
