@@ -94,7 +94,8 @@ def test_parse_day(examples):
         job.parse_day("2013-02-30")
 
 
-def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeypatch):
+def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeypatch,
+                                        capsys):
     job, flow = examples
     root, reg_url = tmp_path / "data", str(tmp_path / "registry")
     job.write_daily_partitions(root, {day: _frame(1500, i) for i, day in enumerate(DAYS)})
@@ -128,15 +129,20 @@ def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeyp
         retrain_partition(reg_url, str(root), "2030-01-01")
     assert reg.versions() == [1, 2]
 
-    # the flow as a plain function: it connects to Dask itself (threads, as the CLI would)
+    # the flow, run once from the command line: it connects to Dask itself (threads here)
     monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
-    nightly = _plain(flow.nightly_retrain)
     with pytest.raises(FileNotFoundError, match="2030-01-01"):
-        nightly(reg_url, str(root), "2030-01-01")
-    third = nightly(reg_url, str(root), DAYS[2])
+        _plain(flow.nightly_retrain)(reg_url, str(root), "2030-01-01")
+    capsys.readouterr()
+    status = flow.main([reg_url, str(root), "--day", DAYS[2]])
+    third = json.loads(capsys.readouterr().out)
     assert third["version"] == 3 and third["day"] == DAYS[2]
+    assert status == third["exit_code"] == (0 if third["decision"] == "promoted" else EXIT_KEPT)
     assert (reg.current() == 3) == (third["decision"] == "promoted")
+    if flow.prefect is None:
+        assert flow.main([reg_url, str(root), "--serve"]) == 2
+        assert "pip install -e '.[schedule]'" in capsys.readouterr().err
 
 
 def _crontab() -> tuple[dict[str, str], str, str]:
