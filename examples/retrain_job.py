@@ -191,6 +191,14 @@ def write_daily_partitions(root: str | os.PathLike,
 def summarize(result: Any, day: Day, data: str) -> dict[str, Any]:
     """A JSON-ready summary of a :class:`pipelines.retrain.RetrainResult`.
 
+    Parameters
+    ----------
+    result : pipelines.retrain.RetrainResult
+    day : str, datetime.date or None
+        The day of the run's partition.
+    data : str
+        The partition's path.
+
     Returns
     -------
     dict
