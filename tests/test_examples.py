@@ -21,6 +21,7 @@ pytest.importorskip("matplotlib")  # the examples extra
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart.ipynb"
+RETRAINING = REPO / "examples" / "retraining.ipynb"
 KERNEL = "ebf-test-python3"
 
 
@@ -29,7 +30,9 @@ def _kernel_env(work_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     # a configured scheduler would make cluster.connect() leave this machine
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    paths = [str(REPO)] + [
+    # examples/ too: Jupyter starts a notebook's kernel in its directory, so the notebooks
+    # import the example modules beside them (retrain_job) by file name
+    paths = [str(REPO), str(REPO / "examples")] + [
         str(Path(p).resolve()) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
     ]
     env.update(
@@ -37,6 +40,9 @@ def _kernel_env(work_dir: Path) -> dict[str, str]:
         EBF_QUICKSTART_ROWS="20000",
         EBF_QUICKSTART_EVAL_ROWS="1000",
         EBF_QUICKSTART_DIR=str(work_dir),
+        EBF_RETRAINING_ROWS="1500",
+        EBF_RETRAINING_TREES="3",
+        EBF_RETRAINING_DIR=str(work_dir),
         EBF_LOCAL_PROCESSES="0",
         MPLBACKEND="Agg",
     )
@@ -61,8 +67,9 @@ def _run(notebook: Path, tmp_path: Path, env: dict[str, str]) -> nbformat.Notebo
     return client.execute(env=env, cleanup_kc=True)
 
 
-def test_quickstart_is_stored_clean():
-    nb = nbformat.read(QUICKSTART, as_version=4)
+@pytest.mark.parametrize("notebook", [QUICKSTART, RETRAINING], ids=lambda p: p.stem)
+def test_notebook_is_stored_clean(notebook):
+    nb = nbformat.read(notebook, as_version=4)
     nbformat.validate(nb)
     assert nb.metadata["kernelspec"]["name"] == "python3"
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -93,3 +100,40 @@ def test_quickstart_runs(tmp_path):
         for col in ("mean", "std", "q05", "q50", "q95"):
             assert pred[f"{model}_{col}"].notna().all()
     assert "ebf_branch" in pred.columns
+
+
+def _outputs(nb: nbformat.NotebookNode) -> tuple[list, str]:
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    return outputs, "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+
+
+def test_retraining_runs(tmp_path):
+    work_dir = tmp_path / "work"
+    nb = _run(RETRAINING, tmp_path, _kernel_env(work_dir))
+
+    outputs, text = _outputs(nb)
+    assert any("image/png" in o.get("data", {}) for o in outputs), "no figure was drawn"
+    assert "Dashboard: http" in text
+    days = {"2013-07-01": 1, "2013-08-01": 2, "2013-09-01": 3}
+    assert sorted(p.name for p in (work_dir / "flights").iterdir()) == [
+        f"date={d}" for d in days]
+
+    from pipelines.registry import Registry
+
+    registry = Registry(work_dir / "registry")
+    assert registry.versions() == [1, 2, 3]
+    for day, version in days.items():
+        record = registry.record(version)
+        # the day's decision was printed, as the record has it
+        assert (f"{day}: version {version}, action {record['action']}, "
+                f"decision {record['decision']}") in text
+        assert record["lineage"]["new_data"]["path"].endswith(f"date={day}")
+        assert record["lineage"]["new_data"]["rows"] == 1500 * (6 if version == 1 else 1)
+        if version > 1:
+            assert record["action"] in ("update", "refit")
+            assert f"trunk drift: {record['drift']['decision'].upper()}" in text
+    assert registry.record(1)["decision"] == "trained"
+    # the comparison table: both models scored on the next month for every day
+    for column in ("retrained_rmse", "scratch_rmse", "retrained_nlpd", "scratch_gap"):
+        assert column in text
