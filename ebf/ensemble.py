@@ -451,8 +451,8 @@ class _EBF(_BranchedEnsemble):
         """
         if not hasattr(self, "trunk_"):
             return self.fit(X, y)
+        A, target = encode_rows(self, X, y)  # wrong columns or labels first, as at fit
         check_update(self.branch, previous is not None)
-        A, target = encode_rows(self, X, y)
         old = None if previous is None else encode_rows(self, *previous)
         return self._update_encoded(A, target, self.trunk_.apply(A), old)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from basics.tasks import CLASSIFICATION
@@ -192,6 +193,28 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
 
     # probabilities and branch ids from one routing (ahead of the mixin's default)
     _proba_summary = _EBF._proba_summary
+
+
+    def partial_fit(self, X: Any, y: Any, classes: Any = None, *,
+                    previous: tuple | None = None) -> EmpiricalBayesianForestClassifier:
+        """:meth:`EmpiricalBayesianForestRegressor.partial_fit` for labels.
+
+        ``classes`` (scikit-learn's convention for incremental classifiers), if given, must
+        be the classes of the model: the first call learns them from ``y`` (it is
+        :meth:`fit`), and an update cannot add one (``ValueError`` naming the new labels).
+        """
+        if classes is not None:
+            wanted = np.unique(np.asarray(classes))
+            known = getattr(self, "classes_", None)
+            if known is None:  # the first call is fit: y must hold every class
+                known = np.unique(np.asarray(y))
+            if not np.array_equal(wanted, known):
+                raise ValueError(f"classes {wanted.tolist()[:10]} differ from the model's "
+                                 f"(from y at the first call) {known.tolist()[:10]}; an "
+                                 "update cannot add or drop a class. Refit with fit(X, y) on "
+                                 "rows of every class.")
+        out = super().partial_fit(X, y, previous=previous)
+        return out
 
 
 class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF):

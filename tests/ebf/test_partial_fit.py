@@ -214,3 +214,18 @@ def test_a_crafted_update_record_is_refused():
         state[key] = value
         with pytest.raises(ValueError, match=message):
             EmpiricalBayesianForestRegressor()._set_state(state)
+
+
+def test_classifier_classes_argument():
+    X, y = _data(1200)
+    labels = np.where(y > 0.5, "hi", "lo")
+    clf = EmpiricalBayesianForestClassifier(branch="mondrian", n_estimators=2,
+                                            trunk_max_leaves=2, random_state=0)
+    with pytest.raises(ValueError, match="differ from the model's"):
+        clf.partial_fit(X[:600], labels[:600], classes=["hi", "lo", "mid"])
+    assert not hasattr(clf, "classes_")  # refused before the first fit
+    clf.partial_fit(X[:600], labels[:600], classes=["lo", "hi"])
+    clf.partial_fit(X[600:], labels[600:], classes=["hi", "lo"])
+    assert clf.n_updates_ == 1
+    with pytest.raises(ValueError, match="cannot add or drop a class"):
+        clf.partial_fit(X[:10], labels[:10], classes=["hi"])
