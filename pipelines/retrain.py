@@ -325,19 +325,23 @@ def retrain(
     reg = Registry(registry, name=name, storage_options=storage_options)
     window_id = data_identity(data, storage_options)
     holdout_id = None if holdout_data is None else data_identity(holdout_data, storage_options)
-    key = inputs_key([window_id, holdout_id], {
-        "name": name, "target": target, "features": list(features or []) or None,
-        "holdout": None if holdout_data is not None else holdout, "options": options,
-        "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on})
+    # the key of a run: its inputs and the options that change its result; target,
+    # features and train options only change version 1 (later ones reuse the recorded)
+    run = {"name": name, "holdout": None if holdout_data is not None else holdout,
+           "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on}
+    later_key = inputs_key([window_id, holdout_id], run)
+    first_key = inputs_key([window_id, holdout_id], {
+        **run, "target": target, "features": list(features or []) or None, "options": options})
     client = current_client(client)
     with reg.lock():
-        found = reg.find(key)
+        found = reg.find(first_key) or reg.find(later_key)  # versions count from 1
         if found is not None:
             record = reg.record(found)
             logger.info("retrain: the same inputs made version %d; nothing to do", found)
             return RetrainResult(found, record["decision"], record["action"], record,
                                  reused=True)
         parent = reg.current()
+        key = first_key if parent is None else later_key
         lineage = {"parent": parent, "new_data": window_id,
                    "holdout": ({"data": holdout_id} if holdout_id is not None
                                else {"fraction": holdout}),

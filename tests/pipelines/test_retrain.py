@@ -96,6 +96,12 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
     assert again.reused and again.version == 1
     reg = Registry(reg_url)
     assert reg.versions() == [1]
+    # after version 1, target and train options are the recorded ones: not part of the key
+    second = retrain(reg_url, windows["feb"], client=dask_client)
+    again = retrain(reg_url, windows["feb"], target="y", train_options={"n_estimators": 7},
+                    client=dask_client)
+    assert again.reused and again.version == second.version == 2
+    assert reg.versions() == [1, 2]
     before = _listing(reg_url)
     with reg.lock():
         with pytest.raises(RegistryBusyError, match="lock"):
