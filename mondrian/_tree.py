@@ -85,16 +85,30 @@ class TreeArrays:
         cap = self.left.shape[0]
         if need_nodes > cap:
             new = max(need_nodes, 2 * cap)
+            live = self.n_nodes  # slots beyond are never read: not copied, never touched
             for name in self.ARRAYS[:-1]:
                 old = getattr(self, name)
                 grown = np.empty((new,) + old.shape[1:], old.dtype)
-                grown[:cap] = old
+                grown[:live] = old[:live]
                 setattr(self, name, grown)
         if n_points > self.pt_next.shape[0]:
             old = self.pt_next
             grown = np.full(max(n_points, 2 * old.shape[0]), NO_NODE, INDEX)
             grown[: old.shape[0]] = old
             self.pt_next = grown
+
+    def __deepcopy__(self, memo: dict) -> TreeArrays:
+        """A copy of the same capacity holding the live nodes only: the slots beyond
+        ``n_nodes`` are never read, so copying them (untouched memory, most of a tree
+        reserved for an update) would cost time and memory for nothing."""
+        live = self.n_nodes
+        arrays = {}
+        for name in self.ARRAYS[:-1]:
+            old = getattr(self, name)
+            arrays[name] = np.empty_like(old)
+            arrays[name][:live] = old[:live]
+        return TreeArrays(**arrays, pt_next=self.pt_next.copy(), root=self.root,
+                          n_nodes=self.n_nodes)
 
     def trim(self) -> None:
         """Shrink node capacity to the live nodes (after a batch fit); ``reserve`` regrows."""
