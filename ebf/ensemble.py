@@ -35,7 +35,7 @@ from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
 from .features import FeatureEncoder
 from .restore import restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
-from .update import check_updatable, check_update, encode_rows, previous_rows, update_branch
+from .update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
 #: paper's five-leaf trunks (Sec. 4.1, footnote 11).
@@ -457,7 +457,7 @@ class _EBF(_BranchedEnsemble):
         return self._update_encoded(A, target, self.trunk_.apply(A), old)
 
     def _update_encoded(self, A: np.ndarray, target: np.ndarray, leaf: np.ndarray,
-                        previous: tuple | None = None) -> Any:
+                        previous: tuple | None = None, n_jobs: int | None = None) -> Any:
         """:meth:`partial_fit` on rows already encoded and routed (a seam of ``ebf.dask``,
         whose workers encode and route the new rows).
 
@@ -471,20 +471,22 @@ class _EBF(_BranchedEnsemble):
             Their branches (``trunk_.apply(A)``).
         previous : (ndarray, ndarray), optional
             The earlier rows, encoded, and their targets (CART branches).
+        n_jobs : int, optional
+            Threads over the branches (None: the model's ``n_jobs``).
 
         Returns
         -------
         self
         """
         groups = self._groups(leaf)
+        n_jobs = self.n_jobs if n_jobs is None else n_jobs
         old = {} if previous is None else previous_rows(self, *previous,
                                                         [b for b, _ in groups])
         spec = self._fit_plan(self.encoder_, getattr(self, "classes_", None), 1).spec
         for b, _ in groups:  # every branch that gets rows can take them, before any work
             check_updatable(spec, self.branches_[b], b)
-        updates = {b: update_branch(spec, self.branches_[b], A[rows], target[rows],
-                                    int(self.entropy_), b, old.get(b))
-                   for b, rows in groups}
+        updates = update_groups(spec, self.branches_, A, target, groups, int(self.entropy_),
+                                old, n_jobs)
         if not updates:
             return self
         branches = list(self.branches_)

@@ -25,11 +25,13 @@ the branches they land in:
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from basics.tasks import CLASSIFICATION
+from basics.threads import n_threads
 
 from ._base import class_codes, regression_target
 from .branches import BranchSpec, ConstantBranch, fit_branch
@@ -41,6 +43,7 @@ __all__ = [
     "encode_rows",
     "previous_rows",
     "update_branch",
+    "update_groups",
 ]
 
 #: Branch learners extended online by ``partial_fit``; the others are refit from their rows.
@@ -161,3 +164,19 @@ def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, e
     if spec.task == CLASSIFICATION:
         return new.partial_fit(X, y, classes=np.arange(spec.n_classes))
     return new.partial_fit(X, y)
+
+
+def update_groups(spec: BranchSpec, branches: list, A: np.ndarray, target: np.ndarray,
+                  groups: list[tuple[int, np.ndarray]], entropy: int, previous: dict,
+                  n_jobs: int | None) -> dict:
+    """:func:`update_branch` of every ``(branch id, rows)`` in ``groups``, over ``n_jobs``
+    threads: branch id -> updated branch. The branches are independent (their own copies,
+    their own seeds), so the threads change nothing but the time."""
+
+    def update(group: tuple[int, np.ndarray]) -> Any:
+        b, rows = group
+        return update_branch(spec, branches[b], A[rows], target[rows], entropy, b,
+                             previous.get(b))
+
+    with ThreadPoolExecutor(max(1, min(n_threads(n_jobs), len(groups)))) as pool:
+        return dict(zip([b for b, _ in groups], pool.map(update, groups), strict=True))

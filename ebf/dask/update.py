@@ -77,4 +77,5 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     with phases("branches"):
         rows = pd.concat(frames, ignore_index=True) if frames else routed_meta(data)
         A = np.ascontiguousarray(rows[feature_columns(data.n_features)].to_numpy(np.float64))
-        model._update_encoded(A, rows[TARGET].to_numpy(), rows[BRANCH].to_numpy())
+        # the cluster waits meanwhile: the branches use this machine's cores
+        model._update_encoded(A, rows[TARGET].to_numpy(), rows[BRANCH].to_numpy(), n_jobs=-1)
