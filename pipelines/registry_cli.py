@@ -77,6 +77,8 @@ def _row(version: int, record: dict, current: int | None) -> list[str]:
     lineage = record.get("lineage")
     parent = lineage.get("parent") if isinstance(lineage, dict) else None
     metrics = record.get("metrics")
+    if isinstance(metrics, dict) and isinstance(metrics.get("challenger"), dict):
+        metrics = metrics["challenger"]  # ebf retrain's record: the version's own scores
     shown = (" ".join(f"{_text(k, 16)}={_text(v, 12)}" for k, v in list(metrics.items())[:8])
              if isinstance(metrics, dict) else "")
     decision = record.get("decision")

@@ -84,7 +84,8 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
         print(f"version {res.version} was made from the same inputs ({res.decision}, "
               f"{res.action}); nothing to do")
         return res.exit_code
-    print(f"version {res.version}: {res.action}, {res.decision} ({rec.get('reason')})")
+    print(f"version {res.version}: {res.action}, {res.decision}")
+    print(f"  why: {rec.get('reason')}")
     metrics = rec.get("metrics") or {}
     for who in ("champion", "challenger"):
         if metrics.get(who):
@@ -98,6 +99,9 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
             f"{checks[k]['limit']:.4g})" for k in failed))
     if rec.get("drift"):
         drift = rec["drift"]
-        print(f"  drift: {drift.get('decision')} ({drift.get('reason')})")
+        failing = ", ".join(p or "root" for p in drift.get("failing") or []) or "none"
+        print(f"  drift: {drift.get('decision')}; failing splits: {failing}; a trunk refit on "
+              f"the window's first half predicts its second half "
+              f"{(drift.get('replicated_gain') or 0.0):.1%} better")
     print(json.dumps({"version": res.version, "decision": res.decision}))
     return res.exit_code

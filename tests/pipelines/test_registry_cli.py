@@ -134,3 +134,12 @@ def test_predict_and_evaluate_take_a_registry(registry, tiny_model_dir, tmp_path
     err = capsys.readouterr().err
     assert "version 7 is not in the registry" in err and "dask" not in err  # before any cluster
     assert not (tmp_path / "p").exists()
+
+
+def test_list_shows_the_challenger_scores_of_a_retrain_record():
+    from pipelines.registry_cli import _row
+
+    record = {"decision": "kept", "lineage": {"parent": 1},
+              "metrics": {"champion": {"rmse": 1.0}, "challenger": {"n": 5, "rmse": 2.5}}}
+    row = _row(2, record, 1)
+    assert row[1:5] == ["v0002", "", "kept", "v0001"] and row[5] == "n=5 rmse=2.5"
