@@ -372,12 +372,17 @@ def trunk_drift(
                        replicated_gain=gain, min_gain=min_gain)
 
 
+def _scaled_min_leaf(trunk: Any, n: int) -> int:
+    """The trunk's minimum leaf size scaled to ``n`` rows (``min_leaf_rows * n / n_fit``, at
+    least 1)."""
+    return max(1, round((trunk.min_leaf_rows or 1) * n / int(trunk.trunk_.n_rows[0])))
+
+
 def _refit_trunk(model: Any, binned: np.ndarray, S: np.ndarray) -> Any:
     """The trunk grown on these rows with the stored parameters and bins, its minimum leaf
     size scaled to the rows (``min_leaf_rows * n / n_fit``, at least 1)."""
     trunk = model.trunk_
-    min_leaf = max(1, round((trunk.min_leaf_rows or 1) * binned.shape[0]
-                            / int(trunk.trunk_.n_rows[0])))
+    min_leaf = _scaled_min_leaf(trunk, binned.shape[0])
     return grow_trunk(BinnedSource(binned, S, n_bins_of(trunk.bin_edges_)), trunk.bin_edges_,
                       model._task, trunk.n_classes_ if model._task == CLASSIFICATION else None,
                       max_leaves=trunk.max_leaves_, min_leaf_rows=min_leaf,
@@ -436,7 +441,7 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
     edges = trunk.bin_edges_
     n_bins = n_bins_of(edges)
     n_win = int(target.shape[0])
-    min_leaf = max(1, round((trunk.min_leaf_rows or 1) * n_win / int(t.n_rows[0])))
+    min_leaf = _scaled_min_leaf(trunk, n_win)
     min_node = max(MIN_NODE_ROWS, 2 * min_leaf)
     binned = bin_data(A, edges)
     w = np.ones(n_win)

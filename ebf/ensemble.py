@@ -33,7 +33,7 @@ from ._base import (
 )
 from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
 from .features import FeatureEncoder
-from .restore import restore_ensemble, restore_head, restore_part
+from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
 from .update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 
@@ -376,9 +376,7 @@ class _EBF(_BranchedEnsemble):
             raise ValueError(f"an EBF needs its fitted trunk and one branch per trunk leaf; got "
                              f"{len(branches)} branches for "
                              f"{None if trunk is None else trunk.n_leaves_} leaves.")
-        return {"trunk_": trunk, "branches_": branches,
-                "branch_rows_": trunk.leaf_rows_.astype(np.int64),
-                "branch_updates_": np.zeros(trunk.n_leaves_, np.int64), "n_updates_": 0}
+        return {"trunk_": trunk, "branches_": branches, **fitted_update_record(trunk)}
 
     def _fit(self, X: Any, y: Any, sample_weight: Any):
         A, y, w, plan = self._prepare(X, y, sample_weight)

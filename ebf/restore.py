@@ -27,7 +27,8 @@ from .features import FeatureEncoder
 from .registry import estimator_from_state
 from .trunk import Trunk
 
-__all__ = ["check_branch", "restore_ensemble", "restore_head", "restore_part"]
+__all__ = ["check_branch", "fitted_update_record", "restore_ensemble", "restore_head",
+           "restore_part"]
 
 
 def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classes: int) -> None:
@@ -104,13 +105,19 @@ def restore_head(est: Any, state: dict, n_parts: int) -> dict:
     return {**attrs, "trunk_": trunk, **_update_record(state, trunk)}
 
 
+def fitted_update_record(trunk: Trunk) -> dict:
+    """The update record of an EBF as fit (no update yet): its branches hold the trunk's
+    leaf counts of rows, all produced by the fit (update 0)."""
+    return {"branch_rows_": trunk.leaf_rows_.astype(np.int64),
+            "branch_updates_": np.zeros(trunk.n_leaves_, np.int64), "n_updates_": 0}
+
+
 def _update_record(state: dict, trunk: Trunk) -> dict:
     """``branch_rows_``, ``branch_updates_``, ``n_updates_`` of an EBF (``partial_fit``);
-    models saved before updates existed have none: the trunk's leaf counts and no update."""
+    models saved before updates existed have none: :func:`fitted_update_record`."""
     n = trunk.n_leaves_
     if "n_updates" not in state:
-        return {"branch_rows_": trunk.leaf_rows_.astype(np.int64),
-                "branch_updates_": np.zeros(n, np.int64), "n_updates_": 0}
+        return fitted_update_record(trunk)
     n_updates = state_int(state, "n_updates", 0)
     rows = state_array(state, "branch_rows", np.int64, (n,))
     produced = state_array(state, "branch_updates", np.int64, (n,))

@@ -52,7 +52,7 @@ from basics.atomic import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report, gather
-from ebf.dask.predict import model_in_graph, shared_model
+from ebf.dask.predict import model_in_graph, shared_model, small_frame
 from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
 from pipelines.diagnostics import EvaluationJob, before_after
@@ -434,7 +434,7 @@ def evaluate(
         tasks = _partition_tasks(ddf, whole, features, target, job)
     logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                 _describe(data), len(tasks), target, strategy)
-    return _score(tasks, job, data, target, client, progress, t0,
+    return _score(_run(tasks, client, progress), job, data, target, t0,
                   {"model_hash": loaded.digest, "model_class": loaded.model_class})
 
 
@@ -446,17 +446,20 @@ def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target:
         for i, part in enumerate(ddf.to_delayed())]
 
 
-def _score(tasks: list, job: EvaluationJob, data: _Source, target: str,
-           client: distributed.Client, progress: Report | None, t0: float,
-           model_info: dict) -> dict[str, Any]:
-    """Run the evaluation tasks and reduce their sums to :func:`evaluate`'s result."""
+def _run(tasks: list, client: distributed.Client, progress: Report | None) -> list:
+    """The evaluation tasks' sums, in partition order."""
     with distributed.span("ebf-evaluate"):
         with model_in_graph():
             futures = client.compute(tasks)
     try:
-        parts = gather(client, futures, progress)
+        return gather(client, futures, progress)
     finally:
         del futures, tasks  # release the model on the workers
+
+
+def _score(parts: list, job: EvaluationJob, data: _Source, target: str, t0: float,
+           model_info: dict) -> dict[str, Any]:
+    """Reduce the partitions' sums to :func:`evaluate`'s result."""
     sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.size)
     n, missing = int(sums[0]), int(sums[1])
     if n == 0:
@@ -493,8 +496,9 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
 
-    The model travels in the graph to the workers (one copy per worker); the sums and the
-    result are those of :func:`evaluate` (``model_hash`` is None). For a model not saved
+    Small data comes to the model (:func:`ebf.dask.predict.small_frame`), else the model
+    travels in the graph to the workers (one copy per worker); the sums and the result are
+    those of :func:`evaluate` (``model_hash`` is None). For a model not saved
     yet, e.g. the challenger of :func:`pipelines.retrain.retrain`.
 
     Parameters
@@ -522,9 +526,12 @@ def evaluate_model(
     ddf = _read(data, [*features, target], storage_options)
     job = EvaluationJob(lv, getattr(model, "classes_", None),
                         getattr(model, "recalibration_", None))
-    tasks = _partition_tasks(ddf, shared_model(model), features, target, job)
+    rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
+    parts = ([_partition_sums(rows, model, features, target, job)] if rows is not None else
+             _run(_partition_tasks(ddf, shared_model(model), features, target, job), client,
+                  progress))
     info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
-    return _score(tasks, job, data, target, client, progress, t0, info)
+    return _score(parts, job, data, target, t0, info)
 
 
 def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:

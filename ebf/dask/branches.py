@@ -141,10 +141,9 @@ def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
     return max(1, int(budget // branch_bytes_per_row(n_features, has_weight, spec)))
 
 
-def _branch_rows(part: pd.DataFrame, branch: int, n_features: int,
-                 has_weight: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The encoded rows, targets and weights of one branch's moved partition, in global row
-    order (the order of the single-process fit)."""
+def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
+                     n_features: int, has_weight: bool) -> tuple[Any, int]:
+    """Fit one branch on its moved rows (sorted by global row id)."""
     if len(part) and not (np.asarray(part.index) == branch).all():
         raise RuntimeError(f"the partition of branch {branch} holds rows of other branches.")
     if not part[ROW].is_monotonic_increasing:
@@ -152,13 +151,6 @@ def _branch_rows(part: pd.DataFrame, branch: int, n_features: int,
     A = np.ascontiguousarray(part[feature_columns(n_features)].to_numpy(dtype=np.float64))
     y = part[TARGET].to_numpy()
     w = part[WEIGHT].to_numpy(dtype=np.float64) if has_weight else None
-    return A, y, w
-
-
-def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
-                     n_features: int, has_weight: bool) -> tuple[Any, int]:
-    """Fit one branch on its moved rows (sorted by global row id)."""
-    A, y, w = _branch_rows(part, branch, n_features, has_weight)
     return fit_branch(spec, A, y, w, entropy, branch), len(part)
 
 

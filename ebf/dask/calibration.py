@@ -26,17 +26,14 @@ import pandas as pd
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import check_fraction, holdout_mask, recent_start
-from .predict import model_in_graph, shared_model
+from .predict import GATHER_BYTES, model_in_graph, shared_model, small_frame
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GATHER_BYTES", "calibration_rows", "pit_counts_dask", "recalibrate"]
+__all__ = ["calibration_rows", "pit_counts_dask", "recalibrate"]
 
 
 _TARGET = "__ebf_target__"
-#: Rows up to this size (as float64 columns) come to the model instead of the model going
-#: to the workers (:func:`pit_counts_dask`).
-GATHER_BYTES = 256 * 2**20
 
 
 def _partition_counts(part: pd.DataFrame, model: Any) -> np.ndarray:
@@ -54,11 +51,9 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
                     gather_bytes: int = GATHER_BYTES) -> tuple[np.ndarray, int]:
     """PIT counts of a fitted regressor on a Dask DataFrame, summed over its partitions.
 
-    The model is in this process. If the rows are small (at most ``gather_bytes`` as
-    float64 columns) they come to the model, otherwise the model goes to the workers in
-    the graph (one copy per worker): whichever moves fewer bytes for the usual sizes, a
-    calibration slice of a few thousand rows against a model of hundreds of MB. The
-    counts are the same either way.
+    The model is in this process: small rows come to it (:func:`ebf.dask.predict.small_frame`),
+    otherwise the model goes to the workers in the graph. The counts are the same either
+    way.
 
     Parameters
     ----------
@@ -80,14 +75,9 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     if _TARGET in X.columns:
         raise ValueError(f"X has a column named {_TARGET!r}; rename it.")
     frame = X.assign(**{_TARGET: y})
-
-    def compute(*collections: Any) -> tuple:
-        return dask.compute(*collections) if client is None else tuple(
-            client.gather(client.compute(list(collections))))
-
-    n_rows = int(compute(frame.shape[0])[0])
-    if n_rows * frame.shape[1] * 8 <= gather_bytes:
-        total = _partition_counts(compute(frame)[0], model)
+    rows = small_frame(frame, client, gather_bytes)
+    if rows is not None:
+        total = _partition_counts(rows, model)
         return total[1:], int(total[0])
     shared = shared_model(model)
     token = uuid.uuid4().hex[:12]
@@ -95,7 +85,7 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
                                                         dask_key_name=f"ebf-pit-{token}-{i}")
              for i, part in enumerate(frame.to_delayed())]
     with model_in_graph():
-        parts = compute(*tasks)
+        parts = dask.compute(*tasks) if client is None else client.gather(client.compute(tasks))
     total = np.sum(parts, axis=0) if parts else np.zeros(PIT_EDGES.size, np.int64)
     return total[1:], int(total[0])
 

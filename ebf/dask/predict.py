@@ -128,6 +128,39 @@ def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Serie
     return pd.Series(model.predict(part), index=part.index, name=meta.name, dtype=meta.dtype)
 
 
+#: Rows up to this size (as float64 columns) come to a model held in this process instead of
+#: the model going to the workers (:func:`small_frame`).
+GATHER_BYTES = 256 * 2**20
+
+
+def small_frame(frame: Any, client: Any = None, gather_bytes: int = GATHER_BYTES) -> Any:
+    """``frame`` computed into this process if it is small, else None.
+
+    A job that runs a model held in this process on a Dask DataFrame either sends the model
+    to the workers (in the graph, one copy per worker: hundreds of MB for a Mondrian EBF)
+    or brings the rows to the model. Rows of at most ``gather_bytes`` (rows x columns x 8
+    bytes, counted in one pass) come here: a calibration slice or a holdout of a few
+    thousand rows against a model of hundreds of MB.
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame
+    client : distributed.Client, optional
+    gather_bytes : int, default=GATHER_BYTES
+
+    Returns
+    -------
+    pandas.DataFrame or None
+    """
+    def compute(collection: Any) -> Any:
+        return collection.compute() if client is None else client.compute(collection).result()
+
+    n_rows = int(compute(frame.shape[0]))
+    if n_rows * frame.shape[1] * 8 > gather_bytes:
+        return None
+    return compute(frame)
+
+
 def shared_model(model: Any) -> Any:
     """``model`` as one key of a Dask graph, recomputable if the worker holding it dies.
 
