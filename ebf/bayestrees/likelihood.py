@@ -107,7 +107,7 @@ class LeafLikelihood:
         bad = (codes != yf) | (codes < 0) | (codes >= k)
         if bad.any():
             raise ValueError(f"y holds {int(bad.sum())} value(s) that are not class codes "
-                             f"0 .. {k - 1} (first: {y[np.argmax(bad)]!r}); encode the "
+                             f"0 .. {k - 1} (first: {y[np.argmax(bad)].item()!r}); encode the "
                              "classes as integers first")
         out = np.zeros((y.size, k))
         out[np.arange(y.size), codes] = 1.0
