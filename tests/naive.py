@@ -1004,3 +1004,164 @@ def naive_aci(u, nominal, levels, step):
         for j in range(1, len(levels) - 1):
             levels[j] += step * (nominal[j] - (1.0 if ut <= levels[j] else 0.0))
     return levels
+
+
+# ---------------------------------------------------------------- Bayesian trees (ebf.bayestrees)
+
+
+def naive_bayestree_rows(arrays, X) -> list[np.ndarray]:
+    """Rows of every node of a flat Bayesian tree, following the child links from the root."""
+    rows = [np.empty(0, np.int64)] * len(arrays["feature"])
+    rows[0] = np.arange(X.shape[0])
+    stack = [0]
+    while stack:
+        j = stack.pop()
+        f = arrays["feature"][j]
+        if f < 0:
+            continue
+        go_left = X[rows[j], f] <= arrays["threshold"][j]
+        rows[arrays["left"][j]] = rows[j][go_left]
+        rows[arrays["right"][j]] = rows[j][~go_left]
+        stack += [arrays["left"][j], arrays["right"][j]]
+    return rows
+
+
+def _naive_split_prob(depth, alpha_s, beta_s):
+    return alpha_s / (1.0 + depth) ** beta_s
+
+
+def naive_bayestree_log_prior(arrays, X, alpha_s, beta_s) -> float:
+    """Thesis eq. (3.4), node by node, from the rows of every node."""
+    total = 0.0
+    for j, rows in enumerate(naive_bayestree_rows(arrays, X)):
+        lo, hi = X[rows].min(axis=0), X[rows].max(axis=0)
+        varies = np.flatnonzero(hi > lo)
+        p = _naive_split_prob(arrays["depth"][j], alpha_s, beta_s)
+        f = arrays["feature"][j]
+        if f < 0:
+            total += np.log(1 - p) if varies.size else 0.0
+        elif f in varies and lo[f] <= arrays["threshold"][j] < hi[f]:
+            total += np.log(p) - np.log(varies.size) - np.log(hi[f] - lo[f])
+        else:
+            return -np.inf
+    return total
+
+
+def naive_sample_prior(X, alpha_s, beta_s, u) -> dict[str, np.ndarray]:
+    """The generative process of Sec. 3.2.3, breadth first, node slot j using uniforms u[j]."""
+    nodes = [dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=-1, depth=0,
+                  rows=np.arange(X.shape[0]))]
+    head = 0
+    while head < len(nodes):
+        node = nodes[head]
+        rows, u0, u1, u2 = node["rows"], *u[head]
+        lo, hi = X[rows].min(axis=0), X[rows].max(axis=0)
+        varies = np.flatnonzero(hi > lo)
+        if varies.size and u0 < _naive_split_prob(node["depth"], alpha_s, beta_s):
+            f = varies[min(int(u1 * varies.size), varies.size - 1)]
+            t = lo[f] + u2 * (hi[f] - lo[f])
+            t = lo[f] if t >= hi[f] else t
+            node.update(feature=f, threshold=t, left=len(nodes), right=len(nodes) + 1)
+            for side in (X[rows, f] <= t, X[rows, f] > t):
+                nodes.append(dict(feature=-1, threshold=np.nan, left=-1, right=-1,
+                                  parent=head, depth=node["depth"] + 1, rows=rows[side]))
+        head += 1
+    names = ("feature", "threshold", "left", "right", "parent", "depth")
+    return {k: np.array([n[k] for n in nodes]) for k in names}
+
+
+def naive_dirichlet_multinomial_polya(labels, alpha, n_classes) -> float:
+    """eq. (3.2) as the product of Polya-urn predictives p(y_i | y_<i), one label at a time."""
+    counts = np.zeros(n_classes)
+    out = 0.0
+    for i, k in enumerate(labels):
+        out += np.log((counts[k] + alpha / n_classes) / (i + alpha))
+        counts[k] += 1
+    return out
+
+
+def naive_normal_marginal_quad(y, sigma2, mu0, sigma_mu2) -> float:
+    """eq. (4.9) by numerical integration over the leaf mean (scipy.integrate.quad).
+
+    The integrand is scaled by its value at the posterior mode so quad sees numbers near 1.
+    """
+    from scipy import integrate
+
+    y = np.asarray(y, float)
+
+    def log_joint(mu):
+        return (stats.norm.logpdf(y, mu, np.sqrt(sigma2)).sum()
+                + stats.norm.logpdf(mu, mu0, np.sqrt(sigma_mu2)))
+
+    prec = y.size / sigma2 + 1 / sigma_mu2
+    mode = (y.sum() / sigma2 + mu0 / sigma_mu2) / prec
+    sd = 1 / np.sqrt(prec)
+    peak = log_joint(mode)
+    val, _ = integrate.quad(lambda mu: np.exp(log_joint(mu) - peak), mode - 40 * sd,
+                            mode + 40 * sd, points=[mode], epsabs=0, epsrel=1e-12, limit=200)
+    return peak + np.log(val)
+
+
+def naive_enumerate_trees_1d(x, alpha_s, beta_s, leaf_loglik):
+    """Every tree of the prior on distinct 1-D inputs, with its exact prior mass.
+
+    In 1-D a node holds a run ``a..b`` of the sorted points and the likelihood only depends
+    on which run goes left, so the uniform split location is integrated exactly over each gap
+    ``(x_i, x_{i+1}]``: the cut after point ``i`` has mass ``(x_{i+1} - x_i) / (x_b - x_a)``.
+    A single point cannot split, so the enumeration is complete (no depth cap) and the masses
+    sum to one.
+
+    Parameters
+    ----------
+    x : 1-D array of distinct values (any order)
+    leaf_loglik : callable(sorted positions of a leaf's points) -> float
+
+    Returns
+    -------
+    log_evidence : float
+        log p(Y | X) = log sum_T p(T | X) p(Y | T, X).
+    trees : list of dict
+        ``structure`` (a leaf is ``(a, b)``, an internal node ``(i, left, right)`` cutting
+        after sorted position ``i``), ``log_prior`` (the partition's mass), ``log_lik``,
+        ``log_post``, ``depth`` (max leaf depth), ``n_leaves``.
+    """
+    xs = np.sort(np.asarray(x, float))
+    if np.unique(xs).size != xs.size:
+        raise ValueError("naive_enumerate_trees_1d needs distinct x values")
+
+    def subtrees(a, b, depth):
+        """(structure, log mass, log lik, max depth, leaves) of every subtree of a..b."""
+        leaf_ll = leaf_loglik(np.arange(a, b + 1))
+        if a == b:
+            return [((a, b), 0.0, leaf_ll, depth, 1)]
+        p = _naive_split_prob(depth, alpha_s, beta_s)
+        out = [((a, b), np.log(1 - p), leaf_ll, depth, 1)]
+        for i in range(a, b):
+            log_cut = np.log(p) + np.log((xs[i + 1] - xs[i]) / (xs[b] - xs[a]))
+            for sl, ml, ll, dl, nl in subtrees(a, i, depth + 1):
+                for sr, mr, lr, dr, nr in subtrees(i + 1, b, depth + 1):
+                    out.append(((i, sl, sr), log_cut + ml + mr, ll + lr, max(dl, dr), nl + nr))
+        return out
+
+    from scipy.special import logsumexp
+
+    found = subtrees(0, xs.size - 1, 0)
+    log_joint = np.array([m + ll for _, m, ll, _, _ in found])
+    log_evidence = float(logsumexp(log_joint))
+    trees = [dict(structure=s, log_prior=m, log_lik=ll, log_post=m + ll - log_evidence,
+                  depth=d, n_leaves=n) for s, m, ll, d, n in found]
+    return log_evidence, trees
+
+
+def naive_structure_1d(arrays, x):
+    """The enumeration structure (``naive_enumerate_trees_1d``) of a flat tree on 1-D ``x``."""
+    rank = np.argsort(np.argsort(np.asarray(x, float)))
+    rows = naive_bayestree_rows(arrays, np.asarray(x, float).reshape(-1, 1))
+
+    def structure(j):
+        if arrays["feature"][j] < 0:
+            return (int(rank[rows[j]].min()), int(rank[rows[j]].max()))
+        left, right = arrays["left"][j], arrays["right"][j]
+        return (int(rank[rows[left]].max()), structure(left), structure(right))
+
+    return structure(0)

@@ -1,0 +1,205 @@
+"""Leaf marginal likelihoods l(Y_Nj | X_Nj) from sufficient statistics (thesis eq. 3.1, 3.2, 4.9).
+
+A likelihood is a code and a float parameter vector (:class:`LeafLikelihood`), so numba
+kernels (an SMC weight update) call the same :func:`leaf_loglik` on one leaf's statistics
+that the vectorised Python entry points call on many. Per-row statistics follow the
+project's contract (``ebf/LAYOUT.md``): a node's statistics are the sum of its rows'.
+
+Codes, per-row statistics and ``params``:
+
+- ``UNINFORMATIVE``: the constant 1 (log 0), so the posterior is the prior; rows ``[1]``;
+  no params.
+- ``DIRICHLET_MULTINOMIAL``: eq. (3.2), a symmetric Dirichlet of total concentration
+  alpha; rows one-hot of the class (K columns); ``[alpha, K]``.
+- ``NORMAL``: eq. (4.9), N(y | mu, sigma^2) with mu ~ N(mu0, sigma_mu^2) integrated out;
+  rows ``[1, y, y^2]``; ``[sigma^2, mu0, sigma_mu^2]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..config import INDEX, JIT, NO_NODE
+from .trees import BayesTree, check_X, partition_rows
+
+__all__ = ["DIRICHLET_MULTINOMIAL", "NORMAL", "UNINFORMATIVE", "LeafLikelihood",
+           "leaf_loglik", "log_likelihood", "segment_stats"]
+
+UNINFORMATIVE, DIRICHLET_MULTINOMIAL, NORMAL = 0, 1, 2
+
+
+def _positive(name: str, value: float, fix: str) -> float:
+    v = float(value)
+    if not 0.0 < v < math.inf:
+        raise ValueError(f"{name}={value!r} must be finite and > 0; {fix}")
+    return v
+
+
+@dataclass(frozen=True)
+class LeafLikelihood:
+    """One of the leaf likelihoods of the module table; build it with the class methods.
+
+    Attributes
+    ----------
+    code : int
+        ``UNINFORMATIVE``, ``DIRICHLET_MULTINOMIAL`` or ``NORMAL``.
+    params : ndarray of float64
+        The parameters, in the order of the module table.
+    n_stats : int
+        Columns of the per-row statistics.
+    """
+
+    code: int
+    params: np.ndarray
+    n_stats: int
+
+    @classmethod
+    def uninformative(cls) -> LeafLikelihood:
+        """The constant likelihood: the posterior over trees is the prior."""
+        return cls(UNINFORMATIVE, np.zeros(0), 1)
+
+    @classmethod
+    def dirichlet_multinomial(cls, alpha: float, n_classes: int) -> LeafLikelihood:
+        """eq. (3.2) with a symmetric Dirichlet of total concentration ``alpha`` (alpha/K each).
+
+        Labels are class codes ``0 .. n_classes - 1``.
+        """
+        alpha = _positive("alpha", alpha, "the thesis uses alpha = 5 (Sec. 3.4)")
+        if isinstance(n_classes, bool) or int(n_classes) != n_classes or n_classes < 1:
+            raise ValueError(f"n_classes={n_classes!r} must be an integer >= 1 (the number "
+                             "of class codes)")
+        k = int(n_classes)
+        return cls(DIRICHLET_MULTINOMIAL, np.array([alpha, float(k)]), k)
+
+    @classmethod
+    def normal(cls, sigma2: float, mu0: float = 0.0, sigma_mu2: float = 1.0) -> LeafLikelihood:
+        """eq. (4.9): Normal noise of variance ``sigma2``, leaf mean ~ N(mu0, sigma_mu2)."""
+        sigma2 = _positive("sigma2", sigma2, "pass the noise variance")
+        sigma_mu2 = _positive("sigma_mu2", sigma_mu2, "pass the prior variance of a leaf "
+                              "mean, e.g. (0.5 / (k sqrt(M)))**2 for BART (Sec. 4.2.4)")
+        if not math.isfinite(float(mu0)):
+            raise ValueError(f"mu0={mu0!r} must be finite (the prior mean of a leaf)")
+        return cls(NORMAL, np.array([sigma2, float(mu0), sigma_mu2]), 3)
+
+    def row_stats(self, y: np.ndarray) -> np.ndarray:
+        """Per-row statistics of the labels ``y`` (module table), float64 (n_rows, n_stats).
+
+        Raises ``ValueError`` on non-finite labels or class codes outside ``0 .. K - 1``.
+        """
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}")
+        yf = y.astype(np.float64)
+        bad = ~np.isfinite(yf)
+        if bad.any():
+            raise ValueError(f"y holds {int(bad.sum())} NaN or inf value(s) out of {y.size}; "
+                             "drop or impute them")
+        if self.code == UNINFORMATIVE:
+            return np.ones((y.size, 1))
+        if self.code == NORMAL:
+            return np.column_stack([np.ones(y.size), yf, yf * yf])
+        k = self.n_stats
+        codes = yf.astype(INDEX)
+        bad = (codes != yf) | (codes < 0) | (codes >= k)
+        if bad.any():
+            raise ValueError(f"y holds {int(bad.sum())} value(s) that are not class codes "
+                             f"0 .. {k - 1} (first: {y[np.argmax(bad)].item()!r}); encode the "
+                             "classes as integers first")
+        out = np.zeros((y.size, k))
+        out[np.arange(y.size), codes] = 1.0
+        return out
+
+    def __call__(self, stats: np.ndarray) -> np.ndarray:
+        """log l of every leaf from its summed statistics, shape (n_leaves, n_stats)."""
+        stats = np.ascontiguousarray(stats, dtype=np.float64)
+        if stats.ndim != 2 or stats.shape[1] != self.n_stats:
+            raise ValueError(f"stats must have shape (n_leaves, {self.n_stats}), got "
+                             f"{stats.shape}")
+        return _loglik_rows(self.code, self.params, stats)
+
+
+def log_likelihood(tree: BayesTree, X: np.ndarray, y: np.ndarray,
+                   likelihood: LeafLikelihood) -> float:
+    """log p(Y | T, X) = sum over the leaves of log l(Y_Nj | X_Nj) (eq. 3.1).
+
+    Parameters
+    ----------
+    tree : BayesTree
+    X : ndarray of shape (n_rows, n_features)
+    y : ndarray of shape (n_rows,)
+    likelihood : LeafLikelihood
+
+    Returns
+    -------
+    float
+    """
+    X = check_X(X)
+    tree.check(X.shape[1])
+    S = likelihood.row_stats(y)
+    if S.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {S.shape[0]} rows but X has {X.shape[0]}; pass one label per row")
+    order, start, count = partition_rows(tree, X)
+    return float(_tree_loglik(tree.feature, tree.n_nodes, S, order, start, count,
+                              likelihood.code, likelihood.params))
+
+
+# ---------------------------------------------------------------------------------- kernels
+
+
+@njit(**JIT)
+def segment_stats(S, order, start, count, j, out):  # pragma: no cover - numba
+    """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``."""
+    out[:] = 0.0
+    for i in range(start[j], start[j] + count[j]):
+        row = order[i]
+        for k in range(S.shape[1]):
+            out[k] += S[row, k]
+
+
+@njit(**JIT)
+def leaf_loglik(code, params, s):  # pragma: no cover - numba
+    """log l of one leaf from its statistics ``s`` (module table)."""
+    if code == DIRICHLET_MULTINOMIAL:
+        alpha = params[0]
+        a = alpha / params[1]
+        n = 0.0
+        out = math.lgamma(alpha)
+        for k in range(s.shape[0]):
+            out += math.lgamma(s[k] + a) - math.lgamma(a)
+            n += s[k]
+        return out - math.lgamma(n + alpha)
+    if code == NORMAL:
+        n = s[0]
+        if n <= 0.0:
+            return 0.0
+        sigma2, mu0, tau2 = params[0], params[1], params[2]
+        ybar = s[1] / n
+        # within-leaf sum of squares; rounding can take it a hair below 0
+        ss = max(s[2] - s[1] * ybar, 0.0)
+        return (-0.5 * n * math.log(2.0 * math.pi * sigma2) - 0.5 * math.log1p(n * tau2 / sigma2)
+                - 0.5 * ss / sigma2 - 0.5 * n * (ybar - mu0) ** 2 / (sigma2 + n * tau2))
+    return 0.0
+
+
+@njit(**JIT)
+def _loglik_rows(code, params, stats):  # pragma: no cover - numba
+    out = np.empty(stats.shape[0])
+    for i in range(stats.shape[0]):
+        out[i] = leaf_loglik(code, params, stats[i])
+    return out
+
+
+@njit(**JIT)
+def _tree_loglik(feature, n_nodes, S, order, start, count, code,
+                 params):  # pragma: no cover - numba
+    s = np.empty(S.shape[1])
+    total = 0.0
+    for j in range(n_nodes):
+        if feature[j] == NO_NODE:
+            segment_stats(S, order, start, count, j, s)
+            total += leaf_loglik(code, params, s)
+    return total

@@ -1,0 +1,194 @@
+"""The Chipman et al. (1998) decision-tree prior p(T | X) (thesis Sec. 3.2.3, eq. 3.3-3.4; 4.2.4).
+
+A node j whose rows vary along some dimension (|V_j| > 0) splits with probability
+``alpha_s * (1 + depth(j)) ** -beta_s`` (eq. 3.3; eq. 4.3's indicator of a valid split is
+|V_j| > 0); a node whose rows are all identical stops. A split dimension is uniform over
+V_j and its location uniform on the rows' extent along it, so both children hold rows.
+
+Randomness enters the kernels as uniforms drawn beforehand, three per node slot
+(``u[j] = (stop or split, dimension, location)``): the same uniforms give the same tree
+whatever the caller (``sample_prior``, an SMC proposal, the plain-NumPy oracle).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..config import INDEX, JIT, NO_NODE
+from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
+
+__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "log_prior",
+           "sample_prior", "split_probability"]
+
+#: BART's defaults (Chipman et al. 2010; thesis Sec. 4.2.4). Chapter 3 uses other values.
+DEFAULT_ALPHA_S = 0.95
+DEFAULT_BETA_S = 2.0
+
+#: Uniforms a node consumes in ``expand_prior``: split-or-stop, dimension, location.
+UNIFORMS_PER_NODE = 3
+
+
+def check_prior_params(alpha_s: float, beta_s: float) -> tuple[float, float]:
+    """``(alpha_s, beta_s)`` as floats, or ``ValueError`` naming the bad one and the fix.
+
+    eq. (3.3) needs ``0 < alpha_s < 1`` and ``0 <= beta_s < inf``.
+    """
+    a, b = float(alpha_s), float(beta_s)
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha_s={alpha_s!r} must lie in the open interval (0, 1) "
+                         f"(eq. 3.3); use e.g. alpha_s={DEFAULT_ALPHA_S}")
+    if not 0.0 <= b < math.inf:
+        raise ValueError(f"beta_s={beta_s!r} must be finite and >= 0 (eq. 3.3); use e.g. "
+                         f"beta_s={DEFAULT_BETA_S}")
+    return a, b
+
+
+def log_prior(tree: BayesTree, X: np.ndarray, alpha_s: float = DEFAULT_ALPHA_S,
+              beta_s: float = DEFAULT_BETA_S) -> float:
+    """log p(T | X) of eq. (3.4), a density in the split locations.
+
+    Parameters
+    ----------
+    tree : BayesTree
+    X : ndarray of shape (n_rows, n_features)
+    alpha_s, beta_s : float
+        Parameters of eq. (3.3).
+
+    Returns
+    -------
+    float
+        ``sum_leaves 1(|V_j| > 0) log(1 - p_j) + sum_internal (log p_j - log|V_j|
+        - log|e_{j, delta_j}|)``; ``-inf`` if some split is impossible under the prior
+        (a dimension outside V_j, or a location outside ``[min, max)`` of the node's rows,
+        which would leave a child empty).
+
+    Examples
+    --------
+    >>> X = np.array([[0.0], [1.0]])
+    >>> round(log_prior(BayesTree.root_only(2), X, 0.5, 0.0), 6)  # stop: log(1 - 0.5)
+    -0.693147
+    """
+    alpha_s, beta_s = check_prior_params(alpha_s, beta_s)
+    X = check_X(X)
+    tree.check(X.shape[1])
+    order, start, count = partition_rows(tree, X)
+    return float(_log_prior(tree.feature, tree.threshold, tree.depth, tree.n_nodes, X, order,
+                            start, count, alpha_s, beta_s))
+
+
+def sample_prior(X: np.ndarray, alpha_s: float = DEFAULT_ALPHA_S,
+                 beta_s: float = DEFAULT_BETA_S,
+                 rng: np.random.Generator | int | None = None) -> BayesTree:
+    """Draw T ~ p(T | X) by the sequential generative process (Sec. 3.2.3, Fig. 3.1).
+
+    Nodes are expanded one at a time, breadth first (the node-wise order of Sec. 4.2.4);
+    the prior does not depend on the order.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+    alpha_s, beta_s : float
+        Parameters of eq. (3.3).
+    rng : numpy Generator, int seed or None
+
+    Returns
+    -------
+    BayesTree
+
+    Examples
+    --------
+    >>> X = np.arange(6.0).reshape(-1, 1)
+    >>> tree = sample_prior(X, 0.95, 0.5, rng=0)
+    >>> bool(tree.n_leaves <= 6)
+    True
+    """
+    alpha_s, beta_s = check_prior_params(alpha_s, beta_s)
+    X = check_X(X)
+    rng = np.random.default_rng(rng)
+    tree = BayesTree.root_only(X.shape[0])
+    u = rng.random((tree.feature.shape[0], UNIFORMS_PER_NODE))
+    order, start, count = partition_rows(tree, X)
+    tree.n_nodes = int(_grow_prior(*tree.args(), X, order, start, count, alpha_s, beta_s, u))
+    return tree
+
+
+# ---------------------------------------------------------------------------------- kernels
+
+
+@njit(**JIT)
+def split_probability(depth, alpha_s, beta_s):  # pragma: no cover - numba
+    """eq. (3.3): ``alpha_s * (1 + depth) ** -beta_s`` (for a node with |V_j| > 0)."""
+    return alpha_s * (1.0 + depth) ** (-beta_s)
+
+
+@njit(**JIT)
+def _log_prior(feature, threshold, depth, n_nodes, X, order, start, count, alpha_s,
+               beta_s):  # pragma: no cover - numba
+    lower = np.empty(X.shape[1])
+    upper = np.empty(X.shape[1])
+    total = 0.0
+    for j in range(n_nodes):
+        n_valid = node_extent(X, order, start, count, j, lower, upper)
+        p = split_probability(depth[j], alpha_s, beta_s)
+        f = feature[j]
+        if f == NO_NODE:
+            if n_valid > 0:
+                total += math.log1p(-p)
+            continue
+        t = threshold[j]
+        if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
+            return -np.inf
+        total += math.log(p) - math.log(n_valid) - math.log(upper[f] - lower[f])
+    return total
+
+
+@njit(**JIT)
+def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
+                 count, buf, j, alpha_s, beta_s, u, lower, upper):  # pragma: no cover - numba
+    """Stop or split the eligible leaf ``j`` as the prior does; return the new ``n_nodes``.
+
+    ``u`` holds the node's three uniforms (split if ``u[0] < p_j``; the dimension is the
+    ``floor(u[1] |V_j|)``-th of V_j; the location ``lower + u[2] (upper - lower)``);
+    ``lower``, ``upper`` are scratch of ``n_features`` slots. This is the prior proposal of
+    the SMC (Sec. 3.3.1) as well.
+    """
+    n_valid = node_extent(X, order, start, count, j, lower, upper)
+    if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
+        return n_nodes
+    k = min(int(u[1] * n_valid), n_valid - 1)
+    f = -1
+    for d in range(X.shape[1]):
+        if lower[d] < upper[d]:
+            if k == 0:
+                f = d
+                break
+            k -= 1
+    t = lower[f] + u[2] * (upper[f] - lower[f])
+    if t >= upper[f]:  # rounding of u[2] close to 1; the location must leave a row right
+        t = lower[f]
+    return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
+                      start, count, buf, j, f, t)
+
+
+@njit(**JIT)
+def _grow_prior(feature, threshold, left, right, parent, depth, X, order, start, count,
+                alpha_s, beta_s, u):  # pragma: no cover - numba
+    """The whole generative process from the root; returns ``n_nodes``.
+
+    Children are appended in the order nodes are expanded, so with breadth-first node-wise
+    expansion the eligible list E(t) is exactly the slots ``head .. n_nodes - 1``.
+    """
+    buf = np.empty(X.shape[0], INDEX)
+    lower = np.empty(X.shape[1])
+    upper = np.empty(X.shape[1])
+    n_nodes = 1
+    head = 0
+    while head < n_nodes:
+        n_nodes = expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X,
+                               order, start, count, buf, head, alpha_s, beta_s, u[head],
+                               lower, upper)
+        head += 1
+    return n_nodes

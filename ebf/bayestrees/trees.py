@@ -1,0 +1,281 @@
+"""Flat Bayesian decision trees grown node by node (thesis Sec. 3.2.3 and 4.2.4).
+
+A tree is a handful of arrays of a capacity ``C`` (node slots) and a count ``n_nodes`` of
+live nodes; slot 0 is the root and the two children of a node are appended together, after
+their parent, so slot order is topological (a single forward pass over the slots sees every
+parent before its children). See ``README.md`` of this package for the layout and for how a
+sequential Monte Carlo particle reuses it.
+
+| array | dtype | meaning |
+|---|---|---|
+| ``feature`` | int64[C] | split dimension delta_j, ``-1`` at a leaf |
+| ``threshold`` | float64[C] | split location xi_j (``x[feature] <= xi_j`` left), NaN at leaves |
+| ``left``, ``right``, ``parent`` | int64[C] | child / parent slot, ``-1`` if none |
+| ``depth`` | int64[C] | depth of the node (root 0), the exponent of eq. (3.3) |
+
+The data extent of a node is never stored: it is the extent of the node's rows, which
+:func:`partition_rows` lays out as one contiguous segment per node of a row permutation
+(``order[start[j]:start[j] + count[j]]`` are the rows of node ``j``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from basics.validation import check_finite
+
+from ..config import INDEX, JIT, NO_NODE
+from ..tree_validation import check_tree_structure
+
+__all__ = ["BayesTree", "apply", "check_X", "partition_rows"]
+
+
+@dataclass
+class BayesTree:
+    """The arrays of one Bayesian decision tree (layout in the module docstring).
+
+    Parameters
+    ----------
+    feature, threshold, left, right, parent, depth : ndarray of shape (capacity,)
+        Node arrays; slots from ``n_nodes`` on are never read.
+    n_nodes : int
+        Live nodes (slots ``0 .. n_nodes - 1``).
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    n_nodes: int = 1
+
+    ARRAYS = ("feature", "threshold", "left", "right", "parent", "depth")
+
+    @classmethod
+    def root_only(cls, n_rows: int) -> BayesTree:
+        """The trivial tree T(0) = {root}, with room for every tree over ``n_rows`` rows.
+
+        Every split sends at least one row to each side (eq. 3.3-3.4), so a tree over N rows
+        has at most N leaves and 2N - 1 nodes: kernels never reallocate.
+        """
+        cap = max(2 * int(n_rows) - 1, 1)
+        tree = cls(
+            feature=np.full(cap, NO_NODE, INDEX), threshold=np.full(cap, np.nan),
+            left=np.full(cap, NO_NODE, INDEX), right=np.full(cap, NO_NODE, INDEX),
+            parent=np.full(cap, NO_NODE, INDEX), depth=np.zeros(cap, INDEX), n_nodes=1,
+        )
+        return tree
+
+    def args(self) -> tuple[np.ndarray, ...]:
+        """The node arrays in kernel-argument order (``ARRAYS``)."""
+        return tuple(getattr(self, name) for name in self.ARRAYS)
+
+    def copy(self) -> BayesTree:
+        """A copy of the same capacity (an SMC particle's tree after resampling)."""
+        return BayesTree(*(a.copy() for a in self.args()), n_nodes=self.n_nodes)
+
+    def trimmed(self) -> dict[str, np.ndarray]:
+        """The live part of every array (persistence, size reports, oracles)."""
+        return {name: getattr(self, name)[: self.n_nodes] for name in self.ARRAYS}
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        """Boolean mask of the live nodes that are leaves."""
+        return self.feature[: self.n_nodes] == NO_NODE
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.is_leaf.sum())
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth[: self.n_nodes].max())
+
+    def check(self, n_features: int) -> None:
+        """Raise ``ValueError`` naming the node unless the live arrays are one valid tree.
+
+        Children after their parent, indices and features in range, finite thresholds
+        (:func:`ebf.tree_validation.check_tree_structure`), parent pointers and depths
+        consistent with the child links.
+        """
+        a = self.trimmed()
+        n = self.n_nodes
+        if not 1 <= n <= self.feature.shape[0]:
+            raise ValueError(f"n_nodes={n} is outside [1, capacity={self.feature.shape[0]}]")
+        check_tree_structure(a["left"], a["right"], a["feature"], a["threshold"],
+                             np.array([0, n], INDEX), n_features, where="node {j}")
+        inner = np.flatnonzero(a["feature"] != NO_NODE)
+        expected_parent = np.full(n, NO_NODE, INDEX)
+        expected_depth = np.zeros(n, INDEX)
+        for j in inner:  # forward order: a parent's depth is final before its children's
+            for c in (a["left"][j], a["right"][j]):
+                expected_parent[c] = j
+                expected_depth[c] = expected_depth[j] + 1
+        bad = np.flatnonzero((a["parent"] != expected_parent) | (a["depth"] != expected_depth))
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(
+                f"node {j}: parent {a['parent'][j]} / depth {a['depth'][j]} disagree with the "
+                f"child links (parent {expected_parent[j]}, depth {expected_depth[j]}); "
+                f"{bad.size} node(s) affected, rebuild the tree with split_node"
+            )
+
+
+def check_X(X: np.ndarray) -> np.ndarray:
+    """``X`` as a C-contiguous float64 matrix of at least one row and one column, all finite.
+
+    Raises ``ValueError`` naming the columns with NaN or inf, or the empty dimension.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array (rows, features), got {X.ndim} dimension(s); "
+                         "reshape a single feature with X.reshape(-1, 1)")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X is empty (shape {X.shape}); a tree prior needs at least one row "
+                         "and one feature")
+    check_finite(X, None, "X")
+    return X
+
+
+def partition_rows(tree: BayesTree, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every node's rows as one contiguous segment of a row permutation.
+
+    ``tree`` is a :class:`BayesTree` and ``X`` its training rows, float64 of shape
+    (n_rows, n_features) (:func:`check_X`).
+
+    Returns
+    -------
+    order : ndarray of shape (n_rows,), int64
+        A permutation of the rows; node ``j`` owns ``order[start[j]:start[j] + count[j]]``,
+        and the segments of a node's children split its own (left child first).
+    start, count : ndarray of shape (capacity,), int64
+        Segment of every live node (slots beyond ``n_nodes`` are zero).
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    order = np.arange(X.shape[0], dtype=INDEX)
+    start = np.zeros(tree.feature.shape[0], INDEX)
+    count = np.zeros(tree.feature.shape[0], INDEX)
+    count[0] = X.shape[0]
+    _partition(tree.feature, tree.threshold, tree.left, tree.right, tree.n_nodes, X, order,
+               start, count, np.empty(X.shape[0], INDEX))
+    return order, start, count
+
+
+def apply(tree: BayesTree, X: np.ndarray) -> np.ndarray:
+    """Leaf slot of every row of ``X`` (``x[feature] <= threshold`` goes left).
+
+    Parameters
+    ----------
+    tree : BayesTree
+    X : ndarray of shape (n_rows, n_features), float64
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), int64
+    """
+    return _apply(tree.feature, tree.threshold, tree.left, tree.right,
+                  np.ascontiguousarray(X, dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------------- kernels
+
+
+@njit(**JIT)
+def _apply(feature, threshold, left, right, X):  # pragma: no cover - numba
+    out = np.empty(X.shape[0], INDEX)
+    for i in range(X.shape[0]):
+        j = 0
+        while feature[j] != NO_NODE:
+            j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
+        out[i] = j
+    return out
+
+
+@njit(**JIT)
+def split_segment(X, order, start, count, buf, j, f, t, lchild, rchild):  # pragma: no cover
+    """Stable in-place partition of node ``j``'s segment by ``X[:, f] <= t``.
+
+    The left rows keep their order at the front, the right rows follow in order (through
+    ``buf``, scratch of at least ``count[j]`` slots); sets the children's segments.
+    """
+    s = start[j]
+    nl = 0
+    nr = 0
+    for i in range(s, s + count[j]):
+        row = order[i]
+        if X[row, f] <= t:
+            order[s + nl] = row  # s + nl <= i: never overwrites a row not yet read
+            nl += 1
+        else:
+            buf[nr] = row
+            nr += 1
+    for i in range(nr):
+        order[s + nl + i] = buf[i]
+    start[lchild] = s
+    count[lchild] = nl
+    start[rchild] = s + nl
+    count[rchild] = nr
+
+
+@njit(**JIT)
+def _partition(feature, threshold, left, right, n_nodes, X, order, start,
+               count, buf):  # pragma: no cover - numba
+    for j in range(n_nodes):  # parents before children: a node's segment is set first
+        if feature[j] != NO_NODE:
+            split_segment(X, order, start, count, buf, j, feature[j], threshold[j], left[j],
+                          right[j])
+
+
+@njit(**JIT)
+def split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
+               count, buf, j, f, t):  # pragma: no cover - numba
+    """Turn leaf ``j`` into an internal node split at ``x[f] <= t``; return the new ``n_nodes``.
+
+    Appends the two children (left at ``n_nodes``, right at ``n_nodes + 1``) and splits
+    ``j``'s row segment between them: the grow step of the generative process (Sec. 3.2.3)
+    and of every SMC proposal.
+    """
+    lchild = n_nodes
+    rchild = n_nodes + 1
+    feature[j] = f
+    threshold[j] = t
+    left[j] = lchild
+    right[j] = rchild
+    for c in (lchild, rchild):
+        feature[c] = NO_NODE
+        threshold[c] = np.nan
+        left[c] = NO_NODE
+        right[c] = NO_NODE
+        parent[c] = j
+        depth[c] = depth[j] + 1
+    split_segment(X, order, start, count, buf, j, f, t, lchild, rchild)
+    return n_nodes + 2
+
+
+@njit(**JIT)
+def node_extent(X, order, start, count, j, lower, upper):  # pragma: no cover - numba
+    """Extent of node ``j``'s rows per dimension into ``lower``, ``upper``; return |V_j|.
+
+    V_j is the set of dimensions along which the rows vary (``lower < upper``), eq. (3.4).
+    """
+    s = start[j]
+    for d in range(X.shape[1]):
+        lower[d] = np.inf
+        upper[d] = -np.inf
+    for i in range(s, s + count[j]):
+        row = order[i]
+        for d in range(X.shape[1]):
+            v = X[row, d]
+            if v < lower[d]:
+                lower[d] = v
+            if v > upper[d]:
+                upper[d] = v
+    n_valid = 0
+    for d in range(X.shape[1]):
+        if lower[d] < upper[d]:
+            n_valid += 1
+    return n_valid
