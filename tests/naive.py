@@ -1165,3 +1165,14 @@ def naive_structure_1d(arrays, x):
         return (int(rank[rows[left]].max()), structure(left), structure(right))
 
     return structure(0)
+
+
+def naive_resample(w, u, scheme) -> np.ndarray:
+    """Ancestors by inverting the cumulative weights at sorted points (multinomial: the
+    sorted uniforms; systematic: ``(u[0] + i) / n``), never a zero-weight particle."""
+    w = np.asarray(w, float)
+    n = len(u) if scheme == "multinomial" else int(u[1])
+    points = np.sort(u) if scheme == "multinomial" else (u[0] + np.arange(n)) / n
+    idx = np.searchsorted(np.cumsum(w), points, side="right")
+    last = np.flatnonzero(w > 0)[-1]
+    return np.minimum(idx, last)
