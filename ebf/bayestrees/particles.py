@@ -150,6 +150,9 @@ class ParticleTrees:
         for name in ("left", "offsets", "islands"):
             if not isinstance(state.get(name), np.ndarray) or state[name].ndim != 1:
                 raise ValueError(f"particle trees: {name} must be a 1-D array")
+            if state[name].shape[0] < 2 and name != "left":
+                raise ValueError(f"particle trees: {name} needs at least two entries (a "
+                                 "start and an end)")
         n = state["left"].shape[0]
         n_trees = state["offsets"].shape[0] - 1
         n_islands = state["islands"].shape[0] - 1

@@ -240,6 +240,8 @@ def _internal(model):
     (lambda s, j: s["trees"]["threshold"].__setitem__(j, np.nan), "non-finite split threshold"),
     (lambda s, j: s["trees"]["offsets"].__setitem__(1, 10**9), "offsets must increase"),
     (lambda s, j: s["trees"]["islands"].__setitem__(1, 0), "islands must increase"),
+    (lambda s, j: s["trees"].__setitem__("offsets", s["trees"]["offsets"][:1]),
+     "offsets needs at least two entries"),
     (lambda s, j: s["trees"]["stats"].__setitem__((j, 0), -1.0), "negative count"),
     (lambda s, j: s["trees"]["stats"].__setitem__((j, 1), np.inf), "are not finite"),
     (lambda s, j: s["trees"]["weight"].__setitem__(0, 5.0), "weights of island 0 sum to"),
