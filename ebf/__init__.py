@@ -6,6 +6,7 @@ layout and the contracts between modules are in ``ebf/LAYOUT.md``.
 
 from basics.versions import library_version
 
+from .bayestrees import SMCTreeClassifier, SMCTreeRegressor
 from .drift import DriftReport, trunk_drift
 from .estimators import (
     EmpiricalBayesianForestClassifier,
@@ -27,6 +28,8 @@ __all__ = [
     "DriftReport",
     "EmpiricalBayesianForestClassifier",
     "EmpiricalBayesianForestRegressor",
+    "SMCTreeClassifier",
+    "SMCTreeRegressor",
     "SubsampleForestClassifier",
     "SubsampleForestRegressor",
     "Trunk",

@@ -36,6 +36,8 @@ MODEL_CLASSES: Mapping[str, str] = {
     "ebf.SubsampleForestRegressor": "ebf.estimators:SubsampleForestRegressor",
     "ebf.SubsampleForestClassifier": "ebf.estimators:SubsampleForestClassifier",
     "ebf.ConstantBranch": "ebf.branches:ConstantBranch",
+    "ebf.SMCTreeRegressor": "ebf.bayestrees.estimators:SMCTreeRegressor",
+    "ebf.SMCTreeClassifier": "ebf.bayestrees.estimators:SMCTreeClassifier",
 }
 
 

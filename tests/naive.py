@@ -1176,3 +1176,51 @@ def naive_resample(w, u, scheme) -> np.ndarray:
     idx = np.searchsorted(np.cumsum(w), points, side="right")
     last = np.flatnonzero(w > 0)[-1]
     return np.minimum(idx, last)
+
+
+def _naive_gaps(values):
+    """Distinct sorted values of a node along a dimension, and the gaps between neighbours."""
+    v = np.unique(values)
+    return v[:-1], v[1:]
+
+
+def naive_expand_empirical(X, rows, depth, alpha_s, beta_s, u):
+    """The empirical proposal of thesis Sec. 3.3 at a node owning ``rows``, from the four
+    uniforms ``u``: ``None`` (stop) or ``(f, t, log P/Q)``, P/Q = (U - 1) |gap| / |extent|."""
+    lo, hi = X[rows].min(axis=0), X[rows].max(axis=0)
+    varies = np.flatnonzero(hi > lo)
+    if not varies.size or u[0] >= _naive_split_prob(depth, alpha_s, beta_s):
+        return None
+    f = varies[min(int(u[1] * varies.size), varies.size - 1)]
+    a, b = _naive_gaps(X[rows, f])
+    g = min(int(u[2] * a.size), a.size - 1)
+    t = a[g] + u[3] * (b[g] - a[g])
+    t = a[g] if t >= b[g] else t
+    return f, t, np.log(a.size) + np.log(b[g] - a[g]) - np.log(hi[f] - lo[f])
+
+
+def naive_optimal_proposal(X, rows, depth, alpha_s, beta_s, leaf_loglik):
+    """Every choice of the one-step optimal proposal (thesis eq. 3.5, Sec. 3.3.1) at a node.
+
+    Returns ``log Z_j`` and the list of ``(f, lo, hi, log mass)``: ``f = -1`` for the stop
+    (mass ``(1 - p) l(j)``), else a cut along ``f`` anywhere in the gap ``[lo, hi)`` between
+    neighbouring distinct values, of mass ``p / |V| * (hi - lo) / |extent| * l(left)
+    l(right)``, in the order stop, then dimensions, then gaps ascending. ``leaf_loglik``
+    maps an array of rows to log l.
+    """
+    from scipy.special import logsumexp
+
+    ll = leaf_loglik(rows)
+    xlo, xhi = X[rows].min(axis=0), X[rows].max(axis=0)
+    varies = np.flatnonzero(xhi > xlo)
+    if not varies.size:
+        return ll, [(-1, np.nan, np.nan, ll)]
+    p = _naive_split_prob(depth, alpha_s, beta_s)
+    out = [(-1, np.nan, np.nan, np.log1p(-p) + ll)]
+    for f in varies:
+        for a, b in zip(*_naive_gaps(X[rows, f]), strict=True):
+            go_left = X[rows, f] <= a
+            mass = (np.log(p) - np.log(varies.size) + np.log(b - a) - np.log(xhi[f] - xlo[f])
+                    + leaf_loglik(rows[go_left]) + leaf_loglik(rows[~go_left]))
+            out.append((f, a, b, mass))
+    return logsumexp([c[3] for c in out]), out

@@ -22,6 +22,8 @@ from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
+    SMCTreeClassifier,
+    SMCTreeRegressor,
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
@@ -41,6 +43,10 @@ ESTIMATORS = [
     MondrianForestRegressor(n_estimators=3, random_state=0),
     MondrianForestRegressor(n_estimators=3, posterior="empirical", random_state=0),
     MondrianForestClassifier(n_estimators=3, random_state=0),
+    SMCTreeRegressor(n_particles=50, n_islands=2, random_state=0),
+    SMCTreeRegressor(n_particles=5, n_islands=2, proposal="optimal", expansion="layer",
+                     resampling="systematic", random_state=0),
+    SMCTreeClassifier(n_particles=10, n_islands=2, random_state=0),
 ]
 
 _BOOTSTRAP = (BayesianForestRegressor, BayesianForestClassifier,
@@ -55,14 +61,20 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
     path-wise the same as k repeated rows (equal in distribution only), the reason
     scikit-learn gives for its own ``RandomForest*``; an EBF with CART branches takes
     ``partial_fit`` only with its earlier rows (``previous=``). An EBF with Mondrian
-    branches refuses unequal weights. Mondrian forests take no ``sample_weight`` and pass
-    every check.
+    branches refuses unequal weights, and so do the SMC trees. Mondrian forests take no
+    ``sample_weight`` and pass every check.
     (``check_array_api_input`` is skipped by scikit-learn itself unless
     ``SCIPY_ARRAY_API=1``; no estimator claims array-API support.)
     """
     if getattr(estimator, "branch", None) == "mondrian":
         why = ("Mondrian branches have no weighted likelihood: unequal sample weights are "
                "refused with an error that names branch='bayesian' as the fix.")
+        return {"check_sample_weights_not_overwritten": why,
+                "check_sample_weight_equivalence_on_dense_data": why}
+    if isinstance(estimator, (SMCTreeClassifier, SMCTreeRegressor)):
+        why = ("Bayesian trees have no weighted likelihood (thesis eq. 3.1): unequal sample "
+               "weights are refused with an error that names the fix (drop them or repeat "
+               "rows).")
         return {"check_sample_weights_not_overwritten": why,
                 "check_sample_weight_equivalence_on_dense_data": why}
     if isinstance(estimator, _BOOTSTRAP):

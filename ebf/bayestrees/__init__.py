@@ -1,13 +1,18 @@
 """Bayesian decision trees (thesis Ch. 3) and BART trees (Ch. 4): the model.
 
 Flat trees grown node by node (:mod:`.trees`), the Chipman et al. prior (:mod:`.prior`)
-and leaf marginal likelihoods (:mod:`.likelihood`). See ``README.md`` for the layout and
-how a sequential Monte Carlo particle reuses it.
+and leaf marginal likelihoods (:mod:`.likelihood`); the SMC of Algorithm 3.1
+(:mod:`.proposals`, :mod:`.smc`, :mod:`.particles`) and its estimators
+(:mod:`.estimators`). See ``README.md`` for the layout and how an SMC particle reuses it.
 """
 
+from .estimators import SMCTreeClassifier, SMCTreeRegressor
 from .likelihood import LeafLikelihood, log_likelihood
+from .particles import ParticleTrees
 from .prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S, log_prior, sample_prior
+from .smc import run_smc
 from .trees import BayesTree, apply, partition_rows
 
-__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "BayesTree", "LeafLikelihood", "apply",
-           "log_likelihood", "log_prior", "partition_rows", "sample_prior"]
+__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "BayesTree", "LeafLikelihood", "ParticleTrees",
+           "SMCTreeClassifier", "SMCTreeRegressor", "apply", "log_likelihood", "log_prior",
+           "partition_rows", "run_smc", "sample_prior"]

@@ -158,19 +158,34 @@ def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, ord
     n_valid = node_extent(X, order, start, count, j, lower, upper)
     if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
         return n_nodes
-    k = min(int(u[1] * n_valid), n_valid - 1)
-    f = -1
-    for d in range(X.shape[1]):
-        if lower[d] < upper[d]:
-            if k == 0:
-                f = d
-                break
-            k -= 1
-    t = lower[f] + u[2] * (upper[f] - lower[f])
-    if t >= upper[f]:  # rounding of u[2] close to 1; the location must leave a row right
-        t = lower[f]
+    f = valid_dimension(lower, upper, n_valid, u[1])
+    t = uniform_cut(lower[f], upper[f], u[2])
     return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
                       start, count, buf, j, f, t)
+
+
+@njit(**JIT)
+def valid_dimension(lower, upper, n_valid, u):  # pragma: no cover - numba
+    """The ``floor(u |V_j|)``-th dimension of V_j (those with ``lower < upper``): a uniform
+    draw of the split dimension (eq. 3.4) from one uniform ``u`` in [0, 1)."""
+    k = min(int(u * n_valid), n_valid - 1)
+    for d in range(lower.shape[0]):
+        if lower[d] < upper[d]:
+            if k == 0:
+                return d
+            k -= 1
+    return -1
+
+
+@njit(**JIT)
+def uniform_cut(lo, hi, u):  # pragma: no cover - numba
+    """``lo + u (hi - lo)``, a uniform location in ``[lo, hi)`` for ``lo < hi``.
+
+    ``x <= t`` goes left, so a location must stay below ``hi`` to leave a row right; rounding
+    of ``u`` close to 1 can reach ``hi``, and then ``lo`` is taken instead.
+    """
+    t = lo + u * (hi - lo)
+    return lo if t >= hi else t
 
 
 @njit(**JIT)
