@@ -18,6 +18,18 @@ methods ``_get_state`` / ``_set_state``:
     :class:`mondrian.MondrianForestRegressor` / ``...Classifier`` (Lakshminarayanan, Roy &
     Teh, 2016). ``min_samples_split`` is ``2 * min_samples_leaf`` (so the default 5 gives
     the Mondrian default 10); ``branch_params`` may set ``lifetime``, ``posterior``, ...
+``"smc"``
+    :class:`~ebf.bayestrees.SMCTreeRegressor` / ``...Classifier``: a posterior over single
+    Bayesian decision trees by sequential Monte Carlo (Lakshminarayanan, thesis Ch. 3),
+    ``n_estimators`` particles per island; ``branch_params`` may set ``n_islands``,
+    ``proposal``, ``alpha_s``, ...
+``"bart"``
+    :class:`~ebf.bayestrees.BARTRegressor` (regression only): BART sampled by particle Gibbs
+    (thesis Ch. 4) with ``n_estimators`` trees; ``branch_params`` may set ``n_iter``,
+    ``burn_in``, ``sampler``, ...
+
+The Bayesian-tree learners (``"mondrian"``, ``"smc"``, ``"bart"``) have no weighted
+likelihood: they refuse unequal sample weights.
 
 A branch with fewer than ``2 * min_samples_leaf`` rows cannot be split by any tree, so it
 becomes a :class:`ConstantBranch`: the weighted mean and variance of its rows (regression)
@@ -37,6 +49,7 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 from ._base import variance_floor
+from .bayestrees import SMCTreeClassifier, SMCTreeRegressor
 from .bootstrap import branch_seed
 from .forests import BayesianForestClassifier, BayesianForestRegressor
 
@@ -82,12 +95,16 @@ def _cart(weights: str) -> Callable:
     return fit
 
 
-def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+def _check_unweighted(learner: str, sample_weight: np.ndarray | None) -> None:
     if sample_weight is not None and not np.all(sample_weight == sample_weight[0]):
         raise ValueError(
-            "branch='mondrian' does not support unequal sample weights (Mondrian forests "
-            "have no weighted likelihood); use branch='bayesian' or drop sample_weight."
+            f"branch={learner!r} does not support unequal sample weights (its trees have no "
+            "weighted likelihood); use branch='bayesian' or drop sample_weight."
         )
+
+
+def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+    _check_unweighted(spec.learner, sample_weight)
     params = dict(
         n_estimators=spec.n_estimators,
         min_samples_split=max(2, 2 * int(spec.min_samples_leaf)),
@@ -101,11 +118,21 @@ def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
     return MondrianForestClassifier(**params).partial_fit(X, y, classes=np.arange(spec.n_classes))
 
 
+def _smc(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+    _check_unweighted(spec.learner, sample_weight)
+    cls = SMCTreeRegressor if spec.task == REGRESSION else SMCTreeClassifier
+    est = cls(**{"n_particles": spec.n_estimators, "n_jobs": spec.n_jobs, **spec.params})
+    n_classes = spec.n_classes if spec.task == CLASSIFICATION else None
+    # islands are seeded by (entropy, branch, island), so the branch id is the whole seed
+    return est._fit_branch(X, y, None, entropy=entropy, branch=branch, n_classes=n_classes)
+
+
 #: Name -> function fitting one branch ``(spec, X, y, sample_weight, entropy, branch)``.
 BRANCH_LEARNERS: dict[str, Callable] = {
     "bayesian": _cart("exponential"),
     "random": _cart("poisson"),
     "mondrian": _mondrian,
+    "smc": _smc,
 }
 
 
@@ -115,6 +142,7 @@ BRANCH_CLASSES: dict[str, dict[str, type]] = {
     "bayesian": {REGRESSION: BayesianForestRegressor, CLASSIFICATION: BayesianForestClassifier},
     "random": {REGRESSION: BayesianForestRegressor, CLASSIFICATION: BayesianForestClassifier},
     "mondrian": {REGRESSION: MondrianForestRegressor, CLASSIFICATION: MondrianForestClassifier},
+    "smc": {REGRESSION: SMCTreeRegressor, CLASSIFICATION: SMCTreeClassifier},
 }
 
 

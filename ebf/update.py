@@ -91,13 +91,15 @@ def check_update(learner: str, has_previous: bool) -> None:
     Raises
     ------
     ValueError
-        For a CART learner (``"bayesian"``, ``"random"``) without the earlier rows.
+        For a batch learner (``"bayesian"``, ``"random"``, ``"smc"``, ``"bart"``) without the
+        earlier rows.
     """
     if learner not in ONLINE_LEARNERS and not has_previous:
         raise ValueError(
-            f"partial_fit cannot extend branch={learner!r} forests: CART trees keep no rows, "
-            f"and only {', '.join(repr(s) for s in ONLINE_LEARNERS)} branches are extended "
-            "online. Pass the rows the model was trained on as previous=(X_old, y_old) "
+            f"partial_fit cannot extend branch={learner!r} branches: they are fit in one "
+            "batch and keep no rows, and only "
+            f"{', '.join(repr(s) for s in ONLINE_LEARNERS)} branches are extended online. "
+            "Pass the rows the model was trained on as previous=(X_old, y_old) "
             "(the branches that receive new rows are refit on their old and new rows), refit "
             "with fit(X, y), or train with branch='mondrian'."
         )
@@ -140,8 +142,9 @@ def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, e
     b : int
         Branch id.
     previous : (ndarray, ndarray), optional
-        The branch's earlier rows and targets (encoded), for a CART branch: it is refit on
-        them followed by the new rows, with the seed of a batch fit.
+        The branch's earlier rows and targets (encoded), for a batch branch (every learner
+        but ``"mondrian"``): it is refit on them followed by the new rows, with the seed of a
+        batch fit.
 
     Returns
     -------
@@ -151,7 +154,7 @@ def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, e
     Raises
     ------
     ValueError
-        If the branch cannot take rows (:func:`check_updatable`), or a CART branch comes
+        If the branch cannot take rows (:func:`check_updatable`), or a batch branch comes
         without ``previous``.
     """
     if spec.learner not in ONLINE_LEARNERS:

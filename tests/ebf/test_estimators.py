@@ -11,6 +11,7 @@ from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
+    SMCTreeClassifier,
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
@@ -136,7 +137,7 @@ def test_mondrian_branches_and_constant_fallback():
     np.testing.assert_allclose(g.weights.sum(axis=1), 1.0)
 
 
-@pytest.mark.parametrize("branch", ["bayesian", "mondrian"])
+@pytest.mark.parametrize("branch", ["bayesian", "mondrian", "smc"])
 def test_single_class_and_single_row_branches(branch):
     rng = np.random.default_rng(5)
     X = rng.random((300, 2))
@@ -152,6 +153,8 @@ def test_single_class_and_single_row_branches(branch):
     assert (clf.predict(X) == y).mean() > 0.95
     if branch == "mondrian":
         assert any(isinstance(b, MondrianForestClassifier) for b in clf.branches_)
+    if branch == "smc":
+        assert any(isinstance(b, SMCTreeClassifier) for b in clf.branches_)
 
 
 def test_same_seed_same_model_whatever_threads():
@@ -245,7 +248,7 @@ def test_roundtrip_classifiers(Est, tmp_path):
 
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
-@pytest.mark.parametrize("learner", ["bayesian", "random", "mondrian"])
+@pytest.mark.parametrize("learner", ["bayesian", "random", "mondrian", "smc"])
 def test_single_row_branch_is_constant(task, learner):
     from ebf.branches import BranchSpec, fit_branch
 

@@ -151,7 +151,7 @@ def test_distributed_trunk_equals_local_trunk(dask_client, local_cls, target, in
 # ------------------------------------------------------------------------------ parity
 
 
-@pytest.mark.parametrize("branch", ["bayesian", "mondrian"])
+@pytest.mark.parametrize("branch", ["bayesian", "mondrian", "smc"])
 @pytest.mark.parametrize("local_cls, target", [
     (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
 def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
