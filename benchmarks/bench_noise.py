@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import parse_with_sizes, print_table, run_parts
+from benchmarks.common import markdown_table, parse_with_sizes, print_table, run_parts
 from mondrian import MondrianForestRegressor
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue11" / "bench_noise.json"
@@ -167,12 +167,7 @@ def run_flights(cfg: argparse.Namespace) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """All rows as one Markdown table (the README / results note format)."""
-    head = [h for _, h, _ in COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        cells = ["-" if row.get(k) is None else format(row[k], spec) for k, _, spec in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_table(COLUMNS, rows)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -46,7 +46,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import machine_info, parse_with_sizes, print_table, versions, write_json
+from benchmarks.common import (
+    machine_info,
+    markdown_table,
+    parse_with_sizes,
+    print_table,
+    versions,
+    write_json,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue12"
 FULL = dict(rows_per_month=None, n_estimators=10)
@@ -172,11 +179,8 @@ def run(cfg: argparse.Namespace) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = [h for _, h, _ in COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        lines.append("| " + " | ".join(format(row[k], spec) for k, _, spec in COLUMNS) + " |")
-    return "\n".join(lines)
+    """All rows as one Markdown table (the README / results note format)."""
+    return markdown_table(COLUMNS, rows)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

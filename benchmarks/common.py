@@ -82,6 +82,14 @@ def print_table(title: str, columns: Sequence[tuple[str, str, str]], rows: list[
         print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)))
 
 
+def markdown_table(columns: Sequence[tuple[str, str, str]], rows: list[dict]) -> str:
+    """Rows as one Markdown table; ``columns`` as for :func:`print_table` (missing: ``-``)."""
+    lines = ["| " + " | ".join(h for _, h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(k), spec) for k, _, spec in columns) + " |")
+    return "\n".join(lines)
+
+
 def _cell(value: Any, spec: str) -> str:
     if value is None:
         return "-"
