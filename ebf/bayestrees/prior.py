@@ -20,8 +20,8 @@ from numba import njit
 from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
-__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "log_prior",
-           "sample_prior", "split_probability"]
+__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
+           "log_prior", "node_log_prior", "sample_prior", "split_probability"]
 
 #: BART's defaults (Chipman et al. 2010; thesis Sec. 4.2.4). Chapter 3 uses other values.
 DEFAULT_ALPHA_S = 0.95
@@ -131,18 +131,34 @@ def _log_prior(feature, threshold, depth, n_nodes, X, order, start, count, alpha
     upper = np.empty(X.shape[1])
     total = 0.0
     for j in range(n_nodes):
-        n_valid = node_extent(X, order, start, count, j, lower, upper)
-        p = split_probability(depth[j], alpha_s, beta_s)
-        f = feature[j]
-        if f == NO_NODE:
-            if n_valid > 0:
-                total += math.log1p(-p)
-            continue
-        t = threshold[j]
-        if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
-            return -np.inf
-        total += math.log(p) - math.log(n_valid) - math.log(upper[f] - lower[f])
+        total += node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s,
+                                beta_s, lower, upper)
+        if total == -np.inf:
+            return total
     return total
+
+
+@njit(**JIT)
+def node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s, beta_s,
+                   lower, upper):  # pragma: no cover - numba
+    """Node ``j``'s factor of eq. (3.4) on the log scale, from its rows' extent.
+
+    A leaf gives ``log(1 - p_j)`` if its rows vary (|V_j| > 0) and 0 otherwise; an internal
+    node ``log p_j - log|V_j| - log|e_{j, delta_j}|``, or ``-inf`` if the prior cannot make
+    its split (a dimension outside V_j, or a location outside ``[min, max)`` of its rows,
+    which leaves a child empty). ``lower``, ``upper`` are scratch of ``n_features`` slots.
+    The Metropolis-Hastings moves of BART (thesis Sec. 4.3.2) sum it over the nodes a move
+    touches.
+    """
+    n_valid = node_extent(X, order, start, count, j, lower, upper)
+    p = split_probability(depth[j], alpha_s, beta_s)
+    f = feature[j]
+    if f == NO_NODE:
+        return math.log1p(-p) if n_valid > 0 else 0.0
+    t = threshold[j]
+    if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
+        return -np.inf
+    return math.log(p) - math.log(n_valid) - math.log(upper[f] - lower[f])
 
 
 @njit(**JIT)
@@ -158,19 +174,31 @@ def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, ord
     n_valid = node_extent(X, order, start, count, j, lower, upper)
     if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
         return n_nodes
-    k = min(int(u[1] * n_valid), n_valid - 1)
+    f, t = draw_split(n_valid, lower, upper, u[1], u[2])
+    return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
+                      start, count, buf, j, f, t)
+
+
+@njit(**JIT)
+def draw_split(n_valid, lower, upper, u1, u2):  # pragma: no cover - numba
+    """The prior's cut ``(delta, xi)`` of a node of extent ``lower``, ``upper``, |V| > 0.
+
+    The dimension is the ``floor(u1 |V|)``-th of V (the dimensions with ``lower < upper``),
+    the location ``lower + u2 (upper - lower)`` along it (Sec. 3.2.3): what
+    :func:`expand_prior` does once it splits, and the proposal of the CGM change move.
+    """
+    k = min(int(u1 * n_valid), n_valid - 1)
     f = -1
-    for d in range(X.shape[1]):
+    for d in range(lower.shape[0]):
         if lower[d] < upper[d]:
             if k == 0:
                 f = d
                 break
             k -= 1
-    t = lower[f] + u[2] * (upper[f] - lower[f])
-    if t >= upper[f]:  # rounding of u[2] close to 1; the location must leave a row right
+    t = lower[f] + u2 * (upper[f] - lower[f])
+    if t >= upper[f]:  # rounding of u2 close to 1; the location must leave a row right
         t = lower[f]
-    return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                      start, count, buf, j, f, t)
+    return f, t
 
 
 @njit(**JIT)
