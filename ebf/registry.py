@@ -36,6 +36,7 @@ MODEL_CLASSES: Mapping[str, str] = {
     "ebf.SubsampleForestRegressor": "ebf.estimators:SubsampleForestRegressor",
     "ebf.SubsampleForestClassifier": "ebf.estimators:SubsampleForestClassifier",
     "ebf.ConstantBranch": "ebf.branches:ConstantBranch",
+    "ebf.BARTRegressor": "ebf.bayestrees.bart:BARTRegressor",
 }
 
 

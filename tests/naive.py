@@ -1334,3 +1334,31 @@ def naive_tree_from_structure_1d(structure, x, rng) -> dict[str, np.ndarray]:
                               depth=nodes[j]["depth"] + 1))
         queue += [left, right]
     return _naive_arrays(nodes)
+
+
+def naive_chain_ess(x) -> float:
+    """ESS by Geyer's initial monotone sequence with autocorrelations summed lag by lag."""
+    x = np.asarray(x, float)
+    n = x.size
+    xc = x - x.mean()
+    c0 = np.dot(xc, xc) / n
+    rho = np.array([np.dot(xc[: n - t], xc[t:]) / n / c0 for t in range(2 * (n // 2))])
+    pairs = rho[0::2] + rho[1::2]
+    stop = np.flatnonzero(pairs <= 0)
+    pairs = pairs[: stop[0] if stop.size else pairs.size]
+    return n / (2 * np.minimum.accumulate(pairs).sum() - 1)
+
+
+def naive_draws_predict(state, n_trees, X) -> np.ndarray:
+    """Every draw's sum over its trees of the leaf value of each row, one row at a time."""
+    offsets = state["offsets"]
+    n_draws = (offsets.size - 1) // n_trees
+    out = np.zeros((X.shape[0], n_draws))
+    for i, x in enumerate(X):
+        for t in range(offsets.size - 1):
+            j = offsets[t]
+            while state["feature"][j] >= 0:
+                j = state["left"][j] if x[state["feature"][j]] <= state["threshold"][j] else (
+                    state["right"][j])
+            out[i, t // n_trees] += state["value"][j]
+    return out

@@ -39,10 +39,20 @@ from .prior import (
     DEFAULT_BETA_S,
     check_prior_params,
     draw_split,
+    leaf_log_prior,
     log_prior,
     node_log_prior,
+    split_log_prior,
 )
-from .trees import BayesTree, check_X, node_extent, partition_rows, split_node, split_segment
+from .trees import (
+    BayesTree,
+    check_X,
+    node_extent,
+    node_varies,
+    partition_rows,
+    split_node,
+    split_segment,
+)
 
 __all__ = ["CHANGE", "GROW", "MOVES", "PRUNE", "SAMPLERS", "SWAP", "canonical", "mh_step",
            "mh_update", "relabel", "UNIFORMS_PER_MOVE"]
@@ -233,6 +243,30 @@ def _loglik(S, order, start, count, j, code, params, stat):  # pragma: no cover 
 
 
 @njit(**JIT)
+def _split_gain(depth, X, order, start, count, S, code, params, alpha_s, beta_s, j, lc, rc,
+                n_valid, width, stat):  # pragma: no cover - numba
+    """log pi(j split into leaves lc, rc) - log pi(j a leaf), eq. (4.8): the prior factors
+    of eq. (3.4) that differ (j's, the children's) and the leaves' likelihoods.
+
+    ``n_valid`` > 0 and ``width`` are j's |V_j| and the extent along its cut; a child's
+    factor only needs whether its rows vary (:func:`~ebf.bayestrees.trees.node_varies`),
+    and j's statistics are its children's sum, so the rows of j are read once.
+    """
+    d = depth[j]
+    lp = (split_log_prior(d, n_valid, width, alpha_s, beta_s)
+          - leaf_log_prior(d, True, alpha_s, beta_s)
+          + leaf_log_prior(d + 1, node_varies(X, order, start, count, lc), alpha_s, beta_s)
+          + leaf_log_prior(d + 1, node_varies(X, order, start, count, rc), alpha_s, beta_s))
+    total = np.zeros(stat.shape[0])
+    ll = 0.0
+    for k in (lc, rc):
+        segment_stats(S, order, start, count, k, stat)
+        ll += leaf_loglik(code, params, stat)
+        total += stat
+    return lp + ll - leaf_loglik(code, params, total)
+
+
+@njit(**JIT)
 def _subtree(parent, n_nodes, top, mask):  # pragma: no cover - numba
     """``mask[k]``: is slot k in the subtree of ``top`` (children come after parents)."""
     mask[:n_nodes] = False
@@ -327,23 +361,16 @@ def mh_step(feature, threshold, left, right, parent, depth, n_nodes, X, order, s
         if n_valid == 0:
             return n_nodes, move, False, -np.inf
         f, t = draw_split(n_valid, lower, upper, u[2], u[3])
-        log_q_fwd = (math.log(move_p[GROW]) - math.log(n_kind) - math.log(n_valid)
-                     - math.log(upper[f] - lower[f]))
-        lp_old = node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s,
-                                beta_s, lower, upper)
-        ll_old = _loglik(S, order, start, count, j, code, params, stat)
+        width = upper[f] - lower[f]
+        log_q_fwd = math.log(move_p[GROW]) - math.log(n_kind) - math.log(n_valid) - math.log(
+            width)
         n_new = split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
                            start, count, np.empty(count[j], INDEX), j, f, t)
-        lp_new = 0.0
-        ll_new = 0.0
-        for k in (j, n_nodes, n_nodes + 1):
-            lp_new += node_log_prior(feature, threshold, depth, X, order, start, count, k,
-                                     alpha_s, beta_s, lower, upper)
-        for k in (n_nodes, n_nodes + 1):
-            ll_new += _loglik(S, order, start, count, k, code, params, stat)
         log_q_rev = (math.log(move_p[PRUNE])
                      - math.log(_count(feature, left, right, n_new, PRUNE)))
-        log_alpha = ll_new - ll_old + lp_new - lp_old + log_q_rev - log_q_fwd
+        log_alpha = _split_gain(depth, X, order, start, count, S, code, params, alpha_s,
+                                beta_s, j, n_nodes, n_nodes + 1, n_valid, width,
+                                stat) + log_q_rev - log_q_fwd
         if u[4] < math.exp(min(log_alpha, 0.0)):
             n_new = relabel(feature, threshold, left, right, parent, depth, start, count, n_new)
             return n_new, move, True, log_alpha
@@ -353,32 +380,24 @@ def mh_step(feature, threshold, left, right, parent, depth, n_nodes, X, order, s
         right[j] = NO_NODE
         return n_nodes, move, False, log_alpha
     if move == PRUNE:
-        lc, rc = left[j], right[j]
-        n_leaves = _count(feature, left, right, n_nodes, GROW)
-        lp_old = 0.0
-        for k in (j, lc, rc):
-            lp_old += node_log_prior(feature, threshold, depth, X, order, start, count, k,
-                                     alpha_s, beta_s, lower, upper)
-        ll_old = (_loglik(S, order, start, count, lc, code, params, stat)
-                  + _loglik(S, order, start, count, rc, code, params, stat))
         f = feature[j]
         n_valid = node_extent(X, order, start, count, j, lower, upper)
+        width = upper[f] - lower[f]
+        n_leaves = _count(feature, left, right, n_nodes, GROW)
         log_q_rev = (math.log(move_p[GROW]) - math.log(n_leaves - 1) - math.log(n_valid)
-                     - math.log(upper[f] - lower[f]))
+                     - math.log(width))
         log_q_fwd = math.log(move_p[PRUNE]) - math.log(n_kind)
-        feature[j] = NO_NODE  # j as a leaf, for its prior factor
-        lp_new = node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s,
-                                beta_s, lower, upper)
-        ll_new = _loglik(S, order, start, count, j, code, params, stat)
-        log_alpha = ll_new - ll_old + lp_new - lp_old + log_q_rev - log_q_fwd
+        log_alpha = log_q_rev - log_q_fwd - _split_gain(
+            depth, X, order, start, count, S, code, params, alpha_s, beta_s, j, left[j],
+            right[j], n_valid, width, stat)
         if u[4] < math.exp(min(log_alpha, 0.0)):
+            feature[j] = NO_NODE
             threshold[j] = np.nan
             left[j] = NO_NODE
             right[j] = NO_NODE
             n_new = relabel(feature, threshold, left, right, parent, depth, start, count,
                             n_nodes)
             return n_new, move, True, log_alpha
-        feature[j] = f
         return n_nodes, move, False, log_alpha
     if move == CHANGE:
         buf = np.empty(count[j], INDEX)

@@ -17,7 +17,7 @@ segment ``pool[start:start + count]`` (``README.md``). Resampled copies share se
 a node is copied to fresh pool space before it is split (copy on split), and resampling
 copies only the O(nodes) particle arrays, never rows. A stage's work is O(rows of the
 expanded nodes x D); a stopped node costs nothing (its stop is decided from its first
-uniform before its extent is computed).
+uniform before its extent is computed) and the root's extent, the data's, is computed once.
 
 Random numbers come from numba's generator, seeded by the caller: per stage three
 uniforms for each free particle that has an eligible node (in particle order), then
@@ -37,11 +37,12 @@ from .prior import (
     DEFAULT_ALPHA_S,
     DEFAULT_BETA_S,
     UNIFORMS_PER_NODE,
+    expand_at,
     expand_prior,
     split_probability,
 )
 from .resampling import MULTINOMIAL, normalize, resample
-from .trees import BayesTree, split_node
+from .trees import BayesTree, node_extent, split_node
 
 __all__ = ["DEFAULT_PARTICLES", "conditional_smc", "pg_workspace"]
 
@@ -132,7 +133,8 @@ def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: L
 
 
 @njit(**JIT)
-def _grow_particles(A, cap):  # pragma: no cover - numba
+def grow_slots(A, cap):  # pragma: no cover - numba
+    """``A`` (any leading axes, node slots last) with room for ``cap`` slots, zero-filled."""
     out = np.zeros((A.shape[0], A.shape[1], cap), A.dtype)
     out[:, :, : A.shape[2]] = A
     return out
@@ -221,6 +223,10 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, seed,
         P_int[c, COUNT, 0] = N
         P_float[c, THR, 0] = np.nan
     root_ll = _node_loglik(S, pool, P_int[0, START], P_int[0, COUNT], 0, code, params, stat)
+    root_lower = np.empty(X.shape[1])
+    root_upper = np.empty(X.shape[1])
+    root_valid = node_extent(X, pool, P_int[0, START], P_int[0, COUNT], 0, root_lower,
+                             root_upper)
     for c in range(C):
         P_float[c, LOGLIK, 0] = root_ll
     while True:
@@ -233,10 +239,10 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, seed,
                 need += P_int[c, COUNT, head[c]]
         if most > cap:
             cap = max(2 * cap, most)
-            P_int = _grow_particles(P_int, cap)
-            P_float = _grow_particles(P_float, cap)
-            Q_int = _grow_particles(Q_int, cap)
-            Q_float = _grow_particles(Q_float, cap)
+            P_int = grow_slots(P_int, cap)
+            P_float = grow_slots(P_float, cap)
+            Q_int = grow_slots(Q_int, cap)
+            Q_float = grow_slots(Q_float, cap)
         if top + need > pool.shape[0]:
             pool, top = _compact(pool, top, P_int, n_nodes, need)
         for c in range(C):
@@ -265,6 +271,12 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, seed,
                 n_new = split_node(feat, thr, P_int[c, LEFT], P_int[c, RIGHT], P_int[c, PAR],
                                    P_int[c, DEP], n_nodes[c], X, pool, start, count, buf, j,
                                    f, old_threshold[j])
+            elif j == 0:  # the root's extent is the data's: computed once, above
+                lower[:] = root_lower
+                upper[:] = root_upper
+                n_new = expand_at(feat, thr, P_int[c, LEFT], P_int[c, RIGHT], P_int[c, PAR],
+                                  P_int[c, DEP], n_nodes[c], X, pool, start, count, buf, j,
+                                  alpha_s, beta_s, u, root_valid, lower, upper)
             else:
                 n_new = expand_prior(feat, thr, P_int[c, LEFT], P_int[c, RIGHT],
                                      P_int[c, PAR], P_int[c, DEP], n_nodes[c], X, pool, start,

@@ -21,7 +21,8 @@ from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
-           "log_prior", "node_log_prior", "sample_prior", "split_probability"]
+           "expand_at", "leaf_log_prior", "log_prior", "node_log_prior", "sample_prior",
+           "split_log_prior", "split_probability"]
 
 #: BART's defaults (Chipman et al. 2010; thesis Sec. 4.2.4). Chapter 3 uses other values.
 DEFAULT_ALPHA_S = 0.95
@@ -151,14 +152,26 @@ def node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s
     touches.
     """
     n_valid = node_extent(X, order, start, count, j, lower, upper)
-    p = split_probability(depth[j], alpha_s, beta_s)
     f = feature[j]
     if f == NO_NODE:
-        return math.log1p(-p) if n_valid > 0 else 0.0
+        return leaf_log_prior(depth[j], n_valid > 0, alpha_s, beta_s)
     t = threshold[j]
     if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
         return -np.inf
-    return math.log(p) - math.log(n_valid) - math.log(upper[f] - lower[f])
+    return split_log_prior(depth[j], n_valid, upper[f] - lower[f], alpha_s, beta_s)
+
+
+@njit(**JIT)
+def leaf_log_prior(depth, varies, alpha_s, beta_s):  # pragma: no cover - numba
+    """eq. (3.4) of a leaf at ``depth``: ``log(1 - p)`` if its rows vary (|V| > 0), else 0."""
+    return math.log1p(-split_probability(depth, alpha_s, beta_s)) if varies else 0.0
+
+
+@njit(**JIT)
+def split_log_prior(depth, n_valid, width, alpha_s, beta_s):  # pragma: no cover - numba
+    """eq. (3.4) of a valid split at ``depth``: ``log p - log|V| - log|e_delta|``."""
+    return math.log(split_probability(depth, alpha_s, beta_s)) - math.log(n_valid) - math.log(
+        width)
 
 
 @njit(**JIT)
@@ -172,6 +185,16 @@ def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, ord
     the SMC (Sec. 3.3.1) as well.
     """
     n_valid = node_extent(X, order, start, count, j, lower, upper)
+    return expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
+                     count, buf, j, alpha_s, beta_s, u, n_valid, lower, upper)
+
+
+@njit(**JIT)
+def expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start, count,
+              buf, j, alpha_s, beta_s, u, n_valid, lower, upper):  # pragma: no cover - numba
+    """:func:`expand_prior` given node ``j``'s extent (``n_valid``, ``lower``, ``upper``),
+    for callers that know it already (the root's is the data's, the same for every particle
+    and every tree of PG-BART)."""
     if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
         return n_nodes
     f, t = draw_split(n_valid, lower, upper, u[1], u[2])

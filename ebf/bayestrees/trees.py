@@ -279,3 +279,22 @@ def node_extent(X, order, start, count, j, lower, upper):  # pragma: no cover - 
         if lower[d] < upper[d]:
             n_valid += 1
     return n_valid
+
+
+@njit(**JIT)
+def node_varies(X, order, start, count, j):  # pragma: no cover - numba
+    """Whether node ``j``'s rows vary along some dimension (|V_j| > 0 of eq. 3.4).
+
+    Stops at the first row that differs from the segment's first: O(D) for most nodes, where
+    :func:`node_extent` always reads every row.
+    """
+    s = start[j]
+    if count[j] < 2:
+        return False
+    first = order[s]
+    for i in range(s + 1, s + count[j]):
+        row = order[i]
+        for d in range(X.shape[1]):
+            if X[row, d] != X[first, d]:
+                return True
+    return False
