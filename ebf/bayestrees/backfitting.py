@@ -43,6 +43,7 @@ from .pgbart import (
     START,
     THR,
     csmc,
+    data_extent,
     grow_slots,
     pg_workspace,
 )
@@ -176,9 +177,10 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
     sigma2_trace = np.empty(n_iter)
     draws, kept_sigma2 = [], []
     sigma2 = lam
+    extent = data_extent(X)
     for it in range(n_iter):
         out = _sweep(int(rng.integers(2**32)), X, resid, T_int, T_float, n_nodes, code, move_p,
-                     alpha_s, beta_s, sigma_mu2, nu, lam, work.ws, work.scratch)
+                     alpha_s, beta_s, sigma_mu2, nu, lam, *extent, work.ws, work.scratch)
         T_int, T_float, sigma2, loglik[it], work.ws, work.scratch = out
         sigma2_trace[it] = sigma2
         if it >= burn_in and (it - burn_in) % thin == 0:
@@ -202,24 +204,36 @@ class _Work:
                         np.empty(n, INDEX), S, np.empty(n))
 
 
-def _pack(T_int: np.ndarray, T_float: np.ndarray, n_nodes: np.ndarray) -> tuple:
-    """The live slots of every tree back to back, children as global slots."""
-    total = int(n_nodes.sum())
-    offsets = np.concatenate([[0], np.cumsum(n_nodes)]).astype(INDEX)
-    feature, left, right = (np.empty(total, INDEX) for _ in range(3))
-    threshold, value = np.empty(total), np.zeros(total)
-    for m in range(T_int.shape[0]):
-        a, b, k = offsets[m], offsets[m + 1], int(n_nodes[m])
-        feature[a:b] = T_int[m, FEAT, :k]
-        leaf = feature[a:b] == NO_NODE
-        for dst, field in ((left, LEFT), (right, RIGHT)):
-            dst[a:b] = np.where(leaf, NO_NODE, T_int[m, field, :k] + a)
-        threshold[a:b] = T_float[m, THR, :k]
-        value[a:b] = np.where(leaf, T_float[m, MU, :k], 0.0)
-    return feature, threshold, left, right, value, n_nodes.copy()
-
-
 # ---------------------------------------------------------------------------------- kernels
+
+
+@njit(**JIT)
+def _pack(T_int, T_float, n_nodes):  # pragma: no cover - numba
+    """The live slots of every tree back to back, children as global slots; returns
+    ``(feature, threshold, left, right, value, n_nodes)`` (``value``: leaf means, 0 inside)."""
+    total = 0
+    for m in range(n_nodes.shape[0]):
+        total += n_nodes[m]
+    feature = np.empty(total, INDEX)
+    left = np.empty(total, INDEX)
+    right = np.empty(total, INDEX)
+    threshold = np.empty(total)
+    value = np.zeros(total)
+    a = 0
+    for m in range(n_nodes.shape[0]):
+        for j in range(n_nodes[m]):
+            f = T_int[m, FEAT, j]
+            feature[a + j] = f
+            threshold[a + j] = T_float[m, THR, j]
+            if f == NO_NODE:
+                left[a + j] = NO_NODE
+                right[a + j] = NO_NODE
+                value[a + j] = T_float[m, MU, j]
+            else:
+                left[a + j] = T_int[m, LEFT, j] + a
+                right[a + j] = T_int[m, RIGHT, j] + a
+        a += n_nodes[m]
+    return feature, threshold, left, right, value, n_nodes.copy()
 
 
 @njit(**JIT)
@@ -242,7 +256,7 @@ def _leaf_means(T_float, m, R, resid, rows, start, count, feature, n, sigma2,
 
 @njit(**JIT)
 def _sweep(seed, X, resid, T_int, T_float, n_nodes, sampler, move_p, alpha_s, beta_s,
-           sigma_mu2, nu, lam, ws, scratch):  # pragma: no cover
+           sigma_mu2, nu, lam, root_lower, root_upper, ws, scratch):  # pragma: no cover
     """One iteration of Algorithm 4.1; returns ``(T_int, T_float, sigma2, loglik, ws,
     scratch)`` (the arrays grown if a tree or a particle needed more slots)."""
     np.random.seed(seed)
@@ -286,7 +300,8 @@ def _sweep(seed, X, resid, T_int, T_float, n_nodes, sampler, move_p, alpha_s, be
         # line 7: T_m | R_m, sigma^2
         if sampler == PG:
             k, n_new, P_int, P_float, Q_int, Q_float, pool, pbuf = csmc(
-                X, S, NORMAL, params, alpha_s, beta_s, feature, T_float[m, THR], -1, ws)
+                X, S, NORMAL, params, alpha_s, beta_s, feature, T_float[m, THR], root_lower,
+                root_upper, -1, ws)
             ws = (P_int, P_float, Q_int, Q_float, pool, pbuf)
             while n_new > T_int.shape[2]:
                 T_int = grow_slots(T_int, 2 * T_int.shape[2])

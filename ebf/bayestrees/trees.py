@@ -263,20 +263,17 @@ def node_extent(X, order, start, count, j, lower, upper):  # pragma: no cover - 
     V_j is the set of dimensions along which the rows vary (``lower < upper``), eq. (3.4).
     """
     s = start[j]
-    for d in range(X.shape[1]):
-        lower[d] = np.inf
-        upper[d] = -np.inf
-    for i in range(s, s + count[j]):
-        row = order[i]
-        for d in range(X.shape[1]):
-            v = X[row, d]
-            if v < lower[d]:
-                lower[d] = v
-            if v > upper[d]:
-                upper[d] = v
     n_valid = 0
-    for d in range(X.shape[1]):
-        if lower[d] < upper[d]:
+    for d in range(X.shape[1]):  # dimension outer: the running extent stays in registers
+        lo = np.inf
+        hi = -np.inf
+        for i in range(s, s + count[j]):
+            v = X[order[i], d]
+            lo = min(lo, v)
+            hi = max(hi, v)
+        lower[d] = lo
+        upper[d] = hi
+        if lo < hi:
             n_valid += 1
     return n_valid
 

@@ -7,21 +7,25 @@ import pytest
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, log_prior, sample_prior
 from ebf.bayestrees.mcmc import canonical, mh_update
-from ebf.bayestrees.pgbart import conditional_smc, csmc, pg_workspace
+from ebf.bayestrees.pgbart import conditional_smc, csmc, data_extent, pg_workspace
 from tests.ebf.bayestrees import helpers as h
 from tests.naive import naive_conditional_smc, naive_relabel
 
 
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("n_particles", [1, 2, 10])
-def test_kernel_matches_the_naive_oracle(seed, n_particles):
-    """Same seed, same tree: the kernel and a Python conditional SMC of the same uniforms."""
+@pytest.mark.parametrize("small_pool", [False, True])
+def test_kernel_matches_the_naive_oracle(seed, n_particles, small_pool):
+    """Same seed, same tree: the kernel and a Python conditional SMC of the same uniforms
+    (slot capacity 2: the particles must grow; a small pool: segments are compacted)."""
     X, y = h.mixed_problem(seed)
     old = sample_prior(X, 0.95, 0.5, rng=seed)
     lik = h.NORMAL
-    ws = pg_workspace(X.shape[0], n_particles, 2)  # capacity 2: the particles must grow
+    ws = pg_workspace(X.shape[0], n_particles, 2)
+    if small_pool:
+        ws = (*ws[:4], np.empty(1, np.int64), ws[5])
     k, n, P_int, P_float = csmc(X, lik.row_stats(y), lik.code, lik.params, 0.95, 0.5,
-                                old.feature, old.threshold, seed, ws)[:4]
+                                old.feature, old.threshold, *data_extent(X), seed, ws)[:4]
     want = naive_conditional_smc(old.trimmed(), X, h.normal_leaf_ll(y), n_particles, 0.95, 0.5,
                                  seed)
     assert n == want["feature"].size
