@@ -6,7 +6,7 @@ layout and the contracts between modules are in ``ebf/LAYOUT.md``.
 
 from basics.versions import library_version
 
-from .bayestrees import SMCTreeClassifier, SMCTreeRegressor
+from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .drift import DriftReport, trunk_drift
 from .estimators import (
     EmpiricalBayesianForestClassifier,
@@ -23,6 +23,7 @@ from .trunk import Trunk
 __version__ = library_version()
 
 __all__ = [
+    "BARTRegressor",
     "BayesianForestClassifier",
     "BayesianForestRegressor",
     "DriftReport",

@@ -38,6 +38,7 @@ MODEL_CLASSES: Mapping[str, str] = {
     "ebf.ConstantBranch": "ebf.branches:ConstantBranch",
     "ebf.SMCTreeRegressor": "ebf.bayestrees.estimators:SMCTreeRegressor",
     "ebf.SMCTreeClassifier": "ebf.bayestrees.estimators:SMCTreeClassifier",
+    "ebf.BARTRegressor": "ebf.bayestrees.bart:BARTRegressor",
 }
 
 

@@ -1047,27 +1047,49 @@ def naive_bayestree_log_prior(arrays, X, alpha_s, beta_s) -> float:
     return total
 
 
+_NODE_ARRAYS = ("feature", "threshold", "left", "right", "parent", "depth")
+
+
+def _naive_root(n_rows):
+    return dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=-1, depth=0,
+                rows=np.arange(n_rows))
+
+
+def _naive_prior_cut(X, node, alpha_s, beta_s, u):
+    """``(f, t)`` the prior gives ``node`` with uniforms ``u`` (Sec. 3.2.3), None to stop."""
+    rows, (u0, u1, u2) = node["rows"], u
+    lo, hi = X[rows].min(axis=0), X[rows].max(axis=0)
+    varies = np.flatnonzero(hi > lo)
+    if not varies.size or u0 >= _naive_split_prob(node["depth"], alpha_s, beta_s):
+        return None
+    f = varies[min(int(u1 * varies.size), varies.size - 1)]
+    t = lo[f] + u2 * (hi[f] - lo[f])
+    return f, (lo[f] if t >= hi[f] else t)
+
+
+def _naive_split(nodes, j, X, f, t):
+    """Split ``nodes[j]`` at ``x[f] <= t``, appending its children (left first)."""
+    node, rows = nodes[j], nodes[j]["rows"]
+    node.update(feature=f, threshold=t, left=len(nodes), right=len(nodes) + 1)
+    for side in (X[rows, f] <= t, X[rows, f] > t):
+        nodes.append(dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=j,
+                          depth=node["depth"] + 1, rows=rows[side]))
+
+
+def _naive_arrays(nodes):
+    return {k: np.array([n[k] for n in nodes]) for k in _NODE_ARRAYS}
+
+
 def naive_sample_prior(X, alpha_s, beta_s, u) -> dict[str, np.ndarray]:
     """The generative process of Sec. 3.2.3, breadth first, node slot j using uniforms u[j]."""
-    nodes = [dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=-1, depth=0,
-                  rows=np.arange(X.shape[0]))]
+    nodes = [_naive_root(X.shape[0])]
     head = 0
     while head < len(nodes):
-        node = nodes[head]
-        rows, u0, u1, u2 = node["rows"], *u[head]
-        lo, hi = X[rows].min(axis=0), X[rows].max(axis=0)
-        varies = np.flatnonzero(hi > lo)
-        if varies.size and u0 < _naive_split_prob(node["depth"], alpha_s, beta_s):
-            f = varies[min(int(u1 * varies.size), varies.size - 1)]
-            t = lo[f] + u2 * (hi[f] - lo[f])
-            t = lo[f] if t >= hi[f] else t
-            node.update(feature=f, threshold=t, left=len(nodes), right=len(nodes) + 1)
-            for side in (X[rows, f] <= t, X[rows, f] > t):
-                nodes.append(dict(feature=-1, threshold=np.nan, left=-1, right=-1,
-                                  parent=head, depth=node["depth"] + 1, rows=rows[side]))
+        cut = _naive_prior_cut(X, nodes[head], alpha_s, beta_s, u[head])
+        if cut is not None:
+            _naive_split(nodes, head, X, *cut)
         head += 1
-    names = ("feature", "threshold", "left", "right", "parent", "depth")
-    return {k: np.array([n[k] for n in nodes]) for k in names}
+    return _naive_arrays(nodes)
 
 
 def naive_dirichlet_multinomial_polya(labels, alpha, n_classes) -> float:
@@ -1224,3 +1246,165 @@ def naive_optimal_proposal(X, rows, depth, alpha_s, beta_s, leaf_loglik):
                     + leaf_loglik(rows[go_left]) + leaf_loglik(rows[~go_left]))
             out.append((f, a, b, mass))
     return logsumexp([c[3] for c in out]), out
+# ---------------------------------------------------------------- BART samplers (ebf.bayestrees)
+
+
+def naive_relabel(arrays) -> dict[str, np.ndarray]:
+    """The tree reachable from node 0 renumbered by a FIFO queue (breadth first)."""
+    old = [0]
+    k = 0
+    while k < len(old):
+        o = old[k]
+        if arrays["feature"][o] >= 0:
+            old += [int(arrays["left"][o]), int(arrays["right"][o])]
+        k += 1
+    new = {o: i for i, o in enumerate(old)}
+    out = {}
+    for name in _NODE_ARRAYS:
+        a = np.asarray(arrays[name])[old]
+        if name in ("left", "right", "parent"):
+            a = np.array([new[v] if v >= 0 else -1 for v in a], dtype=np.int64)
+        out[name] = a
+    return out
+
+
+def naive_conditional_smc(old, X, leaf_ll, n_particles, alpha_s, beta_s, seed):
+    """Algorithm 4.2 with Python node lists, consuming ``RandomState(seed)`` uniforms in the
+    order ``ebf.bayestrees.pgbart.csmc`` documents; returns the drawn tree's arrays.
+
+    ``old`` holds the old tree's arrays in breadth-first slot order; ``leaf_ll(rows)`` is
+    log l of a leaf holding ``rows``.
+    """
+    import copy
+
+    rs = np.random.RandomState(seed)
+    particles = [dict(nodes=[_naive_root(X.shape[0])], head=0) for _ in range(n_particles)]
+    log_w = np.zeros(n_particles)
+    while True:
+        for c, part in enumerate(particles):
+            nodes, j = part["nodes"], part["head"]
+            if j == len(nodes):
+                continue
+            part["head"] += 1
+            if c == 0:
+                cut = None if old["feature"][j] < 0 else (old["feature"][j], old["threshold"][j])
+            else:
+                cut = _naive_prior_cut(X, nodes[j], alpha_s, beta_s, rs.random_sample(3))
+            if cut is None:
+                continue
+            _naive_split(nodes, j, X, *cut)
+            log_w[c] += (leaf_ll(nodes[-2]["rows"]) + leaf_ll(nodes[-1]["rows"])
+                         - leaf_ll(nodes[j]["rows"]))
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+        if all(p["head"] == len(p["nodes"]) for p in particles):
+            k = naive_resample(w, rs.random_sample(1), "multinomial")[0]
+            return _naive_arrays(particles[k]["nodes"])
+        anc = [0, *naive_resample(w, rs.random_sample(n_particles - 1), "multinomial")]
+        particles = [copy.deepcopy(particles[a]) for a in anc]
+        log_w[:] = 0.0
+
+
+def _naive_node_facts(arrays, X):
+    """Per node: its rows, the dimensions its rows vary in and their extent."""
+    rows = naive_bayestree_rows(arrays, X)
+    out = []
+    for r in rows:
+        lo, hi = X[r].min(axis=0), X[r].max(axis=0)
+        out.append((frozenset(r.tolist()), np.flatnonzero(hi > lo), hi - lo))
+    return out
+
+
+def naive_mh_log_ratio(before, after, X, leaf_ll, move, move_p, alpha_s, beta_s) -> float:
+    """log of the Metropolis-Hastings ratio of a CGM move ``before -> after`` from whole trees.
+
+    pi(T) = p(T | X) (eq. 3.4, :func:`naive_bayestree_log_prior`) times the leaves'
+    likelihoods; the proposal probabilities of ``ebf.bayestrees.mcmc`` (a leaf uniformly
+    among the leaves for grow, a node among those with two leaf children for prune, an
+    internal node for change, a rule of the prior at the chosen node) are found by comparing
+    the two trees' row sets.
+    """
+    def log_pi(arrays):
+        rows = naive_bayestree_rows(arrays, X)
+        ll = sum(leaf_ll(rows[j]) for j in np.flatnonzero(arrays["feature"] < 0))
+        return naive_bayestree_log_prior(arrays, X, alpha_s, beta_s) + ll
+
+    def counts(arrays):
+        f, left, right = arrays["feature"], arrays["left"], arrays["right"]
+        leaves = int((f < 0).sum())
+        nog = sum(1 for j in np.flatnonzero(f >= 0) if f[left[j]] < 0 and f[right[j]] < 0)
+        return leaves, nog
+
+    def log_cut(facts, j, f):
+        _, varies, extent = facts[j]
+        return -np.log(varies.size) - np.log(extent[f])
+
+    fb, fa = _naive_node_facts(before, X), _naive_node_facts(after, X)
+    log_q = 0.0  # log q(before | after) - log q(after | before)
+    if move in ("grow", "prune"):
+        small, big = (before, after) if move == "grow" else (after, before)
+        fs, fbig = (fb, fa) if move == "grow" else (fa, fb)
+        big_sets = {s: j for j, (s, _, _) in enumerate(fbig)}
+        # the leaf of the small tree that is internal in the big one
+        j_small = next(j for j in np.flatnonzero(small["feature"] < 0)
+                       if big["feature"][big_sets[fs[j][0]]] >= 0)
+        j_big = big_sets[fs[j_small][0]]
+        log_grow = (np.log(move_p[0]) - np.log(counts(small)[0])
+                    + log_cut(fbig, j_big, big["feature"][j_big]))
+        log_prune = np.log(move_p[1]) - np.log(counts(big)[1])
+        log_q = log_prune - log_grow if move == "grow" else log_grow - log_prune
+    elif move == "change":
+        j = next(j for j in range(len(fb)) if before["feature"][j] >= 0 and (
+            before["feature"][j] != after["feature"][j]
+            or before["threshold"][j] != after["threshold"][j]))
+        log_q = log_cut(fb, j, before["feature"][j]) - log_cut(fa, j, after["feature"][j])
+    return log_pi(after) - log_pi(before) + log_q
+
+
+def naive_tree_from_structure_1d(structure, x, rng) -> dict[str, np.ndarray]:
+    """Breadth-first arrays of an enumerated 1-D structure (``naive_enumerate_trees_1d``),
+    each cut uniform in its gap: given the partition the posterior of a location is uniform
+    on its gap (eq. 3.4 is flat there), so a structure drawn from the enumerated posterior
+    and these locations is an exact posterior draw."""
+    xs = np.sort(np.asarray(x, float))
+    nodes = [dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=-1, depth=0)]
+    queue = [structure]
+    for j, s in enumerate(queue):
+        if len(s) == 2:
+            continue
+        i, left, right = s
+        nodes[j].update(feature=0, threshold=xs[i] + rng.random() * (xs[i + 1] - xs[i]),
+                        left=len(nodes), right=len(nodes) + 1)
+        for _ in range(2):
+            nodes.append(dict(feature=-1, threshold=np.nan, left=-1, right=-1, parent=j,
+                              depth=nodes[j]["depth"] + 1))
+        queue += [left, right]
+    return _naive_arrays(nodes)
+
+
+def naive_chain_ess(x) -> float:
+    """ESS by Geyer's initial monotone sequence with autocorrelations summed lag by lag."""
+    x = np.asarray(x, float)
+    n = x.size
+    xc = x - x.mean()
+    c0 = np.dot(xc, xc) / n
+    rho = np.array([np.dot(xc[: n - t], xc[t:]) / n / c0 for t in range(2 * (n // 2))])
+    pairs = rho[0::2] + rho[1::2]
+    stop = np.flatnonzero(pairs <= 0)
+    pairs = pairs[: stop[0] if stop.size else pairs.size]
+    return n / (2 * np.minimum.accumulate(pairs).sum() - 1)
+
+
+def naive_draws_predict(state, n_trees, X) -> np.ndarray:
+    """Every draw's sum over its trees of the leaf value of each row, one row at a time."""
+    offsets = state["offsets"]
+    n_draws = (offsets.size - 1) // n_trees
+    out = np.zeros((X.shape[0], n_draws))
+    for i, x in enumerate(X):
+        for t in range(offsets.size - 1):
+            j = offsets[t]
+            while state["feature"][j] >= 0:
+                j = state["left"][j] if x[state["feature"][j]] <= state["threshold"][j] else (
+                    state["right"][j])
+            out[i, t // n_trees] += state["value"][j]
+    return out

@@ -18,6 +18,7 @@ from sklearn.base import is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ebf import (
+    BARTRegressor,
     BayesianForestClassifier,
     BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
@@ -47,6 +48,8 @@ ESTIMATORS = [
     SMCTreeRegressor(n_particles=5, n_islands=2, proposal="optimal", expansion="layer",
                      resampling="systematic", random_state=0),
     SMCTreeClassifier(n_particles=10, n_islands=2, random_state=0),
+    BARTRegressor(n_trees=5, n_iter=30, burn_in=10, random_state=0),
+    BARTRegressor(sampler="cgm", n_trees=10, n_iter=60, burn_in=20, thin=2, random_state=0),
 ]
 
 _BOOTSTRAP = (BayesianForestRegressor, BayesianForestClassifier,
@@ -61,20 +64,15 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
     path-wise the same as k repeated rows (equal in distribution only), the reason
     scikit-learn gives for its own ``RandomForest*``; an EBF with CART branches takes
     ``partial_fit`` only with its earlier rows (``previous=``). An EBF with Mondrian
-    branches refuses unequal weights, and so do the SMC trees. Mondrian forests take no
-    ``sample_weight`` and pass every check.
+    branches refuses unequal weights, and so do the SMC trees and BART (and EBFs with their
+    branches). Mondrian forests take no ``sample_weight`` and pass every check.
     (``check_array_api_input`` is skipped by scikit-learn itself unless
     ``SCIPY_ARRAY_API=1``; no estimator claims array-API support.)
     """
-    if getattr(estimator, "branch", None) == "mondrian":
-        why = ("Mondrian branches have no weighted likelihood: unequal sample weights are "
-               "refused with an error that names branch='bayesian' as the fix.")
-        return {"check_sample_weights_not_overwritten": why,
-                "check_sample_weight_equivalence_on_dense_data": why}
-    if isinstance(estimator, (SMCTreeClassifier, SMCTreeRegressor)):
-        why = ("Bayesian trees have no weighted likelihood (thesis eq. 3.1): unequal sample "
-               "weights are refused with an error that names the fix (drop them or repeat "
-               "rows).")
+    if (getattr(estimator, "branch", None) in ("mondrian", "smc", "bart")
+            or isinstance(estimator, (BARTRegressor, SMCTreeClassifier, SMCTreeRegressor))):
+        why = ("Mondrian and Bayesian trees (thesis eq. 3.1) have no weighted likelihood: "
+               "unequal sample weights are refused with an error that names the fix.")
         return {"check_sample_weights_not_overwritten": why,
                 "check_sample_weight_equivalence_on_dense_data": why}
     if isinstance(estimator, _BOOTSTRAP):

@@ -1,11 +1,14 @@
-"""Bayesian decision trees (thesis Ch. 3) and BART trees (Ch. 4): the model.
+"""Bayesian decision trees (thesis Ch. 3) and BART (Ch. 4).
 
 Flat trees grown node by node (:mod:`.trees`), the Chipman et al. prior (:mod:`.prior`)
 and leaf marginal likelihoods (:mod:`.likelihood`); the SMC of Algorithm 3.1
 (:mod:`.proposals`, :mod:`.smc`, :mod:`.particles`) and its estimators
-(:mod:`.estimators`). See ``README.md`` for the layout and how an SMC particle reuses it.
+(:mod:`.estimators`); BART by particle Gibbs (:mod:`.pgbart`), CGM / GrowPrune moves
+(:mod:`.mcmc`) and Bayesian backfitting (:mod:`.backfitting`), the estimator
+:class:`BARTRegressor` (:mod:`.bart`). See ``README.md`` for the layout.
 """
 
+from .bart import BARTRegressor
 from .estimators import SMCTreeClassifier, SMCTreeRegressor
 from .likelihood import LeafLikelihood, log_likelihood
 from .particles import ParticleTrees
@@ -13,6 +16,6 @@ from .prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S, log_prior, sample_prior
 from .smc import run_smc
 from .trees import BayesTree, apply, partition_rows
 
-__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "BayesTree", "LeafLikelihood", "ParticleTrees",
-           "SMCTreeClassifier", "SMCTreeRegressor", "apply", "log_likelihood", "log_prior",
-           "partition_rows", "run_smc", "sample_prior"]
+__all__ = ["BARTRegressor", "DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "BayesTree", "LeafLikelihood",
+           "ParticleTrees", "SMCTreeClassifier", "SMCTreeRegressor", "apply", "log_likelihood",
+           "log_prior", "partition_rows", "run_smc", "sample_prior"]

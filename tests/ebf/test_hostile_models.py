@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ebf import (
+    BARTRegressor,
     BayesianForestClassifier,
     BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
@@ -148,7 +149,7 @@ def _with_constant_branch(model: Any, X: Any, y: np.ndarray) -> Any:
 def _fit_models() -> dict[str, tuple[Any, Any]]:
     """Every class of the allowlist (EBF with bayesian and mondrian branches and a
     ConstantBranch; one model on a DataFrame with a categorical column; compact Mondrian
-    forests), fit small."""
+    forests; BART), fit small."""
     X, y, c = _data()
     frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1],
                           "colour": np.where(X[:, 2] > 0, "red", "blue")})
@@ -178,13 +179,15 @@ def _fit_models() -> dict[str, tuple[Any, Any]]:
         "ebf_reg_mondrian_compact": (EmpiricalBayesianForestRegressor(
             branch="mondrian", **ebf).fit(X, y).compact(), X),
         "constant": (ConstantBranch.from_rows(y, None, "regression", 1), X),
+        "bart_reg": (BARTRegressor(n_trees=3, n_iter=12, burn_in=4, thin=2,
+                                   random_state=0).fit(X, y), X),
     }
 
 
 MODEL_NAMES = ("bf_reg", "bf_clf", "ebf_reg", "ebf_clf", "ebf_reg_mondrian",
                "ebf_clf_mondrian", "ssf_reg", "ssf_clf", "trunk", "trunk_clf", "mf_reg",
                "mf_clf", "mf_reg_compact", "mf_clf_compact", "ebf_reg_mondrian_compact",
-               "constant")
+               "constant", "bart_reg")
 
 
 @pytest.fixture(scope="module")
