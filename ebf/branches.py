@@ -49,7 +49,7 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 from ._base import variance_floor
-from .bayestrees import SMCTreeClassifier, SMCTreeRegressor
+from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .bootstrap import branch_seed
 from .forests import BayesianForestClassifier, BayesianForestRegressor
 
@@ -119,12 +119,20 @@ def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
 
 
 def _smc(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
-    _check_unweighted(spec.learner, sample_weight)
     cls = SMCTreeRegressor if spec.task == REGRESSION else SMCTreeClassifier
     est = cls(**{"n_particles": spec.n_estimators, "n_jobs": spec.n_jobs, **spec.params})
     n_classes = spec.n_classes if spec.task == CLASSIFICATION else None
-    # islands are seeded by (entropy, branch, island), so the branch id is the whole seed
-    return est._fit_branch(X, y, None, entropy=entropy, branch=branch, n_classes=n_classes)
+    # islands are seeded by (entropy, branch, island); rows of weight 0 are dropped there
+    # and unequal positive weights refused
+    return est._fit_branch(X, y, sample_weight, entropy=entropy, branch=branch,
+                           n_classes=n_classes)
+
+
+def _bart(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
+    _check_unweighted(spec.learner, sample_weight)
+    params = dict(n_trees=spec.n_estimators, random_state=branch_seed(entropy, branch),
+                  n_jobs=spec.n_jobs)
+    return BARTRegressor(**{**params, **spec.params}).fit(X, y)
 
 
 #: Name -> function fitting one branch ``(spec, X, y, sample_weight, entropy, branch)``.
@@ -133,6 +141,7 @@ BRANCH_LEARNERS: dict[str, Callable] = {
     "random": _cart("poisson"),
     "mondrian": _mondrian,
     "smc": _smc,
+    "bart": _bart,
 }
 
 
@@ -143,7 +152,16 @@ BRANCH_CLASSES: dict[str, dict[str, type]] = {
     "random": {REGRESSION: BayesianForestRegressor, CLASSIFICATION: BayesianForestClassifier},
     "mondrian": {REGRESSION: MondrianForestRegressor, CLASSIFICATION: MondrianForestClassifier},
     "smc": {REGRESSION: SMCTreeRegressor, CLASSIFICATION: SMCTreeClassifier},
+    "bart": {REGRESSION: BARTRegressor},
 }
+
+
+def check_branch_task(learner: str, task: str) -> None:
+    """Raise ``ValueError`` before any work if branch learner ``learner`` cannot do ``task``
+    (``"bart"`` is regression only: the BART of thesis Ch. 4 has Gaussian noise)."""
+    if task not in BRANCH_CLASSES.get(learner, {task: None}):
+        can = sorted(name for name, tasks in BRANCH_CLASSES.items() if task in tasks)
+        raise ValueError(f"branch={learner!r} does not do {task}; choose one of {can}.")
 
 
 def fit_branch(

@@ -31,7 +31,7 @@ from ._base import (
     input_attributes,
     regression_target,
 )
-from .branches import BRANCH_LEARNERS, BranchSpec, fit_branch
+from .branches import BRANCH_LEARNERS, BranchSpec, check_branch_task, fit_branch
 from .features import FeatureEncoder
 from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
@@ -156,6 +156,11 @@ class _BranchedEnsemble(BaseEstimator):
         "n_jobs": N_JOBS,
         "predict_only": ["boolean"],
     }
+
+    def _validate_params(self) -> None:
+        """scikit-learn's parameter checks, then whether the branch learner does the task."""
+        super()._validate_params()
+        check_branch_task(self.branch, self._task)
 
     def _prepare(self, X: Any, y: Any, sample_weight: Any) -> tuple:
         """Validate parameters and inputs; nothing is assigned yet.

@@ -47,8 +47,8 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
     ----------
     n_estimators : int, default=100
         Trees per branch.
-    branch : {"bayesian", "random", "mondrian"}, default="bayesian"
-        Branch learner (see :mod:`ebf.branches`).
+    branch : {"bayesian", "random", "mondrian", "smc", "bart"}, default="bayesian"
+        Branch learner (see :mod:`ebf.branches`); ``"bart"`` is regression only.
     trunk_max_leaves : int, optional
         Maximum number of trunk leaves (branches).
     trunk_min_leaf_rows : int, optional

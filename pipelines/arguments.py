@@ -155,11 +155,14 @@ def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None
     add("--task", choices=("auto", "regression", "classification"), default="auto",
         help="auto: float -> regression; bool, string, category -> classification; "
         "integer -> classification if at most 20 distinct values (default: auto)")
-    add("--branch", choices=("bayesian", "random", "mondrian"), default=branch,
-        help=f"branch forests (default: {branch})")
+    add("--branch", choices=("bayesian", "random", "mondrian", "smc", "bart"), default=branch,
+        help="branch learner: bootstrap CART forests (bayesian, random), Mondrian forests, "
+        "Bayesian trees by SMC (smc), or BART by particle Gibbs (bart, regression only) "
+        f"(default: {branch})")
     add("--n-estimators", type=positive_int, default=None,
         help="trees per branch (default: 10 for --branch mondrian, as in the "
-        "Mondrian papers; 100 for bayesian and random)")
+        "Mondrian papers; 100 for bayesian and random; smc: 100 particles per island; "
+        "bart: 50 trees)")
     add("--model-memory", type=memory_size, metavar="SIZE",
         help="budget for the saved model (2GB): picks the trees per branch, or the "
         "Mondrian leaf size, from the rows and an estimate of bytes per row per tree")

@@ -25,8 +25,12 @@ __all__ = ["DEFAULT_TREES", "SizePlan", "bytes_per_row_per_tree", "default_trees
 
 #: Trees per branch when none are asked for. The Mondrian papers use 10 trees
 #: (Lakshminarayanan, Roy & Teh 2016, Sec. 7); a Bayesian forest needs many more bootstrap
-#: draws for its posterior (Taddy et al. 2015 use 100).
-DEFAULT_TREES = {"mondrian": 10, "bayesian": 100, "random": 100}
+#: draws for its posterior (Taddy et al. 2015 use 100). SMC: particles per island (thesis
+#: Sec. 3.4); BART: trees, Chipman et al. (2010) find 50 close to 200 at a quarter the cost.
+DEFAULT_TREES = {"mondrian": 10, "bayesian": 100, "random": 100, "smc": 100, "bart": 50}
+#: Learners whose saved model grows with the training rows, which ``--model-memory`` sizes
+#: (an SMC or BART model grows with its particles or kept draws instead).
+SIZED_BY_ROWS = ("mondrian", "bayesian", "random")
 #: ``min_samples_split`` of Mondrian branches by default (the EBF's ``min_samples_leaf`` 5,
 #: doubled) and per paper (Sec. 5: 10).
 DEFAULT_MIN_SAMPLES_SPLIT = 10
@@ -108,6 +112,11 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     >>> plan.n_estimators, plan.min_samples_split
     (7, 10)
     """
+    if branch not in SIZED_BY_ROWS:
+        raise ValueError(
+            f"--model-memory sizes models that grow with the rows ({', '.join(SIZED_BY_ROWS)}); "
+            f"a {branch} model grows with its {'particles' if branch == 'smc' else 'kept draws'} "
+            "instead: drop --model-memory and set --n-estimators")
     mondrian = branch == "mondrian"
     mss = DEFAULT_MIN_SAMPLES_SPLIT if mondrian else None
     trees = n_estimators

@@ -292,8 +292,9 @@ def train(
         ``"auto"`` follows :func:`infer_task`: float targets are regression; bool, string
         and category targets classification; integer targets classification if they have
         at most :data:`MAX_AUTO_CLASSES` distinct values, else regression.
-    branch : {"bayesian", "random", "mondrian"}, default="bayesian"
-        Branch learner (Bayesian-bootstrap CART, random forest, Mondrian forest).
+    branch : {"bayesian", "random", "mondrian", "smc", "bart"}, default="bayesian"
+        Branch learner (Bayesian-bootstrap CART, random forest, Mondrian forest, Bayesian
+        trees by SMC, BART by particle Gibbs; see :mod:`ebf.branches`).
     n_estimators : int, optional
         Trees per branch (and per sub-sample of the baseline); by default
         :data:`pipelines.sizing.DEFAULT_TREES` of the learner: 10 Mondrian trees (as in the

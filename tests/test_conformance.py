@@ -28,6 +28,7 @@ from ebf import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from ebf.update import ONLINE_LEARNERS
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 #: Every estimator, small enough for scikit-learn's checks.
@@ -38,6 +39,10 @@ ESTIMATORS = [
     BayesianForestClassifier(n_estimators=3, random_state=0),
     EmpiricalBayesianForestRegressor(n_estimators=3, random_state=0),
     EmpiricalBayesianForestRegressor(n_estimators=3, branch="mondrian", random_state=0),
+    EmpiricalBayesianForestRegressor(n_estimators=5, branch="smc", random_state=0),
+    EmpiricalBayesianForestClassifier(n_estimators=5, branch="smc", random_state=0),
+    EmpiricalBayesianForestRegressor(n_estimators=3, branch="bart", random_state=0,
+                                     branch_params={"n_iter": 20, "burn_in": 5}),
     EmpiricalBayesianForestClassifier(n_estimators=3, random_state=0),
     SubsampleForestRegressor(n_estimators=3, n_subsamples=2, random_state=0),
     SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0),
@@ -62,30 +67,32 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
 
     Bootstrap forests draw one random weight per row, so a row of weight k is not
     path-wise the same as k repeated rows (equal in distribution only), the reason
-    scikit-learn gives for its own ``RandomForest*``; an EBF with CART branches takes
+    scikit-learn gives for its own ``RandomForest*``; an EBF with batch branches (all but
+    Mondrian) takes
     ``partial_fit`` only with its earlier rows (``previous=``). An EBF with Mondrian
     branches refuses unequal weights, and so do the SMC trees and BART (and EBFs with their
     branches). Mondrian forests take no ``sample_weight`` and pass every check.
     (``check_array_api_input`` is skipped by scikit-learn itself unless
     ``SCIPY_ARRAY_API=1``; no estimator claims array-API support.)
     """
-    if (getattr(estimator, "branch", None) in ("mondrian", "smc", "bart")
+    out = {}
+    branch = getattr(estimator, "branch", None)
+    if (branch in ("mondrian", "smc", "bart")
             or isinstance(estimator, (BARTRegressor, SMCTreeClassifier, SMCTreeRegressor))):
         why = ("Mondrian and Bayesian trees (thesis eq. 3.1) have no weighted likelihood: "
                "unequal sample weights are refused with an error that names the fix.")
-        return {"check_sample_weights_not_overwritten": why,
-                "check_sample_weight_equivalence_on_dense_data": why}
-    if isinstance(estimator, _BOOTSTRAP):
-        out = {"check_sample_weight_equivalence_on_dense_data": (
+        out["check_sample_weights_not_overwritten"] = why
+        out["check_sample_weight_equivalence_on_dense_data"] = why
+    elif isinstance(estimator, _BOOTSTRAP):
+        out["check_sample_weight_equivalence_on_dense_data"] = (
             "bootstrap forests: sample_weight is not equivalent to repeating samples (one "
-            "random weight per row), as for scikit-learn's RandomForest*.")}
-        if hasattr(estimator, "partial_fit"):  # an EBF with CART branches
-            why = ("CART branches keep no rows: partial_fit on a fitted EBF with "
-                   "branch='bayesian' needs previous=(X_old, y_old) and otherwise raises "
-                   "the documented error naming branch='mondrian'; the checks call it bare.")
-            out["check_fit_score_takes_y"] = why
-        return out
-    return {}
+            "random weight per row), as for scikit-learn's RandomForest*.")
+    if hasattr(estimator, "partial_fit") and branch not in (None, *ONLINE_LEARNERS):
+        out["check_fit_score_takes_y"] = (
+            "batch branches keep no rows: partial_fit on a fitted EBF with branch="
+            f"{branch!r} needs previous=(X_old, y_old) and otherwise raises the documented "
+            "error naming branch='mondrian'; the checks call it bare.")
+    return out
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from ebf import (
+    BARTRegressor,
     BayesianForestClassifier,
     BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
@@ -155,6 +156,21 @@ def test_single_class_and_single_row_branches(branch):
         assert any(isinstance(b, MondrianForestClassifier) for b in clf.branches_)
     if branch == "smc":
         assert any(isinstance(b, SMCTreeClassifier) for b in clf.branches_)
+
+
+def test_bart_branches_regress_and_refuse_classes_before_reading_data():
+    rng = np.random.default_rng(7)
+    X, y, _ = friedman(1_200, rng, p=5)
+    ebf = EmpiricalBayesianForestRegressor(
+        n_estimators=10, branch="bart", trunk_max_leaves=3, random_state=0,
+        branch_params={"n_iter": 60, "burn_in": 20}).fit(X, y)
+    assert all(isinstance(b, BARTRegressor) for b in ebf.branches_)
+    assert ebf.branches_[0].n_trees == 10
+    X_te, y_te, f_te = friedman(400, rng, p=5)
+    assert np.sqrt(np.mean((ebf.predict(X_te) - f_te) ** 2)) < np.std(y_te) / 2
+    bad = np.full((3, 2), np.nan)  # never read: the parameters fail first
+    with pytest.raises(ValueError, match="branch='bart' does not do classification"):
+        EmpiricalBayesianForestClassifier(branch="bart").fit(bad, [0, 1, 0])
 
 
 def test_same_seed_same_model_whatever_threads():

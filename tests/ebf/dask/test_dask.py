@@ -170,6 +170,20 @@ def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
     assert {"summary", "encode", "bin_edges", "trunk", "route", "branches", "fit"} <= set(timings)
 
 
+@pytest.mark.parametrize("npartitions", [1, 4])
+def test_ebf_with_bart_branches_equals_local_ebf(dask_client, npartitions):
+    """BART branches (thesis Ch. 4) fit on the workers are the local ones, bit for bit."""
+    df = make_frame(1200, seed=8)
+    params = dict(n_estimators=5, branch="bart", trunk_max_leaves=4, random_state=9,
+                  branch_params={"n_iter": 30, "burn_in": 10, "thin": 2})
+    model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, npartitions, dask_client,
+                               **params)
+    got = model.to_local()
+    assert_same_state(estimator_state(got), estimator_state(local),
+                      loose=("stats", "weight", "gain"))
+    assert_same_predictions(got, local, make_frame(300, seed=3)[FEATURES])
+
+
 @pytest.mark.parametrize("npartitions", [1, 3, 7])
 def test_same_model_whatever_the_partitioning(dask_client, npartitions):
     df = make_frame(1200, seed=4, integer_target=True)
