@@ -65,6 +65,8 @@ def _json_default(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, np.ndarray):
         return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 

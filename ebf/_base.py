@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
 from basics.mixture import GaussianMixture, summarize
 from basics.pit import RecalibratedDistribution
@@ -35,6 +35,28 @@ PREDICT_BLOCK = 2048
 #: Component variances are at least ``VAR_FLOOR_REL * var(y_train)``: a standard deviation
 #: of 1e-6 training standard deviations, far below any resolution that matters, far above 0.
 VAR_FLOOR_REL = 1e-12
+
+
+def unweighted_rows(sample_weight: Any, A: np.ndarray, owner: str) -> np.ndarray | None:
+    """The rows a fit uses: all (None) without weights, else those of positive weight.
+
+    For the Bayesian trees (``ebf.bayestrees``), whose likelihood (thesis eq. 3.1, 4.2) has
+    no weights: the positive weights must be equal; a weight of zero drops a row (as in
+    scikit-learn), any other difference raises ``ValueError`` naming the count and the fix.
+    """
+    if sample_weight is None:
+        return None
+    sw = _check_sample_weight(sample_weight, A, dtype=np.float64, ensure_non_negative=True)
+    positive = sw > 0  # at least one: scikit-learn refuses all-zero weights
+    w = sw[positive]
+    if not np.all(w == w[0]):
+        raise ValueError(
+            f"{owner} does not support unequal sample weights (the tree likelihood of thesis "
+            f"eq. 3.1 has no weights; {int(np.sum(w != w[0]))} of {w.size} positive weights "
+            "differ from the first); drop sample_weight, or repeat rows by integer weights "
+            "(np.repeat). Zero weights are fine: they drop their rows."
+        )
+    return None if positive.all() else positive
 
 
 def variance_floor(y: np.ndarray) -> float:

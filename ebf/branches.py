@@ -29,7 +29,8 @@ methods ``_get_state`` / ``_set_state``:
     ``burn_in``, ``sampler``, ...
 
 The Bayesian-tree learners (``"mondrian"``, ``"smc"``, ``"bart"``) have no weighted
-likelihood: they refuse unequal sample weights.
+likelihood: they refuse unequal sample weights (``"smc"`` and ``"bart"`` drop rows of weight
+zero, :func:`ebf._base.unweighted_rows`).
 
 A branch with fewer than ``2 * min_samples_leaf`` rows cannot be split by any tree, so it
 becomes a :class:`ConstantBranch`: the weighted mean and variance of its rows (regression)
@@ -129,10 +130,9 @@ def _smc(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
 
 
 def _bart(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
-    _check_unweighted(spec.learner, sample_weight)
     params = dict(n_trees=spec.n_estimators, random_state=branch_seed(entropy, branch),
                   n_jobs=spec.n_jobs)
-    return BARTRegressor(**{**params, **spec.params}).fit(X, y)
+    return BARTRegressor(**{**params, **spec.params}).fit(X, y, sample_weight)
 
 
 #: Name -> function fitting one branch ``(spec, X, y, sample_weight, entropy, branch)``.

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
@@ -30,6 +30,7 @@ from .._base import (
     check_target_not_in_features,
     input_attributes,
     regression_target,
+    unweighted_rows,
     variance_floor,
 )
 from ..features import FeatureEncoder
@@ -191,7 +192,8 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Finite target.
         sample_weight : array-like of shape (n_samples,), optional
-            Only equal weights are accepted (the likelihood of eq. 4.2 is unweighted).
+            Only equal positive weights are accepted (the likelihood of eq. 4.2 is
+            unweighted); rows of weight 0 are dropped.
 
         Returns
         -------
@@ -202,14 +204,9 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         encoder = FeatureEncoder()
         A = check_X(encoder.fit_transform(X))
         y = regression_target(self, y, A.shape[0])
-        if sample_weight is not None:
-            w = _check_sample_weight(sample_weight, A, dtype=np.float64, ensure_non_negative=True)
-            if not (np.all(w == w[0]) and w[0] > 0):
-                raise ValueError(
-                    f"BARTRegressor has no weighted likelihood: sample_weight must be one "
-                    f"positive value for all {w.size} rows (got {np.unique(w).size} distinct "
-                    "values); drop sample_weight, repeat rows in proportion to their weights, "
-                    "or use BayesianForestRegressor, which takes weights.")
+        rows = unweighted_rows(sample_weight, A, type(self).__name__)
+        if rows is not None:
+            A, y = A[rows], y[rows]
         entropy = resolve_entropy(self.random_state)
         ys, center, scale = scale_target(y)
         lam = noise_prior(sigma_hat2(A, ys), float(self.nu), float(self.q))

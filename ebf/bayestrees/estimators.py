@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
@@ -46,6 +46,7 @@ from .._base import (
     classification_target,
     input_attributes,
     regression_target,
+    unweighted_rows,
     variance_floor,
 )
 from ..features import FeatureEncoder
@@ -59,28 +60,6 @@ __all__ = ["SMCTreeClassifier", "SMCTreeRegressor"]
 
 #: The thesis' Dirichlet concentration (Sec. 3.4.1).
 DEFAULT_ALPHA = 5.0
-
-
-def weighted_rows(sample_weight: Any, A: np.ndarray, owner: str) -> np.ndarray | None:
-    """The rows a fit uses: all (None) without weights, else those of positive weight.
-
-    The likelihood of eq. (3.1) has no weights, so the positive weights must be equal: a
-    weight of zero drops a row (as in scikit-learn), any other difference raises
-    ``ValueError`` naming the count and the fix.
-    """
-    if sample_weight is None:
-        return None
-    sw = _check_sample_weight(sample_weight, A, dtype=np.float64, ensure_non_negative=True)
-    positive = sw > 0  # at least one: scikit-learn refuses all-zero weights
-    w = sw[positive]
-    if not np.all(w == w[0]):
-        raise ValueError(
-            f"{owner} does not support unequal sample weights (the tree likelihood of thesis "
-            f"eq. 3.1 has no weights; {int(np.sum(w != w[0]))} of {w.size} positive weights "
-            "differ from the first); drop sample_weight, or repeat rows by integer weights "
-            "(np.repeat). Zero weights are fine: they drop their rows."
-        )
-    return None if positive.all() else positive
 
 
 def _summary(name: str, doc: str) -> property:
@@ -147,7 +126,7 @@ class _SMCTree(BaseEstimator):
         encoder = FeatureEncoder()
         A = encoder.fit_transform(X)
         target, extra = self._encode_target(y, A.shape[0], n_classes)
-        rows = weighted_rows(sample_weight, A, type(self).__name__)
+        rows = unweighted_rows(sample_weight, A, type(self).__name__)
         if rows is not None:
             A, target = A[rows], target[rows]
         likelihood, labels = self._likelihood(A, target, extra)

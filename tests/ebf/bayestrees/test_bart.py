@@ -229,10 +229,15 @@ def test_sample_weights_must_be_equal():
     params = dict(n_trees=3, n_iter=6, burn_in=2, random_state=0)
     w = np.ones(60)
     w[5] = 2.0
-    with pytest.raises(ValueError, match="no weighted likelihood.*2 distinct values"):
+    with pytest.raises(ValueError, match="unequal sample weights.*1 of 60 positive weights"):
         BARTRegressor(**params).fit(X, y, sample_weight=w)
     same = BARTRegressor(**params).fit(X, y, sample_weight=np.full(60, 3.0))
     np.testing.assert_array_equal(same.predict(X), BARTRegressor(**params).fit(X, y).predict(X))
+    w[:] = 1.0
+    w[40:] = 0.0  # zero weights drop their rows, as in scikit-learn
+    dropped = BARTRegressor(**params).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(dropped.predict(X),
+                                  BARTRegressor(**params).fit(X[:40], y[:40]).predict(X))
 
 
 def test_schedule_without_draws_is_refused():
