@@ -130,10 +130,9 @@ def run_ours(sampler: str, data: tuple, cfg: argparse.Namespace) -> dict[str, An
 
 
 def run_peer(data: tuple, cfg: argparse.Namespace) -> dict[str, Any] | None:
+    from basics.mixture import GaussianMixture
     from ebf.bayestrees.backfitting import noise_prior, sigma_hat2
     from ebf.bayestrees.diagnostics import chain_ess
-
-    from basics.mixture import GaussianMixture
 
     if not cfg.peer_python:
         log.warning("no --peer-python: pymc-bart skipped")

@@ -118,9 +118,8 @@ def _dirichlet_predictive(tree, X, y, X_te, n_classes) -> np.ndarray:
 
 
 def run_mcmc(X, y, X_te, y_te, cfg) -> list[dict[str, Any]]:
-    from ebf.bayestrees.mcmc import mh_update
-
     from ebf.bayestrees import BayesTree, LeafLikelihood
+    from ebf.bayestrees.mcmc import mh_update
 
     k = int(y.max()) + 1
     lik = LeafLikelihood.dirichlet_multinomial(ALPHA, k)
