@@ -7,7 +7,9 @@ spectral density at frequency zero of an autoregressive model fit to the trace
 Geyer's (1992) initial monotone sequence truncation, the estimator of Stan and ArviZ: both
 estimate the same quantity (``n`` over the integrated autocorrelation time) and agree on
 autoregressive chains, where AR(1) with coefficient ``phi`` has ESS ``n (1 - phi) / (1 + phi)``;
-the autocorrelation form needs no model order.
+the autocorrelation form needs no model order. On BART's hypercube traces (issue 13) the
+medians of the two over 20 chains differ by less than 40%, against a spread of ~3 to ~850
+between chains.
 
 :func:`hypercube` generates the hypercube-D data of Sec. 4.4.1, where many trees explain
 the labels equally well and local moves mix slowly.

@@ -70,21 +70,27 @@ def test_hypercube_follows_sec_4_4_1():
     assert stats.kstest(values / 3.0, "norm").pvalue > 1e-3
 
 
-@pytest.mark.parametrize(("dim", "seed"), [(4, 4), (5, 0), (5, 1), (5, 2)])
-def test_pg_mixes_better_than_local_moves_on_the_hypercube(dim, seed):
+@pytest.mark.parametrize(("dim", "beta_s", "rivals"), [(4, 0.4, ("growprune",)),
+                                                      (5, 0.3, ("cgm", "growprune"))])
+def test_pg_mixes_better_than_local_moves_on_the_hypercube(dim, beta_s, rivals):
     """Sec. 4.4.1 at the thesis' settings (M = 1, its beta_s, 2000 iterations, ESS of the
-    log-likelihood after 1000): PG's ESS exceeds CGM's and GrowPrune's.
+    log-likelihood after 1000) on the data sets of seeds 0-4: PG's median ESS is more than
+    5 times GrowPrune's at D = 4 and 5, and CGM's at D = 5.
 
-    Not for every D = 4 data set: in 2 of the 3 of ``benchmarks/bench_bart_hypercube.py``
-    CGM reaches the mode that separates all 16 vertices and then mixes well inside it (ESS
-    ~700), while PG stays with smaller trees and a larger sigma (see the issue-13 results);
-    at D = 5 PG wins on every data set."""
-    X, y, _ = hypercube(dim, rng=seed)
-    beta = {4: 0.4, 5: 0.3}[dim]
-    ess = {s: BARTRegressor(sampler=s, n_trees=1, beta_s=beta, n_iter=2000, burn_in=1000,
-                            random_state=seed).fit(X, y).ess_
-           for s in ("pg", "cgm", "growprune")}
-    assert ess["pg"] > 1.5 * max(ess["cgm"], ess["growprune"]), ess
+    The strongest claim the data support. The ESS of one chain ranges from ~3 to ~850 for
+    every sampler at D = 4 (and for PG at D = 5): chains settle in local modes of different
+    fit, and a chain stuck at a poor fit with a large sigma has a high log-likelihood ESS.
+    Over the data sets of seeds 0-19 the medians are PG 197, CGM 197, GrowPrune 7 at D = 4
+    and PG 96, CGM 4, GrowPrune 3 at D = 5, so PG does not beat CGM at D = 4 (the thesis'
+    own code, run on its own data sets, spreads the same way: see the issue-13 results)."""
+    ess = {s: [] for s in ("pg", *rivals)}
+    for seed in range(5):
+        X, y, _ = hypercube(dim, rng=seed)
+        for sampler, trace in ess.items():
+            trace.append(BARTRegressor(sampler=sampler, n_trees=1, beta_s=beta_s, n_iter=2000,
+                                       burn_in=1000, random_state=seed).fit(X, y).ess_)
+    median = {s: float(np.median(v)) for s, v in ess.items()}
+    assert all(median["pg"] > 5 * median[s] for s in rivals), ess
 
 
 # ------------------------------------------------------------------ the sampler
