@@ -1124,6 +1124,24 @@ def naive_normal_marginal_quad(y, sigma2, mu0, sigma_mu2) -> float:
     return peak + np.log(val)
 
 
+def naive_nig_marginal_sequential(y, nu, lam, mu0, kappa) -> tuple[float, float, float]:
+    """The normal-inverse-gamma leaf (sigma^2 ~ IG(nu/2, nu lam/2), mu | sigma^2 ~
+    N(mu0, sigma^2 / kappa)) one label at a time: log p(y) as the sum of the Student-t
+    predictives p(y_i | y_<i) (scipy.stats.t), each followed by the one-row conjugate update.
+
+    Returns ``(log p(y), predictive mean, predictive variance)`` of the next label.
+    """
+    m, k, a, b = float(mu0), float(kappa), nu / 2, nu * lam / 2
+    out = 0.0
+    for v in np.asarray(y, float):
+        out += stats.t.logpdf(v, 2 * a, m, np.sqrt(b * (k + 1) / (a * k)))
+        b += k * (v - m) ** 2 / (2 * (k + 1))
+        m = (k * m + v) / (k + 1)
+        k += 1
+        a += 0.5
+    return out, m, stats.t.var(2 * a, m, np.sqrt(b * (k + 1) / (a * k)))
+
+
 def naive_enumerate_trees_1d(x, alpha_s, beta_s, leaf_loglik):
     """Every tree of the prior on distinct 1-D inputs, with its exact prior mass.
 

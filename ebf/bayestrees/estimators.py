@@ -50,7 +50,8 @@ from .._base import (
     variance_floor,
 )
 from ..features import FeatureEncoder
-from .likelihood import LeafLikelihood
+from .backfitting import noise_prior, sigma_hat2
+from .likelihood import LeafLikelihood, nig_posterior
 from .particles import COMBINE, ParticleTrees, leaf_values, weighted_values
 from .proposals import PROPOSALS
 from .resampling import RESAMPLING
@@ -330,31 +331,45 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
 
 
 class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
-    __doc__ = f"""Bayesian regression tree sampled by SMC (thesis Alg. 3.1 with eq. 4.9 leaves).
+    __doc__ = f"""Bayesian regression tree sampled by SMC (thesis Alg. 3.1).
 
-    Leaves have Normal noise of a fixed variance sigma^2 and a mean mu ~ N(mu_0, tau^2)
-    integrated out (eq. 4.9). The prior is scaled from the training target as BART's is for
-    one tree (Chipman et al. 2010; thesis Sec. 4.2.4 with m = 1): mu_0 is the midrange of y
-    and tau = (max y - min y) / (2 k), so a leaf mean lies in the range of y with
-    probability 0.95 for k = 2. sigma^2 is ``noise_variance`` or, by default, BART's
-    data-driven estimate: the residual variance of a least-squares linear fit (the variance
-    of y when there are no more rows than columns). The predictive distribution is a
-    Gaussian mixture with one component per tree: its leaf's posterior predictive
-    N(posterior mean, sigma^2 + posterior variance of mu), weighted by ``tree_weight_``;
-    :meth:`recalibrate` can correct its calibration.
+    The leaf means and noise are scaled from the training target as BART's are for one tree
+    (Chipman et al. 2010 Sec. 2.2; thesis Sec. 4.2.4 with m = 1): mu_0 is the midrange of y,
+    tau = (max y - min y) / (2 k), so a leaf mean lies in the range of y with probability
+    0.95 for k = 2, and sigma_hat^2 is ``noise_variance`` or, by default, the residual
+    variance of a least-squares linear fit (the variance of y when there are no more rows
+    than columns). ``noise`` chooses the leaf likelihood:
+
+    - ``"leaf"`` (default): every leaf has its own variance, the mean-variance shift model
+      of Chipman, George and McCulloch (1998, Sec. 4): sigma_j^2 ~ IG(nu / 2, nu lambda / 2)
+      with ``P(sigma_j^2 < sigma_hat^2) = q`` as BART's prior (Sec. 4.2.4), and mu_j |
+      sigma_j^2 ~ N(mu_0, sigma_j^2 tau^2 / lambda), so Var(mu_j) = tau^2 at the prior's
+      scale. Both are integrated out; a leaf's predictive is a Student-t with ``nu + n_j``
+      degrees of freedom, entered in the mixture as the Normal of its mean and variance.
+    - ``"shared"``: eq. (4.9), Normal noise of the fixed variance sigma_hat^2 in every leaf
+      and mu_j ~ N(mu_0, tau^2); a leaf's predictive is N(posterior mean, sigma_hat^2 +
+      posterior variance of mu_j). sigma_hat^2 over-estimates the noise (it is meant as
+      the upper end of a prior), so these intervals are too wide.
+
+    The predictive distribution is a Gaussian mixture with one component per tree, weighted
+    by ``tree_weight_``; :meth:`recalibrate` can correct its calibration.
 
     Parameters
     ----------
     {_DOC_PARAMS}
+    noise : {{"leaf", "shared"}}, default="leaf"
+        A variance per leaf (integrated out) or one fixed variance (eq. 4.9).
     noise_variance : float or None, default=None
-        sigma^2; None estimates it as above (``noise_variance_``).
+        sigma_hat^2; None estimates it as above (``noise_variance_``).
     k : float, default=2.0
         Prior scale of the leaf means: tau = range(y) / (2 k).
+    nu, q : float, default=(3.0, 0.9)
+        ``noise="leaf"``: degrees of freedom and quantile of the leaves' variance prior.
 
     Attributes
     ----------
     noise_variance_, leaf_prior_mean_, leaf_prior_var_ : float
-        sigma^2, mu_0 and tau^2 of eq. (4.9), in the units of y.
+        sigma_hat^2, mu_0 and tau^2, in the units of y.
     {_DOC_ATTRS}
 
     Examples
@@ -371,16 +386,20 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
 
     _parameter_constraints: dict = {
         **_SMCTree._parameter_constraints,
+        "noise": [StrOptions({"leaf", "shared"})],
         "noise_variance": [Interval(Real, 0.0, None, closed="neither"), None],
         "k": [Interval(Real, 0.0, None, closed="neither")],
+        "nu": [Interval(Real, 2.0, None, closed="neither")],
+        "q": [Interval(Real, 0.0, 1.0, closed="neither")],
     }
 
     def __init__(self, n_particles: int = 100, n_islands: int = 5, proposal: str = "prior",
                  expansion: str = "node", ess_threshold: float = 0.1,
                  resampling: str = "multinomial", max_stages: int | None = None,
                  alpha_s: float = SMC_ALPHA_S, beta_s: float = SMC_BETA_S,
-                 noise_variance: float | None = None, k: float = 2.0,
-                 island_weights: str = "equal", random_state: Any = None,
+                 noise: str = "leaf", noise_variance: float | None = None, k: float = 2.0,
+                 nu: float = 3.0, q: float = 0.9, island_weights: str = "equal",
+                 random_state: Any = None,
                  n_jobs: int | None = None) -> None:
         _store(self, locals())
 
@@ -390,26 +409,38 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
 
     def _likelihood(self, A: np.ndarray, y: np.ndarray,
                     extra: dict) -> tuple[LeafLikelihood, np.ndarray]:
-        """eq. (4.9) with the prior of the class docstring; the labels are centred at mu_0
-        (the statistics of y - mu_0 keep ``sum y^2`` small, so no cancellation)."""
+        """The leaf likelihood of the class docstring, and the labels centred at mu_0 (the
+        statistics of y - mu_0 keep ``sum y^2`` small, so no cancellation)."""
         floor = variance_floor(y)
         lo, hi = float(y.min()), float(y.max())
-        mu0 = 0.5 * (lo + hi)
-        tau2 = max(((hi - lo) / (2.0 * self.k)) ** 2, floor)
         sigma2 = self.noise_variance
-        if sigma2 is None:
-            sigma2 = _residual_variance(A, y)
-        sigma2 = max(float(sigma2), floor)
-        extra.update(noise_variance_=sigma2, leaf_prior_mean_=mu0, leaf_prior_var_=tau2)
-        return LeafLikelihood.normal(sigma2, 0.0, tau2), y - mu0
+        if sigma2 is None:  # on the target scaled to span 1, as BART's
+            sigma2 = sigma_hat2(A, (y - lo) / (hi - lo)) * (hi - lo) ** 2 if hi > lo else 0.0
+        extra.update(noise_variance_=max(float(sigma2), floor), leaf_prior_mean_=0.5 * (lo + hi),
+                     leaf_prior_var_=max(((hi - lo) / (2.0 * self.k)) ** 2, floor))
+        return self._leaf_likelihood(extra), y - extra["leaf_prior_mean_"]
+
+    def _leaf_likelihood(self, extra: dict) -> LeafLikelihood:
+        """The likelihood of labels centred at mu_0, from the fitted prior scales."""
+        s2, t2 = extra["noise_variance_"], extra["leaf_prior_var_"]
+        if self.noise == "shared":
+            return LeafLikelihood.normal(s2, 0.0, t2)
+        lam = noise_prior(s2, float(self.nu), float(self.q))
+        return LeafLikelihood.normal_inverse_gamma(self.nu, lam, 0.0, lam / t2)
 
     def _node_values(self, stats: np.ndarray, extra: dict) -> np.ndarray:
-        """Predictive mean and variance of every node: N(mu_0 + m, sigma^2 + v) with
-        ``v = 1 / (n / sigma^2 + 1 / tau^2)`` and ``m = v * sum(y - mu_0) / sigma^2``."""
-        s2, t2 = extra["noise_variance_"], extra["leaf_prior_var_"]
+        """Predictive mean and variance of every node. ``"shared"``: N(mu_0 + m, sigma^2 +
+        v) with ``v = 1 / (n / sigma^2 + 1 / tau^2)`` and ``m = v * sum(y - mu_0) /
+        sigma^2``; ``"leaf"``: the Student-t's mean mu_0 + m_n and variance
+        ``b_n (kappa_n + 1) / (kappa_n (a_n - 1))`` (:func:`.likelihood.nig_posterior`)."""
+        likelihood = self._leaf_likelihood(extra)
         mu0 = extra["leaf_prior_mean_"]
-        v = 1.0 / (stats[:, 0] / s2 + 1.0 / t2)
-        return np.column_stack([mu0 + v * stats[:, 1] / s2, s2 + v])
+        if self.noise == "shared":
+            s2, _, t2 = likelihood.params
+            v = 1.0 / (stats[:, 0] / s2 + 1.0 / t2)
+            return np.column_stack([mu0 + v * stats[:, 1] / s2, s2 + v])
+        mean, kappa_n, a_n, b_n = nig_posterior(likelihood.params, stats)
+        return np.column_stack([mu0 + mean, b_n * (kappa_n + 1.0) / (kappa_n * (a_n - 1.0))])
 
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         means, variances = leaf_values(self.trees_, A, self._node_value)
@@ -435,14 +466,3 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
         return ({**out, **recalibration_from_state(state)}, 3,
                 np.array([True, False, True]))
 
-
-def _residual_variance(A: np.ndarray, y: np.ndarray) -> float:
-    """Residual variance of a least-squares linear fit with intercept (BART's sigma
-    estimate, Chipman et al. 2010 Sec. 2.2.4); ``var(y)`` without enough rows."""
-    n, d = A.shape
-    if n <= d + 1:
-        return float(np.var(y))
-    design = np.column_stack([np.ones(n), A])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    resid = y - design @ coef
-    return float(resid @ resid / (n - d - 1))

@@ -13,6 +13,12 @@ Codes, per-row statistics and ``params``:
   alpha; rows one-hot of the class (K columns); ``[alpha, K]``.
 - ``NORMAL``: eq. (4.9), N(y | mu, sigma^2) with mu ~ N(mu0, sigma_mu^2) integrated out;
   rows ``[1, y, y^2]``; ``[sigma^2, mu0, sigma_mu^2]``.
+- ``NORMAL_INVERSE_GAMMA``: every leaf has its own mean and variance, the mean-variance
+  shift model of Chipman, George and McCulloch (1998, Sec. 4): sigma^2 ~ IG(nu / 2,
+  nu lambda / 2) and mu | sigma^2 ~ N(mu0, sigma^2 / kappa), both integrated out (the
+  conjugate normal-inverse-gamma marginal, a product of Student-t predictives); rows
+  ``[1, y, y^2]``; ``[nu, lambda, mu0, kappa]``. :func:`nig_posterior` gives a leaf's
+  posterior parameters and predictive moments.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from numba import njit
 from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, partition_rows
 
-__all__ = ["DIRICHLET_MULTINOMIAL", "NORMAL", "UNINFORMATIVE", "LeafLikelihood",
-           "leaf_loglik", "log_likelihood", "segment_stats"]
+__all__ = ["DIRICHLET_MULTINOMIAL", "NORMAL", "NORMAL_INVERSE_GAMMA", "UNINFORMATIVE",
+           "LeafLikelihood", "leaf_loglik", "log_likelihood", "nig_posterior", "segment_stats"]
 
-UNINFORMATIVE, DIRICHLET_MULTINOMIAL, NORMAL = 0, 1, 2
+UNINFORMATIVE, DIRICHLET_MULTINOMIAL, NORMAL, NORMAL_INVERSE_GAMMA = 0, 1, 2, 3
 
 
 def _positive(name: str, value: float, fix: str) -> float:
@@ -85,6 +91,20 @@ class LeafLikelihood:
             raise ValueError(f"mu0={mu0!r} must be finite (the prior mean of a leaf)")
         return cls(NORMAL, np.array([sigma2, float(mu0), sigma_mu2]), 3)
 
+    @classmethod
+    def normal_inverse_gamma(cls, nu: float, lam: float, mu0: float = 0.0,
+                             kappa: float = 1.0) -> LeafLikelihood:
+        """A mean and a variance per leaf (module table): sigma^2 ~ IG(nu / 2, nu lam / 2),
+        mu | sigma^2 ~ N(mu0, sigma^2 / kappa)."""
+        nu = _positive("nu", nu, "pass the prior degrees of freedom of a leaf's variance, "
+                       "e.g. 3 as BART's")
+        lam = _positive("lam", lam, "pass the prior scale of a leaf's variance")
+        kappa = _positive("kappa", kappa, "pass the prior precision of a leaf mean relative "
+                          "to the noise, sigma^2 / Var(mu)")
+        if not math.isfinite(float(mu0)):
+            raise ValueError(f"mu0={mu0!r} must be finite (the prior mean of a leaf)")
+        return cls(NORMAL_INVERSE_GAMMA, np.array([nu, lam, float(mu0), kappa]), 3)
+
     def row_stats(self, y: np.ndarray) -> np.ndarray:
         """Per-row statistics of the labels ``y`` (module table), float64 (n_rows, n_stats).
 
@@ -100,7 +120,7 @@ class LeafLikelihood:
                              "drop or impute them")
         if self.code == UNINFORMATIVE:
             return np.ones((y.size, 1))
-        if self.code == NORMAL:
+        if self.code in (NORMAL, NORMAL_INVERSE_GAMMA):
             return np.column_stack([np.ones(y.size), yf, yf * yf])
         k = self.n_stats
         codes = yf.astype(INDEX)
@@ -145,6 +165,34 @@ def log_likelihood(tree: BayesTree, X: np.ndarray, y: np.ndarray,
     order, start, count = partition_rows(tree, X)
     return float(_tree_loglik(tree.feature, tree.n_nodes, S, order, start, count,
                               likelihood.code, likelihood.params))
+
+
+def nig_posterior(params: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Posterior of the ``NORMAL_INVERSE_GAMMA`` leaves with statistics ``stats``.
+
+    Parameters
+    ----------
+    params : ndarray ``[nu, lambda, mu0, kappa]``
+    stats : ndarray of shape (n_leaves, 3)
+        ``[n, sum y, sum y^2]`` per leaf.
+
+    Returns
+    -------
+    mean, kappa_n, a_n, b_n : ndarray of shape (n_leaves,)
+        mu | sigma^2 ~ N(mean, sigma^2 / kappa_n) and sigma^2 ~ IG(a_n, b_n): the predictive
+        of a new label is Student-t with ``2 a_n`` degrees of freedom, location ``mean`` and
+        squared scale ``b_n (kappa_n + 1) / (a_n kappa_n)``.
+    """
+    nu, lam, mu0, kappa = (float(v) for v in params)
+    n, s1, s2 = stats[:, 0], stats[:, 1], stats[:, 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ybar = np.where(n > 0, s1 / n, mu0)
+    ss = np.maximum(s2 - s1 * ybar, 0.0)
+    kappa_n = kappa + n
+    mean = (kappa * mu0 + n * ybar) / kappa_n
+    a_n = 0.5 * (nu + n)
+    b_n = 0.5 * (nu * lam + ss + kappa * n * (ybar - mu0) ** 2 / kappa_n)
+    return mean, kappa_n, a_n, b_n
 
 
 # ---------------------------------------------------------------------------------- kernels
@@ -199,6 +247,20 @@ def leaf_loglik(code, params, s):  # pragma: no cover - numba
         ss = max(s[2] - s[1] * ybar, 0.0)
         return (-0.5 * n * math.log(2.0 * math.pi * sigma2) - 0.5 * math.log1p(n * tau2 / sigma2)
                 - 0.5 * ss / sigma2 - 0.5 * n * (ybar - mu0) ** 2 / (sigma2 + n * tau2))
+    if code == NORMAL_INVERSE_GAMMA:
+        n = s[0]
+        if n <= 0.0:
+            return 0.0
+        a0 = 0.5 * params[0]
+        b0 = a0 * params[1]
+        mu0, kappa = params[2], params[3]
+        ybar = s[1] / n
+        ss = max(s[2] - s[1] * ybar, 0.0)
+        kappa_n = kappa + n
+        a_n = a0 + 0.5 * n
+        b_n = b0 + 0.5 * ss + 0.5 * kappa * n * (ybar - mu0) ** 2 / kappa_n
+        return (math.lgamma(a_n) - math.lgamma(a0) + a0 * math.log(b0) - a_n * math.log(b_n)
+                + 0.5 * math.log(kappa / kappa_n) - 0.5 * n * math.log(2.0 * math.pi))
     return 0.0
 
 

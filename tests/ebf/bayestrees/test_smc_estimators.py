@@ -13,7 +13,12 @@ from ebf.bayestrees.particles import leaf_values, weighted_values
 from ebf.model import ModelFormatError, load
 from ebf.registry import estimator_from_state, estimator_state
 from tests.ebf.test_model import _manifest, _rewrite_array, assert_roundtrip, save
-from tests.naive import naive_bayestree_rows, naive_dirichlet_multinomial_polya, naive_trunk_apply
+from tests.naive import (
+    naive_bayestree_rows,
+    naive_dirichlet_multinomial_polya,
+    naive_nig_marginal_sequential,
+    naive_trunk_apply,
+)
 
 
 def _classes(n=150, seed=0):
@@ -73,7 +78,8 @@ def test_regressor_mixture_is_the_weighted_leaf_predictive():
     """The density at y* is sum_t w_t p(y* | labels of x's leaf), eq. (4.9)'s predictive
     exp(log l(labels + y*) - log l(labels)) with the joint Normal of the leaf's labels."""
     X, y = _targets()
-    reg = SMCTreeRegressor(n_particles=20, n_islands=2, random_state=2).fit(X, y)
+    reg = SMCTreeRegressor(n_particles=20, n_islands=2, noise="shared",
+                           random_state=2).fit(X, y)
     s2, mu0, t2 = reg.noise_variance_, reg.leaf_prior_mean_, reg.leaf_prior_var_
 
     def log_l(v):
@@ -89,6 +95,58 @@ def test_regressor_mixture_is_the_weighted_leaf_predictive():
     mixture = reg.predict_distribution(Xt)
     np.testing.assert_allclose(mixture.logpdf(y_star), np.log(density), rtol=1e-8)
     assert mixture.n_components == reg.n_trees_
+
+
+def test_regressor_leaf_noise_components_are_the_student_t_moments():
+    """``noise="leaf"``: a tree's component is the mean and variance of its leaf's
+    Student-t predictive, the normal-inverse-gamma posterior updated one label at a time,
+    with BART's variance prior (P(sigma^2 < sigma_hat^2) = q) and Var(mu) = tau^2 at its
+    scale."""
+    X, y = _targets()
+    reg = SMCTreeRegressor(n_particles=20, n_islands=2, nu=4.0, q=0.8,
+                           random_state=2).fit(X, y)
+    s2, mu0, t2 = reg.noise_variance_, reg.leaf_prior_mean_, reg.leaf_prior_var_
+    lam = s2 * stats.chi2.ppf(0.2, 4.0) / 4.0
+    Xt = np.random.default_rng(3).random((8, 3))
+    means, variances = [], []
+    for arrays, _ in _trees(reg):
+        moments = [naive_nig_marginal_sequential(y[rows] - mu0, 4.0, lam, 0.0, lam / t2)[1:]
+                   for rows in _leaf_rows(arrays, X, Xt)]
+        means.append([mu0 + m for m, _ in moments])
+        variances.append([v for _, v in moments])
+    mixture = reg.predict_distribution(Xt)
+    np.testing.assert_allclose(mixture.means, np.transpose(means), rtol=1e-9)
+    np.testing.assert_allclose(mixture.variances, np.transpose(variances), rtol=1e-9)
+    np.testing.assert_allclose(mixture.weights[0], reg.tree_weight_)
+
+
+def _tree_data(n, rng):
+    """A 4-leaf tree with noise sd 0.5 left of x0 = 0.5 and 1.5 right of it."""
+    X = rng.random((n, 3))
+    mean = np.where(X[:, 0] < 0.5, np.where(X[:, 1] < 0.3, 0.0, 3.0), 6.0 * (X[:, 1] > 0.6) - 2)
+    return X, mean + np.where(X[:, 0] < 0.5, 0.5, 1.5) * rng.normal(size=n)
+
+
+def test_leaf_noise_intervals_are_calibrated_when_the_truth_is_a_tree():
+    """Seeded statistical test. On 2,000 held-out rows of a heteroscedastic tree, the
+    per-leaf variances give central intervals within 0.05 of nominal (the binomial sd of a
+    coverage is 0.011 at 50%); one shared sigma_hat^2 (the linear fit's residual variance,
+    an over-estimate) covers over 0.15 too much at 50% and has a worse NLPD."""
+    rng = np.random.default_rng(0)
+    X, y = _tree_data(1000, rng)
+    Xt, yt = _tree_data(2000, rng)
+    gaps, nlpd = {}, {}
+    for noise in ("leaf", "shared"):
+        reg = SMCTreeRegressor(n_particles=50, n_islands=2, noise=noise, random_state=1)
+        dist = reg.fit(X, y).predict_distribution(Xt)
+        nlpd[noise] = -dist.logpdf(yt).mean()
+        gaps[noise] = []
+        for level in (0.5, 0.9):
+            lo, hi = dist.interval(level)
+            gaps[noise].append(np.mean((yt >= lo) & (yt <= hi)) - level)
+    assert max(abs(g) for g in gaps["leaf"]) < 0.05, gaps
+    assert gaps["shared"][0] > 0.15, gaps
+    assert nlpd["leaf"] < nlpd["shared"] - 0.2, nlpd
 
 
 def test_regressor_prior_is_scaled_from_the_target():
