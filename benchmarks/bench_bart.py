@@ -26,7 +26,9 @@ iterations of which the first ``--burn-in`` are discarded:
 
 Scores: ESS of the training log-likelihood trace after the burn-in
 (:func:`ebf.bayestrees.diagnostics.chain_ess`, the thesis' mixing measure, Sec. 4.4, the same
-estimator for every method), ESS per second of sampling (burn-in included), test RMSE of
+estimator for every method), ESS per second of sampling (burn-in included), the same for
+f(x) at the test rows (median over rows: the log-likelihood moves with sigma^2, so a chain
+stuck at a poor fit with a large sigma^2 can have a high log-likelihood ESS), test RMSE of
 the posterior mean, NLPD of the predictive mixture over draws (``N(f_s(x), sigma^2_s)``)
 and the coverage of its central 90% interval, plus the largest coverage gap over the
 levels 10%..90%. Targets: PG's ESS/s at least 5x pymc-bart's, coverage within 0.03 of 0.9.
@@ -105,13 +107,18 @@ def load_task(name: str, cfg: argparse.Namespace) -> tuple[np.ndarray, ...]:
     raise ValueError(f"unknown task {name!r}; choose friedman or diabetes")
 
 
-def scores(y: np.ndarray, dist: Any) -> dict[str, float]:
-    """RMSE of the mean, NLPD, coverage at 90% and the largest gap over ``LEVELS``."""
+def scores(y: np.ndarray, dist: Any, seconds: float) -> dict[str, float]:
+    """RMSE of the mean, NLPD, coverage at 90% and the largest gap over ``LEVELS``, and the
+    median over test rows of the ESS of f(x) (the draws' means, in draw order), per second
+    of sampling."""
     from basics.metrics import coverage, nlpd, rmse
+    from ebf.bayestrees.diagnostics import chain_ess
 
     cov = coverage(y, dist, LEVELS)
-    return {"rmse": rmse(y, dist.mean), "nlpd": nlpd(y, dist),
-            "coverage90": float(cov[-1]), "max_gap": float(np.max(np.abs(cov - LEVELS)))}
+    ess_f = float(np.median([chain_ess(row) for row in dist.means]))
+    return {"ess_f": ess_f, "ess_f_per_s": ess_f / seconds, "rmse": rmse(y, dist.mean),
+            "nlpd": nlpd(y, dist), "coverage90": float(cov[-1]),
+            "max_gap": float(np.max(np.abs(cov - LEVELS)))}
 
 
 def run_ours(sampler: str, data: tuple, cfg: argparse.Namespace) -> dict[str, Any]:
@@ -126,7 +133,7 @@ def run_ours(sampler: str, data: tuple, cfg: argparse.Namespace) -> dict[str, An
     model.fit(X, y)
     seconds = time.perf_counter() - t0
     out = {"seconds": seconds, "ess": float(model.ess_), "ess_per_s": model.ess_ / seconds}
-    return {**out, **scores(y_te, model.predict_distribution(X_te))}
+    return {**out, **scores(y_te, model.predict_distribution(X_te), seconds)}
 
 
 def run_peer(data: tuple, cfg: argparse.Namespace) -> dict[str, Any] | None:
@@ -154,12 +161,14 @@ def run_peer(data: tuple, cfg: argparse.Namespace) -> dict[str, Any] | None:
     dist = GaussianMixture(np.full((y_te.size, draws), 1.0 / draws), d["mu_test"].T,
                            np.broadcast_to(d["sigma2"], (y_te.size, draws)))
     return {"seconds": seconds, "compile_seconds": float(d["compile_seconds"]), "ess": ess,
-            "ess_per_s": ess / seconds, **scores(y_te, dist)}
+            "ess_per_s": ess / seconds, **scores(y_te, dist, seconds)}
 
 
 COLUMNS = [("task", "task", "s"), ("method", "method", "s"), ("seconds", "sampling s", ".1f"),
            ("ess", "ESS", ".0f"), ("ess_per_s", "ESS/s", ".2f"),
-           ("vs_peer", "ESS/s vs pymc-bart", ".1f"), ("rmse", "RMSE", ".3f"),
+           ("vs_peer", "ESS/s vs pymc-bart", ".2f"), ("ess_f", "ESS f(x)", ".0f"),
+           ("ess_f_per_s", "ESS f(x)/s", ".2f"), ("vs_peer_f", "vs pymc-bart", ".2f"),
+           ("rmse", "RMSE", ".3f"),
            ("nlpd", "NLPD", ".3f"), ("coverage90", "coverage 90%", ".3f"),
            ("max_gap", "max gap", ".3f")]
 
@@ -175,8 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if peer is not None:
             results["pymc-bart"] = peer
         for name, r in results.items():
-            vs = None if peer is None else r["ess_per_s"] / peer["ess_per_s"]
-            rows.append({"task": task, "method": name, **r, "vs_peer": vs})
+            vs = vs_f = None
+            if peer is not None:
+                vs = r["ess_per_s"] / peer["ess_per_s"]
+                vs_f = r["ess_f_per_s"] / peer["ess_f_per_s"]
+            rows.append({"task": task, "method": name, **r, "vs_peer": vs, "vs_peer_f": vs_f})
             log.info("%s %s: %s", task, name, r)
     report = {"machine": machine_info(), "versions": versions(), "config": vars(cfg),
               "rows": rows}
