@@ -12,7 +12,6 @@ math lives in one place and the three agree bit for bit. Classifiers implement `
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,7 +22,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, colu
 from basics.mixture import GaussianMixture, summarize
 from basics.pit import RecalibratedDistribution
 from basics.recalibration import RecalibrationMixin
-from basics.threads import n_threads
+from basics.threads import n_threads, thread_map
 from basics.validation import check_finite, check_regression_target
 
 #: Rows per prediction block: bounds the memory of leaf matrices and mixtures, and keeps a
@@ -215,12 +214,7 @@ class EncodedInputMixin:
         return [slice(a, min(a + step, n)) for a in range(0, n, step)]
 
     def _map_blocks(self, fn, n: int) -> list:
-        blocks = self._row_blocks(n)
-        k = min(n_threads(self.n_jobs), len(blocks))
-        if k <= 1:
-            return [fn(b) for b in blocks]
-        with ThreadPoolExecutor(k) as pool:
-            return list(pool.map(fn, blocks))
+        return thread_map(fn, self._row_blocks(n), self.n_jobs)
 
 
 def check_levels(q: Any) -> np.ndarray:

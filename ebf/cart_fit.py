@@ -9,7 +9,6 @@ statistics in :mod:`ebf.cart`).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,7 @@ from numba import njit
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from basics.tasks import CLASSIFICATION, REGRESSION
-from basics.threads import n_threads
+from basics.threads import thread_map
 
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
@@ -240,10 +239,4 @@ def fit_cart_forest(
         est.fit(X32, y, sample_weight=w, check_input=False)
         return _flatten(est, X32, y, w, task, n_classes)
 
-    k = min(n_threads(n_jobs), int(n_estimators))
-    if k <= 1:
-        trees = [fit_one(b) for b in range(n_estimators)]
-    else:
-        with ThreadPoolExecutor(k) as pool:
-            trees = list(pool.map(fit_one, range(n_estimators)))
-    return _concat(trees)
+    return _concat(thread_map(fit_one, range(n_estimators), n_jobs))

@@ -29,7 +29,6 @@ says another variable splits the rows better and drives the probability to zero.
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +37,7 @@ import pandas as pd
 from scipy.special import ndtr
 
 from basics.seeds import resolve_entropy
-from basics.threads import n_threads
+from basics.threads import thread_map
 
 from .binning import bin_data, n_bins_of
 from .bootstrap import draw_weights
@@ -374,12 +373,7 @@ def trunk_posterior(
         trunk._set_state({**state, "trunk_": arrays.to_dict()})
         return trunk
 
-    threads = min(n_threads(n_jobs), int(n_draws))
-    if threads == 1:
-        draws = [draw(k) for k in range(n_draws)]
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            draws = list(pool.map(draw, range(n_draws)))
+    draws = thread_map(draw, range(n_draws), n_jobs)
 
     s_splits = _splits(sample.trunk_)
     d_splits = [_splits(t.trunk_) for t in draws]

@@ -25,13 +25,12 @@ the branches they land in:
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from basics.tasks import CLASSIFICATION
-from basics.threads import n_threads
+from basics.threads import thread_map
 
 from ._base import class_codes, regression_target
 from .branches import BranchSpec, ConstantBranch, fit_branch
@@ -181,5 +180,4 @@ def update_groups(spec: BranchSpec, branches: list, A: np.ndarray, target: np.nd
         return update_branch(spec, branches[b], A[rows], target[rows], entropy, b,
                              previous.get(b))
 
-    with ThreadPoolExecutor(max(1, min(n_threads(n_jobs), len(groups)))) as pool:
-        return dict(zip([b for b, _ in groups], pool.map(update, groups), strict=True))
+    return dict(zip([b for b, _ in groups], thread_map(update, groups, n_jobs), strict=True))

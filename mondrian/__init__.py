@@ -1,5 +1,6 @@
 """Mondrian forests: batch and online, regression and classification, with full
-predictive distributions (Lakshminarayanan, Roy & Teh 2014, 2016).
+predictive distributions (Lakshminarayanan, Roy & Teh 2014, 2016), and the Mondrian kernel's
+random features (Balog et al. 2016).
 
 The predictive mixture they return is :class:`basics.mixture.GaussianMixture`, shared by
 every regressor of the project.
@@ -7,5 +8,7 @@ every regressor of the project.
 
 from ._compact import PredictOnlyError
 from .forest import MondrianForestClassifier, MondrianForestRegressor
+from .kernel import MondrianKernelFeatures
 
-__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "PredictOnlyError"]
+__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "MondrianKernelFeatures",
+           "PredictOnlyError"]

@@ -7,7 +7,6 @@ The public estimators are in :mod:`mondrian.forest`.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Any
 
@@ -18,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
-from basics.threads import N_JOBS, n_threads
+from basics.threads import N_JOBS, n_threads, thread_map
 from basics.validation import (
     check_finite,
     check_numeric_columns,
@@ -178,12 +177,7 @@ class _BaseMondrianForest(BaseEstimator):
         self._posterior = [None] * self.n_estimators
 
     def _map(self, fn, items) -> list:
-        items = list(items)
-        n = min(n_threads(self.n_jobs), len(items))
-        if n <= 1:
-            return [fn(i) for i in items]
-        with ThreadPoolExecutor(n) as pool:
-            return list(pool.map(fn, items))
+        return thread_map(fn, items, self.n_jobs)
 
     # ------------------------------------------------------------------ prediction helpers
 

@@ -1426,3 +1426,85 @@ def naive_draws_predict(state, n_trees, X) -> np.ndarray:
                     state["right"][j])
             out[i, t // n_trees] += state["value"][j]
     return out
+
+
+# ---------------------------------------------------------------- Mondrian kernel (mondrian.kernel)
+
+_U64 = (1 << 64) - 1
+
+
+def naive_mix64(h: int) -> int:
+    """splitmix64's finaliser on Python ints (mod 2^64)."""
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _U64
+    return h ^ (h >> 31)
+
+
+def naive_kernel_cells(X, tree, lam, seed) -> np.ndarray:
+    """The cell of every row at width ``lam`` by the conditional Mondrian, one row at a time
+    in Python: at node j, a row at L1 distance E from the box is cut off at tau_parent +
+    Exp(E) (the uniform from the hash of the row's bits, the seed and j) if that comes before
+    min(tau_j, lam), into the tree's unseen column (after its cells); else a cell gives its
+    preorder number (:func:`naive_cell_columns`) and a split sends the row on."""
+    column, unseen = naive_cell_columns(tree, lam)
+    out = np.empty(X.shape[0], np.int64)
+    bits = (np.asarray(X, float) + 0.0).view(np.uint64)
+    for i in range(X.shape[0]):
+        h = naive_mix64(int(seed))
+        for b in bits[i]:
+            h = naive_mix64(h ^ ((int(b) + 0x9E3779B97F4A7C15) & _U64))
+        j, tau_p = tree.root, 0.0
+        while True:
+            lo, hi = tree.lower[j], tree.upper[j]
+            rate = float(np.sum(np.maximum(lo - X[i], 0) + np.maximum(X[i] - hi, 0)))
+            if rate > 0:
+                u = (naive_mix64(h ^ (((int(j) + 1) * 0x9E3779B97F4A7C15) & _U64)) >> 11) + 1
+                if tau_p - np.log(u / 2.0**53) / rate < min(tree.tau[j], lam):
+                    out[i] = unseen
+                    break
+            if tree.left[j] == -1 or tree.tau[j] > lam:
+                out[i] = column[j]
+                break
+            tau_p = tree.tau[j]
+            j = tree.left[j] if X[i, tree.feature[j]] <= tree.threshold[j] else tree.right[j]
+    return out
+
+
+def naive_mondrian_box_cells(X, lower, upper, lam, rng) -> np.ndarray:
+    """Cell ids of the rows of ``X`` in one Mondrian partition of the whole box
+    [lower, upper] with lifetime ``lam`` (Roy & Teh's generative process: a block of linear
+    dimension L is cut after Exp(L), the dimension in proportion to its side, the location
+    uniform on it), sampled with numpy, blocks recursively."""
+    out = np.zeros(X.shape[0], np.int64)
+    next_id = [0]
+
+    def block(rows, lo, hi, t):
+        side = hi - lo
+        t_cut = t + rng.exponential(1 / side.sum())
+        if t_cut > lam:
+            out[rows] = next_id[0]
+            next_id[0] += 1
+            return
+        d = rng.choice(side.size, p=side / side.sum())
+        xi = rng.uniform(lo[d], hi[d])
+        go = X[rows, d] <= xi
+        hi_left, lo_right = hi.copy(), lo.copy()
+        hi_left[d], lo_right[d] = xi, xi
+        block(rows[go], lo, hi_left, t_cut)
+        block(rows[~go], lo_right, hi, t_cut)
+
+    block(np.arange(X.shape[0]), np.asarray(lower, float), np.asarray(upper, float), 0.0)
+    return out
+
+
+def naive_cell_columns(tree, lam) -> tuple[dict, int]:
+    """Preorder (left first) numbers of the cells of a flat Mondrian tree at width ``lam``:
+    the reachable nodes that are leaves or split after ``lam``."""
+    column, stack = {}, [tree.root]
+    while stack:
+        j = stack.pop()
+        if tree.left[j] == -1 or tree.tau[j] > lam:
+            column[j] = len(column)
+        else:
+            stack += [tree.right[j], tree.left[j]]
+    return column, len(column)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -43,7 +42,7 @@ import numpy as np
 from numba import njit
 
 from basics.seeds import resolve_entropy
-from basics.threads import n_threads
+from basics.threads import thread_map
 
 from ..config import INDEX, JIT, NO_NODE
 from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
@@ -192,13 +191,7 @@ def run_smc(X: np.ndarray, y: np.ndarray, likelihood: LeafLikelihood, *,
     def island(seed: np.random.SeedSequence) -> dict:
         return _run_island(X, S, likelihood, opts, seed, ranks)
 
-    k = min(n_threads(n_jobs), len(seeds))
-    if k <= 1:
-        results = [island(s) for s in seeds]
-    else:
-        with ThreadPoolExecutor(k) as pool:
-            results = list(pool.map(island, seeds))
-    return _concatenate(results)
+    return _concatenate(thread_map(island, seeds, n_jobs))
 
 
 # --------------------------------------------------------------------------- one island

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ebf.stability
+import basics.threads
 from basics.seeds import resolve_entropy
 from ebf.bootstrap import draw_weights
 from ebf.features import FeatureEncoder
@@ -159,13 +159,13 @@ def test_draws_equal_a_trunk_fit_per_draw_whatever_n_jobs(task):
 def test_n_jobs_minus_one_uses_every_core(monkeypatch):
     made = []
 
-    class Recording(ebf.stability.ThreadPoolExecutor):
+    class Recording(basics.threads.ThreadPoolExecutor):
         def __init__(self, max_workers):
             made.append(max_workers)
             super().__init__(max_workers)
 
-    monkeypatch.setattr(ebf.stability, "ThreadPoolExecutor", Recording)
-    monkeypatch.setattr(ebf.stability, "n_threads", lambda n_jobs: 4 if n_jobs == -1 else 1)
+    monkeypatch.setattr(basics.threads, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(basics.threads, "n_threads", lambda n_jobs: 4 if n_jobs == -1 else 1)
     rng = np.random.default_rng(0)
     X = rng.random((500, 2))
     y = X[:, 0] + 0.1 * rng.normal(size=500)

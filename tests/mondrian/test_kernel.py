@@ -1,0 +1,177 @@
+"""MondrianKernelFeatures: the Laplace kernel approximation, new rows, online extension."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from mondrian.kernel import MondrianKernelFeatures
+from tests.naive import naive_cell_columns, naive_kernel_cells, naive_mondrian_box_cells
+
+
+def _laplace(A, B, lam):
+    return np.exp(-lam * np.abs(A[:, None] - B[None]).sum(-1))
+
+
+def _square(n=100, seed=0):
+    return np.random.default_rng(seed).random((n, 2))
+
+
+@parametrize_with_checks([MondrianKernelFeatures(n_mondrians=5, random_state=0)])
+def test_sklearn_compatible_transformer(estimator, check):
+    check(estimator)
+
+
+def test_features_are_one_cell_per_partition():
+    X = _square()
+    f = MondrianKernelFeatures(n_mondrians=30, lifetime=3.0, random_state=0).fit(X)
+    Z = f.transform(X)
+    assert Z.shape == (100, f.n_features_out_) and f.n_features_out_ == f.n_cells_.sum() + 30
+    np.testing.assert_array_equal(Z.getnnz(axis=1), 30)
+    np.testing.assert_allclose(Z.data, 1 / np.sqrt(30))
+    # partition t owns the columns [offset_t, offset_t + n_cells_t]; a training row is in
+    # one of its cells, never its unseen column (the last)
+    offsets = np.concatenate([[0], np.cumsum(f.n_cells_ + 1)])
+    cols = Z.indices.reshape(100, 30)
+    assert np.all((cols >= offsets[:-1]) & (cols < offsets[1:] - 1))
+    assert len(f.get_feature_names_out()) == f.n_features_out_
+    assert f.get_feature_names_out()[offsets[1] - 1] == "mondrian0_unseen"
+
+
+@pytest.mark.parametrize("lam", [3.0, 1.2])
+def test_cells_match_a_python_descent(lam):
+    """Every row's cell, new rows outside the box included, against the conditional
+    Mondrian walked in Python with the same hash."""
+    X = _square()
+    new = np.random.default_rng(5).uniform(-0.5, 1.5, (60, 2))
+    f = MondrianKernelFeatures(n_mondrians=6, lifetime=3.0, random_state=1).fit(X)
+    cols = f.transform(new, lifetime=None if lam == 3.0 else lam).indices.reshape(60, 6)
+    seeds = np.random.SeedSequence(f.entropy_, spawn_key=(2**31 - 1,)).generate_state(
+        6, dtype=np.uint64)
+    offset, cut_off = 0, 0
+    for t, tree in enumerate(f.trees_):
+        expected = naive_kernel_cells(new, tree, lam, seeds[t])
+        np.testing.assert_array_equal(cols[:, t] - offset, expected)
+        n_cells = naive_cell_columns(tree, lam)[1]
+        cut_off += np.sum(expected == n_cells)
+        offset += n_cells + 1
+    assert cut_off > 0  # the unseen columns were exercised
+
+
+def test_kernel_estimate_is_unbiased():
+    """Seeded statistical test: averaged over 40 fits of M = 50 partitions (2,000
+    partitions), every entry of Z Z^T is within 5 binomial standard deviations of
+    exp(-lambda ||x - x'||_1), and so is the whole-box Mondrian of numpy (the oracle)."""
+    X = _square(40)
+    lam, reps, m = 2.0, 40, 50
+    exact = _laplace(X, X, lam)
+    ours = np.mean([(Z @ Z.T).toarray() for Z in (
+        MondrianKernelFeatures(m, lam, random_state=s).fit_transform(X) for s in range(reps))],
+        axis=0)
+    rng = np.random.default_rng(0)
+    naive = np.zeros_like(exact)
+    for _ in range(reps * m):
+        c = naive_mondrian_box_cells(X, X.min(0), X.max(0), lam, rng)
+        naive += c[:, None] == c[None]
+    naive /= reps * m
+    sd = np.sqrt(exact * (1 - exact) / (reps * m)) + 1e-12
+    assert np.max(np.abs(ours - exact) / sd) < 5
+    assert np.max(np.abs(naive - exact) / sd) < 5
+
+
+def test_approximation_error_falls_as_one_over_sqrt_m():
+    """Fig. 5's shape: the largest error against the Laplace kernel on 100 uniform points in
+    the unit square falls with M at a log-log slope near -1/2 (mean of 4 seeds)."""
+    X = _square()
+    exact = _laplace(X, X, 2.0)
+    ms = np.array([10, 40, 160, 640])
+    err = [np.mean([np.abs((Z @ Z.T).toarray() - exact).max() for Z in (
+        MondrianKernelFeatures(int(m), 2.0, random_state=s).fit_transform(X)
+        for s in range(4))]) for m in ms]
+    slope = np.polyfit(np.log(ms), np.log(err), 1)[0]
+    assert -0.65 < slope < -0.35, (slope, err)
+    assert err[-1] < 0.08
+
+
+def test_new_rows_have_the_law_of_rows_in_the_fit():
+    """Seeded statistical test. A new row (outside the box or inside it) shares a cell with
+    a training row in a fraction of 4,000 partitions within 5 binomial sd of the Laplace
+    kernel, as it does when it is part of the fit."""
+    X = _square(30)
+    new = np.array([[1.3, -0.2], [0.5, 0.5], [-0.4, 0.9]])
+    lam, m = 2.0, 4000
+    exact = _laplace(new, X, lam)
+    sd = np.sqrt(exact * (1 - exact) / m) + 1e-12
+    f = MondrianKernelFeatures(m, lam, random_state=3).fit(X)
+    K_new = (f.transform(new) @ f.transform(X).T).toarray()
+    assert np.max(np.abs(K_new - exact) / sd) < 5
+    Z = MondrianKernelFeatures(m, lam, random_state=4).fit_transform(np.vstack([X, new]))
+    K_fit = (Z[30:] @ Z[:30].T).toarray()
+    assert np.max(np.abs(K_fit - exact) / sd) < 5
+
+
+def test_same_row_same_features_and_subsets_agree():
+    X = _square()
+    f = MondrianKernelFeatures(n_mondrians=20, lifetime=4.0, random_state=0).fit(X)
+    new = np.random.default_rng(1).uniform(-1, 2, (50, 2))
+    full = f.transform(new).toarray()
+    np.testing.assert_array_equal(f.transform(new[::-1]).toarray(), full[::-1])
+    np.testing.assert_array_equal(f.transform(np.vstack([new[:5], new[:5]])).toarray()[5:],
+                                  full[:5])
+    np.testing.assert_array_equal(f.transform(-0.0 * new[:1] + new[:1]).toarray(), full[:1])
+    again = MondrianKernelFeatures(n_mondrians=20, lifetime=4.0, random_state=0, n_jobs=2)
+    np.testing.assert_array_equal(again.fit(X).transform(new).toarray(), full)
+
+
+def test_coarser_widths_are_unions_of_cells():
+    """transform(X, lifetime) reads the same partitions at a smaller width (Sec. 4): every
+    fine cell lies in one coarse cell, and the coarse kernel estimates exp(-lam' L1)."""
+    X = _square(60)
+    f = MondrianKernelFeatures(n_mondrians=400, lifetime=4.0, random_state=2).fit(X)
+    fine, coarse = f.transform(X), f.transform(X, lifetime=1.0)
+    assert coarse.shape[1] < fine.shape[1]
+    pairs = set(zip(fine.indices, coarse.indices, strict=True))
+    assert len({a for a, _ in pairs}) == len(pairs)  # a fine column maps to one coarse one
+    err = np.abs((coarse @ coarse.T).toarray() - _laplace(X, X, 1.0)).max()
+    assert err < 0.12
+    with pytest.raises(ValueError, match=r"lifetime=5.0 must be in \(0, 4.0\]"):
+        f.transform(X, lifetime=5.0)
+
+
+def test_partial_fit_extends_the_partitions():
+    """Online (Sec. 5): rows added by partial_fit land in cells (never the unseen column),
+    earlier rows keep sharing the cells they shared, and the kernel on all rows is still
+    estimated without bias."""
+    X = _square(40)
+    X2 = np.random.default_rng(9).uniform(-0.5, 1.5, (20, 2))
+    lam, m = 2.0, 3000
+    f = MondrianKernelFeatures(m, lam, random_state=5).fit(X)
+    before = f.transform(X)
+    f.partial_fit(X2)
+    assert f.n_samples_seen_ == 60
+    Z = f.transform(np.vstack([X, X2]))
+    offsets = np.concatenate([[0], np.cumsum(f.n_cells_ + 1)])
+    assert np.all(Z.indices.reshape(60, m) < offsets[1:] - 1)
+    # a split only separates: rows apart before stay apart
+    K0, K1 = (before @ before.T).toarray(), (Z[:40] @ Z[:40].T).toarray()
+    assert np.all(K1 <= K0 + 1e-12)
+    all_rows = np.vstack([X, X2])
+    exact = _laplace(all_rows, all_rows, lam)
+    sd = np.sqrt(exact * (1 - exact) / m) + 1e-12
+    assert np.max(np.abs((Z @ Z.T).toarray() - exact) / sd) < 5
+
+
+def test_bad_input_is_named_and_leaves_the_model_unchanged():
+    X = _square()
+    f = MondrianKernelFeatures(n_mondrians=3, random_state=0).fit(X)
+    trees = f.trees_
+    bad = pd.DataFrame({"a": [0.1, np.nan], "b": [0.2, 0.3]})
+    with pytest.raises(ValueError, match="'a'"):
+        MondrianKernelFeatures().fit(bad)
+    with pytest.raises(ValueError, match="2 features"):
+        f.partial_fit(np.zeros((2, 3)))
+    assert f.trees_ is trees and f.n_samples_seen_ == 100
+    with pytest.raises(ValueError, match="lifetime"):
+        MondrianKernelFeatures(lifetime=np.inf).fit(X)
