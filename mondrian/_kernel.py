@@ -23,7 +23,7 @@ import math
 import numba
 import numpy as np
 
-from .config import INDEX, JIT, NO_NODE
+from .config import JIT, NO_NODE
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -57,36 +57,6 @@ def node_uniform(h, j):
     """A uniform in (0, 1] for row hash ``h`` at node slot ``j``."""
     u = mix64(h ^ (np.uint64(j + 1) * _GOLDEN)) >> _S11
     return (float(u) + 1.0) * _TO_UNIT
-
-
-@numba.njit(**JIT)
-def cell_columns(left, right, tau, root, lam, column):  # pragma: no cover - numba
-    """Number the cells of the partition at width ``lam`` in preorder.
-
-    Writes ``column[j]`` = the cell's number for every cell ``j`` and ``NO_NODE`` for every
-    other reachable node (slots not reachable from ``root`` are left as they are; callers
-    fill ``column`` with ``NO_NODE`` first). Returns the number of cells.
-    """
-    stack = np.empty(64, INDEX)
-    stack[0] = root
-    top = 1
-    n = 0
-    while top > 0:
-        top -= 1
-        j = stack[top]
-        if left[j] == NO_NODE or tau[j] > lam:
-            column[j] = n
-            n += 1
-            continue
-        column[j] = NO_NODE
-        if top + 2 > stack.shape[0]:
-            grown = np.empty(2 * stack.shape[0], INDEX)
-            grown[:top] = stack[:top]
-            stack = grown
-        stack[top] = right[j]
-        stack[top + 1] = left[j]
-        top += 2
-    return n
 
 
 @numba.njit(**JIT)

@@ -29,6 +29,7 @@ from basics.threads import N_JOBS, thread_map
 from basics.validation import check_finite, check_numeric_columns, unchanged_on_error
 
 from . import _kernel
+from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
 
@@ -37,6 +38,23 @@ __all__ = ["MondrianKernelFeatures"]
 #: ``SeedSequence`` spawn key of the hash seeds of :func:`_kernel.cells` (updates use their
 #: counter 0, 1, 2, ... as key, so this one is out of their range).
 HASH_KEY = 2**31 - 1
+
+
+def cell_columns(tree: TreeArrays, lam: float) -> np.ndarray:
+    """The cells of ``tree``'s partition at width ``lam``, numbered in preorder.
+
+    A cell is a node reached by time ``lam`` (the root, or its parent split at or before
+    ``lam``) that is a leaf or splits after ``lam``. Returns, per node slot, its cell number
+    or ``NO_NODE``.
+    """
+    n = tree.n_nodes
+    order = preorder(tree.left, tree.right, tree.root, n)
+    parent = tree.parent[order]
+    reached = (parent == NO_NODE) | (tree.tau[np.maximum(parent, 0)] <= lam)
+    cell = reached & ((tree.left[order] == NO_NODE) | (tree.tau[order] > lam))
+    column = np.full(n, NO_NODE, INDEX)
+    column[order[cell]] = np.arange(int(cell.sum()))
+    return column
 
 
 class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
@@ -181,10 +199,8 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         (``NO_NODE`` if not a cell), and the column offset of every partition."""
         columns, counts = [], []
         for tree in self.trees_:
-            col = np.full(tree.n_nodes, NO_NODE, INDEX)
-            counts.append(_kernel.cell_columns(tree.left, tree.right, tree.tau, tree.root,
-                                               lam, col))
-            columns.append(col)
+            columns.append(cell_columns(tree, lam))
+            counts.append(int(np.sum(columns[-1] != NO_NODE)))
         offsets = np.concatenate([[0], np.cumsum(np.asarray(counts) + 1)])
         return columns, offsets
 
