@@ -20,20 +20,26 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils._param_validation import Interval
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS, thread_map
-from basics.validation import check_finite, check_numeric_columns, unchanged_on_error
+from basics.validation import (
+    check_finite,
+    check_numeric_columns,
+    check_regression_target,
+    unchanged_on_error,
+)
 
 from . import _kernel
 from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
 
-__all__ = ["MondrianKernelFeatures"]
+__all__ = ["MondrianKernelFeatures", "MondrianKernelRegressor"]
 
 #: ``SeedSequence`` spawn key of the hash seeds of :func:`_kernel.cells` (updates use their
 #: counter 0, 1, 2, ... as key, so this one is out of their range).
@@ -192,11 +198,13 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
 
         thread_map(work, range(self.n_mondrians), self.n_jobs)
         self._n_updates += 1
-        self._columns = self._cell_columns(lifetime)
+        self._columns = self.cell_layout(lifetime)
 
-    def _cell_columns(self, lam: float) -> tuple[list[np.ndarray], np.ndarray]:
+    def cell_layout(self, lam: float) -> tuple[list[np.ndarray], np.ndarray]:
         """Per partition, the cell number of every node slot at width ``lam``
-        (``NO_NODE`` if not a cell), and the column offset of every partition."""
+        (``NO_NODE`` if not a cell), and the column offset of every partition (partition
+        ``t``'s cells, then its unseen column, are columns ``offsets[t] .. offsets[t+1]-1``).
+        """
         columns, counts = [], []
         for tree in self.trees_:
             columns.append(cell_columns(tree, lam))
@@ -239,19 +247,23 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
                              "lifetime the partitions were sampled with; refit with a larger "
                              "lifetime to read finer partitions")
         X = self._check_X(X, reset=False)
-        columns, offsets = (self._columns if lifetime is None
-                            else self._cell_columns(lam))
-        out = self.cells(X, lam, columns, offsets)
+        return self.cells_matrix(X, lam, self._columns if lifetime is None
+                                 else self.cell_layout(lam))
+
+    def cells_matrix(self, X: np.ndarray, lam: float,
+                     layout: tuple[list[np.ndarray], np.ndarray]) -> sp.csr_matrix:
+        """:meth:`cells` as the CSR feature matrix (values ``1 / sqrt(n_mondrians)``)."""
+        out = self.cells(X, lam, *layout)
         m = self.n_mondrians
         data = np.full(out.size, 1.0 / math.sqrt(m))
         indptr = np.arange(0, out.size + 1, m, dtype=INDEX)
-        return sp.csr_matrix((data, out.ravel(), indptr), shape=(X.shape[0], int(offsets[-1])))
+        return sp.csr_matrix((data, out.ravel(), indptr), shape=(X.shape[0], int(layout[1][-1])))
 
     def cells(self, X: np.ndarray, lam: float, columns: list[np.ndarray],
               offsets: np.ndarray) -> np.ndarray:
         """Global column of every row's cell in every partition, shape (n_rows, M).
 
-        ``X`` is validated float64; ``columns, offsets`` come from :meth:`_cell_columns`
+        ``X`` is validated float64; ``columns, offsets`` come from :meth:`cell_layout`
         at ``lam``.
         """
         out = np.empty((X.shape[0], self.n_mondrians), INDEX)
@@ -277,3 +289,283 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         for t, n in enumerate(self.n_cells_):
             names += [f"mondrian{t}_cell{k}" for k in range(n)] + [f"mondrian{t}_unseen"]
         return np.asarray(names, dtype=object)
+
+
+# ---------------------------------------------------------------------------------- ridge
+
+
+def ridge_solve(Z: sp.csr_matrix, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, ...]:
+    """Ridge regression on features ``Z`` from scratch: ``W = (Z'Z + alpha I)^-1 Z'Y``.
+
+    Returns ``(W, G_inv, log_det_G)`` with ``G = Z'Z + alpha I`` (dense; Cholesky).
+    """
+    G = (Z.T @ Z).toarray()
+    G[np.diag_indices_from(G)] += alpha
+    L = np.linalg.cholesky(G)
+    G_inv = np.linalg.inv(L).T @ np.linalg.inv(L)
+    W = G_inv @ (Z.T @ Y)
+    return W, G_inv, 2.0 * float(np.sum(np.log(np.diag(L))))
+
+
+def log_evidence(yy: np.ndarray, BW: np.ndarray, log_det_G: float, n: int, n_features: int,
+                 alpha: float) -> float:
+    """log p(Y) of Bayesian linear regression on the features (paper Sec. 4.2.1), weights
+    ~ N(0, sigma^2 / alpha I), noise sigma^2 set per output to its maximum-likelihood value
+    ``(y'y - b'A b) / n``; summed over the outputs.
+
+    ``yy`` and ``BW`` are per output ``y'y`` and ``b'A b``; ``log det(I + Phi Phi'/alpha) =
+    log det G - n_features log alpha``.
+    """
+    s2 = np.maximum(yy - BW, 1e-300) / n
+    k = yy.shape[0]
+    return float(np.sum(-0.5 * n * (np.log(2 * np.pi * s2) + 1.0))
+                 - 0.5 * k * (log_det_G - n_features * math.log(alpha)))
+
+
+class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
+    """Ridge regression on Mondrian kernel features, the width learned by one sweep.
+
+    With ``lifetime="auto"`` the fit holds out ``validation_fraction`` of the rows, samples
+    the partitions on the rest up to the lifetime at which they hold about ``max_features``
+    cells, and sweeps the cuts in time order (paper Sec. 4.2.1): each cut replaces one
+    feature by two and updates the inverse of the regularised feature covariance ``G =
+    Phi'Phi + alpha I`` exactly, in O(features^2). At ``n_widths`` points of the sweep it
+    records the validation MSE and the log marginal likelihood; the width that minimises
+    the first (``select="validation"``) or maximises the second (``"evidence"``) is kept.
+    The held-out rows are then added to the partitions (the conditional Mondrian, Sec. 5)
+    and the ridge is solved on all rows at that width.
+
+    The model is Bayesian linear regression in feature space (weights N(0, sigma^2 /
+    alpha), sigma^2 at its maximum-likelihood value), so a prediction is Gaussian with
+    variance ``sigma^2 (1 + phi(x)' G^-1 phi(x))``: larger away from the data, where rows
+    are cut off into cells no training row shares.
+
+    Parameters
+    ----------
+    n_mondrians : int, default=50
+    lifetime : "auto" or float, default="auto"
+        lambda of the kernel exp(-lambda ||x - x'||_1), in the units of the inputs.
+    alpha : float, default=0.1
+        Ridge penalty (noise-to-prior variance ratio; the kernel's diagonal is 1).
+    max_features : int, default=2000
+        Largest number of cells the sweep reaches (its memory is 8 max_features^2 bytes).
+    n_widths : int, default=40
+        Widths evaluated along the sweep, at geometrically spaced feature counts.
+    select : {"validation", "evidence"}, default="validation"
+    validation_fraction : float, default=0.2
+    random_state, n_jobs
+        As :class:`MondrianKernelFeatures`.
+
+    Attributes
+    ----------
+    lifetime_ : float
+        The width used.
+    features_ : MondrianKernelFeatures
+        The partitions (sampled up to ``lifetime_max_``, read at ``lifetime_``).
+    coef_ : ndarray of shape (n_features_out,)
+        Ridge weights of the features at ``lifetime_``; ``intercept_`` the target mean.
+    noise_variance_ : float
+        sigma^2.
+    sweep_ : dict of ndarray
+        With ``lifetime="auto"``: ``lifetime``, ``n_features``, ``validation_mse`` and
+        ``log_evidence`` at every evaluated width.
+    """
+
+    _parameter_constraints: dict = {
+        "n_mondrians": [Interval(Integral, 1, None, closed="left")],
+        "lifetime": [StrOptions({"auto"}), Interval(Real, 0, math.inf, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "max_features": [Interval(Integral, 2, None, closed="left")],
+        "n_widths": [Interval(Integral, 1, None, closed="left")],
+        "select": [StrOptions({"validation", "evidence"})],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
+    }
+
+    def __init__(self, n_mondrians: int = 50, lifetime: Any = "auto", alpha: float = 0.1,
+                 max_features: int = 2000, n_widths: int = 40, select: str = "validation",
+                 validation_fraction: float = 0.2, random_state: Any = None,
+                 n_jobs: int | None = None) -> None:
+        self.n_mondrians = n_mondrians
+        self.lifetime = lifetime
+        self.alpha = alpha
+        self.max_features = max_features
+        self.n_widths = n_widths
+        self.select = select
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def fit(self, X: Any, y: Any) -> MondrianKernelRegressor:
+        """Fit the partitions, learn the width (``lifetime="auto"``) and solve the ridge.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        check_numeric_columns(X, type(self).__name__)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False,
+                             y_numeric=True)
+        check_finite(X, getattr(self, "feature_names_in_", None), "X")
+        check_regression_target(y)
+        entropy = resolve_entropy(self.random_state)
+        center = float(np.mean(y))
+        Y = (y - center)[:, None]
+        features = MondrianKernelFeatures(self.n_mondrians, 1.0, entropy, self.n_jobs)
+        sweep = None
+        if self.lifetime == "auto":
+            if X.shape[0] < 4:
+                raise ValueError(f"lifetime='auto' holds out rows to choose the width and "
+                                 f"needs at least 4 rows, got n_samples={X.shape[0]}; pass a "
+                                 "lifetime")
+            fit_rows, val_rows = self._split(X.shape[0], entropy)
+            lam_max = probe_lifetime(X[fit_rows], self.max_features / self.n_mondrians,
+                                     entropy)
+            features.set_params(lifetime=lam_max).fit(X[fit_rows])
+            sweep = width_sweep(features, Y[fit_rows], X[val_rows], Y[val_rows],
+                                float(self.alpha), int(self.max_features),
+                                int(self.n_widths))
+            best = (np.argmin(sweep["validation_mse"]) if self.select == "validation"
+                    else np.argmax(sweep["log_evidence"]))
+            lam = float(sweep["lifetime"][best])
+            features.partial_fit(X[val_rows])
+        else:
+            lam = float(self.lifetime)
+            features.set_params(lifetime=lam).fit(X)
+        layout = features.cell_layout(lam)
+        Z = features.cells_matrix(X, lam, layout)
+        W, G_inv, _ = ridge_solve(Z, Y, float(self.alpha))
+        resid = Y[:, 0] - Z @ W[:, 0]
+        self.features_, self.lifetime_, self.sweep_ = features, lam, sweep
+        self.lifetime_max_ = float(features.lifetime)
+        self._layout, self._G_inv = layout, G_inv
+        self.coef_, self.intercept_ = W[:, 0], center
+        self.noise_variance_ = max(float(resid @ resid + self.alpha * W[:, 0] @ W[:, 0])
+                                   / X.shape[0], 1e-12 * max(float(np.var(y)), 1.0))
+        return self
+
+    def _split(self, n: int, entropy: int) -> tuple[np.ndarray, np.ndarray]:
+        """A seeded random hold-out of ``validation_fraction`` of the rows (at least one)."""
+        perm = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(HASH_KEY - 1,)))
+        perm = perm.permutation(n)
+        n_val = min(max(1, int(round(self.validation_fraction * n))), n - 2)
+        return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+    def predict(self, X: Any, return_std: bool = False):
+        """Posterior mean (and standard deviation of the Gaussian predictive)."""
+        check_is_fitted(self, "coef_")
+        X = self.features_._check_X(X, reset=False)
+        cols = self.features_.cells(X, self.lifetime_, *self._layout)
+        m = self.n_mondrians
+        mean = self.intercept_ + self.coef_[cols].sum(axis=1) / math.sqrt(m)
+        if not return_std:
+            return mean
+        quad = np.empty(X.shape[0])
+        for a in range(0, X.shape[0], 1024):
+            c = cols[a:a + 1024]
+            quad[a:a + 1024] = self._G_inv[c[:, :, None], c[:, None, :]].sum(axis=(1, 2)) / m
+        return mean, np.sqrt(self.noise_variance_ * (1.0 + quad))
+
+    def predict_distribution(self, X: Any) -> GaussianMixture:
+        """The Gaussian predictive of every row (one component)."""
+        mean, std = self.predict(X, return_std=True)
+        return GaussianMixture.from_moments(mean, std**2)
+
+
+def probe_lifetime(X: np.ndarray, cells_per_partition: float, entropy: int) -> float:
+    """A lifetime at which a Mondrian partition of ``X`` holds about twice
+    ``cells_per_partition`` cells: read off one partition sampled to the end (its internal
+    nodes' split times, in order, are the times its cell count grows by one)."""
+    tree = TreeArrays.empty(X.shape[1], NODE_REG_STATS, X.shape[0])
+    seed = int(np.random.SeedSequence(entropy, spawn_key=(HASH_KEY - 2,)).generate_state(1)[0])
+    grow(tree, np.ascontiguousarray(X), np.zeros(X.shape[0]), np.zeros(X.shape[0], INDEX),
+         np.arange(X.shape[0], dtype=INDEX), "regression", 1, math.inf, seed)
+    n = tree.n_nodes
+    times = np.sort(tree.tau[:n][tree.left[:n] != NO_NODE])
+    if times.size == 0:
+        return 1.0
+    k = min(int(math.ceil(2 * cells_per_partition)) - 1, times.size) - 1
+    return float(times[max(k, 0)]) * (1.0 + 1e-9) if k < times.size - 1 else \
+        float(times[-1]) * 2.0
+
+
+def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarray,
+                Y_val: np.ndarray, alpha: float, max_features: int,
+                n_widths: int) -> dict[str, np.ndarray]:
+    """Sweep the cuts of the fitted partitions in time order (paper Sec. 4.2.1).
+
+    Starts from one cell per partition and applies every cut (``_kernel.sweep_cuts``: one
+    feature removed, two added, the inverse of ``G`` updated exactly) until ``max_features``
+    cells; at ``n_widths`` geometrically spaced feature counts solves ``W = G^-1 Phi'Y`` and
+    records the validation MSE (rows of ``X_val`` placed by the conditional Mondrian) and
+    the log evidence.
+
+    Returns
+    -------
+    dict with ``lifetime``, ``n_features``, ``validation_mse``, ``log_evidence`` (arrays).
+    """
+    trees, m, n = features.trees_, features.n_mondrians, Y.shape[0]
+    sizes = np.array([t.n_nodes for t in trees])
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    left = np.concatenate([np.where(t.left[:k] >= 0, t.left[:k] + o, NO_NODE)
+                           for t, k, o in zip(trees, sizes, off, strict=False)])
+    right = np.concatenate([np.where(t.right[:k] >= 0, t.right[:k] + o, NO_NODE)
+                            for t, k, o in zip(trees, sizes, off, strict=False)])
+    tau = np.concatenate([t.tau[:k] for t, k in zip(trees, sizes, strict=True)])
+    rows = np.empty((m, n), INDEX)
+    start, stop = np.empty(off[-1], INDEX), np.empty(off[-1], INDEX)
+    for t, tree in enumerate(trees):
+        k = sizes[t]
+        _kernel.node_row_ranges(tree.left, tree.right, tree.root, k, tree.leaf_head,
+                                tree.pt_next, rows[t], start[off[t]:off[t] + k],
+                                stop[off[t]:off[t] + k])
+    internal = np.flatnonzero(left != NO_NODE)
+    order = internal[np.argsort(tau[internal], kind="stable")]
+    ev_node = order[: max(0, max_features - m)]
+    ev_tree = np.searchsorted(off, ev_node, side="right") - 1
+    # the start: every row in the root cell of every partition
+    roots = np.array([o + t.root for t, o in zip(trees, off, strict=False)])
+    node_slot = np.full(off[-1], NO_NODE, INDEX)
+    node_slot[roots] = np.arange(m)
+    cell_of = np.tile(np.arange(m, dtype=INDEX), (n, 1))
+    cap = m + ev_node.size
+    A = np.zeros((cap + 1, cap + 1))
+    G0 = np.full((m, m), n / m) + alpha * np.eye(m)
+    A[:m, :m] = np.linalg.inv(G0)
+    log_det = float(np.linalg.slogdet(G0)[1])
+    B = np.zeros((cap + 1, Y.shape[1]))
+    B[:m] = Y.sum(axis=0) / math.sqrt(m)
+    yy = np.einsum("ij,ij->j", Y, Y)
+    g, u, yb = np.zeros(cap + 1), np.zeros(cap + 1), np.zeros(Y.shape[1])
+    checkpoints = np.unique(np.geomspace(1, max(ev_node.size, 1), n_widths).astype(int))
+    checkpoints = checkpoints[checkpoints <= ev_node.size] if ev_node.size else np.zeros(1, int)
+    bits = (X_val + 0.0).view(np.uint64)
+    seeds = np.random.SeedSequence(features.entropy_, spawn_key=(HASH_KEY,))
+    seeds = seeds.generate_state(m, dtype=np.uint64)
+    out = {k: [] for k in ("lifetime", "n_features", "validation_mse", "log_evidence")}
+    done, n_active = 0, m
+    for stop_at in checkpoints:
+        n_active, d = _kernel.sweep_cuts(ev_tree, ev_node, done, stop_at, left, right, rows,
+                                         start, stop, cell_of, node_slot, A, B, Y, n_active,
+                                         alpha, g, u, yb)
+        log_det += d
+        done = stop_at
+        lam = float(tau[ev_node[stop_at - 1]]) if stop_at else float(np.min(tau[roots]))
+        W = A[:n_active, :n_active] @ B[:n_active]
+        pred = np.zeros(Y_val.shape)
+        col = np.empty(X_val.shape[0], INDEX)
+        Wz = np.vstack([W, np.zeros((1, W.shape[1]))])  # the unseen cells weigh nothing
+        for t, tree in enumerate(trees):
+            _kernel.cells(X_val, bits, tree.left, tree.right, tree.feature, tree.threshold,
+                          tree.tau, tree.lower, tree.upper, tree.root,
+                          node_slot[off[t]:off[t + 1]], n_active, lam, seeds[t], col)
+            pred += Wz[col]
+        pred /= math.sqrt(m)
+        out["lifetime"].append(lam)
+        out["n_features"].append(n_active)
+        out["validation_mse"].append(float(np.mean((pred - Y_val) ** 2)))
+        bw = np.einsum("ij,ij->j", B[:n_active], W)
+        out["log_evidence"].append(log_evidence(yy, bw, log_det, n, n_active, alpha))
+    return {k: np.asarray(v) for k, v in out.items()}
