@@ -123,102 +123,155 @@ def node_row_ranges(left, right, root, n_nodes, leaf_head, pt_next, rows, start,
 
 
 @numba.njit(inline="always", **JIT)
-def _remove_slot(A, n, s):
-    """Inverse of the regularised covariance without feature ``s`` (a Schur complement):
-    ``A[a, c] -= A[a, s] A[s, c] / A[s, s]`` over the other ``n - 1`` active slots. Returns
-    ``log A[s, s]``, the change of ``log det G``."""
-    piv = A[s, s]
-    for a in range(n):
-        if a == s:
-            continue
-        f = A[a, s] / piv
-        if f != 0.0:
-            for c in range(n):
-                A[a, c] -= f * A[s, c]
-    return math.log(piv)
-
-
-@numba.njit(inline="always", **JIT)
-def _border_slot(A, n, s, g, d, u):
-    """Add feature ``s`` with covariances ``g`` to the other active slots and variance ``d``
-    (bordering: ``u = A g``, ``sigma = d - g'u``). Returns ``log sigma``, the change of
-    ``log det G``."""
-    for a in range(n):
-        u[a] = 0.0
-    for a in range(n):
-        if a == s or g[a] == 0.0:
-            continue
-        for c in range(n):
-            u[c] += A[c, a] * g[a]  # A is symmetric: column a is row a
-    u[s] = 0.0
-    sigma = d
-    for a in range(n):
-        if a != s:
-            sigma -= g[a] * u[a]
-    for a in range(n):
-        if a == s:
-            continue
-        f = u[a] / sigma
-        for c in range(n):
-            if c != s:
-                A[a, c] += f * u[c]
-        A[a, s] = -f
-        A[s, a] = -f
-    A[s, s] = 1.0 / sigma
-    return math.log(sigma)
-
-
-@numba.njit(inline="always", **JIT)
-def _child_covariances(tree, lo, hi, rows, cell_of, w, g, Y, yb):
+def _child_covariances(tree, lo, hi, rows, cell_of, w, g, nz, Y, yb):
     """Covariances with the other partitions' cells of the child holding ``rows[lo:hi]``
-    (each shared row adds ``w = 1 / M``), into ``g``; the sum of its labels into ``yb``."""
-    for k in range(yb.shape[0]):
-        yb[k] = 0.0
+    (each shared row adds ``w = 1 / M``) into ``g``, the slots they touch into ``nz``
+    (returns how many), and the sum of the child's labels into ``yb``."""
+    k = 0
+    for c in range(yb.shape[0]):
+        yb[c] = 0.0
     for i in range(lo, hi):
         r = rows[i]
         for t in range(cell_of.shape[1]):
             if t != tree:
-                g[cell_of[r, t]] += w
-        for k in range(yb.shape[0]):
-            yb[k] += Y[r, k]
+                slot = cell_of[r, t]
+                if g[slot] == 0.0:
+                    nz[k] = slot
+                    k += 1
+                g[slot] += w
+        for c in range(yb.shape[0]):
+            yb[c] += Y[r, c]
+    return k
+
+
+@numba.njit(inline="always", **JIT)
+def _times_a(A, n, acol, piv, g, nz, k, out):
+    """``out = A' g`` with ``A' = A - a a' / piv`` (the inverse without slot ``s``, whose
+    column is ``acol``), from the ``k`` non-zeros of ``g``; returns nothing."""
+    for a in range(n):
+        out[a] = 0.0
+    ag = 0.0
+    for i in range(k):
+        c = nz[i]
+        v = g[c]
+        ag += acol[c] * v
+        for a in range(n):
+            out[a] += A[c, a] * v  # A is symmetric: row c, read contiguously
+    f = ag / piv
+    for a in range(n):
+        out[a] -= acol[a] * f
 
 
 @numba.njit(**JIT)
 def sweep_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of, node_slot,
-               A, B, Y, n_active, delta, g, u, yb):  # pragma: no cover - numba
+               A, B, Y, n_active, delta, work):  # pragma: no cover - numba
     """Apply the cuts ``e0 .. e1 - 1`` (in time order) to the ridge state (paper Sec. 4.2.1).
 
     Node ids are global (``left`` / ``right`` hold global ids too); ``rows[t]``, ``start``,
     ``stop`` give the training rows of every node of partition ``t``; ``cell_of[r, t]`` is
     the slot of row ``r``'s cell in partition ``t``, ``node_slot`` the slot of every cell
     node (-1 otherwise). ``A`` is the inverse of ``G = Phi'Phi + delta I`` over the active
-    slots ``0 .. n_active - 1`` and ``B = Phi'Y``. A cut of the cell in slot ``s`` removes
-    ``s``, then puts the left child in ``s`` and the right one in slot ``n_active``.
-    Returns ``(n_active, change of log det G)``.
+    slots ``0 .. n_active - 1``, ``B = Phi'Y``; ``work`` is scratch of shape (8, capacity).
+
+    A cut of the cell in slot ``s`` removes ``s`` (the Schur complement ``A - a a' /
+    A[s, s]``) and borders the left child into ``s`` and the right one into slot
+    ``n_active`` (a 2 x 2 Schur complement ``S``; the children share no row, so their
+    covariance is 0): one pass of a rank-3 update over ``A``. Returns ``(n_active, change of
+    log det G)``, the change being ``log A[s, s] + log det S``.
     """
     m = cell_of.shape[1]
     w = 1.0 / m
     scale = 1.0 / math.sqrt(m)
+    gl, gr, acol, ul, ur, vl, vr, fcol = (work[0], work[1], work[2], work[3], work[4],
+                                          work[5], work[6], work[7])
+    nzl = np.empty(work.shape[1], np.int64)
+    nzr = np.empty(work.shape[1], np.int64)
+    yb = np.empty(Y.shape[1])
     dlogdet = 0.0
     for e in range(e0, e1):
         t = ev_tree[e]
         j = ev_node[e]
         s = node_slot[j]
-        node_slot[j] = -1
-        dlogdet += _remove_slot(A, n_active, s)
-        for side in range(2):
-            child = left[j] if side == 0 else right[j]
-            slot = s if side == 0 else n_active
-            n = n_active if side == 0 else n_active + 1
-            for a in range(n):
-                g[a] = 0.0
-            lo, hi = start[child], stop[child]
-            _child_covariances(t, lo, hi, rows[t], cell_of, w, g, Y, yb)
-            dlogdet += _border_slot(A, n, slot, g, (hi - lo) * w + delta, u)
-            for i in range(lo, hi):
-                cell_of[rows[t][i], t] = slot
-            node_slot[child] = slot
-            for k in range(yb.shape[0]):
-                B[slot, k] = yb[k] * scale
-        n_active += 1
+        n = n_active
+        lj, rj = left[j], right[j]
+        kl = _child_covariances(t, start[lj], stop[lj], rows[t], cell_of, w, gl, nzl, Y, yb)
+        for c in range(Y.shape[1]):
+            B[s, c] = yb[c] * scale
+        kr = _child_covariances(t, start[rj], stop[rj], rows[t], cell_of, w, gr, nzr, Y, yb)
+        for c in range(Y.shape[1]):
+            B[n, c] = yb[c] * scale
+        for a in range(n):
+            acol[a] = A[a, s]
+        piv = acol[s]
+        _times_a(A, n, acol, piv, gl, nzl, kl, ul)
+        _times_a(A, n, acol, piv, gr, nzr, kr, ur)
+        ul[s] = 0.0
+        ur[s] = 0.0
+        qll = 0.0
+        qlr = 0.0
+        for i in range(kl):
+            qll += gl[nzl[i]] * ul[nzl[i]]
+            qlr += gl[nzl[i]] * ur[nzl[i]]
+        qrr = 0.0
+        for i in range(kr):
+            qrr += gr[nzr[i]] * ur[nzr[i]]
+        s00 = (stop[lj] - start[lj]) * w + delta - qll
+        s11 = (stop[rj] - start[rj]) * w + delta - qrr
+        s01 = -qlr
+        det = s00 * s11 - s01 * s01
+        i00, i11, i01 = s11 / det, s00 / det, -s01 / det
+        for a in range(n):
+            vl[a] = ul[a] * i00 + ur[a] * i01
+            vr[a] = ul[a] * i01 + ur[a] * i11
+            fcol[a] = acol[a] / piv
+        for a in range(n):
+            if a == s:
+                continue
+            fa, pa, qa = fcol[a], vl[a], vr[a]
+            for c in range(n):
+                A[a, c] += pa * ul[c] + qa * ur[c] - fa * acol[c]
+            A[a, s] = -pa
+            A[a, n] = -qa
+        for c in range(n):
+            A[s, c] = -vl[c]
+            A[n, c] = -vr[c]
+        A[s, s] = i00
+        A[n, n] = i11
+        A[s, n] = i01
+        A[n, s] = i01
+        dlogdet += math.log(piv) + math.log(det)
+        for i in range(kl):
+            gl[nzl[i]] = 0.0
+        for i in range(kr):
+            gr[nzr[i]] = 0.0
+        _relabel(t, j, lj, rj, s, n, rows, start, stop, cell_of, node_slot)
+        n_active = n + 1
     return n_active, dlogdet
+
+
+@numba.njit(inline="always", **JIT)
+def _relabel(t, j, lj, rj, s, n, rows, start, stop, cell_of, node_slot):
+    """After the cut of node ``j`` (slot ``s``): its left child takes slot ``s``, its right
+    child slot ``n``, and the rows of the right child move there."""
+    for i in range(start[rj], stop[rj]):
+        cell_of[rows[t][i], t] = n
+    node_slot[j] = -1
+    node_slot[lj] = s
+    node_slot[rj] = n
+
+
+@numba.njit(**JIT)
+def relabel_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of,
+                 node_slot, W, n_active):  # pragma: no cover - numba
+    """Apply the cuts ``e0 .. e1 - 1`` to the cells only, for a gradient solver (paper Sec.
+    4.2.2): the right child's weights start as a copy of the cut cell's (the left child keeps
+    its slot and weights), so every prediction is unchanged. Returns ``n_active``."""
+    for e in range(e0, e1):
+        j = ev_node[e]
+        s = node_slot[j]
+        _relabel(ev_tree[e], j, left[j], right[j], s, n_active, rows, start, stop, cell_of,
+                 node_slot)
+        for c in range(W.shape[1]):
+            W[n_active, c] = W[s, c]
+        n_active += 1
+    return n_active

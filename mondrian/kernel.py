@@ -293,6 +293,28 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
 
 # ---------------------------------------------------------------------------------- ridge
 
+#: Relative residual at which :func:`ridge_cg` stops: the solution then predicts as the
+#: direct solve does to about 1e-8 relative.
+CG_RTOL = 1e-10
+
+
+def ridge_cg(Z: sp.csr_matrix, Y: np.ndarray, alpha: float, W0: np.ndarray) -> np.ndarray:
+    """Ridge weights ``(Z'Z + alpha I)^-1 Z'Y`` by conjugate gradients from ``W0``,
+    preconditioned by the diagonal of ``Z'Z + alpha I`` (per output column)."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    Zt = Z.T.tocsr()
+    diag = np.asarray(Z.multiply(Z).sum(axis=0)).ravel() + alpha
+    k = Z.shape[1]
+    op = LinearOperator((k, k), matvec=lambda v: Zt @ (Z @ v) + alpha * v, dtype=np.float64)
+    pre = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
+    B = Zt @ Y
+    out = np.empty_like(W0)
+    for c in range(Y.shape[1]):
+        out[:, c], _ = cg(op, B[:, c], x0=W0[:, c], rtol=CG_RTOL, atol=0.0, M=pre,
+                          maxiter=10 * k)
+    return out
+
 
 def ridge_solve(Z: sp.csr_matrix, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, ...]:
     """Ridge regression on features ``Z`` from scratch: ``W = (Z'Z + alpha I)^-1 Z'Y``.
@@ -352,6 +374,12 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
     n_widths : int, default=40
         Widths evaluated along the sweep, at geometrically spaced feature counts.
     select : {"validation", "evidence"}, default="validation"
+        The evidence needs ``solver="exact"``.
+    solver : {"exact", "cg"}, default="exact"
+        How the sweep solves the ridge: per-cut updates of the inverse (Sec. 4.2.1;
+        O(max_features^2) memory and per cut, the fastest up to a few thousand features) or
+        warm-started conjugate gradients at the evaluated widths (Sec. 4.2.2; O(rows x
+        n_mondrians) per iteration, for larger ``max_features``).
     validation_fraction : float, default=0.2
     random_state, n_jobs
         As :class:`MondrianKernelFeatures`.
@@ -378,6 +406,7 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
         "max_features": [Interval(Integral, 2, None, closed="left")],
         "n_widths": [Interval(Integral, 1, None, closed="left")],
         "select": [StrOptions({"validation", "evidence"})],
+        "solver": [StrOptions({"exact", "cg"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
@@ -385,14 +414,15 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, n_mondrians: int = 50, lifetime: Any = "auto", alpha: float = 0.1,
                  max_features: int = 2000, n_widths: int = 40, select: str = "validation",
-                 validation_fraction: float = 0.2, random_state: Any = None,
-                 n_jobs: int | None = None) -> None:
+                 solver: str = "exact", validation_fraction: float = 0.2,
+                 random_state: Any = None, n_jobs: int | None = None) -> None:
         self.n_mondrians = n_mondrians
         self.lifetime = lifetime
         self.alpha = alpha
         self.max_features = max_features
         self.n_widths = n_widths
         self.select = select
+        self.solver = solver
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -405,6 +435,9 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        if self.select == "evidence" and self.solver != "exact":
+            raise ValueError("select='evidence' needs solver='exact' (conjugate gradients "
+                             "give no log determinant); use select='validation' with 'cg'")
         check_numeric_columns(X, type(self).__name__)
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False,
                              y_numeric=True)
@@ -426,7 +459,7 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
             features.set_params(lifetime=lam_max).fit(X[fit_rows])
             sweep = width_sweep(features, Y[fit_rows], X[val_rows], Y[val_rows],
                                 float(self.alpha), int(self.max_features),
-                                int(self.n_widths))
+                                int(self.n_widths), self.solver)
             best = (np.argmin(sweep["validation_mse"]) if self.select == "validation"
                     else np.argmax(sweep["log_evidence"]))
             lam = float(sweep["lifetime"][best])
@@ -492,21 +525,28 @@ def probe_lifetime(X: np.ndarray, cells_per_partition: float, entropy: int) -> f
 
 
 def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarray,
-                Y_val: np.ndarray, alpha: float, max_features: int,
-                n_widths: int) -> dict[str, np.ndarray]:
-    """Sweep the cuts of the fitted partitions in time order (paper Sec. 4.2.1).
+                Y_val: np.ndarray, alpha: float, max_features: int, n_widths: int,
+                solver: str = "exact") -> dict[str, np.ndarray]:
+    """Sweep the cuts of the fitted partitions in time order (paper Sec. 4.2).
 
-    Starts from one cell per partition and applies every cut (``_kernel.sweep_cuts``: one
-    feature removed, two added, the inverse of ``G`` updated exactly) until ``max_features``
-    cells; at ``n_widths`` geometrically spaced feature counts solves ``W = G^-1 Phi'Y`` and
-    records the validation MSE (rows of ``X_val`` placed by the conditional Mondrian) and
-    the log evidence.
+    Starts from one cell per partition and applies every cut until ``max_features`` cells;
+    at ``n_widths`` geometrically spaced feature counts solves the ridge and records the
+    validation MSE (rows of ``X_val`` placed by the conditional Mondrian). ``solver``:
+
+    - ``"exact"`` (Sec. 4.2.1): every cut updates the inverse of ``G = Phi'Phi + alpha I``
+      (``_kernel.sweep_cuts``, O(features^2) per cut); the log evidence is recorded too.
+    - ``"cg"`` (Sec. 4.2.2): a cut copies the cell's weights to both children (predictions
+      unchanged) and at each width Jacobi-preconditioned conjugate gradients continue from
+      there (:func:`ridge_cg`); O(rows x partitions) per iteration, no evidence (NaN).
 
     Returns
     -------
     dict with ``lifetime``, ``n_features``, ``validation_mse``, ``log_evidence`` (arrays).
     """
     trees, m, n = features.trees_, features.n_mondrians, Y.shape[0]
+    if n != features.n_samples_seen_:
+        raise ValueError(f"Y has {n} rows but the partitions were grown on "
+                         f"{features.n_samples_seen_}; pass the labels of the rows they saw")
     sizes = np.array([t.n_nodes for t in trees])
     off = np.concatenate([[0], np.cumsum(sizes)])
     left = np.concatenate([np.where(t.left[:k] >= 0, t.left[:k] + o, NO_NODE)
@@ -531,14 +571,16 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
     node_slot[roots] = np.arange(m)
     cell_of = np.tile(np.arange(m, dtype=INDEX), (n, 1))
     cap = m + ev_node.size
-    A = np.zeros((cap + 1, cap + 1))
-    G0 = np.full((m, m), n / m) + alpha * np.eye(m)
-    A[:m, :m] = np.linalg.inv(G0)
-    log_det = float(np.linalg.slogdet(G0)[1])
-    B = np.zeros((cap + 1, Y.shape[1]))
-    B[:m] = Y.sum(axis=0) / math.sqrt(m)
     yy = np.einsum("ij,ij->j", Y, Y)
-    g, u, yb = np.zeros(cap + 1), np.zeros(cap + 1), np.zeros(Y.shape[1])
+    if solver == "exact":
+        A = np.zeros((cap + 1, cap + 1))
+        G0 = np.full((m, m), n / m) + alpha * np.eye(m)
+        A[:m, :m] = np.linalg.inv(G0)
+        log_det = float(np.linalg.slogdet(G0)[1])
+        B = np.zeros((cap + 1, Y.shape[1]))
+        B[:m] = Y.sum(axis=0) / math.sqrt(m)
+        work = np.zeros((8, cap + 1))
+    W = np.zeros((cap + 1, Y.shape[1]))  # the last row: the unseen cells weigh nothing
     checkpoints = np.unique(np.geomspace(1, max(ev_node.size, 1), n_widths).astype(int))
     checkpoints = checkpoints[checkpoints <= ev_node.size] if ev_node.size else np.zeros(1, int)
     bits = (X_val + 0.0).view(np.uint64)
@@ -547,25 +589,36 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
     out = {k: [] for k in ("lifetime", "n_features", "validation_mse", "log_evidence")}
     done, n_active = 0, m
     for stop_at in checkpoints:
-        n_active, d = _kernel.sweep_cuts(ev_tree, ev_node, done, stop_at, left, right, rows,
-                                         start, stop, cell_of, node_slot, A, B, Y, n_active,
-                                         alpha, g, u, yb)
-        log_det += d
+        if solver == "exact":
+            n_active, d = _kernel.sweep_cuts(ev_tree, ev_node, done, stop_at, left, right,
+                                             rows, start, stop, cell_of, node_slot, A, B, Y,
+                                             n_active, alpha, work)
+            log_det += d
+            W[:n_active] = A[:n_active, :n_active] @ B[:n_active]
+            bw = np.einsum("ij,ij->j", B[:n_active], W[:n_active])
+            evidence = log_evidence(yy, bw, log_det, n, n_active, alpha)
+        else:
+            n_active = _kernel.relabel_cuts(ev_tree, ev_node, done, stop_at, left, right,
+                                            rows, start, stop, cell_of, node_slot, W,
+                                            n_active)
+            Z = sp.csr_matrix((np.full(cell_of.size, 1.0 / math.sqrt(m)),
+                               cell_of.ravel().copy(), np.arange(0, cell_of.size + 1, m)),
+                              shape=(n, n_active))
+            W[:n_active] = ridge_cg(Z, Y, alpha, W[:n_active])
+            evidence = np.nan
         done = stop_at
         lam = float(tau[ev_node[stop_at - 1]]) if stop_at else float(np.min(tau[roots]))
-        W = A[:n_active, :n_active] @ B[:n_active]
+        W[n_active] = 0.0
         pred = np.zeros(Y_val.shape)
         col = np.empty(X_val.shape[0], INDEX)
-        Wz = np.vstack([W, np.zeros((1, W.shape[1]))])  # the unseen cells weigh nothing
         for t, tree in enumerate(trees):
             _kernel.cells(X_val, bits, tree.left, tree.right, tree.feature, tree.threshold,
                           tree.tau, tree.lower, tree.upper, tree.root,
                           node_slot[off[t]:off[t + 1]], n_active, lam, seeds[t], col)
-            pred += Wz[col]
+            pred += W[col]
         pred /= math.sqrt(m)
         out["lifetime"].append(lam)
         out["n_features"].append(n_active)
         out["validation_mse"].append(float(np.mean((pred - Y_val) ** 2)))
-        bw = np.einsum("ij,ij->j", B[:n_active], W)
-        out["log_evidence"].append(log_evidence(yy, bw, log_det, n, n_active, alpha))
+        out["log_evidence"].append(evidence)
     return {k: np.asarray(v) for k, v in out.items()}
