@@ -468,6 +468,15 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
             lam = float(self.lifetime)
             features.set_params(lifetime=lam).fit(X)
         layout = features.cell_layout(lam)
+        n_out = int(layout[1][-1])
+        if n_out > 2 * self.max_features + self.n_mondrians:
+            raise ValueError(
+                f"lifetime={lam:.4g} splits the {X.shape[0]} rows into {n_out} cells over the "
+                f"{self.n_mondrians} partitions, more than 2 x max_features="
+                f"{self.max_features} (the ridge holds a dense matrix of side the cell count:"
+                f" {8 * n_out**2 / 2**30:.1f} GiB); pass a smaller lifetime (the kernel is "
+                "exp(-lifetime * L1 distance); standardised inputs want about 1 / typical "
+                "L1 distance), lifetime='auto', or a larger max_features")
         Z = features.cells_matrix(X, lam, layout)
         W, G_inv, _ = ridge_solve(Z, Y, float(self.alpha))
         resid = Y[:, 0] - Z @ W[:, 0]

@@ -271,6 +271,8 @@ def test_solvers_choose_the_same_width():
         MondrianKernelRegressor(select="evidence", solver="cg").fit(X, y)
     with pytest.raises(ValueError, match="needs at least 4 rows, got n_samples=3"):
         MondrianKernelRegressor().fit(X[:3], y[:3])
+    with pytest.raises(ValueError, match=r"lifetime=50 splits the 600 rows into \d+ cells"):
+        MondrianKernelRegressor(lifetime=50.0, max_features=100).fit(X, y)
 
 
 @parametrize_with_checks([MondrianKernelRegressor(n_mondrians=10, max_features=1000,
