@@ -8,7 +8,7 @@ every regressor of the project.
 
 from ._compact import PredictOnlyError
 from .forest import MondrianForestClassifier, MondrianForestRegressor
-from .kernel import MondrianKernelFeatures
+from .kernel import MondrianKernelClassifier, MondrianKernelFeatures, MondrianKernelRegressor
 
-__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "MondrianKernelFeatures",
-           "PredictOnlyError"]
+__all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "MondrianKernelClassifier",
+           "MondrianKernelFeatures", "MondrianKernelRegressor", "PredictOnlyError"]

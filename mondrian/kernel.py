@@ -14,14 +14,16 @@ online by the conditional Mondrian (Sec. 5). The kernels are in ``_kernel.py``.
 
 from __future__ import annotations
 
+import copy
 import math
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from basics.mixture import GaussianMixture
@@ -39,7 +41,7 @@ from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
 
-__all__ = ["MondrianKernelFeatures", "MondrianKernelRegressor"]
+__all__ = ["MondrianKernelClassifier", "MondrianKernelFeatures", "MondrianKernelRegressor"]
 
 #: ``SeedSequence`` spawn key of the hash seeds of :func:`_kernel.cells` (updates use their
 #: counter 0, 1, 2, ... as key, so this one is out of their range).
@@ -215,6 +217,15 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ features
 
     @property
+    def rows_seen_(self) -> np.ndarray:
+        """The rows the partitions were grown on, in the order seen (fit, then every
+        ``partial_fit``), shape (n_samples_seen_, n_features_in_); read-only."""
+        check_is_fitted(self, "trees_")
+        view = self._X[: self.n_samples_seen_]
+        view.flags.writeable = False
+        return view
+
+    @property
     def n_cells_(self) -> np.ndarray:
         check_is_fitted(self, "trees_")
         return np.diff(self._columns[1]) - 1
@@ -344,60 +355,9 @@ def log_evidence(yy: np.ndarray, BW: np.ndarray, log_det_G: float, n: int, n_fea
                  - 0.5 * k * (log_det_G - n_features * math.log(alpha)))
 
 
-class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
-    """Ridge regression on Mondrian kernel features, the width learned by one sweep.
-
-    With ``lifetime="auto"`` the fit holds out ``validation_fraction`` of the rows, samples
-    the partitions on the rest up to the lifetime at which they hold about ``max_features``
-    cells, and sweeps the cuts in time order (paper Sec. 4.2.1): each cut replaces one
-    feature by two and updates the inverse of the regularised feature covariance ``G =
-    Phi'Phi + alpha I`` exactly, in O(features^2). At ``n_widths`` points of the sweep it
-    records the validation MSE and the log marginal likelihood; the width that minimises
-    the first (``select="validation"``) or maximises the second (``"evidence"``) is kept.
-    The held-out rows are then added to the partitions (the conditional Mondrian, Sec. 5)
-    and the ridge is solved on all rows at that width.
-
-    The model is Bayesian linear regression in feature space (weights N(0, sigma^2 /
-    alpha), sigma^2 at its maximum-likelihood value), so a prediction is Gaussian with
-    variance ``sigma^2 (1 + phi(x)' G^-1 phi(x))``: larger away from the data, where rows
-    are cut off into cells no training row shares.
-
-    Parameters
-    ----------
-    n_mondrians : int, default=50
-    lifetime : "auto" or float, default="auto"
-        lambda of the kernel exp(-lambda ||x - x'||_1), in the units of the inputs.
-    alpha : float, default=0.1
-        Ridge penalty (noise-to-prior variance ratio; the kernel's diagonal is 1).
-    max_features : int, default=2000
-        Largest number of cells the sweep reaches (its memory is 8 max_features^2 bytes).
-    n_widths : int, default=40
-        Widths evaluated along the sweep, at geometrically spaced feature counts.
-    select : {"validation", "evidence"}, default="validation"
-        The evidence needs ``solver="exact"``.
-    solver : {"exact", "cg"}, default="exact"
-        How the sweep solves the ridge: per-cut updates of the inverse (Sec. 4.2.1;
-        O(max_features^2) memory and per cut, the fastest up to a few thousand features) or
-        warm-started conjugate gradients at the evaluated widths (Sec. 4.2.2; O(rows x
-        n_mondrians) per iteration, for larger ``max_features``).
-    validation_fraction : float, default=0.2
-    random_state, n_jobs
-        As :class:`MondrianKernelFeatures`.
-
-    Attributes
-    ----------
-    lifetime_ : float
-        The width used.
-    features_ : MondrianKernelFeatures
-        The partitions (sampled up to ``lifetime_max_``, read at ``lifetime_``).
-    coef_ : ndarray of shape (n_features_out,)
-        Ridge weights of the features at ``lifetime_``; ``intercept_`` the target mean.
-    noise_variance_ : float
-        sigma^2.
-    sweep_ : dict of ndarray
-        With ``lifetime="auto"``: ``lifetime``, ``n_features``, ``validation_mse`` and
-        ``log_evidence`` at every evaluated width.
-    """
+class _MondrianKernelRidge(BaseEstimator):
+    """What the regressor and the classifier share: the width sweep, the ridge on the
+    features at the chosen width, and online updates."""
 
     _parameter_constraints: dict = {
         "n_mondrians": [Interval(Integral, 1, None, closed="left")],
@@ -427,7 +387,14 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def fit(self, X: Any, y: Any) -> MondrianKernelRegressor:
+    def _check_input(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        check_numeric_columns(X, type(self).__name__)
+        X, y = validate_data(self, X, y, reset=reset, dtype=np.float64,
+                             ensure_all_finite=False, y_numeric=False)
+        check_finite(X, getattr(self, "feature_names_in_", None), "X")
+        return np.ascontiguousarray(X), y
+
+    def fit(self, X: Any, y: Any):
         """Fit the partitions, learn the width (``lifetime="auto"``) and solve the ridge.
 
         Returns
@@ -438,14 +405,9 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
         if self.select == "evidence" and self.solver != "exact":
             raise ValueError("select='evidence' needs solver='exact' (conjugate gradients "
                              "give no log determinant); use select='validation' with 'cg'")
-        check_numeric_columns(X, type(self).__name__)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False,
-                             y_numeric=True)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
-        check_regression_target(y)
+        X, y = self._check_input(X, y, reset=True)
+        Y, task = self._encode(y)
         entropy = resolve_entropy(self.random_state)
-        center = float(np.mean(y))
-        Y = (y - center)[:, None]
         features = MondrianKernelFeatures(self.n_mondrians, 1.0, entropy, self.n_jobs)
         sweep = None
         if self.lifetime == "auto":
@@ -464,9 +426,47 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
                     else np.argmax(sweep["log_evidence"]))
             lam = float(sweep["lifetime"][best])
             features.partial_fit(X[val_rows])
+            order = np.concatenate([fit_rows, val_rows])  # the partitions' row order
+            X, Y = X[order], Y[order]
         else:
             lam = float(self.lifetime)
             features.set_params(lifetime=lam).fit(X)
+        self.__dict__.update(task, **self._solve(features, lam, X, Y), sweep_=sweep)
+        return self
+
+    def partial_fit(self, X: Any, y: Any):
+        """Add rows (paper Sec. 5): the partitions are extended by the conditional Mondrian
+        (a new row joins a cell or is cut off into a new one; at ``lifetime_`` the earlier
+        rows keep their cells), and the ridge is solved again, exactly, on every row seen.
+        The width stays ``lifetime_``. The first call fits.
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "coef_"):
+            return self.fit(X, y)
+        X, y = self._check_input(X, y, reset=False)
+        Y = self._encode_more(y)
+        with unchanged_on_error(self):
+            self.features_ = copy.deepcopy(self.features_)
+            self.features_.partial_fit(X)
+            X_all = self.features_.rows_seen_
+            Y_all = np.vstack([self._Y, Y])
+            self.__dict__.update(self._solve(self.features_, self.lifetime_, X_all, Y_all))
+        return self
+
+    def _split(self, n: int, entropy: int) -> tuple[np.ndarray, np.ndarray]:
+        """A seeded random hold-out of ``validation_fraction`` of the rows (at least one)."""
+        perm = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(HASH_KEY - 1,)))
+        perm = perm.permutation(n)
+        n_val = min(max(1, int(round(self.validation_fraction * n))), n - 2)
+        return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+    def _solve(self, features: MondrianKernelFeatures, lam: float, X: np.ndarray,
+               Y: np.ndarray) -> dict[str, Any]:
+        """The ridge on the features of ``X`` (the partitions' rows, in their order) at
+        width ``lam``: every fitted attribute but the task's."""
         layout = features.cell_layout(lam)
         n_out = int(layout[1][-1])
         if n_out > 2 * self.max_features + self.n_mondrians:
@@ -479,41 +479,183 @@ class MondrianKernelRegressor(RegressorMixin, BaseEstimator):
                 "L1 distance), lifetime='auto', or a larger max_features")
         Z = features.cells_matrix(X, lam, layout)
         W, G_inv, _ = ridge_solve(Z, Y, float(self.alpha))
-        resid = Y[:, 0] - Z @ W[:, 0]
-        self.features_, self.lifetime_, self.sweep_ = features, lam, sweep
-        self.lifetime_max_ = float(features.lifetime)
-        self._layout, self._G_inv = layout, G_inv
-        self.coef_, self.intercept_ = W[:, 0], center
-        self.noise_variance_ = max(float(resid @ resid + self.alpha * W[:, 0] @ W[:, 0])
-                                   / X.shape[0], 1e-12 * max(float(np.var(y)), 1.0))
-        return self
+        resid = Y - Z @ W
+        noise = (np.einsum("ij,ij->j", resid, resid) + self.alpha * np.einsum("ij,ij->j", W, W))
+        floor = 1e-12 * max(float(np.max(np.var(Y, axis=0))), 1.0)
+        return {"features_": features, "lifetime_": lam,
+                "lifetime_max_": float(features.lifetime), "_layout": layout,
+                "_G_inv": G_inv, "coef_": W, "_Y": Y,
+                "noise_variance_": np.maximum(noise / X.shape[0], floor)}
 
-    def _split(self, n: int, entropy: int) -> tuple[np.ndarray, np.ndarray]:
-        """A seeded random hold-out of ``validation_fraction`` of the rows (at least one)."""
-        perm = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(HASH_KEY - 1,)))
-        perm = perm.permutation(n)
-        n_val = min(max(1, int(round(self.validation_fraction * n))), n - 2)
-        return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+    def _cells(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = self.features_._check_X(X, reset=False)
+        return self.features_.cells(X, self.lifetime_, *self._layout)
+
+    def _scores(self, cols: np.ndarray) -> np.ndarray:
+        """Posterior mean of every output, shape (n_rows, n_outputs)."""
+        return self.intercept_ + self.coef_[cols].sum(axis=1) / math.sqrt(self.n_mondrians)
+
+    def _quad(self, cols: np.ndarray) -> np.ndarray:
+        """``phi(x)' G^-1 phi(x)`` of every row (blocks of rows: M^2 reads each)."""
+        quad = np.empty(cols.shape[0])
+        for a in range(0, cols.shape[0], 1024):
+            c = cols[a:a + 1024]
+            quad[a:a + 1024] = self._G_inv[c[:, :, None], c[:, None, :]].sum(axis=(1, 2))
+        return quad / self.n_mondrians
+
+
+_RIDGE_DOC = """With ``lifetime="auto"`` the fit holds out ``validation_fraction`` of the rows,
+    samples the partitions on the rest up to the lifetime at which they hold about ``max_features``
+    cells, and sweeps the cuts in time order (paper Sec. 4.2): each cut replaces one feature
+    by two and the ridge is updated (``solver``). At ``n_widths`` points of the sweep it
+    records the validation MSE and (exact solver) the log marginal likelihood; the width
+    that minimises the first (``select="validation"``) or maximises the second
+    (``"evidence"``) is kept. The held-out rows are then added to the partitions (the
+    conditional Mondrian, Sec. 5) and the ridge is solved on all rows at that width.
+    ``partial_fit`` adds rows the same way.
+
+    Parameters
+    ----------
+    n_mondrians : int, default=50
+    lifetime : "auto" or float, default="auto"
+        lambda of the kernel exp(-lambda ||x - x'||_1), in the units of the inputs.
+    alpha : float, default=0.1
+        Ridge penalty (noise-to-prior variance ratio; the kernel's diagonal is 1).
+    max_features : int, default=2000
+        Largest number of cells the sweep reaches (the exact solver's memory is 8
+        max_features^2 bytes; the final solve is dense too).
+    n_widths : int, default=40
+        Widths evaluated along the sweep, at geometrically spaced feature counts.
+    select : {"validation", "evidence"}, default="validation"
+        The evidence needs ``solver="exact"``.
+    solver : {"exact", "cg"}, default="exact"
+        How the sweep solves the ridge: per-cut updates of the inverse of ``G = Phi'Phi +
+        alpha I`` (Sec. 4.2.1; O(features^2) per cut, the fastest up to a few thousand
+        features) or conjugate gradients warm-started by copying a cut cell's weights to
+        both children (Sec. 4.2.2; O(rows x n_mondrians) per iteration).
+    validation_fraction : float, default=0.2
+    random_state, n_jobs
+        As :class:`MondrianKernelFeatures`.
+
+    Attributes
+    ----------
+    lifetime_ : float
+        The width used.
+    features_ : MondrianKernelFeatures
+        The partitions (sampled up to ``lifetime_max_``, read at ``lifetime_``).
+    coef_ : ndarray of shape (n_features_out, n_outputs)
+        Ridge weights of the features at ``lifetime_`` (of centred targets; the centre is
+        ``intercept_``).
+    noise_variance_ : ndarray of shape (n_outputs,)
+        sigma^2 per output: the penalised residual sum of squares over the rows.
+    sweep_ : dict of ndarray or None
+        With ``lifetime="auto"``: ``lifetime``, ``n_features``, ``validation_mse`` and
+        ``log_evidence`` at every evaluated width."""
+
+
+class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
+    __doc__ = f"""Ridge regression on Mondrian kernel features, the width learned by one sweep.
+
+    {_RIDGE_DOC}
+
+    The model is Bayesian linear regression in feature space (weights N(0, sigma^2 /
+    alpha), sigma^2 estimated), so a prediction is Gaussian with variance ``sigma^2 (1 +
+    phi(x)' G^-1 phi(x))``: larger away from the data, where rows are cut off into cells
+    no training row shares.
+    """
+
+    def _encode(self, y: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        y = np.asarray(y, dtype=np.float64)
+        check_regression_target(y)
+        center = float(np.mean(y))
+        return (y - center)[:, None], {"intercept_": np.array([center])}
+
+    def _encode_more(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        check_regression_target(y)
+        return (y - self.intercept_[0])[:, None]
 
     def predict(self, X: Any, return_std: bool = False):
         """Posterior mean (and standard deviation of the Gaussian predictive)."""
-        check_is_fitted(self, "coef_")
-        X = self.features_._check_X(X, reset=False)
-        cols = self.features_.cells(X, self.lifetime_, *self._layout)
-        m = self.n_mondrians
-        mean = self.intercept_ + self.coef_[cols].sum(axis=1) / math.sqrt(m)
+        cols = self._cells(X)
+        mean = self._scores(cols)[:, 0]
         if not return_std:
             return mean
-        quad = np.empty(X.shape[0])
-        for a in range(0, X.shape[0], 1024):
-            c = cols[a:a + 1024]
-            quad[a:a + 1024] = self._G_inv[c[:, :, None], c[:, None, :]].sum(axis=(1, 2)) / m
-        return mean, np.sqrt(self.noise_variance_ * (1.0 + quad))
+        return mean, np.sqrt(self.noise_variance_[0] * (1.0 + self._quad(cols)))
 
     def predict_distribution(self, X: Any) -> GaussianMixture:
         """The Gaussian predictive of every row (one component)."""
         mean, std = self.predict(X, return_std=True)
         return GaussianMixture.from_moments(mean, std**2)
+
+
+class MondrianKernelClassifier(ClassifierMixin, _MondrianKernelRidge):
+    __doc__ = f"""Least-squares classification on Mondrian kernel features, the width learned by
+    one sweep (the classifier counterpart of :class:`MondrianKernelRegressor`).
+
+    {_RIDGE_DOC}
+
+    The targets are the one-hot codes of the classes (centred); the width is chosen by the
+    validation MSE of those codes (the Brier score) or the evidence; a row's class is the
+    largest score, and ``predict_proba`` clips the scores at 0 and normalises them.
+
+    classes_ : ndarray of shape (n_classes,)
+    """
+
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MondrianKernelClassifier:
+        """As :meth:`_MondrianKernelRidge.partial_fit`; ``classes`` (all the labels there
+        will be) may be given on the first call, as scikit-learn's online classifiers take
+        it."""
+        if not hasattr(self, "coef_") and classes is not None:
+            self._classes = np.unique(np.asarray(classes))
+            try:
+                return self.fit(X, y)
+            finally:
+                del self._classes
+        return super().partial_fit(X, y)
+
+    def _encode(self, y: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        check_classification_targets(y)
+        classes = getattr(self, "_classes", None)
+        if classes is None:
+            classes, codes = np.unique(y, return_inverse=True)
+        else:
+            codes = np.searchsorted(classes, y)
+            bad = (codes >= classes.size) | (classes[np.minimum(codes, classes.size - 1)] != y)
+            if bad.any():
+                raise ValueError(f"y holds {int(bad.sum())} label(s) not in classes")
+        if classes.size < 2:
+            raise ValueError(f"y holds one class ({classes[0]!r}); a classifier needs at "
+                             "least 2")
+        onehot = np.eye(classes.size)[codes]
+        center = onehot.mean(axis=0)
+        return onehot - center, {"classes_": classes, "intercept_": center}
+
+    def _encode_more(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y)
+        codes = np.searchsorted(self.classes_, y)
+        codes = np.minimum(codes, self.classes_.size - 1)
+        unknown = self.classes_[codes] != y
+        if unknown.any():
+            raise ValueError(f"y holds {int(unknown.sum())} label(s) not seen at fit (first: "
+                             f"{y[np.argmax(unknown)].item()!r}); refit with every class")
+        return np.eye(self.classes_.size)[codes] - self.intercept_
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The one-hot scores (posterior means), shape (n_samples, n_classes); with two
+        classes the second's score minus the first's, shape (n_samples,)."""
+        scores = self._scores(self._cells(X))
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        p = np.clip(self._scores(self._cells(X)), 0.0, None)
+        total = p.sum(axis=1, keepdims=True)
+        return np.where(total > 0, p / np.where(total > 0, total, 1.0), 1.0 / p.shape[1])
+
+    def predict(self, X: Any) -> np.ndarray:
+        scores = self._scores(self._cells(X))
+        return self.classes_[np.argmax(scores, axis=1)]
 
 
 def probe_lifetime(X: np.ndarray, cells_per_partition: float, entropy: int) -> float:

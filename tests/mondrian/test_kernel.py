@@ -8,6 +8,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mondrian.kernel import (
+    MondrianKernelClassifier,
     MondrianKernelFeatures,
     MondrianKernelRegressor,
     log_evidence,
@@ -275,7 +276,54 @@ def test_solvers_choose_the_same_width():
         MondrianKernelRegressor(lifetime=50.0, max_features=100).fit(X, y)
 
 
-@parametrize_with_checks([MondrianKernelRegressor(n_mondrians=10, max_features=1000,
-                                                  n_widths=5, random_state=0)])
-def test_sklearn_compatible_regressor(estimator, check):
+def test_partial_fit_extends_the_model():
+    """Online (Sec. 5): fit on half the rows then partial_fit the rest gives a model at the
+    same width whose weights are the exact ridge on all rows seen (a refit on the extended
+    partitions), and its test error drops."""
+    X, y = _smooth(800)
+    Xt, yt = _smooth(400, seed=1)
+    reg = MondrianKernelRegressor(n_mondrians=20, max_features=800, random_state=0)
+    reg.fit(X[:400], y[:400])
+    before = np.sqrt(np.mean((reg.predict(Xt) - yt) ** 2))
+    lam, features = reg.lifetime_, reg.features_
+    reg.partial_fit(X[400:], y[400:])
+    assert reg.lifetime_ == lam and reg.features_.n_samples_seen_ == 800
+    assert features.n_samples_seen_ == 400  # the earlier partitions were not touched
+    seen = reg.features_.rows_seen_
+    label = {row.tobytes(): v for row, v in zip(X, y, strict=True)}
+    y_seen = np.array([label[row.tobytes()] for row in seen]) - reg.intercept_[0]
+    Z = reg.features_.transform(seen, lifetime=lam)
+    W, _, _ = ridge_solve(Z, y_seen[:, None], reg.alpha)
+    np.testing.assert_allclose(reg.coef_, W, rtol=1e-9, atol=1e-12)
+    after = np.sqrt(np.mean((reg.predict(Xt) - yt) ** 2))
+    assert after < before
+    with pytest.raises(ValueError, match="2 features"):
+        reg.partial_fit(np.zeros((2, 2)), np.zeros(2))
+    assert reg.features_.n_samples_seen_ == 800
+
+
+def test_classifier_learns_the_width_and_classes():
+    rng = np.random.default_rng(0)
+    X = rng.random((600, 2))
+    y = np.where(np.sin(6 * X[:, 0]) > X[:, 1] - 0.5, "up", "down")
+    y[X[:, 1] > 0.9] = "top"
+    clf = MondrianKernelClassifier(n_mondrians=30, max_features=900, random_state=0).fit(X, y)
+    Xt = rng.random((400, 2))
+    yt = np.where(np.sin(6 * Xt[:, 0]) > Xt[:, 1] - 0.5, "up", "down")
+    yt[Xt[:, 1] > 0.9] = "top"
+    assert list(clf.classes_) == ["down", "top", "up"]
+    assert np.mean(clf.predict(Xt) == yt) > 0.9
+    proba = clf.predict_proba(Xt)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(Xt))
+    clf.partial_fit(Xt, yt)
+    assert clf.features_.n_samples_seen_ == 1000
+    with pytest.raises(ValueError, match="1 label.* not seen at fit .first: 'new'"):
+        clf.partial_fit(Xt[:2], np.array(["up", "new"]))
+
+
+@parametrize_with_checks([
+    MondrianKernelRegressor(n_mondrians=10, max_features=1000, n_widths=5, random_state=0),
+    MondrianKernelClassifier(n_mondrians=10, max_features=1000, n_widths=5, random_state=0)])
+def test_sklearn_compatible_estimators(estimator, check):
     check(estimator)
