@@ -53,14 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    parse_with_sizes,
-    print_table,
-    versions,
-    write_json,
-)
+from benchmarks.common import parse_with_sizes, write_rows
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "issue13"
 LEVELS = np.round(np.arange(1, 10) / 10, 1)
@@ -190,13 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 vs_f = r["ess_f_per_s"] / peer["ess_f_per_s"]
             rows.append({"task": task, "method": name, **r, "vs_peer": vs, "vs_peer_f": vs_f})
             log.info("%s %s: %s", task, name, r)
-    report = {"machine": machine_info(), "versions": versions(), "config": vars(cfg),
-              "rows": rows}
-    write_json(report, cfg.out / "bart.json")
     title = (f"BART, {cfg.trees} trees, {cfg.iter} iterations ({cfg.burn_in} burn-in), "
              f"{cfg.particles} particles")
-    print_table(title, COLUMNS, rows)
-    (cfg.out / "bart.md").write_text(f"# {title}\n\n{markdown_table(COLUMNS, rows)}\n")
+    write_rows(cfg.out, "bart", cfg, title, COLUMNS, rows)
     return 0
 
 

@@ -38,14 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    parse_with_sizes,
-    print_table,
-    versions,
-    write_json,
-)
+from benchmarks.common import parse_with_sizes, write_rows
 
 log = logging.getLogger("bench_bayesopt")
 
@@ -156,17 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append({"function": fname, "surrogate": name, "oracle": oracle,
                          "mean": float(np.mean(best)), "std": float(np.std(best)),
                          "seconds": float(np.mean(seconds)), "best": best})
-    report = {"machine": machine_info(), "versions": versions(), "config": vars(cfg),
-              "rows": rows}
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    write_json(report, cfg.out / "bayesopt.json")
     columns = [("function", "function", "s"), ("surrogate", "surrogate", "s"),
                ("oracle", "grid optimum", ".3f"), ("mean", "best found (mean)", ".3f"),
                ("std", "std", ".3f"), ("seconds", "surrogate s per run", ".1f")]
     title = (f"BayesOpt on {cfg.grid:,}-point grids, {cfg.evals} evaluations ({cfg.init} "
              f"random first), {cfg.grids} grids x {cfg.repeats} runs")
-    print_table(title, columns, rows)
-    (cfg.out / "bayesopt.md").write_text(f"# {title}\n\n{markdown_table(columns, rows)}\n")
+    write_rows(cfg.out, "bayesopt", cfg, title, columns, rows)
     return 0
 
 

@@ -92,6 +92,18 @@ def markdown_table(columns: Sequence[tuple[str, str, str]], rows: list[dict]) ->
     return "\n".join(lines)
 
 
+def write_rows(out: Path, stem: str, cfg: Any, title: str,
+               columns: Sequence[tuple[str, str, str]], rows: list[dict]) -> None:
+    """Print ``rows`` as a table and write them under ``out``: ``{stem}.json`` (machine,
+    versions, the options ``cfg`` and the rows) and ``{stem}.md`` (the title and the
+    table)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_json({"machine": machine_info(), "versions": versions(), "config": vars(cfg),
+                "rows": rows}, out / f"{stem}.json")
+    print_table(title, columns, rows)
+    (out / f"{stem}.md").write_text(f"# {title}\n\n{markdown_table(columns, rows)}\n")
+
+
 def _cell(value: Any, spec: str) -> str:
     if value is None:
         return "-"
