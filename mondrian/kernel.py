@@ -304,6 +304,9 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
 
 # ---------------------------------------------------------------------------------- ridge
 
+#: Above this many features, :func:`ridge_solve` factors on one BLAS thread (see there).
+SINGLE_THREAD_CHOLESKY = 8192
+
 #: Relative residual at which :func:`ridge_cg` stops: the solution then predicts as the
 #: direct solve does to about 1e-8 relative.
 CG_RTOL = 1e-10
@@ -330,14 +333,30 @@ def ridge_cg(Z: sp.csr_matrix, Y: np.ndarray, alpha: float, W0: np.ndarray) -> n
 def ridge_solve(Z: sp.csr_matrix, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, ...]:
     """Ridge regression on features ``Z`` from scratch: ``W = (Z'Z + alpha I)^-1 Z'Y``.
 
-    Returns ``(W, G_inv, log_det_G)`` with ``G = Z'Z + alpha I`` (dense; Cholesky).
+    Returns ``(W, G_inv, log_det_G)`` with ``G = Z'Z + alpha I``, through LAPACK's Cholesky
+    factor and the inverse from it (``potrf``, ``potri``: a third of the flops of a general
+    inverse).
     """
+    from scipy.linalg import lapack
+    from threadpoolctl import threadpool_limits
+
     G = (Z.T @ Z).toarray()
     G[np.diag_indices_from(G)] += alpha
-    L = np.linalg.cholesky(G)
-    G_inv = np.linalg.inv(L).T @ np.linalg.inv(L)
-    W = G_inv @ (Z.T @ Y)
-    return W, G_inv, 2.0 * float(np.sum(np.log(np.diag(L))))
+    # OpenBLAS' threaded Cholesky crashes (SIGSEGV in dsyrk_thread) on large matrices, seen
+    # here from 16,000 rows with 2 threads (OpenBLAS issue #2821): large ones run on one.
+    threads = 1 if G.shape[0] > SINGLE_THREAD_CHOLESKY else None
+    with threadpool_limits(limits=threads, user_api="blas"):
+        L, info = lapack.dpotrf(G, lower=True, overwrite_a=True)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"Z'Z + alpha I is not positive definite (LAPACK "
+                                        f"info {info}); raise alpha")
+        log_det = 2.0 * float(np.sum(np.log(np.diag(L))))
+        inv, info = lapack.dpotri(L, lower=True, overwrite_c=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"inverting Z'Z + alpha I failed (LAPACK info {info})")
+    G_inv = np.tril(inv)
+    G_inv += np.tril(inv, -1).T
+    return G_inv @ (Z.T @ Y), G_inv, log_det
 
 
 def log_evidence(yy: np.ndarray, BW: np.ndarray, log_det_G: float, n: int, n_features: int,

@@ -194,6 +194,17 @@ def _smooth(n=600, seed=0):
     return X, np.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=n)
 
 
+def test_ridge_solve_against_numpy():
+    X, y = _smooth(300)
+    Z = MondrianKernelFeatures(10, 3.0, random_state=0).fit_transform(X)
+    W, G_inv, log_det = ridge_solve(Z, np.column_stack([y, -2 * y]), 0.3)
+    G = (Z.T @ Z).toarray() + 0.3 * np.eye(Z.shape[1])
+    np.testing.assert_allclose(G_inv, np.linalg.inv(G), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(W[:, 0], np.linalg.solve(G, Z.T @ y), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(W[:, 1], -2 * W[:, 0], rtol=1e-12)
+    assert log_det == pytest.approx(np.linalg.slogdet(G)[1], rel=1e-10)
+
+
 @pytest.mark.parametrize("solver", ["exact", "cg"])
 def test_sweep_equals_a_refit_at_every_width(solver):
     """At every width the sweep evaluates, its validation MSE (and, exact, its log
