@@ -275,3 +275,81 @@ def relabel_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_
             W[n_active, c] = W[s, c]
         n_active += 1
     return n_active
+
+
+@numba.njit(inline="always", **JIT)
+def _gram_times(cell_of, n_active, v, alpha, out):
+    """``out = (Phi'Phi + alpha I) v`` for ``Phi[r, cell_of[r, t]] = 1 / sqrt(M)``: one pass
+    over the rows (a row's features are its M cells)."""
+    m = cell_of.shape[1]
+    for a in range(n_active):
+        out[a] = alpha * v[a]
+    for r in range(cell_of.shape[0]):
+        s = 0.0
+        for t in range(m):
+            s += v[cell_of[r, t]]
+        s /= m
+        for t in range(m):
+            out[cell_of[r, t]] += s
+
+
+@numba.njit(**JIT)
+def ridge_pcg(cell_of, n_active, Y, alpha, W, rtol, max_iter):  # pragma: no cover - numba
+    """Solve ``(Phi'Phi + alpha I) W = Phi'Y`` in place by conjugate gradients from ``W``
+    (rows ``0 .. n_active - 1``), preconditioned by the diagonal (cell counts / M + alpha),
+    until the residual is below ``rtol`` times ``|Phi'y|`` (per output column). Returns the
+    largest number of iterations used."""
+    m = cell_of.shape[1]
+    scale = 1.0 / math.sqrt(m)
+    diag = np.full(n_active, alpha)
+    for r in range(cell_of.shape[0]):
+        for t in range(m):
+            diag[cell_of[r, t]] += 1.0 / m
+    b = np.empty(n_active)
+    res = np.empty(n_active)
+    z = np.empty(n_active)
+    p = np.empty(n_active)
+    ap = np.empty(n_active)
+    most = 0
+    for c in range(Y.shape[1]):
+        b[:] = 0.0
+        for r in range(cell_of.shape[0]):
+            for t in range(m):
+                b[cell_of[r, t]] += Y[r, c] * scale
+        x = W[:n_active, c]
+        _gram_times(cell_of, n_active, x, alpha, ap)
+        bb = 0.0
+        rr = 0.0
+        rz = 0.0
+        for a in range(n_active):
+            res[a] = b[a] - ap[a]
+            z[a] = res[a] / diag[a]
+            p[a] = z[a]
+            bb += b[a] * b[a]
+            rr += res[a] * res[a]
+            rz += res[a] * z[a]
+        stop = rtol * rtol * bb
+        it = 0
+        while rr > stop and it < max_iter:
+            _gram_times(cell_of, n_active, p, alpha, ap)
+            pap = 0.0
+            for a in range(n_active):
+                pap += p[a] * ap[a]
+            step = rz / pap
+            rr = 0.0
+            rz_new = 0.0
+            for a in range(n_active):
+                x[a] += step * p[a]
+                res[a] -= step * ap[a]
+                z[a] = res[a] / diag[a]
+                rr += res[a] * res[a]
+                rz_new += res[a] * z[a]
+            beta = rz_new / rz
+            rz = rz_new
+            for a in range(n_active):
+                p[a] = z[a] + beta * p[a]
+            it += 1
+        for a in range(n_active):
+            W[a, c] = x[a]
+        most = max(most, it)
+    return most

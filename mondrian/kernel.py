@@ -307,27 +307,9 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
 #: Above this many features, :func:`ridge_solve` factors on one BLAS thread (see there).
 SINGLE_THREAD_CHOLESKY = 8192
 
-#: Relative residual at which :func:`ridge_cg` stops: the solution then predicts as the
-#: direct solve does to about 1e-8 relative.
+#: Relative residual at which the sweep's conjugate gradients stop (``_kernel.ridge_pcg``):
+#: the solution then predicts as the direct solve does to about 1e-8 relative.
 CG_RTOL = 1e-10
-
-
-def ridge_cg(Z: sp.csr_matrix, Y: np.ndarray, alpha: float, W0: np.ndarray) -> np.ndarray:
-    """Ridge weights ``(Z'Z + alpha I)^-1 Z'Y`` by conjugate gradients from ``W0``,
-    preconditioned by the diagonal of ``Z'Z + alpha I`` (per output column)."""
-    from scipy.sparse.linalg import LinearOperator, cg
-
-    Zt = Z.T.tocsr()
-    diag = np.asarray(Z.multiply(Z).sum(axis=0)).ravel() + alpha
-    k = Z.shape[1]
-    op = LinearOperator((k, k), matvec=lambda v: Zt @ (Z @ v) + alpha * v, dtype=np.float64)
-    pre = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
-    B = Zt @ Y
-    out = np.empty_like(W0)
-    for c in range(Y.shape[1]):
-        out[:, c], _ = cg(op, B[:, c], x0=W0[:, c], rtol=CG_RTOL, atol=0.0, M=pre,
-                          maxiter=10 * k)
-    return out
 
 
 def ridge_solve(Z: sp.csr_matrix, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, ...]:
@@ -707,7 +689,7 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
       (``_kernel.sweep_cuts``, O(features^2) per cut); the log evidence is recorded too.
     - ``"cg"`` (Sec. 4.2.2): a cut copies the cell's weights to both children (predictions
       unchanged) and at each width Jacobi-preconditioned conjugate gradients continue from
-      there (:func:`ridge_cg`); O(rows x partitions) per iteration, no evidence (NaN).
+      there (``_kernel.ridge_pcg``); O(rows x partitions) per iteration, no evidence (NaN).
 
     Returns
     -------
@@ -771,10 +753,7 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
             n_active = _kernel.relabel_cuts(ev_tree, ev_node, done, stop_at, left, right,
                                             rows, start, stop, cell_of, node_slot, W,
                                             n_active)
-            Z = sp.csr_matrix((np.full(cell_of.size, 1.0 / math.sqrt(m)),
-                               cell_of.ravel().copy(), np.arange(0, cell_of.size + 1, m)),
-                              shape=(n, n_active))
-            W[:n_active] = ridge_cg(Z, Y, alpha, W[:n_active])
+            _kernel.ridge_pcg(cell_of, n_active, Y, alpha, W, CG_RTOL, 10 * n_active)
             evidence = np.nan
         done = stop_at
         lam = float(tau[ev_node[stop_at - 1]]) if stop_at else float(np.min(tau[roots]))
