@@ -28,6 +28,9 @@ _RANDOM_OBJECTS = (
 MODEL_CLASSES: Mapping[str, str] = {
     "mondrian.MondrianForestRegressor": "mondrian.forest:MondrianForestRegressor",
     "mondrian.MondrianForestClassifier": "mondrian.forest:MondrianForestClassifier",
+    "mondrian.MondrianKernelFeatures": "mondrian.kernel:MondrianKernelFeatures",
+    "mondrian.MondrianKernelRegressor": "mondrian.kernel:MondrianKernelRegressor",
+    "mondrian.MondrianKernelClassifier": "mondrian.kernel:MondrianKernelClassifier",
     "ebf.Trunk": "ebf.trunk:Trunk",
     "ebf.BayesianForestRegressor": "ebf.forests:BayesianForestRegressor",
     "ebf.BayesianForestClassifier": "ebf.forests:BayesianForestClassifier",

@@ -19,6 +19,7 @@ from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
 from basics.threads import N_JOBS, n_threads, thread_map
 from basics.validation import (
+    check_classes,
     check_finite,
     check_numeric_columns,
     state_array,
@@ -49,6 +50,28 @@ def _unsort(a: np.ndarray, perm: np.ndarray | None) -> np.ndarray:
     out = np.empty_like(a)
     out[perm] = a
     return out
+
+
+def classes_entry(classes: np.ndarray) -> Any:
+    """``classes_`` as a state entry: object arrays (e.g. strings from pandas) cannot be
+    stored as ``.npy`` without pickle, so they become a list."""
+    if classes.dtype.hasobject:
+        return [c.item() if isinstance(c, np.generic) else c for c in classes]
+    return classes
+
+
+def classes_from_entry(entry: Any) -> np.ndarray:
+    """Inverse of :func:`classes_entry`, checked (sorted, distinct, strings or numbers)."""
+    if isinstance(entry, list):
+        if not all(isinstance(c, (str, int, float)) for c in entry):
+            raise ValueError("classes_ must hold strings or numbers")
+        classes = np.array(entry, dtype=object)
+    elif not isinstance(entry, np.ndarray):
+        raise ValueError(f"classes_ must be a list or an array, got {entry!r:.60}")
+    else:
+        classes = np.require(entry, None, ["C", "W", "O"])
+    check_classes(classes)
+    return classes
 
 
 def _sigmoid(t: Any) -> Any:

@@ -31,14 +31,19 @@ from basics.recalibration import (
 )
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import (
-    check_classes,
     check_finite,
     check_regression_target,
     unchanged_on_error,
 )
 
 from . import _base, _predict
-from ._base import _BaseMondrianForest, _sigmoid, _unsort
+from ._base import (
+    _BaseMondrianForest,
+    _sigmoid,
+    _unsort,
+    classes_entry,
+    classes_from_entry,
+)
 from ._predict import (
     N_NODE_PARAMS,
     NODE_MEAN,
@@ -364,23 +369,10 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
         return len(self.classes_)
 
     def _task_state(self) -> dict:
-        # object arrays (e.g. strings from pandas) cannot be stored as .npy without pickle
-        classes = self.classes_
-        if classes.dtype.hasobject:
-            return {"classes_": [c.item() if isinstance(c, np.generic) else c for c in classes]}
-        return {"classes_": classes}
+        return {"classes_": classes_entry(self.classes_)}
 
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
-        classes = state["classes_"]
-        if isinstance(classes, list):
-            if not all(isinstance(c, (str, int, float)) for c in classes):
-                raise ValueError("classes_ must hold strings or numbers")
-            classes = np.array(classes, dtype=object)
-        elif not isinstance(classes, np.ndarray):
-            raise ValueError(f"classes_ must be a list or an array, got {classes!r:.60}")
-        else:
-            classes = np.require(classes, None, ["C", "W", "O"])
-        check_classes(classes)
+        classes = classes_from_entry(state["classes_"])
         return {"classes_": classes}, int(classes.shape[0])
 
     def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:

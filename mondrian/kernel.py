@@ -33,10 +33,14 @@ from basics.validation import (
     check_finite,
     check_numeric_columns,
     check_regression_target,
+    state_array,
+    state_int,
+    state_names,
     unchanged_on_error,
 )
 
 from . import _kernel
+from ._base import classes_entry, classes_from_entry
 from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
@@ -302,6 +306,59 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         return np.asarray(names, dtype=object)
 
 
+    # ------------------------------------------------------------------ persistence
+
+    def _get_state(self) -> dict:
+        """Fitted state (``ebf/LAYOUT.md`` persistence contract): the rows seen (online
+        updates insert into their cells), the seed and update counter, the live trees."""
+        check_is_fitted(self, "trees_")
+        n = int(self.n_samples_seen_)
+        state = {"n_features_in_": int(self.n_features_in_), "n_samples_seen_": n,
+                 "entropy_": int(self.entropy_), "_n_updates": int(self._n_updates),
+                 "_X": self._X[:n], "trees_": [tree.to_state(n) for tree in self.trees_]}
+        if hasattr(self, "feature_names_in_"):
+            state["feature_names_in_"] = [str(c) for c in self.feature_names_in_]
+        return state
+
+    def _set_state(self, state: dict) -> None:
+        """Restore :meth:`_get_state`; every tree is checked in full first
+        (``TreeArrays.from_state``: the kernels do not bounds-check), and a split time past
+        ``lifetime`` is refused. A bad state raises ``ValueError`` naming the entry and leaves
+        the transformer unchanged."""
+        d = state_int(state, "n_features_in_", 1)
+        n = state_int(state, "n_samples_seen_", 1)
+        X = state_array(state, "_X", np.float64, (n, d))
+        if not np.isfinite(X).all():
+            raise ValueError("_X holds NaN or inf")
+        trees = state["trees_"]
+        if not isinstance(trees, list) or len(trees) != self.n_mondrians:
+            raise ValueError(f"trees_ must be a list of n_mondrians={self.n_mondrians} tree "
+                             "states")
+        built = []
+        for t, tree_state in enumerate(trees):
+            if not isinstance(tree_state, dict):
+                raise ValueError(f"trees_[{t}] must be a tree state, got {tree_state!r:.60}")
+            try:
+                tree = TreeArrays.from_state(tree_state, d, NODE_REG_STATS, n, "regression")
+            except KeyError as exc:
+                raise ValueError(f"trees_[{t}]: missing entry {exc}") from exc
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"trees_[{t}]: {exc}") from exc
+            inner = tree.left[: tree.n_nodes] != NO_NODE
+            if np.any(tree.tau[: tree.n_nodes][inner] >= float(self.lifetime)):
+                raise ValueError(f"trees_[{t}] splits at or after lifetime={self.lifetime}")
+            built.append(tree)
+        attrs = {"n_features_in_": d, "n_samples_seen_": n, "_X": X, "trees_": built,
+                 "entropy_": state_int(state, "entropy_", 0),
+                 "_n_updates": state_int(state, "_n_updates", 0)}
+        names = state_names(state, "feature_names_in_", d)
+        self.__dict__.pop("feature_names_in_", None)
+        if names is not None:
+            attrs["feature_names_in_"] = names
+        self.__dict__.update(attrs)
+        self._columns = self.cell_layout(float(self.lifetime))
+
+
 # ---------------------------------------------------------------------------------- ridge
 
 #: Above this many features, :func:`ridge_solve` factors on one BLAS thread (see there).
@@ -388,10 +445,16 @@ class _MondrianKernelRidge(BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def _check_input(self, X: Any, y: Any, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _check_input(self, X: Any, y: Any, reset: bool,
+                     with_y: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` validated against this estimator (its names), as the float64 array the
+        partitions (fitted on arrays) take, and ``y`` (``with_y``: required)."""
         check_numeric_columns(X, type(self).__name__)
-        X, y = validate_data(self, X, y, reset=reset, dtype=np.float64,
-                             ensure_all_finite=False, y_numeric=False)
+        if not with_y:
+            X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+        else:
+            X, y = validate_data(self, X, y, reset=reset, dtype=np.float64,
+                                 ensure_all_finite=False, y_numeric=False)
         check_finite(X, getattr(self, "feature_names_in_", None), "X")
         return np.ascontiguousarray(X), y
 
@@ -490,7 +553,7 @@ class _MondrianKernelRidge(BaseEstimator):
 
     def _cells(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
-        X = self.features_._check_X(X, reset=False)
+        X, _ = self._check_input(X, None, reset=False, with_y=False)
         return self.features_.cells(X, self.lifetime_, *self._layout)
 
     def _scores(self, cols: np.ndarray) -> np.ndarray:
@@ -504,6 +567,69 @@ class _MondrianKernelRidge(BaseEstimator):
             c = cols[a:a + 1024]
             quad[a:a + 1024] = self._G_inv[c[:, :, None], c[:, None, :]].sum(axis=(1, 2))
         return quad / self.n_mondrians
+
+
+    # ------------------------------------------------------------------ persistence
+
+    def _get_state(self) -> dict:
+        """Fitted state: the partitions (nested), the width, the ridge (weights, the inverse
+        of G for the predictive variance, the targets seen for online updates), the noise,
+        the centre and the sweep's curves."""
+        check_is_fitted(self, "coef_")
+        state = {"features": self.features_._get_state(), "lifetime_": float(self.lifetime_),
+                 "lifetime_max_": float(self.lifetime_max_), "coef_": self.coef_,
+                 "G_inv": self._G_inv, "Y": self._Y, "noise_variance_": self.noise_variance_,
+                 "intercept_": self.intercept_,
+                 "sweep_": None if self.sweep_ is None else dict(self.sweep_),
+                 **self._task_state()}
+        if hasattr(self, "feature_names_in_"):
+            state["feature_names_in_"] = [str(c) for c in self.feature_names_in_]
+        return state
+
+    def _set_state(self, state: dict) -> None:
+        """Restore :meth:`_get_state`, checking every shape against the partitions' cells at
+        ``lifetime_`` (the kernels index ``coef_`` and ``G_inv`` by cell) before anything is
+        set; a bad state raises ``ValueError`` naming the entry."""
+        lam_max, lam = state["lifetime_max_"], state["lifetime_"]
+        for key, v in (("lifetime_max_", lam_max), ("lifetime_", lam)):
+            if not isinstance(v, float) or not 0.0 < v < math.inf:
+                raise ValueError(f"{key} must be a finite positive float, got {v!r:.60}")
+        if lam > lam_max:
+            raise ValueError(f"lifetime_={lam} is past lifetime_max_={lam_max}")
+        if not isinstance(state["features"], dict):
+            raise ValueError("features must be the partitions' state")
+        features = MondrianKernelFeatures(self.n_mondrians, lam_max, None, self.n_jobs)
+        features._set_state(state["features"])
+        task = self._task_from_state(state)
+        k = len(task["intercept_"])
+        layout = features.cell_layout(lam)
+        f, n = int(layout[1][-1]), features.n_samples_seen_
+        attrs = {"features_": features, "lifetime_": lam, "lifetime_max_": lam_max,
+                 "_layout": layout, "coef_": state_array(state, "coef_", np.float64, (f, k)),
+                 "_G_inv": state_array(state, "G_inv", np.float64, (f, f)),
+                 "_Y": state_array(state, "Y", np.float64, (n, k)),
+                 "noise_variance_": state_array(state, "noise_variance_", np.float64, (k,)),
+                 **task}
+        for key in ("coef_", "_G_inv", "_Y", "noise_variance_"):
+            if not np.isfinite(attrs[key]).all():
+                raise ValueError(f"{key.strip('_')} holds NaN or inf")
+        if not (attrs["noise_variance_"] > 0).all():
+            raise ValueError("noise_variance_ must be positive")
+        sweep = state.get("sweep_")
+        if sweep is not None:
+            if not isinstance(sweep, dict) or set(sweep) != {
+                    "lifetime", "n_features", "validation_mse", "log_evidence"}:
+                raise ValueError("sweep_ must be None or the four curves of the sweep")
+            m = np.asarray(sweep["lifetime"]).shape
+            sweep = {key: state_array(sweep, key, np.float64 if key != "n_features"
+                                      else INDEX, m) for key in sweep}
+        attrs["sweep_"] = sweep
+        names = state_names(state, "feature_names_in_", features.n_features_in_)
+        self.__dict__.pop("feature_names_in_", None)
+        if names is not None:
+            attrs["feature_names_in_"] = names
+        attrs["n_features_in_"] = features.n_features_in_
+        self.__dict__.update(attrs)
 
 
 _RIDGE_DOC = """With ``lifetime="auto"`` the fit holds out ``validation_fraction`` of the rows,
@@ -577,6 +703,15 @@ class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
         check_regression_target(y)
         return (y - self.intercept_[0])[:, None]
 
+    def _task_state(self) -> dict:
+        return {"intercept_": self.intercept_}
+
+    def _task_from_state(self, state: dict) -> dict:
+        centre = state_array(state, "intercept_", np.float64, (1,))
+        if not np.isfinite(centre).all():
+            raise ValueError("intercept_ holds NaN or inf")
+        return {"intercept_": centre}
+
     def predict(self, X: Any, return_std: bool = False):
         """Posterior mean (and standard deviation of the Gaussian predictive)."""
         cols = self._cells(X)
@@ -642,6 +777,16 @@ class MondrianKernelClassifier(ClassifierMixin, _MondrianKernelRidge):
             raise ValueError(f"y holds {int(unknown.sum())} label(s) not seen at fit (first: "
                              f"{y[np.argmax(unknown)].item()!r}); refit with every class")
         return np.eye(self.classes_.size)[codes] - self.intercept_
+
+    def _task_state(self) -> dict:
+        return {"intercept_": self.intercept_, "classes_": classes_entry(self.classes_)}
+
+    def _task_from_state(self, state: dict) -> dict:
+        classes = classes_from_entry(state["classes_"])
+        centre = state_array(state, "intercept_", np.float64, (classes.size,))
+        if not np.isfinite(centre).all():
+            raise ValueError("intercept_ holds NaN or inf")
+        return {"classes_": classes, "intercept_": centre}
 
     def decision_function(self, X: Any) -> np.ndarray:
         """The one-hot scores (posterior means), shape (n_samples, n_classes); with two

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from ebf.model import ModelFormatError
+from ebf.registry import estimator_from_state, estimator_state
 from mondrian.kernel import (
     MondrianKernelClassifier,
     MondrianKernelFeatures,
@@ -16,6 +20,7 @@ from mondrian.kernel import (
     ridge_solve,
     width_sweep,
 )
+from tests.ebf.test_model import assert_roundtrip
 from tests.naive import naive_cell_columns, naive_kernel_cells, naive_mondrian_box_cells
 
 
@@ -338,3 +343,58 @@ def test_classifier_learns_the_width_and_classes():
     MondrianKernelClassifier(n_mondrians=10, max_features=1000, n_widths=5, random_state=0)])
 def test_sklearn_compatible_estimators(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------------------------------ persistence
+
+
+@pytest.mark.parametrize("kind", ["features", "regressor", "classifier"])
+def test_save_load_roundtrip(kind, tmp_path):
+    X, y = _smooth(300)
+    frame = pd.DataFrame(X, columns=["u", "v", "w"])
+    if kind == "features":
+        model = MondrianKernelFeatures(n_mondrians=8, lifetime=3.0, random_state=0).fit(frame)
+    elif kind == "regressor":
+        model = MondrianKernelRegressor(n_mondrians=8, max_features=200, random_state=0)
+        model.fit(frame, y)
+    else:
+        model = MondrianKernelClassifier(n_mondrians=8, max_features=200, random_state=0)
+        model.fit(frame, np.where(y > np.median(y), "hi", "lo"))
+    new = pd.DataFrame(np.random.default_rng(1).uniform(-0.5, 1.5, (40, 3)),
+                       columns=["u", "v", "w"])
+    loaded = assert_roundtrip(model, new, tmp_path)
+    assert list(loaded.feature_names_in_) == ["u", "v", "w"]
+    if kind == "features":
+        assert (loaded.transform(new) != model.transform(new)).nnz == 0
+        return
+    more = frame.iloc[:30] + 0.01
+    y_more = y[:30] if kind == "regressor" else np.where(y[:30] > 0, "hi", "lo")
+    a, b = model.partial_fit(more, y_more), loaded.partial_fit(more, y_more)
+    np.testing.assert_array_equal(a.predict(new), b.predict(new))
+
+
+@pytest.fixture(scope="module")
+def fitted_regressor():
+    X, y = _smooth(300)
+    return MondrianKernelRegressor(n_mondrians=6, max_features=150, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize(("edit", "match"), [
+    (lambda s: s["features"]["trees_"][0]["left"].__setitem__(0, 10**9), r"trees_\[0\]"),
+    (lambda s: s["features"]["trees_"][1]["tau"].__setitem__(0, 1e9), r"trees_\[1\]"),
+    (lambda s: s["features"].__setitem__("trees_", s["features"]["trees_"][:2]),
+     "n_mondrians=6"),
+    (lambda s: s.__setitem__("coef_", s["coef_"][:-1]), "coef_ has shape"),
+    (lambda s: s.__setitem__("G_inv", s["G_inv"][:, :-1]), "G_inv has shape"),
+    (lambda s: s.__setitem__("lifetime_", 1e9), "past lifetime_max_"),
+    (lambda s: s.__setitem__("lifetime_", -1.0), "lifetime_ must be a finite positive"),
+    (lambda s: s["noise_variance_"].__setitem__(0, -1.0), "noise_variance_ must be positive"),
+    (lambda s: s["features"]["_X"].__setitem__((0, 0), np.nan), "_X holds NaN"),
+    (lambda s: s.__setitem__("sweep_", {"lifetime": 1}), "sweep_ must be None or"),
+])
+def test_crafted_states_are_refused(fitted_regressor, edit, match):
+    d = estimator_state(fitted_regressor)
+    state = copy.deepcopy(d["state"])
+    edit(state)
+    with pytest.raises(ModelFormatError, match=match):
+        estimator_from_state({**d, "state": state})
