@@ -74,6 +74,23 @@ def classes_from_entry(entry: Any) -> np.ndarray:
     return classes
 
 
+def append_rows(buffers: tuple[np.ndarray, ...], start: int,
+                rows: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """Write ``rows[i]`` into ``buffers[i]`` from row ``start`` on, growing every buffer by
+    amortised doubling when it is too short (one row at a time then costs O(1) on
+    average); returns the buffers, new or the same."""
+    stop = start + rows[0].shape[0]
+    out = []
+    for buf, new in zip(buffers, rows, strict=True):
+        if stop > buf.shape[0]:
+            grown = np.empty((max(stop, 2 * buf.shape[0]),) + buf.shape[1:], buf.dtype)
+            grown[:start] = buf[:start]
+            buf = grown
+        buf[start:stop] = new
+        out.append(buf)
+    return tuple(out)
+
+
 def _sigmoid(t: Any) -> Any:
     """Logistic function, exact at +inf (the leaf time of an infinite lifetime)."""
     with np.errstate(over="ignore"):
@@ -152,19 +169,10 @@ class _BaseMondrianForest(BaseEstimator):
     def _append(self, Xs: np.ndarray, y: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Append rows to the shared data buffer (amortised doubling); return their ids."""
         start = self.n_samples_seen_
-        stop = start + Xs.shape[0]
-        if stop > self._X.shape[0]:
-            cap = max(stop, 2 * self._X.shape[0])
-            for name in ("_X", "_y", "_labels"):
-                old = getattr(self, name)
-                new = np.empty((cap,) + old.shape[1:], old.dtype)
-                new[:start] = old[:start]
-                setattr(self, name, new)
-        self._X[start:stop] = Xs
-        self._y[start:stop] = y
-        self._labels[start:stop] = labels
-        self.n_samples_seen_ = stop
-        return np.arange(start, stop, dtype=INDEX)
+        self._X, self._y, self._labels = append_rows(
+            (self._X, self._y, self._labels), start, (Xs, y, labels))
+        self.n_samples_seen_ = start + Xs.shape[0]
+        return np.arange(start, self.n_samples_seen_, dtype=INDEX)
 
     def _check_updatable(self) -> None:
         """Refuse to update a compact (predict-only) forest, before anything else."""

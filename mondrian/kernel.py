@@ -40,7 +40,7 @@ from basics.validation import (
 )
 
 from . import _kernel
-from ._base import classes_entry, classes_from_entry
+from ._base import append_rows, classes_entry, classes_from_entry
 from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
@@ -186,7 +186,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     def _grow(self, X: np.ndarray) -> None:
         """Append ``X`` to the data buffer and grow (or extend) every partition with it."""
         start, stop = self.n_samples_seen_, self.n_samples_seen_ + X.shape[0]
-        self._X = np.concatenate([self._X[:start], X])
+        (self._X,) = append_rows((self._X,), start, (X,))
         self.n_samples_seen_ = stop
         rows = np.arange(start, stop, dtype=INDEX)
         zeros, codes = np.zeros(stop), np.zeros(stop, INDEX)  # no labels: only the cells
