@@ -110,7 +110,8 @@ def rmse(a: np.ndarray, b: np.ndarray) -> float:
 
 def chosen_width(data: tuple, cfg: argparse.Namespace, m: int = 50) -> float:
     """The width our sweep picks (validation rows: the held-out set of the data)."""
-    from mondrian.kernel import MondrianKernelFeatures, probe_lifetime, width_sweep
+    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian.kernel_sweep import probe_lifetime, width_sweep
 
     X, y, Xv, yv = data[:4]
     f = MondrianKernelFeatures(m, probe_lifetime(X, cfg.max_features / m, cfg.seed),
@@ -124,7 +125,7 @@ def run_accuracy(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[s
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.linear_model import Ridge
 
-    from mondrian.kernel import MondrianKernelRegressor
+    from mondrian.kernel_ridge import MondrianKernelRegressor
 
     X, y, Xv, yv, Xt, yt = data
     lam = chosen_width(data, cfg)
@@ -195,12 +196,8 @@ def paper_search(score, start: float, bisections: int = 6) -> list[tuple[float, 
 
 
 def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str, Any]]:
-    from mondrian.kernel import (
-        MondrianKernelFeatures,
-        probe_lifetime,
-        ridge_solve,
-        width_sweep,
-    )
+    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian.kernel_sweep import probe_lifetime, ridge_solve, width_sweep
 
     X, y, Xv, yv = data[:4]
     m, rows = 50, []
@@ -248,7 +245,8 @@ def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str,
 
 
 def run_forest(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str, Any]]:
-    from mondrian.kernel import MondrianKernelFeatures, ridge_solve
+    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian.kernel_sweep import ridge_solve
 
     X, y, _, _, Xt, yt = data
     lam_star = chosen_width(data, cfg)

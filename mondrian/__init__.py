@@ -8,7 +8,8 @@ every regressor of the project.
 
 from ._compact import PredictOnlyError
 from .forest import MondrianForestClassifier, MondrianForestRegressor
-from .kernel import MondrianKernelClassifier, MondrianKernelFeatures, MondrianKernelRegressor
+from .kernel import MondrianKernelFeatures
+from .kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
 
 __all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "MondrianKernelClassifier",
            "MondrianKernelFeatures", "MondrianKernelRegressor", "PredictOnlyError"]
