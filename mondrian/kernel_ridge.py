@@ -92,6 +92,10 @@ class _MondrianKernelRidge(BaseEstimator):
         if self.select == "evidence" and self.solver != "exact":
             raise ValueError("select='evidence' needs solver='exact' (conjugate gradients "
                              "give no log determinant); use select='validation' with 'cg'")
+        with unchanged_on_error(self):  # validation sets n_features_in_ before any check
+            return self._fit(X, y)
+
+    def _fit(self, X: Any, y: Any):
         X, y = self._check_input(X, y, reset=True)
         Y, task = self._encode(y)
         entropy = resolve_entropy(self.random_state)

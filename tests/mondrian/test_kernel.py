@@ -284,6 +284,12 @@ def test_solvers_choose_the_same_width():
         MondrianKernelRegressor().fit(X[:3], y[:3])
     with pytest.raises(ValueError, match=r"lifetime=50 splits the 600 rows into \d+ cells"):
         MondrianKernelRegressor(lifetime=50.0, max_features=100).fit(X, y)
+    before = exact.predict(X[:5])
+    exact.set_params(lifetime=50.0, max_features=100)
+    with pytest.raises(ValueError, match="cells"):  # a failed refit leaves the model as it was
+        exact.fit(X[:, :2], y)
+    assert exact.n_features_in_ == 3
+    np.testing.assert_array_equal(exact.predict(X[:5]), before)
 
 
 def test_partial_fit_extends_the_model():
