@@ -41,11 +41,26 @@ from ._order import preorder
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
 
-__all__ = ["MondrianKernelFeatures", "cell_columns"]
+__all__ = ["MondrianKernelFeatures", "cell_columns", "checked_rows"]
 
 #: ``SeedSequence`` spawn key of the hash seeds of :func:`_kernel.cells` (updates use their
 #: counter 0, 1, 2, ... as key, so this one is out of their range).
 HASH_KEY = 2**31 - 1
+
+
+def checked_rows(estimator: BaseEstimator, X: Any, y: Any, reset: bool,
+                 with_y: bool = False) -> tuple[np.ndarray, Any]:
+    """``X`` validated against ``estimator`` (its feature count and names; numeric columns;
+    NaN or inf named by column) as a C-contiguous float64 array, and ``y`` (``with_y``:
+    required, checked for length) or None."""
+    check_numeric_columns(X, type(estimator).__name__)
+    if with_y:
+        X, y = validate_data(estimator, X, y, reset=reset, dtype=np.float64,
+                             ensure_all_finite=False, y_numeric=False)
+    else:
+        X = validate_data(estimator, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+    check_finite(X, getattr(estimator, "feature_names_in_", None), "X")
+    return np.ascontiguousarray(X), y
 
 
 def cell_columns(tree: TreeArrays, lam: float) -> np.ndarray:
@@ -132,10 +147,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ fitting
 
     def _check_X(self, X: Any, reset: bool) -> np.ndarray:
-        check_numeric_columns(X, type(self).__name__)
-        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
-        return np.ascontiguousarray(X)
+        return checked_rows(self, X, None, reset)[0]
 
     def fit(self, X: Any, y: Any = None) -> MondrianKernelFeatures:
         """Sample the partitions on ``X`` (``y`` is ignored).

@@ -14,14 +14,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
 from basics.validation import (
-    check_finite,
-    check_numeric_columns,
     check_regression_target,
     state_array,
     state_names,
@@ -30,7 +28,7 @@ from basics.validation import (
 
 from ._base import classes_entry, classes_from_entry
 from .config import INDEX
-from .kernel import HASH_KEY, MondrianKernelFeatures
+from .kernel import HASH_KEY, MondrianKernelFeatures, checked_rows
 from .kernel_sweep import probe_lifetime, ridge_solve, width_sweep
 
 __all__ = ["MondrianKernelClassifier", "MondrianKernelRegressor"]
@@ -72,14 +70,7 @@ class _MondrianKernelRidge(BaseEstimator):
                      with_y: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``X`` validated against this estimator (its names), as the float64 array the
         partitions (fitted on arrays) take, and ``y`` (``with_y``: required)."""
-        check_numeric_columns(X, type(self).__name__)
-        if not with_y:
-            X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        else:
-            X, y = validate_data(self, X, y, reset=reset, dtype=np.float64,
-                                 ensure_all_finite=False, y_numeric=False)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
-        return np.ascontiguousarray(X), y
+        return checked_rows(self, X, y, reset, with_y)
 
     def fit(self, X: Any, y: Any):
         """Fit the partitions, learn the width (``lifetime="auto"``) and solve the ridge.
