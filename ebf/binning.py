@@ -314,7 +314,8 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Finite raw values (NaN would go to bin 0; validate first).
+        Finite raw values (NaN would go to bin 0; validate first); float32 values are
+        compared with the float64 edges exactly, as scikit-learn's trees compare them.
     edges : sequence of ndarray
         Bin edges per feature, e.g. from :func:`bin_edges`.
 
@@ -329,7 +330,9 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
     >>> bin_data(np.array([[0.0], [0.5], [0.7], [9.0]]), [np.array([0.5, 1.0])]).ravel()
     array([0, 0, 1, 2], dtype=uint8)
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):  # float32 is binned as is, without a copy
+        X = X.astype(np.float64)
     if X.ndim != 2 or X.shape[1] != len(edges):
         raise ValueError(
             f"X must be 2-D with {len(edges)} columns (one per edge array), got {X.shape}."

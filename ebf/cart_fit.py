@@ -18,11 +18,18 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import thread_map
 
+from .binning import bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import INDEX, JIT, NO_NODE
+from .config import INDEX, JIT, MAX_BINS, NO_NODE
+from .hist_tree import grow_tree, node_statistics, resolve_max_features
+from .histogram import row_statistics
 
-__all__ = ["as_float32", "fit_cart_forest"]
+__all__ = ["SPLITTERS", "as_float32", "fit_cart_forest"]
+
+#: ``splitter`` options: histogram CART over the trunk's bins (:mod:`ebf.hist_tree`) or
+#: scikit-learn's exact CART.
+SPLITTERS = ("hist", "exact")
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -123,6 +130,39 @@ def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
     return arrays
 
 
+class _HistForest:
+    """What the histogram trees of one forest share: the bins of its rows (paper Sec. 2.2
+    over ``ebf.hist_tree``; one binning, every tree reweights the same codes)."""
+
+    def __init__(self, X32: np.ndarray, max_bins: int, max_features: Any,
+                 min_samples_leaf: int | float, max_depth: int | None) -> None:
+        n, d = X32.shape
+        edges = bin_edges(X32, max_bins)
+        self.packed, n_edges = pack_edges(edges)
+        self.n_bins = n_edges + 1
+        self.binned = bin_data(X32, edges)
+        self.max_features = resolve_max_features(max_features, d)
+        self.min_rows = (int(min_samples_leaf) if isinstance(min_samples_leaf, (int, np.integer))
+                         else int(np.ceil(min_samples_leaf * n)))
+        self.max_depth = max_depth
+
+    def tree(self, y: np.ndarray, w: np.ndarray, task: str, n_classes: int,
+             seed: int) -> dict[str, np.ndarray]:
+        """One tree on the rows of positive weight ``w``, as the arrays of ``_flatten``."""
+        classification = task == CLASSIFICATION
+        rows = np.flatnonzero(w > 0)
+        S = row_statistics(y, w, task, n_classes if classification else None)
+        t = grow_tree(self.binned, S, rows, self.n_bins, classification=classification,
+                      min_samples_leaf=self.min_rows, max_depth=self.max_depth,
+                      max_features=self.max_features, seed=seed)
+        split = t["feature"] != NO_NODE
+        threshold = np.full(split.shape, np.nan)
+        threshold[split] = self.packed[t["feature"][split], t["bin"][split]]
+        stats = node_statistics(t, y, w, n_classes if classification else 0)
+        return {"left": t["left"], "right": t["right"], "feature": t["feature"],
+                "threshold": threshold, **stats}
+
+
 def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:
     if not trees:
         raise ValueError("A forest needs at least one tree.")
@@ -153,6 +193,8 @@ def fit_cart_forest(
     entropy: int,
     branch: int = 0,
     n_jobs: int | None = None,
+    splitter: str = "exact",
+    max_bins: int = MAX_BINS,
 ) -> CartForest:
     """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
 
@@ -187,6 +229,12 @@ def fit_cart_forest(
         Branch id in the seed (0 for a Bayesian forest; the trunk leaf in an EBF).
     n_jobs : int or None
         Threads over trees.
+    splitter : {"exact", "hist"}, default "exact"
+        scikit-learn's exact CART, or histogram CART over ``max_bins`` quantile bins per
+        feature, computed once for all trees (:mod:`ebf.hist_tree`; exact CART when no
+        feature has more than ``max_bins`` distinct values).
+    max_bins : int, default 255
+        Bins per feature of ``splitter="hist"`` (at most 255).
 
     Returns
     -------
@@ -223,7 +271,11 @@ def fit_cart_forest(
             raise ValueError(f"sample_weight must be {n} finite non-negative values.")
         if not np.any(sw > 0):
             raise ValueError("sample_weight must contain at least one positive value.")
+    if splitter not in SPLITTERS:
+        raise ValueError(f"splitter must be one of {SPLITTERS}; got {splitter!r}.")
     Tree = DecisionTreeRegressor if task == REGRESSION else DecisionTreeClassifier
+    hist = (_HistForest(X32, max_bins, max_features, min_samples_leaf, max_depth)
+            if splitter == "hist" else None)
 
     def fit_one(b: int) -> dict[str, np.ndarray]:
         rng = tree_rng(entropy, branch, b)
@@ -234,6 +286,8 @@ def fit_cart_forest(
             if np.any(w > 0):
                 break
         seed = int(rng.integers(0, 2**32))
+        if hist is not None:
+            return hist.tree(y, w, task, n_classes, seed)
         est = Tree(min_samples_leaf=min_samples_leaf, max_features=max_features,
                    max_depth=max_depth, random_state=seed)
         est.fit(X32, y, sample_weight=w, check_input=False)

@@ -49,6 +49,7 @@ from ._base import (
     variance_floor,
 )
 from .bootstrap import WEIGHT_KINDS
+from .config import MAX_BINS
 from .features import FeatureEncoder
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
@@ -73,6 +74,8 @@ class _BaseBayesianForest(BaseEstimator):
             None,
         ],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "splitter": [StrOptions(set(cart_fit.SPLITTERS))],
+        "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both")],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
     }
@@ -103,6 +106,7 @@ class _BaseBayesianForest(BaseEstimator):
             n_estimators=self.n_estimators, weights=self.weights,
             min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
             max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
+            splitter=self.splitter, max_bins=self.max_bins,
         )
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
@@ -212,6 +216,14 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         Features considered per split, as in scikit-learn.
     max_depth : int or None, default=None
         Maximum tree depth.
+    splitter : {"hist", "exact"}, default="exact"
+        ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
+        feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
+        most ``max_bins`` distinct values (categorical codes included) gets one bin per
+        value, so its splits are exact. ``"exact"``: scikit-learn's CART over every
+        distinct value, the paper's implementation.
+    max_bins : int, default=255
+        Bins per feature of ``splitter="hist"`` (2 to 255: codes are one byte).
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, weighted within-leaf variance). ``"tree_spread"``:
@@ -265,6 +277,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         min_samples_leaf: int | float = 5,
         max_features: int | float | str | None = 1.0,
         max_depth: int | None = None,
+        splitter: str = "exact",
+        max_bins: int = MAX_BINS,
         uncertainty: str = "leaf",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -274,6 +288,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         self.min_samples_leaf = min_samples_leaf
         self.max_features = max_features
         self.max_depth = max_depth
+        self.splitter = splitter
+        self.max_bins = max_bins
         self.uncertainty = uncertainty
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -344,6 +360,14 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         Features considered per split, as in scikit-learn.
     max_depth : int or None, default=None
         Maximum tree depth.
+    splitter : {"hist", "exact"}, default="exact"
+        ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
+        feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
+        most ``max_bins`` distinct values (categorical codes included) gets one bin per
+        value, so its splits are exact. ``"exact"``: scikit-learn's CART over every
+        distinct value, the paper's implementation.
+    max_bins : int, default=255
+        Bins per feature of ``splitter="hist"`` (2 to 255: codes are one byte).
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``.
     n_jobs : int or None, default=None
@@ -384,6 +408,8 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         min_samples_leaf: int | float = 5,
         max_features: int | float | str | None = "sqrt",
         max_depth: int | None = None,
+        splitter: str = "exact",
+        max_bins: int = MAX_BINS,
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -392,6 +418,8 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         self.min_samples_leaf = min_samples_leaf
         self.max_features = max_features
         self.max_depth = max_depth
+        self.splitter = splitter
+        self.max_bins = max_bins
         self.random_state = random_state
         self.n_jobs = n_jobs
 

@@ -127,33 +127,46 @@ def row_statistics(
     return S
 
 
+@numba.njit(inline="always", **JIT)
+def _add_row(hist, s, binned, i, S):
+    # Row ``i`` into slot ``s``, features inner. The statistics go two columns at a time
+    # so that both stay in registers across the feature loop (numba cannot prove ``S`` and
+    # ``hist`` do not alias); an all-zero pair (the other classes of a one-hot row) is
+    # skipped. Measured on 1M x 8 rows: 1.6x faster than the plain column loop for k = 4,
+    # 1.6x for k = 6, 1.8x vs features outer.
+    d = binned.shape[1]
+    k = S.shape[1]
+    for c in range(0, k - 1, 2):
+        v0 = S[i, c]
+        v1 = S[i, c + 1]
+        if v0 == 0.0 and v1 == 0.0:
+            continue
+        for f in range(d):
+            b = binned[i, f]
+            hist[s, f, b, c] += v0
+            hist[s, f, b, c + 1] += v1
+    if k % 2 == 1:
+        v = S[i, k - 1]
+        if v != 0.0:
+            for f in range(d):
+                hist[s, f, binned[i, f], k - 1] += v
+
+
 @numba.njit(**JIT)
 def _histogram_kernel(binned, node_of_row, slot_of_node, S, hist):
-    # Rows outer, features inner: one pass over row-major ``binned`` and ``S``. The
-    # statistics go two columns at a time so that both stay in registers across the
-    # feature loop (numba cannot prove ``S`` and ``hist`` do not alias); an all-zero pair
-    # (the other classes of a one-hot row) is skipped. Measured on 1M x 8 rows: 1.6x
-    # faster than the plain column loop for k = 4, 1.6x for k = 6, 1.8x vs features outer.
-    n, d = binned.shape
-    k = S.shape[1]
-    for i in range(n):
+    # Rows outer: one pass over row-major ``binned`` and ``S``.
+    for i in range(binned.shape[0]):
         s = slot_of_node[node_of_row[i]]
-        if s < 0:
-            continue
-        for c in range(0, k - 1, 2):
-            v0 = S[i, c]
-            v1 = S[i, c + 1]
-            if v0 == 0.0 and v1 == 0.0:
-                continue
-            for f in range(d):
-                b = binned[i, f]
-                hist[s, f, b, c] += v0
-                hist[s, f, b, c + 1] += v1
-        if k % 2 == 1:
-            v = S[i, k - 1]
-            if v != 0.0:
-                for f in range(d):
-                    hist[s, f, binned[i, f], k - 1] += v
+        if s >= 0:
+            _add_row(hist, s, binned, i, S)
+
+
+@numba.njit(**JIT)
+def range_histogram(binned, lo, hi, S, hist, s):
+    """``hist[s]`` += the histogram of the rows ``lo .. hi - 1`` (a node's rows, stored
+    together)."""
+    for i in range(lo, hi):
+        _add_row(hist, s, binned, i, S)
 
 
 def build_histograms(

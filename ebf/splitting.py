@@ -67,49 +67,87 @@ def _weight_and_q(v, classification):
 
 
 @numba.njit(**JIT)
+def scan_node(h, n_bins_f, features, max_features, classification, min_rows, min_weight,
+              q_p, suffix, cur):
+    """Best split of one node's histogram ``h`` (``(n_features, n_bins, k)``).
+
+    The features are tried in the order of ``features``; once ``max_features`` of them
+    hold rows in two bins or more (features constant in the node do not count, as in
+    scikit-learn), the search stops. Feature ``f`` is scanned over its first
+    ``n_bins_f[f]`` bins. ``suffix`` (``(n_bins + 1, k)``) and ``cur`` (``(k,)``) are
+    scratch. Returns ``(gain, feature, j)``: rows in bins ``<= j`` go left; ``feature``
+    is -1 if no candidate is valid. Ties keep the earlier feature, then the lower bin.
+    """
+    k = h.shape[2]
+    best = -np.inf
+    best_f = -1
+    best_b = -1
+    tried = 0
+    for t in range(features.shape[0]):
+        if tried >= max_features:
+            break
+        f = features[t]
+        nb = n_bins_f[f]
+        # suffix[b] = sum of bins >= b (right child of split b - 1), summed from the
+        # top so that an empty right side is exactly zero
+        for c in range(k):
+            suffix[nb, c] = 0.0
+        filled = 0
+        for b in range(nb - 1, -1, -1):
+            if h[f, b, 0] > 0.0:
+                filled += 1
+            for c in range(k):
+                suffix[b, c] = suffix[b + 1, c] + h[f, b, c]
+        if filled < 2:
+            continue  # constant in the node: no split, and not counted
+        tried += 1
+        for c in range(k):
+            cur[c] = 0.0
+        for b in range(nb - 1):
+            for c in range(k):
+                cur[c] += h[f, b, c]
+            if suffix[b + 1, 0] < min_rows:
+                break  # the right side only shrinks from here on
+            if cur[0] < min_rows:
+                continue
+            w_l, q_l = _weight_and_q(cur, classification)
+            w_r, q_r = _weight_and_q(suffix[b + 1], classification)
+            if w_l <= 0.0 or w_r <= 0.0 or w_l < min_weight or w_r < min_weight:
+                continue
+            g = q_l + q_r - q_p
+            if g > best:  # strict: ties keep the earlier feature, then the lower bin
+                best = g
+                best_f = f
+                best_b = b
+    return best, best_f, best_b
+
+
+@numba.njit(**JIT)
+def split_scale(total, classification):
+    """``(q, scale)`` of a node's statistic totals: ``q`` of the module docstring and the
+    size of the sums that cancel in a decrease (a decrease below ``rtol * scale`` is
+    rounding noise)."""
+    w_p, q_p = _weight_and_q(total, classification)
+    return q_p, (w_p if classification else total[3])
+
+
+@numba.njit(**JIT)
 def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
                         gain, feature, bin_, left, right, total):
     m, d, n_bins, k = hist.shape
     suffix = np.zeros((n_bins + 1, k))
     cur = np.zeros(k)
+    n_bins_f = np.full(d, n_bins, np.int64)
+    features = np.arange(d)
     for j in range(m):
         for c in range(k):
             acc = 0.0
             for b in range(n_bins):
                 acc += hist[j, 0, b, c]
             total[j, c] = acc
-        w_p, q_p = _weight_and_q(total[j], classification)
-        # the sums that cancel in the decrease set the scale of its rounding error
-        scale = w_p if classification else total[j, 3]
-        best = -np.inf
-        best_f = -1
-        best_b = -1
-        for f in range(d):
-            # suffix[b] = sum of bins >= b (right child of split b - 1), summed from the
-            # top so that an empty right side is exactly zero
-            for c in range(k):
-                suffix[n_bins, c] = 0.0
-            for b in range(n_bins - 1, -1, -1):
-                for c in range(k):
-                    suffix[b, c] = suffix[b + 1, c] + hist[j, f, b, c]
-            for c in range(k):
-                cur[c] = 0.0
-            for b in range(n_bins - 1):
-                for c in range(k):
-                    cur[c] += hist[j, f, b, c]
-                if suffix[b + 1, 0] < min_rows:
-                    break  # the right side only shrinks from here on
-                if cur[0] < min_rows:
-                    continue
-                w_l, q_l = _weight_and_q(cur, classification)
-                w_r, q_r = _weight_and_q(suffix[b + 1], classification)
-                if w_l <= 0.0 or w_r <= 0.0 or w_l < min_weight or w_r < min_weight:
-                    continue
-                g = q_l + q_r - q_p
-                if g > best:  # strict: ties keep the lowest feature, then the lowest bin
-                    best = g
-                    best_f = f
-                    best_b = b
+        q_p, scale = split_scale(total[j], classification)
+        best, best_f, best_b = scan_node(hist[j], n_bins_f, features, d, classification,
+                                         min_rows, min_weight, q_p, suffix, cur)
         if best_f < 0 or not best > rtol * scale:
             gain[j] = 0.0
             feature[j] = NO_NODE

@@ -23,24 +23,10 @@ import math
 import numba
 import numpy as np
 
+from basics.hashing import GOLDEN, mix64, uniform53
+
 from ._order import preorder
 from .config import JIT, NO_NODE
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
-#: 2^-53: a 53-bit integer times this is a uniform double in [0, 1).
-_TO_UNIT = 1.0 / 9007199254740992.0
-
-
-@numba.njit(inline="always", **JIT)
-def mix64(h):
-    """The splitmix64 finaliser: a bijection of uint64 whose output bits all depend on
-    every input bit (Steele, Lea & Flood 2014)."""
-    h = (h ^ (h >> _S30)) * _M1
-    h = (h ^ (h >> _S27)) * _M2
-    return h ^ (h >> _S31)
 
 
 @numba.njit(inline="always", **JIT)
@@ -49,15 +35,8 @@ def row_hash(seed, bits, i):
     ``seed``: equal rows hash equal."""
     h = mix64(seed)
     for d in range(bits.shape[1]):
-        h = mix64(h ^ (bits[i, d] + _GOLDEN))
+        h = mix64(h ^ (bits[i, d] + GOLDEN))
     return h
-
-
-@numba.njit(inline="always", **JIT)
-def node_uniform(h, j):
-    """A uniform in (0, 1] for row hash ``h`` at node slot ``j``."""
-    u = mix64(h ^ (np.uint64(j + 1) * _GOLDEN)) >> _S11
-    return (float(u) + 1.0) * _TO_UNIT
 
 
 @numba.njit(**JIT)
@@ -82,7 +61,7 @@ def cells(X, bits, left, right, feature, threshold, tau, lower, upper, root, col
                 v = X[i, d]
                 rate += max(lower[j, d] - v, 0.0) + max(v - upper[j, d], 0.0)
             if rate > 0.0:
-                s = tau_p - math.log(node_uniform(h, j)) / rate
+                s = tau_p - math.log(uniform53(h, j)) / rate
                 if s < min(tau[j], lam):
                     out[i] = unseen
                     break

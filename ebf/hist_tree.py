@@ -1,0 +1,482 @@
+"""Deep histogram CART trees: the ``splitter="hist"`` trees of a Bayesian forest.
+
+A Bayesian-forest tree (Taddy, Chen, Yu & Wyle 2015, Sec. 2.2-2.3, Algorithm 1) is a CART
+tree fit to all rows with Bayesian-bootstrap weights ``theta ~ iid Exp(1)``, grown deep:
+the impurity decrease of eq. (4) (weighted squared error, or weighted Gini) maximised over
+candidate splits, down to ``min_samples_leaf`` rows. This module grows that tree over the
+trunk's bins instead of every distinct value (as scikit-learn's histogram gradient
+boosting does for shallow trees), on the trunk's kernels (``LAYOUT.md``):
+
+- the rows are binned once per forest (``binning``; one byte per value) and every tree of
+  the forest reuses the codes: only the weights change from tree to tree;
+- a node's histogram sums the per-row statistics ``S`` of :func:`histogram.row_statistics`
+  per (feature, bin); only the smaller child of a split is histogrammed, the larger one is
+  its parent's minus its sibling's (:func:`histogram._subtract_kernel`);
+- a node with fewer rows than bins is searched on a compact histogram of the bins its rows
+  occupy, so the deep levels (most nodes, few rows each) cost their rows, not 255 bins;
+- the split of a node is :func:`splitting.scan_node`, the trunk's own search, over a random
+  subset of ``max_features`` features (scikit-learn's rule: constant features do not count).
+
+With at most ``max_bins`` distinct values per feature, every distinct value has its own bin
+and the edges are the midpoints scikit-learn uses as thresholds, so the tree is exact CART
+(``tests/naive.py`` has the oracle).
+
+The tree is grown depth first, smaller child first, so at most ``log2(n / n_bins)``
+histograms are alive at a time; node ``j``'s rows are ``rows[start[j]:end[j]]`` (the split
+partitions each node's range in place), and children are numbered after their parent.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from basics.hashing import mix64, uniform53
+
+from .config import INDEX, JIT, NO_NODE, SPLIT_RTOL
+from .histogram import _subtract_kernel, range_histogram
+from .splitting import scan_node, split_scale
+
+__all__ = ["grow_tree", "node_statistics", "resolve_max_features"]
+
+#: ``max_depth=None`` as the kernel sees it.
+_NO_DEPTH_LIMIT = np.iinfo(np.int64).max
+
+
+def resolve_max_features(max_features: int | float | str | None, n_features: int) -> int:
+    """Features tried per split, by scikit-learn's rules.
+
+    Parameters
+    ----------
+    max_features : int, float, {"sqrt", "log2"} or None
+        A count, a fraction of the features, or None for all of them.
+    n_features : int
+
+    Returns
+    -------
+    int
+        In ``1 .. n_features``.
+
+    Examples
+    --------
+    >>> [resolve_max_features(m, 10) for m in ("sqrt", 0.5, None)]
+    [3, 5, 10]
+    """
+    if max_features is None:
+        k = n_features
+    elif max_features == "sqrt":
+        k = int(np.sqrt(n_features))
+    elif max_features == "log2":
+        k = int(np.log2(n_features))
+    elif isinstance(max_features, (int, np.integer)):
+        if not 1 <= max_features <= n_features:
+            raise ValueError(f"max_features={max_features} must be in 1 .. n_features = "
+                             f"{n_features}.")
+        k = int(max_features)
+    else:
+        k = int(float(max_features) * n_features)
+    return max(1, min(k, n_features))
+
+
+#: Bit index of a power of two ``2**i`` by de Bruijn multiplication (Leiserson, Prokop &
+#: Randall 1998): ``_DEBRUIJN_INDEX[(2**i * _DEBRUIJN) >> 58] == i``.
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, np.int64)
+_DEBRUIJN_INDEX[[((1 << i) * 0x03F79D71B4CB0A89 % 2**64) >> 58 for i in range(64)]] = np.arange(64)
+_ONE, _58 = np.uint64(1), np.uint64(58)
+
+
+@numba.njit(**JIT)
+def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
+                       n_bins_of):  # pragma: no cover - numba
+    """The histogram of the rows ``lo .. hi - 1`` over the bins they occupy, per feature.
+
+    ``hist[f, j]`` sums the rows in the ``j``-th smallest occupied bin ``bin_of[f, j]``
+    of feature ``f``, for ``j < n_bins_of[f]``. Each feature is summed into ``scratch``
+    (``(n_bins, k)``, small enough for the L1 cache) while a bitmap ``seen`` (uint64
+    words) marks the bins; the marked bins are then read in increasing order, one step
+    per bin. ``scratch`` and ``seen`` are zero on entry and on return.
+    """
+    d = codes.shape[1]
+    k = S.shape[1]
+    for f in range(d):
+        for i in range(lo, hi):
+            b = codes[i, f]
+            seen[b >> 6] |= _ONE << np.uint64(b & 63)
+            for c in range(k):
+                scratch[b, c] += S[i, c]
+        nd = 0
+        for wi in range(seen.shape[0]):
+            x = seen[wi]
+            while x:
+                low = x & (~x + _ONE)
+                b = wi * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> _58]
+                bin_of[f, nd] = b
+                for c in range(k):
+                    hist[f, nd, c] = scratch[b, c]
+                    scratch[b, c] = 0.0
+                nd += 1
+                x ^= low
+            seen[wi] = 0
+        n_bins_of[f] = nd
+
+
+@numba.njit(**JIT)
+def _partition(codes, S, rows, lo, hi, f, b, codes_r, S_r, rows_r):  # pragma: no cover
+    """Stable partition of rows ``lo .. hi - 1`` (codes, statistics and ids together):
+    those with ``codes[:, f] <= b`` first. Returns where the others start."""
+    d = codes.shape[1]
+    k = S.shape[1]
+    a = lo
+    nr = 0
+    for t in range(lo, hi):
+        if codes[t, f] <= b:
+            if a != t:
+                for g in range(d):
+                    codes[a, g] = codes[t, g]
+                for c in range(k):
+                    S[a, c] = S[t, c]
+                rows[a] = rows[t]
+            a += 1
+        else:
+            for g in range(d):
+                codes_r[nr, g] = codes[t, g]
+            for c in range(k):
+                S_r[nr, c] = S[t, c]
+            rows_r[nr] = rows[t]
+            nr += 1
+    for t in range(nr):
+        for g in range(d):
+            codes[a + t, g] = codes_r[t, g]
+        for c in range(k):
+            S[a + t, c] = S_r[t, c]
+        rows[a + t] = rows_r[t]
+    return a
+
+
+@numba.njit(**JIT)
+def _node_totals(h, n_bins0, total):
+    """Statistic totals of a node: the sum over the bins of feature 0."""
+    for c in range(h.shape[2]):
+        acc = 0.0
+        for b in range(n_bins0):
+            acc += h[0, b, c]
+        total[c] = acc
+
+
+@numba.njit(**JIT)
+def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
+                 max_features, seed, small_rows, rtol,
+                 left, right, feature, bin_, start, end):  # pragma: no cover - numba
+    # ``codes``, ``S`` and ``rows`` hold the tree's rows in node order: every split
+    # partitions its node's range of all three, so histograms read memory in order
+    n_rows = rows.shape[0]
+    d = codes.shape[1]
+    k = S.shape[1]
+    nb = 1
+    for f in range(d):
+        nb = max(nb, n_bins_f[f])
+    signed_col = -1 if classification else 2
+    # histograms of the open nodes with at least ``small_rows`` rows: a pool of slots
+    pool = np.zeros((4, d, nb, k))
+    free = np.arange(3, -1, -1)
+    n_free = 4
+    # compact histograms of smaller nodes
+    width = max(1, min(small_rows, n_rows))
+    chist = np.zeros((d, width, k))
+    cbin = np.zeros((d, width), np.int64)
+    cnb = np.zeros(d, np.int64)
+    scratch = np.zeros((nb, k))
+    seen = np.zeros((nb + 63) // 64, np.uint64)
+    codes_r = np.empty_like(codes)
+    S_r = np.empty_like(S)
+    rows_r = np.empty_like(rows)
+    suffix = np.zeros((max(nb, width) + 1, k))
+    cur = np.zeros(k)
+    total = np.zeros(k)
+    features = np.arange(d)
+    shuffle = max_features < d
+    h_tree = mix64(np.uint64(seed))
+    draws = 0
+    # depth-first stack of (node, depth, slot)
+    cap = 64
+    st_node = np.empty(cap, np.int64)
+    st_depth = np.empty(cap, np.int64)
+    st_slot = np.empty(cap, np.int64)
+    sp = 0
+
+    n_nodes = 1
+    start[0] = 0
+    end[0] = n_rows
+    slot0 = -1
+    if n_rows >= small_rows:
+        n_free -= 1
+        slot0 = free[n_free]
+        range_histogram(codes, 0, n_rows, S, pool, slot0)
+    st_node[0] = 0
+    st_depth[0] = 0
+    st_slot[0] = slot0
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        j = st_node[sp]
+        depth = st_depth[sp]
+        slot = st_slot[sp]
+        lo = start[j]
+        hi = end[j]
+        m = hi - lo
+        best_f = -1
+        best_b = -1
+        if m >= 2 * min_rows and depth < max_depth:
+            if slot >= 0:
+                h = pool[slot]
+                nbf = n_bins_f
+            else:
+                _compact_histogram(codes, S, lo, hi, scratch, seen, chist, cbin, cnb)
+                h = chist
+                nbf = cnb
+            _node_totals(h, nbf[0], total)
+            q_p, scale = split_scale(total, classification)
+            if shuffle:  # Fisher-Yates from the tree's counter-based stream
+                for a in range(d - 1, 0, -1):
+                    c = int(uniform53(h_tree, draws) * (a + 1))
+                    draws += 1
+                    if c > a:
+                        c = a
+                    features[a], features[c] = features[c], features[a]
+            best, f, jb = scan_node(h, nbf, features, max_features, classification,
+                                    min_rows, 0.0, q_p, suffix, cur)
+            if f >= 0 and best > rtol * scale:
+                best_f = f
+                best_b = jb if slot >= 0 else cbin[f, jb]
+        if best_f < 0:
+            if slot >= 0:
+                free[n_free] = slot
+                n_free += 1
+            continue
+        mid = _partition(codes, S, rows, lo, hi, best_f, best_b, codes_r, S_r, rows_r)
+        lc = n_nodes
+        rc = n_nodes + 1
+        n_nodes += 2
+        left[j] = lc
+        right[j] = rc
+        feature[j] = best_f
+        bin_[j] = best_b
+        start[lc] = lo
+        end[lc] = mid
+        start[rc] = mid
+        end[rc] = hi
+        if mid - lo <= hi - mid:
+            small, large = lc, rc
+        else:
+            small, large = rc, lc
+        m_small = end[small] - start[small]
+        m_large = end[large] - start[large]
+        slot_small = -1
+        slot_large = -1
+        if m_large >= small_rows:  # so m >= small_rows and the node had a histogram
+            if n_free == 0:  # double the pool
+                old = pool.shape[0]
+                grown = np.zeros((2 * old, d, nb, k))
+                grown[:old] = pool
+                pool = grown
+                free = np.empty(2 * old, np.int64)
+                for a in range(old):
+                    free[a] = 2 * old - 1 - a
+                n_free = old
+            n_free -= 1
+            tmp_slot = free[n_free]
+            pool[tmp_slot] = 0.0
+            range_histogram(codes, start[small], end[small], S, pool, tmp_slot)
+            _subtract_kernel(pool[slot], pool[tmp_slot], signed_col)
+            slot_large = slot
+            if m_small >= small_rows:
+                slot_small = tmp_slot
+            else:
+                free[n_free] = tmp_slot
+                n_free += 1
+        elif slot >= 0:
+            free[n_free] = slot
+            n_free += 1
+        if sp + 2 > cap:
+            cap *= 2
+            st_node = np.concatenate((st_node, np.empty(cap - st_node.shape[0], np.int64)))
+            st_depth = np.concatenate((st_depth, np.empty(cap - st_depth.shape[0], np.int64)))
+            st_slot = np.concatenate((st_slot, np.empty(cap - st_slot.shape[0], np.int64)))
+        # the larger child waits; the smaller one is grown first
+        st_node[sp] = large
+        st_depth[sp] = depth + 1
+        st_slot[sp] = slot_large
+        st_node[sp + 1] = small
+        st_depth[sp + 1] = depth + 1
+        st_slot[sp + 1] = slot_small
+        sp += 2
+    return n_nodes
+
+
+def grow_tree(
+    binned: np.ndarray,
+    S: np.ndarray,
+    rows: np.ndarray,
+    n_bins: np.ndarray,
+    *,
+    classification: bool,
+    min_samples_leaf: int = 1,
+    max_depth: int | None = None,
+    max_features: int | None = None,
+    seed: int = 0,
+    small_rows: int | None = None,
+    rtol: float = SPLIT_RTOL,
+) -> dict[str, np.ndarray]:
+    """Grow one histogram CART tree on the rows ``rows`` (paper Sec. 2.2, eq. 4).
+
+    A node with at least ``2 * min_samples_leaf`` rows, above ``max_depth``, is split at
+    the candidate of largest impurity decrease among ``max_features`` features drawn for
+    it; both children must keep ``min_samples_leaf`` rows and a positive weight, and the
+    decrease must exceed rounding noise (``rtol``, as in the trunk).
+
+    Parameters
+    ----------
+    binned : ndarray of shape (n_samples, n_features), uint8, C-contiguous
+        Bin codes (``binning.bin_data``); ``binned[:, f] < n_bins[f]``.
+    S : ndarray of shape (n_samples, k), float64, C-contiguous
+        Per-row statistics (:func:`~ebf.histogram.row_statistics`), column 0 the row count.
+    rows : ndarray of int64
+        The rows of the tree (those of positive weight), each once.
+    n_bins : ndarray of shape (n_features,), int64
+        Bins per feature (edges + 1).
+    classification : bool
+        Gini (``S`` one-hot weights) instead of squared error (``S = [1, w, wy, wy^2]``).
+    min_samples_leaf : int, default=1
+    max_depth : int or None, default=None
+    max_features : int or None, default=None
+        Features tried per node (None: all, in their order, so ties keep the lowest).
+    seed : int, default=0
+        Seed of the features' order (used only if ``max_features < n_features``).
+    small_rows : int or None, default=None
+        Nodes with fewer rows use a compact histogram; None: the largest ``n_bins``.
+    rtol : float, default=SPLIT_RTOL
+
+    Returns
+    -------
+    dict
+        ``left``, ``right``, ``feature``, ``bin``, ``start``, ``end``: int64 arrays of
+        length ``n_nodes`` (-1 children and feature at leaves; ``bin`` is the split bin),
+        and ``rows``, the rows in node order: node ``j`` holds ``rows[start[j]:end[j]]``.
+
+    Examples
+    --------
+    >>> from ebf.histogram import row_statistics
+    >>> binned = np.array([[0], [0], [1], [1]], np.uint8)
+    >>> S = row_statistics(np.array([0.0, 0.0, 1.0, 1.0]))
+    >>> t = grow_tree(binned, S, np.arange(4), np.array([2]), classification=False)
+    >>> t["feature"].tolist(), t["bin"].tolist(), t["left"].tolist()
+    ([0, -1, -1], [0, -1, -1], [1, -1, -1])
+    """
+    n, d = binned.shape
+    rows = np.array(rows, dtype=INDEX)  # a copy: permuted into node order
+    n_bins = np.ascontiguousarray(n_bins, dtype=INDEX)
+    if S.shape[0] != n or n_bins.shape != (d,):
+        raise ValueError(f"binned {binned.shape}, S {S.shape} and n_bins {n_bins.shape} "
+                         "do not agree.")
+    if rows.size == 0:
+        raise ValueError("a tree needs at least one row of positive weight.")
+    min_rows = max(1, int(min_samples_leaf))
+    cap = 2 * (rows.size // min_rows) + 1  # a binary tree with leaves of >= min_rows rows
+    out = {name: np.full(cap, NO_NODE, INDEX)
+           for name in ("left", "right", "feature", "bin", "start", "end")}
+    codes = np.take(binned, rows, axis=0)  # the tree's own copies, kept in node order
+    if codes.size and np.any(codes.max(axis=0) >= n_bins):
+        raise ValueError("binned holds codes >= n_bins for some feature.")
+    n_nodes = _grow_kernel(
+        codes, np.take(np.asarray(S, dtype=np.float64), rows, axis=0), rows, n_bins,
+        bool(classification), min_rows,
+        _NO_DEPTH_LIMIT if max_depth is None else int(max_depth),
+        d if max_features is None else int(max_features), int(seed) % 2**64,
+        int(n_bins.max(initial=1)) if small_rows is None else int(small_rows), float(rtol),
+        out["left"], out["right"], out["feature"], out["bin"], out["start"], out["end"])
+    return {**{name: a[:n_nodes] for name, a in out.items()}, "rows": rows}
+
+
+@numba.njit(**JIT)
+def _node_statistics_kernel(rows, start, end, left, right, y, w, classification,
+                            value, variance, weight, count):  # pragma: no cover - numba
+    # leaves by two passes over their rows; internal nodes (numbered before their
+    # children) combined from the children, backwards (Chan et al.'s pairwise update)
+    for j in range(left.shape[0] - 1, -1, -1):
+        a = left[j]
+        if a == NO_NODE:
+            wsum = 0.0
+            for t in range(start[j], end[j]):
+                i = rows[t]
+                wsum += w[i]
+                if classification:
+                    value[j, int(y[i])] += w[i]
+                else:
+                    value[j, 0] += w[i] * y[i]
+            weight[j] = wsum
+            count[j] = end[j] - start[j]
+            if classification:
+                for c in range(value.shape[1]):
+                    value[j, c] /= wsum
+                continue
+            mu = value[j, 0] / wsum
+            m2 = 0.0
+            for t in range(start[j], end[j]):
+                i = rows[t]
+                dev = y[i] - mu
+                m2 += w[i] * dev * dev
+            value[j, 0] = mu
+            variance[j] = m2  # M2 until the end
+            continue
+        b = right[j]
+        wt = weight[a] + weight[b]
+        weight[j] = wt
+        count[j] = count[a] + count[b]
+        if classification:
+            for c in range(value.shape[1]):
+                value[j, c] = (weight[a] * value[a, c] + weight[b] * value[b, c]) / wt
+            continue
+        delta = value[b, 0] - value[a, 0]
+        value[j, 0] = value[a, 0] + delta * weight[b] / wt
+        variance[j] = variance[a] + variance[b] + delta * delta * weight[a] * weight[b] / wt
+    if not classification:
+        for j in range(left.shape[0]):
+            variance[j] = variance[j] / weight[j]
+
+
+def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
+                    n_classes: int) -> dict[str, np.ndarray]:
+    """The leaf statistics of ``ebf.cart`` for every node of a grown tree.
+
+    Parameters
+    ----------
+    tree : dict
+        From :func:`grow_tree` (``left``, ``right``, ``start``, ``end``, ``rows``).
+    y : ndarray of shape (n_samples,), float64
+        Target, or class codes (classification).
+    w : ndarray of shape (n_samples,), float64
+        Row weights (positive on ``rows``).
+    n_classes : int
+        0 for regression, else the number of classes (the width of ``value``).
+
+    Returns
+    -------
+    dict
+        ``value`` (weighted mean, shape (n_nodes, 1); or weighted class fractions, shape
+        (n_nodes, n_classes)), ``variance`` (weighted within-node variance; zeros for
+        classification), ``weight`` (sum of weights), ``count`` (rows).
+    """
+    n_nodes = tree["left"].shape[0]
+    classification = n_classes > 0
+    stats = {
+        "value": np.zeros((n_nodes, n_classes if classification else 1)),
+        "variance": np.zeros(n_nodes),
+        "weight": np.zeros(n_nodes),
+        "count": np.zeros(n_nodes, INDEX),
+    }
+    _node_statistics_kernel(tree["rows"], tree["start"], tree["end"], tree["left"], tree["right"],
+                            np.ascontiguousarray(y, dtype=np.float64),
+                            np.ascontiguousarray(w, dtype=np.float64), classification,
+                            stats["value"], stats["variance"], stats["weight"], stats["count"])
+    return stats
