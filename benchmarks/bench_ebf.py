@@ -15,6 +15,15 @@ Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in 
     leaf), one thread and all cores, against the draws as first implemented (a
     ``Trunk.fit`` per draw, binning X every time, one thread), called in turn within each
     of ``--posterior-repeats`` repeats; ``trunk_posterior`` also computes eq. (11) per node.
+``scale`` (only with ``--parts scale``; issue 15)
+    Friedman (noise 1, 10 features) at ``--scale-rows`` training rows (1M and 10M), RMSE
+    against the noise-free f on 100k test rows, NLPD and calibration against the noisy
+    ones, all on ``--n-jobs`` threads: BF with ``splitter="exact"`` (scikit-learn's CART;
+    only up to ``--exact-max-rows``, it takes hours beyond) and ``"hist"`` (``ebf.hist_tree``),
+    EBF with hist Bayesian branches, scikit-learn's random forest (same size and leaves),
+    ``HistGradientBoostingRegressor`` (100 iterations) and XGBoost hist (100 rounds, the
+    ``bench`` extra; skipped if absent), ``--scale-trees`` trees per forest (10). Then the
+    flight delays at ``--flight-train`` rows, the same models.
 ``validate``
     The cost of validating a loaded model (``_set_state``: tree structure, statistics,
     consistency of the parts) against the whole ``ebf.load`` (reading, hashing, parsing and
@@ -69,7 +78,7 @@ from mondrian import MondrianForestRegressor
 from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
-PARTS = ("friedman", "flights", "posterior", "validate")
+PARTS = ("friedman", "flights", "posterior", "validate", "scale")
 FULL = dict(repeats=100, friedman_train=100, flight_train=100_000, flight_test=50_000,
             n_estimators=100, validate_rows=200_000, validate_repeats=5)
 QUICK = dict(repeats=5, friedman_train=100, flight_train=10_000, flight_test=5_000,
@@ -301,6 +310,84 @@ def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
     return {"rows": rows}
 
 
+def scale_models(n_trees: int, seed: int, n_jobs: int, n_rows: int,
+                 exact_max_rows: int) -> dict[str, Any]:
+    """The models of ``--parts scale``: BF exact and hist, EBF hist, and the peers."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    cart = dict(min_samples_leaf=5, random_state=seed, n_jobs=n_jobs)
+    out: dict[str, Any] = {}
+    if n_rows <= exact_max_rows:
+        out["BF exact"] = BayesianForestRegressor(n_estimators=n_trees, splitter="exact", **cart)
+    out["BF hist"] = BayesianForestRegressor(n_estimators=n_trees, splitter="hist", **cart)
+    out["EBF hist"] = EmpiricalBayesianForestRegressor(n_estimators=n_trees, **cart)
+    if n_rows <= exact_max_rows:
+        out["sklearn RF"] = RandomForestRegressor(n_estimators=n_trees, **cart)
+    out["sklearn HGB"] = HistGradientBoostingRegressor(max_iter=100, early_stopping=False,
+                                                       random_state=seed)
+    try:
+        import xgboost
+    except ImportError:
+        print("  xgboost is not installed (the bench extra): skipped", flush=True)
+    else:
+        out["XGBoost hist"] = xgboost.XGBRegressor(n_estimators=100, tree_method="hist",
+                                                   n_jobs=n_jobs, random_state=seed)
+    return out
+
+
+def run_scale_once(model: Any, X_tr, y_tr, X_te, y_te, f_te=None) -> dict[str, Any]:
+    """``run_once`` for forests; fit, predict and RMSE only for point predictors."""
+    if hasattr(model, "predict_distribution") or isinstance(model, RandomForestRegressor):
+        return run_once(model, X_tr, y_tr, X_te, y_te, f_te)
+    t0 = time.perf_counter()
+    model.fit(X_tr, y_tr)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mean = model.predict(X_te)
+    predict_s = time.perf_counter() - t0
+    target = y_te if f_te is None else f_te
+    return {"rmse": float(np.sqrt(np.mean((mean - target) ** 2))),
+            "nlpd": float("nan"), "calibration": np.full(len(DEFAULT_LEVELS), np.nan),
+            "calibration_mixture": np.full(len(DEFAULT_LEVELS), np.nan),
+            "fit_seconds": fit_s, "predict_seconds": predict_s}
+
+
+def run_scale(cfg: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sets = [(f"friedman {n:,}", n) for n in cfg.scale_rows] + [("flights", cfg.flight_train)]
+    for title, n in sets:
+        if title == "flights":
+            from pipelines.datasets import load_flight_delays, train_test_split_chronological
+
+            X, y = load_flight_delays(n_rows=n + cfg.flight_test)
+            X_tr, X_te, y_tr, y_te = train_test_split_chronological(X, y, n, cfg.flight_test)
+            X_tr, X_te = X_tr.to_numpy(), X_te.to_numpy()
+            y_tr, y_te, f_te = y_tr.to_numpy(), y_te.to_numpy(), None
+        else:
+            rng = np.random.default_rng([cfg.seed, n])
+            X_tr, y_tr, _ = friedman(n, 10, rng)
+            X_te, y_te, f_te = friedman(100_000, 10, rng)
+        runs = {}
+        for name, model in scale_models(cfg.scale_trees, cfg.seed, cfg.n_jobs, n,
+                                        cfg.exact_max_rows).items():
+            print(f"  {title}: {name} ...", flush=True)
+            runs[name] = [run_scale_once(model, X_tr, y_tr, X_te, y_te, f_te)]
+            print(f"    fit {runs[name][0]['fit_seconds']:.1f} s, "
+                  f"RMSE {runs[name][0]['rmse']:.4f}", flush=True)
+        summary = summarise(runs)
+        by = {r["model"]: r for r in summary}
+        if "BF exact" in by:
+            for r in summary:
+                r["fit_vs_bf_exact"] = by["BF exact"]["fit_seconds"] / r["fit_seconds"]
+            print("fit time of BF exact / fit time: " + ", ".join(
+                f"{r['model']} {r['fit_vs_bf_exact']:.1f}x" for r in summary))
+        vs = "RMSE against f(x)" if f_te is not None else "RMSE"
+        print_rows(f"(scale) {title} rows, {cfg.scale_trees} trees per forest, {vs}, "
+                   f"{cfg.n_jobs} threads", summary)
+        out[title] = {"n_train": n, "rows": summary}
+    return out
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -316,6 +403,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--posterior-rows", type=int, default=200_000, help="posterior rows (200k)")
     p.add_argument("--posterior-draws", type=int, default=100, help="posterior draws (100)")
     p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
+    p.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 10_000_000],
+                   help="(scale) Friedman training rows (1M 10M)")
+    p.add_argument("--scale-trees", type=int, default=10, help="(scale) trees per forest (10)")
+    p.add_argument("--exact-max-rows", type=int, default=2_000_000,
+                   help="(scale) BF exact and scikit-learn's RF only up to this many rows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=RESULTS)
     return parse_with_sizes(p, argv, QUICK, FULL)
@@ -324,7 +416,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     return run_parts("bench_ebf", cfg, {"friedman": run_friedman, "flights": run_flights,
-                                        "posterior": run_posterior, "validate": run_validate})
+                                        "posterior": run_posterior, "validate": run_validate,
+                                        "scale": run_scale})
 
 
 if __name__ == "__main__":

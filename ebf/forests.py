@@ -216,7 +216,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         Features considered per split, as in scikit-learn.
     max_depth : int or None, default=None
         Maximum tree depth.
-    splitter : {"hist", "exact"}, default="exact"
+    splitter : {"hist", "exact"}, default="hist"
         ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
         feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
         most ``max_bins`` distinct values (categorical codes included) gets one bin per
@@ -277,7 +277,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         min_samples_leaf: int | float = 5,
         max_features: int | float | str | None = 1.0,
         max_depth: int | None = None,
-        splitter: str = "exact",
+        splitter: str = "hist",
         max_bins: int = MAX_BINS,
         uncertainty: str = "leaf",
         random_state: Any = None,
@@ -360,7 +360,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         Features considered per split, as in scikit-learn.
     max_depth : int or None, default=None
         Maximum tree depth.
-    splitter : {"hist", "exact"}, default="exact"
+    splitter : {"hist", "exact"}, default="hist"
         ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
         feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
         most ``max_bins`` distinct values (categorical codes included) gets one bin per
@@ -408,7 +408,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         min_samples_leaf: int | float = 5,
         max_features: int | float | str | None = "sqrt",
         max_depth: int | None = None,
-        splitter: str = "exact",
+        splitter: str = "hist",
         max_bins: int = MAX_BINS,
         random_state: Any = None,
         n_jobs: int | None = None,

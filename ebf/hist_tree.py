@@ -19,7 +19,10 @@ boosting does for shallow trees), on the trunk's kernels (``LAYOUT.md``):
 
 With at most ``max_bins`` distinct values per feature, every distinct value has its own bin
 and the edges are the midpoints scikit-learn uses as thresholds, so the tree is exact CART
-(``tests/naive.py`` has the oracle).
+(``tests/naive.py`` has the oracle): the same splits of the training rows. Where a node's
+rows leave empty bins between the two sides of its split, exact CART cuts in the middle of
+the gap and the histogram tree right after the occupied bins (the lowest edge, as
+histogram boosting does), so a new row inside the gap may go the other way.
 
 The tree is grown depth first, smaller child first, so at most ``log2(n / n_bins)``
 histograms are alive at a time; node ``j``'s rows are ``rows[start[j]:end[j]]`` (the split

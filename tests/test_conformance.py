@@ -37,6 +37,8 @@ ESTIMATORS = [
     BayesianForestRegressor(n_estimators=3, weights="poisson", uncertainty="tree_spread",
                             random_state=0),
     BayesianForestClassifier(n_estimators=3, random_state=0),
+    BayesianForestRegressor(n_estimators=3, splitter="exact", random_state=0),
+    BayesianForestClassifier(n_estimators=3, splitter="exact", random_state=0),
     EmpiricalBayesianForestRegressor(n_estimators=3, random_state=0),
     EmpiricalBayesianForestRegressor(n_estimators=3, branch="mondrian", random_state=0),
     EmpiricalBayesianForestRegressor(n_estimators=5, branch="smc", random_state=0),

@@ -18,7 +18,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
-from ebf import _base, cart, cart_fit
+from ebf import _base, binning, cart, cart_fit
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
 from tests.ebf.test_features import state_leaves
@@ -122,6 +122,58 @@ def test_unweighted_forest_equals_sklearn_cart():
         sk = DecisionTreeRegressor(min_samples_leaf=7, random_state=seed).fit(X, y)
         assert f.n_nodes[t] == sk.tree_.node_count
         np.testing.assert_array_equal(f.value[leaves[:, t], 0], sk.predict(Xt))
+
+
+# ------------------------------------------------------------------------------ hist
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_hist_forest_equals_exact_forest_with_few_distinct_values(Est):
+    # at most max_bins distinct values per feature: one bin per value, and every tree
+    # splits the training rows as the exact one does (equal predictions on them; where a
+    # node's rows leave a gap of empty bins, exact CART cuts at the middle of the gap and
+    # the histogram tree right after its occupied bins, so new rows in the gap may differ;
+    # the classifier's exact trees also take zero-gain splits, which change no prediction)
+    rng = np.random.default_rng(12)
+    X = np.round(rng.random((500, 3)) * 60) / 60
+    y = 5 * X[:, 0] + np.sin(6 * X[:, 1]) + 0.3 * rng.normal(size=500)
+    if Est is BayesianForestClassifier:
+        y = np.digitize(y, np.quantile(y, [0.3, 0.6]))
+    kw = dict(n_estimators=4, min_samples_leaf=6, max_features=None, random_state=5)
+    hist = Est(splitter="hist", **kw).fit(X, y)
+    exact = Est(splitter="exact", **kw).fit(X, y)
+    method = "predict" if Est is BayesianForestRegressor else "predict_proba"
+    np.testing.assert_allclose(getattr(hist, method)(X), getattr(exact, method)(X),
+                               rtol=1e-10, atol=1e-12)
+    if Est is BayesianForestRegressor:
+        np.testing.assert_array_equal(hist.n_nodes_, exact.n_nodes_)
+        np.testing.assert_allclose(hist.predict(X, return_std=True)[1],
+                                   exact.predict(X, return_std=True)[1], rtol=1e-9)
+
+
+def test_hist_forest_splits_on_the_bin_edges():
+    X, y = _regression(400)
+    bf = BayesianForestRegressor(n_estimators=3, max_bins=16, random_state=0).fit(X, y)
+    edges = binning.bin_edges(cart_fit.as_float32(X), 16)
+    split = bf.forest_.feature >= 0
+    for f, t in zip(bf.forest_.feature[split], bf.forest_.threshold[split], strict=True):
+        assert t in edges[f]
+    assert split.sum() > 20
+
+
+def test_hist_forest_bins_categories_exactly():
+    # 200 categories (<= max_bins): each has its own bin, so a tree isolates the one that
+    # matters however the others are spread
+    rng = np.random.default_rng(13)
+    cat = rng.integers(0, 200, 4000)
+    X = pd.DataFrame({"c": pd.Categorical(cat.astype(str)), "u": rng.random(4000)})
+    special = X["c"].cat.categories[137]
+    y = np.where(X["c"] == special, 10.0, 0.0) + 0.01 * rng.normal(size=4000)
+    bf = BayesianForestRegressor(n_estimators=3, min_samples_leaf=5, random_state=0).fit(X, y)
+    test = pd.DataFrame({"c": pd.Categorical([special] * 3 + ["0", "1", "99"],
+                                             categories=X["c"].cat.categories),
+                         "u": [0.1, 0.5, 0.9] * 2})
+    np.testing.assert_allclose(bf.predict(test), [10, 10, 10, 0, 0, 0], atol=0.05)
 
 
 # ------------------------------------------------------------------------------ cart
@@ -267,13 +319,14 @@ def test_bf_beats_single_cart_on_friedman():
     assert rmse["bf"] < 0.85 * rmse["dt"] and rmse["rf"] < 0.85 * rmse["dt"]
 
 
+@pytest.mark.parametrize("splitter", ["hist", "exact"])
 @pytest.mark.parametrize("Est", ESTIMATORS)
-def test_same_seed_same_model_whatever_n_jobs(Est, monkeypatch):
+def test_same_seed_same_model_whatever_n_jobs(Est, splitter, monkeypatch):
     X, y = _regression(300)
     if Est is BayesianForestClassifier:
         y = (y > np.median(y)).astype(int)
-    a = Est(n_estimators=6, random_state=3, n_jobs=1).fit(X, y)
-    b = Est(n_estimators=6, random_state=3, n_jobs=2).fit(X, y)
+    a = Est(n_estimators=6, splitter=splitter, random_state=3, n_jobs=1).fit(X, y)
+    b = Est(n_estimators=6, splitter=splitter, random_state=3, n_jobs=2).fit(X, y)
     for name in cart.CartForest.ARRAYS:
         np.testing.assert_array_equal(getattr(a.forest_, name), getattr(b.forest_, name))
     monkeypatch.setattr(_base, "PREDICT_BLOCK", 7)  # many row blocks, in two threads

@@ -170,6 +170,21 @@ def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
     assert {"summary", "encode", "bin_edges", "trunk", "route", "branches", "fit"} <= set(timings)
 
 
+@pytest.mark.parametrize("splitter", ["hist", "exact"])
+def test_ebf_branch_splitter_equals_local_ebf(dask_client, splitter):
+    """Bayesian branches of either splitter (``branch_params``) are the local ones."""
+    df = make_frame(1500, seed=12)
+    params = dict(n_estimators=3, trunk_max_leaves=4, random_state=13,
+                  branch_params={"splitter": splitter, "max_bins": 32})
+    model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, 3, dask_client, **params)
+    got = model.to_local()
+    forests = [b for b in got.branches_ if hasattr(b, "splitter")]
+    assert len(forests) == 4 and all(b.splitter == splitter for b in forests)
+    assert_same_state(estimator_state(got), estimator_state(local),
+                      loose=("stats", "weight", "gain"))
+    assert_same_predictions(got, local, make_frame(300, seed=3)[FEATURES])
+
+
 @pytest.mark.parametrize("npartitions", [1, 4])
 def test_ebf_with_bart_branches_equals_local_ebf(dask_client, npartitions):
     """BART branches (thesis Ch. 4) fit on the workers are the local ones, bit for bit."""
