@@ -9,10 +9,13 @@ The bytes per row per tree of each branch learner are estimated here from its la
   data buffer, ``8 (D + 2)`` bytes per row, shared by its trees; a compact tree
   (:meth:`mondrian.MondrianForestRegressor.compact`) stores about ``26 + 4 D`` per node.
 * Bayesian / random CART forests with the default leaves of 5 rows: about 21 bytes per row
-  per tree, whatever the number of features.
+  per tree, whatever the number of features (0.32 nodes per row of 64 bytes), and in
+  inverse proportion to ``min_samples_leaf`` (measured with the histogram trees at 1M rows:
+  0.32, 0.077 and 0.015 nodes per row at leaves of 5, 20 and 100 rows).
 
-:func:`plan_model_size` picks the trees per branch, or for Mondrian branches the leaf size
-``min_samples_split``, so that the estimate fits a budget (``ebf train --model-memory``).
+:func:`plan_model_size` picks the trees per branch, or the leaf size (``min_samples_split``
+of Mondrian branches, ``min_samples_leaf`` of CART branches), so that the estimate fits a
+budget (``ebf train --model-memory``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ SIZED_BY_ROWS = ("mondrian", "bayesian", "random")
 #: doubled) and per paper (Sec. 5: 10).
 DEFAULT_MIN_SAMPLES_SPLIT = 10
 CART_BYTES_PER_ROW_PER_TREE = 21.0
+#: ``min_samples_leaf`` of CART branches by default (the estimators' default).
+DEFAULT_MIN_SAMPLES_LEAF = 5
 
 
 def default_trees(branch: str) -> int:
@@ -51,7 +56,8 @@ def _mondrian_terms(n_features: int, compact: bool, n_trees: int) -> tuple[float
 
 def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = False,
                            min_samples_split: int = DEFAULT_MIN_SAMPLES_SPLIT,
-                           n_trees: int = 10) -> float:
+                           n_trees: int = 10,
+                           min_samples_leaf: int = DEFAULT_MIN_SAMPLES_LEAF) -> float:
     """Estimated model bytes per training row per tree.
 
     Parameters
@@ -64,6 +70,8 @@ def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = Fals
         Mondrian leaf size.
     n_trees : int, default=10
         Trees per branch (a full Mondrian forest shares its data buffer among them).
+    min_samples_leaf : int, default=5
+        CART leaf size.
 
     Returns
     -------
@@ -75,7 +83,7 @@ def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = Fals
     26
     """
     if branch != "mondrian":
-        return CART_BYTES_PER_ROW_PER_TREE
+        return CART_BYTES_PER_ROW_PER_TREE * DEFAULT_MIN_SAMPLES_LEAF / max(min_samples_leaf, 1)
     per_node, per_row = _mondrian_terms(n_features, compact, n_trees)
     nodes_per_row = min(2.0, 4.0 / max(min_samples_split, 2))
     return nodes_per_row * per_node + per_row
@@ -87,6 +95,7 @@ class SizePlan:
 
     n_estimators: int
     min_samples_split: int | None
+    min_samples_leaf: int | None
     bytes_per_row_per_tree: float
     model_bytes: float
     message: str
@@ -94,12 +103,12 @@ class SizePlan:
 
 def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                     n_estimators: int | None = None, compact: bool = False) -> SizePlan:
-    """Trees per branch (or Mondrian leaf size) for a model of at most ``budget`` bytes.
+    """Trees per branch (or leaf size) for a model of at most ``budget`` bytes.
 
     With ``n_estimators`` None: the default trees of the learner, fewer if they do not fit;
-    Mondrian branches that do not fit with one tree get larger leaves. With ``n_estimators``
-    given: Mondrian branches get the leaf size that fits it; other learners must fit as they
-    are.
+    branches that do not fit with one tree get larger leaves. With ``n_estimators`` given:
+    the leaf size that fits them (``min_samples_split`` of Mondrian branches,
+    ``min_samples_leaf`` of CART branches).
 
     Raises
     ------
@@ -111,6 +120,8 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     >>> plan = plan_model_size(2 * 10**9, 10**7, 10, "mondrian", compact=True)
     >>> plan.n_estimators, plan.min_samples_split
     (7, 10)
+    >>> plan_model_size(2 * 10**9, 10**7, 10, "bayesian", n_estimators=100).min_samples_leaf
+    53
     """
     if branch not in SIZED_BY_ROWS:
         raise ValueError(
@@ -130,26 +141,35 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                 trees = t
                 break
     per = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=trees)
+    leaf = None if mondrian else DEFAULT_MIN_SAMPLES_LEAF
     if n_rows * trees * per > budget:
-        if not mondrian:
-            raise ValueError(
-                f"a model of {trees} {branch} tree(s) per branch on {n_rows:,} rows needs about "
-                f"{n_rows * trees * per / 1e6:,.0f} MB, over the --model-memory budget of "
-                f"{budget / 1e6:,.0f} MB; raise the budget or use fewer trees or rows")
-        per_node, per_row = _mondrian_terms(n_features, compact, trees)
-        room = budget / (n_rows * trees) - per_row
-        if room <= 0:
-            raise ValueError(
-                f"{trees} full Mondrian tree(s) per branch on {n_rows:,} rows cannot fit "
-                f"{budget / 1e6:,.0f} MB: their data buffer alone needs more; save compact "
-                "models (--compact) or raise the budget")
-        mss = max(DEFAULT_MIN_SAMPLES_SPLIT, math.ceil(4.0 * per_node / room))
-        per = bytes_per_row_per_tree(branch, n_features, compact=compact,
-                                     min_samples_split=mss, n_trees=trees)
+        if not mondrian:  # bytes per row fall as 1 / leaf: the smallest leaf that fits
+            leaf = math.ceil(CART_BYTES_PER_ROW_PER_TREE * DEFAULT_MIN_SAMPLES_LEAF
+                             * n_rows * trees / budget)
+            if 2 * leaf > n_rows:
+                raise ValueError(
+                    f"a model of {trees} {branch} tree(s) per branch on {n_rows:,} rows needs "
+                    f"about {n_rows * trees * per / 1e6:,.0f} MB with leaves of "
+                    f"{DEFAULT_MIN_SAMPLES_LEAF} rows and cannot fit the --model-memory "
+                    f"budget of {budget / 1e6:,.0f} MB even with one leaf per tree; raise the "
+                    "budget or use fewer trees")
+            per = bytes_per_row_per_tree(branch, n_features, min_samples_leaf=leaf)
+        else:
+            per_node, per_row = _mondrian_terms(n_features, compact, trees)
+            room = budget / (n_rows * trees) - per_row
+            if room <= 0:
+                raise ValueError(
+                    f"{trees} full Mondrian tree(s) per branch on {n_rows:,} rows cannot fit "
+                    f"{budget / 1e6:,.0f} MB: their data buffer alone needs more; save "
+                    "compact models (--compact) or raise the budget")
+            mss = max(DEFAULT_MIN_SAMPLES_SPLIT, math.ceil(4.0 * per_node / room))
+            per = bytes_per_row_per_tree(branch, n_features, compact=compact,
+                                         min_samples_split=mss, n_trees=trees)
     total = n_rows * trees * per
     form = " compact" if compact and mondrian else ""
-    leaves = f" with min_samples_split={mss}" if mondrian else ""
+    leaves = (f" with min_samples_split={mss}" if mondrian
+              else f" with min_samples_leaf={leaf}")
     message = (f"model memory {budget / 1e6:,.0f} MB for {n_rows:,} rows x {n_features} "
                f"features: {trees}{form} {branch} tree(s) per branch{leaves}, about "
                f"{per:.0f} bytes per row per tree, an estimated {total / 1e6:,.0f} MB model")
-    return SizePlan(trees, mss, per, total, message)
+    return SizePlan(trees, mss, leaf, per, total, message)

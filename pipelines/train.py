@@ -90,7 +90,7 @@ class TrainResult:
         The parameters :func:`train` was called with (branch, trees, trunk limits, seed,
         Mondrian ``branch_params``, ``compact``).
     size_plan : pipelines.sizing.SizePlan or None
-        What ``model_memory`` chose (trees per branch, Mondrian leaf size, the estimate).
+        What ``model_memory`` chose (trees per branch, leaf size, the estimate).
     calibration : dict
         How the models were recalibrated: ``method`` (``"none"``, ``"recent"`` or
         ``"holdout"``), and with a method its ``fraction``, ``seconds`` and, under ``ebf``
@@ -311,7 +311,8 @@ def train(
     model_memory : int or str, optional
         Budget for the whole model (``"2GB"``): the rows are counted and
         :func:`pipelines.sizing.plan_model_size` picks the trees per branch (if not given) or
-        the Mondrian leaf size; the choice is logged and kept in ``TrainResult.size_plan``.
+        the leaf size (Mondrian ``min_samples_split``, CART ``min_samples_leaf``); the choice
+        is logged and kept in ``TrainResult.size_plan``.
     compact : bool, default=False
         Fit predict-only models (``predict_only=True``: every branch compacted on its worker
         as soon as it is fit, :meth:`ebf.ensemble._BranchedEnsemble.compact`):
@@ -417,6 +418,8 @@ def train(
     }
     if min_samples_split is not None and branch == "mondrian":
         params["branch_params"] = {"min_samples_split": int(min_samples_split)}
+    if size_plan is not None and size_plan.min_samples_leaf is not None:
+        params["min_samples_leaf"] = size_plan.min_samples_leaf
     logger.info("training %s (%s) on %s: %d features, target %r", ebf_class.__name__, task,
                 where, len(chosen), target)
     estimator = ebf_class(**params, client=client)
@@ -433,6 +436,7 @@ def train(
             branch=branch,
             branch_memory=branch_memory,
             branch_params=params.get("branch_params"),
+            min_samples_leaf=params.get("min_samples_leaf", 5),
             random_state=random_state,
             predict_only=bool(compact),
             client=client,

@@ -366,6 +366,22 @@ def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, 
     assert saved <= 1.5 * budget
 
 
+def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, local_threads):
+    """``--n-estimators`` with ``--model-memory``: CART branches get the leaf size that fits."""
+    from ebf.model import load
+
+    budget = 3000 * 20 * 7
+    assert main(["train", data["regression", "train"], "--target", "y", "--trunk-leaves", "2",
+                 "--calibrate", "none", "--quiet", "--n-estimators", "20",
+                 "--model-memory", str(budget), "--out", str(tmp_path / "m")]) == 0
+    assert "20 bayesian tree(s) per branch with min_samples_leaf=15" in capsys.readouterr().out
+    model = load(tmp_path / "m")
+    assert model.min_samples_leaf == 15
+    assert all(b.min_samples_leaf == 15 for b in model.branches_)
+    saved = sum(f.stat().st_size for f in (tmp_path / "m").rglob("*") if f.is_file())
+    assert saved <= 1.5 * budget
+
+
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypatch,
                                               local_threads):
     import ebf.pack

@@ -73,9 +73,34 @@ def test_plan_lowers_the_trees_then_raises_the_leaf_size():
     assert given.model_bytes <= budget
 
 
+def test_plan_raises_the_cart_leaf_size_for_the_trees_asked():
+    n, d, budget = 1_000_000, 10, 100 * 10**6
+    plan = plan_model_size(budget, n, d, "bayesian", n_estimators=100)
+    assert plan.n_estimators == 100 and plan.min_samples_leaf == 105
+    assert plan.model_bytes <= budget and "min_samples_leaf=105" in plan.message
+    # the smallest leaf that fits
+    assert n * 100 * bytes_per_row_per_tree("bayesian", d, min_samples_leaf=104) > budget
+    assert plan_model_size(10**12, n, d, "random", n_estimators=100).min_samples_leaf == 5
+
+
+def test_cart_estimate_follows_the_leaf_size():
+    # nodes per row of the histogram trees ~ 1.6 / min_samples_leaf, 64 bytes per node
+    from ebf import BayesianForestRegressor
+
+    rng = np.random.default_rng(1)
+    X = rng.random((40_000, 5))
+    y = X[:, 0] + np.sin(6 * X[:, 1]) + 0.3 * rng.normal(size=40_000)
+    for leaf in (5, 40):
+        bf = BayesianForestRegressor(n_estimators=2, min_samples_leaf=leaf,
+                                     random_state=0).fit(X, y)
+        measured = bf.forest_.nbytes / (40_000 * 2)
+        estimate = bytes_per_row_per_tree("bayesian", 5, min_samples_leaf=leaf)
+        assert abs(estimate / measured - 1) < 0.15, (leaf, estimate, measured)
+
+
 def test_plan_that_cannot_fit_names_the_budget_and_the_need():
-    with pytest.raises(ValueError, match=r"100 bayesian tree\(s\) per branch on 1,000,000 rows "
-                                         r"needs about 2,100 MB.*budget of 100 MB"):
-        plan_model_size(100 * 10**6, 1_000_000, 10, "bayesian", n_estimators=100)
+    with pytest.raises(ValueError, match=r"100 bayesian tree\(s\) per branch on 1,000 rows "
+                                         r"needs about 2 MB.*budget of 0 MB"):
+        plan_model_size(1000, 1_000, 10, "bayesian", n_estimators=100)
     with pytest.raises(ValueError, match=r"data buffer alone.*--compact"):
         plan_model_size(10**6, 1_000_000, 10, "mondrian", n_estimators=10)
