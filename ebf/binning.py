@@ -4,8 +4,10 @@ The trunk (paper Sec. 4) is a CART fit on all the data; like scikit-learn's hist
 gradient boosting we search splits over at most ``MAX_BINS`` bins per feature instead of
 every distinct value. Edges are the contract between binning, splitting and routing
 (``LAYOUT.md``): ``edges[f]`` is a strictly increasing float64 array of at most
-``MAX_BINS - 1`` values and ``code = searchsorted(edges[f], x, side="left")``, so
-``code <= b`` iff ``x <= edges[f][b]``.
+``max_bins - 1`` values and ``code = searchsorted(edges[f], x, side="left")``, so
+``code <= b`` iff ``x <= edges[f][b]``. Codes are one byte while every feature has at most
+``MAX_BINS`` bins (the trunk's limit), else two (the forests' histogram trees, up to
+``MAX_WIDE_BINS``).
 
 How edges are computed, in one process or on a cluster:
 
@@ -27,14 +29,14 @@ from typing import Any
 import numba
 import numpy as np
 
-from .config import BIN_DTYPE, BIN_SUBSAMPLE, JIT, MAX_BINS
+from .config import BIN_DTYPE, BIN_SUBSAMPLE, JIT, MAX_BINS, MAX_WIDE_BINS, WIDE_BIN_DTYPE
 
 
 def _check_max_bins(max_bins: int) -> int:
-    if not 2 <= int(max_bins) <= MAX_BINS:
+    if not 2 <= int(max_bins) <= MAX_WIDE_BINS:
         raise ValueError(
-            f"max_bins must be an integer in [2, {MAX_BINS}] (bin codes are one byte), "
-            f"got {max_bins!r}."
+            f"max_bins must be an integer in [2, {MAX_WIDE_BINS}] (bin codes are at most two "
+            f"bytes), got {max_bins!r}."
         )
     return int(max_bins)
 
@@ -156,7 +158,7 @@ def bin_edges(
     X : array-like of shape (n_samples, n_features)
         Finite numeric data.
     max_bins : int, default=255
-        Number of bins per feature (at most ``MAX_BINS``).
+        Number of bins per feature (at most ``MAX_WIDE_BINS``).
     subsample : int or None, default=200_000
         If ``X`` has more rows, the edges are computed on this many rows drawn without
         replacement (the same rows for every feature); None uses every row.
@@ -321,8 +323,9 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
 
     Returns
     -------
-    binned : ndarray of shape (n_samples, n_features), uint8, C-contiguous
-        ``binned[i, f] <= b`` iff ``X[i, f] <= edges[f][b]``.
+    binned : ndarray of shape (n_samples, n_features), uint8 or uint16, C-contiguous
+        ``binned[i, f] <= b`` iff ``X[i, f] <= edges[f][b]``; uint16 if a feature has more
+        than ``MAX_BINS - 1`` edges.
 
     Examples
     --------
@@ -338,6 +341,7 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
             f"X must be 2-D with {len(edges)} columns (one per edge array), got {X.shape}."
         )
     packed, n_edges = pack_edges(edges)
-    out = np.empty(X.shape, dtype=BIN_DTYPE)
+    wide = int(n_edges.max(initial=0)) > MAX_BINS - 1
+    out = np.empty(X.shape, dtype=WIDE_BIN_DTYPE if wide else BIN_DTYPE)
     _bin_kernel(X, packed, n_edges, out)
     return out

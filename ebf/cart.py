@@ -1,11 +1,13 @@
 """Weighted CART trees as flat arrays, and the numba kernels that descend them.
 
 Every tree of a forest is a weighted-sample CART fit (Taddy, Chen, Yu & Wyle 2015,
-Sec. 2.2): scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with
-``sample_weight`` (the paper's own implementation adjusted scikit-learn's forest weights,
-Sec. 2.3, footnote 4). Rows of weight zero are ignored by scikit-learn's splitter, as a
-Poisson bootstrap needs. The fitted trees are converted into one :class:`CartForest`: the
-nodes of all trees concatenated, children as global node indices, one root per tree.
+Sec. 2.2): a histogram CART tree over bin edges (:mod:`ebf.hist_tree`, ``splitter="hist"``)
+or scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with
+``sample_weight`` (``splitter="exact"``; the paper's own implementation adjusted
+scikit-learn's forest weights, Sec. 2.3, footnote 4). Rows of weight zero are ignored by
+both, as a Poisson bootstrap needs. The fitted trees are converted into one
+:class:`CartForest`: the nodes of all trees concatenated, children as global node indices,
+one root per tree.
 
 Leaf statistics (the paper's ``theta``-weighted quantities, eq. 4):
 
@@ -19,7 +21,9 @@ Leaf statistics (the paper's ``theta``-weighted quantities, eq. 4):
   ``variance`` is zero.
 
 Routing follows scikit-learn exactly: ``float32(x) <= threshold`` goes left, with the float64
-threshold scikit-learn stores, so :func:`apply` gives the same leaves as ``tree.apply``.
+threshold scikit-learn stores, so :func:`apply` gives the same leaves as ``tree.apply``. The
+histogram trees bin ``float32(x)`` and store the bin edge as threshold, so the same rule
+routes every training row to the leaf it was grown in.
 """
 
 from __future__ import annotations

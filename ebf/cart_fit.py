@@ -1,10 +1,12 @@
 """Fitting the weighted CART trees of a forest (Algorithm 1) and flattening them.
 
 Every tree of a forest is a weighted-sample CART fit (Taddy, Chen, Yu & Wyle 2015,
-Sec. 2.2): scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with
-``sample_weight`` (the paper's own implementation adjusted scikit-learn's forest weights,
-Sec. 2.3, footnote 4), then copied into one :class:`~ebf.cart.CartForest` (layout and leaf
-statistics in :mod:`ebf.cart`).
+Sec. 2.2): a histogram CART tree over the forest's bins (``splitter="hist"``,
+:mod:`ebf.hist_tree`; the rows are binned once and every tree reweights the same codes) or
+scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with ``sample_weight``
+(``splitter="exact"``; the paper's own implementation adjusted scikit-learn's forest
+weights, Sec. 2.3, footnote 4), then copied into one :class:`~ebf.cart.CartForest` (layout
+and leaf statistics in :mod:`ebf.cart`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from basics.threads import thread_map
 from .binning import bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import INDEX, JIT, MAX_BINS, NO_NODE
+from .config import FOREST_MAX_BINS, INDEX, JIT, NO_NODE
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
@@ -151,7 +153,7 @@ class _HistForest:
         """One tree on the rows of positive weight ``w``, as the arrays of ``_flatten``."""
         classification = task == CLASSIFICATION
         rows = np.flatnonzero(w > 0)
-        S = row_statistics(y, w, task, n_classes if classification else None)
+        S = row_statistics(y[rows], w[rows], task, n_classes if classification else None)
         t = grow_tree(self.binned, S, rows, self.n_bins, classification=classification,
                       min_samples_leaf=self.min_rows, max_depth=self.max_depth,
                       max_features=self.max_features, seed=seed)
@@ -194,7 +196,7 @@ def fit_cart_forest(
     branch: int = 0,
     n_jobs: int | None = None,
     splitter: str = "exact",
-    max_bins: int = MAX_BINS,
+    max_bins: int = FOREST_MAX_BINS,
 ) -> CartForest:
     """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
 
@@ -233,8 +235,8 @@ def fit_cart_forest(
         scikit-learn's exact CART, or histogram CART over ``max_bins`` quantile bins per
         feature, computed once for all trees (:mod:`ebf.hist_tree`; exact CART when no
         feature has more than ``max_bins`` distinct values).
-    max_bins : int, default 255
-        Bins per feature of ``splitter="hist"`` (at most 255).
+    max_bins : int, default 4096
+        Bins per feature of ``splitter="hist"`` (at most 65535).
 
     Returns
     -------

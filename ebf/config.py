@@ -13,8 +13,17 @@ INDEX = np.int64
 NO_NODE = -1
 
 #: Bin codes fit in one byte: at most ``MAX_BINS`` bins, so ``MAX_BINS - 1`` edges per feature.
+#: The trunk and its distributed histograms keep to this.
 BIN_DTYPE = np.uint8
 MAX_BINS = 255
+#: The histogram trees of a forest may bin finer, with two-byte codes (``WIDE_BIN_DTYPE``)
+#: when a feature has more than ``MAX_BINS`` bins: a deep tree needs the fine thresholds
+#: exact CART would see (flight times in minutes, e.g.), and its small nodes are searched
+#: over the bins they occupy, so finer bins cost it memory (two bytes per value), not time.
+WIDE_BIN_DTYPE = np.uint16
+MAX_WIDE_BINS = 65535
+#: ``max_bins`` of the forests' histogram trees by default.
+FOREST_MAX_BINS = 4096
 
 #: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
 ROW_REG_STATS = 4

@@ -49,7 +49,7 @@ from ._base import (
     variance_floor,
 )
 from .bootstrap import WEIGHT_KINDS
-from .config import MAX_BINS
+from .config import FOREST_MAX_BINS, MAX_WIDE_BINS
 from .features import FeatureEncoder
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
@@ -75,7 +75,7 @@ class _BaseBayesianForest(BaseEstimator):
         ],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "splitter": [StrOptions(set(cart_fit.SPLITTERS))],
-        "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both")],
+        "max_bins": [Interval(Integral, 2, MAX_WIDE_BINS, closed="both")],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
     }
@@ -220,10 +220,13 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
         feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
         most ``max_bins`` distinct values (categorical codes included) gets one bin per
-        value, so its splits are exact. ``"exact"``: scikit-learn's CART over every
-        distinct value, the paper's implementation.
-    max_bins : int, default=255
-        Bins per feature of ``splitter="hist"`` (2 to 255: codes are one byte).
+        value, so its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
+        every distinct value, the paper's implementation.
+    max_bins : int, default=4096
+        Bins per feature of ``splitter="hist"``, 2 to 65535 (codes take one byte per value
+        up to 255 bins, two beyond). Small nodes are searched over the bins their rows
+        occupy, so more bins cost memory, hardly time; fewer bins than distinct values
+        merge neighbouring thresholds.
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, weighted within-leaf variance). ``"tree_spread"``:
@@ -278,7 +281,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         max_features: int | float | str | None = 1.0,
         max_depth: int | None = None,
         splitter: str = "hist",
-        max_bins: int = MAX_BINS,
+        max_bins: int = FOREST_MAX_BINS,
         uncertainty: str = "leaf",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -364,10 +367,13 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
         feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
         most ``max_bins`` distinct values (categorical codes included) gets one bin per
-        value, so its splits are exact. ``"exact"``: scikit-learn's CART over every
-        distinct value, the paper's implementation.
-    max_bins : int, default=255
-        Bins per feature of ``splitter="hist"`` (2 to 255: codes are one byte).
+        value, so its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
+        every distinct value, the paper's implementation.
+    max_bins : int, default=4096
+        Bins per feature of ``splitter="hist"``, 2 to 65535 (codes take one byte per value
+        up to 255 bins, two beyond). Small nodes are searched over the bins their rows
+        occupy, so more bins cost memory, hardly time; fewer bins than distinct values
+        merge neighbouring thresholds.
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``.
     n_jobs : int or None, default=None
@@ -409,7 +415,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         max_features: int | float | str | None = "sqrt",
         max_depth: int | None = None,
         splitter: str = "hist",
-        max_bins: int = MAX_BINS,
+        max_bins: int = FOREST_MAX_BINS,
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:

@@ -125,36 +125,34 @@ def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
 
 
 @numba.njit(**JIT)
-def _partition(codes, S, rows, lo, hi, f, b, codes_r, S_r, rows_r):  # pragma: no cover
-    """Stable partition of rows ``lo .. hi - 1`` (codes, statistics and ids together):
-    those with ``codes[:, f] <= b`` first. Returns where the others start."""
+def _partition(codes, S, rows, lo, hi, f, b):  # pragma: no cover - numba
+    """Partition rows ``lo .. hi - 1`` in place (codes, statistics and ids together): those
+    with ``codes[:, f] <= b`` first (Hoare's scheme, no scratch). Returns where the others
+    start."""
     d = codes.shape[1]
     k = S.shape[1]
     a = lo
-    nr = 0
-    for t in range(lo, hi):
-        if codes[t, f] <= b:
-            if a != t:
-                for g in range(d):
-                    codes[a, g] = codes[t, g]
-                for c in range(k):
-                    S[a, c] = S[t, c]
-                rows[a] = rows[t]
+    z = hi - 1
+    while True:
+        while a <= z and codes[a, f] <= b:
             a += 1
-        else:
-            for g in range(d):
-                codes_r[nr, g] = codes[t, g]
-            for c in range(k):
-                S_r[nr, c] = S[t, c]
-            rows_r[nr] = rows[t]
-            nr += 1
-    for t in range(nr):
+        while a <= z and codes[z, f] > b:
+            z -= 1
+        if a >= z:
+            return a
         for g in range(d):
-            codes[a + t, g] = codes_r[t, g]
+            t = codes[a, g]
+            codes[a, g] = codes[z, g]
+            codes[z, g] = t
         for c in range(k):
-            S[a + t, c] = S_r[t, c]
-        rows[a + t] = rows_r[t]
-    return a
+            v = S[a, c]
+            S[a, c] = S[z, c]
+            S[z, c] = v
+        r = rows[a]
+        rows[a] = rows[z]
+        rows[z] = r
+        a += 1
+        z -= 1
 
 
 @numba.njit(**JIT)
@@ -191,9 +189,6 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
     cnb = np.zeros(d, np.int64)
     scratch = np.zeros((nb, k))
     seen = np.zeros((nb + 63) // 64, np.uint64)
-    codes_r = np.empty_like(codes)
-    S_r = np.empty_like(S)
-    rows_r = np.empty_like(rows)
     suffix = np.zeros((max(nb, width) + 1, k))
     cur = np.zeros(k)
     total = np.zeros(k)
@@ -257,7 +252,7 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                 free[n_free] = slot
                 n_free += 1
             continue
-        mid = _partition(codes, S, rows, lo, hi, best_f, best_b, codes_r, S_r, rows_r)
+        mid = _partition(codes, S, rows, lo, hi, best_f, best_b)
         lc = n_nodes
         rc = n_nodes + 1
         n_nodes += 2
@@ -342,8 +337,9 @@ def grow_tree(
     ----------
     binned : ndarray of shape (n_samples, n_features), uint8, C-contiguous
         Bin codes (``binning.bin_data``); ``binned[:, f] < n_bins[f]``.
-    S : ndarray of shape (n_samples, k), float64, C-contiguous
-        Per-row statistics (:func:`~ebf.histogram.row_statistics`), column 0 the row count.
+    S : ndarray of shape (n_rows, k), float64, C-contiguous
+        Per-row statistics (:func:`~ebf.histogram.row_statistics`) of the rows ``rows``, in
+        that order, column 0 the row count; permuted in place into node order.
     rows : ndarray of int64
         The rows of the tree (those of positive weight), each once.
     n_bins : ndarray of shape (n_features,), int64
@@ -378,12 +374,14 @@ def grow_tree(
     """
     n, d = binned.shape
     rows = np.array(rows, dtype=INDEX)  # a copy: permuted into node order
+    if S.dtype != np.float64 or not S.flags.c_contiguous or not S.flags.writeable:
+        raise ValueError("S must be a writeable C-contiguous float64 array (it is permuted).")
     n_bins = np.ascontiguousarray(n_bins, dtype=INDEX)
-    if S.shape[0] != n or n_bins.shape != (d,):
-        raise ValueError(f"binned {binned.shape}, S {S.shape} and n_bins {n_bins.shape} "
-                         "do not agree.")
     if rows.size == 0:
         raise ValueError("a tree needs at least one row of positive weight.")
+    if S.shape[0] != rows.size or n_bins.shape != (d,):
+        raise ValueError(f"binned {binned.shape}, {rows.size} rows, S {S.shape} and n_bins "
+                         f"{n_bins.shape} do not agree.")
     min_rows = max(1, int(min_samples_leaf))
     cap = 2 * (rows.size // min_rows) + 1  # a binary tree with leaves of >= min_rows rows
     out = {name: np.full(cap, NO_NODE, INDEX)
@@ -392,7 +390,7 @@ def grow_tree(
     if codes.size and np.any(codes.max(axis=0) >= n_bins):
         raise ValueError("binned holds codes >= n_bins for some feature.")
     n_nodes = _grow_kernel(
-        codes, np.take(np.asarray(S, dtype=np.float64), rows, axis=0), rows, n_bins,
+        codes, S, rows, n_bins,
         bool(classification), min_rows,
         _NO_DEPTH_LIMIT if max_depth is None else int(max_depth),
         d if max_features is None else int(max_features), int(seed) % 2**64,

@@ -127,16 +127,17 @@ def test_unweighted_forest_equals_sklearn_cart():
 # ------------------------------------------------------------------------------ hist
 
 
+@pytest.mark.parametrize("levels", [60, 900])
 @pytest.mark.parametrize("Est", ESTIMATORS)
-def test_hist_forest_equals_exact_forest_with_few_distinct_values(Est):
+def test_hist_forest_equals_exact_forest_with_few_distinct_values(Est, levels):
     # at most max_bins distinct values per feature: one bin per value, and every tree
     # splits the training rows as the exact one does (equal predictions on them; where a
     # node's rows leave a gap of empty bins, exact CART cuts at the middle of the gap and
     # the histogram tree right after its occupied bins, so new rows in the gap may differ;
     # the classifier's exact trees also take zero-gain splits, which change no prediction)
     rng = np.random.default_rng(12)
-    X = np.round(rng.random((500, 3)) * 60) / 60
-    y = 5 * X[:, 0] + np.sin(6 * X[:, 1]) + 0.3 * rng.normal(size=500)
+    X = np.round(rng.random((500 if levels < 255 else 3000, 3)) * levels) / levels
+    y = 5 * X[:, 0] + np.sin(6 * X[:, 1]) + 0.3 * rng.normal(size=X.shape[0])
     if Est is BayesianForestClassifier:
         y = np.digitize(y, np.quantile(y, [0.3, 0.6]))
     kw = dict(n_estimators=4, min_samples_leaf=6, max_features=None, random_state=5)

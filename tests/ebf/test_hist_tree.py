@@ -27,11 +27,11 @@ def _data(n=400, d=3, levels=40, task="regression", seed=0):
     return X, y.astype(np.float64), rng.exponential(size=n)
 
 
-def _grow(X, y, w, task, edges=None, **kw):
-    edges = bin_edges(X) if edges is None else edges
+def _grow(X, y, w, task, edges=None, max_bins=255, **kw):
+    edges = bin_edges(X, max_bins) if edges is None else edges
     classification = task == "classification"
-    S = row_statistics(y, w, task, 3 if classification else None)
     rows = np.flatnonzero(w > 0)
+    S = row_statistics(y[rows], w[rows], task, 3 if classification else None)
     n_bins = np.array([e.size + 1 for e in edges])
     tree = grow_tree(bin_data(X, edges), S, rows, n_bins, classification=classification, **kw)
     tree.update(node_statistics(tree, y, w, 3 if classification else 0))
@@ -77,6 +77,15 @@ def test_hist_tree_equals_exact_cart_with_few_distinct_values(task, kw):
                        edges, task, 3, None, kw["min_samples_leaf"], 0.0, kw.get("max_depth"))
     assert _structure(tree, edges) == _naive_structure(naive)
     assert tree["left"].size > 15
+
+
+def test_hist_tree_with_two_byte_codes_equals_exact_cart():
+    # 600 distinct values, max_bins 4096: every value its own bin, codes are uint16
+    X, y, w = _data(n=1500, levels=600, seed=7)
+    tree, edges = _grow(X, y, w, "regression", max_bins=4096, min_samples_leaf=10)
+    assert max(e.size for e in edges) > 255
+    naive = naive_grow(X.astype(np.float64), y, w, edges, "regression", None, None, 10)
+    assert _structure(tree, edges) == _naive_structure(naive)
 
 
 def test_hist_tree_equals_cart_on_the_binned_data_with_many_values():
@@ -139,7 +148,7 @@ def test_sibling_subtraction_equals_direct_histograms(task):
     # small_rows=1: every node's histogram is a full one and the larger child's comes from
     # subtraction; a huge small_rows: every node is histogrammed directly from its rows
     X, y, w = _data(n=3000, levels=10**6, task=task, seed=4)
-    trees = [_grow(X, y, w, task, min_samples_leaf=6, small_rows=s)[0]
+    trees = [_grow(X, y, w, task, min_samples_leaf=6, small_rows=s)[0]  # S fresh each time
              for s in (1, 64, 10**9)]
     for other in trees[1:]:
         for name in ("left", "right", "feature", "bin", "count"):
@@ -157,13 +166,13 @@ def test_max_features_draws_the_features_uniformly():
     binned = bin_data(X, edges)
     S = row_statistics(y)
     n_bins = np.array([e.size + 1 for e in edges])
-    roots = [grow_tree(binned, S, np.arange(200), n_bins, classification=False,
+    roots = [grow_tree(binned, S.copy(), np.arange(200), n_bins, classification=False,
                        min_samples_leaf=50, max_features=1, seed=s)["feature"][0]
              for s in range(400)]
     counts = np.bincount(roots, minlength=4)
     assert stats.chisquare(counts).pvalue > 0.01, counts
     # all features: the best one, whatever the seed
-    best = {int(grow_tree(binned, S, np.arange(200), n_bins, classification=False,
+    best = {int(grow_tree(binned, S.copy(), np.arange(200), n_bins, classification=False,
                           min_samples_leaf=50, seed=s)["feature"][0]) for s in range(5)}
     assert len(best) == 1
 
@@ -176,7 +185,7 @@ def test_constant_features_are_skipped_and_do_not_count():
     S = row_statistics(y)
     n_bins = np.array([e.size + 1 for e in edges])
     for s in range(20):  # max_features=1 still finds the one non-constant feature
-        t = grow_tree(bin_data(X, edges), S, np.arange(300), n_bins, classification=False,
+        t = grow_tree(bin_data(X, edges), S.copy(), np.arange(300), n_bins, classification=False,
                       min_samples_leaf=10, max_features=1, seed=s)
         assert set(t["feature"][t["feature"] >= 0].tolist()) == {1}
 
@@ -197,4 +206,7 @@ def test_grow_tree_refuses_inconsistent_inputs():
     with pytest.raises(ValueError, match="at least one row"):
         grow_tree(bin_data(X, edges), S, np.array([], np.int64), n_bins, classification=False)
     with pytest.raises(ValueError, match="do not agree"):
-        grow_tree(bin_data(X, edges), S[:10], np.arange(10), n_bins, classification=False)
+        grow_tree(bin_data(X, edges), S[:10], np.arange(20), n_bins, classification=False)
+    with pytest.raises(ValueError, match="writeable"):
+        grow_tree(bin_data(X, edges), S.astype(np.float32), np.arange(50), n_bins,
+                  classification=False)

@@ -110,7 +110,21 @@ def test_edges_from_quantiles_cleans_and_checks():
     with pytest.raises(ValueError, match="1 NaN or inf"):
         edges_from_quantiles([1.0, np.nan])
     with pytest.raises(ValueError, match="max_bins"):
-        quantile_levels(256)
+        quantile_levels(65536)
+
+
+def test_wide_bins_use_two_byte_codes():
+    # more than MAX_BINS bins (the forests' histogram trees): uint16 codes, same contract
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(5000, 2))
+    X[:, 1] = np.round(X[:, 1])  # few distinct values: exact bins
+    edges = bin_edges(X, max_bins=1000)
+    assert edges[0].size == 999 and edges[1].size == np.unique(X[:, 1]).size - 1
+    codes = bin_data(X, edges)
+    assert codes.dtype == np.uint16
+    for f in range(2):
+        np.testing.assert_array_equal(codes[:, f], np.searchsorted(edges[f], X[:, f]))
+    assert bin_data(X, bin_edges(X, max_bins=255)).dtype == np.uint8
 
 
 def test_bin_data_matches_searchsorted():
