@@ -110,13 +110,15 @@ def edges_from_quantiles(quantiles: Any, max_bins: int = MAX_BINS) -> np.ndarray
     return np.ascontiguousarray(edges)
 
 
-def edges_from_sample(values: Any, max_bins: int = MAX_BINS) -> np.ndarray:
+def edges_from_sample(values: Any, max_bins: int = MAX_BINS,
+                      exact_bins: int | None = None) -> np.ndarray:
     """Bin edges of one feature from its values (the whole column or a sample of it).
 
-    With at most ``max_bins`` distinct values the edges are the midpoints between
-    consecutive distinct values (exact bins: the result is the same for the column and
-    for its set of distinct values). Otherwise they are the quantiles at
-    :func:`quantile_levels` (``method="midpoint"``, as scikit-learn's binner).
+    With at most ``max(max_bins, exact_bins)`` distinct values the edges are the midpoints
+    between consecutive distinct values (exact bins: the result is the same for the column
+    and for its set of distinct values). Otherwise they are the quantiles at
+    :func:`quantile_levels` of ``max_bins`` (``method="midpoint"``, as scikit-learn's
+    binner).
 
     Parameters
     ----------
@@ -124,6 +126,9 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS) -> np.ndarray:
         Finite values of one feature.
     max_bins : int, default=255
         Number of bins.
+    exact_bins : int or None, default=None
+        A feature with up to this many distinct values gets one bin per value even beyond
+        ``max_bins`` (times in minutes, codes), so only continuous features are quantized.
 
     Returns
     -------
@@ -136,12 +141,12 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS) -> np.ndarray:
     array([1.5, 2.5])
     """
     max_bins = _check_max_bins(max_bins)
+    exact = max_bins if exact_bins is None else max(max_bins, _check_max_bins(exact_bins))
     v = _finite_values(values, "feature values")
     distinct = np.unique(v)
-    if distinct.size <= max_bins:
-        q = 0.5 * (distinct[:-1] + distinct[1:])
-    else:
-        q = np.quantile(v, quantile_levels(max_bins), method="midpoint")
+    if distinct.size <= exact:
+        return edges_from_quantiles(0.5 * (distinct[:-1] + distinct[1:]), exact)
+    q = np.quantile(v, quantile_levels(max_bins), method="midpoint")
     return edges_from_quantiles(q, max_bins)
 
 
@@ -150,6 +155,7 @@ def bin_edges(
     max_bins: int = MAX_BINS,
     subsample: int | None = BIN_SUBSAMPLE,
     random_state: int | np.random.Generator | None = 0,
+    exact_bins: int | None = None,
 ) -> list[np.ndarray]:
     """Quantile bin edges of every feature of ``X``.
 
@@ -164,6 +170,9 @@ def bin_edges(
         replacement (the same rows for every feature); None uses every row.
     random_state : int, Generator or None, default=0
         Seed of the subsample, so that edges are reproducible by default.
+    exact_bins : int or None, default=None
+        Features with at most this many distinct values get one bin per value
+        (:func:`edges_from_sample`).
 
     Returns
     -------
@@ -184,7 +193,7 @@ def bin_edges(
     rows = sample_rows(X.shape[0], subsample, random_state)
     if rows is not None:
         X = X[rows]
-    return [edges_from_sample(X[:, f], max_bins) for f in range(X.shape[1])]
+    return [edges_from_sample(X[:, f], max_bins, exact_bins) for f in range(X.shape[1])]
 
 
 def sample_rows(n: int, subsample: int | None = BIN_SUBSAMPLE,

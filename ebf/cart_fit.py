@@ -23,7 +23,7 @@ from basics.threads import thread_map
 from .binning import bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import FOREST_MAX_BINS, INDEX, JIT, NO_NODE
+from .config import EXACT_BINS, INDEX, JIT, MAX_BINS, NO_NODE
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
@@ -136,10 +136,11 @@ class _HistForest:
     """What the histogram trees of one forest share: the bins of its rows (paper Sec. 2.2
     over ``ebf.hist_tree``; one binning, every tree reweights the same codes)."""
 
-    def __init__(self, X32: np.ndarray, max_bins: int, max_features: Any,
+    def __init__(self, X32: np.ndarray, max_bins: int | str, max_features: Any,
                  min_samples_leaf: int | float, max_depth: int | None) -> None:
         n, d = X32.shape
-        edges = bin_edges(X32, max_bins)
+        edges = (bin_edges(X32, MAX_BINS, exact_bins=EXACT_BINS) if max_bins == "auto"
+                 else bin_edges(X32, max_bins))
         self.packed, n_edges = pack_edges(edges)
         self.n_bins = n_edges + 1
         self.binned = bin_data(X32, edges)
@@ -196,7 +197,7 @@ def fit_cart_forest(
     branch: int = 0,
     n_jobs: int | None = None,
     splitter: str = "exact",
-    max_bins: int = FOREST_MAX_BINS,
+    max_bins: int | str = "auto",
 ) -> CartForest:
     """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
 
@@ -232,12 +233,12 @@ def fit_cart_forest(
     n_jobs : int or None
         Threads over trees.
     splitter : {"exact", "hist"}, default "exact"
-        scikit-learn's exact CART, or histogram CART over ``max_bins`` quantile bins per
-        feature, computed once for all trees (:mod:`ebf.hist_tree`; exact CART when no
-        feature has more than ``max_bins`` distinct values).
-    max_bins : int, default 4096
-        Bins per feature of ``splitter="hist"`` (at most 65535).
-
+        scikit-learn's exact CART, or histogram CART over the bins of ``max_bins``,
+        computed once for all trees (:mod:`ebf.hist_tree`; exact CART when every feature
+        has a bin per value).
+    max_bins : int or "auto", default "auto"
+        Bins per feature of ``splitter="hist"`` (at most 65535); ``"auto"``: one bin per
+        value for a feature with at most 4096 distinct values, else 255 quantile bins.
     Returns
     -------
     CartForest

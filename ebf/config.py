@@ -16,14 +16,14 @@ NO_NODE = -1
 #: The trunk and its distributed histograms keep to this.
 BIN_DTYPE = np.uint8
 MAX_BINS = 255
-#: The histogram trees of a forest may bin finer, with two-byte codes (``WIDE_BIN_DTYPE``)
-#: when a feature has more than ``MAX_BINS`` bins: a deep tree needs the fine thresholds
-#: exact CART would see (flight times in minutes, e.g.), and its small nodes are searched
-#: over the bins they occupy, so finer bins cost it memory (two bytes per value), not time.
+#: The histogram trees of a forest keep one bin per value of a feature with at most
+#: ``EXACT_BINS`` distinct values (flight times in minutes, codes), with two-byte codes
+#: (``WIDE_BIN_DTYPE``) beyond ``MAX_BINS``: a deep tree needs the thresholds exact CART
+#: would see there. Continuous features get ``MAX_BINS`` quantile bins: finer ones change
+#: nothing measurable and cost time (each bin is a candidate threshold).
 WIDE_BIN_DTYPE = np.uint16
 MAX_WIDE_BINS = 65535
-#: ``max_bins`` of the forests' histogram trees by default.
-FOREST_MAX_BINS = 4096
+EXACT_BINS = 4096
 
 #: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
 ROW_REG_STATS = 4

@@ -49,7 +49,7 @@ from ._base import (
     variance_floor,
 )
 from .bootstrap import WEIGHT_KINDS
-from .config import FOREST_MAX_BINS, MAX_WIDE_BINS
+from .config import MAX_WIDE_BINS
 from .features import FeatureEncoder
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
@@ -75,7 +75,7 @@ class _BaseBayesianForest(BaseEstimator):
         ],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "splitter": [StrOptions(set(cart_fit.SPLITTERS))],
-        "max_bins": [Interval(Integral, 2, MAX_WIDE_BINS, closed="both")],
+        "max_bins": [Interval(Integral, 2, MAX_WIDE_BINS, closed="both"), StrOptions({"auto"})],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
     }
@@ -217,16 +217,17 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     max_depth : int or None, default=None
         Maximum tree depth.
     splitter : {"hist", "exact"}, default="hist"
-        ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
-        feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
-        most ``max_bins`` distinct values (categorical codes included) gets one bin per
-        value, so its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
+        ``"hist"``: every tree is a histogram CART over the bins of ``max_bins``, binned
+        once for the whole forest (:mod:`ebf.hist_tree`); where a feature has one bin per
+        value, its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
         every distinct value, the paper's implementation.
-    max_bins : int, default=4096
-        Bins per feature of ``splitter="hist"``, 2 to 65535 (codes take one byte per value
-        up to 255 bins, two beyond). Small nodes are searched over the bins their rows
-        occupy, so more bins cost memory, hardly time; fewer bins than distinct values
-        merge neighbouring thresholds.
+    max_bins : int or "auto", default="auto"
+        Bins per feature of ``splitter="hist"``. ``"auto"``: a feature with at most 4096
+        distinct values (times in minutes, categorical codes) keeps one bin per value, so
+        its thresholds are those of exact CART; a continuous one gets 255 quantile bins
+        (finer ones measured no better, and every bin is a candidate threshold). An int
+        (2 to 65535) caps every feature at that many bins. Codes take one byte per value up
+        to 255 bins, two beyond.
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, weighted within-leaf variance). ``"tree_spread"``:
@@ -281,7 +282,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         max_features: int | float | str | None = 1.0,
         max_depth: int | None = None,
         splitter: str = "hist",
-        max_bins: int = FOREST_MAX_BINS,
+        max_bins: int | str = "auto",
         uncertainty: str = "leaf",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -364,16 +365,10 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
     max_depth : int or None, default=None
         Maximum tree depth.
     splitter : {"hist", "exact"}, default="hist"
-        ``"hist"``: every tree is a histogram CART over ``max_bins`` quantile bins per
-        feature, binned once for the whole forest (:mod:`ebf.hist_tree`); a feature with at
-        most ``max_bins`` distinct values (categorical codes included) gets one bin per
-        value, so its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
-        every distinct value, the paper's implementation.
-    max_bins : int, default=4096
-        Bins per feature of ``splitter="hist"``, 2 to 65535 (codes take one byte per value
-        up to 255 bins, two beyond). Small nodes are searched over the bins their rows
-        occupy, so more bins cost memory, hardly time; fewer bins than distinct values
-        merge neighbouring thresholds.
+        Histogram CART (Gini over the same bins) or scikit-learn's exact CART, as in
+        :class:`BayesianForestRegressor`.
+    max_bins : int or "auto", default="auto"
+        Bins per feature of ``splitter="hist"``, as in :class:`BayesianForestRegressor`.
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``.
     n_jobs : int or None, default=None
@@ -415,7 +410,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         max_features: int | float | str | None = "sqrt",
         max_depth: int | None = None,
         splitter: str = "hist",
-        max_bins: int = FOREST_MAX_BINS,
+        max_bins: int | str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:

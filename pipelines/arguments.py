@@ -164,8 +164,9 @@ def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None
         "Mondrian papers; 100 for bayesian and random; smc: 100 particles per island; "
         "bart: 50 trees)")
     add("--model-memory", type=memory_size, metavar="SIZE",
-        help="budget for the saved model (2GB): picks the trees per branch, or the leaf "
-        "size, from the rows and an estimate of bytes per row per tree")
+        help="budget for the saved model: picks the trees per branch, or the leaf size, "
+        "from the rows and an estimate of bytes per row per tree (default: 2GB for "
+        "bayesian, random and mondrian branches)")
     add("--compact", action=argparse.BooleanOptionalAction, default=False,
         help="save predict-only models: Mondrian branches without their online "
         "state, about 4x smaller (default: --no-compact)")

@@ -414,6 +414,7 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from basics.atomic import check_destination
     from ebf.model import model_hash, save
+    from pipelines.sizing import default_model_memory
     from pipelines.train import train
 
     inputs = {"the training data": args.data}
@@ -426,8 +427,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             args.data, args.target, columns(args.features), task=args.task, branch=args.branch,
             n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
             min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
-            model_memory=args.model_memory, compact=args.compact,
-            baseline=args.baseline_out is not None, calibrate=args.calibrate,
+            model_memory=default_model_memory(args.branch, args.model_memory),
+            compact=args.compact, baseline=args.baseline_out is not None, calibrate=args.calibrate,
             calibration_fraction=args.calibration_fraction, random_state=args.seed,
             client=client, progress=bars,
         )

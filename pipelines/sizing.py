@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_TREES", "SizePlan", "bytes_per_row_per_tree", "default_trees",
-           "plan_model_size"]
+__all__ = ["DEFAULT_MODEL_MEMORY", "DEFAULT_TREES", "SizePlan", "bytes_per_row_per_tree",
+           "default_model_memory", "default_trees", "plan_model_size"]
 
 #: Trees per branch when none are asked for. The Mondrian papers use 10 trees
 #: (Lakshminarayanan, Roy & Teh 2016, Sec. 7); a Bayesian forest needs many more bootstrap
@@ -34,6 +34,11 @@ DEFAULT_TREES = {"mondrian": 10, "bayesian": 100, "random": 100, "smc": 100, "ba
 #: Learners whose saved model grows with the training rows, which ``--model-memory`` sizes
 #: (an SMC or BART model grows with its particles or kept draws instead).
 SIZED_BY_ROWS = ("mondrian", "bayesian", "random")
+#: The model budget of ``ebf train`` / ``ebf retrain`` when none is given, for the learners
+#: sized by rows: the default 100 Bayesian trees with leaves of 5 rows take about 2 GB per
+#: million rows, which the driver gathers, so without a budget 10M rows would not fit in
+#: memory; with it they get larger leaves.
+DEFAULT_MODEL_MEMORY = "2GB"
 #: ``min_samples_split`` of Mondrian branches by default (the EBF's ``min_samples_leaf`` 5,
 #: doubled) and per paper (Sec. 5: 10).
 DEFAULT_MIN_SAMPLES_SPLIT = 10
@@ -45,6 +50,20 @@ DEFAULT_MIN_SAMPLES_LEAF = 5
 def default_trees(branch: str) -> int:
     """Trees per branch for ``branch`` when none are given."""
     return DEFAULT_TREES[branch]
+
+
+def default_model_memory(branch: str, given: int | str | None) -> int | str | None:
+    """The model budget of a CLI job: ``given``, else :data:`DEFAULT_MODEL_MEMORY` for the
+    learners sized by rows (an SMC or BART model grows with its particles or draws).
+
+    Examples
+    --------
+    >>> default_model_memory("bayesian", None), default_model_memory("smc", None)
+    ('2GB', None)
+    """
+    if given is not None or branch not in SIZED_BY_ROWS:
+        return given
+    return DEFAULT_MODEL_MEMORY
 
 
 def _mondrian_terms(n_features: int, compact: bool, n_trees: int) -> tuple[float, float]:
@@ -105,10 +124,11 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                     n_estimators: int | None = None, compact: bool = False) -> SizePlan:
     """Trees per branch (or leaf size) for a model of at most ``budget`` bytes.
 
-    With ``n_estimators`` None: the default trees of the learner, fewer if they do not fit;
-    branches that do not fit with one tree get larger leaves. With ``n_estimators`` given:
-    the leaf size that fits them (``min_samples_split`` of Mondrian branches,
-    ``min_samples_leaf`` of CART branches).
+    Mondrian branches with ``n_estimators`` None: the default 10 trees, fewer if they do
+    not fit, then larger leaves if one tree does not fit. Otherwise (trees given, or CART
+    branches, whose default 100 bootstrap draws make the posterior): the leaf size that
+    fits them (``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART
+    branches).
 
     Raises
     ------
@@ -120,7 +140,7 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     >>> plan = plan_model_size(2 * 10**9, 10**7, 10, "mondrian", compact=True)
     >>> plan.n_estimators, plan.min_samples_split
     (7, 10)
-    >>> plan_model_size(2 * 10**9, 10**7, 10, "bayesian", n_estimators=100).min_samples_leaf
+    >>> plan_model_size(2 * 10**9, 10**7, 10, "bayesian").min_samples_leaf
     53
     """
     if branch not in SIZED_BY_ROWS:
@@ -131,6 +151,8 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     mondrian = branch == "mondrian"
     mss = DEFAULT_MIN_SAMPLES_SPLIT if mondrian else None
     trees = n_estimators
+    if trees is None and not mondrian:  # a Bayesian forest's posterior needs its draws
+        trees = default_trees(branch)
     if trees is None:
         per_row = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=1)
         fit = int(budget // (n_rows * per_row))

@@ -125,6 +125,12 @@ def test_wide_bins_use_two_byte_codes():
     for f in range(2):
         np.testing.assert_array_equal(codes[:, f], np.searchsorted(edges[f], X[:, f]))
     assert bin_data(X, bin_edges(X, max_bins=255)).dtype == np.uint8
+    # exact_bins: one bin per value up to that many distinct values, else max_bins quantiles
+    few = np.round(X[:, 0] * 100)  # ~700 distinct values
+    np.testing.assert_array_equal(edges_from_sample(few, 255, exact_bins=4096),
+                                  edges_from_sample(few, 4096))
+    assert 200 < edges_from_sample(few, 255, exact_bins=500).size <= 254  # quantiles
+    assert edges_from_sample(X[:, 0], 255, exact_bins=4096).size == 254
 
 
 def test_bin_data_matches_searchsorted():

@@ -8,8 +8,10 @@ import pytest
 from mondrian import MondrianForestRegressor
 from pipelines.cli import build_parser
 from pipelines.sizing import (
+    DEFAULT_MODEL_MEMORY,
     DEFAULT_TREES,
     bytes_per_row_per_tree,
+    default_model_memory,
     default_trees,
     plan_model_size,
 )
@@ -37,6 +39,9 @@ def test_default_trees_suit_the_learner():
     parser = build_parser()
     args = parser.parse_args(["train", "d", "--target", "y", "--out", "m"])
     assert args.n_estimators is None and args.model_memory is None and not args.compact
+    assert default_model_memory("bayesian", None) == DEFAULT_MODEL_MEMORY == "2GB"
+    assert default_model_memory("mondrian", "5GB") == "5GB"
+    assert default_model_memory("bart", None) is None
     train_help = parser._subparsers._group_actions[0].choices["train"].format_help()
     assert "10 for --branch mondrian" in " ".join(train_help.split())
     assert "--model-memory" in train_help and "--no-compact" in train_help
@@ -81,6 +86,8 @@ def test_plan_raises_the_cart_leaf_size_for_the_trees_asked():
     # the smallest leaf that fits
     assert n * 100 * bytes_per_row_per_tree("bayesian", d, min_samples_leaf=104) > budget
     assert plan_model_size(10**12, n, d, "random", n_estimators=100).min_samples_leaf == 5
+    # no trees given: the default 100 draws are kept, the leaf follows
+    assert plan_model_size(budget, n, d, "bayesian") == plan
 
 
 def test_cart_estimate_follows_the_leaf_size():
