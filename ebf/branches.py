@@ -11,7 +11,8 @@ methods ``_get_state`` / ``_set_state``:
 
 ``"bayesian"``
     :class:`~ebf.forests.BayesianForestRegressor` / ``...Classifier`` with Exp(1) weights
-    (the paper's BF, Algorithm 1).
+    (the paper's BF, Algorithm 1): histogram CART trees over the branch's own bins;
+    ``branch_params`` may set ``splitter="exact"`` (scikit-learn's CART) or ``max_bins``.
 ``"random"``
     the same with Poisson(1) weights (Breiman's random forest).
 ``"mondrian"``
