@@ -19,7 +19,8 @@ Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in 
     Friedman (noise 1, 10 features) at ``--scale-rows`` training rows (1M and 10M), RMSE
     against the noise-free f on 100k test rows, NLPD and calibration against the noisy
     ones, all on ``--n-jobs`` threads: BF with ``splitter="exact"`` (scikit-learn's CART;
-    only up to ``--exact-max-rows``, it takes hours beyond) and ``"hist"`` (``ebf.hist_tree``),
+    only up to ``--exact-max-rows``, it takes hours beyond) and ``"hist"`` (``ebf.hist_tree``;
+    also with ``max_bins=255`` up to ``--exact-max-rows``),
     EBF with hist Bayesian branches, scikit-learn's random forest (same size and leaves),
     ``HistGradientBoostingRegressor`` (100 iterations) and XGBoost hist (100 rounds, the
     ``bench`` extra; skipped if absent), ``--scale-trees`` trees per forest (10). Then the
@@ -320,6 +321,9 @@ def scale_models(n_trees: int, seed: int, n_jobs: int, n_rows: int,
     if n_rows <= exact_max_rows:
         out["BF exact"] = BayesianForestRegressor(n_estimators=n_trees, splitter="exact", **cart)
     out["BF hist"] = BayesianForestRegressor(n_estimators=n_trees, splitter="hist", **cart)
+    if n_rows <= exact_max_rows:  # what max_bins="auto" gains over 255 quantile bins
+        out["BF hist 255 bins"] = BayesianForestRegressor(n_estimators=n_trees, max_bins=255,
+                                                          **cart)
     out["EBF hist"] = EmpiricalBayesianForestRegressor(n_estimators=n_trees, **cart)
     if n_rows <= exact_max_rows:
         out["sklearn RF"] = RandomForestRegressor(n_estimators=n_trees, **cart)
@@ -403,8 +407,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--posterior-rows", type=int, default=200_000, help="posterior rows (200k)")
     p.add_argument("--posterior-draws", type=int, default=100, help="posterior draws (100)")
     p.add_argument("--posterior-repeats", type=int, default=3, help="posterior repeats (3)")
-    p.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 10_000_000],
-                   help="(scale) Friedman training rows (1M 10M)")
+    p.add_argument("--scale-rows", type=int, nargs="*", default=[1_000_000, 10_000_000],
+                   help="(scale) Friedman training rows (1M 10M; none: flights only)")
     p.add_argument("--scale-trees", type=int, default=10, help="(scale) trees per forest (10)")
     p.add_argument("--exact-max-rows", type=int, default=2_000_000,
                    help="(scale) BF exact and scikit-learn's RF only up to this many rows")

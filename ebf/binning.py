@@ -187,12 +187,13 @@ def bin_edges(
     [[0.5, 1.5], []]
     """
     max_bins = _check_max_bins(max_bins)
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}.")
     rows = sample_rows(X.shape[0], subsample, random_state)
     if rows is not None:
-        X = X[rows]
+        X = X[rows]  # sampled before any float64 copy of all the rows
+    X = X.astype(np.float64, copy=False)
     return [edges_from_sample(X[:, f], max_bins, exact_bins) for f in range(X.shape[1])]
 
 
