@@ -33,10 +33,11 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 
 from ._base import _one_column, is_missing, regression_target
 from .binning import bin_data, n_bins_of
-from .ensemble import _EBF, _SSF
+from .ensemble import _EBF
 from .grower import BinnedSource, apply_binned, grow_trunk
 from .histogram import row_statistics
 from .stability import _paths, _splits, node_rows, split_match_at
+from .subsample import _SSF
 
 __all__ = ["DEFAULT_BLOCKS", "DEFAULT_MIN_GAIN", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS",
            "DriftReport", "replicated_gain", "trunk_drift"]

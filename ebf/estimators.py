@@ -24,7 +24,8 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from basics.tasks import CLASSIFICATION
 
 from ._base import ProbabilisticClassifierMixin, ProbabilisticRegressorMixin
-from .ensemble import _EBF, _SSF
+from .ensemble import _EBF
+from .subsample import _SSF
 
 __all__ = [
     "EmpiricalBayesianForestClassifier",

@@ -5,7 +5,7 @@ corresponding to each branch. Forests are then fit at each location (machine) fo
 branch." Every encoded row gets
 
 * its branch: the trunk leaf (``Trunk.apply``, the function the local EBF routes with) or,
-  for a sub-sample forest, its sub-sample (``ebf.ensemble.subsample_groups``, the local
+  for a sub-sample forest, its sub-sample (``ebf.subsample.subsample_groups``, the local
   SSF's own split, looked up by global row id);
 * its global row id: the partition offset plus its position, i.e. its row in
   ``X.compute()``.
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from distributed import Client, Future
 
-from ..ensemble import subsample_groups
+from ..subsample import subsample_groups
 from ..trunk import Trunk
 from .client import Report, wait_for
 from .inputs import EncodedData
