@@ -3,22 +3,22 @@
 A Bayesian-forest tree (Taddy, Chen, Yu & Wyle 2015, Sec. 2.2-2.3, Algorithm 1) is a CART
 tree fit to all rows with Bayesian-bootstrap weights ``theta ~ iid Exp(1)``, grown deep:
 the impurity decrease of eq. (4) (weighted squared error, or weighted Gini) maximised over
-candidate splits, down to ``min_samples_leaf`` rows. This module grows that tree over the
-trunk's bins instead of every distinct value (as scikit-learn's histogram gradient
-boosting does for shallow trees), on the trunk's kernels (``LAYOUT.md``):
+candidate splits, down to ``min_samples_leaf`` rows. This module grows that tree over bins
+instead of every distinct value (as scikit-learn's histogram gradient boosting does for
+shallow trees), on the trunk's kernels (``LAYOUT.md``):
 
-- the rows are binned once per forest (``binning``; one byte per value) and every tree of
-  the forest reuses the codes: only the weights change from tree to tree;
+- the rows are binned once per forest (``binning``; one or two bytes per value) and every
+  tree of the forest reuses the codes: only the weights change from tree to tree;
 - a node's histogram sums the per-row statistics ``S`` of :func:`histogram.row_statistics`
   per (feature, bin); only the smaller child of a split is histogrammed, the larger one is
-  its parent's minus its sibling's (:func:`histogram._subtract_kernel`);
+  its parent's minus its sibling's (:func:`histogram.subtract_kernel`);
 - a node with fewer rows than bins is searched on a compact histogram of the bins its rows
-  occupy, so the deep levels (most nodes, few rows each) cost their rows, not 255 bins;
+  occupy, so the deep levels (most nodes, few rows each) cost their rows, not every bin;
 - the split of a node is :func:`splitting.scan_node`, the trunk's own search, over a random
   subset of ``max_features`` features (scikit-learn's rule: constant features do not count).
 
-With at most ``max_bins`` distinct values per feature, every distinct value has its own bin
-and the edges are the midpoints scikit-learn uses as thresholds, so the tree is exact CART
+Where a feature has one bin per distinct value (``binning.edges_from_sample``), the edges
+are the midpoints scikit-learn uses as thresholds, so the tree is exact CART
 (``tests/naive.py`` has the oracle): the same splits of the training rows. Where a node's
 rows leave empty bins between the two sides of its split, exact CART cuts in the middle of
 the gap and the histogram tree right after the occupied bins (the lowest edge, as
@@ -37,7 +37,7 @@ import numpy as np
 from basics.hashing import mix64, uniform53
 
 from .config import INDEX, JIT, NO_NODE, SPLIT_RTOL
-from .histogram import _subtract_kernel, range_histogram
+from .histogram import range_histogram, subtract_kernel
 from .splitting import scan_node, split_scale
 
 __all__ = ["grow_tree", "node_statistics", "resolve_max_features"]
@@ -286,7 +286,7 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
             tmp_slot = free[n_free]
             pool[tmp_slot] = 0.0
             range_histogram(codes, start[small], end[small], S, pool, tmp_slot)
-            _subtract_kernel(pool[slot], pool[tmp_slot], signed_col)
+            subtract_kernel(pool[slot], pool[tmp_slot], signed_col)
             slot_large = slot
             if m_small >= small_rows:
                 slot_small = tmp_slot

@@ -230,7 +230,10 @@ def build_histograms(
 
 
 @numba.njit(**JIT)
-def _subtract_kernel(parent, child, signed_col):
+def subtract_kernel(parent, child, signed_col):
+    """``parent -= child`` in place for 3-D histograms, no checks (the numba core of
+    :func:`subtract_histogram`, which numba callers use directly); ``signed_col`` is the
+    one column that may go negative (-1: none). Returns the bins with more child rows."""
     # Counts are integers in float64, so ``rows`` is exact: a bin without rows gets exact
     # zeros (as a direct sum gives) instead of the rounding residue of two equal sums, and
     # a column of non-negative terms (every one but ``signed_col``) is clamped at zero.
@@ -296,4 +299,4 @@ def subtract_histogram(parent: np.ndarray, child: np.ndarray, task: str) -> int:
         raise ValueError("parent must be a C-contiguous float64 array (it is written in place).")
     child = np.ascontiguousarray(child, dtype=np.float64)
     signed_col = 2 if task == "regression" else -1
-    return int(_subtract_kernel(parent, child, signed_col))
+    return int(subtract_kernel(parent, child, signed_col))
