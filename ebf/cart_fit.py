@@ -29,7 +29,7 @@ from .histogram import row_statistics
 
 __all__ = ["SPLITTERS", "as_float32", "fit_cart_forest"]
 
-#: ``splitter`` options: histogram CART over the trunk's bins (:mod:`ebf.hist_tree`) or
+#: ``splitter`` options: histogram CART over the forest's bins (:mod:`ebf.hist_tree`) or
 #: scikit-learn's exact CART.
 SPLITTERS = ("hist", "exact")
 
