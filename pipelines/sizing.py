@@ -166,8 +166,7 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     leaf = None if mondrian else DEFAULT_MIN_SAMPLES_LEAF
     if n_rows * trees * per > budget:
         if not mondrian:  # bytes per row fall as 1 / leaf: the smallest leaf that fits
-            leaf = math.ceil(CART_BYTES_PER_ROW_PER_TREE * DEFAULT_MIN_SAMPLES_LEAF
-                             * n_rows * trees / budget)
+            leaf = math.ceil(DEFAULT_MIN_SAMPLES_LEAF * n_rows * trees * per / budget)
             if 2 * leaf > n_rows:
                 raise ValueError(
                     f"a model of {trees} {branch} tree(s) per branch on {n_rows:,} rows needs "
