@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import markdown_table, parse_with_sizes, print_table, run_parts
+from benchmarks.common import markdown_table, parse_with_sizes, print_table, run_row_parts
 from mondrian import MondrianForestRegressor
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue11" / "bench_noise.json"
@@ -191,17 +191,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    rows: list[dict] = []
-
-    def collect(run):
-        def part(c: argparse.Namespace) -> list[dict]:
-            out = run(c)
-            rows.extend(out)
-            return out
-        return part
-
-    code = run_parts("bench_noise", cfg, {"friedman": collect(run_friedman),
-                                          "flights": collect(run_flights)})
+    code, rows = run_row_parts("bench_noise", cfg, {"friedman": run_friedman,
+                                                    "flights": run_flights})
     print("\n" + markdown(rows))
     return code
 

@@ -183,3 +183,20 @@ def run_parts(name: str, cfg: Any, runners: dict[str, Callable[[Any], Any]]) -> 
             write_json(report, cfg.output)
     print(f"\nwrote {cfg.output}")
     return 0
+
+
+def run_row_parts(name: str, cfg: Any,
+                  runners: dict[str, Callable[[Any], list[dict]]]) -> tuple[int, list[dict]]:
+    """:func:`run_parts` over parts that each return table rows; also returns all the rows
+    of the parts run, in order (for one Markdown table of the whole run)."""
+    rows: list[dict] = []
+
+    def collect(run: Callable[[Any], list[dict]]) -> Callable[[Any], list[dict]]:
+        def part(c: Any) -> list[dict]:
+            out = run(c)
+            rows.extend(out)
+            return out
+        return part
+
+    code = run_parts(name, cfg, {part: collect(run) for part, run in runners.items()})
+    return code, rows

@@ -11,12 +11,14 @@ and leaf statistics in :mod:`ebf.cart`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numba import njit
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from basics.leaf_noise import leaf_predictive_variance, pooled_variance
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import thread_map
 
@@ -27,7 +29,8 @@ from .config import EXACT_BINS, INDEX, JIT, MAX_BINS, NO_NODE
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
-__all__ = ["SPLITTERS", "as_float32", "fit_cart_forest"]
+__all__ = ["SPLITTERS", "as_float32", "effective_rows", "fit_cart_forest", "fit_cart_trees",
+           "with_leaf_prior"]
 
 #: ``splitter`` options: histogram CART over the forest's bins (:mod:`ebf.hist_tree`) or
 #: scikit-learn's exact CART.
@@ -79,7 +82,7 @@ def as_float32(X: np.ndarray, names: Any = None) -> np.ndarray:
 
 
 @njit(**JIT)
-def _combine_up(left, right, weight, mean, m2):  # pragma: no cover - jitted
+def _combine_up(left, right, weight, weight_sq, mean, m2):  # pragma: no cover - jitted
     # Children have larger ids than their parent in scikit-learn's trees, so one backward
     # sweep merges (weight, mean, M2) of both children (Chan et al.'s pairwise update).
     for j in range(left.shape[0] - 1, -1, -1):
@@ -87,6 +90,7 @@ def _combine_up(left, right, weight, mean, m2):  # pragma: no cover - jitted
         if a == NO_NODE:
             continue
         b = right[j]
+        weight_sq[j] = weight_sq[a] + weight_sq[b]
         w = weight[a] + weight[b]
         delta = mean[b] - mean[a]
         weight[j] = w
@@ -115,20 +119,23 @@ def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
     if task == REGRESSION:
         rows = t.apply(X32)
         wsum = np.bincount(rows, w, minlength=n)
+        wsq = np.bincount(rows, w * w, minlength=n)
         mean = np.zeros(n)
         np.divide(np.bincount(rows, w * y, minlength=n), wsum, out=mean, where=wsum > 0)
         dev = y - mean[rows]
         m2 = np.bincount(rows, w * dev * dev, minlength=n)
-        _combine_up(left, arrays["right"], wsum, mean, m2)
+        _combine_up(left, arrays["right"], wsum, wsq, mean, m2)
         variance = np.zeros(n)
         np.divide(m2, wsum, out=variance, where=wsum > 0)
         arrays["value"] = t.value[:, 0, :1].astype(np.float64)
         arrays["variance"] = variance
+        arrays["weight_sq"] = wsq
     else:
         value = np.zeros((n, n_classes))
         value[:, est.classes_.astype(INDEX)] = t.value[:, 0, :]
         arrays["value"] = value
         arrays["variance"] = np.zeros(n)
+        arrays["weight_sq"] = np.zeros(n)
     return arrays
 
 
@@ -166,6 +173,52 @@ class _HistForest:
                 "threshold": threshold, **stats}
 
 
+def effective_rows(weight: np.ndarray, weight_sq: np.ndarray) -> np.ndarray:
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` of every node (0 where empty).
+
+    Examples
+    --------
+    >>> effective_rows(np.array([4.0, 3.0, 0.0]), np.array([4.0, 9.0, 0.0])).tolist()
+    [4.0, 1.0, 0.0]
+    """
+    out = np.zeros(weight.shape)
+    np.divide(weight * weight, weight_sq, out=out, where=weight_sq > 0)
+    return out
+
+
+def with_leaf_prior(forest: CartForest, n_eff: np.ndarray, *, prior_rows: float,
+                    var_floor: float) -> tuple[CartForest, float]:
+    """The forest with every node's variance replaced by its posterior predictive variance.
+
+    The normal-inverse-gamma leaf of :mod:`basics.leaf_noise`: a flat prior on the node's
+    mean (``value`` does not change) and an inverse-gamma prior on its noise variance worth
+    ``prior_rows`` rows at the forest's pooled within-leaf variance (its leaves over all
+    trees, :func:`basics.leaf_noise.pooled_variance`, at least ``var_floor``).
+
+    Parameters
+    ----------
+    forest : CartForest
+        A regression forest whose ``variance`` is the weighted within-node variance.
+    n_eff : ndarray of shape (n_nodes,)
+        Effective rows of every node (:func:`effective_rows`).
+    prior_rows : float
+        ``nu0 > 1``.
+    var_floor : float
+        ``> 0``: the prior variance when the leaves have no spread at all.
+
+    Returns
+    -------
+    forest : CartForest
+    s0_sq : float
+        The prior's variance (the pooled within-leaf variance).
+    """
+    leaf = forest.left == NO_NODE
+    s0_sq = max(pooled_variance(forest.variance[leaf], n_eff[leaf]), var_floor)
+    variance = leaf_predictive_variance(forest.variance, n_eff, s0_sq=s0_sq,
+                                        prior_rows=prior_rows)
+    return replace(forest, variance=variance), s0_sq
+
+
 def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:
     if not trees:
         raise ValueError("A forest needs at least one tree.")
@@ -181,7 +234,25 @@ def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:
     return CartForest(**{name: np.concatenate(p) for name, p in parts.items()}, offsets=offsets)
 
 
-def fit_cart_forest(
+def fit_cart_forest(*args: Any, **kwargs: Any) -> CartForest:
+    """Fit ``n_estimators`` weighted CART trees (Algorithm 1), raw leaf statistics.
+
+    :func:`fit_cart_trees` without the squared weights: ``variance`` is every node's
+    weighted within-node variance (no leaf prior). Same parameters.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
+    >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=5, entropy=1)
+    >>> from ebf.cart import mean_value
+    >>> mean_value(f, X[:2]).shape
+    (2, 1)
+    """
+    return fit_cart_trees(*args, **kwargs)[0]
+
+
+def fit_cart_trees(
     X: np.ndarray,
     y: np.ndarray,
     sample_weight: np.ndarray | None,
@@ -198,7 +269,7 @@ def fit_cart_forest(
     n_jobs: int | None = None,
     splitter: str = "exact",
     max_bins: int | str = "auto",
-) -> CartForest:
+) -> tuple[CartForest, np.ndarray]:
     """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
 
     Tree ``b`` draws from ``tree_rng(entropy, branch, b)``: first its bootstrap weights
@@ -241,15 +312,19 @@ def fit_cart_forest(
         value for a feature with at most 4096 distinct values, else 255 quantile bins.
     Returns
     -------
-    CartForest
+    forest : CartForest
+        ``variance`` is the weighted within-node variance (:func:`with_leaf_prior` turns it
+        into the predictive one).
+    weight_sq : ndarray of shape (n_nodes,)
+        Sum of the squared weights of every node's rows (for :func:`effective_rows`).
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
-    >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=5, entropy=1)
-    >>> mean_value(f, X[:2]).shape
-    (2, 1)
+    >>> f, wsq = fit_cart_trees(X, y, None, task="regression", n_estimators=5, entropy=1)
+    >>> wsq.shape == f.weight.shape and bool(np.all(wsq <= f.weight * f.weight))
+    True
     """
     if task not in (REGRESSION, CLASSIFICATION):
         raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}; got {task!r}.")
@@ -296,4 +371,5 @@ def fit_cart_forest(
         est.fit(X32, y, sample_weight=w, check_input=False)
         return _flatten(est, X32, y, w, task, n_classes)
 
-    return _concat(thread_map(fit_one, range(n_estimators), n_jobs))
+    trees = thread_map(fit_one, range(n_estimators), n_jobs)
+    return _concat(trees), np.concatenate([tr["weight_sq"] for tr in trees])

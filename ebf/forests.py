@@ -9,19 +9,22 @@ mean. Breiman's random forest (RF) differs only in the weights: Poisson(1) count
 Predictive distributions (regression) are Gaussian mixtures
 (:class:`basics.mixture.GaussianMixture`, the one mixture module of the project):
 
-- ``uncertainty="leaf"``: one component per tree, its leaf's weighted mean and weighted
-  within-leaf variance, equal weights;
+- ``uncertainty="leaf"``: one component per tree, equal weights: its leaf's weighted mean
+  and the variance of the leaf's posterior predictive under the package's leaf-noise
+  prior (:mod:`basics.leaf_noise`: normal-inverse-gamma, ``leaf_prior_rows`` pseudo-rows
+  at the forest's pooled within-leaf variance, rows counted by their effective size), so
+  a leaf of a few equal targets cannot make a prediction certain;
 - ``uncertainty="tree_spread"``: the simpler baseline, one Gaussian with the mean and the
   variance of the tree predictions (the spread of the posterior draws of the tree).
 
 Component variances are floored at :data:`VAR_FLOOR_REL` times the variance of the training
-target (:func:`variance_floor`), since a leaf whose targets are all equal, or a point where
-all trees agree, has variance zero and a Gaussian needs a positive one.
+target (:func:`variance_floor`), since a point where all trees agree has spread zero and a
+Gaussian needs a positive variance.
 """
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
+from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
@@ -101,13 +105,14 @@ class _BaseBayesianForest(BaseEstimator):
                                       ensure_non_negative=True)
         X32 = cart_fit.as_float32(A, encoder.names_)
         entropy = resolve_entropy(self.random_state) if entropy is None else int(entropy)
-        forest = cart_fit.fit_cart_forest(
+        forest, weight_sq = cart_fit.fit_cart_trees(
             X32, codes, sw, task=self._task, n_classes=len(extra.get("classes_", [0])),
             n_estimators=self.n_estimators, weights=self.weights,
             min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
             max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
             splitter=self.splitter, max_bins=self.max_bins,
         )
+        forest = self._leaf_model(forest, weight_sq, extra)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
         return self
@@ -122,6 +127,12 @@ class _BaseBayesianForest(BaseEstimator):
         """
         return self._fit(X, y, sample_weight, entropy=entropy, branch=branch,
                          n_classes=n_classes)
+
+    def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
+                    extra: dict[str, Any]) -> cart.CartForest:
+        """The forest as it predicts, from the raw leaf statistics of the fit (the
+        regressor's leaf prior; may add fitted attributes to ``extra``)."""
+        return forest
 
     @staticmethod
     def _fitted(encoder: FeatureEncoder, forest: cart.CartForest,
@@ -230,8 +241,17 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         to 255 bins, two beyond.
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
-        component per tree (leaf mean, weighted within-leaf variance). ``"tree_spread"``:
+        component per tree (leaf mean, leaf predictive variance). ``"tree_spread"``:
         one Gaussian with the mean and variance of the tree predictions.
+    leaf_prior_rows : float or None, default=10.0
+        Weight, in pseudo-rows, of the inverse-gamma prior on every leaf's noise variance,
+        centred on the forest's pooled within-leaf variance (``leaf_noise_var_``). A leaf of
+        ``n`` effective rows (``(sum w)^2 / sum w^2`` of its bootstrap weights) and weighted
+        variance ``v`` predicts with the Student-t variance ``(nu0 s0^2 + n v) (n + 1) /
+        (n (nu0 + n - 2))`` (:mod:`basics.leaf_noise`): never less than the prior gives a
+        leaf of equal targets, and its own spread as ``n`` grows. Must be > 1. ``None``:
+        the leaf's weighted sample variance as it is (the behaviour before the prior, and of
+        models saved then).
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``. Tree ``b`` uses
         ``SeedSequence(entropy_, spawn_key=(0, b))``, whatever ``n_jobs``.
@@ -251,6 +271,10 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         The resolved seed: refitting with ``random_state=entropy_`` reproduces the model.
     var_floor_ : float
         Floor of component variances (:func:`variance_floor` of the training target).
+    leaf_noise_var_ : float or None
+        Centre ``s0^2`` of the leaf-noise prior: the pooled within-leaf variance of the
+        forest's leaves (``sum n v / sum (n - 1)``, at least ``var_floor_``); None without
+        the prior.
     n_nodes_, n_leaves_ : ndarray of shape (n_estimators,)
         Model size per tree.
 
@@ -272,6 +296,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     _parameter_constraints: dict = {
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
+        "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), None],
     }
 
     def __init__(
@@ -284,6 +309,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         splitter: str = "hist",
         max_bins: int | str = "auto",
         uncertainty: str = "leaf",
+        leaf_prior_rows: float | None = LEAF_PRIOR_ROWS,
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -295,6 +321,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         self.splitter = splitter
         self.max_bins = max_bins
         self.uncertainty = uncertainty
+        self.leaf_prior_rows = leaf_prior_rows
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -320,6 +347,18 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         """
         return self._fit(X, y, sample_weight)
 
+    def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
+                    extra: dict[str, Any]) -> cart.CartForest:
+        """Leaf variances -> posterior predictive variances (``leaf_prior_rows``)."""
+        if self.leaf_prior_rows is None:
+            extra["leaf_noise_var_"] = None
+            return forest
+        forest, s0_sq = cart_fit.with_leaf_prior(
+            forest, cart_fit.effective_rows(forest.weight, weight_sq),
+            prior_rows=float(self.leaf_prior_rows), var_floor=extra["var_floor_"])
+        extra["leaf_noise_var_"] = s0_sq
+        return forest
+
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":
             mean, spread, _ = cart.regression_moments(self.forest_, A, self.var_floor_)
@@ -331,17 +370,27 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         return GaussianMixture._trusted(weights, means, variances)
 
     def _get_state(self) -> dict[str, Any]:
-        return {**super()._get_state(), "var_floor": float(self.var_floor_),
+        leaf = {} if self.leaf_noise_var_ is None else {
+            "leaf_noise_var": float(self.leaf_noise_var_)}
+        return {**super()._get_state(), "var_floor": float(self.var_floor_), **leaf,
                 **recalibration_state(self)}
 
     @staticmethod
     def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], None]:
-        """``var_floor_`` (finite, positive: it floors every component variance) and the
-        recalibration map, if any."""
+        """``var_floor_`` (finite, positive: it floors every component variance), the
+        leaf prior's ``leaf_noise_var_`` (finite, ``>= var_floor``; absent from models saved
+        before the prior, whose leaves keep their sample variances) and the recalibration
+        map, if any."""
         floor = state["var_floor"]
         if not isinstance(floor, float) or not 0 < floor < np.inf:
             raise ValueError(f"var_floor must be a finite positive float, got {floor!r:.60}.")
-        return {"var_floor_": floor, **recalibration_from_state(state)}, None
+        s0_sq = state.get("leaf_noise_var")
+        if s0_sq is not None and (not isinstance(s0_sq, float)
+                                  or not floor <= s0_sq < np.inf):
+            raise ValueError(f"leaf_noise_var must be a finite float >= var_floor = {floor}, "
+                             f"got {s0_sq!r:.60}.")
+        return {"var_floor_": floor, "leaf_noise_var_": s0_sq,
+                **recalibration_from_state(state)}, None
 
 
 class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,

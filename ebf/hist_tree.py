@@ -401,21 +401,24 @@ def grow_tree(
 
 @numba.njit(**JIT)
 def _node_statistics_kernel(rows, start, end, left, right, y, w, classification,
-                            value, variance, weight, count):  # pragma: no cover - numba
+                            value, variance, weight, weight_sq, count):  # pragma: no cover
     # leaves by two passes over their rows; internal nodes (numbered before their
     # children) combined from the children, backwards (Chan et al.'s pairwise update)
     for j in range(left.shape[0] - 1, -1, -1):
         a = left[j]
         if a == NO_NODE:
             wsum = 0.0
+            wsq = 0.0
             for t in range(start[j], end[j]):
                 i = rows[t]
                 wsum += w[i]
+                wsq += w[i] * w[i]
                 if classification:
                     value[j, int(y[i])] += w[i]
                 else:
                     value[j, 0] += w[i] * y[i]
             weight[j] = wsum
+            weight_sq[j] = wsq
             count[j] = end[j] - start[j]
             if classification:
                 for c in range(value.shape[1]):
@@ -433,6 +436,7 @@ def _node_statistics_kernel(rows, start, end, left, right, y, w, classification,
         b = right[j]
         wt = weight[a] + weight[b]
         weight[j] = wt
+        weight_sq[j] = weight_sq[a] + weight_sq[b]
         count[j] = count[a] + count[b]
         if classification:
             for c in range(value.shape[1]):
@@ -466,7 +470,8 @@ def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
     dict
         ``value`` (weighted mean, shape (n_nodes, 1); or weighted class fractions, shape
         (n_nodes, n_classes)), ``variance`` (weighted within-node variance; zeros for
-        classification), ``weight`` (sum of weights), ``count`` (rows).
+        classification), ``weight`` (sum of weights), ``weight_sq`` (sum of squared
+        weights), ``count`` (rows).
     """
     n_nodes = tree["left"].shape[0]
     classification = n_classes > 0
@@ -474,10 +479,12 @@ def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
         "value": np.zeros((n_nodes, n_classes if classification else 1)),
         "variance": np.zeros(n_nodes),
         "weight": np.zeros(n_nodes),
+        "weight_sq": np.zeros(n_nodes),
         "count": np.zeros(n_nodes, INDEX),
     }
     _node_statistics_kernel(tree["rows"], tree["start"], tree["end"], tree["left"], tree["right"],
                             np.ascontiguousarray(y, dtype=np.float64),
                             np.ascontiguousarray(w, dtype=np.float64), classification,
-                            stats["value"], stats["variance"], stats["weight"], stats["count"])
+                            stats["value"], stats["variance"], stats["weight"], stats["weight_sq"],
+                            stats["count"])
     return stats

@@ -49,6 +49,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from basics.leaf_noise import LEAF_PRIOR_ROWS
 from mondrian._order import preorder
 from mondrian.config import JIT
 
@@ -59,14 +60,15 @@ __all__ = [
 ]
 
 #: Shape ``a0`` of the inverse-gamma prior of a node's noise variance (our extension, see
-#: :func:`node_noise_variance`): the prior weighs as ``2 * (a0 + 1) = 10`` rows at the
+#: :func:`node_noise_variance`): the prior weighs as ``2 * (a0 + 1) = 10`` rows
+#: (:data:`basics.leaf_noise.LEAF_PRIOR_ROWS`, the package's one leaf-prior weight) at the
 #: forest's variance, as many as ``min_samples_split``. A leaf of a batch-grown tree holds
 #: at most ``min_samples_split - 1`` rows, whose spread is a poor estimate (a chi-square of
 #: at most 8 degrees of freedom), so no leaf outweighs the prior; a node of hundreds of
 #: rows is its own spread. Chosen among a0 in {0.5, 1, 3, 9} on synthetic validation data
 #: (seeds the tests and benchmarks do not use): larger a0 gave better NLPD and calibration
 #: on Friedman #1, a0 = 3 the best NLPD on the heteroskedastic sine; 4 sits between.
-NOISE_PRIOR_SHAPE = 4.0
+NOISE_PRIOR_SHAPE = LEAF_PRIOR_ROWS / 2.0 - 1.0
 
 
 def noise_at(noise_var, j):

@@ -1508,3 +1508,50 @@ def naive_cell_columns(tree, lam) -> tuple[dict, int]:
         else:
             stack += [tree.right[j], tree.left[j]]
     return column, len(column)
+
+
+# ---------------------------------------------------------------- leaf-noise prior (oracles)
+
+
+def naive_leaf_predictive_variance(y, w, s0_sq, prior_rows, n_grid=200_001):
+    """Predictive variance of a new target from one CART leaf of rows ``y`` with weights
+    ``w``, by quadrature over the noise variance (no conjugate algebra).
+
+    The rows count as ``n = (sum w)^2 / sum w^2`` effective rows with sum of squares
+    ``n * v`` about their weighted mean (``v`` the weighted variance). The prior is
+    ``sigma^2 ~ IG(nu0 / 2, nu0 s0^2 / 2)`` and ``p(mu | sigma^2) ~ 1 / sigma`` (the flat
+    limit of the normal-inverse-gamma); integrating ``mu`` out of the likelihood leaves
+    ``sigma^-n exp(-SS / (2 sigma^2))``, the posterior of ``sigma^2`` is tabulated on a log
+    grid, and ``Var[y_new] = E[sigma^2] (1 + 1 / n)`` (noise plus the leaf mean's variance,
+    ``sigma^2 / n`` given ``sigma^2``).
+    """
+    y = np.asarray(y, float)
+    w = np.asarray(w, float)
+    W = w.sum()
+    n = W * W / np.sum(w * w)
+    ybar = np.sum(w * y) / W
+    ss = n * np.sum(w * (y - ybar) ** 2) / W
+    scale = (prior_rows * s0_sq + ss) / (prior_rows + n)
+    log_s2 = np.log(scale) + np.linspace(-25.0, 25.0, n_grid)
+    s2 = np.exp(log_s2)
+    log_prior = -(prior_rows / 2 + 1) * log_s2 - prior_rows * s0_sq / (2 * s2)
+    log_lik = -(n / 2) * log_s2 - ss / (2 * s2)
+    log_post = log_prior + log_lik + log_s2  # d sigma^2 = sigma^2 d log sigma^2
+    p = np.exp(log_post - log_post.max())
+    e_s2 = np.sum(p * s2) / np.sum(p)
+    return e_s2 * (1.0 + 1.0 / n)
+
+
+def naive_pooled_leaf_variance(leaf_rows):
+    """``sum_leaves n v / sum_leaves (n - 1)`` from the (y, w) rows of every leaf."""
+    num = 0.0
+    dof = 0.0
+    for y, w in leaf_rows:
+        y = np.asarray(y, float)
+        w = np.asarray(w, float)
+        W = w.sum()
+        n = W * W / np.sum(w * w)
+        ybar = np.sum(w * y) / W
+        num += n * np.sum(w * (y - ybar) ** 2) / W
+        dof += n - 1.0
+    return num / dof

@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from basics.leaf_noise import nig_predictive_variance
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
@@ -440,7 +441,8 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
             v = 1.0 / (stats[:, 0] / s2 + 1.0 / t2)
             return np.column_stack([mu0 + v * stats[:, 1] / s2, s2 + v])
         mean, kappa_n, a_n, b_n = nig_posterior(likelihood.params, stats)
-        return np.column_stack([mu0 + mean, b_n * (kappa_n + 1.0) / (kappa_n * (a_n - 1.0))])
+        return np.column_stack([mu0 + mean,
+                                nig_predictive_variance(kappa_n, 2.0 * a_n, b_n / a_n)])
 
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         means, variances = leaf_values(self.trees_, A, self._node_value)

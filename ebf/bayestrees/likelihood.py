@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from basics import leaf_noise
+
 from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, partition_rows
 
@@ -187,12 +189,9 @@ def nig_posterior(params: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, ..
     n, s1, s2 = stats[:, 0], stats[:, 1], stats[:, 2]
     with np.errstate(invalid="ignore", divide="ignore"):
         ybar = np.where(n > 0, s1 / n, mu0)
-    ss = np.maximum(s2 - s1 * ybar, 0.0)
-    kappa_n = kappa + n
-    mean = (kappa * mu0 + n * ybar) / kappa_n
-    a_n = 0.5 * (nu + n)
-    b_n = 0.5 * (nu * lam + ss + kappa * n * (ybar - mu0) ** 2 / kappa_n)
-    return mean, kappa_n, a_n, b_n
+    mean, kappa_n, nu_n, s_n_sq = leaf_noise.nig_posterior(
+        n, ybar, s2 - s1 * ybar, nu0=nu, s0_sq=lam, mu0=mu0, kappa0=kappa)
+    return mean, kappa_n, 0.5 * nu_n, 0.5 * nu_n * s_n_sq
 
 
 # ---------------------------------------------------------------------------------- kernels
