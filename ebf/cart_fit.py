@@ -30,7 +30,7 @@ from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
 __all__ = ["SPLITTERS", "as_float32", "effective_rows", "fit_cart_forest", "fit_cart_trees",
-           "with_leaf_prior"]
+           "prior_centres", "with_leaf_prior"]
 
 #: ``splitter`` options: histogram CART over the forest's bins (:mod:`ebf.hist_tree`) or
 #: scikit-learn's exact CART.
@@ -186,14 +186,78 @@ def effective_rows(weight: np.ndarray, weight_sq: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(**JIT)
+def _prior_centres(left, right, offsets, variance, n_eff, min_dof, forest_centre,
+                   floor, out):  # pragma: no cover - jitted
+    # Bottom up: sums of n v and n - 1 over the leaves below every node (children have larger
+    # ids than their parent). Top down: a node's centre is the pooled variance of its own
+    # subtree if that has min_dof degrees of freedom, else its parent's.
+    n_nodes = left.shape[0]
+    ss = np.zeros(n_nodes)
+    dof = np.zeros(n_nodes)
+    for j in range(n_nodes - 1, -1, -1):
+        a = left[j]
+        if a == NO_NODE:
+            n = max(n_eff[j], 1.0)
+            ss[j] = n * variance[j]
+            dof[j] = n - 1.0
+        else:
+            ss[j] = ss[a] + ss[right[j]]
+            dof[j] = dof[a] + dof[right[j]]
+    for t in range(offsets.shape[0] - 1):
+        root = offsets[t]
+        out[root] = max(ss[root] / dof[root], floor) if dof[root] >= min_dof else forest_centre
+        for j in range(root, offsets[t + 1]):
+            a = left[j]
+            if a == NO_NODE:
+                continue
+            for c in (a, right[j]):
+                out[c] = max(ss[c] / dof[c], floor) if dof[c] >= min_dof else out[j]
+
+
+def prior_centres(forest: CartForest, n_eff: np.ndarray, *, min_dof: float,
+                  var_floor: float) -> tuple[np.ndarray, float]:
+    """Centre of every node's noise prior: the pooled within-leaf variance of the smallest
+    subtree around it whose leaves hold ``min_dof`` degrees of freedom.
+
+    Parameters
+    ----------
+    forest : CartForest
+        A regression forest whose ``variance`` is the weighted within-node variance.
+    n_eff : ndarray of shape (n_nodes,)
+        Effective rows of every node (:func:`effective_rows`).
+    min_dof : float
+        Degrees of freedom (``sum (n - 1)`` over a subtree's leaves) a centre needs.
+    var_floor : float
+        ``> 0``: the smallest centre.
+
+    Returns
+    -------
+    centres : ndarray of shape (n_nodes,)
+    forest_centre : float
+        The pooled within-leaf variance of all leaves of all trees (at least ``var_floor``),
+        the centre of a tree whose whole leaves hold fewer than ``min_dof``.
+    """
+    leaf = forest.left == NO_NODE
+    forest_centre = max(pooled_variance(forest.variance[leaf], n_eff[leaf]), var_floor)
+    centres = np.empty(forest.left.shape[0])
+    _prior_centres(forest.left, forest.right, forest.offsets, forest.variance,
+                   np.ascontiguousarray(n_eff, dtype=np.float64), float(min_dof),
+                   forest_centre, float(var_floor), centres)
+    return centres, forest_centre
+
+
 def with_leaf_prior(forest: CartForest, n_eff: np.ndarray, *, prior_rows: float,
                     var_floor: float) -> tuple[CartForest, float]:
     """The forest with every node's variance replaced by its posterior predictive variance.
 
     The normal-inverse-gamma leaf of :mod:`basics.leaf_noise`: a flat prior on the node's
     mean (``value`` does not change) and an inverse-gamma prior on its noise variance worth
-    ``prior_rows`` rows at the forest's pooled within-leaf variance (its leaves over all
-    trees, :func:`basics.leaf_noise.pooled_variance`, at least ``var_floor``).
+    ``prior_rows`` rows, centred on the pooled within-leaf variance of the smallest subtree
+    around the node with ``prior_rows`` residual degrees of freedom (:func:`prior_centres`):
+    the residual variance of the leaf's neighbourhood, so a leaf among quiet leaves is not
+    widened to the noise of the loudest region of the data (heteroskedastic targets: flight
+    delays, incomes).
 
     Parameters
     ----------
@@ -204,19 +268,19 @@ def with_leaf_prior(forest: CartForest, n_eff: np.ndarray, *, prior_rows: float,
     prior_rows : float
         ``nu0 > 1``.
     var_floor : float
-        ``> 0``: the prior variance when the leaves have no spread at all.
+        ``> 0``: the smallest prior centre (leaves with no spread at all).
 
     Returns
     -------
     forest : CartForest
-    s0_sq : float
-        The prior's variance (the pooled within-leaf variance).
+    forest_centre : float
+        The pooled within-leaf variance of the whole forest.
     """
-    leaf = forest.left == NO_NODE
-    s0_sq = max(pooled_variance(forest.variance[leaf], n_eff[leaf]), var_floor)
-    variance = leaf_predictive_variance(forest.variance, n_eff, s0_sq=s0_sq,
+    centres, forest_centre = prior_centres(forest, n_eff, min_dof=prior_rows,
+                                           var_floor=var_floor)
+    variance = leaf_predictive_variance(forest.variance, n_eff, s0_sq=centres,
                                         prior_rows=prior_rows)
-    return replace(forest, variance=variance), s0_sq
+    return replace(forest, variance=variance), forest_centre
 
 
 def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:

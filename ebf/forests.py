@@ -245,7 +245,9 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         one Gaussian with the mean and variance of the tree predictions.
     leaf_prior_rows : float or None, default=10.0
         Weight, in pseudo-rows, of the inverse-gamma prior on every leaf's noise variance,
-        centred on the forest's pooled within-leaf variance (``leaf_noise_var_``). A leaf of
+        centred on the pooled within-leaf variance ``s0^2`` of the smallest subtree around
+        the leaf whose leaves hold that many residual degrees of freedom (the residual
+        variance of the leaf's neighbourhood; :func:`ebf.cart_fit.prior_centres`). A leaf of
         ``n`` effective rows (``(sum w)^2 / sum w^2`` of its bootstrap weights) and weighted
         variance ``v`` predicts with the Student-t variance ``(nu0 s0^2 + n v) (n + 1) /
         (n (nu0 + n - 2))`` (:mod:`basics.leaf_noise`): never less than the prior gives a
@@ -272,9 +274,9 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     var_floor_ : float
         Floor of component variances (:func:`variance_floor` of the training target).
     leaf_noise_var_ : float or None
-        Centre ``s0^2`` of the leaf-noise prior: the pooled within-leaf variance of the
-        forest's leaves (``sum n v / sum (n - 1)``, at least ``var_floor_``); None without
-        the prior.
+        The pooled within-leaf variance of all the forest's leaves (``sum n v / sum (n -
+        1)``, at least ``var_floor_``): the forest's residual variance, and the prior's
+        centre in a tree too small for a local one; None without the prior.
     n_nodes_, n_leaves_ : ndarray of shape (n_estimators,)
         Model size per tree.
 

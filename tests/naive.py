@@ -1555,3 +1555,46 @@ def naive_pooled_leaf_variance(leaf_rows):
         num += n * np.sum(w * (y - ybar) ** 2) / W
         dof += n - 1.0
     return num / dof
+
+
+def naive_prior_centres(left, right, root, leaf_rows, min_dof, forest_centre, floor):
+    """Per leaf of one tree: the pooled within-leaf variance of the smallest subtree holding
+    it whose leaves have ``min_dof`` degrees of freedom (``forest_centre`` if none).
+
+    ``leaf_rows`` maps a leaf (global node id) to its rows ``(y, w)``; subtrees are found
+    by walking up a parent map, pooling with :func:`naive_pooled_leaf_variance`.
+    """
+    parent = {root: None}
+    stack = [root]
+    order = []
+    while stack:
+        j = stack.pop()
+        order.append(j)
+        if left[j] != -1:
+            for c in (left[j], right[j]):
+                parent[int(c)] = j
+                stack.append(int(c))
+
+    def leaves_under(j):
+        if left[j] == -1:
+            return [j]
+        return leaves_under(int(left[j])) + leaves_under(int(right[j]))
+
+    def dof(leaves):
+        total = 0.0
+        for leaf in leaves:
+            w = np.asarray(leaf_rows[leaf][1], float)
+            total += w.sum() ** 2 / np.sum(w * w) - 1.0
+        return total
+
+    out = {}
+    for leaf in (j for j in order if left[j] == -1):
+        j, centre = leaf, forest_centre
+        while j is not None:
+            under = leaves_under(j)
+            if dof(under) >= min_dof:
+                centre = max(naive_pooled_leaf_variance([leaf_rows[k] for k in under]), floor)
+                break
+            j = parent[j]
+        out[leaf] = centre
+    return out

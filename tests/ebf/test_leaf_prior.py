@@ -17,7 +17,11 @@ from ebf import cart, load, save
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.estimators import EmpiricalBayesianForestRegressor
 from ebf.forests import BayesianForestRegressor
-from tests.naive import naive_leaf_predictive_variance, naive_pooled_leaf_variance
+from tests.naive import (
+    naive_leaf_predictive_variance,
+    naive_pooled_leaf_variance,
+    naive_prior_centres,
+)
 
 
 def _leaf(rng, k):
@@ -78,8 +82,9 @@ def test_prior_rows_must_give_a_finite_variance():
 @pytest.mark.parametrize("splitter", ["hist", "exact"])
 @pytest.mark.parametrize("weights", ["exponential", "poisson"])
 def test_forest_leaves_are_the_oracle_posterior(splitter, weights):
-    """Every leaf of every tree: the prior centred on the pooled within-leaf variance of the
-    forest's leaves, each computed from the leaf's own rows and the tree's drawn weights."""
+    """Every leaf of every tree: the prior centred on the pooled within-leaf variance of its
+    smallest subtree with ``leaf_prior_rows`` degrees of freedom, computed from the leaves'
+    own rows and the tree's drawn weights; ``leaf_noise_var_`` pools the whole forest."""
     rng = np.random.default_rng(3)
     X = rng.random((400, 3))
     y = np.round(4 * X[:, 0] + rng.normal(size=400), 0)  # integer targets: tight leaves
@@ -99,9 +104,16 @@ def test_forest_leaves_are_the_oracle_posterior(splitter, weights):
             rows_of[int(leaf)] = (y[rows], w[rows])
     s0_sq = naive_pooled_leaf_variance(rows_of.values())
     assert bf.leaf_noise_var_ == pytest.approx(s0_sq, rel=1e-9)
-    for leaf, (yl, wl) in rows_of.items():
-        assert f.variance[leaf] == pytest.approx(
-            naive_leaf_predictive_variance(yl, wl, s0_sq, LEAF_PRIOR_ROWS), rel=1e-6)
+    local = 0
+    for t in range(f.n_trees):
+        centres = naive_prior_centres(f.left, f.right, int(f.offsets[t]), rows_of,
+                                      LEAF_PRIOR_ROWS, s0_sq, bf.var_floor_)
+        for leaf, centre in centres.items():
+            yl, wl = rows_of[leaf]
+            assert f.variance[leaf] == pytest.approx(
+                naive_leaf_predictive_variance(yl, wl, centre, LEAF_PRIOR_ROWS), rel=1e-6)
+            local += centre != s0_sq
+    assert local > 0  # the centres are local, not the forest's
 
 
 def _rounded_data(seed):
