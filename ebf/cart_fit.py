@@ -261,10 +261,8 @@ def with_leaf_prior(forest: CartForest, n_eff: np.ndarray, *, prior_rows: float,
 
     Parameters
     ----------
-    forest : CartForest
-        A regression forest whose ``variance`` is the weighted within-node variance.
-    n_eff : ndarray of shape (n_nodes,)
-        Effective rows of every node (:func:`effective_rows`).
+    forest, n_eff
+        As for :func:`prior_centres`.
     prior_rows : float
         ``nu0 > 1``.
     var_floor : float
