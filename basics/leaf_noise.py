@@ -12,37 +12,36 @@ and ``n`` rows of mean ``ybar`` and sum of squares about it ``SS``, the posterio
     kappa_n = kappa0 + n,   mu_n = (kappa0 mu0 + n ybar) / kappa_n,   nu_n = nu0 + n,
     nu_n s_n^2 = nu0 s0^2 + SS + kappa0 n (ybar - mu0)^2 / kappa_n,
 
-the noise variance has posterior mean ``E[sigma^2] = s_n^2 nu_n / (nu_n - 2)`` (**), and a
-new target is Student-t with ``nu_n`` degrees of freedom, location ``mu_n`` and squared
-scale ``s_n^2 (1 + 1 / kappa_n)``: its variance ``E[sigma^2] (1 + 1 / kappa_n)`` (*) counts
-the noise and the uncertainty of the leaf mean. The SMC trees predict with (*).
+and a new target is Student-t with ``nu_n`` degrees of freedom, location ``mu_n`` and
+squared scale ``s_n^2 (1 + 1 / kappa_n)``: its variance
 
-**How the forests use it.** A tree of a Bayesian forest is one posterior draw (Taddy et al.
-2015, Sec. 2.3): its leaf mean is a draw of the mean, and the mixture over trees carries the
-mean's uncertainty. So a CART leaf (Bayesian and random forests, the branches of EBF and
-SSF) predicts with ``N(leaf mean, E[sigma^2])``, the t given the leaf mean, with
-``kappa0 = 0`` (the leaf keeps CART's weighted mean: RMSE does not move). Adding the
-mean's ``sigma^2 / n`` inside every component as well counted it twice: on the flights
-(shuffled, 20k rows, 100 trees) NLPD 4.510 instead of 4.483 and wider intervals
-(``benchmarks/bench_leaf_prior.py``). The prior is worth ``nu0 = prior_rows`` pseudo-rows
-(:data:`LEAF_PRIOR_ROWS` by default) at ``s0^2``, a pooled within-leaf variance
-(:func:`pooled_variance`, estimated at fit from the training rows): that of the smallest
-subtree around the leaf whose leaves hold ``nu0`` residual degrees of freedom
+    s_n^2 (1 + 1 / kappa_n) nu_n / (nu_n - 2)                                    (*)
+
+counts both the noise (``s_n^2``, the inverse gamma integrated out) and the uncertainty of
+the leaf mean (``s_n^2 / kappa_n``).
+
+**How the forests use it.** A CART leaf (Bayesian and random forests, and so the branches
+of EBF and SSF) takes ``kappa0 = 0`` (a flat prior on its mean, so the leaf predicts its
+weighted mean exactly as CART does, and RMSE does not move), ``nu0 = prior_rows``
+pseudo-rows (:data:`LEAF_PRIOR_ROWS` by default) and ``s0^2`` a pooled within-leaf
+variance (:func:`pooled_variance`, estimated at fit from the training rows): that of the
+smallest subtree around the leaf whose leaves hold ``nu0`` residual degrees of freedom
 (``ebf.cart_fit.prior_centres``), the residual variance of the leaf's neighbourhood. A
-centre pooled over the whole forest widened every punctual flight to the noise of the
-delayed ones (NLPD 4.23 -> 4.75, 50k shuffled flights, 100 trees). Weighted rows
-(Bayesian-bootstrap weights) count by their effective sample size
-``n = (sum w)^2 / sum w^2``, with ``SS = n * v`` for the weighted variance ``v``.
+centre pooled over the whole forest widened every quiet flight to the noise of the
+delayed ones (NLPD 4.23 -> 4.75 on shuffled flights, 100 trees;
+``benchmarks/bench_leaf_prior.py``). Weighted rows (Bayesian-bootstrap weights) count by
+their effective sample size ``n = (sum w)^2 / sum w^2``, with ``SS = n * v`` for the
+weighted variance ``v``.
 
-Each leaf enters the predictive mixture as a Gaussian with the t's variance, not as a
-Student-t: the mixture's CDF, quantiles and CRPS keep their exact closed forms
+Each leaf enters the predictive mixture as a Gaussian with the Student-t's mean and variance
+(*), not as a Student-t: the mixture's CDF, quantiles and CRPS keep their exact closed forms
 (:mod:`basics.mixture`) and a row keeps one component per tree, while ``nu_n >= nu0 = 10``
 degrees of freedom make the t's tails close to the Gaussian's (a scale mixture would need
 several components per leaf and multiply the cost of every prediction).
 
 **The floor data cannot give.** A leaf of one distinct target value (``SS = 0``) has
-variance ``nu0 s0^2 / (nu0 + n - 2)``, never less: about ``0.9 s0^2`` for a leaf of 3
-effective rows (5 Bayesian-bootstrap rows) and the default prior. It falls like
+variance ``nu0 s0^2 (n + 1) / (n (nu0 + n - 2))``, never less: about ``1.2 s0^2`` for a leaf
+of 3 effective rows (5 Bayesian-bootstrap rows) and the default prior. It falls like
 ``nu0 s0^2 / n`` only as the leaf's rows grow, so a leaf of hundreds of equal targets is
 (rightly) confident; below that the prior, not the leaf, sets the width.
 
@@ -60,7 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEAF_PRIOR_ROWS", "nig_posterior", "nig_noise_variance", "nig_predictive_variance",
+__all__ = ["LEAF_PRIOR_ROWS", "nig_posterior", "nig_predictive_variance",
            "leaf_predictive_variance", "pooled_variance"]
 
 #: Weight of the prior on a leaf's noise variance, in pseudo-rows at the pooled variance:
@@ -113,17 +112,6 @@ def nig_posterior(n: np.ndarray, ybar: np.ndarray, ss: np.ndarray, *, nu0: float
     return mu_n, kappa_n, nu_n, s_n_sq
 
 
-def nig_noise_variance(nu_n: np.ndarray, s_n_sq: np.ndarray) -> np.ndarray:
-    """Posterior mean (**) of the noise variance, ``s_n^2 nu_n / (nu_n - 2)`` (``nu_n > 2``).
-
-    Examples
-    --------
-    >>> float(nig_noise_variance(np.array([10.0]), np.array([1.2]))[0])
-    1.5
-    """
-    return s_n_sq * nu_n / (nu_n - 2.0)
-
-
 def nig_predictive_variance(kappa_n: np.ndarray, nu_n: np.ndarray,
                             s_n_sq: np.ndarray) -> np.ndarray:
     """Variance (*) of the Student-t predictive of a posterior of :func:`nig_posterior`.
@@ -135,13 +123,13 @@ def nig_predictive_variance(kappa_n: np.ndarray, nu_n: np.ndarray,
     >>> float(nig_predictive_variance(np.array([4.0]), np.array([10.0]), np.array([1.2]))[0])
     1.875
     """
-    return nig_noise_variance(nu_n, s_n_sq) * (1.0 + 1.0 / kappa_n)
+    return s_n_sq * (1.0 + 1.0 / kappa_n) * nu_n / (nu_n - 2.0)
 
 
 def leaf_predictive_variance(variance: np.ndarray, n_eff: np.ndarray, *,
                              s0_sq: float | np.ndarray,
                              prior_rows: float = LEAF_PRIOR_ROWS) -> np.ndarray:
-    """Variance of a CART leaf's component: (**) with ``kappa0 = 0``, ``SS = n_eff * variance``.
+    """Predictive variance of CART leaves: (*) with ``kappa0 = 0``, ``SS = n_eff * variance``.
 
     Parameters
     ----------
@@ -158,13 +146,13 @@ def leaf_predictive_variance(variance: np.ndarray, n_eff: np.ndarray, *,
     Returns
     -------
     ndarray
-        ``(prior_rows s0^2 + n v) / (prior_rows + n - 2)``.
+        ``(prior_rows s0^2 + n v) (n + 1) / (n (prior_rows + n - 2))``.
 
     Examples
     --------
     >>> v = leaf_predictive_variance(np.array([0.0, 1.0]), np.array([3.0, 1e6]), s0_sq=1.0)
     >>> np.round(v, 4).tolist()   # equal targets: the prior's width; many rows: their own
-    [0.9091, 1.0]
+    [1.2121, 1.0]
     """
     if not prior_rows > 1.0:
         raise ValueError(f"prior_rows must be > 1 (a finite predictive variance); "
@@ -173,9 +161,9 @@ def leaf_predictive_variance(variance: np.ndarray, n_eff: np.ndarray, *,
     if not np.all(np.isfinite(s0_sq) & (s0_sq > 0)):
         raise ValueError("s0_sq must be finite positive variances.")
     n = np.maximum(np.asarray(n_eff, dtype=np.float64), 1.0)
-    _, _, nu_n, s_n_sq = nig_posterior(n, 0.0, n * np.asarray(variance, np.float64),
-                                       nu0=float(prior_rows), s0_sq=s0_sq)
-    return nig_noise_variance(nu_n, s_n_sq)
+    _, kappa_n, nu_n, s_n_sq = nig_posterior(n, 0.0, n * np.asarray(variance, np.float64),
+                                             nu0=float(prior_rows), s0_sq=s0_sq)
+    return nig_predictive_variance(kappa_n, nu_n, s_n_sq)
 
 
 def pooled_variance(variance: np.ndarray, n_eff: np.ndarray) -> float:

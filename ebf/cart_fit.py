@@ -249,7 +249,7 @@ def prior_centres(forest: CartForest, n_eff: np.ndarray, *, min_dof: float,
 
 def with_leaf_prior(forest: CartForest, n_eff: np.ndarray, *, prior_rows: float,
                     var_floor: float) -> tuple[CartForest, float]:
-    """The forest with every node's variance replaced by its noise variance's posterior mean.
+    """The forest with every node's variance replaced by its posterior predictive variance.
 
     The normal-inverse-gamma leaf of :mod:`basics.leaf_noise`: a flat prior on the node's
     mean (``value`` does not change) and an inverse-gamma prior on its noise variance worth

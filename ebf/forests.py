@@ -10,10 +10,10 @@ Predictive distributions (regression) are Gaussian mixtures
 (:class:`basics.mixture.GaussianMixture`, the one mixture module of the project):
 
 - ``uncertainty="leaf"``: one component per tree, equal weights: its leaf's weighted mean
-  and the posterior mean of the leaf's noise variance under the package's leaf-noise
+  and the variance of the leaf's posterior predictive under the package's leaf-noise
   prior (:mod:`basics.leaf_noise`: normal-inverse-gamma, ``leaf_prior_rows`` pseudo-rows
-  at the pooled within-leaf variance of the leaf's neighbourhood, rows counted by their
-  effective size), so a leaf of a few equal targets cannot make a prediction certain;
+  at the forest's pooled within-leaf variance, rows counted by their effective size), so
+  a leaf of a few equal targets cannot make a prediction certain;
 - ``uncertainty="tree_spread"``: the simpler baseline, one Gaussian with the mean and the
   variance of the tree predictions (the spread of the posterior draws of the tree).
 
@@ -249,9 +249,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         the leaf whose leaves hold that many residual degrees of freedom (the residual
         variance of the leaf's neighbourhood; :func:`ebf.cart_fit.prior_centres`). A leaf of
         ``n`` effective rows (``(sum w)^2 / sum w^2`` of its bootstrap weights) and weighted
-        variance ``v`` predicts with the posterior mean of its noise variance, ``(nu0 s0^2
-        + n v) / (nu0 + n - 2)`` (:mod:`basics.leaf_noise`; the leaf mean's uncertainty is
-        the spread of the trees, each a posterior draw): never less than the prior gives a
+        variance ``v`` predicts with the Student-t variance ``(nu0 s0^2 + n v) (n + 1) /
+        (n (nu0 + n - 2))`` (:mod:`basics.leaf_noise`): never less than the prior gives a
         leaf of equal targets, and its own spread as ``n`` grows. Must be > 1. ``None``:
         the leaf's weighted sample variance as it is (the behaviour before the prior, and of
         models saved then).

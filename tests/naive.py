@@ -1514,14 +1514,16 @@ def naive_cell_columns(tree, lam) -> tuple[dict, int]:
 
 
 def naive_leaf_predictive_variance(y, w, s0_sq, prior_rows, n_grid=200_001):
-    """Variance of a new target from one CART leaf of rows ``y`` with weights ``w``, given
-    the leaf's mean, by quadrature over the noise variance (no conjugate algebra).
+    """Predictive variance of a new target from one CART leaf of rows ``y`` with weights
+    ``w``, by quadrature over the noise variance (no conjugate algebra).
 
     The rows count as ``n = (sum w)^2 / sum w^2`` effective rows with sum of squares
     ``n * v`` about their weighted mean (``v`` the weighted variance). The prior is
-    ``sigma^2 ~ IG(nu0 / 2, nu0 s0^2 / 2)``; the rows' likelihood about the leaf mean is
-    ``sigma^-n exp(-SS / (2 sigma^2))``; the posterior of ``sigma^2`` is tabulated on a log
-    grid, and ``Var[y_new | leaf mean] = E[sigma^2]``.
+    ``sigma^2 ~ IG(nu0 / 2, nu0 s0^2 / 2)`` and ``p(mu | sigma^2) ~ 1 / sigma`` (the flat
+    limit of the normal-inverse-gamma); integrating ``mu`` out of the likelihood leaves
+    ``sigma^-n exp(-SS / (2 sigma^2))``, the posterior of ``sigma^2`` is tabulated on a log
+    grid, and ``Var[y_new] = E[sigma^2] (1 + 1 / n)`` (noise plus the leaf mean's variance,
+    ``sigma^2 / n`` given ``sigma^2``).
     """
     y = np.asarray(y, float)
     w = np.asarray(w, float)
@@ -1536,7 +1538,8 @@ def naive_leaf_predictive_variance(y, w, s0_sq, prior_rows, n_grid=200_001):
     log_lik = -(n / 2) * log_s2 - ss / (2 * s2)
     log_post = log_prior + log_lik + log_s2  # d sigma^2 = sigma^2 d log sigma^2
     p = np.exp(log_post - log_post.max())
-    return np.sum(p * s2) / np.sum(p)
+    e_s2 = np.sum(p * s2) / np.sum(p)
+    return e_s2 * (1.0 + 1.0 / n)
 
 
 def naive_pooled_leaf_variance(leaf_rows):

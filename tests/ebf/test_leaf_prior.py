@@ -49,7 +49,7 @@ def test_equal_targets_get_the_prior_closed_form_and_never_less():
         w = rng.exponential(size=k)
         n = w.sum() ** 2 / np.sum(w * w)
         y = np.full(k, -2.7)
-        closed = nu0 * s0_sq / (nu0 + n - 2)
+        closed = nu0 * s0_sq * (n + 1) / (n * (nu0 + n - 2))
         got = leaf_predictive_variance(np.array([0.0]), np.array([n]), s0_sq=s0_sq)[0]
         assert got == pytest.approx(closed, rel=1e-12)
         assert got == pytest.approx(naive_leaf_predictive_variance(y, w, s0_sq, nu0), rel=1e-6)
