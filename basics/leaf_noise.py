@@ -174,10 +174,10 @@ def pooled_variance(variance: np.ndarray, n_eff: np.ndarray) -> float:
     """Pooled within-leaf variance ``sum n v / sum (n - 1)`` over leaves (``n`` effective).
 
     ``n v`` has expectation ``sigma^2 (n - 1)`` for weighted rows of noise variance
-    ``sigma^2`` about their weighted mean, so this is the pooled unbiased estimate: the
-    forest's residual variance, the centre of every leaf's prior. Leaves of one effective
-    row add nothing. Returns 0.0 when no leaf has more than one effective row or all
-    targets within leaves are equal (the caller supplies a floor).
+    ``sigma^2`` about their weighted mean, so this is the pooled unbiased estimate: over a
+    forest, its residual variance; over a subtree, the prior centre of its leaves. Leaves of
+    one effective row add nothing. Returns 0.0 when no leaf has more than one effective row
+    or all targets within leaves are equal (the caller supplies a floor).
 
     Examples
     --------

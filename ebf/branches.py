@@ -13,8 +13,8 @@ methods ``_get_state`` / ``_set_state``:
     :class:`~ebf.forests.BayesianForestRegressor` / ``...Classifier`` with Exp(1) weights
     (the paper's BF, Algorithm 1): histogram CART trees over the branch's own bins;
     ``branch_params`` may set ``splitter="exact"`` (scikit-learn's CART), ``max_bins`` or
-    ``leaf_prior_rows`` (regression: the leaf-noise prior, centred on the branch's own
-    pooled within-leaf variance, so every trunk leaf has its own).
+    ``leaf_prior_rows`` (regression: the leaf-noise prior, centred on pooled within-leaf
+    variances of the branch's own trees, so every trunk leaf has its own).
 ``"random"``
     the same with Poisson(1) weights (Breiman's random forest).
 ``"mondrian"``
