@@ -33,6 +33,7 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import (
     check_finite,
     check_regression_target,
+    state_int,
     unchanged_on_error,
 )
 
@@ -55,6 +56,7 @@ from ._predict import (
 from ._tree import TreeArrays
 from .config import INDEX, NODE_REG_STATS
 from .ikn import ikn_posterior
+from .noise import gamma_test
 from .posterior import (
     NOISE_PRIOR_SHAPE,
     belief_propagation,
@@ -86,9 +88,16 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
         ``"exact"``: belief propagation with the hyperparameter heuristic of App. B,
         recomputed lazily after ``partial_fit`` for the trees that changed.
         ``"empirical"``: node mean and variance of the labels (App. C), O(log n) updates.
-    noise : {"forest", "per_leaf"}, default="forest"
+    noise : {"forest", "estimated", "per_leaf"}, default="forest"
         ``"forest"``: one label noise variance for the whole forest (Sec. 3 eq. 1, set by
-        App. B), the paper's model. ``"per_leaf"`` (our extension, not the paper's):
+        App. B, ``gamma1 / K``, about ``var(y) / 1000``), the paper's model.
+        ``"estimated"`` (our extension): one noise variance for the whole forest, estimated
+        from the rows seen by the Gamma test (:func:`mondrian.noise.gamma_test`; never
+        below App. B's), recomputed lazily after ``partial_fit``. App. B's variance is far
+        below the noise of most data, so at an input the forest has seen (a repeated input,
+        a retraining holdout) every tree's component is narrower than the noise and fresh
+        labels there are improbable; the estimated one keeps those predictions honest.
+        ``"per_leaf"`` (our extension, not the paper's):
         every node has its own noise variance, the posterior mode of an inverse-gamma prior
         whose mode is the forest's and that weighs as a few rows
         (:func:`mondrian.posterior.node_noise_variance`), so leaves with few rows stay near
@@ -135,7 +144,7 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
     _parameter_constraints: dict = {
         **_BaseMondrianForest._parameter_constraints,
         "posterior": [StrOptions({"exact", "empirical"})],
-        "noise": [StrOptions({"forest", "per_leaf"})],
+        "noise": [StrOptions({"forest", "estimated", "per_leaf"})],
     }
 
     def __init__(
@@ -197,16 +206,38 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
 
     # ------------------------------------------------------------------ posterior
 
+    def _init_state(self, X: np.ndarray) -> None:
+        super()._init_state(X)
+        self._noise_cache: dict[int, float] = {}
+
     def _posterior_context(self) -> dict:
         n, s1, s2 = self.trees_[0].root_stats()
         mu_h, gamma1, gamma2, noise_var = hyperparameters(n, s1, s2, self.n_features_in_)
+        if self.noise == "estimated":
+            noise_var = max(self._noise_estimate(), noise_var)
         return dict(mu_H=mu_h, gamma1=gamma1, gamma2=gamma2, noise_var=noise_var)
+
+    def _noise_estimate(self) -> float:
+        """The Gamma-test noise variance of the rows seen, computed once per
+        ``n_samples_seen_`` (a sample seeded by the model's entropy: the same rows, the same
+        value, however ``partial_fit`` was called); a compact forest has it from its state.
+        """
+        n = int(self.n_samples_seen_)
+        cache = self._noise_cache
+        if n not in cache:
+            value = gamma_test(self._X[:n], self._y[:n], floor=float(np.finfo(float).tiny),
+                               seed=int(self._entropy))
+            cache.clear()
+            cache[n] = value
+        return cache[n]
 
     @property
     def hyperparameters_(self) -> dict:
-        """``mu_H, gamma1, gamma2, noise_var`` used by the posterior (App. B).
+        """``mu_H, gamma1, gamma2, noise_var`` used by the posterior (App. B; ``noise_var``
+        estimated with ``noise="estimated"``).
 
-        Computed from the root statistics, so prediction never changes ``__dict__``.
+        Computed from the root statistics and the rows seen, so prediction never changes
+        ``__dict__``.
         """
         check_is_fitted(self, "trees_")
         return self._posterior_context()
@@ -306,10 +337,26 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
         return _unsort(out, perm)
 
     def _task_state(self) -> dict:
-        return recalibration_state(self)
+        state = recalibration_state(self)
+        if self.noise == "estimated":
+            state["noise_variance"] = self._noise_estimate()
+        return state
 
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
-        return recalibration_from_state(state), NODE_REG_STATS
+        """The recalibration map and, with ``noise="estimated"``, the estimated noise
+        variance (finite, positive; a compact forest cannot recompute it)."""
+        attrs = recalibration_from_state(state)
+        value = state.get("noise_variance")
+        cache = {}
+        if value is not None:
+            if not isinstance(value, float) or not 0.0 < value < math.inf:
+                raise ValueError(f"noise_variance must be a finite positive float, got "
+                                 f"{value!r:.60}")
+            cache[state_int(state, "n_samples_seen_", 1)] = value
+        elif self.noise == "estimated" and state.get("compact_", False):
+            raise ValueError("a compact forest with noise='estimated' needs its "
+                             "noise_variance in the state")
+        return {**attrs, "_noise_cache": cache}, NODE_REG_STATS
 
 
 class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):

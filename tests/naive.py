@@ -1598,3 +1598,25 @@ def naive_prior_centres(left, right, root, leaf_rows, min_dof, forest_centre, fl
             j = parent[j]
         out[leaf] = centre
     return out
+
+
+# ---------------------------------------------------------------- Gamma test (oracle)
+
+
+def naive_gamma_test(X, y, p):
+    """The Gamma test's intercept from every pair distance (no neighbour index): for each
+    row, the ``p`` other rows nearest in squared Euclidean distance (ties by row index), the
+    means ``delta(k)`` / ``gamma(k)`` over rows, and the least-squares line's intercept."""
+    X = np.asarray(X, float)
+    y = np.asarray(y, float)
+    n = len(y)
+    delta = np.zeros(p)
+    gamma = np.zeros(p)
+    for i in range(n):
+        d2 = [(float(np.sum((X[j] - X[i]) ** 2)), j) for j in range(n) if j != i]
+        d2.sort()
+        for k in range(p):
+            delta[k] += d2[k][0] / n
+            gamma[k] += 0.5 * (y[d2[k][1]] - y[i]) ** 2 / n
+    slope, intercept = np.polyfit(delta, gamma, 1)
+    return intercept
