@@ -44,12 +44,18 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import markdown_table, parse_with_sizes, print_table, run_row_parts
+from benchmarks.common import (
+    markdown_table,
+    parse_with_sizes,
+    print_table,
+    run_row_parts,
+    scores,
+    summary,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue24" / "leaf_prior.json"
 MCYCLE = Path(__file__).resolve().parent / "data" / "mcycle.csv"
 PARTS = ("flights", "friedman", "mcycle")
-LEVELS = np.round(np.arange(1, 10) / 10, 1)
 
 FULL = dict(friedman_train=20_000, friedman_test=10_000, flight_train=50_000,
             flight_test=20_000)
@@ -60,25 +66,6 @@ COLUMNS = [("data", "data", "s"), ("model", "model", "s"), ("trees", "trees", "d
            ("rmse", "RMSE", ".3f"), ("nlpd", "NLPD", ".3f"), ("crps", "CRPS", ".3f"),
            ("below_20", "<-20", "d"), ("below_50", "<-50", "d"), ("worst", "worst", ".4g"),
            ("max_gap", "max gap", ".3f"), ("seconds", "s", ".1f")]
-
-
-def scores(dist: Any, y: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-row log density, CRPS, mean and PIT (pooled over folds before summarising)."""
-    from basics.metrics import crps_rows
-
-    return {"logpdf": dist.logpdf(y), "crps": crps_rows(dist, y), "mean": dist.mean,
-            "pit": dist.cdf(y), "y": y}
-
-
-def summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
-    lp, pit = rows["logpdf"], rows["pit"]
-    covered = np.abs(pit[:, None] - 0.5) <= LEVELS[None, :] / 2
-    gaps = covered.mean(axis=0) - LEVELS
-    return {"rmse": float(np.sqrt(np.mean((rows["mean"] - rows["y"]) ** 2))),
-            "nlpd": float(-lp.mean()), "crps": float(rows["crps"].mean()),
-            "below_20": int(np.sum(lp < -20)), "below_50": int(np.sum(lp < -50)),
-            "worst": float(lp.min()), "max_gap": float(np.abs(gaps).max()),
-            "gaps": gaps.tolist(), "n_test": int(lp.size)}
 
 
 def model(cfg: argparse.Namespace, kind: str, trees: int, prior: float | None) -> Any:

@@ -200,3 +200,32 @@ def run_row_parts(name: str, cfg: Any,
 
     code = run_parts(name, cfg, {part: collect(run) for part, run in runners.items()})
     return code, rows
+
+
+# ---------------------------------------------------------------- scoring predictive distributions
+
+#: Central-interval levels of the calibration gaps.
+LEVELS = np.round(np.arange(1, 10) / 10, 1)
+
+
+def scores(dist: Any, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-row log density, CRPS, mean and PIT of a predictive distribution (rows of several
+    folds or models can be pooled before :func:`summary`)."""
+    from basics.metrics import crps_rows
+
+    return {"logpdf": dist.logpdf(y), "crps": crps_rows(dist, y), "mean": dist.mean,
+            "pit": dist.cdf(y), "y": y}
+
+
+def summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
+    """RMSE, NLPD, CRPS, rows below log densities -20, -30 and -50, the worst row, and the
+    signed / largest coverage gaps of the exact central intervals at :data:`LEVELS` (from
+    the PIT)."""
+    lp, pit = rows["logpdf"], rows["pit"]
+    covered = np.abs(pit[:, None] - 0.5) <= LEVELS[None, :] / 2
+    gaps = covered.mean(axis=0) - LEVELS
+    return {"rmse": float(np.sqrt(np.mean((rows["mean"] - rows["y"]) ** 2))),
+            "nlpd": float(-lp.mean()), "crps": float(rows["crps"].mean()),
+            "below_20": int(np.sum(lp < -20)), "below_30": int(np.sum(lp < -30)),
+            "below_50": int(np.sum(lp < -50)), "worst": float(lp.min()),
+            "max_gap": float(np.abs(gaps).max()), "gaps": gaps.tolist(), "n_test": int(lp.size)}

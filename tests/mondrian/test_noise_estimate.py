@@ -77,6 +77,33 @@ def test_seen_inputs_with_fresh_noise_are_as_probable_as_new_ones(kind):
     assert seen < new + 0.3 and worst > -30, (seen, new, worst)
 
 
+@pytest.mark.parametrize("name", ["smc", "bart", "kernel"])
+def test_other_learners_are_honest_at_seen_inputs(name):
+    """The SMC trees (a normal-inverse-gamma leaf), BART (one sampled noise variance) and
+    the Mondrian kernel (the ridge residual variance) estimate their noise from the data
+    already: fresh labels at seen inputs are as probable as new ones."""
+    from scipy.stats import norm
+
+    from ebf.bayestrees import BARTRegressor, SMCTreeRegressor
+    from mondrian import MondrianKernelRegressor
+
+    model = {"smc": SMCTreeRegressor(random_state=0),
+             "bart": BARTRegressor(n_trees=20, n_iter=60, burn_in=20, random_state=0),
+             "kernel": MondrianKernelRegressor(random_state=0)}[name]
+    rng = np.random.default_rng(7)
+    X, f, y = _friedman(1000, rng)
+    Xn, _, yn = _friedman(500, rng)
+    model.fit(X, y)
+    fresh = f[:500] + rng.normal(size=500)
+    if hasattr(model, "predict_distribution"):
+        seen = model.predict_distribution(X[:500]).logpdf(fresh)
+        new = model.predict_distribution(Xn).logpdf(yn)
+    else:
+        seen = norm.logpdf(fresh, *model.predict(X[:500], return_std=True))
+        new = norm.logpdf(yn, *model.predict(Xn, return_std=True))
+    assert -seen.mean() < -new.mean() + 0.3 and min(seen.min(), new.min()) > -30
+
+
 def test_app_b_noise_fails_at_seen_inputs():
     """The failure, so the test above can fail: App. B's noise variance (about var(y) /
     1000) makes fresh labels at seen inputs improbable."""
