@@ -105,7 +105,8 @@ def surrogate(name: str, seed: int) -> Any:
     if name == "MF":
         from mondrian import MondrianForestRegressor
 
-        return MondrianForestRegressor(n_estimators=10, min_samples_split=2, random_state=seed)
+        return MondrianForestRegressor(n_estimators=10, min_samples_split=2, random_state=seed,
+                                       noise="forest")  # the paper's model (App. B)
     from skopt.learning import (
         ExtraTreesRegressor,
         GaussianProcessRegressor,

@@ -145,7 +145,8 @@ def test_forest_noise_is_the_papers_model_bit_for_bit(posterior, monkeypatch):
     node gives the same bits in every output, so the float path is the array path."""
     X, y = _data(900, 2)
     Xt = np.vstack([_data(300, 3)[0], np.random.default_rng(4).uniform(-0.5, 1.5, (200, 3))])
-    forest = MondrianForestRegressor(n_estimators=3, random_state=0, posterior=posterior)
+    forest = MondrianForestRegressor(n_estimators=3, random_state=0, posterior=posterior,
+                                     noise="forest")
     want = _outputs(forest.fit(X, y), Xt)
     per_leaf = MondrianForestRegressor(n_estimators=3, random_state=0, posterior=posterior,
                                        noise="per_leaf").fit(X, y)
@@ -165,7 +166,7 @@ def test_noise_parameter_is_validated():
     X, y = _data(50, 0)
     with pytest.raises(InvalidParameterError, match="noise"):
         MondrianForestRegressor(noise="leaf").fit(X, y)
-    assert MondrianForestRegressor().get_params()["noise"] == "forest"
+    assert MondrianForestRegressor().get_params()["noise"] == "per_leaf"
 
 
 @pytest.mark.parametrize("online", [False, True])
@@ -180,7 +181,7 @@ def test_per_leaf_compact_save_and_load_predict_bit_identically(posterior, onlin
         got = _outputs(loaded, Xt)
         for key in want:
             np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}: {key}")
-    forest = _fit(MondrianForestRegressor, 5, online, posterior=posterior)[0]
+    forest = _fit(MondrianForestRegressor, 5, online, posterior=posterior, noise="forest")[0]
     assert not np.array_equal(_outputs(forest, Xt)["std"], want["std"])
 
 

@@ -107,8 +107,9 @@ def test_other_learners_are_honest_at_seen_inputs(name):
 def test_app_b_noise_fails_at_seen_inputs():
     """The failure, so the test above can fail: App. B's noise variance (about var(y) /
     1000) makes fresh labels at seen inputs improbable."""
-    seen, new, worst = _seen_and_new(MondrianForestRegressor(n_estimators=5, random_state=0),
-                                     np.random.default_rng(4))
+    seen, new, worst = _seen_and_new(
+        MondrianForestRegressor(n_estimators=5, random_state=0, noise="forest"),
+        np.random.default_rng(4))
     assert seen > new + 1 and worst < -30
 
 
