@@ -64,15 +64,17 @@ def _seen_and_new(model, rng, online=False):
     return -seen.mean(), -new.mean(), min(seen.min(), new.min())
 
 
+@pytest.mark.parametrize("noise", ["per_leaf", "estimated"])
 @pytest.mark.parametrize("kind", ["batch", "online", "ebf"])
-def test_seen_inputs_with_fresh_noise_are_as_probable_as_new_ones(kind):
+def test_seen_inputs_with_fresh_noise_are_as_probable_as_new_ones(kind, noise):
+    """For the default (``per_leaf``) and the estimated noise variance."""
     rng = np.random.default_rng(4)
     if kind == "ebf":
         model = EmpiricalBayesianForestRegressor(
             n_estimators=5, branch="mondrian", trunk_max_leaves=4, random_state=0,
-            branch_params={"noise": "estimated"})
+            branch_params={"noise": noise})
     else:
-        model = MondrianForestRegressor(n_estimators=5, random_state=0, noise="estimated")
+        model = MondrianForestRegressor(n_estimators=5, random_state=0, noise=noise)
     seen, new, worst = _seen_and_new(model, rng, online=kind == "online")
     assert seen < new + 0.3 and worst > -30, (seen, new, worst)
 
