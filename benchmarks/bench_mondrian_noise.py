@@ -1,10 +1,10 @@
 """Issue 25: the Mondrian forests' noise variance, App. B's against one estimated from data.
 
 ``MondrianForestRegressor(noise=...)`` with ``"forest"`` (the paper's App. B heuristic
-``gamma1 / K``, today's default), ``"estimated"`` (the Gamma test, :mod:`mondrian.noise`)
-and ``"per_leaf"``; and the EBF with Mondrian branches with ``"forest"`` and
-``"estimated"`` branches. Same data and seeds; the option changes the posterior only, never
-a tree. 10 trees, ``posterior="exact"``.
+``gamma1 / K``, the default before issue 25), ``"estimated"`` (the Gamma test,
+:mod:`mondrian.noise`) and ``"per_leaf"`` (now the default); and the EBF with Mondrian
+branches of each. Same data and seeds; the option changes the posterior only, never a tree.
+10 trees, ``posterior="exact"``.
 
 Data (``--parts``):
 
@@ -56,7 +56,8 @@ from benchmarks.common import (
 RESULTS = Path(__file__).resolve().parent / "results" / "issue25" / "mondrian_noise.json"
 HOUSING = Path(__file__).resolve().parent / "data" / "california_housing.csv.gz"
 PARTS = ("friedman", "flights", "housing")
-MODELS = ("MF forest", "MF estimated", "MF per_leaf", "EBF forest", "EBF estimated")
+MODELS = ("MF forest", "MF estimated", "MF per_leaf", "EBF forest", "EBF estimated",
+          "EBF per_leaf")
 
 FULL = dict(train=20_000, test=5_000)
 QUICK = dict(train=1_000, test=300)
