@@ -18,6 +18,9 @@ Data (``--parts``):
     training inputs. "Seen" are the first ``--test`` training rows with their own labels
     (no fresh noise exists for real data; this is what ``ebf evaluate`` on training rows
     reports).
+``retrain``
+    ``pipelines.retrain.retrain`` on a day whose inputs repeat yesterday's (``run_retrain``):
+    the decision and the gate's numbers.
 ``housing``
     California housing (1990 census block groups, the 8 features of scikit-learn's
     ``fetch_california_housing``, target in $100,000; ``benchmarks/data``), a seeded 80/20
@@ -55,7 +58,7 @@ from benchmarks.common import (
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue25" / "mondrian_noise.json"
 HOUSING = Path(__file__).resolve().parent / "data" / "california_housing.csv.gz"
-PARTS = ("friedman", "flights", "housing")
+PARTS = ("friedman", "flights", "housing", "retrain")
 MODELS = ("MF forest", "MF estimated", "MF per_leaf", "EBF forest", "EBF estimated",
           "EBF per_leaf")
 
@@ -155,6 +158,44 @@ def run_housing(cfg: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def run_retrain(cfg: argparse.Namespace) -> list[dict]:
+    """``pipelines.retrain.retrain`` on a day whose inputs repeat yesterday's: version 1 on
+    day 1 (Friedman #1, 5 features, noise variance 1), then day 2 with the same inputs and
+    fresh noise; the decision and the gate's numbers (EBF with Mondrian branches, the
+    defaults of the code imported: run it again with ``PYTHONPATH`` at an earlier commit for
+    the "before" numbers)."""
+    import tempfile
+
+    import pandas as pd
+    from distributed import Client, LocalCluster
+
+    from pipelines.retrain import retrain
+
+    rng = np.random.default_rng(cfg.seed)
+    X = rng.random((cfg.train, 5))
+    f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3]
+         + 5 * X[:, 4])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, \
+            LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                         dashboard_address=":0") as cluster, Client(cluster) as client:
+        for day in (1, 2):
+            frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(5)])
+            frame["y"] = f + rng.normal(size=len(f))
+            (Path(tmp) / f"day{day}").mkdir()
+            frame.to_parquet(Path(tmp) / f"day{day}" / "part.parquet")
+        reg = str(Path(tmp) / "registry")
+        retrain(reg, str(Path(tmp) / "day1"), target="y", client=client,
+                train_options={"branch": "mondrian", "random_state": cfg.seed})
+        result = retrain(reg, str(Path(tmp) / "day2"), client=client)
+        for who, metrics in result.record["metrics"].items():
+            rows.append({"data": "retrain day 2", "model": who, "calibration": "gate",
+                         "rows": result.decision, **metrics})
+        print(f"  decision {result.decision} ({result.action}); gate "
+              f"{result.record['gate']['checks']}", flush=True)
+    return rows
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -170,7 +211,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     code, rows = run_row_parts("bench_mondrian_noise", cfg, {
-        "friedman": run_friedman, "flights": run_flights, "housing": run_housing})
+        "friedman": run_friedman, "flights": run_flights, "housing": run_housing,
+        "retrain": run_retrain})
     table = markdown_table(COLUMNS, rows)
     cfg.output.with_suffix(".md").write_text(table + "\n")
     print("\n" + table)
