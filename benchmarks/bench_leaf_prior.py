@@ -45,12 +45,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import (
-    markdown_table,
     parse_with_sizes,
     print_table,
     run_row_parts,
     scores,
     summary,
+    write_markdown,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue24" / "leaf_prior.json"
@@ -173,9 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     code, rows = run_row_parts("bench_leaf_prior", cfg, {
         "flights": run_flights, "friedman": run_friedman, "mcycle": run_mcycle})
-    table = markdown_table(COLUMNS, rows)
-    cfg.output.with_suffix(".md").write_text(table + "\n")
-    print("\n" + table)
+    write_markdown(cfg.output, COLUMNS, rows)
     return code
 
 

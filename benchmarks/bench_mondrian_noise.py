@@ -48,12 +48,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import (
-    markdown_table,
     parse_with_sizes,
     print_table,
     run_row_parts,
     scores,
     summary,
+    write_markdown,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue25" / "mondrian_noise.json"
@@ -213,9 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code, rows = run_row_parts("bench_mondrian_noise", cfg, {
         "friedman": run_friedman, "flights": run_flights, "housing": run_housing,
         "retrain": run_retrain})
-    table = markdown_table(COLUMNS, rows)
-    cfg.output.with_suffix(".md").write_text(table + "\n")
-    print("\n" + table)
+    write_markdown(cfg.output, COLUMNS, rows)
     return code
 
 

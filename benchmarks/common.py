@@ -202,6 +202,14 @@ def run_row_parts(name: str, cfg: Any,
     return code, rows
 
 
+def write_markdown(output: Path, columns: Sequence[tuple[str, str, str]],
+                   rows: list[dict]) -> None:
+    """All rows as one Markdown table, beside ``output`` (``.md``) and printed."""
+    table = markdown_table(columns, rows)
+    output.with_suffix(".md").write_text(table + "\n")
+    print("\n" + table)
+
+
 # ---------------------------------------------------------------- scoring predictive distributions
 
 #: Central-interval levels of the calibration gaps.
