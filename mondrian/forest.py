@@ -98,10 +98,7 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
         2.8 at new inputs; flights 52 against 5.1; ``benchmarks/bench_mondrian_noise.py``).
         ``"estimated"`` (our extension): one noise variance for the whole forest, estimated
         from the rows seen by the Gamma test (:func:`mondrian.noise.gamma_test`; never
-        below App. B's), recomputed lazily after ``partial_fit``. App. B's variance is far
-        below the noise of most data, so at an input the forest has seen (a repeated input,
-        a retraining holdout) every tree's component is narrower than the noise and fresh
-        labels there are improbable; the estimated one keeps those predictions honest.
+        below App. B's), recomputed lazily after ``partial_fit``: honest at seen inputs too.
         ``"per_leaf"`` (our extension, the default):
         every node has its own noise variance, the posterior mode of an inverse-gamma prior
         whose mode is the forest's and that weighs as a few rows
