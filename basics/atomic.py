@@ -13,6 +13,11 @@ Which outputs may be replaced
   the ebf version, the time), which :func:`atomic_dir` writes into every directory it
   commits. Parquet readers (pyarrow, Dask, Spark) skip names starting with ``_``.
 
+Single files (``ebf evaluate --json`` and ``--report``) follow the same rule: ``overwrite``
+replaces only a file of the same kind that ebf wrote, which says so inside
+(:data:`FILE_KINDS`; :func:`check_file_destination`), and no file is written into an ebf
+output directory (a model, predictions, a dataset, figures).
+
 An empty directory may be replaced too (nothing is lost). Anything else (a foreign folder,
 a file, a link, another kind) is refused, naming the path and why, before any work starts.
 :func:`check_destination` also refuses an output that is, contains or lies inside an input
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import json
 import logging
 import os
 import re
@@ -57,12 +63,16 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
+    "FILE_KINDS",
     "KINDS",
     "MARKER",
     "STALE_SECONDS",
     "UnsafeOutputError",
     "atomic_dir",
     "check_destination",
+    "check_file_destination",
+    "file_kind",
+    "mark_output",
     "output_kind",
     "remove_abandoned",
 ]
@@ -81,7 +91,14 @@ _MARKER_FORMAT = "ebf-output"
 _MODEL_MANIFEST = "manifest.json"
 _MODEL_FORMAT = "ebf-model"
 #: What an output directory holds; ``overwrite`` replaces a directory of the same kind only.
-KINDS = ("model", "predictions", "dataset")
+KINDS = ("model", "predictions", "dataset", "figures")
+#: Single files ebf writes, and the mark each carries: an evaluation's JSON has the top-level
+#: entry ``"ebf_output": "evaluation"``, a report the tag :data:`REPORT_TAG` in its head.
+FILE_KINDS = ("evaluation", "report")
+#: The tag that marks an HTML report (``pipelines.report``).
+REPORT_TAG = b'<meta name="ebf-output" content="report">'
+_FILE_HEAD_BYTES = 4096  # where a report's tag is; a JSON file is read whole up to 16 MB
+_FILE_JSON_BYTES = 16 << 20
 #: Temporary siblings older than this (seconds) are stale whoever made them: two days,
 #: far beyond any single write, for hosts and object stores where no pid can be checked.
 STALE_SECONDS = 2 * 24 * 3600
@@ -277,6 +294,119 @@ def check_destination(
     _check_replaceable(place, kind, overwrite)
 
 
+def _write_marker(place: _Place, kind: str) -> None:
+    place.write_json(MARKER, {
+        "format": _MARKER_FORMAT, "kind": kind, "ebf_version": library_version(),
+        "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+
+
+def mark_output(url: str | os.PathLike, kind: str) -> None:
+    """Mark an existing directory as an ebf output of ``kind`` (its :data:`MARKER` file), for
+    outputs filled file by file (a report's figures) rather than by :func:`atomic_dir`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp(); mark_output(folder, "figures"); output_kind(folder)
+    'figures'
+    """
+    if kind not in KINDS or kind == "model":
+        raise ValueError(f"kind must be one of {KINDS[1:]}, got {kind!r}")
+    if output_kind(url) != kind:
+        _write_marker(_Place.of(url, None), kind)
+
+
+def file_kind(path: str | os.PathLike) -> str | None:
+    """What single ebf output file ``path`` is: one of :data:`FILE_KINDS`, or None.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.json")
+    >>> _ = open(path, "w").write('{"ebf_output": "evaluation"}')
+    >>> file_kind(path), file_kind(os.path.dirname(path))
+    ('evaluation', None)
+    """
+    path = os.fspath(path)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        data = f.read(_FILE_JSON_BYTES + 1)
+    if REPORT_TAG in data[:_FILE_HEAD_BYTES]:
+        return "report"
+    if len(data) <= _FILE_JSON_BYTES:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return None
+        if isinstance(obj, dict) and obj.get("ebf_output") in FILE_KINDS:
+            return str(obj["ebf_output"])
+    return None
+
+
+def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: bool = False,
+                           inputs: Mapping[str, Any] | None = None) -> None:
+    """Fail before any work if a single file of ``kind`` may not be written to ``path``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A local file.
+    kind : {"evaluation", "report"}
+    overwrite : bool, default=False
+        Whether an existing ebf file of the same kind may be replaced.
+    inputs : mapping of str to path, optional
+        What the job reads (as for :func:`check_destination`): the file may not be, or lie
+        inside, any of them.
+
+    Raises
+    ------
+    UnsafeOutputError
+        If ``path`` lies inside an ebf output directory (a model, predictions, a dataset,
+        figures) or is, or lies inside, an input.
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is False, or it is not an ebf file of ``kind``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> check_file_destination(os.path.join(tempfile.mkdtemp(), "r.json"), "evaluation")
+    """
+    if kind not in FILE_KINDS:
+        raise ValueError(f"kind must be one of {FILE_KINDS}, got {kind!r}")
+    if _Place.of(path, None).fs is not None:
+        raise UnsafeOutputError(f"the {kind} file {os.fspath(path)!r} must be a local path")
+    full = os.path.abspath(os.fspath(path))
+    place = _Place.of(full, None)
+    _check_overlaps(place, f"the {kind} file", inputs or {}, None)
+    parent = _Place.of(os.path.realpath(os.path.dirname(full)), None)
+    while True:
+        found = _kind(parent)
+        if found is not None:
+            raise UnsafeOutputError(
+                f"refusing to write the {kind} file {place.url!r}: it lies inside the ebf "
+                f"{found} directory {parent.url!r}, which only ebf may change; choose a path "
+                "outside it")
+        up = parent.parent()
+        if up.path == parent.path:
+            break
+        parent = up
+    if not place.lexists():
+        return
+    if not overwrite:
+        raise FileExistsError(
+            errno.EEXIST, f"the {kind} file already exists; pass --overwrite to replace it, or "
+            "choose another path", place.url)
+    if place.is_link() or place.isdir() or file_kind(place.path) != kind:
+        what = ("a symbolic link" if place.is_link() else "a directory" if place.isdir()
+                else f"not an ebf {kind} file")
+        raise FileExistsError(
+            errno.EEXIST, f"refusing to replace it: it is {what}; --overwrite replaces only "
+            f"ebf {kind} files. Remove it yourself if it should go, or choose another path",
+            place.url)
+
+
 # ----------------------------------------------------------------------------- temporary names
 
 
@@ -444,11 +574,7 @@ def atomic_dir(
             logger.debug("writing %s through %s", target.url, tmp.url)
             yield tmp.url
             if kind != "model":
-                tmp.write_json(MARKER, {
-                    "format": _MARKER_FORMAT, "kind": kind, "ebf_version": library_version(),
-                    "created_utc": datetime.datetime.now(datetime.UTC).strftime(
-                        "%Y-%m-%dT%H:%M:%SZ"),
-                })
+                _write_marker(tmp, kind)
             _check_replaceable(target, kind, overwrite)  # again: it may have appeared meanwhile
             moving = True
             _move(tmp, target)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -346,7 +347,10 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--report", metavar="HTML",
                     help="also write a self-contained HTML report (tables, PIT histogram, "
                     "reliability diagram, interval width vs error), and its figures as PNGs "
-                    "next to it (regressors; needs the examples extra)")
+                    "in HTML_STEM_figures/ next to it (regressors; needs the examples extra)")
+    ev.add_argument("--overwrite", action="store_true",
+                    help="replace an existing --json / --report (and its figures) that ebf "
+                    "evaluate wrote")
     _add_strategy_argument(ev)
     finish_job_parser(ev, _cmd_evaluate)
 
@@ -486,6 +490,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before the evaluation, not after it
     model = resolve_model(args.model)  # once, before any Dask work: a registry's version
+    _check_evaluate_outputs(args, model)
     with job(args) as (client, bars):
         res = evaluate(
             model, args.data, target=args.target,
@@ -494,14 +499,46 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     print(format_evaluation(res, title=f"{args.model} on {args.data}"))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({k: v for k, v in result_to_json(res).items() if k != "coverage"}, f)
+        from basics.places import Place, replace_file
+
+        body = {k: v for k, v in result_to_json(res).items() if k != "coverage"}
+        replace_file(Place.of(os.path.abspath(args.json), None),
+                     json.dumps({"ebf_output": "evaluation", **body}).encode())
     if args.report:
         from pipelines.report import write_evaluation_report
 
         written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}")
         print(f"report: {args.report} (figures: {', '.join(written)})")
     return 0
+
+
+def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
+    """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
+    dataset or registry, over an input, or over a file that is not ebf's of the same kind
+    (:func:`basics.atomic.check_file_destination`)."""
+    from basics.atomic import UnsafeOutputError, check_destination, check_file_destination
+    from pipelines.registry import is_registry
+    from pipelines.report import figures_dir
+
+    inputs = {"the input data": args.data, "the model": model}
+    for path, kind in ((args.json, "evaluation"), (args.report, "report")):
+        if not path:
+            continue
+        check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
+        folder = os.path.dirname(os.path.abspath(path))
+        while True:
+            if is_registry(folder):
+                raise UnsafeOutputError(
+                    f"refusing to write the {kind} file {path!r}: it lies inside the model "
+                    f"registry {folder!r}, which only ebf registry and ebf retrain change; "
+                    "choose a path outside it")
+            up = os.path.dirname(folder)
+            if up == folder:
+                break
+            folder = up
+    if args.report:
+        check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
+                          inputs=inputs)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from basics.atomic import REPORT_TAG, mark_output
 from pipelines import figures
 from pipelines.diagnostics import before_after
 from pipelines.figures import *  # noqa: F403  (the figures are part of this module's API)
@@ -274,6 +275,7 @@ def write_html_report(
     page = "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        REPORT_TAG.decode("ascii"),  # marks the file as ebf's (basics.atomic.file_kind)
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>",
         *body,
@@ -311,7 +313,15 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
     if "model_class" in results:
         results = {str(results["model_class"]).rsplit(".", 1)[-1]: results}
     shown = before_after(results)
-    target = Path(path)
-    written = write_figures(shown, target.with_name(f"{target.stem}_figures"), title=title)
-    write_html_report(shown, target, title=title, sections=sections)
+    folder = figures_dir(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    mark_output(folder, "figures")  # an ebf output: --overwrite may replace it
+    written = write_figures(shown, folder, title=title)
+    write_html_report(shown, Path(path), title=title, sections=sections)
     return written
+
+
+def figures_dir(report: str | os.PathLike[str]) -> Path:
+    """The directory of a report's PNG figures: ``<stem>_figures`` beside it."""
+    target = Path(report)
+    return target.with_name(f"{target.stem}_figures")

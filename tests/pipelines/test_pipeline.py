@@ -324,7 +324,8 @@ def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
     page = html.read_text()
     assert page.count("data:image/png;base64,") >= 3 and "CRPS" in page
     figures = sorted(p.name for p in (tmp_path / "out" / "eval_figures").iterdir())
-    assert figures == ["calibration.png", "pit.png", "reliability.png", "width_error.png"]
+    assert figures == ["_ebf_output.json", "calibration.png", "pit.png", "reliability.png",
+                       "width_error.png"]  # the marker: an ebf figures folder
 
 
 def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
