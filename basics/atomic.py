@@ -58,7 +58,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -346,7 +346,8 @@ def file_kind(path: str | os.PathLike) -> str | None:
 
 
 def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                           inputs: Mapping[str, Any] | None = None) -> None:
+                           inputs: Mapping[str, Any] | None = None,
+                           protected: Callable[[str], str | None] | None = None) -> None:
     """Fail before any work if a single file of ``kind`` may not be written to ``path``.
 
     Parameters
@@ -359,12 +360,15 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     inputs : mapping of str to path, optional
         What the job reads (as for :func:`check_destination`): the file may not be, or lie
         inside, any of them.
+    protected : callable, optional
+        Directory path -> what it is (e.g. ``"model registry"``) if no file may be written
+        under it, else None: asked of every parent, as the ebf output directories are.
 
     Raises
     ------
     UnsafeOutputError
         If ``path`` lies inside an ebf output directory (a model, predictions, a dataset,
-        figures) or is, or lies inside, an input.
+        figures) or a ``protected`` one, or is, or lies inside, an input.
     FileExistsError
         If ``path`` exists and ``overwrite`` is False, or it is not an ebf file of ``kind``.
 
@@ -383,9 +387,10 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     parent = _Place.of(os.path.realpath(os.path.dirname(full)), None)
     while True:
         found = _kind(parent)
+        found = f"ebf {found}" if found else protected(parent.path) if protected else None
         if found is not None:
             raise UnsafeOutputError(
-                f"refusing to write the {kind} file {place.url!r}: it lies inside the ebf "
+                f"refusing to write the {kind} file {place.url!r}: it lies inside the "
                 f"{found} directory {parent.url!r}, which only ebf may change; choose a path "
                 "outside it")
         up = parent.parent()

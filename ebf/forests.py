@@ -12,8 +12,8 @@ Predictive distributions (regression) are Gaussian mixtures
 - ``uncertainty="leaf"``: one component per tree, equal weights: its leaf's weighted mean
   and the variance of the leaf's posterior predictive under the package's leaf-noise
   prior (:mod:`basics.leaf_noise`: normal-inverse-gamma, ``leaf_prior_rows`` pseudo-rows
-  at the forest's pooled within-leaf variance, rows counted by their effective size), so
-  a leaf of a few equal targets cannot make a prediction certain;
+  at the pooled within-leaf variance of the leaf's neighbourhood, rows counted by their
+  effective size), so a leaf of a few equal targets cannot make a prediction certain;
 - ``uncertainty="tree_spread"``: the simpler baseline, one Gaussian with the mean and the
   variance of the tree predictions (the spread of the posterior draws of the tree).
 

@@ -516,26 +516,16 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
     (:func:`basics.atomic.check_file_destination`)."""
-    from basics.atomic import UnsafeOutputError, check_destination, check_file_destination
+    from basics.atomic import check_destination, check_file_destination
     from pipelines.registry import is_registry
     from pipelines.report import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}
     for path, kind in ((args.json, "evaluation"), (args.report, "report")):
-        if not path:
-            continue
-        check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
-        folder = os.path.dirname(os.path.abspath(path))
-        while True:
-            if is_registry(folder):
-                raise UnsafeOutputError(
-                    f"refusing to write the {kind} file {path!r}: it lies inside the model "
-                    f"registry {folder!r}, which only ebf registry and ebf retrain change; "
-                    "choose a path outside it")
-            up = os.path.dirname(folder)
-            if up == folder:
-                break
-            folder = up
+        if path:
+            check_file_destination(
+                path, kind, overwrite=args.overwrite, inputs=inputs,
+                protected=lambda folder: "model registry" if is_registry(folder) else None)
     if args.report:
         check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
                           inputs=inputs)

@@ -80,7 +80,6 @@ def test_a_foreign_file_is_kept_and_ebfs_own_is_replaced(made, tmp_path, capsys)
 
 
 def test_report_and_its_figures_are_ebf_outputs(made, tmp_path):
-    pytest.importorskip("matplotlib")
     root, data, model = made
     report = tmp_path / "r.html"
     assert _evaluate(model, data, "--report", str(report)) == 0
