@@ -15,8 +15,18 @@ Which outputs may be replaced
 
 Single files (``ebf evaluate --json`` and ``--report``) follow the same rule: ``overwrite``
 replaces only a file of the same kind that ebf wrote, which says so inside
-(:data:`FILE_KINDS`; :func:`check_file_destination`), and no file is written into an ebf
-output directory (a model, predictions, a dataset, figures).
+(:data:`FILE_KINDS`; :func:`check_file_destination`).
+
+Where nothing may be written
+----------------------------
+No output, directory or file, is written inside an ebf output directory: a model,
+predictions, a dataset, figures, or a model registry (``ROOT/models/NAME``, marked by its
+:data:`MARKER` of kind ``"registry"``; only the registry's own writers, which pass it as
+``container``, write there). A write inside a temporary directory that this process is
+building is part of that output, which was checked when it began (a model saved into a
+registry version being published). :func:`check_location` applies this, the input overlaps
+and the current-directory rule, without the replace rule, to outputs with rules of their own
+(the demo's folder, a registry's root).
 
 An empty directory may be replaced too (nothing is lost). Anything else (a foreign folder,
 a file, a link, another kind) is refused, naming the path and why, before any work starts.
@@ -58,7 +68,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -71,6 +81,7 @@ __all__ = [
     "atomic_dir",
     "check_destination",
     "check_file_destination",
+    "check_location",
     "file_kind",
     "mark_output",
     "output_kind",
@@ -91,7 +102,8 @@ _MARKER_FORMAT = "ebf-output"
 _MODEL_MANIFEST = "manifest.json"
 _MODEL_FORMAT = "ebf-model"
 #: What an output directory holds; ``overwrite`` replaces a directory of the same kind only.
-KINDS = ("model", "predictions", "dataset", "figures")
+#: A registry is never replaced; its marker tells every writer to keep out.
+KINDS = ("model", "predictions", "dataset", "figures", "registry")
 #: Single files ebf writes, and the mark each carries: an evaluation's JSON has the top-level
 #: entry ``"ebf_output": "evaluation"``, a report the tag :data:`REPORT_TAG` in its head.
 FILE_KINDS = ("evaluation", "report")
@@ -245,12 +257,84 @@ def _check_overlaps(place: _Place, kind: str, inputs: Mapping[str, Any],
             )
 
 
+def _building(place: _Place) -> bool:
+    """Whether ``place`` is a temporary directory an :func:`atomic_dir` of this process fills."""
+    with _lock:
+        active = list(_active)
+    return any(protocol == place.protocol and (path == place.path or (
+        place.fs is None and os.path.realpath(path) == place.path)) for protocol, path in active)
+
+
+def _check_not_inside(place: _Place, what: str, container: _Place | None) -> None:
+    """Refuse ``place`` if it lies inside an ebf output directory other than ``container``."""
+    allowed = None if container is None else container.real()
+    parent = _Place.of(os.path.realpath(place.parent().path), None) if place.fs is None \
+        else place.parent()
+    while parent.path not in ("", "/"):
+        if _building(parent):  # part of a write in progress, checked when it began
+            return
+        found = _kind(parent)
+        if found is not None and parent.real() != allowed:
+            raise UnsafeOutputError(
+                f"refusing to write {what} to {place.url!r}: it lies inside the ebf {found} "
+                f"directory {parent.url!r}, which only ebf may change; choose a path outside it")
+        up = parent.parent()
+        if up.path == parent.path:
+            break
+        parent = up
+
+
+def check_location(
+    url: str | os.PathLike,
+    what: str,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    container: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Fail before any work if ``url`` is no place to write ``what``, whatever is there now.
+
+    The rules of :func:`check_destination` except the replace rule: ``url`` may not overlap
+    an input, be the current directory or a parent of it (local), or lie inside an ebf output
+    directory (a model, predictions, a dataset, figures, a registry) other than ``container``.
+
+    Parameters
+    ----------
+    url : str or path-like
+        A local path or fsspec URL.
+    what : str
+        What is written, for messages (``"predictions"``, ``"the evaluation file"``).
+    inputs : mapping of str to path, optional
+        As for :func:`check_destination`.
+    container : str, optional
+        The URL of the one ebf output ``url`` may lie inside: a registry writing its versions.
+    storage_options : dict, optional
+
+    Raises
+    ------
+    UnsafeOutputError
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp(); mark_output(folder, "predictions")
+    >>> check_location(os.path.join(folder, "x"), "a model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    basics.atomic.UnsafeOutputError: refusing to write a model to ...: it lies inside the ...
+    """
+    place = _Place.of(url, storage_options)
+    _check_overlaps(place, what, inputs or {}, storage_options)
+    _check_not_inside(place, what, None if container is None
+                      else _Place.of(container, storage_options))
+
+
 def check_destination(
     url: str | os.PathLike,
     kind: str,
     *,
     overwrite: bool = False,
     inputs: Mapping[str, Any] | None = None,
+    container: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Fail before any work if ``kind`` may not be written to ``url``.
@@ -259,13 +343,15 @@ def check_destination(
     ----------
     url : str or path-like
         The output directory (local path or fsspec URL).
-    kind : {"model", "predictions", "dataset"}
+    kind : {"model", "predictions", "dataset", "figures"}
     overwrite : bool, default=False
         Whether an existing output of the same kind may be replaced.
     inputs : mapping of str to path, optional
         What the job reads, by description (``{"the input data": "data/", "the model":
         "model/"}``); a path, glob or list of them (other values are ignored). The output may
         not be, contain or lie inside any of them.
+    container : str, optional
+        The ebf output ``url`` may lie inside (:func:`check_location`).
     storage_options : dict, optional
         fsspec options for URLs.
 
@@ -276,22 +362,23 @@ def check_destination(
         kind (see the module docstring).
     UnsafeOutputError
         (a ``ValueError``) if ``url`` overlaps an input, is the current directory or one of
-        its parents.
+        its parents, or lies inside an ebf output directory.
 
     Examples
     --------
     >>> import os, tempfile
     >>> parent = tempfile.mkdtemp()
     >>> check_destination(os.path.join(parent, "new"), "predictions")  # absent: fine
+    >>> open(os.path.join(parent, "notes.txt"), "w").close()  # not an empty directory now
     >>> check_destination(parent, "predictions", overwrite=True)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     FileExistsError: [Errno 17] refusing to replace the output: it is not a predictions ...
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    place = _Place.of(url, storage_options)
-    _check_overlaps(place, kind, inputs or {}, storage_options)
-    _check_replaceable(place, kind, overwrite)
+    if kind not in KINDS or kind == "registry":
+        raise ValueError(f"kind must be one of {KINDS[:-1]}, got {kind!r}")
+    check_location(url, kind, inputs=inputs, container=container,
+                   storage_options=storage_options)
+    _check_replaceable(_Place.of(url, storage_options), kind, overwrite)
 
 
 def _write_marker(place: _Place, kind: str) -> None:
@@ -301,9 +388,11 @@ def _write_marker(place: _Place, kind: str) -> None:
     })
 
 
-def mark_output(url: str | os.PathLike, kind: str) -> None:
+def mark_output(url: str | os.PathLike, kind: str,
+                storage_options: Mapping[str, Any] | None = None) -> None:
     """Mark an existing directory as an ebf output of ``kind`` (its :data:`MARKER` file), for
-    outputs filled file by file (a report's figures) rather than by :func:`atomic_dir`.
+    outputs filled file by file (a report's figures, a registry) rather than by
+    :func:`atomic_dir`.
 
     Examples
     --------
@@ -313,8 +402,8 @@ def mark_output(url: str | os.PathLike, kind: str) -> None:
     """
     if kind not in KINDS or kind == "model":
         raise ValueError(f"kind must be one of {KINDS[1:]}, got {kind!r}")
-    if output_kind(url) != kind:
-        _write_marker(_Place.of(url, None), kind)
+    if output_kind(url, storage_options) != kind:
+        _write_marker(_Place.of(url, storage_options), kind)
 
 
 def file_kind(path: str | os.PathLike) -> str | None:
@@ -346,8 +435,7 @@ def file_kind(path: str | os.PathLike) -> str | None:
 
 
 def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                           inputs: Mapping[str, Any] | None = None,
-                           protected: Callable[[str], str | None] | None = None) -> None:
+                           inputs: Mapping[str, Any] | None = None) -> None:
     """Fail before any work if a single file of ``kind`` may not be written to ``path``.
 
     Parameters
@@ -360,15 +448,12 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     inputs : mapping of str to path, optional
         What the job reads (as for :func:`check_destination`): the file may not be, or lie
         inside, any of them.
-    protected : callable, optional
-        Directory path -> what it is (e.g. ``"model registry"``) if no file may be written
-        under it, else None: asked of every parent, as the ebf output directories are.
 
     Raises
     ------
     UnsafeOutputError
         If ``path`` lies inside an ebf output directory (a model, predictions, a dataset,
-        figures) or a ``protected`` one, or is, or lies inside, an input.
+        figures, a registry), or is, or lies inside, an input.
     FileExistsError
         If ``path`` exists and ``overwrite`` is False, or it is not an ebf file of ``kind``.
 
@@ -381,22 +466,8 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
         raise ValueError(f"kind must be one of {FILE_KINDS}, got {kind!r}")
     if _Place.of(path, None).fs is not None:
         raise UnsafeOutputError(f"the {kind} file {os.fspath(path)!r} must be a local path")
-    full = os.path.abspath(os.fspath(path))
-    place = _Place.of(full, None)
-    _check_overlaps(place, f"the {kind} file", inputs or {}, None)
-    parent = _Place.of(os.path.realpath(os.path.dirname(full)), None)
-    while True:
-        found = _kind(parent)
-        found = f"ebf {found}" if found else protected(parent.path) if protected else None
-        if found is not None:
-            raise UnsafeOutputError(
-                f"refusing to write the {kind} file {place.url!r}: it lies inside the "
-                f"{found} directory {parent.url!r}, which only ebf may change; choose a path "
-                "outside it")
-        up = parent.parent()
-        if up.path == parent.path:
-            break
-        parent = up
+    place = _Place.of(os.path.abspath(os.fspath(path)), None)
+    check_location(place.path, f"the {kind} file", inputs=inputs)
     if not place.lexists():
         return
     if not overwrite:
@@ -511,6 +582,7 @@ def atomic_dir(
     *,
     overwrite: bool = False,
     inputs: Mapping[str, Any] | None = None,
+    container: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Iterator[str]:
     """Write a directory atomically: yield a temporary directory, move it to ``url`` at exit.
@@ -532,6 +604,8 @@ def atomic_dir(
     overwrite : bool, default=False
     inputs : mapping of str to path, optional
         Paths the output must stay clear of (see :func:`check_destination`).
+    container : str, optional
+        The ebf output the destination may lie inside (a registry publishing a version).
     storage_options : dict, optional
         fsspec options (credentials...) for a URL.
 
@@ -556,7 +630,7 @@ def atomic_dir(
     >>> sorted(os.listdir(target)), output_kind(target)
     (['_ebf_output.json', 'a.txt'], 'dataset')
     """
-    check_destination(url, kind, overwrite=overwrite, inputs=inputs,
+    check_destination(url, kind, overwrite=overwrite, inputs=inputs, container=container,
                       storage_options=storage_options)
     target = _Place.of(url, storage_options)
     parent = target.parent()

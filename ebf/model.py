@@ -404,7 +404,8 @@ def _check_packs(manifest: dict, file: str) -> None:
                 f"hex digest{', class: str' if where != 'head' else ''}}}; got {entry!r:.200}")
 
 
-def model_hash(path: str | os.PathLike) -> str:
+def model_hash(path: str | os.PathLike,
+               storage_options: Mapping[str, Any] | None = None) -> str:
     """The content hash of a saved model: equal for equal models, whenever they were saved.
 
     sha256 of the canonical JSON (sorted keys, no spaces, ASCII) of the manifest's
@@ -417,7 +418,9 @@ def model_hash(path: str | os.PathLike) -> str:
     Parameters
     ----------
     path : str or path-like
-        A model directory.
+        A model directory (local path or fsspec URL).
+    storage_options : dict, optional
+        fsspec options for a URL.
 
     Returns
     -------
@@ -440,4 +443,4 @@ def model_hash(path: str | os.PathLike) -> str:
     >>> a == model_hash(save(reg, tmp / "b", metadata={"run": 2})), len(a)
     (True, 64)
     """
-    return read_manifest(path)["model_hash"]
+    return read_manifest(path, storage_options)["model_hash"]

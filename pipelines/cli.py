@@ -517,15 +517,12 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
     (:func:`basics.atomic.check_file_destination`)."""
     from basics.atomic import check_destination, check_file_destination
-    from pipelines.registry import is_registry
     from pipelines.report import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}
     for path, kind in ((args.json, "evaluation"), (args.report, "report")):
         if path:
-            check_file_destination(
-                path, kind, overwrite=args.overwrite, inputs=inputs,
-                protected=lambda folder: "model registry" if is_registry(folder) else None)
+            check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
     if args.report:
         check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
                           inputs=inputs)
@@ -533,8 +530,9 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cluster import dashboard_link
-    from pipelines.demo import format_comparison, run_demo
+    from pipelines.demo import check_out_dir, format_comparison, run_demo
 
+    check_out_dir(args.out)  # before the cluster starts
     with job(args, announce=False) as (client, bars):
         workers = client.nthreads()
         print(f"Dask dashboard: {dashboard_link(client) or 'none'} (workers: {len(workers)}, "

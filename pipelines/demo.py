@@ -55,6 +55,7 @@ import dask.dataframe as dd
 import distributed
 import numpy as np
 
+from basics.atomic import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
 from pipelines.diagnostics import before_after
@@ -68,6 +69,7 @@ from pipelines.report import (
 
 __all__ = [
     "DEMO_MARKER",
+    "check_out_dir",
     "DemoData",
     "DemoResult",
     "format_comparison",
@@ -157,16 +159,25 @@ def _check_extras() -> None:
         )
 
 
-def _prepare_out_dir(out_dir: Path) -> None:
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise FileExistsError(f"{str(out_dir)!r} exists and is not a directory; choose "
+def check_out_dir(out_dir: str | os.PathLike[str]) -> None:
+    """Fail before any work if the demo may not write to ``out_dir``: not the current
+    directory or a parent of it, nor inside an ebf output (:func:`basics.atomic.check_location`),
+    and absent, empty, or a folder an earlier ``ebf demo`` made (its :data:`DEMO_MARKER`)."""
+    out = Path(out_dir)
+    check_location(out, "the demo")
+    if out.exists() or out.is_symlink():
+        if out.is_symlink() or not out.is_dir():
+            raise FileExistsError(f"{str(out)!r} exists and is not a directory; choose "
                                   "another --out")
-        if any(out_dir.iterdir()) and not (out_dir / DEMO_MARKER).is_file():
+        if any(out.iterdir()) and not (out / DEMO_MARKER).is_file():
             raise FileExistsError(
-                f"{str(out_dir)!r} is not empty and was not made by ebf demo (no "
+                f"{str(out)!r} is not empty and was not made by ebf demo (no "
                 f"{DEMO_MARKER}); choose another --out, the demo replaces what it writes"
             )
+
+
+def _prepare_out_dir(out_dir: Path) -> None:
+    check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / DEMO_MARKER).write_text("made by `ebf demo`; rerunning it replaces the outputs\n")
 

@@ -5,10 +5,12 @@ Layout, under a registry root (a local path or any fsspec URL)::
     ROOT/models/NAME/
       v0001/model/          a model saved by ebf.model.save (manifest.json, head.pack, shards/)
       v0001/version.json    its record: what the publisher gave (metrics, decision, lineage,
-                            an input hash under "key"), plus version, name, created_utc
+                            an input hash under "key"), plus version, name, created_utc and
+                            model_hash (ebf.model.model_hash of v0001/model)
       v0002/...
       current.json          {"version": 2, "history": [1], "updated_utc": ...}
       .lock                 only while a writer holds the registry: {pid, host, started_utc, token}
+      _ebf_output.json      the marker (kind "registry") that keeps every other ebf writer out
 
 - A version appears whole or not at all: it is built in a hidden temporary sibling
   (:func:`basics.atomic.atomic_dir`) and moved into place; only directories holding their
@@ -16,6 +18,11 @@ Layout, under a registry root (a local path or any fsspec URL)::
 - The pointer is replaced in one step (:func:`basics.places.replace_file`), only once the
   version it names is in place. A failed :meth:`Registry.publish` (at any step) leaves the
   versions and the pointer as they were.
+- Every version records its model's hash; :meth:`Registry.verified_model` (what
+  :func:`resolve_model`, promote, rollback and retrain use) refuses a model that does not
+  match it, naming both hashes: a model directory replaced behind the registry's back is
+  never served. Nothing else may write under a registry (:mod:`basics.atomic` knows it by
+  its marker, which every writer lays down when it takes the lock).
 - Writers exclude each other with a lock file (:class:`pipelines.registry_files.LockFile`);
   readers take no lock. Everything read is untrusted (bounded JSON objects, version numbers
   from ``vNNNN`` names only); nothing is pickled.
@@ -37,7 +44,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from basics.atomic import atomic_dir
+from basics.atomic import atomic_dir, mark_output
 from basics.places import Place
 
 from .registry_files import (
@@ -209,8 +216,46 @@ class Registry:
         return rec
 
     def model_path(self, version: int) -> str:
-        """The URL of a version's model directory (``vNNNN/model``), to load or predict with."""
+        """The URL of a version's model directory (``vNNNN/model``), unchecked: to read a
+        model, use :meth:`verified_model`."""
         return self._place(version).child(MODEL_DIR).url
+
+    def verified_model(self, version: int) -> str:
+        """The URL of a version's model directory, once its model is the one recorded.
+
+        The model's hash (:func:`ebf.model.model_hash`: its manifest, checked against its
+        content; loading checks every array against the manifest) must equal the record's
+        ``model_hash``. Versions written before records held it are served as they are,
+        with a warning.
+
+        Raises
+        ------
+        MissingVersionError
+            If the version does not exist.
+        RegistryError
+            If the record names another hash than the model's, or the model is unreadable.
+        """
+        from ebf.model import model_hash
+
+        record = self.record(version)
+        path = self.model_path(version)
+        expected = record.get("model_hash")
+        try:
+            found = model_hash(path, self.storage_options)
+        except (OSError, ValueError) as exc:
+            raise RegistryError(f"the model of version {version} of {self.url} cannot be "
+                                f"read ({exc}); restore {path} or promote another version"
+                                ) from exc
+        if expected is None:
+            logger.warning("version %d of %s records no model hash (written by an older ebf):"
+                           " serving its model unchecked", version, self.url)
+        elif found != expected:
+            raise RegistryError(
+                f"the model of version {version} of {self.url} is not the one it recorded: "
+                f"its hash is {found[:16]}, the record says {str(expected)[:16]}; the "
+                f"directory {path} was replaced outside the registry. Restore it, or publish "
+                "that model as a new version (ebf retrain) and promote another one")
+        return path
 
     def current(self) -> int | None:
         """The current version (what ``REGISTRY`` without ``@version`` means), or None.
@@ -278,6 +323,7 @@ class Registry:
             self._lockfile.acquire(token, break_stale)
             held = True
             self._owner, self._token = threading.get_ident(), token
+            mark_output(self.url, "registry", self.storage_options)  # other writers keep out
             yield self
         finally:
             if held:  # not another thread's, which may hold it through this object
@@ -322,7 +368,8 @@ class Registry:
             ``lambda url: ebf.model.save(model, url, storage_options=...)``.
         record : mapping
             JSON-serialisable facts about the version (``key``, ``decision``, ``metrics``,
-            ``lineage``...); ``version``, ``name`` and ``created_utc`` are set here.
+            ``lineage``...); ``version``, ``name``, ``created_utc`` and ``model_hash`` (of
+            the saved model) are set here.
         promote : bool, default=False
             Make the new version the current one.
 
@@ -344,7 +391,7 @@ class Registry:
         version = self._next_version()
         full = {**record, "version": version, "name": self.name, "created_utc": now_utc()}
         try:
-            data = json.dumps(full, indent=1).encode()
+            json.dumps(full)
         except (TypeError, ValueError) as exc:
             raise RegistryError(f"the record of a new version of {self.url} cannot be written "
                                 f"as JSON ({exc}); pass str, numbers, lists and dicts") from exc
@@ -353,7 +400,8 @@ class Registry:
         current, history = self._pointer.read_or_reset() if promote else (None, [])
         tmp_url = None
         try:
-            with atomic_dir(target.url, "model", storage_options=self.storage_options) as tmp:
+            with atomic_dir(target.url, "model", container=self.url,
+                            storage_options=self.storage_options) as tmp:
                 tmp_url = tmp  # a version is marked by version.json, not by a model manifest
                 folder = Place.of(tmp, self.storage_options)
                 model = folder.child(MODEL_DIR)
@@ -361,7 +409,10 @@ class Registry:
                 if not model.child("manifest.json").lexists():
                     raise RegistryError(f"write({model.url!r}) saved no model there (no "
                                         "manifest.json); it must call ebf.model.save(model, url)")
-                _write_record(folder.child(RECORD_FILE), data)
+                from ebf.model import model_hash
+
+                full["model_hash"] = model_hash(model.url, self.storage_options)
+                _write_record(folder.child(RECORD_FILE), json.dumps(full, indent=1).encode())
             if promote:
                 self._check_held("promoting the new version")
                 self._pointer.write(version, history + [current] if current else history)
@@ -400,7 +451,7 @@ class Registry:
         MissingVersionError, RegistryBusyError
         """
         with self.lock():
-            self.record(version)  # exists and is readable
+            self.verified_model(version)  # exists, and holds the model it recorded
             current, history = self._pointer.read_or_reset()
             if current != version:
                 self._pointer.write(version, history + [current] if current else history)
@@ -431,7 +482,7 @@ class Registry:
                     f"nothing to roll back to in {self.url}: {now} and no earlier one was "
                     f"promoted; promote a version instead: ebf registry promote {self.url}@N")
             previous = history[-1]
-            self.record(previous)
+            self.verified_model(previous)
             self._pointer.write(previous, history[:-1])
             return previous
 
@@ -557,4 +608,4 @@ def resolve_model(spec: str | os.PathLike,
         raise RegistryError(
             f"{text}: {where} is not a model registry (no models/ directory, not "
             "ROOT/models/NAME), so @version means nothing; pass a registry or a model directory")
-    return registry.model_path(registry.resolve(version))
+    return registry.verified_model(registry.resolve(version))

@@ -43,6 +43,7 @@ from typing import Any
 import dask.dataframe as dd
 import distributed
 
+from basics.atomic import check_location
 from basics.versions import library_version
 from cluster import current_client
 from ebf.calibration import DEFAULT_FRACTION
@@ -323,6 +324,8 @@ def retrain(
         raise ValueError(f"unknown train_options {unknown}; known: {list(TRAIN_OPTIONS)}.")
     tolerances = {**DEFAULT_TOLERANCES, **dict(tolerances or {})}
     reg = Registry(registry, name=name, storage_options=storage_options)
+    check_location(reg.url, "the model registry", storage_options=storage_options,
+                   inputs={"the new data": data, "the holdout data": holdout_data})
     window_id = data_identity(data, storage_options)
     holdout_id = None if holdout_data is None else data_identity(holdout_data, storage_options)
     # the key of a run: its inputs and the options that change its result; target,
@@ -417,7 +420,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     check_schema(data, target, features, storage_options=storage_options)
     if holdout_data is not None:
         check_schema(holdout_data, target, features, storage_options=storage_options)
-    path = reg.model_path(parent)
+    path = reg.verified_model(parent)
     champion = load(path, storage_options=storage_options)
     meta = dict(open_artifact(path, storage_options).training)
     columns = [*features, target]

@@ -77,7 +77,8 @@ def test_publish_current_record_find_and_layout(tmp_path, model_dir):
     assert rec["version"] == 1 and rec["name"] == "ebf" and rec["created_utc"].endswith("Z")
     assert reg.find("a") == 1 and reg.find("b") == 2 and reg.find("c") is None
     folder = tmp_path / "models" / "ebf"
-    assert sorted(os.listdir(folder)) == ["current.json", "v0001", "v0002"]  # lock released
+    # the lock released, the marker that keeps other writers out
+    assert sorted(os.listdir(folder)) == ["_ebf_output.json", "current.json", "v0001", "v0002"]
     assert sorted(os.listdir(folder / "v0002")) == ["model", "version.json"]
     assert reg.model_path(2) == str(folder / "v0002" / "model")
     assert model_hash(reg.model_path(2)) == model_hash(model_dir)
@@ -139,7 +140,7 @@ def test_publish_needs_the_lock_and_a_json_record(tmp_path, model_dir):
         version = reg.publish(copier(model_dir), {}, promote=False)
         assert reg.promote(version) == version
     assert reg.versions() == [1] and sorted(os.listdir(tmp_path / "models" / "ebf")) == [
-        "current.json", "v0001"]
+        "_ebf_output.json", "current.json", "v0001"]
     with pytest.raises(RegistryError, match="invalid model name"):
         Registry(tmp_path, name="../x")
 
@@ -409,6 +410,74 @@ def test_a_fifo_pointer_does_not_hang(two_versions):
     os.mkfifo(folder / "current.json")
     with pytest.raises(RegistryError, match="not a regular file"):
         reg.current()
+
+
+# --------------------------------------------------------------------------- model hashes
+
+
+@pytest.fixture(scope="module")
+def other_model_dir(tmp_path_factory):
+    """A second model, unlike ``model_dir`` (another seed)."""
+    import numpy as np
+    import pandas as pd
+
+    from ebf import EmpiricalBayesianForestRegressor
+
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame(rng.random((200, 3)), columns=["x0", "x1", "x2"])
+    model = EmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,
+                                             trunk_max_leaves=2, random_state=1)
+    model.fit(X, pd.Series(2 * X["x0"].to_numpy(), name="y"))
+    return str(save(model, tmp_path_factory.mktemp("other") / "model"))
+
+
+def test_each_version_records_its_models_hash(two_versions, model_dir):
+    reg, _ = two_versions
+    assert reg.record(1)["model_hash"] == model_hash(model_dir) == model_hash(reg.model_path(1))
+    assert reg.verified_model(2) == reg.model_path(2) == resolve_model(reg.root)
+
+
+def test_a_model_replaced_behind_the_registry_is_never_served(two_versions, other_model_dir):
+    reg, folder = two_versions
+    swapped = reg.model_path(1)
+    shutil.rmtree(swapped)  # what the probe did with `ebf train --out ... --overwrite`
+    shutil.copytree(other_model_dir, swapped)
+    want, found = reg.record(1)["model_hash"][:16], model_hash(other_model_dir)[:16]
+    for call in (lambda: resolve_model(f"{reg.root}@1"), lambda: reg.promote(1),
+                 lambda: reg.verified_model(1)):
+        with pytest.raises(RegistryError, match=f"hash is {found}, the record says {want}"):
+            call()
+    assert reg.current() == 2  # the refused promote changed nothing
+    reg.promote(2)  # re-promoting the current version changes nothing
+    with open(folder / "current.json", "w") as f:
+        json.dump({"version": 2, "history": [1]}, f)  # as if 1 was current before
+    with pytest.raises(RegistryError, match="replaced outside the registry"):
+        reg.rollback()
+    assert reg.current() == 2
+    shutil.rmtree(swapped)
+    with pytest.raises(RegistryError, match="cannot be read"):
+        reg.verified_model(1)
+
+
+def test_a_version_without_a_recorded_hash_is_served_with_a_warning(two_versions, caplog):
+    reg, folder = two_versions
+    record = json.loads((folder / "v0001" / "version.json").read_text())
+    del record["model_hash"]  # written by an ebf before the registry recorded hashes
+    (folder / "v0001" / "version.json").write_text(json.dumps(record))
+    with caplog.at_level("WARNING", logger="pipelines.registry"):
+        assert resolve_model(f"{reg.root}@1") == reg.model_path(1)
+    assert "records no model hash" in caplog.text
+
+
+def test_only_the_registry_writes_under_itself(two_versions, model_dir):
+    reg, folder = two_versions
+    assert basics.atomic.output_kind(folder) == "registry"
+    for where in (folder / "v0001" / "model", folder / "v0003", folder / "loose"):
+        with pytest.raises(basics.atomic.UnsafeOutputError, match="inside the ebf registry"):
+            save(load(model_dir), where, overwrite=True)
+    with pytest.raises(basics.atomic.UnsafeOutputError, match="inside the ebf model"):
+        basics.atomic.check_location(Registry(model_dir).url, "the model registry")
+    assert publish(reg, model_dir) == 3  # the registry itself still can
 
 
 # --------------------------------------------------------------------------- specs
