@@ -234,6 +234,15 @@ def test_extreme_npy_headers_are_refused_naming_the_file(model, tmp_path, shape,
         load(path)
 
 
+def test_writers_refuse_arrays_a_reader_would_refuse(tmp_path):
+    nine = np.zeros((1,) * 9)
+    with pytest.raises(ValueError, match=r"state\.x is an array of 9 dimensions; at most 8"):
+        PackWriter().write(nine, "state.x")
+    with pytest.raises(ValueError, match=r"state\.x is an array of 9 dimensions"):
+        codec.ArrayWriter(tmp_path).write(nine, "state.x")
+    assert PackWriter().write(nine[0], "state.x")["shape"] == [1] * 8
+
+
 # ------------------------------------------------------------------------------ model limit
 
 
