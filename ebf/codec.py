@@ -17,12 +17,17 @@ A model directory is untrusted input, so reading never trusts what a file declar
   :data:`MAX_STRING` characters and at most :data:`MAX_FILES` array files;
 - every ``.npy`` header is read first (version 1.0 or 2.0, at most 10000 bytes) and its
   dtype (plain numbers, bools or fixed-width strings), shape and order must match the
-  manifest entry, and the header plus ``itemsize * prod(shape)`` must be the file's size,
-  before the file is hashed or loaded: a header that declares 1e11 elements is a
-  :class:`ModelFormatError` naming the file, never a ``MemoryError``;
-- the sha256 of every file is checked before ``np.load(..., allow_pickle=False)``, and file
-  names must be ``arrays/<number>.npy`` inside the model directory (no ``..``, no absolute
-  paths, no links).
+  manifest entry, the shape must pass :func:`array_nbytes` (at most :data:`MAX_NDIM` ints
+  >= 0; an empty array's other dimensions within :data:`MAX_MODEL_BYTES` too), and the
+  header plus ``itemsize * prod(shape)`` must be the file's size, before the file is hashed
+  or loaded: a header that declares 1e11 elements, or ``(0, 2**62)``, or 65 dimensions, is
+  a :class:`ModelFormatError` naming the file, never a ``MemoryError`` or numpy's own error;
+- the array files of one model hold at most :data:`MAX_MODEL_BYTES` in all, counted before
+  each file is hashed;
+- the sha256 of every file is computed in bounded chunks and checked before
+  ``np.load(..., allow_pickle=False)`` allocates anything, and file names must be
+  ``arrays/<number>.npy`` inside the model directory (no ``..``, no absolute paths, no
+  links).
 
 What the arrays *mean* (tree structure, statistics) is checked by each estimator's
 ``_set_state``.
@@ -44,10 +49,11 @@ from typing import Any, BinaryIO
 import numpy as np
 
 __all__ = [
-    "ARRAY_DIR", "MAX_DEPTH", "MAX_FILES", "MAX_MANIFEST_BYTES", "MAX_STRING", "ArrayWriter",
-    "ChecksumError", "Decoder", "ModelFormatError", "UnknownClassError",
-    "UnsupportedVersionError", "content_hash", "encode", "features_entry", "open_regular",
-    "parse_json", "parse_json_bytes", "storable_dtype", "training_entry",
+    "ARRAY_DIR", "MAX_DEPTH", "MAX_FILES", "MAX_MANIFEST_BYTES", "MAX_MODEL_BYTES", "MAX_NDIM",
+    "MAX_STRING", "ArrayWriter", "ChecksumError", "Decoder", "ModelFormatError",
+    "UnknownClassError", "UnsupportedVersionError", "array_nbytes", "check_model_bytes",
+    "content_hash", "encode", "features_entry", "open_regular", "parse_json",
+    "parse_json_bytes", "storable_dtype", "training_entry",
 ]
 
 ARRAY_DIR = "arrays"
@@ -59,6 +65,16 @@ MAX_MANIFEST_BYTES = 64 * 2**20
 MAX_DEPTH = 64
 MAX_STRING = 2**20
 MAX_FILES = 500_000
+#: The most bytes of array files one load reads: a whole model (its ``.npy`` files, or its
+#: head and shards together), or one pack when ``ebf.dask`` reads a model shard by shard. It
+#: bounds what a crafted model can make a reader allocate, and is checked before anything is
+#: allocated. 8 GiB is four times the 1.8 GB model ``ebf train`` builds by default
+#: (``--model-memory 2GB``); to load a larger model whole, raise it in the loading process
+#: (``ebf.codec.MAX_MODEL_BYTES = 32 * 2**30``).
+MAX_MODEL_BYTES = 8 * 2**30
+#: The most dimensions a stored array may have (the estimators store 1-D and 2-D arrays;
+#: numpy's own limit is 64).
+MAX_NDIM = 8
 
 # JSON markers for what JSON cannot say directly. A state dict whose own keys look like
 # markers is wrapped in {"__dict__": {...}} so that it is never mistaken for one.
@@ -125,6 +141,7 @@ class ArrayWriter:
                 f"{where} is an array of dtype {array.dtype}, which cannot be stored without "
                 "pickle; convert it to a numeric or fixed-width string dtype, or a list"
             )
+        check_storable_ndim(array, where)
         name = f"{ARRAY_DIR}/{len(self.files):05d}.npy"
         with open(self.root / name, "xb") as f:
             hashing = _HashingWriter(f)
@@ -350,6 +367,7 @@ class Decoder:
         self.files = files
         self.where = where
         self.seen: set[str] = set()
+        self.nbytes = 0  # of the array files read so far: at most MAX_MODEL_BYTES
 
     def fail(self, msg: str) -> ModelFormatError:
         return ModelFormatError(f"{self.where}: {msg}")
@@ -423,10 +441,12 @@ class Decoder:
 
     def _read(self, name: str, file: Path, declared: tuple | None) -> np.ndarray:
         """Check the header against ``declared`` (dtype, shape, fortran order) and the
-        file's size, then the sha256, then parse it from the same handle, never with pickle."""
+        file's size (within what the model may hold), then the sha256, streamed, then parse
+        it from the same handle, never with pickle."""
         self.seen.add(name)
         with open_regular(file, "array file listed in manifest.json") as f:
-            _check_npy_header(f, file, declared)
+            self.nbytes += _check_npy_header(f, file, declared)
+            check_model_bytes(self.nbytes, f"{file} (with the array files before it)")
             f.seek(0)
             digest = hashlib.file_digest(f, "sha256").hexdigest()
             if digest != self.files[name]:
@@ -470,6 +490,57 @@ def _owned(array: np.ndarray) -> np.ndarray:
     return base
 
 
+def check_storable_ndim(array: np.ndarray, where: str) -> None:
+    """ValueError if ``array`` has more dimensions than a reader accepts (:data:`MAX_NDIM`)."""
+    if array.ndim > MAX_NDIM:
+        raise ValueError(f"{where} is an array of {array.ndim} dimensions; at most {MAX_NDIM} "
+                         "can be stored")
+
+
+def array_nbytes(dtype: np.dtype, shape: Any, where: str) -> int:
+    """Bytes of a ``dtype`` array of ``shape`` declared by an untrusted file, checked before
+    numpy sees the shape.
+
+    ``shape`` must be a list (or tuple) of at most :data:`MAX_NDIM` ints >= 0. The size is
+    computed in Python ints (no overflow). An empty array is refused if its other
+    dimensions span more than :data:`MAX_MODEL_BYTES` (numpy refuses ``(0, 2**62)`` floats
+    as "too big"); a non-empty one is bounded by the caller, against the file it is in.
+
+    Raises
+    ------
+    ModelFormatError
+        Prefixed with ``where`` (the file, and the array in it).
+
+    Examples
+    --------
+    >>> array_nbytes(np.dtype("<f8"), [3, 4], "x")
+    96
+    >>> array_nbytes(np.dtype("<f8"), [0, 2**62], "m.pack: arrays[2]")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ebf.codec.ModelFormatError: m.pack: arrays[2]: an empty float64 array of shape (0, 46...
+    """
+    if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_NDIM
+            or not all(type(n) is int and n >= 0 for n in shape)):
+        text = repr(tuple(shape) if isinstance(shape, list) else shape)
+        raise ModelFormatError(f"{where}: {text[:80]}{'...' if len(text) > 80 else ''} is "
+                               f"not a shape of ints >= 0 (at most {MAX_NDIM} of them)")
+    nbytes = dtype.itemsize * math.prod(shape)
+    if nbytes == 0 and dtype.itemsize * math.prod(n for n in shape if n) > MAX_MODEL_BYTES:
+        raise ModelFormatError(
+            f"{where}: an empty {dtype} array of shape {tuple(shape)}, whose other dimensions "
+            f"span more than the {MAX_MODEL_BYTES} bytes of a model (ebf.codec.MAX_MODEL_BYTES)")
+    return nbytes
+
+
+def check_model_bytes(nbytes: int, where: str) -> None:
+    """ModelFormatError if one load would read more than :data:`MAX_MODEL_BYTES` bytes."""
+    if nbytes > MAX_MODEL_BYTES:
+        raise ModelFormatError(
+            f"{where}: {nbytes} bytes, more than the {MAX_MODEL_BYTES} bytes one load may read "
+            "(ebf.codec.MAX_MODEL_BYTES: raise it to load a larger model)")
+
+
 def storable_dtype(dtype: np.dtype) -> bool:
     """Whether arrays of ``dtype`` may be stored and read back: plain numbers, bools or
     fixed-width strings (no objects, records, sub-arrays or empty items)."""
@@ -477,9 +548,9 @@ def storable_dtype(dtype: np.dtype) -> bool:
             and dtype.subdtype is None and dtype.itemsize > 0)
 
 
-def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> None:
+def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> int:
     """The ``.npy`` header of ``f`` (at its start) is what the manifest declares, and the
-    file holds exactly the data it describes; leaves ``f`` anywhere."""
+    file holds exactly the data it describes; leaves ``f`` anywhere. Returns the file's size."""
     try:
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
@@ -501,10 +572,11 @@ def _check_npy_header(f: BinaryIO, file: Path, declared: tuple | None) -> None:
             f"{file} holds a {dtype} array of shape {tuple(shape)}"
             f"{' (Fortran order)' if fortran else ''}, but the manifest says {declared[0]} "
             f"{tuple(declared[1])}{' (Fortran order)' if declared[2] else ''}")
-    expected = f.tell() + dtype.itemsize * math.prod(shape)
+    expected = f.tell() + array_nbytes(dtype, shape, str(file))
     size = os.fstat(f.fileno()).st_size
-    if any(n < 0 for n in shape) or size != expected:
+    if size != expected:
         raise ModelFormatError(
             f"{file}: its header declares a {dtype} array of shape {tuple(shape)} "
             f"({expected} bytes with the header), but the file has {size} bytes; it is "
             "truncated or its header was forged")
+    return size

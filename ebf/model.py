@@ -244,6 +244,9 @@ def load(path: str | os.PathLike, storage_options: Mapping[str, Any] | None = No
     its header against what it must hold; :mod:`ebf.pack`, :mod:`ebf.codec`) before handing
     an array on, then builds ``cls(**params)`` and restores its state, which validates it in
     full (tree structure, statistics, parts) before any kernel runs. Reads both formats.
+    Memory is bounded before anything is allocated: the files hold at most
+    ``ebf.codec.MAX_MODEL_BYTES`` (8 GiB) in all, every shape is checked before numpy sees
+    it, and checksums are computed in bounded chunks.
 
     Parameters
     ----------
@@ -266,8 +269,9 @@ def load(path: str | os.PathLike, storage_options: Mapping[str, Any] | None = No
         (:class:`UnsupportedVersionError`), a class outside the allowlist
         (:class:`UnknownClassError`), a checksum or model hash mismatch
         (:class:`ChecksumError`), a path leaving the directory, a file that is not a regular
-        file or not what its header declares, an object array, or an inconsistent state
-        (naming the file, or the estimator, tree and node).
+        file or not what its header declares, an object array, a model larger than
+        ``ebf.codec.MAX_MODEL_BYTES``, or an inconsistent state (naming the file, or the
+        estimator, tree and node).
 
     Examples
     --------

@@ -11,13 +11,27 @@ has O(branches) files instead of one per array. A pack is::
     data                  every array's C-ordered bytes at its offset (from the file's start,
                           a multiple of 64, increasing), zero padding in between
 
-The manifest records every pack's size and sha256. Reading never trusts the file: its size
-must be the manifest's before anything is read; the header is bounded
-(:data:`ebf.codec.MAX_MANIFEST_BYTES`) and parsed strictly; the array table must describe
-allowed dtypes (plain numbers, bools, fixed-width strings), shapes of non-negative ints,
-aligned, increasing, non-overlapping extents that end exactly at the end of the file; and
-the sha256 of the whole file is compared before any array is handed on. Arrays are read
-into buffers they own (``readinto``), so the file is read once and not copied.
+The manifest records every pack's size and sha256. Reading never trusts the file, and
+allocates nothing it describes before it is checked:
+
+- its size must be the manifest's, and at most :data:`ebf.codec.MAX_MODEL_BYTES`, before
+  anything is read;
+- the header is bounded (:data:`ebf.codec.MAX_MANIFEST_BYTES`) and parsed strictly;
+- the array table must describe dtypes of the allowlist (``<f8``, ``|b1``, ``<U3``: plain
+  numbers, bools, fixed-width strings), shapes that pass :func:`ebf.codec.array_nbytes`
+  (at most :data:`ebf.codec.MAX_NDIM` ints >= 0, sizes in Python ints; an empty array's
+  other dimensions bounded too), and aligned, increasing, non-overlapping extents that end
+  exactly at the end of the file, so the arrays' bytes are the manifest's byte count less
+  the header;
+- the sha256 of the whole file is computed in bounded chunks (:data:`CHUNK`). A pack of
+  more than :data:`VERIFY_FIRST_BYTES` is hashed in a streaming pass before anything is
+  allocated for its arrays (a forged or corrupt pack of gigabytes is refused having cost a
+  read, not its size in memory), then read into its arrays and hashed again (it must not
+  change in between); a smaller one is read once. Arrays are handed on only after the
+  sha256 matches.
+
+Arrays are read into buffers they own (``readinto``), never copied: peak memory is the
+arrays' size plus one chunk.
 
 Local files are opened as :func:`ebf.codec.open_regular` does (no links, FIFOs or
 devices); any other URL through :mod:`fsspec`.
@@ -26,7 +40,6 @@ devices); any other URL through :mod:`fsspec`.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import posixpath
 import re
@@ -43,6 +56,9 @@ from .codec import (
     ChecksumError,
     Decoder,
     ModelFormatError,
+    array_nbytes,
+    check_model_bytes,
+    check_storable_ndim,
     open_regular,
     parse_json_bytes,
     storable_dtype,
@@ -53,7 +69,15 @@ __all__ = ["MAGIC", "PackDecoder", "PackWriter", "Store", "read_pack", "write_pa
 MAGIC = b"\x93EBFPACK"
 ALIGN = 64
 _PREFIX = struct.Struct("<8sQ")
-_CHUNK = 1 << 24  # bytes per read: hashing and copying stay in cache-sized steps
+#: Bytes per read: hashing and copying go in bounded, cache-sized steps.
+CHUNK = 8 * 2**20
+#: Array bytes above which a pack is hashed before anything is allocated for its arrays
+#: (then read and hashed again); a smaller pack is read once, allocating at most this much
+#: before its sha256 is known.
+VERIFY_FIRST_BYTES = 64 * 2**20
+#: The dtypes a pack's table may name (``dtype.str`` of a storable dtype), matched before
+#: numpy parses the text.
+_DTYPE = re.compile(r"[<>|][biufSU][0-9]{1,9}", re.ASCII)
 _ZEROS = bytes(ALIGN)
 
 
@@ -76,6 +100,7 @@ class PackWriter:
                 f"{where} is an array of dtype {array.dtype}, which cannot be stored without "
                 "pickle; convert it to a numeric or fixed-width string dtype, or a list"
             )
+        check_storable_ndim(array, where)
         self.arrays.append(np.ascontiguousarray(array))
         return {_ARRAY: len(self.arrays) - 1, "dtype": array.dtype.str,
                 "shape": list(array.shape)}
@@ -218,48 +243,86 @@ class Store:
 
 
 def _read_exact(f: BinaryIO, view: memoryview, digest: Any, where: str) -> None:
+    """Fill ``view`` from ``f`` in chunks, hashing what was read."""
     pos = 0
     while pos < len(view):
-        n = f.readinto(view[pos: pos + _CHUNK])
+        n = f.readinto(view[pos: pos + CHUNK])
         if not n:
             raise ModelFormatError(f"{where}: the file ended early; it is truncated")
+        digest.update(view[pos: pos + n])
         pos += n
-    digest.update(view)
+
+
+def _hash_rest(f: BinaryIO, nbytes: int, digest: Any, where: str) -> None:
+    """Hash the next ``nbytes`` of ``f`` through one reused buffer of at most a chunk."""
+    buffer = memoryview(bytearray(min(CHUNK, nbytes)))
+    while nbytes:
+        step = buffer[: min(CHUNK, nbytes)]
+        _read_exact(f, step, digest, where)
+        nbytes -= len(step)
+
+
+def _check_digest(digest: Any, sha256: str, where: str) -> None:
+    if digest.hexdigest() != sha256:
+        raise ChecksumError(f"{where}: sha256 mismatch (manifest {sha256[:16]}..., file "
+                            f"{digest.hexdigest()[:16]}...): the file is corrupt or was "
+                            "modified")
+
+
+def _table_dtype(text: Any, where: str) -> np.dtype:
+    dtype = None
+    if isinstance(text, str) and _DTYPE.fullmatch(text):
+        try:
+            dtype = np.dtype(text)
+        except (TypeError, ValueError):  # "<f3": no such type
+            dtype = None
+    if dtype is None or not storable_dtype(dtype):
+        raise ModelFormatError(f"{where} has dtype {text!r:.40}; only numbers, bools and "
+                               "fixed-width strings are allowed")
+    return dtype
 
 
 def _check_table(table: Any, header_end: int, size: int, where: str) -> list[tuple]:
-    """(dtype, shape, offset, nbytes) of every array, or ModelFormatError."""
+    """(dtype, shape, offset, nbytes) of every array, or ModelFormatError; nothing is
+    allocated and numpy sees no shape."""
     if not isinstance(table, list):
         raise ModelFormatError(f"{where}: the header's 'arrays' must be a list")
     out, pos = [], header_end
     for i, entry in enumerate(table):
+        at = f"{where}: arrays[{i}]"
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset"}:
-            raise ModelFormatError(f"{where}: arrays[{i}] needs exactly 'dtype', 'shape', "
-                                   "'offset'")
+            raise ModelFormatError(f"{at} needs exactly 'dtype', 'shape', 'offset'")
+        dtype = _table_dtype(entry["dtype"], at)
         shape, offset = entry["shape"], entry["offset"]
-        try:
-            dtype = np.dtype(entry["dtype"]) if isinstance(entry["dtype"], str) else None
-        except (TypeError, ValueError):
-            dtype = None
-        if dtype is None or not storable_dtype(dtype):
-            raise ModelFormatError(f"{where}: arrays[{i}] has dtype {entry['dtype']!r}; only "
-                                   "numbers, bools and fixed-width strings are allowed")
-        if (not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape)
-                or type(offset) is not int):
-            raise ModelFormatError(f"{where}: arrays[{i}] needs a shape of ints >= 0 and an "
-                                   "int offset")
-        nbytes = dtype.itemsize * math.prod(shape)
+        nbytes = array_nbytes(dtype, shape, at)
+        if type(offset) is not int:
+            raise ModelFormatError(f"{at} needs an int offset, got {offset!r:.40}")
         if offset % ALIGN or offset < pos or offset - pos >= ALIGN or offset + nbytes > size:
             raise ModelFormatError(
-                f"{where}: arrays[{i}] ({dtype} {tuple(shape)}, {nbytes} bytes at offset "
-                f"{offset}) is not aligned, overlaps the previous array or runs past the end "
-                f"of the {size}-byte file")
+                f"{at} ({dtype} {tuple(shape)}, {nbytes} bytes at offset {offset}) is not "
+                f"aligned, overlaps the previous array or runs past the end of the {size}-byte "
+                "file")
         out.append((dtype, shape, offset, nbytes))
         pos = offset + nbytes
     if pos != size:
         raise ModelFormatError(f"{where}: the arrays end at byte {pos} but the file has "
                                f"{size} bytes")
     return out
+
+
+def _read_arrays(f: BinaryIO, table: list[tuple], pos: int, digest: Any, where: str
+                 ) -> list[np.ndarray]:
+    """The arrays of ``table``, each read into a buffer it owns; ``f`` is at ``pos``."""
+    arrays = []
+    for dtype, shape, offset, nbytes in table:
+        if offset > pos:  # the padding: fewer than ALIGN bytes
+            _read_exact(f, memoryview(bytearray(offset - pos)), digest, where)
+        a = np.empty(shape, dtype)
+        if nbytes:
+            _read_exact(f, memoryview(a.reshape(-1)).cast("B"), digest, where)
+        arrays.append(a)
+        pos = offset + nbytes
+    return arrays
 
 
 def read_pack(store: Store, name: str, size: int, sha256: str, what: str
@@ -287,7 +350,9 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
     FileNotFoundError
         If the file is missing.
     ModelFormatError
-        On any malformed part; :class:`ebf.codec.ChecksumError` if the sha256 differs.
+        On any malformed part, or a file larger than :data:`ebf.codec.MAX_MODEL_BYTES`;
+        :class:`ebf.codec.ChecksumError` if the size or the sha256 differs from the
+        manifest's.
     """
     where = f"{what} {store.path(name)}"
     with store.open(name, what) as f:
@@ -295,10 +360,11 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
         if actual != size:
             raise ChecksumError(f"{where}: {actual} bytes but the manifest says {size}; the "
                                 "file is truncated, replaced or corrupt")
-        digest = hashlib.sha256()
-        prefix = bytearray(_PREFIX.size)
+        check_model_bytes(size, where)
         if size < _PREFIX.size:
             raise ModelFormatError(f"{where}: {size} bytes is too short for a pack")
+        digest = hashlib.sha256()
+        prefix = bytearray(_PREFIX.size)
         _read_exact(f, memoryview(prefix), digest, where)
         magic, length = _PREFIX.unpack(prefix)
         if magic != MAGIC:
@@ -312,23 +378,17 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
         if not isinstance(header, dict) or set(header) != {"arrays", "state"}:
             raise ModelFormatError(f"{where}: the header must be an object with 'arrays' and "
                                    "'state'")
-        table = _check_table(header["arrays"], _PREFIX.size + length, size, where)
-        arrays, pos = [], _PREFIX.size + length
-        for dtype, shape, offset, nbytes in table:
-            if offset > pos:
-                gap = bytearray(offset - pos)
-                _read_exact(f, memoryview(gap), digest, where)
-            a = np.empty(shape, dtype)
-            if nbytes:
-                _read_exact(f, memoryview(a.reshape(-1)).cast("B"), digest, where)
-            arrays.append(a)
-            pos = offset + nbytes
+        start = _PREFIX.size + length
+        table = _check_table(header["arrays"], start, size, where)
+        if size - start > VERIFY_FIRST_BYTES:
+            first = digest.copy()
+            _hash_rest(f, size - start, first, where)
+            _check_digest(first, sha256, where)
+            f.seek(start)
+        arrays = _read_arrays(f, table, start, digest, where)
         if f.read(1):
             raise ModelFormatError(f"{where}: the file grew while it was read")
-    if digest.hexdigest() != sha256:
-        raise ChecksumError(f"{where}: sha256 mismatch (manifest {sha256[:16]}..., file "
-                            f"{digest.hexdigest()[:16]}...): the file is corrupt or was "
-                            "modified")
+    _check_digest(digest, sha256, where)
     return header["state"], arrays
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .codec import Decoder, ModelFormatError, UnknownClassError
+from .codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
 from .model import MANIFEST, read_manifest
 from .pack import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
 from .registry import _resolve_class, estimator_from_state, new_estimator
@@ -183,7 +183,13 @@ class ModelReader:
 
     def state(self) -> dict:
         """``{"class", "params", "state"}`` with every array read: the files checked, the
-        state not yet (:func:`ebf.model.estimator_from_state` validates and builds it)."""
+        state not yet (:func:`ebf.model.estimator_from_state` validates and builds it).
+
+        A format 2 model whose packs hold more than :data:`ebf.codec.MAX_MODEL_BYTES` in all
+        is refused before any is read (format 1: as its files are read)."""
+        if self.format_version == 2:
+            check_model_bytes(self.nbytes, f"{self._where()}: the head and "
+                                           f"{self.n_parts} shard(s) together")
         params, state = self._decoded_head()
         parts = self._parts_entry(params, state)
         if self.format_version == 2 and parts:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import queue
 import re
@@ -536,6 +537,9 @@ _JSON_VALUES = (-1, 0, 1, 2**62, -2**63, 10**30, {"__float__": "nan"}, {"__float
                 -1.0, 0.5, True, None, "x", [], {})
 _DTYPES = ("int64", "float64", "int32", "float32", "bool", "uint8", "<U3")
 _SHAPES = ("drop", "append", "ravel", "newaxis", "empty")
+#: Shapes written into a ``.npy`` header (with the data they declare, if small): empty ones
+#: numpy cannot allocate, too many dimensions, more elements than the file holds.
+_EXTREME_SHAPES = ((0, 2**62), (0,) * 65, (1,) * 9, (0, 2**32, 2**32), (2**63,), (0, 0))
 
 _INDEX = st.integers(0, 2**16)
 MUTATION = st.one_of(
@@ -545,6 +549,7 @@ MUTATION = st.one_of(
     st.tuples(st.just("dtype"), _INDEX, st.sampled_from(_DTYPES)),
     st.tuples(st.just("shape"), _INDEX, st.sampled_from(_SHAPES)),
     st.tuples(st.just("json"), _INDEX, st.integers(0, len(_JSON_VALUES) - 1)),
+    st.tuples(st.just("header"), _INDEX, st.integers(0, len(_EXTREME_SHAPES) - 1)),
 )
 
 
@@ -593,6 +598,14 @@ def _mutate(path: Path, manifest: dict, mutation: tuple) -> None:
         data = file.read_bytes()
         file.write_bytes(data[: arg % max(len(data), 1)])
         return
+    if kind == "header":
+        shape = _EXTREME_SHAPES[arg]
+        with open(file, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f8", "fortran_order": False, "shape": shape})
+            f.write(bytes(8 * math.prod(shape) if math.prod(shape) < 2**20 else 0))
+        entry.update(dtype="float64", shape=list(shape), fortran_order=False)
+        return
     try:
         a = _array(path, entry)
     except (ValueError, OSError, EOFError):  # truncated by an earlier mutation
@@ -619,7 +632,8 @@ def _mutate(path: Path, manifest: dict, mutation: tuple) -> None:
 def test_fuzzed_models_are_refused_or_predict_finite_values(models, worker, tmp_path, name,
                                                             mutations):
     """Mutated models of every class (values, swapped arrays, truncated files, dtypes,
-    shapes, JSON scalars; checksums and model hash forged) end in ``ModelFormatError`` or
+    shapes, ``.npy`` headers of extreme shapes, JSON scalars; checksums and model hash
+    forged) end in ``ModelFormatError`` or
     in predictions of the right shape with finite values, never a crash, a hang or another
     exception."""
     path, manifest, rows = _copy(models, name, tmp_path)
