@@ -126,13 +126,15 @@ def _run(argv: list[str], scheduler_file: str, client, rng: random.Random) -> di
         timer = threading.Timer(delay, term)
     else:
         timer = None
+    t0 = time.monotonic()
     if timer is not None:
         timer.start()
     out, err = proc.communicate(timeout=600)
+    seconds = round(time.monotonic() - t0, 2)
     if timer is not None:
         timer.cancel()
     client.wait_for_workers(2, timeout=120)  # the nanny has started a new one
-    return {"argv": argv, "rc": proc.returncode, "killed": any(killed),
+    return {"argv": argv, "rc": proc.returncode, "seconds": seconds, "killed": any(killed),
             "termed": bool(termed), "err": err.strip()[-500:]}
 
 
