@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["CATEGORICAL", "FIXES", "NUMERIC", "USABLE_KINDS", "arrow_kind", "encoding",
-           "pandas_kind"]
+           "kind_encoding", "pandas_kind"]
 
 #: Column kinds a model can use as a feature or a target.
 USABLE_KINDS: frozenset[str] = frozenset({"float", "integer", "boolean", "string", "categorical"})
@@ -122,6 +122,17 @@ def pandas_kind(dtype: Any) -> str:
     if kind == "S":
         return "binary"
     return "other"
+
+
+def kind_encoding(kind: str) -> str:
+    """How a model encodes a column of a usable ``kind``; an unusable kind as it is.
+
+    Examples
+    --------
+    >>> kind_encoding("integer"), kind_encoding("string"), kind_encoding("datetime")
+    ('numeric', 'categorical', 'datetime')
+    """
+    return _ENCODING.get(kind, kind)
 
 
 def encoding(name: str, dtype: Any) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "check_fraction",
     "fit_recalibrated",
     "holdout_mask",
+    "min_training_rows",
     "recent_start",
 ]
 
@@ -89,6 +90,28 @@ def recent_start(n_rows: int, fraction: float) -> int:
     """Position of the first row of the most recent ``fraction`` of ``n_rows`` rows."""
     fraction = check_fraction(fraction)
     return int(n_rows) - int(np.ceil(fraction * int(n_rows)))
+
+
+def min_training_rows(method: str = "none", fraction: float = DEFAULT_FRACTION) -> int:
+    """Fewest rows a fit with this recalibration can use: at least one row to fit on and,
+    with a method, :data:`basics.pit.MIN_ROWS` calibration rows.
+
+    For ``"recent"`` that is exact (:func:`recent_start`); ``"holdout"`` picks about
+    ``fraction`` of the rows at random, so it may still find too few near this bound.
+
+    Examples
+    --------
+    >>> min_training_rows("none"), min_training_rows("recent", 0.1)
+    (1, 491)
+    """
+    from basics.pit import MIN_ROWS
+
+    if method == "none":
+        return 1
+    n = max(2, int((MIN_ROWS - 1) / check_fraction(fraction)))  # the first that may do
+    while int(n) - recent_start(n, fraction) < MIN_ROWS or recent_start(n, fraction) < 1:
+        n += 1
+    return n
 
 
 def calibration_split(n_rows: int, method: str = "recent", fraction: float = DEFAULT_FRACTION,

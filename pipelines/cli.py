@@ -14,7 +14,7 @@ Subcommands
     (``pipelines.train``); predict to Parquet with the model hash in the schema metadata, or
     score (RMSE, NLPD, coverage, calibration; accuracy, log loss) streaming the partitions
     (``pipelines.score``).
-``ebf registry list|show|promote|rollback``
+``ebf registry list|show|promote|rollback|unlock``
     The versions of a model registry and its current-version pointer
     (``pipelines.registry_cli``); ``ebf predict`` and ``ebf evaluate`` take
     ``REGISTRY[@version]`` wherever they take a model directory.
@@ -74,7 +74,7 @@ from .arguments import (
     int_at_least,
     positive_int,
 )
-from .failures import report_failure, sigterm_raises
+from .failures import report_failure, signals_raise
 from .progress import ProgressBar, StatusLine
 from .registry_cli import _add_registry_parser
 from .retrain_cli import add_retrain_parser
@@ -572,17 +572,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["flights", "--n-train", "3000", "--n-test", "1000", "--quiet"])  # doctest: +SKIP
     0
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # the command's name before the parser exists: building it imports for seconds, during
+    # which Ctrl-C and SIGTERM get their one line too
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    program, verbose = " ".join(["ebf", *words[:1]]), 0
     try:
-        with sigterm_raises():
+        with signals_raise():
+            args = build_parser().parse_args(argv)
+            program, verbose = f"ebf {args.command}", args.verbose
+            level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+            logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
             return args.handler(args)
     except (SystemExit, GeneratorExit):
         raise
     except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line and status too
-        return report_failure(exc, f"ebf {args.command}", args.verbose)
+        return report_failure(exc, program, verbose)
     finally:
         atomic = sys.modules.get("basics.atomic")  # not imported: nothing was written through it
         if atomic is not None:

@@ -2,9 +2,10 @@
 
 :func:`describe_failure` turns any exception into ``(exit status, message)``;
 :func:`report_failure` prints the message as one line on stderr (the traceback first with
-``-v``). :func:`sigterm_raises` turns SIGTERM (what job schedulers send before killing a
+``-v``). :func:`signals_raise` turns SIGTERM (what job schedulers send before killing a
 job) into the exception :class:`Terminated` in the main thread, so every clean-up that runs
-on an exception (temporary directories, the local cluster) runs on SIGTERM too.
+on an exception (temporary directories, the local cluster) runs on SIGTERM too, as it does
+on Ctrl-C (``KeyboardInterrupt``). A second signal of either kind ends the process at once.
 
 Exit statuses (also in :func:`pipelines.cli.main`):
 
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["Terminated", "UsageError", "describe_failure", "report_failure", "sigterm_raises"]
+__all__ = ["Terminated", "UsageError", "describe_failure", "report_failure", "signals_raise"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,36 +48,48 @@ class UsageError(Exception):
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived (raised in the main thread by :func:`sigterm_raises`)."""
+    """SIGTERM arrived (raised in the main thread by :func:`signals_raise`)."""
 
 
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread.
+def signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT ``KeyboardInterrupt``.
 
-    Only the first SIGTERM does: the handler then restores the default action, so a second
-    SIGTERM ends the process at once (what a killed run leaves is removed by the next run to
-    the same destination, see :mod:`basics.atomic`). Outside the main thread this does nothing.
+    Only the first signal of each kind does: the handler then restores the default action,
+    so a second SIGTERM or Ctrl-C ends the process at once, without a traceback (what a
+    killed run leaves is removed by the next run to the same destination, see
+    :mod:`basics.atomic`). Outside the main thread this does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    def quiet_teardown() -> None:
         # an object whose constructor the signal interrupted may fail in __del__ later
         # (distributed's Future does): log that instead of printing it after the one line
         sys.unraisablehook = _log_unraisable
         # likewise the futures of the cluster's event loop that the teardown abandons: asyncio
         # logs "Future exception was never retrieved" when they are collected
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        quiet_teardown()
         raise Terminated(f"terminated by signal {signum} (SIGTERM)")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    def on_sigint(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        quiet_teardown()
+        raise KeyboardInterrupt
+
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _log_unraisable(unraisable: Any) -> None:

@@ -330,6 +330,24 @@ class Registry:
                 self._owner = self._token = None
             self._lockfile.release(token, held)
 
+    def unlock(self) -> dict | None:
+        """Remove a stale lock: one whose holder is a process of this host that no longer runs
+        (killed before it could release it).
+
+        Returns
+        -------
+        dict or None
+            The removed holder's ``pid``, ``host`` and ``started`` (UTC); None if the registry
+            was not locked.
+
+        Raises
+        ------
+        RegistryBusyError
+            If the holder still runs, runs on another host, or the lock is unreadable: the
+            lock is kept and the message names the holder.
+        """
+        return self._lockfile.unlock_stale()
+
     def _check_held(self, what: str) -> None:
         if self._owner != threading.get_ident():
             raise RegistryError(f"{what} of {self.url} needs the registry's lock: call it "

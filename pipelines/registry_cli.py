@@ -1,4 +1,4 @@
-"""``ebf registry list|show|promote|rollback``: the versions of a model registry.
+"""``ebf registry list|show|promote|rollback|unlock``: the versions of a model registry.
 
 The registry (:mod:`pipelines.registry`) is ``ROOT/models/NAME/v0001/`` ... with a
 ``current.json`` pointer; ``ebf retrain`` writes it, ``ebf predict`` and ``ebf evaluate``
@@ -54,8 +54,14 @@ def _add_registry_parser(sub: argparse._SubParsersAction) -> None:
         description="Point the registry back at the version that was current before the "
         "current one. Takes the registry's lock.")
     rb.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    ul = actions.add_parser(
+        "unlock", help="remove the lock a killed writer left",
+        description="Remove the registry's writer lock if the process holding it no longer "
+        "runs on this host (it was killed before it could release it). A lock whose holder "
+        "still runs, or runs on another host, is kept: the error names the holder.")
+    ul.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
     for parser, handler in ((ls, _cmd_list), (sh, _cmd_show), (pr, _cmd_promote),
-                            (rb, _cmd_rollback)):
+                            (rb, _cmd_rollback), (ul, _cmd_unlock)):
         parser.add_argument("--name", metavar="NAME",
                             help="the model name, for a root holding several")
         parser.set_defaults(handler=handler)
@@ -171,6 +177,19 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
     before = _current_or_none(registry)
     now = registry.rollback()
     print(f"{registry.url}: rolled back from {_version_cell(before)} to {_version_cell(now)}")
+    return 0
+
+
+def _cmd_unlock(args: argparse.Namespace) -> int:
+    registry, version = _open(args)
+    if version is not None:
+        raise UsageError(f"ebf registry unlock takes a registry, not a version ({args.registry})")
+    holder = registry.unlock()
+    if holder is None:
+        print(f"{registry.url}: not locked")
+    else:
+        print(f"{registry.url}: removed the stale lock of process {holder['pid']} on host "
+              f"{holder['host']} (since {holder['started']} UTC; no longer running)")
     return 0
 
 

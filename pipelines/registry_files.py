@@ -246,15 +246,47 @@ class LockFile:
                 return
             holder = _Holder.read(place)
             if attempt == 0 and break_stale and holder is not None and holder.dead:
+                logger.warning("removing the stale lock %s of process %s (no longer running)",
+                               place.url, holder.pid)
                 self._break(place, holder)
                 continue
             raise RegistryBusyError(self._busy_message(holder))
         raise AssertionError("unreachable")
 
+    def unlock_stale(self) -> dict | None:
+        """Remove the lock file if its holder is a dead process of this host.
+
+        Returns
+        -------
+        dict or None
+            The removed holder's ``pid``, ``host`` and ``started`` (None: there was no lock).
+
+        Raises
+        ------
+        RegistryBusyError
+            If the holder runs, runs on another host (this host cannot tell whether it runs)
+            or the lock file is unreadable: naming the holder and what to do.
+        """
+        place = self.place
+        if not place.lexists():
+            return None
+        holder = _Holder.read(place)
+        if holder is None or not holder.dead:
+            if holder is None:
+                why = "it is unreadable, or a writer is just creating it"
+            elif holder.host != host_name():
+                why = (f"its holder, process {holder.pid} on host {holder.host}, runs on another "
+                       "host, where this one cannot tell whether it still runs")
+            else:
+                why = f"its holder, process {holder.pid} on host {holder.host}, is still running"
+            raise RegistryBusyError(
+                f"not unlocking the registry {self.registry}: {why}; wait for that run to end "
+                f"(or stop it), or if you are sure no writer runs, remove {place.url} by hand")
+        self._break(place, holder)
+        return {"pid": holder.pid, "host": holder.host, "started": holder.started}
+
     def _break(self, place: Place, stale: _Holder) -> None:
         """Remove the lock of dead ``stale``, but never a live writer's that replaced it."""
-        logger.warning("removing the stale lock %s of process %s (no longer running)",
-                       place.url, stale.pid)
         if place.fs is not None:
             if (_Holder.read(place) or stale).token == stale.token:
                 remove_file(place)
@@ -283,7 +315,8 @@ class LockFile:
                    f"{holder.started} UTC")
             if holder.dead:
                 who += " (that process is no longer running: the lock is stale)"
-                fix = (f"remove {place.url} (or pass break_stale=True) and run again")
+                fix = (f"remove it with `ebf registry unlock {self.registry}` (in Python: "
+                       "Registry.unlock()) and run again")
             else:
                 fix = (f"wait for that run to finish and run again; if that process is no "
                        f"longer running, remove {place.url}")

@@ -8,7 +8,10 @@ partitions, no row data) or a Dask DataFrame's metadata (no compute) and raises 
   matches),
 - the target listed among the features, a feature listed twice, no feature left,
 - a column whose type the models cannot use: datetimes, durations, nested (list / struct /
-  map), binary, decimal, all-null.
+  map), binary, decimal, all-null;
+- and, from the footer of every file (:mod:`pipelines.footers`): a file that is not Parquet
+  or has duplicate column names, a feature or the target that some files lack or store with
+  another kind (each naming the files), nulls in a numeric feature (the count).
 
 Usable kinds: ``float``, ``integer``, ``boolean``, ``string`` and ``categorical`` (Parquet
 dictionary columns, pandas ``category``, and hive partition columns ``key=value/``, which
@@ -27,34 +30,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import dask.dataframe as dd
-import fsspec
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
 
-from basics.columns import FIXES, USABLE_KINDS, arrow_kind, pandas_kind
+from basics.columns import FIXES, NUMERIC, USABLE_KINDS, arrow_kind, kind_encoding, pandas_kind
+
+from .footers import Footers, SchemaError, open_dataset, read_footers
 
 __all__ = [
     "ColumnInfo",
     "SchemaError",
     "check_schema",
     "inspect_schema",
+    "numeric_columns",
 ]
 
 logger = logging.getLogger(__name__)
-
-class SchemaError(ValueError):
-    """The dataset does not fit the requested features / target.
-
-    Attributes
-    ----------
-    columns : list of str
-        The columns the problems are about, in the order reported.
-    """
-
-    def __init__(self, message: str, columns: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.columns = list(columns)
 
 
 @dataclass(frozen=True)
@@ -103,34 +94,6 @@ def _pandas_index_columns(schema: pa.Schema) -> set[str]:
     return {c for c in index_columns if isinstance(c, str)}
 
 
-def _open_dataset(path: str | list[str], storage_options: Mapping[str, Any] | None) -> ds.Dataset:
-    """A pyarrow dataset over a file, directory, glob or list: lists files, reads one footer."""
-    if isinstance(path, list):
-        if not path:
-            raise FileNotFoundError("an empty list of files holds no dataset")
-        fs, _, files = fsspec.core.get_fs_token_paths(path, storage_options=storage_options)
-        return ds.dataset(files, filesystem=fs, format="parquet")
-    fs, fpath = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
-    if any(ch in fpath for ch in "*?["):
-        files = sorted(f for f in fs.glob(fpath) if fs.isfile(f))
-        if not files:
-            raise FileNotFoundError(f"no files match {path!r}")
-        base = fpath[: min(fpath.find(ch) for ch in "*?[" if ch in fpath)].rsplit("/", 1)[0]
-        return ds.dataset(
-            files,
-            filesystem=fs,
-            format="parquet",
-            partitioning=ds.HivePartitioning.discover(),
-            partition_base_dir=base or "/",
-        )
-    if not fs.exists(fpath):
-        raise FileNotFoundError(
-            f"no Parquet dataset at {path!r} (neither a file nor a directory); check the path "
-            "or URL and storage_options"
-        )
-    return ds.dataset(fpath, filesystem=fs, format="parquet", partitioning="hive")
-
-
 def inspect_schema(
     path_or_ddf: str | os.PathLike[str] | Sequence[str] | dd.DataFrame | pd.DataFrame,
     *,
@@ -174,7 +137,11 @@ def inspect_schema(
         source = [os.fspath(p) for p in path_or_ddf]
     else:
         source = os.fspath(path_or_ddf)
-    dataset = _open_dataset(source, storage_options)
+    try:
+        dataset = open_dataset(source, storage_options)
+    except pa.ArrowException:  # pyarrow's message names no file: find the one at fault
+        read_footers(source, storage_options)
+        raise
     schema = dataset.schema
     first = next(iter(dataset.get_fragments()), None)
     if first is None:
@@ -191,6 +158,11 @@ def inspect_schema(
         columns[field.name] = ColumnInfo(field.name, str(field.type), kind, partition)
     # hive partition columns last, as Dask returns them
     return dict(sorted(columns.items(), key=lambda item: item[1].partition))
+
+
+def numeric_columns(columns: Mapping[str, ColumnInfo], names: Sequence[str]) -> list[str]:
+    """The columns of ``names`` that the models read as numbers (no missing value allowed)."""
+    return [n for n in names if kind_encoding(columns[n].kind) == NUMERIC]
 
 
 def _available(columns: Mapping[str, ColumnInfo], limit: int = 30) -> str:
@@ -231,11 +203,14 @@ def check_schema(
     features: Sequence[str] | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    footers: Footers | None = None,
 ) -> tuple[list[str], ColumnInfo]:
     """Check features and target against a dataset's schema, reading no rows.
 
     Run it before any heavy work: it reads Parquet footers / hive directory names (or a
-    DataFrame's dtypes) and reports every problem at once.
+    DataFrame's dtypes) and reports every problem at once. The footer of every file is read
+    (:func:`pipelines.footers.read_footers`): each must be Parquet, hold the features and the
+    target with the same kinds, and no null in a numeric feature.
 
     Parameters
     ----------
@@ -248,6 +223,8 @@ def check_schema(
         included, as categoricals; stored pandas index columns excluded).
     storage_options : dict, optional
         fsspec options for a URL.
+    footers : pipelines.footers.Footers, optional
+        The dataset's footers if the caller read them already (for their row count).
 
     Returns
     -------
@@ -262,7 +239,10 @@ def check_schema(
     SchemaError
         Listing every problem, each naming its column: missing (with the available columns),
         target among the features, duplicates, no features, unusable types (with the fix).
-        ``SchemaError.columns`` holds the offending columns.
+        ``SchemaError.columns`` holds the offending columns. Also a column that some files
+        lack or store with another kind, and a file with duplicate column names, naming it.
+    ValueError
+        Nulls in a numeric feature (the count and the files), or a file that is not Parquet.
     FileNotFoundError
         If the path holds no dataset.
     TypeError
@@ -285,6 +265,8 @@ def check_schema(
         raise TypeError(f"features must be a list of column names, not the string {features!r}")
     if not isinstance(target, str):
         raise TypeError(f"target must be a column name (str), got {type(target).__name__}")
+    if footers is None and not isinstance(path_or_ddf, (dd.DataFrame, pd.DataFrame)):
+        footers = read_footers(path_or_ddf, storage_options)  # every file, before the first
     columns = inspect_schema(path_or_ddf, storage_options=storage_options)
     problems: list[tuple[str, str]] = []  # (column, message)
 
@@ -323,6 +305,12 @@ def check_schema(
         elif not info.usable and name != target:
             problems.append((name, _unusable(info, "feature", all_columns)))
 
+    if footers is not None:
+        roles = {name: "feature" for name in chosen if name in columns}
+        if target_info is not None:
+            roles[target] = "target"
+        problems += footers.mismatches(
+            {name: role for name, role in roles.items() if not columns[name].partition})
     if problems:
         where = (
             type(path_or_ddf).__name__
@@ -336,6 +324,8 @@ def check_schema(
             columns=[column for column, _ in problems if column],
         )
     assert target_info is not None
+    if footers is not None:
+        footers.check_no_nulls(numeric_columns(columns, chosen), f"the data {footers.source}")
     logger.info(
         "schema ok: %d features, target %r (%s, %s)",
         len(chosen),

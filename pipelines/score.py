@@ -57,8 +57,9 @@ from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
 from pipelines.diagnostics import EvaluationJob, before_after
 from pipelines.evaluate import DEFAULT_LEVELS
+from pipelines.footers import read_footers
 from pipelines.io import read_dataset, write_parquet_atomic
-from pipelines.schema import SchemaError, check_schema, inspect_schema
+from pipelines.schema import SchemaError, check_schema, inspect_schema, numeric_columns
 
 __all__ = [
     "LoadedModel",
@@ -80,8 +81,11 @@ _Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
 
 
 
-def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -> None:
-    """Every column in ``needed`` exists in ``data`` (footers only), else a SchemaError."""
+def _check_columns(data: _Source, features: Sequence[str], needed: Sequence[str],
+                   storage_options: Any) -> None:
+    """Every column in ``needed`` is in every file of ``data`` with one kind, and no numeric
+    feature holds nulls (footers only), else a SchemaError / ValueError naming them."""
+    footers = read_footers(data, storage_options)
     columns = inspect_schema(data, storage_options=storage_options)
     missing = [c for c in needed if c not in columns]
     if missing:
@@ -91,6 +95,12 @@ def _check_columns(data: _Source, needed: Sequence[str], storage_options: Any) -
             f"{', '.join(repr(c) for c in missing)}; available columns: {shown}",
             columns=missing,
         )
+    problems = footers.mismatches({c: "feature" if c in features else "kept" for c in needed
+                                   if not columns[c].partition})
+    if problems:
+        raise SchemaError("; ".join(message for _, message in problems),
+                          columns=[c for c, _ in problems])
+    footers.check_no_nulls(numeric_columns(columns, features), f"the data {footers.source}")
 
 
 def _read(data: _Source, columns: list[str], storage_options: Any) -> dd.DataFrame:
@@ -262,7 +272,7 @@ def predict_to_parquet(
     keep = [str(c) for c in keep_columns]
     needed = list(dict.fromkeys([*loaded.features, *keep]))
     if not isinstance(data, dd.DataFrame):
-        _check_columns(data, needed, storage_options)
+        _check_columns(data, loaded.features, needed, storage_options)
     ddf = _read(data, needed, storage_options)
 
     pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -60,13 +61,16 @@ def dask_client(
             options["scheduler_file"] = args.scheduler_file
         where = args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")
         progress.start(f"connecting to {where}" if where else "starting a local Dask cluster")
+        processes = local_processes()
+        if not where:
+            options.update(_local_cluster_options(processes, quiet))
         try:
             client = connect(
                 args.scheduler,
                 timeout=args.timeout,
                 n_workers=args.n_workers,
                 threads_per_worker=args.threads_per_worker,
-                processes=local_processes(),
+                processes=processes,
                 **options,
             )
         except BaseException:
@@ -96,6 +100,40 @@ def dask_client(
         if not failed:
             dask_logger.setLevel(old_level)
         shuffle_logger.setLevel(old_shuffle_level)
+
+
+def _local_cluster_options(processes: bool, quiet: bool) -> dict:
+    """What keeps a local cluster's workers from writing to this terminal on their own.
+
+    Without ``-v``, the workers' logs go only as far as errors that end the job: a task
+    that fails is reported once, as the command's one line, not also as Dask's "Compute
+    Failed" record with its traceback; the dashboard port falling back to a free one is no
+    news either. Worker processes are forked from a server started with SIGINT ignored, so
+    Ctrl-C in the terminal (sent to every process of the job) stops this process only,
+    which closes the workers, instead of printing each worker's ``KeyboardInterrupt``.
+    """
+    import signal
+    import warnings
+
+    options = {}
+    if quiet:
+        options["silence_logs"] = logging.CRITICAL
+        warnings.filterwarnings("ignore", message="Port .* is already in use",
+                                category=UserWarning)
+    if processes and threading.current_thread() is threading.main_thread():
+        import multiprocessing.forkserver
+
+        import dask.config
+        from distributed.utils import get_mp_context
+
+        dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+        get_mp_context()  # sets distributed's preloads: workers start faster
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            multiprocessing.forkserver.ensure_running()  # a no-op if it runs already
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    return options
 
 
 @contextmanager

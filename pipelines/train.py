@@ -34,11 +34,18 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.pit import MIN_ROWS
 from basics.versions import library_version
 from cluster import current_client
-from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, check_fraction
+from ebf.calibration import (
+    CALIBRATION_METHODS,
+    DEFAULT_FRACTION,
+    check_fraction,
+    min_training_rows,
+)
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
+from pipelines.footers import Footers, read_footers
 from pipelines.io import read_dataset
 from pipelines.schema import ColumnInfo, check_schema
 
@@ -255,6 +262,19 @@ def _rows(model: Any) -> int:
     return int(np.sum(sizes))
 
 
+def _check_rows(footers: Footers, calibrate: str, fraction: float) -> None:
+    """Enough rows to fit on and, with recalibration, to hold out (counted in the footers)."""
+    need = min_training_rows(calibrate, fraction)
+    if calibrate == "none":
+        why = f"training needs at least {need} row: add rows"
+    else:
+        why = (f"training with calibrate={calibrate!r} needs at least {need} rows (a fraction "
+               f"of {fraction:g} held out must hold {MIN_ROWS} rows, and one row is left to fit "
+               "on): add rows, raise the calibration fraction, or train without "
+               "recalibration (calibrate='none', ebf train --calibrate none)")
+    footers.check_rows(need, why)
+
+
 def train(
     data: str | os.PathLike[str] | Sequence[str] | dd.DataFrame,
     target: str,
@@ -346,8 +366,10 @@ def train(
     pipelines.schema.SchemaError
         Before any row is read, if columns are missing or unusable.
     ValueError
-        On an invalid ``task`` or ``branch``, or from the estimator's own checks (NaN in
-        features, too few rows...).
+        On an invalid ``task`` or ``branch``; before any row is read, a file that is not
+        Parquet, nulls in a numeric feature or too few rows for the fit and the calibration
+        (:func:`ebf.calibration.min_training_rows`; from the footers); or from the
+        estimator's own checks (NaN in features, targets out of range...) in its first pass.
     ebf.dask.BranchMemoryError
         If a branch cannot be made to fit ``branch_memory``.
 
@@ -374,7 +396,9 @@ def train(
         raise ValueError(f"branch must be one of {sorted(BRANCH_LEARNERS)}, got {branch!r}")
     client = current_client(client)
     t0 = time.perf_counter()
-    chosen, target_info = check_schema(data, target, features, storage_options=storage_options)
+    footers = None if isinstance(data, dd.DataFrame) else read_footers(data, storage_options)
+    chosen, target_info = check_schema(data, target, features, storage_options=storage_options,
+                                       footers=footers)
     columns = [*chosen, target]
     if isinstance(data, dd.DataFrame):
         ddf, where = data[columns], "<dask DataFrame>"
@@ -389,6 +413,8 @@ def train(
     if calibrate != "none" and task != "regression":
         raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
                          f"{target!r} has no PIT. Use calibrate='none'.")
+    if footers is not None:  # before any pass over the rows
+        _check_rows(footers, calibrate, calibration_fraction)
     cal_ddf = None
     if calibrate != "none":
         ddf, cal_ddf, _ = calibration_rows(ddf, calibrate, calibration_fraction, random_state,

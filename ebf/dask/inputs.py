@@ -10,7 +10,8 @@ partitions and merges the results through the seams the local classes own:
 2. :func:`summarize` (one pass): every partition returns ``FeatureEncoder.summarize`` of
    its features plus its target and weight checks; the driver merges the summaries with
    ``FeatureEncoder.from_summaries`` (the encoder ``FeatureEncoder().fit(X.compute())``
-   learns) and raises every input error with counts over all rows.
+   learns) and raises every input error with counts over all rows, before the trunk: the
+   target's range too (``basics.validation.check_target_range``, as every local regressor).
 3. :func:`encode` (one pass): every partition through ``encoder.transform`` into
    ``(A, y, w)``, kept on the workers; the codes equal those of the local ``fit_transform``.
 
@@ -30,6 +31,8 @@ from dask import delayed
 from distributed import Client, Future
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from sklearn.utils.multiclass import check_classification_targets
+
+from basics.validation import check_target_range
 
 from .._base import check_target_not_in_features, is_missing
 from ..features import ColumnSummary, FeatureEncoder
@@ -170,6 +173,8 @@ class PartitionSummary:
     y_missing: int
     y_inf: int
     y_values: np.ndarray | None = None
+    y_low: float = np.inf  # regression: the smallest and largest finite targets
+    y_high: float = -np.inf
     w_bad: int = 0
     w_negative: int = 0
     w_sum: float = 0.0
@@ -198,6 +203,10 @@ def _summarize_partition(part: pd.DataFrame, layout: InputLayout) -> PartitionSu
     if layout.task == "classification":
         kept = y[~missing]
         out.y_values = np.unique(kept) if kept.size else None
+    else:
+        finite = y[np.isfinite(y)]
+        if finite.size:
+            out.y_low, out.y_high = float(finite.min()), float(finite.max())
     if layout.has_weight:
         w = part[WEIGHT_COLUMN].to_numpy(dtype=np.float64, na_value=np.nan)
         out.w_bad = int((~np.isfinite(w)).sum())
@@ -242,8 +251,8 @@ def summarize(client: Client, frame: Any, layout: InputLayout,
     lengths = np.array([p.columns.n_rows for p in parts], dtype=np.int64)
     n = int(lengths.sum())
     if n == 0:
-        raise ValueError(f"Found 0 rows (shape=(0, {layout.n_features})) in {len(parts)} "
-                         "partition(s) while a minimum of 1 is required.")
+        raise ValueError(f"no rows to fit on: the data has 0 rows in {len(parts)} "
+                         "partition(s) and a fit needs at least 1; add rows.")
     encoder = FeatureEncoder.from_summaries([p.columns for p in parts])
     classes = _check_target(layout, parts, n)
     if layout.has_weight:
@@ -271,7 +280,9 @@ def _check_target(layout: InputLayout, parts: list[PartitionSummary],
             + (f" (partition(s) {full[:10]} entirely missing)" if full else "")
             + "; drop those rows (ddf.dropna(subset=[target])) or impute them."
         )
-    if layout.task != "classification":
+    if layout.task != "classification":  # the range every local regressor checks too
+        check_target_range(min(p.y_low for p in parts), max(p.y_high for p in parts),
+                           layout.target)
         return None
     values = [p.y_values for p in parts if p.y_values is not None]
     classes = np.unique(np.concatenate(values))
