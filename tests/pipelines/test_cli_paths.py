@@ -50,6 +50,8 @@ ROLES = {
     ("registry", "promote", "name"): "word",
     ("registry", "rollback", "registry"): "registry",
     ("registry", "rollback", "name"): "word",
+    ("registry", "unlock", "registry"): "registry",
+    ("registry", "unlock", "name"): "word",
     ("demo", "out"): "output",
     ("retrain", "registry"): "registry",
     ("retrain", "data"): "input",
