@@ -1,4 +1,4 @@
-"""What every layer shares, once, at the bottom (``DESIGN.md``: imports point down only).
+"""What every layer shares, once, at the bottom (``docs/architecture.md``: imports point down).
 
 Nothing here imports ``ebf``, ``mondrian``, ``pipelines``, ``cluster`` or Dask; each module
 is named for what it holds:

@@ -1,7 +1,7 @@
 """Run pymc-bart (the peer of ``bench_bart.py``) on one dataset, in its own environment.
 
 pymc-bart pins numba and pytensor versions that conflict with ours, so it lives in a
-separate virtual environment (see ``benchmarks/README.md``) and ``bench_bart.py`` runs this
+separate virtual environment (the ``bart-peer`` extra) and ``bench_bart.py`` runs this
 script there as a subprocess, exchanging ``.npz`` files. Only numpy, pymc and pymc-bart are
 imported here.
 

@@ -1,7 +1,7 @@
 """Bayesian forests, the CART trunk, Empirical Bayesian Forests and sub-sample forests.
 
 Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. The module
-layout and the contracts between modules are in ``ebf/LAYOUT.md``.
+layout and the contracts between modules are in ``docs/architecture.md``.
 """
 
 from basics.versions import library_version

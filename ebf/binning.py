@@ -3,7 +3,7 @@
 The trunk (paper Sec. 4) is a CART fit on all the data; like scikit-learn's histogram
 gradient boosting we search splits over at most ``MAX_BINS`` bins per feature instead of
 every distinct value. Edges are the contract between binning, splitting and routing
-(``LAYOUT.md``): ``edges[f]`` is a strictly increasing float64 array of at most
+(``docs/architecture.md``): ``edges[f]`` is a strictly increasing float64 array of at most
 ``max_bins - 1`` values and ``code = searchsorted(edges[f], x, side="left")``, so
 ``code <= b`` iff ``x <= edges[f][b]``. Codes are one byte while every feature has at most
 ``MAX_BINS`` bins (the trunk's limit), else two (the forests' histogram trees, up to

@@ -6,7 +6,7 @@ Bayesian bootstrap (Rubin 1981). Breiman's random forest differs only in the wei
 Poisson(1) counts, the large-sample limit of multinomial resampling (Sec. 2.3). ``"none"``
 gives every row weight one (a plain CART tree, ``T(1)`` in the paper's notation).
 
-Seeds follow the contract of ``LAYOUT.md``: tree ``t`` of branch ``b`` draws from
+Seeds follow the contract of ``docs/architecture.md``: tree ``t`` of branch ``b`` draws from
 ``SeedSequence(entropy, spawn_key=(b, t))``, so a seed never depends on the order in which
 trees or branches are fit, nor on the number of threads or workers.
 """

@@ -125,7 +125,7 @@ class CartForest:
         return int(sum(getattr(self, name).nbytes for name in self.ARRAYS))
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The arrays by name (the persistence contract of ``LAYOUT.md``)."""
+        """The arrays by name (the persistence contract of ``docs/model-format.md``)."""
         return {name: getattr(self, name) for name in self.ARRAYS}
 
     @classmethod

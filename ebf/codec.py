@@ -1,7 +1,7 @@
 """The codec of model artifacts: states <-> JSON plus ``.npy`` files, and safe reading.
 
 :mod:`ebf.model` keeps the public ``save`` / ``load``; this module turns a state (nested
-dicts, lists, JSON scalars, numpy scalars and arrays; ``LAYOUT.md``) into JSON-ready values
+dicts, lists, JSON scalars, numpy scalars and arrays; see the model format) into JSON-ready values
 whose arrays are written as ``arrays/<n>.npy`` (:func:`encode`, :class:`ArrayWriter`), and
 back (:class:`Decoder`); it also writes the manifest's descriptive entries
 (:func:`features_entry`, :func:`training_entry`) and its canonical hash

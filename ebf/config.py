@@ -25,7 +25,7 @@ WIDE_BIN_DTYPE = np.uint16
 MAX_WIDE_BINS = 65535
 EXACT_BINS = 4096
 
-#: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (see ``LAYOUT.md``).
+#: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (``docs/architecture.md``).
 ROW_REG_STATS = 4
 
 #: Rows drawn (without replacement) to compute quantile bin edges in one process; the

@@ -105,7 +105,7 @@ class FitPlan:
 class _BranchedEnsemble(BaseEstimator):
     """Shared by EBF and SSF: parameters, input handling, the fit plan, persistence.
 
-    Seams for ``ebf.dask`` (documented in ``ebf/LAYOUT.md``): :meth:`_fit_plan` and
+    Seams for ``ebf.dask`` (documented in ``docs/architecture.md``): :meth:`_fit_plan` and
     :meth:`_from_parts`.
     """
 

@@ -172,7 +172,7 @@ class _BaseBayesianForest(BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _get_state(self) -> dict[str, Any]:
-        """Fitted state (``LAYOUT.md`` persistence contract): encoder, forest, seed."""
+        """Fitted state (``docs/model-format.md`` persistence contract): encoder, forest, seed."""
         check_is_fitted(self, "forest_")
         return {
             "encoder": self.encoder_._get_state(),

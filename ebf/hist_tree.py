@@ -5,7 +5,7 @@ tree fit to all rows with Bayesian-bootstrap weights ``theta ~ iid Exp(1)``, gro
 the impurity decrease of eq. (4) (weighted squared error, or weighted Gini) maximised over
 candidate splits, down to ``min_samples_leaf`` rows. This module grows that tree over bins
 instead of every distinct value (as scikit-learn's histogram gradient boosting does for
-shallow trees), on the trunk's kernels (``LAYOUT.md``):
+shallow trees), on the trunk's kernels:
 
 - the rows are binned once per forest (``binning``; one or two bytes per value) and every
   tree of the forest reuses the codes: only the weights change from tree to tree;

@@ -1,4 +1,4 @@
-"""Per-row statistics and the one histogram kernel of the trunk (``LAYOUT.md``).
+"""Per-row statistics and the one histogram kernel of the trunk.
 
 A task is a per-row statistic matrix ``S`` (float64, shape ``(n, k)``): column 0 counts
 rows (for the minimum leaf size), the other columns are the weighted sufficient
@@ -63,7 +63,7 @@ def row_statistics(
     task: str = "regression",
     n_classes: int | None = None,
 ) -> np.ndarray:
-    """The per-row statistic matrix ``S`` of ``LAYOUT.md`` (paper Sec. 2.2, eq. 4).
+    """The per-row statistic matrix ``S`` of ``docs/architecture.md`` (paper Sec. 2.2, eq. 4).
 
     Parameters
     ----------

@@ -17,7 +17,7 @@ still loads, and ``save(..., format_version=1)`` still writes it; ``ebf migrate-
 NEW`` (or ``save(load(old), new)``) rewrites an old model in format 2.
 
 Every estimator of ``ebf`` and ``mondrian`` implements ``_get_state() -> dict`` and
-``_set_state(state)`` (see ``LAYOUT.md``); :mod:`ebf.codec` turns such a state into JSON
+``_set_state(state)`` (see ``docs/model-format.md``); :mod:`ebf.codec` turns such a state into JSON
 plus arrays and back, for any nesting. Composite estimators (an EBF holds a trunk and
 branch forests) put their sub-estimators into their state with :func:`estimator_state` and
 rebuild them with :func:`estimator_from_state`; an ensemble's ``_parts`` names the state

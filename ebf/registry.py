@@ -1,7 +1,7 @@
 """The class allowlist of model artifacts, and estimators to and from their states.
 
 :func:`estimator_state` turns a fitted estimator into ``{"class", "params", "state"}``
-(``_get_state()``, see ``LAYOUT.md``); :func:`estimator_from_state` builds one back, looking
+(``_get_state()``, ``docs/model-format.md``); :func:`estimator_from_state` builds one, looking
 the class up by key in :data:`MODEL_CLASSES`, a fixed allowlist: a model file never names a
 module to import. :mod:`ebf.model` writes and reads these states as files.
 """

@@ -380,7 +380,7 @@ class Trunk(BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _get_state(self) -> dict:
-        """Fitted state for ``model.save``: JSON scalars and numpy arrays (``LAYOUT.md``)."""
+        """Fitted state for ``model.save``: JSON scalars and numpy arrays."""
         check_is_fitted(self)
         names = getattr(self, "feature_names_in_", None)
         return {

@@ -1,6 +1,7 @@
 """Numba kernels of the Mondrian kernel (Balog, Lakshminarayanan, Ghahramani, Roy & Teh 2016).
 
-The Mondrian samples are ordinary flat Mondrian trees (``TREE_LAYOUT.md``) grown on the raw
+The Mondrian samples are ordinary flat Mondrian trees (the layout in
+``docs/families/mondrian-forests.md``) grown on the raw
 inputs with ``min_samples_split = 1``: by the projectivity of the Mondrian process (paper
 Sec. 2; regression paper Sec. 2), a tree cut only inside its nodes' data extents puts the
 training points in cells with the law of the process on the whole box. A cell of the
@@ -77,7 +78,7 @@ def cells(X, bits, left, right, feature, threshold, tau, lower, upper, root, col
 
 @numba.njit(**JIT)
 def node_row_ranges(left, right, root, n_nodes, leaf_head, pt_next, rows, start, stop):
-    """Training rows of every node as a range of one permutation (``TREE_LAYOUT.md``).
+    """Training rows of every node as a range of one permutation (the tree layout).
 
     Writes into ``rows`` the rows of the leaves in preorder (each leaf's list as stored), so
     a node's rows are ``rows[start[j]:stop[j]]``; returns the number of rows written.

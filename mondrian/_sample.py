@@ -1,9 +1,10 @@
 """The Mondrian sampling kernels: batch sampling (paper Alg. 1-2) and online extension (Alg. 3-4).
 
 Plain numba functions over the flat arrays of :class:`mondrian._tree.TreeArrays` (layout in
-``TREE_LAYOUT.md``): :func:`build_tree` samples a Mondrian tree over a block of rows,
-:func:`extend_tree` inserts rows one at a time with new parents above existing nodes, and
-paused leaves (thesis Alg. 5.9-5.10) resume splitting when their labels stop being pure.
+``docs/families/mondrian-forests.md``): :func:`build_tree` samples a Mondrian tree over a
+block of rows, :func:`extend_tree` inserts rows one at a time with new parents above existing
+nodes, and paused leaves (thesis Alg. 5.9-5.10) resume splitting when their labels stop
+being pure.
 """
 
 from __future__ import annotations

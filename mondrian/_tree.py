@@ -2,9 +2,10 @@
 
 The sampling kernels (batch and online) are in ``_sample.py``.
 
-The layout is described in ``TREE_LAYOUT.md``. A tree never stores the training data
-itself; each leaf keeps a linked list of *row ids* into the forest's shared data buffer,
-because the online algorithm must be able to resample a paused block from its points.
+The layout is described in ``docs/families/mondrian-forests.md``. A tree never stores the
+training data itself; each leaf keeps a linked list of *row ids* into the forest's shared
+data buffer, because the online algorithm must be able to resample a paused block from its
+points.
 
 References
 ----------
@@ -32,7 +33,7 @@ from .config import INDEX, JIT, NO_NODE
 
 @dataclass
 class TreeArrays:
-    """The arrays of one Mondrian tree (see ``TREE_LAYOUT.md``)."""
+    """The arrays of one Mondrian tree (the layout in ``docs/families/mondrian-forests.md``)."""
 
     left: np.ndarray
     right: np.ndarray

@@ -6,8 +6,9 @@ H uniform over the K classes and discount ``d_j = exp(-gamma * (tau_j - tau_pare
 (``tau_parent(root) = 0``). Posterior means are computed with interpolated Kneser-Ney (IKN)
 smoothing: the number of tables serving class k in restaurant j is ``tab_{j,k} = min(c_{j,k}, 1)``.
 
-Counts live in the tree's ``stats`` array (float64[C, K], see ``TREE_LAYOUT.md``): raw label
-counts at a leaf, ``tab_left,k + tab_right,k`` at an internal node; tables are never stored.
+Counts live in the tree's ``stats`` array (float64[C, K], see the tree layout in
+``docs/families/mondrian-forests.md``): raw label counts at a leaf,
+``tab_left,k + tab_right,k`` at an internal node; tables are never stored.
 
 Reference: Lakshminarayanan (2016) thesis, Sec. 5.4-5.5, eq. (5.5), Alg. 5.3/5.4/5.7/5.8.
 """

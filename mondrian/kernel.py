@@ -1,15 +1,16 @@
 """The Mondrian kernel: random features of the Laplace kernel from Mondrian partitions.
 
-Balog, Lakshminarayanan, Ghahramani, Roy & Teh (2016), "The Mondrian kernel" (formulas in
-``../shared/papers/README.md``): M independent Mondrian partitions of lifetime lambda give
-the feature map phi(x), the one-hot indicator of x's cell in every partition scaled by
-1 / sqrt(M), and phi(x)^T phi(x') = the fraction of partitions in which x and x' share a
-cell, which converges to the Laplace kernel exp(-lambda ||x - x'||_1) as M grows
-(Propositions 1-2).
+Balog, Lakshminarayanan, Ghahramani, Roy & Teh (2016), "The Mondrian kernel", UAI (the
+formulas are in ``docs/families/mondrian-kernel.md``): M independent Mondrian partitions of
+lifetime lambda give the feature map phi(x), the one-hot indicator of x's cell in every
+partition scaled by 1 / sqrt(M), and phi(x)^T phi(x') = the fraction of partitions in which
+x and x' share a cell, which converges to the Laplace kernel exp(-lambda ||x - x'||_1) as M
+grows (Propositions 1-2).
 
-The partitions are Mondrian trees of the forest core (``_tree.grow``; ``TREE_LAYOUT.md``)
-grown on the raw inputs without a stopping rule but the lifetime (Sec. 2-3), and extended
-online by the conditional Mondrian (Sec. 5). The kernels are in ``_kernel.py``.
+The partitions are Mondrian trees of the forest core (``_tree.grow``; the layout in
+``docs/families/mondrian-forests.md``) grown on the raw inputs without a stopping rule but
+the lifetime (Sec. 2-3), and extended online by the conditional Mondrian (Sec. 5). The
+kernels are in ``_kernel.py``.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         Independent partitions M; the approximation error falls as 1 / sqrt(M).
     lifetime : float, default=1.0
         lambda, the inverse kernel width, in the units of the inputs (the kernel is
-        exp(-lambda sum_d |x_d - x'_d|)): standardise the columns first if their units
+        ``exp(-lambda sum_d |x_d - x'_d|)``): standardise the columns first if their units
         differ.
     random_state : int, RandomState instance or None, default=None
     n_jobs : int or None, default=None
@@ -231,7 +232,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     @property
     def rows_seen_(self) -> np.ndarray:
         """The rows the partitions were grown on, in the order seen (fit, then every
-        ``partial_fit``), shape (n_samples_seen_, n_features_in_); read-only."""
+        ``partial_fit``), shape ``(n_samples_seen_, n_features_in_)``; read-only."""
         check_is_fitted(self, "trees_")
         view = self._X[: self.n_samples_seen_]
         view.flags.writeable = False
@@ -248,7 +249,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         return int(self._columns[1][-1])
 
     def transform(self, X: Any, lifetime: float | None = None) -> sp.csr_matrix:
-        """The features of ``X``: a CSR matrix of shape (n_samples, n_features_out_).
+        """The features of ``X``: a CSR matrix of shape ``(n_samples, n_features_out_)``.
 
         Parameters
         ----------
@@ -317,8 +318,8 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _get_state(self) -> dict:
-        """Fitted state (``ebf/LAYOUT.md`` persistence contract): the rows seen (online
-        updates insert into their cells), the seed and update counter, the live trees."""
+        """Fitted state (the persistence contract of ``docs/model-format.md``): the rows seen
+        (online updates insert into their cells), the seed and update counter, the live trees."""
         check_is_fitted(self, "trees_")
         n = int(self.n_samples_seen_)
         state = {"n_features_in_": int(self.n_features_in_), "n_samples_seen_": n,

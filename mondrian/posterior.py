@@ -14,7 +14,7 @@ with ``tau_parent(root) = 0`` and leaves carrying ``tau = lifetime`` (``inf`` by
 This module holds
 
 * :func:`gaussian_posterior` -- exact Gaussian belief propagation over the flat tree arrays
-  (see ``mondrian/TREE_LAYOUT.md``), O(n_nodes), no recursion (Sec. 3.1);
+  (see ``docs/families/mondrian-forests.md``), O(n_nodes), no recursion (Sec. 3.1);
 * :func:`hyperparameters` -- the closed-form hyperparameter heuristic of App. B;
 * :func:`empirical_moments` -- the fast per-node empirical approximation of App. C;
 * :func:`node_noise_variance` -- heteroskedastic per-node noise variances (ours, not the
@@ -145,7 +145,7 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
     Parameters
     ----------
     left, right, parent : int64[C]
-        Tree structure (``-1`` for none), see ``mondrian/TREE_LAYOUT.md``.
+        Tree structure (``-1`` for none), see ``docs/families/mondrian-forests.md``.
     tau : float64[C]
         Split times; leaves hold their lifetime (``inf`` allowed).
     stats : float64[C, 3]

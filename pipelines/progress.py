@@ -1,6 +1,6 @@
 """Progress output of the command line: status lines and text progress bars on stderr.
 
-Only the CLI prints (DESIGN.md); library code reports progress through callbacks
+Only the CLI prints (``docs/architecture.md``); library code reports progress through callbacks
 (``progress(phase, done, total)``) that the classes here turn into bars. ``quiet``
 silences everything.
 """

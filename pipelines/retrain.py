@@ -10,6 +10,7 @@
 3. **Otherwise** the current version (the champion) is loaded and the window is checked
    against its features and target. The trunk-drift check (:func:`ebf.drift.trunk_drift`,
    Taddy et al. 2015 eq. 6-11 on a sample of the window) decides:
+
    - ``update``: the champion's Mondrian branches are extended online with the window's rows
      under its trunk (Dask ``partial_fit``), and the model is recalibrated on the most recent
      rows as at training (``calibrate``);

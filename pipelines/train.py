@@ -1,6 +1,6 @@
 """The training job: a Parquet dataset in, a fitted Empirical Bayesian Forest out.
 
-:func:`train` runs the steps of the data flow in ``DESIGN.md`` on a Dask cluster:
+:func:`train` runs the steps of the data flow in ``docs/architecture.md`` on a Dask cluster:
 
 1. **schema check** (:func:`pipelines.schema.check_schema`): footers only, before any row is
    read; every problem is reported at once, naming its column;

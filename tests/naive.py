@@ -331,7 +331,8 @@ def flat_tree_leaf_rows(tree, j):
 
 def check_tree_invariants(tree, X, y, labels, rows, task, *, lifetime=np.inf,
                           min_samples_split=2, n_classes=None):
-    """Assert every structural invariant of a flat Mondrian tree (``TREE_LAYOUT.md``).
+    """Assert every structural invariant of a flat Mondrian tree (the layout in
+    ``docs/families/mondrian-forests.md``).
 
     ``rows`` are all the rows inserted so far; ``task`` is "regression" or "classification".
     Raises ``AssertionError`` with a message on the first violation.

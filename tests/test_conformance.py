@@ -1,7 +1,7 @@
 """One conformance table for every estimator of ``ebf`` and ``mondrian``.
 
 Every estimator passes scikit-learn's checks (``parametrize_with_checks``), offers the
-predictive API of ``DESIGN.md`` (regressors: ``predict(X, return_std=True)``,
+predictive API of ``docs/architecture.md`` (regressors: ``predict(X, return_std=True)``,
 ``predict_quantiles``, ``predict_distribution``, all read off one predictive mixture;
 classifiers: ``predict_proba`` whose argmax is ``predict``), and every ``Dask*`` estimator
 takes exactly the parameters of its local class (same defaults) plus ``branch_memory`` and

@@ -5,7 +5,7 @@ and leaf marginal likelihoods (:mod:`.likelihood`); the SMC of Algorithm 3.1
 (:mod:`.proposals`, :mod:`.smc`, :mod:`.particles`) and its estimators
 (:mod:`.estimators`); BART by particle Gibbs (:mod:`.pgbart`), CGM / GrowPrune moves
 (:mod:`.mcmc`) and Bayesian backfitting (:mod:`.backfitting`), the estimator
-:class:`BARTRegressor` (:mod:`.bart`). See ``README.md`` for the layout.
+:class:`BARTRegressor` (:mod:`.bart`). The layout: ``docs/families/bayesian-trees.md``.
 """
 
 from .bart import BARTRegressor

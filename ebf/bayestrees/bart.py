@@ -250,7 +250,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _get_state(self) -> dict[str, Any]:
-        """Fitted state (``ebf/LAYOUT.md`` persistence contract): encoder, draws, scaling,
+        """Fitted state (``docs/model-format.md`` persistence contract): encoder, draws, scaling,
         traces, seed, variance floor and the recalibration map, if any."""
         check_is_fitted(self, "draws_")
         return {"encoder": self.encoder_._get_state(), "draws": self.draws_.get_state(),

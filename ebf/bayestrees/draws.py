@@ -76,7 +76,7 @@ class ForestDraws:
                    sigma2=np.asarray(sigma2, np.float64), n_trees=int(n_trees))
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The arrays by name (``ebf/LAYOUT.md`` persistence contract)."""
+        """The arrays by name (the persistence contract, ``docs/model-format.md``)."""
         return {name: getattr(self, name) for name in self.ARRAYS}
 
     @classmethod

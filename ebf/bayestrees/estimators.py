@@ -168,9 +168,10 @@ class _SMCTree(BaseEstimator):
 
     n_trees_ = _summary("n_trees", "Distinct trees kept over all islands (copies made by "
                         "resampling merged), an int.")
-    n_leaves_ = _summary("n_leaves", "Leaves of every kept tree, shape (n_trees_,) (weights "
+    n_leaves_ = _summary("n_leaves", "Leaves of every kept tree, shape ``(n_trees_,)`` (weights "
                          "in ``tree_weight_``).")
-    max_depth_ = _summary("max_depth", "Depth of every kept tree (root 0), shape (n_trees_,).")
+    max_depth_ = _summary("max_depth", "Depth of every kept tree (root 0), shape "
+                         "``(n_trees_,)``.")
     n_stages_ = _summary("n_stages", "Stages of Algorithm 3.1 run by every island, shape "
                          "(n_islands,).")
     n_resampled_ = _summary("n_resampled", "Resampling steps taken by every island, shape "
@@ -184,7 +185,7 @@ class _SMCTree(BaseEstimator):
     # ------------------------------------------------------------------ persistence
 
     def _get_state(self) -> dict[str, Any]:
-        """Fitted state (``LAYOUT.md`` persistence contract): encoder, particle trees (all
+        """Fitted state (the persistence contract of the model format): encoder, particle trees (all
         islands' distinct trees back to back with offsets, node statistics, weights, log
         evidences), seed, and the task's entries."""
         check_is_fitted(self, "trees_")
@@ -246,7 +247,7 @@ _DOC_PARAMS = """n_particles : int, default=100
 
 _DOC_ATTRS = """trees_ : ebf.bayestrees.particles.ParticleTrees
         The distinct final particles of every island, node statistics, weights.
-    tree_weight_ : ndarray of shape (n_trees_,)
+    tree_weight_ : ndarray of shape ``(n_trees_,)``
         Weight of every tree in the prediction (sums to one).
     log_evidence_ : ndarray of shape (n_islands,)
         Every island's estimate of log p(Y | X), the SMC marginal likelihood (Alg. 3.1).

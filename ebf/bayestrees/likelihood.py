@@ -3,7 +3,7 @@
 A likelihood is a code and a float parameter vector (:class:`LeafLikelihood`), so numba
 kernels (an SMC weight update) call the same :func:`leaf_loglik` on one leaf's statistics
 that the vectorised Python entry points call on many. Per-row statistics follow the
-project's contract (``ebf/LAYOUT.md``): a node's statistics are the sum of its rows'.
+project's contract (``docs/architecture.md``): a node's statistics are the sum of its rows'.
 
 Codes, per-row statistics and ``params``:
 

@@ -126,7 +126,7 @@ class ParticleTrees:
         return top + float(np.log(np.mean(np.exp(self.log_evidence - top))))
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The arrays by name (``LAYOUT.md`` persistence contract)."""
+        """The arrays by name (the persistence contract, ``docs/model-format.md``)."""
         return {name: getattr(self, name) for name in (*self.INT_ARRAYS, *self.FLOAT_ARRAYS)}
 
     @classmethod

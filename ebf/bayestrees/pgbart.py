@@ -13,7 +13,7 @@ the final weighted particles (particle 0 included). This leaves the conditional 
 pi(T) of eq. (4.8) invariant (Andrieu, Doucet & Holenstein 2010), whatever C >= 1.
 
 Rows of the particles' nodes live in one shared pool of row indices: a node owns the
-segment ``pool[start:start + count]`` (``README.md``). Resampled copies share segments, so
+segment ``pool[start:start + count]``. Resampled copies share segments, so
 a node is copied to fresh pool space before it is split (copy on split), and resampling
 copies only the O(nodes) particle arrays, never rows. A stage's work is O(rows of the
 expanded nodes x D); a stopped node costs nothing (its stop is decided from its first

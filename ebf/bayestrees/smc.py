@@ -3,7 +3,7 @@
 :func:`run_smc` runs ``n_islands`` independent particle systems of ``n_particles`` trees
 each and returns their final weighted particles as :class:`~.particles.ParticleTrees`.
 
-A particle system is one 2-D array per field, particle on axis 0 (``README.md``): the six
+A particle system is one 2-D array per field, particle on axis 0: the six
 tree arrays and the row segments (``start``, ``count``) of a capacity that doubles when a
 stage could outgrow it (at most ``2N - 1``), the row permutation ``order`` (N), and per
 particle ``n_nodes``, ``head`` (the eligible list E(t) is the slots ``head .. n_nodes - 1``:

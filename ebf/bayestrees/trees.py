@@ -3,7 +3,7 @@
 A tree is a handful of arrays of a capacity ``C`` (node slots) and a count ``n_nodes`` of
 live nodes; slot 0 is the root and the two children of a node are appended together, after
 their parent, so slot order is topological (a single forward pass over the slots sees every
-parent before its children). See ``README.md`` of this package for the layout and for how a
+parent before its children). See ``docs/families/bayesian-trees.md`` for the layout and for how a
 sequential Monte Carlo particle reuses it.
 
 | array | dtype | meaning |

@@ -117,7 +117,7 @@ class DaskHistogramSource:
     (``histogram.row_statistics``) and kept on the workers. Each call is stateless: every
     partition routes its rows from the root of the partial trunk and histograms the open
     nodes (``grower.node_histograms``), and a tree of tasks sums the partition histograms.
-    A lost partition is recomputed; sums of histograms are histograms (``LAYOUT.md``).
+    A lost partition is recomputed; sums of histograms are histograms.
 
     Parameters
     ----------

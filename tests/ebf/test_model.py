@@ -1,6 +1,6 @@
 """Tests of model persistence (``ebf.model``): ``save`` / ``load`` round-trips and refusals.
 
-The contract (``ebf/LAYOUT.md``, DESIGN.md "Model artifacts"): a directory with
+The contract (``docs/model-format.md``): a directory with
 ``manifest.json`` and checksummed ``.npy`` files, loaded with ``allow_pickle=False``; unknown
 versions, checksum mismatches, unknown classes and paths leaving the directory fail loudly;
 writes are atomic. ``assert_roundtrip`` is shared with the tests of the ``ebf`` estimators.

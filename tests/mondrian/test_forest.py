@@ -1,7 +1,7 @@
 """Tests of the Mondrian forest estimators (``mondrian.forest``).
 
 Behaviour from Lakshminarayanan, Roy & Teh (2016) (regression, predictive mixtures that
-widen away from the data, Fig. 2) and the scikit-learn conventions of DESIGN.md (errors
+widen away from the data, Fig. 2) and the scikit-learn conventions of docs/architecture.md (errors
 that name the column and the count; a failed call leaves the model unchanged).
 """
 

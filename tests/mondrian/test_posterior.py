@@ -19,7 +19,7 @@ from tests.naive import gaussian_posterior_dense
 
 
 def _tree_arrays(par, lch, rch, tau, leaf_y, rng, shuffle=True, extra=3):
-    """Flat TREE_LAYOUT arrays from a tree given in creation order (root = 0).
+    """Flat Mondrian tree arrays from a tree given in creation order (root = 0).
 
     Slots are shuffled (non-topological order) and ``extra`` garbage slots are appended
     beyond ``n_nodes`` to check that kernels stay within the live range.

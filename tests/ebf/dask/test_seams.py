@@ -2,7 +2,7 @@
 
 ``ebf/dask`` builds local objects (encoder, trunk, EBF / SSF) through ``from_summaries``,
 ``Trunk._from_arrays``, ``_fit_plan`` and ``_from_parts``, and updates an EBF through
-``_update_encoded`` (``ebf/LAYOUT.md``); it never
+``_update_encoded`` (``docs/architecture.md``); it never
 writes their state. These tests read the source of ``ebf/dask`` (its AST) so that a change
 that reaches into a local class fails here, not later in a parity test.
 """
@@ -17,7 +17,7 @@ import pytest
 DASK = Path(__file__).resolve().parents[3] / "ebf" / "dask"
 
 #: Protected methods of local classes that ``ebf.dask`` may call: the documented seams
-#: (``ebf/LAYOUT.md``) and scikit-learn's parameter validation (``_validate_params``).
+#: (``docs/architecture.md``) and scikit-learn's parameter validation (``_validate_params``).
 SEAMS = frozenset({"_fit_plan", "_from_parts", "_from_arrays", "_validate_params",
                    "_update_encoded"})
 
