@@ -183,8 +183,6 @@ def test_cli_commands_parse(where, command, capsys):
 #: Directories that are not the repository's content.
 _SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "_build",
               "build", "dist", "site", ".ipynb_checkpoints"}
-#: The one exception, until the README is rewritten from these docs: remove it then.
-_OUTSIDE_EXCEPTIONS = {"README.md"}
 
 
 def test_nothing_points_outside_the_repository():
@@ -196,7 +194,7 @@ def test_nothing_points_outside_the_repository():
         for name in filenames:
             path = Path(dirpath, name)
             rel = path.relative_to(ROOT).as_posix()
-            if rel in _OUTSIDE_EXCEPTIONS or not path.is_file():
+            if not path.is_file():
                 continue
             if needle in path.read_bytes():
                 found.append(rel)
