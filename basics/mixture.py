@@ -142,7 +142,7 @@ def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> Mixt
     --------
     >>> gm = GaussianMixture([[0.5, 0.5]], [[-1.0, 1.0]], [[1.0, 1.0]])
     >>> mean, std, q = summarize(gm, [0.5])
-    >>> float(mean[0]), float(std[0] ** 2), round(float(q[0, 0]), 12)
+    >>> float(mean[0]), round(float(std[0] ** 2), 12), round(float(q[0, 0]), 12)
     (0.0, 2.0, 0.0)
     """
     if not isinstance(mixture, GaussianMixture):

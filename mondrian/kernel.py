@@ -127,7 +127,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
     >>> Z = MondrianKernelFeatures(n_mondrians=500, lifetime=2.0, random_state=0).fit_transform(X)
     >>> K = (Z @ Z.T).toarray()
     >>> exact = np.exp(-2.0 * np.abs(X[:, None] - X[None]).sum(-1))
-    >>> bool(np.abs(K - exact).max() < 0.15), Z.getnnz(axis=1).min()
+    >>> bool(np.abs(K - exact).max() < 0.15), int(Z.getnnz(axis=1).min())
     (True, 500)
     """
 
