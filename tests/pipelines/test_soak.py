@@ -1,7 +1,9 @@
 """Soak: many mixed jobs against one registry on a multi-process cluster, disturbed.
 
 Marked ``slow`` (not in the default run): ``python -m pytest -m slow tests/pipelines/test_soak.py``;
-``EBF_SOAK_RUNS`` sets the number of jobs (default 200; about 20 minutes on 2 cores).
+``EBF_SOAK_RUNS`` sets the number of jobs (default 200: about an hour on 2 quiet cores);
+``EBF_SOAK_REPORT=path.json`` writes every job's command, exit status, seconds and
+disturbances there (after each job) and the summary at the end.
 
 A scheduler and two nanny-supervised workers run as separate processes. Each job is an
 ``ebf`` command in its own process (train, predict, evaluate or retrain, at random, seeded);
@@ -166,6 +168,7 @@ def test_soak(cluster, tmp_path):
         _frame(1500, 10 + k).to_parquet(window / "part-0.parquet")
         windows.append(window)
     reg = tmp_path / "registry"
+    report = os.environ.get("EBF_SOAK_REPORT")
     runs, trained, predicted = [], [], []
     for i in range(RUNS):
         op = rng.choice(["train", "predict", "evaluate", "retrain", "retrain"])
@@ -185,6 +188,8 @@ def test_soak(cluster, tmp_path):
             argv = ["evaluate", str(reg), str(test), "--json", str(tmp_path / f"e{i}.json")]
         result = _run(argv, scheduler_file, client, rng)
         runs.append(result)
+        if report:  # after every job, so that a soak cut short still tells what it saw
+            Path(report).write_text(json.dumps({"runs": runs}, indent=1))
         rc = result["rc"]
         assert rc in (0, 10, 143) or (rc == 1 and result["killed"]), result
         if rc == 0 and op == "train":
@@ -223,7 +228,6 @@ def test_soak(cluster, tmp_path):
         "predictions_compared": len(predicted), "trains_compared": len(trained),
     }
     print(json.dumps(summary))
-    report = os.environ.get("EBF_SOAK_REPORT")
     if report:
         Path(report).write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
 
