@@ -8,6 +8,7 @@ is named for what it holds:
 ``config``      the numba flags of those kernels
 ``metrics``     RMSE, NLPD, coverage and calibration tables of predictive distributions
 ``validation``  input checks whose errors name the column, the count and the fix
+``bounds``      the range of every float a saved model stores, checked when it is loaded
 ``columns``     the column-kind vocabulary (pandas and Arrow dtypes) and how models encode it
 ``seeds``       ``random_state`` to a stored integer seed, and the seed tree of every model
 ``threads``     ``n_jobs`` to a number of threads

@@ -37,11 +37,13 @@ import numpy as np
 from numba import njit
 from scipy import special
 
+from .bounds import check_range
 from .config import JIT
 from .mixture import GaussianMixture, _levels, central_interval, uniform_draws
 
 __all__ = [
     "ACI_STEP",
+    "MAX_ACI_STEP",
     "MAX_KNOTS",
     "MIN_ROWS",
     "PIT_EDGES",
@@ -60,8 +62,12 @@ MIN_ROWS = 50
 #: 0.05 off on fresh data; with 50, 0.01: benchmarks/results/issue11/noise.md).
 ROWS_PER_KNOT = 50
 MAX_KNOTS = 200
-#: Default step of the adaptive update (Gibbs & Candes (2021) use 0.005 in Sec. 4).
+#: Default step of the adaptive update (Gibbs & Candes (2021) use 0.005 in Sec. 4), and the
+#: largest :meth:`PITMap.updated` takes: the updates keep every level within ``[-step,
+#: 1 + step]`` (their Prop. 4.1), so a stored map's levels lie within ``[-MAX_ACI_STEP,
+#: 1 + MAX_ACI_STEP]``.
 ACI_STEP = 0.005
+MAX_ACI_STEP = 1.0
 
 
 def _edges() -> np.ndarray:
@@ -126,9 +132,10 @@ class PITMap:
         Strictly increasing probabilities from 0 to 1: the calibrated levels of the knots.
     levels : array-like of shape (n_knots + 1,)
         The PIT value (level of the model's own CDF) of every knot, with ``levels[0] = 0``
-        and ``levels[-1] = 1``. The interior values of an adaptive map may leave [0, 1] or
-        cross (the recursion of :meth:`updated` needs them as they are); the map uses them
-        clipped to [0, 1] and sorted (a monotone rearrangement), ties pulled apart by 1e-9.
+        and ``levels[-1] = 1``. The interior values of an adaptive map may leave [0, 1] (by
+        at most the step, so within ``[-MAX_ACI_STEP, 1 + MAX_ACI_STEP]``) or cross (the
+        recursion of :meth:`updated` needs them as they are); the map uses them clipped to
+        [0, 1] and sorted (a monotone rearrangement), ties pulled apart by 1e-9.
 
     Attributes
     ----------
@@ -155,14 +162,15 @@ class PITMap:
             raise ValueError(f"a PIT map has at most {16 * MAX_KNOTS + 1} knots; got "
                              f"{nominal.size}.")
         if not (np.all(np.isfinite(nominal)) and np.all(np.isfinite(levels))):
-            raise ValueError("a PIT map's knots must be finite.")
+            raise ValueError("a PIT map's knots (nominal, levels) must be finite.")
         if not (nominal[0] == 0.0 and nominal[-1] == 1.0 and np.all(np.diff(nominal) > 0)):
             raise ValueError("nominal levels must increase strictly from 0 to 1.")
         if not (levels[0] == 0.0 and levels[-1] == 1.0):
             raise ValueError("a PIT map's levels must start at 0 and end at 1.")
-        if np.any(np.abs(levels) > 2.0):
-            raise ValueError("a PIT map's levels must lie within [-2, 2]; "
-                             f"{int(np.sum(np.abs(levels) > 2.0))} do not.")
+        # a fitted map's levels lie in [0, 1]; the adaptive updates move them to within
+        # [-step, 1 + step] (Gibbs & Candes 2021, Prop. 4.1), step <= MAX_ACI_STEP
+        check_range("levels", levels, -MAX_ACI_STEP, 1.0 + MAX_ACI_STEP,
+                    "the reach of fits and adaptive updates (MAX_ACI_STEP)")
         self.nominal = nominal
         self.levels = levels
         self.base = _strictly_increasing(np.sort(np.clip(levels, 0.0, 1.0)))
@@ -281,8 +289,8 @@ class PITMap:
             A new map; this one is unchanged.
         """
         step = float(step)
-        if not (0.0 < step <= 1.0):
-            raise ValueError(f"step must be in (0, 1]; got {step}.")
+        if not (0.0 < step <= MAX_ACI_STEP):
+            raise ValueError(f"step must be in (0, {MAX_ACI_STEP:g}]; got {step}.")
         levels = self.levels.copy()
         aci_kernel(_check_pit(u), self.nominal, levels, step)
         return PITMap(self.nominal, levels)

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from basics.bounds import check_locations, check_variances
 from basics.mixture import GaussianMixture
 from basics.tasks import CLASSIFICATION, REGRESSION
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
@@ -263,6 +264,8 @@ class ConstantBranch:
         return {"value": self.value_}
 
     def _set_state(self, state: dict) -> None:
+        """Restore ``value``: regression ``[mean, variance]``, a location and a positive
+        variance within :mod:`basics.bounds`; classification, class fractions summing to 1."""
         value = np.asarray(state["value"], dtype=np.float64)
         ok = value.ndim == 1 and np.isfinite(value).all()
         if self.task == REGRESSION:
@@ -271,4 +274,7 @@ class ConstantBranch:
             ok = ok and value.size >= 1 and (value >= 0).all() and abs(value.sum() - 1) < 1e-9
         if not ok:
             raise ValueError(f"invalid ConstantBranch value {value!r} for task {self.task!r}.")
+        if self.task == REGRESSION:
+            check_locations("value (the mean)", value[:1])
+            check_variances("value (the variance)", value[1:], positive=True)
         self.value_ = value

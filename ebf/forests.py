@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
+from basics.bounds import state_variance
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
@@ -379,18 +380,15 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     @staticmethod
     def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], None]:
-        """``var_floor_`` (finite, positive: it floors every component variance), the
-        leaf prior's ``leaf_noise_var_`` (finite, ``>= var_floor``; absent from models saved
-        before the prior, whose leaves keep their sample variances) and the recalibration
-        map, if any."""
-        floor = state["var_floor"]
-        if not isinstance(floor, float) or not 0 < floor < np.inf:
-            raise ValueError(f"var_floor must be a finite positive float, got {floor!r:.60}.")
+        """``var_floor_`` (a positive variance: it floors every component variance), the
+        leaf prior's ``leaf_noise_var_`` (a variance ``>= var_floor``; absent from models
+        saved before the prior, whose leaves keep their sample variances), both within
+        :data:`basics.bounds.MAX_VARIANCE`, and the recalibration map, if any."""
+        floor = state_variance(state, "var_floor")
         s0_sq = state.get("leaf_noise_var")
-        if s0_sq is not None and (not isinstance(s0_sq, float)
-                                  or not floor <= s0_sq < np.inf):
-            raise ValueError(f"leaf_noise_var must be a finite float >= var_floor = {floor}, "
-                             f"got {s0_sq!r:.60}.")
+        if s0_sq is not None:
+            s0_sq = state_variance(state, "leaf_noise_var", low=floor,
+                                   bound="from var_floor to MAX_VARIANCE")
         return {"var_floor_": floor, "leaf_noise_var_": s0_sq,
                 **recalibration_from_state(state)}, None
 

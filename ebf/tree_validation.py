@@ -35,6 +35,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from basics.bounds import (
+    MAX_VARIANCE,
+    check_locations,
+    check_range,
+    check_sums,
+    check_variances,
+)
 from basics.validation import state_array
 from mondrian._order import preorder
 
@@ -235,6 +242,9 @@ def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_feature
     for name in ("variance", "weight", "count"):
         a = arrs[name]
         check_nodes(~(np.isfinite(a) & (a >= 0)), says(name, "is negative or not finite"), off)
+    if n_classes is None:  # weighted means and variances of the targets (basics.bounds)
+        check_locations("value", value)
+        check_variances("variance", arrs["variance"])
     return arrs
 
 
@@ -280,11 +290,18 @@ def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
         f"depth {trunk.depth[j]} is not its parent's depth + 1"), off, where)
     stats = trunk.stats
     finite = np.isfinite(stats).all(axis=1) & np.isfinite(trunk.weight) & np.isfinite(trunk.gain)
-    check_nodes(~finite, lambda j: "holds a non-finite weight, gain or statistic", off, where)
+    check_nodes(~finite, lambda j: "holds a non-finite weight, gain or statistic (stats)", off,
+                where)
     signed = [0, 1, 3] if task == "regression" else slice(None)  # not the sum of w*y
     negative = (stats[:, signed] < 0).any(axis=1) | (trunk.weight < 0) | (trunk.n_rows < 0)
-    check_nodes(negative, lambda j: "holds a negative row count, weight or sum of squares", off,
-                where)
+    check_nodes(negative, lambda j: "holds a negative row count (n_rows), weight or sum of "
+                "squares (stats)", off, where)
+    # [1, w, w*y, w*y^2] per row summed (ebf/LAYOUT.md): sums of the weight's multiples of
+    # bounded targets; a gain is a decrease of a weighted sum of squares (basics.bounds)
+    if task == "regression":
+        check_sums("trunk_.stats", stats[:, 2:4], stats[:, 1])
+    check_range("trunk_.gain", trunk.gain, 0.0, trunk.weight * MAX_VARIANCE,
+                "weight * MAX_VARIANCE")
     leaf_weight = (stats[:, 1:] if task == "classification" else stats[:, 1:2]).sum(axis=1)
     check_nodes(~split & ~(leaf_weight > 0), lambda j: "is a leaf without positive weight", off,
                 where)

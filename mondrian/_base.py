@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from basics.bounds import check_locations
 from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
 from basics.threads import N_JOBS, n_threads, thread_map
@@ -421,6 +422,8 @@ class _BaseMondrianForest(BaseEstimator):
         for key in ("x_min_", "x_scale_", "_X", "_y"):
             if key in attrs and not np.isfinite(attrs[key]).all():
                 raise ValueError(f"{key} holds NaN or inf")
+        if "_y" in attrs:  # targets (zeros for a classifier; basics.bounds)
+            check_locations("_y", attrs["_y"])
         if not (attrs["x_scale_"] > 0).all():
             raise ValueError("x_scale_ must be positive (the training span of every feature)")
         trees = state["trees_"]

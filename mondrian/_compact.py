@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 import numba
 import numpy as np
 
+from basics.bounds import check_sums
 from basics.tasks import REGRESSION, task_code
 from basics.validation import state_array
 
@@ -223,7 +224,8 @@ class CompactTree:
         internal node with two children), finite thresholds, split times that grow from the
         root down to ``leaf_tau``, finite leaf boxes with ``lower <= upper``, at least one
         point per leaf and ``n_points`` in all, finite sums with non-negative sums of
-        squares. Raises ``ValueError`` naming the node.
+        squares, within their bounds (:func:`basics.bounds.check_sums`). Raises
+        ``ValueError`` naming the node or the array.
         """
         regression = task_code(task) == task_code(REGRESSION)
         feature = _int_array(state, "feature", signed=True)
@@ -280,11 +282,12 @@ def _check_values(tree: CompactTree, right: np.ndarray, n_points: int) -> None:
     bad |= (tau[internal + 1] < tree.tau) | (tau[right[internal]] < tree.tau)
     if bad.any():
         raise ValueError(f"node {internal[np.argmax(bad)]} has a non-finite threshold or "
-                         "split time, or a split time after one of its children's")
+                         "split time, or a split time after one of its children's (threshold, "
+                         "tau, leaf_tau)")
     box = np.isfinite(tree.lower) & np.isfinite(tree.upper) & (tree.lower <= tree.upper)
     if not box.all():
-        raise ValueError(f"leaf node {leaves[np.argmin(box.all(axis=1))]} has a box with "
-                         "non-finite or crossed bounds")
+        raise ValueError(f"leaf node {leaves[np.argmin(box.all(axis=1))]} has a box (lower, "
+                         "upper) with non-finite or crossed bounds")
     per_leaf = tree.counts.reshape(tree.n_leaves, -1)
     if int(per_leaf.max()) > n_points:
         raise ValueError(f"leaf node {leaves[np.argmax(per_leaf.max(axis=1))]} counts more "
@@ -299,6 +302,11 @@ def _check_values(tree: CompactTree, right: np.ndarray, n_points: int) -> None:
         if not ok.all():
             raise ValueError(f"node {np.argmin(ok)} has non-finite sums or a negative sum "
                              "of squares")
+        # the sums of a node's rows: a leaf's count is stored, an internal node's is derived
+        # (expand), at most n_points (basics.bounds; either keeps its mean finite)
+        rows = np.full(tree.n_nodes, float(n_points))
+        rows[leaves] = tree.counts
+        check_sums("sums", tree.sums, rows)
 
 
 def compact_state(tree: TreeArrays, task: str) -> dict:

@@ -22,6 +22,7 @@ from operator import attrgetter
 import numba
 import numpy as np
 
+from basics.bounds import check_counts, check_sums
 from basics.tasks import REGRESSION_CODE, task_code
 from basics.validation import state_array
 
@@ -149,7 +150,8 @@ class TreeArrays:
         The kernels do not bounds-check, so a state from an untrusted file is checked in
         full first: dtypes, shapes, every index in range, one tree reachable from ``root``
         with consistent parent pointers, and leaf lists that partition the ``n_points`` rows
-        with lengths equal to the leaf counts. Raises ``ValueError`` naming the problem.
+        with lengths equal to the leaf counts, node statistics within their bounds
+        (:func:`check_node_stats`). Raises ``ValueError`` naming the problem.
         """
         root, n_nodes = state["root"], state["n_nodes"]
         for name, v in (("root", root), ("n_nodes", n_nodes)):
@@ -180,6 +182,7 @@ class TreeArrays:
         )
         if code:
             raise ValueError(_STRUCTURE_ERRORS[code].format(where))
+        check_node_stats(tree.stats[:n_nodes], n_points, task == REGRESSION_CODE)
         return tree
 
     def root_stats(self) -> np.ndarray:
@@ -198,6 +201,20 @@ class TreeArrays:
 _INDEX_ARRAYS = frozenset({"left", "right", "parent", "feature", "leaf_head", "pt_next"})
 
 
+def check_node_stats(stats: np.ndarray, n_points: int, regression: bool) -> None:
+    """Raise ``ValueError`` unless the node statistics of a loaded tree are within what a
+    fit on ``n_points`` rows produces (:mod:`basics.bounds`).
+
+    Regression ``(n_j, sum y, sum y^2)``: ``n_j`` a whole count of rows in ``[0, n_points]``
+    and the sums those of ``n_j`` bounded targets (:func:`basics.bounds.check_sums`);
+    classification: whole counts of rows in ``[0, n_points]`` (raw label counts at leaves,
+    the IKN counts of thesis Alg. 5.3 at internal nodes: never more than the rows).
+    """
+    check_counts("stats (counts)", stats[:, 0] if regression else stats, float(n_points))
+    if regression:
+        check_sums("stats", stats[:, 1:3], stats[:, 0])
+
+
 _STRUCTURE_ERRORS = {
     1: "root slot {} is not a live node or has a parent",
     2: "node {} has a child or parent slot out of range",
@@ -208,11 +225,14 @@ _STRUCTURE_ERRORS = {
     7: "row {} has a pt_next out of range",
     8: "node {} is reached twice from the root",
     9: "leaf {}: its point list revisits a row",
-    10: "leaf {}: its point list length differs from its count statistics",
+    10: "leaf {}: its point list length differs from its count statistics (stats)",
     11: "only {} live slots are reachable from the root",
     12: "the leaf lists hold {} rows, not every row seen",
-    13: "node {} has a non-finite threshold or split time, a split time before its parent's, "
-        "a box with non-finite or crossed bounds, or non-finite or negative statistics",
+    13: "node {} has a non-finite threshold",
+    14: "node {} has a split time (tau) that is negative, not finite at a split, or after one "
+        "of its children's",
+    15: "node {} has a box (lower, upper) with non-finite or crossed bounds",
+    16: "node {} has non-finite or negative statistics (stats)",
 }
 
 
@@ -227,9 +247,9 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
 
     Codes index ``_STRUCTURE_ERRORS``. O(n_nodes + n_points); every index is range-checked
     before it is followed, so a corrupt state cannot make this kernel read out of bounds.
-    The floats must be what the kernels can compute with (code 13): finite thresholds and
-    split times at internal nodes, split times that grow from the root down (leaves: the
-    lifetime, possibly inf), finite boxes with ``lower <= upper``, finite statistics with
+    The floats must be what the kernels can compute with (codes 13 to 16): finite thresholds
+    and split times at internal nodes, split times that grow from the root down (leaves:
+    the lifetime, possibly inf), finite boxes with ``lower <= upper``, finite statistics with
     non-negative counts (regression: all but the sum of y).
     """
     n_points = pt_next.shape[0]
@@ -247,8 +267,9 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
             return 5, j
         if lj != NO_NODE and (lj == rj or parent[lj] != j or parent[rj] != j):
             return 6, j
-        if not _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task):
-            return 13, j
+        code = _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task)
+        if code:
+            return code, j
     for r in range(n_points):
         if pt_next[r] < -1 or pt_next[r] >= n_points:
             return 7, r
@@ -293,23 +314,24 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
 
 @numba.njit(inline="always", **JIT)
 def _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task):
-    """The float checks of ``_check_structure`` (code 13) for node ``j``."""
+    """The float checks of ``_check_structure`` for node ``j``: 0, or the code (13 to 16) of
+    the array that fails them."""
     tj = tau[j]
-    if not tj >= 0:
-        return False
-    if lj != NO_NODE and not (np.isfinite(threshold[j]) and np.isfinite(tj)
-                              and tau[lj] >= tj and tau[rj] >= tj):
-        return False
+    if lj != NO_NODE and not np.isfinite(threshold[j]):
+        return 13
+    if not tj >= 0 or (lj != NO_NODE and not (np.isfinite(tj) and tau[lj] >= tj
+                                               and tau[rj] >= tj)):
+        return 14
     for f in range(lower.shape[1]):
         lo = lower[j, f]
         up = upper[j, f]
         if not (np.isfinite(lo) and np.isfinite(up) and lo <= up):
-            return False
+            return 15
     for k in range(stats.shape[1]):
         v = stats[j, k]
         if not np.isfinite(v) or (v < 0 and (task != REGRESSION_CODE or k != 1)):
-            return False
-    return True
+            return 16
+    return 0
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from basics.bounds import state_variance
 from basics.mixture import GaussianMixture
 from basics.recalibration import (
     RecalibrationMixin,
@@ -352,14 +353,12 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
 
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
         """The recalibration map and, with ``noise="estimated"``, the estimated noise
-        variance (finite, positive; a compact forest cannot recompute it)."""
+        variance (positive, within :data:`basics.bounds.MAX_VARIANCE`; a compact forest
+        cannot recompute it)."""
         attrs = recalibration_from_state(state)
-        value = state.get("noise_variance")
         cache = {}
-        if value is not None:
-            if not isinstance(value, float) or not 0.0 < value < math.inf:
-                raise ValueError(f"noise_variance must be a finite positive float, got "
-                                 f"{value!r:.60}")
+        if state.get("noise_variance") is not None:
+            value = state_variance(state, "noise_variance")
             cache[state_int(state, "n_samples_seen_", 1)] = value
         elif self.noise == "estimated" and state.get("compact_", False):
             raise ValueError("a compact forest with noise='estimated' needs its "

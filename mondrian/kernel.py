@@ -355,7 +355,8 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
                 raise ValueError(f"trees_[{t}]: {exc}") from exc
             inner = tree.left[: tree.n_nodes] != NO_NODE
             if np.any(tree.tau[: tree.n_nodes][inner] >= float(self.lifetime)):
-                raise ValueError(f"trees_[{t}] splits at or after lifetime={self.lifetime}")
+                raise ValueError(f"trees_[{t}] splits at or after lifetime={self.lifetime} "
+                                 "(tau)")
             built.append(tree)
         attrs = {"n_features_in_": d, "n_samples_seen_": n, "_X": X, "trees_": built,
                  "entropy_": state_int(state, "entropy_", 0),

@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from basics.bounds import check_locations, check_range, check_variances
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
@@ -29,7 +30,7 @@ from basics.validation import (
 from ._base import classes_entry, classes_from_entry
 from .config import INDEX
 from .kernel import HASH_KEY, MondrianKernelFeatures, checked_rows
-from .kernel_sweep import probe_lifetime, ridge_solve, width_sweep
+from .kernel_sweep import check_ridge, probe_lifetime, ridge_solve, width_sweep
 
 __all__ = ["MondrianKernelClassifier", "MondrianKernelRegressor"]
 
@@ -222,9 +223,14 @@ class _MondrianKernelRidge(BaseEstimator):
         k = len(task["intercept_"])
         layout = features.cell_layout(lam)
         f, n = int(layout[1][-1]), features.n_samples_seen_
+        try:
+            ridge = {"coef_": state_array(state, "coef_", np.float64, (f, k)),
+                     "_G_inv": state_array(state, "G_inv", np.float64, (f, f))}
+        except ValueError as exc:  # the cells are those of the split times (tau) before lam
+            raise ValueError(f"{exc}: one column per cell of the partitions (trees_ with their "
+                             f"split times tau) at lifetime_={lam!r}") from None
         attrs = {"features_": features, "lifetime_": lam, "lifetime_max_": lam_max,
-                 "_layout": layout, "coef_": state_array(state, "coef_", np.float64, (f, k)),
-                 "_G_inv": state_array(state, "G_inv", np.float64, (f, f)),
+                 "_layout": layout, **ridge,
                  "_Y": state_array(state, "Y", np.float64, (n, k)),
                  "noise_variance_": state_array(state, "noise_variance_", np.float64, (k,)),
                  **task}
@@ -233,21 +239,37 @@ class _MondrianKernelRidge(BaseEstimator):
                 raise ValueError(f"{key.strip('_')} holds NaN or inf")
         if not (attrs["noise_variance_"] > 0).all():
             raise ValueError("noise_variance_ must be positive")
-        sweep = state.get("sweep_")
-        if sweep is not None:
-            if not isinstance(sweep, dict) or set(sweep) != {
-                    "lifetime", "n_features", "validation_mse", "log_evidence"}:
-                raise ValueError("sweep_ must be None or the four curves of the sweep")
-            m = np.asarray(sweep["lifetime"]).shape
-            sweep = {key: state_array(sweep, key, np.float64 if key != "n_features"
-                                      else INDEX, m) for key in sweep}
-        attrs["sweep_"] = sweep
+        check_ridge(attrs["coef_"], attrs["_G_inv"], attrs["_Y"], attrs["noise_variance_"],
+                    float(self.alpha))
+        attrs["sweep_"] = _sweep_from_state(state.get("sweep_"))
         names = state_names(state, "feature_names_in_", features.n_features_in_)
         self.__dict__.pop("feature_names_in_", None)
         if names is not None:
             attrs["feature_names_in_"] = names
         attrs["n_features_in_"] = features.n_features_in_
         self.__dict__.update(attrs)
+
+
+def _sweep_from_state(sweep: Any) -> dict | None:
+    """The sweep's curves of a state (diagnostics; None if the width was given): widths
+    (finite, >= 0), feature counts, validation MSEs (mean squared errors of centred
+    targets: within ``[0, MAX_VARIANCE]``) and log evidences (finite, NaN where the
+    conjugate-gradient sweep computes none)."""
+    if sweep is None:
+        return None
+    if not isinstance(sweep, dict) or set(sweep) != {
+            "lifetime", "n_features", "validation_mse", "log_evidence"}:
+        raise ValueError("sweep_ must be None or the four curves of the sweep")
+    m = np.asarray(sweep["lifetime"]).shape
+    out = {key: state_array(sweep, key, np.float64 if key != "n_features" else INDEX, m)
+           for key in sweep}
+    check_range("sweep_.lifetime", out["lifetime"], 0.0, np.finfo(np.float64).max,
+                "finite widths")
+    check_variances("sweep_.validation_mse", out["validation_mse"])
+    if np.isinf(out["log_evidence"]).any():
+        raise ValueError("sweep_.log_evidence holds inf (finite values, or NaN where not "
+                         "computed, are expected)")
+    return out
 
 
 _RIDGE_DOC = """With ``lifetime="auto"`` the fit holds out ``validation_fraction`` of the rows,
@@ -325,9 +347,9 @@ class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
         return {"intercept_": self.intercept_}
 
     def _task_from_state(self, state: dict) -> dict:
+        """``intercept_``: the targets' mean, a location (:mod:`basics.bounds`)."""
         centre = state_array(state, "intercept_", np.float64, (1,))
-        if not np.isfinite(centre).all():
-            raise ValueError("intercept_ holds NaN or inf")
+        check_locations("intercept_", centre)
         return {"intercept_": centre}
 
     def predict(self, X: Any, return_std: bool = False):
@@ -402,8 +424,7 @@ class MondrianKernelClassifier(ClassifierMixin, _MondrianKernelRidge):
     def _task_from_state(self, state: dict) -> dict:
         classes = classes_from_entry(state["classes_"])
         centre = state_array(state, "intercept_", np.float64, (classes.size,))
-        if not np.isfinite(centre).all():
-            raise ValueError("intercept_ holds NaN or inf")
+        check_range("intercept_", centre, 0.0, 1.0, "class frequencies")
         return {"classes_": classes, "intercept_": centre}
 
     def decision_function(self, X: Any) -> np.ndarray:

@@ -15,16 +15,22 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from basics.bounds import check_locations, check_range, check_variances
+
 from . import _kernel
 from ._tree import TreeArrays, grow
 from .config import INDEX, NO_NODE, NODE_REG_STATS
 from .kernel import HASH_KEY, MondrianKernelFeatures
 
-__all__ = ["log_evidence", "probe_lifetime", "ridge_solve", "width_sweep"]
+__all__ = ["check_ridge", "log_evidence", "probe_lifetime", "ridge_solve", "width_sweep"]
 
 
 #: Above this many features, :func:`ridge_solve` factors on one BLAS thread (see there).
 SINGLE_THREAD_CHOLESKY = 8192
+
+#: Rounding allowed above ``1 / alpha`` on the diagonal of a loaded ``G_inv`` (the bound is
+#: met exactly by a cell without rows; LAPACK's inverse rounds to within a few ulps).
+_INVERSE_RTOL = 1e-9
 
 #: Relative residual at which the sweep's conjugate gradients stop (``_kernel.ridge_pcg``):
 #: the solution then predicts as the direct solve does to about 1e-8 relative.
@@ -58,6 +64,35 @@ def ridge_solve(Z: sp.csr_matrix, Y: np.ndarray, alpha: float) -> tuple[np.ndarr
     G_inv = np.tril(inv)
     G_inv += np.tril(inv, -1).T
     return G_inv @ (Z.T @ Y), G_inv, log_det
+
+
+def check_ridge(W: np.ndarray, G_inv: np.ndarray, Y: np.ndarray, noise: np.ndarray,
+                alpha: float) -> None:
+    """Raise ``ValueError`` naming the array unless a loaded ridge is one a fit with penalty
+    ``alpha`` produces (:mod:`basics.bounds`; all arrays already finite).
+
+    ``G = Z'Z + alpha I`` with ``Z``'s rows of norm one, so ``G_inv`` is symmetric positive
+    definite with eigenvalues in ``(0, 1 / alpha]`` (diagonal entries too); the predictive
+    variance ``noise * (1 + phi' G_inv phi)`` of :meth:`MondrianKernelRegressor.predict` is
+    then positive. The targets ``Y`` are centred targets and the weights ``W`` minimise
+    ``|Y - Z W|^2 + alpha |W|^2``, locations in the target's units; the noise ``(|Y - Z W|^2
+    + alpha |W|^2) / n`` is at most the targets' mean square, and ``noise / alpha`` (the
+    largest posterior variance of the ridge's mean, Bayesian linear regression with weights
+    ``N(0, noise / alpha I)``, paper Sec. 4.2.1) is a variance too.
+    """
+    from scipy.linalg import lapack
+
+    for name, a in (("Y", Y), ("coef_", W)):
+        check_locations(name, a)
+    check_variances("noise_variance_", noise, positive=True)
+    with np.errstate(over="ignore"):
+        check_variances("noise_variance_ / alpha", noise / alpha)
+    if not np.array_equal(G_inv, G_inv.T):
+        raise ValueError("G_inv is not symmetric")
+    check_range("G_inv (diagonal)", np.diag(G_inv), float(np.nextafter(0.0, 1.0)),
+                (1.0 + _INVERSE_RTOL) / alpha, "(0, 1 / alpha]")
+    if G_inv.size and lapack.dpotrf(G_inv, lower=True)[1] != 0:
+        raise ValueError("G_inv is not positive definite (it is the inverse of Z'Z + alpha I)")
 
 
 def log_evidence(yy: np.ndarray, BW: np.ndarray, log_det_G: float, n: int, n_features: int,

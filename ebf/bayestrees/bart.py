@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from basics.bounds import check_variances, state_location, state_variance
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
@@ -263,25 +264,23 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         """Restore a state of :meth:`_get_state`, validating it first (files are untrusted).
 
         The draws against the encoder's features and the schedule's number of kept draws
-        (:meth:`ForestDraws.from_state`), finite scaling with a positive scale, finite
-        traces of ``n_iter`` values, a positive variance floor. A bad state raises
-        ``ValueError`` naming the entry and leaves the model unchanged.
+        (:meth:`ForestDraws.from_state`), the scaling (a location and a positive scale), finite
+        traces of ``n_iter`` values, a positive variance floor, the variances and locations
+        within :mod:`basics.bounds`. A bad state raises ``ValueError`` naming the entry and
+        leaves the model unchanged.
         """
         n_draws = self._check_schedule()
         encoder = FeatureEncoder()
         encoder._set_state(state["encoder"])
+        scalars = {"y_center": state_location(state, "y_center"),
+                   "y_scale": state_location(state, "y_scale", positive=True),
+                   "var_floor": state_variance(state, "var_floor")}
         draws = state["draws"]
         if not isinstance(draws, dict):
             raise ValueError(f"draws must be a dict of arrays, got {type(draws).__name__}")
         draws = ForestDraws.from_state(draws, n_features=encoder.n_features_in_,
-                                       n_trees=self.n_trees, n_draws=n_draws)
-        scalars = {}
-        for key, positive in (("y_center", False), ("y_scale", True), ("var_floor", True)):
-            v = state[key]
-            if not (isinstance(v, float) and math.isfinite(v) and (v > 0 or not positive)):
-                want = "a finite positive float" if positive else "a finite float"
-                raise ValueError(f"{key} must be {want}, got {v!r:.60}")
-            scalars[key] = v
+                                       n_trees=self.n_trees, n_draws=n_draws,
+                                       scale=scalars["y_scale"])
         traces = {}
         for key in ("loglik_trace", "sigma2_trace"):
             a = state_array(state, key, np.float64, (self.n_iter,))
@@ -289,6 +288,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
                 raise ValueError(f"{key} holds {int(np.sum(~np.isfinite(a)))} non-finite "
                                  "value(s)")
             traces[key] = a
+        check_variances("sigma2_trace", traces["sigma2_trace"], positive=True)
         entropy = state_int(state, "entropy", 0)
         recal = recalibration_from_state(state)
         self.__dict__.pop("feature_names_in_", None)

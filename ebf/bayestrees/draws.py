@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from basics.bounds import MAX_ABS_LOCATION, check_range
 from basics.validation import state_array
 
 from ..config import INDEX, JIT, NO_NODE
@@ -81,8 +82,13 @@ class ForestDraws:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], *, n_features: int, n_trees: int,
-                   n_draws: int) -> ForestDraws:
-        """Rebuild from :meth:`get_state`, refusing anything the descent kernel could misread.
+                   n_draws: int, scale: float) -> ForestDraws:
+        """Rebuild from :meth:`get_state`, refusing anything the descent kernel could misread
+        or a prediction could overflow with.
+
+        ``scale`` is the model's ``y_scale`` (target units per scaled unit): a leaf mean
+        times it is a location, a noise variance times its square a variance, in the
+        target's units (:mod:`basics.bounds`).
 
         Raises
         ------
@@ -90,11 +96,14 @@ class ForestDraws:
             Naming the entry, or the tree and node: dtypes and shapes (``n_draws`` noise
             variances, ``n_draws * n_trees`` trees), ``offsets`` increasing from 0 to the
             number of nodes, the structure of every tree, finite leaf means, finite positive
-            variances.
+            variances, both within their bounds.
         """
         sigma2 = state_array(state, "sigma2", np.float64, (n_draws,))
         if not np.all(np.isfinite(sigma2) & (sigma2 > 0)):
             raise ValueError("sigma2 must hold finite, positive noise variances")
+        top = MAX_ABS_LOCATION / scale  # inf for a tiny scale: no bound then, not 0
+        check_range("draws.sigma2", sigma2, 0.0, top * top,
+                    "(MAX_ABS_LOCATION / y_scale)**2")
         offsets = state_array(state, "offsets", INDEX, (n_draws * n_trees + 1,))
         n = state["feature"].shape[0] if isinstance(state.get("feature"), np.ndarray) else -1
         if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 1):
@@ -105,7 +114,9 @@ class ForestDraws:
             ("value", np.float64))}
         check_tree_structure(arrays["left"], arrays["right"], arrays["feature"],
                              arrays["threshold"], offsets, n_features)
-        check_nodes(~np.isfinite(arrays["value"]), lambda j: "non-finite leaf mean", offsets)
+        check_nodes(~np.isfinite(arrays["value"]), lambda j: "non-finite leaf mean (value)",
+                    offsets)
+        check_range("draws.value", arrays["value"], -top, top, "MAX_ABS_LOCATION / y_scale")
         return cls(**arrays, offsets=offsets, sigma2=sigma2, n_trees=int(n_trees))
 
     def predict(self, X: np.ndarray) -> np.ndarray:

@@ -27,10 +27,11 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from basics.bounds import state_location, state_variance
 from basics.leaf_noise import nig_predictive_variance
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
@@ -195,21 +196,25 @@ class _SMCTree(BaseEstimator):
     def _set_state(self, state: dict[str, Any]) -> None:
         """Restore a state of :meth:`_get_state`; everything is checked before anything is
         set (``ParticleTrees.from_state``: structure, statistics, weights; the task's own
-        entries; one island per ``n_islands``). A bad state raises ``ValueError`` naming the
-        entry and leaves the model unchanged."""
+        entries; one island per ``n_islands``; finite node predictives). A bad state raises
+        ``ValueError`` naming the entry and leaves the model unchanged."""
         encoder = FeatureEncoder()
         encoder._set_state(state["encoder"])
-        extra, n_stats, nonnegative = self._task_from_state(state)
+        extra, n_stats = self._task_from_state(state)
         if not isinstance(state["trees"], dict):
             raise ValueError("trees must be a dict of arrays")
         trees = ParticleTrees.from_state(state["trees"], n_features=encoder.n_features_in_,
-                                         n_stats=n_stats, nonnegative=nonnegative)
+                                         n_stats=n_stats, regression=not is_classifier(self))
         if trees.n_islands != self.n_islands:
             raise ValueError(f"the trees come from {trees.n_islands} islands but n_islands is "
                              f"{self.n_islands}")
         entropy = state_int(state, "entropy", 0)
+        fitted = self._fitted(encoder, trees, entropy, extra)
+        if not np.isfinite(fitted["_node_value"]).all():
+            raise ValueError("the node predictives of trees.stats under the leaf prior are not "
+                             "finite")
         self.__dict__.pop("feature_names_in_", None)
-        self.__dict__.update(self._fitted(encoder, trees, entropy, extra))
+        self.__dict__.update(fitted)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -326,10 +331,10 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
     def _task_state(self) -> dict[str, Any]:
         return classes_state(self.classes_)
 
-    def _task_from_state(self, state: dict[str, Any]) -> tuple[dict, int, np.ndarray]:
+    def _task_from_state(self, state: dict[str, Any]) -> tuple[dict, int]:
         """``classes_``, whose number is the width of the node statistics (all counts)."""
         classes = check_classes(classes_from_state(state))
-        return {"classes_": classes}, len(classes), np.ones(len(classes), bool)
+        return {"classes_": classes}, len(classes)
 
 
 class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
@@ -455,17 +460,17 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
                 "leaf_prior_mean": float(self.leaf_prior_mean_),
                 "leaf_prior_var": float(self.leaf_prior_var_), **recalibration_state(self)}
 
-    def _task_from_state(self, state: dict[str, Any]) -> tuple[dict, int, np.ndarray]:
-        """sigma^2, mu_0, tau^2 (finite; variances positive) and the recalibration map; the
-        node statistics are ``[n, sum(y - mu_0), sum((y - mu_0)^2)]``."""
-        out = {}
-        for key, positive in (("noise_variance", True), ("leaf_prior_mean", False),
-                              ("leaf_prior_var", True)):
-            v = state[key]
-            if not isinstance(v, float) or not np.isfinite(v) or (positive and v <= 0):
-                what = "positive " if positive else ""
-                raise ValueError(f"{key} must be a finite {what}float, got {v!r:.60}")
-            out[f"{key}_"] = v
-        return ({**out, **recalibration_from_state(state)}, 3,
-                np.array([True, False, True]))
+    def _task_from_state(self, state: dict[str, Any]) -> tuple[dict, int]:
+        """sigma^2, mu_0, tau^2 (positive variances and a location within
+        :mod:`basics.bounds`) and the recalibration map; the node statistics are ``[n,
+        sum(y - mu_0), sum((y - mu_0)^2)]``."""
+        out = {"noise_variance_": state_variance(state, "noise_variance"),
+               "leaf_prior_mean_": state_location(state, "leaf_prior_mean"),
+               "leaf_prior_var_": state_variance(state, "leaf_prior_var")}
+        try:
+            self._leaf_likelihood(out)
+        except ValueError as exc:  # e.g. a subnormal variance whose prior scale underflows
+            raise ValueError(f"noise_variance={out['noise_variance_']!r} and leaf_prior_var="
+                             f"{out['leaf_prior_var_']!r} give no leaf prior: {exc}") from None
+        return {**out, **recalibration_from_state(state)}, 3
 

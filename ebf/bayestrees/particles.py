@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from basics.bounds import check_counts, check_sums
 from basics.validation import state_array
 
 from ..config import INDEX, JIT, NO_NODE
@@ -131,16 +132,17 @@ class ParticleTrees:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], *, n_features: int, n_stats: int,
-                   nonnegative: np.ndarray) -> ParticleTrees:
+                   regression: bool) -> ParticleTrees:
         """Particle trees from an untrusted state, after checking everything a kernel or a
         prediction relies on.
 
         Dtypes and shapes; ``offsets`` increasing from 0 to the number of nodes and
         ``islands`` from 0 to the number of trees (every tree and island non-empty); every
         tree well formed (:func:`ebf.tree_validation.check_tree_structure`); statistics
-        finite, and non-negative in the columns ``nonnegative`` (counts, sums of squares);
-        weights finite, non-negative and summing to one in every island; finite log
-        evidences; non-negative stage counts.
+        finite and within :mod:`basics.bounds` (``regression``: ``[n, sum(y - mu_0),
+        sum((y - mu_0)^2)]``, a count of rows and the sums of ``n`` centred targets; else
+        class counts of rows); weights finite, non-negative and summing to one in every
+        island; finite log evidences; non-negative stage counts.
 
         Raises
         ------
@@ -174,8 +176,12 @@ class ParticleTrees:
         stats = arrs["stats"]
         check_nodes(~np.isfinite(stats).all(axis=1),
                     lambda j: f"stats {stats[j]} are not finite", off)
+        nonnegative = [0, 2] if regression else slice(None)  # counts, sums of squares
         check_nodes((stats[:, nonnegative] < 0).any(axis=1),
                     lambda j: f"stats {stats[j]} hold a negative count or sum of squares", off)
+        check_counts("trees.stats (counts)", stats[:, 0] if regression else stats)
+        if regression:
+            check_sums("trees.stats", stats[:, 1:], stats[:, 0])
         w = arrs["weight"]
         if not (np.isfinite(w).all() and (w >= 0).all()):
             raise ValueError("particle trees: weight holds negative or non-finite values")

@@ -13,7 +13,9 @@ the first argument, as it goes. Rows come as ``.npy`` or, for models fit on a Da
     ``load`` or a prediction raised :class:`ebf.model.ModelFormatError` (``detail``: its
     message);
 ``ok``
-    every prediction method returned the right shape and finite values;
+    every prediction method returned the right shape and finite values (a log-density may
+    be ``-inf`` where it underflows, e.g. off a component of tiny variance, never NaN or
+    ``+inf``);
 ``wrong``
     another exception, or a prediction of the wrong shape or with non-finite values.
 
@@ -43,7 +45,8 @@ def predictions(model: Any, X: np.ndarray) -> list[tuple[str, np.ndarray, tuple]
     if isinstance(model, ConstantBranch):
         if model.task == "regression":
             mean, std = model.predict(X, return_std=True)
-            return [("predict", mean, (n,)), ("predict std", std, (n,))]
+            return [("predict", mean, (n,)), ("predict std", std, (n,)),
+                    *_density(model, X, mean)]
         return [("predict_proba", model.predict_proba(X), (n, model.value_.size))]
     if hasattr(model, "predict_proba"):
         proba = model.predict_proba(X)
@@ -54,7 +57,19 @@ def predictions(model: Any, X: np.ndarray) -> list[tuple[str, np.ndarray, tuple]
            ("predict std", std, (n,))]
     if hasattr(model, "predict_quantiles"):
         out.append(("predict_quantiles", model.predict_quantiles(X, (0.1, 0.9)), (n, 2)))
+    if hasattr(model, "predict_distribution"):
+        out += _density(model, X, mean)
     return out
+
+
+def _density(model: Any, X: np.ndarray, mean: np.ndarray) -> list[tuple[str, np.ndarray, tuple]]:
+    """The predictive distribution's median and its log-density there and at the mean."""
+    dist = model.predict_distribution(X)
+    median = dist.quantile(0.5)
+    n = X.shape[0]
+    return [("distribution median", median, (n,)),
+            ("logpdf at the median", dist.logpdf(median), (n,)),
+            ("logpdf at the mean", dist.logpdf(mean), (n,))]
 
 
 def run_case(model_dir: str, x_file: str) -> tuple[str, str]:
@@ -84,6 +99,8 @@ def run_case(model_dir: str, x_file: str) -> tuple[str, str]:
         out = np.asarray(out)
         if out.shape != shape:
             return "wrong", f"{method} has shape {out.shape}, expected {shape}"
+        if method.startswith("logpdf"):  # -inf where the density underflows
+            out = np.where(out == -np.inf, 0.0, out)
         if out.dtype.kind == "f" and not np.isfinite(out).all():
             return "wrong", f"{method} has {int((~np.isfinite(out)).sum())} non-finite values"
         if isinstance(model, Trunk) and not ((out >= 0) & (out < model.n_leaves_)).all():

@@ -15,209 +15,31 @@ import hashlib
 import json
 import math
 import os
-import queue
 import re
 import shutil
 import stat
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ebf import (
-    BARTRegressor,
-    BayesianForestClassifier,
-    BayesianForestRegressor,
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
-    SubsampleForestClassifier,
-    SubsampleForestRegressor,
     codec,
     tree_validation,
 )
-from ebf.branches import ConstantBranch
 from ebf.cart_fit import fit_cart_forest
 from ebf.codec import content_hash
 from ebf.model import HASHED, ModelFormatError, load
 from ebf.trunk import Trunk
-from mondrian import MondrianForestClassifier, MondrianForestRegressor
+from tests.ebf.hostile_corpus import MODEL_NAMES, Worker
+from tests.ebf.hostile_corpus import data as _data
 from tests.ebf.test_model import _array_entries, _manifest, save
 from tests.naive import naive_check_trees
-
-ROOT = Path(__file__).resolve().parents[2]
-
-#: Seconds a worker may take for its first answer (imports, kernels from numba's cache) and
-#: for any later case (milliseconds when nothing is wrong; only a hang reaches it).
-STARTUP_TIMEOUT = 170.0
-CASE_TIMEOUT = 20.0
-
-
-# ------------------------------------------------------------------------------ the worker
-
-
-class Worker:
-    """A ``tests/ebf/hostile_worker.py`` subprocess, restarted after a crash or a hang."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.log = directory / "outcomes.jsonl"
-        self.started = 0
-        self._start()
-
-    def _start(self) -> None:
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                           os.environ.get("PYTHONPATH")]))}
-        self.stderr = open(self.directory / f"worker{self.started}.err", "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "tests.ebf.hostile_worker", str(self.log)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-            cwd=ROOT, env=env,
-        )
-        self.started += 1
-        self.fresh = True
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
-
-    @staticmethod
-    def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    def run(self, case: str, model: Path, X: Path) -> dict:
-        """``{"outcome", "detail"}`` of one case; ``crash`` / ``hang`` from this side."""
-        timeout = STARTUP_TIMEOUT if self.fresh else CASE_TIMEOUT
-        self.fresh = False
-        try:
-            self.proc.stdin.write(json.dumps({"case": case, "model": str(model),
-                                              "X": str(X)}) + "\n")
-            self.proc.stdin.flush()
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.proc.kill()
-            self.proc.wait()
-            self._start()
-            return {"outcome": "hang", "detail": f"no answer within {timeout:.0f} s"}
-        except BrokenPipeError:
-            line = None
-        if line is None:
-            code = self.proc.wait()
-            err = Path(self.stderr.name).read_text()[-2000:]
-            self._start()
-            how = f"signal {-code}" if code < 0 else f"exit code {code}"
-            return {"outcome": "crash", "detail": f"the worker died by {how}:\n{err}"}
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
-
-
-# ------------------------------------------------------------------------------ the models
-
-
-def _data(n: int = 240, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (n, d))
-    y = np.sin(X).sum(axis=1) + 0.1 * rng.normal(size=n)
-    return X, y, (y > 0).astype(int) + (X[:, 0] > 1)
-
-
-def _with_constant_branch(model: Any, X: Any, y: np.ndarray) -> Any:
-    """Replace the smallest branch by the :class:`ConstantBranch` a tiny leaf would get."""
-    leaf = model.apply(X)
-    b = int(np.argmin(np.bincount(leaf, minlength=len(model.branches_))))
-    task = "classification" if hasattr(model, "classes_") else "regression"
-    codes = np.searchsorted(model.classes_, y) if task == "classification" else y
-    model.branches_[b] = ConstantBranch.from_rows(
-        codes[leaf == b], None, task, len(getattr(model, "classes_", [0])))
-    return model
-
-
-def _fit_models() -> dict[str, tuple[Any, Any]]:
-    """Every class of the allowlist (EBF with bayesian and mondrian branches and a
-    ConstantBranch; one model on a DataFrame with a categorical column; compact Mondrian
-    forests; BART), fit small."""
-    X, y, c = _data()
-    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1],
-                          "colour": np.where(X[:, 2] > 0, "red", "blue")})
-    small = dict(n_estimators=2, random_state=0)
-    ebf = dict(small, trunk_max_leaves=3)
-    return {
-        "bf_reg": (BayesianForestRegressor(**small).fit(X, y), X),
-        "bf_clf": (BayesianForestClassifier(**small).fit(X, c), X),
-        "ebf_reg": (_with_constant_branch(
-            EmpiricalBayesianForestRegressor(**ebf).fit(X, y), X, y), X),
-        "ebf_clf": (_with_constant_branch(
-            EmpiricalBayesianForestClassifier(**ebf).fit(frame, c), frame, c), frame),
-        "ebf_reg_mondrian": (EmpiricalBayesianForestRegressor(branch="mondrian", **ebf).fit(
-            X, y), X),
-        "ebf_clf_mondrian": (EmpiricalBayesianForestClassifier(branch="mondrian", **ebf).fit(
-            X, c), X),
-        "ssf_reg": (SubsampleForestRegressor(n_subsamples=2, **small).fit(X, y), X),
-        "ssf_clf": (SubsampleForestClassifier(n_subsamples=2, **small).fit(X, c), X),
-        "trunk": (Trunk(max_leaves=4).fit(X, y), X),
-        "trunk_clf": (Trunk(max_leaves=4, task="classification").fit(X, c), X),
-        "mf_reg": (MondrianForestRegressor(**small).fit(X, y), X),
-        "mf_clf": (MondrianForestClassifier(**small).fit(X, c), X),
-        # compact (predict-only) forests, one updated online so its trees were re-ordered
-        "mf_reg_compact": (MondrianForestRegressor(**small).fit(X[:160], y[:160]).partial_fit(
-            X[160:], y[160:]).compact(), X),
-        "mf_clf_compact": (MondrianForestClassifier(**small).fit(X, c).compact(), X),
-        "ebf_reg_mondrian_compact": (EmpiricalBayesianForestRegressor(
-            branch="mondrian", **ebf).fit(X, y).compact(), X),
-        "constant": (ConstantBranch.from_rows(y, None, "regression", 1), X),
-        "bart_reg": (BARTRegressor(n_trees=3, n_iter=12, burn_in=4, thin=2,
-                                   random_state=0).fit(X, y), X),
-    }
-
-
-MODEL_NAMES = ("bf_reg", "bf_clf", "ebf_reg", "ebf_clf", "ebf_reg_mondrian",
-               "ebf_clf_mondrian", "ssf_reg", "ssf_clf", "trunk", "trunk_clf", "mf_reg",
-               "mf_clf", "mf_reg_compact", "mf_clf_compact", "ebf_reg_mondrian_compact",
-               "constant", "bart_reg")
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """``name -> (pristine model directory, rows to predict)``, saved once per module."""
-    root = tmp_path_factory.mktemp("hostile")
-    out = {}
-    for name, (model, X) in _fit_models().items():
-        rows = root / f"{name}.X"
-        if isinstance(X, pd.DataFrame):
-            rows = rows.with_suffix(".parquet")
-            X.iloc[:50].to_parquet(rows)
-        else:
-            rows = rows.with_suffix(".npy")
-            np.save(rows, X[:50], allow_pickle=False)
-        out[name] = (save(model, root / name), rows)
-    return out
-
-
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory, request):
-    w = Worker(tmp_path_factory.mktemp("worker"))  # it imports while the models are fit
-    models = request.getfixturevalue("models")
-    for name, (path, rows) in models.items():  # compiles every kernel once
-        result = w.run(f"pristine {name}", path, rows)
-        assert result["outcome"] == "ok", (name, result)
-    yield w
-    w.close()
-
 
 # ------------------------------------------------------------------------------ forging
 
@@ -532,9 +354,12 @@ def test_ebf_predictions_are_nan_not_uninitialised_for_an_unrouted_row(monkeypat
 
 
 _INT_VALUES = (-1, -2, 0, 1, -2**63, 2**62, "n")
-_FLOAT_VALUES = (np.nan, np.inf, -np.inf, -1.0, 0.0, 1.0)
+#: Beyond +-1: the finite extremes a forger reaches for (issue 26: leaf values of 1e160 to
+#: 1e308 loaded and predicted inf) and subnormals (a count or a variance of 5e-324).
+_FLOAT_VALUES = (np.nan, np.inf, -np.inf, -1.0, 0.0, 1.0, 1e300, -1e300, 1e160, 5e-324,
+                 -5e-324, 2.5)
 _JSON_VALUES = (-1, 0, 1, 2**62, -2**63, 10**30, {"__float__": "nan"}, {"__float__": "inf"},
-                -1.0, 0.5, True, None, "x", [], {})
+                -1.0, 0.5, True, None, "x", [], {}, 1e300, -1e300, 1e160, 5e-324)
 _DTYPES = ("int64", "float64", "int32", "float32", "bool", "uint8", "<U3")
 _SHAPES = ("drop", "append", "ravel", "newaxis", "empty")
 #: Shapes written into a ``.npy`` header (with the data they declare, if small): empty ones
@@ -543,7 +368,8 @@ _EXTREME_SHAPES = ((0, 2**62), (0,) * 65, (1,) * 9, (0, 2**32, 2**32), (2**63,),
 
 _INDEX = st.integers(0, 2**16)
 MUTATION = st.one_of(
-    st.tuples(st.just("value"), _INDEX, st.integers(0, 2**30), st.integers(0, 6)),
+    st.tuples(st.just("value"), _INDEX, st.integers(0, 2**30),
+              st.integers(0, len(_FLOAT_VALUES) - 1)),
     st.tuples(st.just("swap"), _INDEX, _INDEX),
     st.tuples(st.just("truncate"), _INDEX, st.integers(0, 2**30)),
     st.tuples(st.just("dtype"), _INDEX, st.sampled_from(_DTYPES)),

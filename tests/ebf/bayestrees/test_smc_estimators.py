@@ -311,9 +311,16 @@ def _internal(model):
      r"stats has shape"),
     (lambda s, j: s["trees"].pop("weight"), "lacks the array 'weight'"),
     (lambda s, j: s.__setitem__("trees", [1, 2]), "trees must be a dict"),
-    (lambda s, j: s.__setitem__("noise_variance", -1.0), "noise_variance must be a finite "
-     "positive float"),
-    (lambda s, j: s.__setitem__("leaf_prior_mean", "0"), "leaf_prior_mean must be a finite"),
+    (lambda s, j: s.__setitem__("noise_variance", -1.0),
+     r"noise_variance must be a float in \(0, 1e\+220\] \(MAX_VARIANCE\), got -1.0"),
+    (lambda s, j: s.__setitem__("leaf_prior_mean", "0"), "leaf_prior_mean must be a float in"),
+    (lambda s, j: s.__setitem__("leaf_prior_mean", 1e160),
+     r"leaf_prior_mean must be a float in \[-1e\+110, 1e\+110\] \(MAX_ABS_LOCATION\)"),
+    (lambda s, j: s["trees"]["stats"].__setitem__((0, 0), 0.5),
+     r"trees.stats \(counts\) holds 1 count\(s\) that are not whole numbers: 0.5 at index 0"),
+    (lambda s, j: s["trees"]["stats"].__setitem__((j, 1), 1e300),
+     r"trees.stats \(sums\) holds 1 value\(s\) outside count \* MAX_ABS_LOCATION: 1e\+300 "
+     r"at index \d+ is not in"),
 ])
 def test_crafted_states_are_refused_naming_the_entry(fitted, edit, match):
     model, X = fitted
