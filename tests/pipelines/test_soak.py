@@ -150,10 +150,6 @@ def _leftovers(root: Path) -> list[str]:
 
 
 def test_soak(cluster, tmp_path):
-    from ebf.model import load, model_hash
-    from pipelines.io import read_parquet_metadata
-    from pipelines.registry import Registry
-
     scheduler_file, client = cluster
     rng = random.Random(26)
     data, test = tmp_path / "data", tmp_path / "test"
@@ -169,7 +165,7 @@ def test_soak(cluster, tmp_path):
         windows.append(window)
     reg = tmp_path / "registry"
     report = os.environ.get("EBF_SOAK_REPORT")
-    runs, trained, predicted = [], [], []
+    runs = []
     for i in range(RUNS):
         op = rng.choice(["train", "predict", "evaluate", "retrain", "retrain"])
         if op == "train":
@@ -192,33 +188,45 @@ def test_soak(cluster, tmp_path):
             Path(report).write_text(json.dumps({"runs": runs}, indent=1))
         rc = result["rc"]
         assert rc in (0, 10, 143) or (rc == 1 and result["killed"]), result
-        if rc == 0 and op == "train":
-            trained.append(model_hash(out))
-        if rc == 0 and op == "predict":
-            predicted.append(out)
     (tmp_path / "soak.json").write_text(json.dumps(runs, indent=1))
+    summary = verify(tmp_path, runs, ["--scheduler-file", scheduler_file])
+    print(json.dumps(summary))
+    if report:
+        Path(report).write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
 
-    registry = Registry(reg)
+
+def verify(root: Path, runs: list[dict], cluster_args: list[str]) -> dict:
+    """The end state of a soak in ``root`` (see the module docstring); its summary.
+
+    Also for a soak cut short: ``python -m tests.pipelines.test_soak ROOT REPORT`` checks
+    what its jobs left, from the report ``EBF_SOAK_REPORT`` wrote.
+    """
+    from ebf.model import load, model_hash
+    from pipelines.io import read_parquet_metadata
+    from pipelines.registry import Registry
+
+    registry = Registry(root / "registry")
     versions = registry.versions()
     assert versions and registry.current() in versions
     for version in versions:
         load(registry.verified_model(version))
-    assert _leftovers(tmp_path) == []
+    assert _leftovers(root) == []
+    done = [r["argv"] for r in runs if r["rc"] == 0]
+    trained = [model_hash(a[a.index("--out") + 1]) for a in done if a[0] == "train"]
     assert len(set(trained)) <= 1, "completed trains of the same data and seed differ"
+    predicted = [Path(a[a.index("--out") + 1]) for a in done if a[0] == "predict"]
     references: dict[str, pd.DataFrame] = {}
     for out in predicted:
         frame = pd.read_parquet(out)
-        meta = json.loads((out / "_ebf_output.json").read_text())
-        assert meta["kind"] == "predictions"
         digest = read_parquet_metadata(str(out))["ebf.model_hash"]
         if digest not in references:
             version = next(v for v in versions if model_hash(registry.model_path(v)) == digest)
-            ref = tmp_path / "reference" / digest[:16]
-            rc = subprocess.run([sys.executable, "-m", "pipelines", "predict",
-                                 registry.model_path(version), str(test), "--out", str(ref),
-                                 "--quiet", "--scheduler-file", scheduler_file],
-                                env=_env(), capture_output=True, text=True).returncode
-            assert rc == 0
+            ref = root / "reference" / digest[:16]
+            done = subprocess.run([sys.executable, "-m", "pipelines", "predict",
+                                   registry.model_path(version), str(root / "test"), "--out",
+                                   str(ref), "--quiet", *cluster_args],
+                                  env=_env(), capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
             references[digest] = pd.read_parquet(ref)
         pd.testing.assert_frame_equal(frame, references[digest], check_exact=True)
     summary = {
@@ -227,7 +235,13 @@ def test_soak(cluster, tmp_path):
         "failed_after_kill": sum(r["rc"] == 1 for r in runs), "versions": len(versions),
         "predictions_compared": len(predicted), "trains_compared": len(trained),
     }
+    return summary
+
+
+if __name__ == "__main__":
+    soak_root, soak_report = Path(sys.argv[1]), Path(sys.argv[2])
+    runs = json.loads(soak_report.read_text())["runs"]
+    summary = verify(soak_root, runs, [])  # a local cluster for the reference predictions
     print(json.dumps(summary))
-    if report:
-        Path(report).write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+    soak_report.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
 
