@@ -1,5 +1,5 @@
 """``python -m pipelines``: the ``ebf`` command line."""
 
-from pipelines.cli import main
+from pipelines.entry import main
 
 raise SystemExit(main())

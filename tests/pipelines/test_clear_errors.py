@@ -332,3 +332,34 @@ def test_ctrl_c_during_a_fit_on_worker_processes_exits_130_in_one_line(tmp_path)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert not out.exists()
     _no_temporaries(tmp_path)
+
+
+_SLOW_IMPORT = """
+import importlib.abc, sys, time
+class Slow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "pipelines.cli":  # the command's modules take long to import
+            print("importing", flush=True)
+            time.sleep(60)
+        return None
+sys.meta_path.insert(0, Slow())
+from pipelines.entry import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_the_command_is_still_importing_is_one_line(signum, status):
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, "train"], env=_entry_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout.readline() == "importing\n"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == status
+    assert err.strip().splitlines() == [err.strip()] and "start-up" in err, err
+
+
+def _entry_env() -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))

@@ -1,0 +1,35 @@
+"""The ``ebf`` command's entry point: signals are handled from the first line.
+
+:func:`pipelines.cli.main` turns SIGTERM and Ctrl-C into one line and exit 143 / 130 once it
+runs; before that, while its modules are still being imported (seconds on a busy machine),
+the default action would kill the process silently. :func:`main` installs a handler first
+that exits the same way (nothing has been written yet), then imports and runs the command.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+__all__ = ["main"]
+
+_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+def _during_start_up(signum: int, frame: object) -> None:
+    signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+    what = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    sys.stderr.write(f"ebf: stopped during start-up: {what}; nothing was written\n")
+    raise SystemExit(_STATUS[signum])
+
+
+def main() -> int:
+    """Run the ``ebf`` command line (:func:`pipelines.cli.main`) with signals handled."""
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _during_start_up)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _during_start_up)
+    from pipelines.cli import main as run
+
+    for signum, handler in previous.items():  # main installs its own at once
+        signal.signal(signum, handler)
+    return run()
