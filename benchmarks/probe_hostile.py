@@ -993,10 +993,11 @@ def make_fixtures(run: Run, root: Path, models: dict[str, Path], pristine: dict[
 
 
 def summarize(records: list[dict]) -> dict[str, dict[str, int]]:
-    table = {c: dict.fromkeys(OUTCOMES, 0) for c in CATEGORIES}
+    """Cases per category and outcome; ``not run`` counts a case the probe could not set up
+    (a bug of the probe, or its scratch folder removed under it)."""
+    table = {c: dict.fromkeys((*OUTCOMES, "not run"), 0) for c in CATEGORIES}
     for r in records:
-        if r["outcome"] in OUTCOMES:
-            table[r["category"]][r["outcome"]] += 1
+        table[r["category"]][r["outcome"] if r["outcome"] in OUTCOMES else "not run"] += 1
     return table
 
 
@@ -1017,21 +1018,17 @@ def write_markdown() -> Path:
                    f"{' (with uncommitted changes)' if r['dirty'] else ''}, {r['cases']} cases "
                    f"in {r['seconds'] / 60:.1f} min ({r['jobs']} at once, timeout "
                    f"{r['timeout']:.0f} s), {r['started']}")
-    out += ["", "| category | cases | " + " | ".join(OUTCOMES) + " |",
-            "|---|---|" + "---|" * len(OUTCOMES)]
-    totals = {label: dict.fromkeys(OUTCOMES, 0) for label in order}
-    for cat in CATEGORIES:
-        sizes = "/".join(str(sum(runs[k]["summary"][cat].values())) for k in order)
-        cells = []
-        for o in OUTCOMES:
-            cells.append(" / ".join(str(runs[k]["summary"][cat][o]) for k in order))
-            for k in order:
-                totals[k][o] += runs[k]["summary"][cat][o]
+    summary = {k: summarize(runs[k]["records"]) for k in order}
+    columns = [*OUTCOMES] + (["not run"] if any(summary[k][c]["not run"] for k in order
+                                               for c in CATEGORIES) else [])
+    out += ["", "| category | cases | " + " | ".join(columns) + " |",
+            "|---|---|" + "---|" * len(columns)]
+    totals = {k: {o: sum(summary[k][c][o] for c in CATEGORIES) for o in columns} for k in order}
+    for cat, row in [(c, {k: summary[k][c] for k in order}) for c in CATEGORIES] + [
+            ("**all**", totals)]:
+        sizes = " / ".join(str(sum(row[k].values())) for k in order)
+        cells = [" / ".join(str(row[k][o]) for k in order) for o in columns]
         out.append(f"| {cat} | {sizes} | " + " | ".join(cells) + " |")
-    sizes = "/".join(str(sum(totals[k].values())) for k in order)
-    out.append(f"| **all** | {sizes} | "
-               + " | ".join(" / ".join(str(totals[k][o]) for k in order) for o in OUTCOMES)
-               + " |")
     loaded = {k: sum("loaded, finite" in c.get("detail", "") for c in runs[k]["records"]
                      if c["category"] in ("forged values", "memory")) for k in order}
     out += ["", "Forged models (forged values, memory) that loaded and predicted finite values "
@@ -1095,7 +1092,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="regex of the case ids to run")
     parser.add_argument("--list", action="store_true", help="print the corpus, run nothing")
     parser.add_argument("--keep", action="store_true", help="keep the case sandboxes")
-    parser.add_argument("--work", type=Path, help="scratch folder (default: in $TMPDIR)")
+    parser.add_argument("--work", type=Path,
+                        help="scratch folder (default: a new one in $TMPDIR, removed at the "
+                        "end unless --keep; name one to --reuse-fixtures)")
     parser.add_argument("--cache", type=Path,
                         default=Path(tempfile.gettempdir()) / "ebf-probe-cache",
                         help="numba cache and bytecode (kept between runs)")
@@ -1114,7 +1113,8 @@ def main(argv: list[str] | None = None) -> int:
     code = args.code.resolve()
     if not (code / "pipelines" / "cli.py").is_file():
         parser.error(f"{code} is not an ebf checkout (no pipelines/cli.py)")
-    work = (args.work or Path(tempfile.gettempdir()) / f"ebf-probe-{args.label}").resolve()
+    # a folder of its own unless named: two runs sharing one would delete each other's models
+    work = (args.work or Path(tempfile.mkdtemp(prefix=f"ebf-probe-{args.label}-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     for sub in ("numba", "pycache"):
         (args.cache / sub).mkdir(parents=True, exist_ok=True)
@@ -1182,6 +1182,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
+    if not (args.work or args.keep):
+        shutil.rmtree(work, ignore_errors=True)
     print(write_markdown().read_text())
     return 0
 
