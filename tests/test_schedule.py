@@ -94,6 +94,7 @@ def test_parse_day(examples):
         job.parse_day("2013-02-30")
 
 
+@pytest.mark.slow
 def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeypatch,
                                         capsys):
     job, flow = examples
@@ -200,6 +201,7 @@ def _gnu_yesterday() -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+@pytest.mark.slow
 def test_crontab_lines_and_the_wrapper_run_the_job(tmp_path, examples):
     job, _ = examples
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "ebf")):

@@ -159,6 +159,7 @@ def _check_outcome(result: dict, model_dir: Path, path: str) -> str | None:
 # ------------------------------------------------------------------------------ the corpus
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_forged_floats_are_refused_naming_the_array_or_predict_finite_values(
         models, worker, tmp_path, name):

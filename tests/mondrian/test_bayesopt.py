@@ -20,6 +20,7 @@ def branin(x):
 SPACE = [(-5.0, 10.0), (0.0, 15.0)]
 
 
+@pytest.mark.slow
 def test_mondrian_forest_beats_random_search_on_branin():
     """Seeded: over 3 seeds, 50 evaluations each (10 random first), the Mondrian surrogate's
     best value is at least as good as a random search's with the same budget, seed by seed

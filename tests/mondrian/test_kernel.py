@@ -238,6 +238,7 @@ def _laplace_gp(n, lam, seed):
     return X, np.linalg.cholesky(K) @ rng.normal(size=n) + 0.05 * rng.normal(size=n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam", [1.0, 3.0])
 def test_width_is_recovered_from_a_laplace_gp(lam):
     """Fig. 7: on a draw of a GP with the Laplace kernel of lifetime lambda (500 points in

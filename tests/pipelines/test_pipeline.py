@@ -312,6 +312,7 @@ def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client
         train(data["classification", "train"], "y", calibrate="recent", client=dask_client)
 
 
+@pytest.mark.slow
 def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
     pytest.importorskip("matplotlib")
     model = tmp_path / "model"
@@ -406,6 +407,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
     assert len(written) == 3 and os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 @needs_demo_extras
 def test_cli_demo(tmp_path, capsys, local_threads):
     out = tmp_path / "demo"

@@ -112,6 +112,7 @@ def test_width_error_reference_is_the_calibrated_gaussian(results: dict[str, dic
         assert pooled == pytest.approx(expected * figures.GAUSSIAN_ABS_ERROR_PER_WIDTH, rel=0.03)
 
 
+@pytest.mark.slow
 def test_write_figures_writes_valid_pngs_atomically(tmp_path: Path,
                                                     results: dict[str, dict]) -> None:
     out = tmp_path / "figs"
@@ -232,6 +233,7 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
     assert "Calibration" not in text and "RMSE" not in text
 
 
+@pytest.mark.slow
 def test_results_read_back_from_json_give_the_same_report(tmp_path: Path,
                                                          results: dict[str, dict]) -> None:
     # results.json stores tables as dicts of lists and the coverage levels as strings.
@@ -264,6 +266,7 @@ def test_missing_matplotlib_names_the_extra(tmp_path: Path, results: dict[str, d
     assert sorted(os.listdir(tmp_path)) == ["c.html"]
 
 
+@pytest.mark.slow
 def test_failed_write_keeps_the_old_file(tmp_path: Path, results: dict[str, dict],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "report.html"

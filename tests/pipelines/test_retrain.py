@@ -48,6 +48,7 @@ def _listing(root):
                   for d, _, fs in os.walk(root) for f in fs)
 
 
+@pytest.mark.slow
 def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     first = retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS,
@@ -90,6 +91,7 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     assert refit.branch_sizes_.sum() == 4000 + february + 3000 - 300 - 270
 
 
+@pytest.mark.slow
 def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
@@ -113,6 +115,7 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
 
 @pytest.mark.parametrize("where", ["pipelines.retrain.evaluate_model",
                                    "pipelines.retrain._recalibrate", "ebf.model.save"])
+@pytest.mark.slow
 def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
                                                        monkeypatch, where):
     reg_url = str(tmp_path / "registry")
@@ -171,6 +174,7 @@ def test_gate_rules():
     assert not ok and not checks["accuracy"]["ok"]
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
     monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

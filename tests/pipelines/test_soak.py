@@ -1,6 +1,6 @@
 """Soak: many mixed jobs against one registry on a multi-process cluster, disturbed.
 
-Marked ``slow`` (not in the default run): ``python -m pytest -m slow tests/pipelines/test_soak.py``;
+Marked ``soak`` (not in the default run): ``python -m pytest -m soak tests/pipelines/test_soak.py``;
 ``EBF_SOAK_RUNS`` sets the number of jobs (default 200: about an hour on 2 quiet cores);
 ``EBF_SOAK_REPORT=path.json`` writes every job's command, exit status, seconds and
 disturbances there (after each job) and the summary at the end.
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(0)]
+pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.timeout(0)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = int(os.environ.get("EBF_SOAK_RUNS", "200"))

@@ -89,6 +89,7 @@ def test_flat_likelihood_prior_and_optimal_particles_are_prior_draws(proposal, e
     assert _two_sample_pvalue(prior_cells, got) > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expansion", EXPANSIONS)
 def test_flat_likelihood_empirical_particles_follow_the_prior(expansion, prior_cells):
     """The empirical proposal is not the prior: only its weights (P/Q of eq. 3.7) make the

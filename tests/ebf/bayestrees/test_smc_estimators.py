@@ -97,6 +97,7 @@ def test_regressor_mixture_is_the_weighted_leaf_predictive():
     assert mixture.n_components == reg.n_trees_
 
 
+@pytest.mark.slow
 def test_regressor_leaf_noise_components_are_the_student_t_moments():
     """``noise="leaf"``: a tree's component is the mean and variance of its leaf's
     Student-t predictive, the normal-inverse-gamma posterior updated one label at a time,

@@ -315,6 +315,7 @@ def test_predict_frame_columns_index_and_order(dask_client):
     np.testing.assert_array_equal(series, mean)
 
 
+@pytest.mark.slow
 def test_predict_frame_classifier_and_branches_without_rows(dask_client):
     df = make_frame(1500, seed=12)
     model, local, _ = fit_both(EmpiricalBayesianForestClassifier, df, 3, dask_client, "label",
@@ -421,6 +422,7 @@ def test_waits_use_the_given_client_never_the_default(monkeypatch):
             wait_for(client, [client.submit(lambda: 1 / 0, pure=False)])
 
 
+@pytest.mark.slow
 def test_fit_survives_a_worker_killed_during_a_branch(tmp_path):
     """A real worker process dies inside a branch task; the fit ends with the same model."""
     marker = tmp_path / "killed"

@@ -15,6 +15,7 @@ from .test_dask import FEATURES, assert_same_predictions, assert_same_state, fit
 
 @pytest.mark.parametrize("local_cls, target", [
     (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
+@pytest.mark.slow
 def test_dask_partial_fit_equals_local_partial_fit(dask_client, local_cls, target):
     model, local, _ = fit_both(local_cls, make_frame(1500, seed=2), 3, dask_client, target,
                                n_estimators=3, branch="mondrian", trunk_max_leaves=5,

@@ -133,6 +133,7 @@ def test_schema_errors_come_before_any_work(dask_client, saved):
         predict_frame(open_model(path), X, QUANTILES, strategy="sharded")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_during_sharded_prediction(saved, tmp_path):
     """A real worker process dies inside a branch task; the output is complete and equal."""
     marker = tmp_path / "killed"
@@ -163,6 +164,7 @@ def _peak_cached_bytes() -> int:
     return sharded.cache_peak_bytes()
 
 
+@pytest.mark.slow
 def test_a_memory_limit_below_the_model_chooses_shards_and_holds_one(saved):
     """Workers whose memory limit is below the whole model but above its largest shard:
     the chooser picks sharded prediction, which succeeds, and no worker ever holds more

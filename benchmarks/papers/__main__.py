@@ -1,0 +1,39 @@
+"""``python -m benchmarks.papers --items PATTERN ... --budget smoke|quick|full``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import all_causes, all_items
+from .core import BUDGETS, RESULTS, run_item, select
+from .report import write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.papers", description=__doc__)
+    parser.add_argument("--items", nargs="+", default=["*"],
+                        help="item keys or shell patterns (default: every item)")
+    parser.add_argument("--budget", choices=BUDGETS, default="quick")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="folder of the item JSONs and REPRODUCTION.md")
+    parser.add_argument("--list", action="store_true", help="list the items and stop")
+    args = parser.parse_args(argv)
+    items = all_items()
+    if args.list:
+        for it in items:
+            print(f"{it.key:28s} {it.paper}, {it.where}: {it.title}")
+        return 0
+    for it in select(items, args.items):
+        rec = run_item(it, args.budget, args.seed, args.out)
+        status = "holds" if rec["holds"] else "does NOT hold"
+        print(f"{it.key}: {rec['headline']} (paper {it.paper_headline}); claim {status}: "
+              f"{rec['detail']} [{rec['seconds']:.1f} s]", flush=True)
+    print(f"wrote {write_report(items, args.out, all_causes())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
