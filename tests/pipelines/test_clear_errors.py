@@ -279,12 +279,19 @@ def test_registry_unlock_refuses_while_the_holder_runs(tmp_path):
 # --------------------------------------------------------------------------- (h) Ctrl-C
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as in an interactive terminal: a test runner's worker (pytest-xdist) may ignore
+    SIGINT, and an ignored signal stays ignored in its children (as under ``nohup``), which
+    ``ebf`` respects."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(argv: list[str], ready, processes: bool) -> tuple[int, str]:
     """Start ``ebf argv`` in its own process group, wait for ``ready(pid, stderr so far)``,
     send SIGINT to the group (what Ctrl-C in a terminal does) and return status and stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "pipelines", *argv], env=_env(processes),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_in_a_terminal)
     chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(
         lambda: proc.stderr.read1(4096), b"")), daemon=True)
@@ -365,7 +372,7 @@ raise SystemExit(main())
 def test_a_signal_while_the_command_is_still_importing_is_one_line(signum, status):
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, "train"], env=_entry_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_in_a_terminal)
     assert proc.stdout.readline() == "importing\n"
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
