@@ -117,10 +117,10 @@ def run(cfg: argparse.Namespace) -> list[dict]:
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
+    from ebf.artifact import estimator_from_state, estimator_state
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
     from ebf.dask.calibration import recalibrate
     from ebf.drift import trunk_drift
-    from ebf.model import estimator_from_state, estimator_state
     from pipelines.datasets import FLIGHT_FEATURES, FLIGHT_TARGET
     from pipelines.io import read_dataset
 

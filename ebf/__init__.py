@@ -6,6 +6,7 @@ layout and the contracts between modules are in ``docs/architecture.md``.
 
 from basics.versions import library_version
 
+from .artifact import load, open_model, save
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .drift import DriftReport, trunk_drift
 from .estimators import (
@@ -15,8 +16,6 @@ from .estimators import (
     SubsampleForestRegressor,
 )
 from .forests import BayesianForestClassifier, BayesianForestRegressor
-from .model import load, save
-from .reader import open_model
 from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 from .trunk import Trunk
 

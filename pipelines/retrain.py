@@ -367,7 +367,7 @@ def retrain(
         promote = record["decision"] != "kept"
 
         def write(model_dir: str) -> None:
-            from ebf.model import save
+            from ebf.artifact import save
 
             save(model, model_dir, metadata=meta, storage_options=storage_options)
 
@@ -411,7 +411,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
                 holdout_data: str | None, window_id: dict, drift_threshold: float,
                 tolerances: dict, refit_on: str, client: distributed.Client,
                 progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
-    from ebf.model import load
+    from ebf.artifact import load
     from pipelines.artifacts import open_artifact
 
     parent_record = reg.record(parent)
