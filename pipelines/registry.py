@@ -426,8 +426,7 @@ class Registry:
                 write(model.url)
                 if not model.child("manifest.json").lexists():
                     raise RegistryError(f"write({model.url!r}) saved no model there (no "
-                                        "manifest.json); it must call "
-                                        "ebf.artifact.save(model, url)")
+                                        "manifest.json); it must call ebf.save(model, url)")
                 from ebf.artifact import model_hash
 
                 full["model_hash"] = model_hash(model.url, self.storage_options)
