@@ -8,7 +8,7 @@ Which outputs may be replaced
 -----------------------------
 ``overwrite=True`` replaces only a directory this tool wrote, of the same kind:
 
-- a model: its ``manifest.json`` says ``"format": "ebf-model"`` (:mod:`ebf.model`);
+- a model: its ``manifest.json`` says ``"format": "ebf-model"`` (:mod:`ebf.artifact`);
 - predictions or a dataset: its marker file :data:`MARKER` (``_ebf_output.json``: the kind,
   the ebf version, the time), which :func:`atomic_dir` writes into every directory it
   commits. Parquet readers (pyarrow, Dask, Spark) skip names starting with ``_``.

@@ -4,7 +4,7 @@ A fit refuses targets beyond ``±MAX_ABS_TARGET`` (:mod:`basics.validation`), so
 stores is bounded by what a fit can produce from such targets. A state read from a file is
 untrusted (``ebf/LAYOUT.md``, the persistence contract): every ``_set_state`` checks its
 values against these bounds in the same pass that checks its structure, and a value out of
-range is a ``ValueError`` naming the array, which ``ebf.model.load`` reports as a
+range is a ``ValueError`` naming the array, which ``ebf.artifact.load`` reports as a
 ``ModelFormatError`` naming the file. A forged leaf mean of 1e160 is refused there, instead
 of turning the predictive standard deviations into inf.
 

@@ -272,8 +272,7 @@ def run_posterior(cfg: argparse.Namespace) -> dict[str, Any]:
 def run_validate(cfg: argparse.Namespace) -> dict[str, Any]:
     """Median time of ``load`` vs. ``estimator_from_state`` on the decoded state (which is
     all of the validation plus setting attributes), in interleaved repeats."""
-    from ebf.model import estimator_from_state, load, save
-    from ebf.reader import open_model
+    from ebf.artifact import estimator_from_state, load, open_model, save
 
     X, y, _ = friedman(cfg.validate_rows, 10, np.random.default_rng(cfg.seed))
     ebf = dict(trunk_max_leaves=5, random_state=cfg.seed, n_jobs=cfg.n_jobs)

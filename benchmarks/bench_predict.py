@@ -41,7 +41,7 @@ def measure(demo_dir: Path, rows: int, models: Sequence[str]) -> dict[str, dict[
     import numpy as np
     import pandas as pd
 
-    from ebf.model import load
+    from ebf.artifact import load
 
     files = sorted(glob.glob(str(demo_dir / "data" / "test" / "*.parquet")))
     test = pd.concat([pd.read_parquet(f) for f in files]).iloc[:rows]

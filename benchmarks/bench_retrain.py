@@ -18,7 +18,7 @@ Both updated models see exactly the same rows: everything up to month ``m`` exce
 last ``--calibration-fraction`` of month ``m``, on which both are recalibrated (the
 ``recent`` method; the incremental model takes those rows in its next update). They differ
 only in the trunk (fixed vs refit) and in the Mondrian randomness. The drift check
-(:func:`ebf.drift.trunk_drift`) of the incremental model on each new month is reported too.
+(:func:`ebf.trunk_drift`) of the incremental model on each new month is reported too.
 
 Reported per month: the wall time of the update and of the refit (each including its
 recalibration, on a ``LocalCluster`` of ``--workers`` processes), their ratio, and RMSE,
@@ -117,10 +117,10 @@ def run(cfg: argparse.Namespace) -> list[dict]:
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
+    from ebf.artifact import estimator_from_state, estimator_state
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
     from ebf.dask.calibration import recalibrate
-    from ebf.drift import trunk_drift
-    from ebf.model import estimator_from_state, estimator_state
+    from ebf.diagnostics.drift import trunk_drift
     from pipelines.datasets import FLIGHT_FEATURES, FLIGHT_TARGET
     from pipelines.io import read_dataset
 

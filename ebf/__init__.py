@@ -6,8 +6,15 @@ layout and the contracts between modules are in ``docs/architecture.md``.
 
 from basics.versions import library_version
 
+from .artifact import load, open_model, save
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
-from .drift import DriftReport, trunk_drift
+from .diagnostics import (
+    DriftReport,
+    TrunkPosterior,
+    plot_split_posterior,
+    trunk_drift,
+    trunk_posterior,
+)
 from .estimators import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
@@ -15,9 +22,6 @@ from .estimators import (
     SubsampleForestRegressor,
 )
 from .forests import BayesianForestClassifier, BayesianForestRegressor
-from .model import load, save
-from .reader import open_model
-from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 from .trunk import Trunk
 
 __version__ = library_version()

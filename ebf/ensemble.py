@@ -31,6 +31,7 @@ from ._base import (
     input_attributes,
     regression_target,
 )
+from .artifact.classes import estimator_state
 from .branches import BRANCH_LEARNERS, BranchSpec, check_branch_task, fit_branch
 from .features import FeatureEncoder
 from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
@@ -112,7 +113,7 @@ class _BranchedEnsemble(BaseEstimator):
     _task = REGRESSION
     #: The state entry of the independent parts (``"branches"`` of an EBF, ``"subsamples"``
     #: of an SSF): a list of estimator states, each stored in its own shard by
-    #: :func:`ebf.model.save` (format 2) and loadable alone (``ebf.reader``).
+    #: :func:`ebf.artifact.save` (format 2) and loadable alone (``ebf.artifact.reader``).
     _parts = ""
 
     _parameter_constraints: dict = {
@@ -234,13 +235,13 @@ class _BranchedEnsemble(BaseEstimator):
 
     def _restore_head(self, state: dict, n_parts: int) -> dict:
         """The fitted attributes but the parts, from a state whose parts are elsewhere (a
-        seam of ``ebf.reader``; checked as :meth:`_set_state` checks them). Assigns nothing.
+        seam of ``ebf.artifact``; checked as :meth:`_set_state` checks them). Assigns nothing.
         """
         return restore_head(self, state, n_parts)
 
     def _restore_part(self, head: dict, value: Any, i: int) -> Any:
         """Part ``i`` from its estimator state, checked against ``head``
-        (:meth:`_restore_head`); a seam of ``ebf.reader``."""
+        (:meth:`_restore_head`); a seam of ``ebf.artifact.reader``."""
         return restore_part(self, head, value, i)
 
     def compact(self) -> Any:
@@ -297,8 +298,6 @@ class _BranchedEnsemble(BaseEstimator):
         self.__dict__.update(attrs)
 
     def _state(self, parts: dict) -> dict:
-        from .registry import estimator_state
-
         check_is_fitted(self, "encoder_")
         state = {"encoder": self.encoder_._get_state(), "entropy": int(self.entropy_)}
         if self._task == CLASSIFICATION:

@@ -22,9 +22,9 @@ from basics.tasks import CLASSIFICATION
 from basics.validation import check_classes, state_array, state_int
 
 from ._base import classes_from_state, input_attributes
+from .artifact.classes import estimator_from_state
 from .branches import BRANCH_CLASSES, ConstantBranch
 from .features import FeatureEncoder
-from .registry import estimator_from_state
 from .trunk import Trunk
 
 __all__ = ["check_branch", "fitted_update_record", "restore_ensemble", "restore_head",
@@ -41,7 +41,7 @@ def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classe
     Parameters
     ----------
     branch : estimator
-        A branch restored by ``ebf.model.estimator_from_state``.
+        A branch restored by ``ebf.artifact.estimator_from_state``.
     learner : str
         The ensemble's ``branch`` parameter.
     task : {"regression", "classification"}
@@ -73,7 +73,7 @@ def restore_head(est: Any, state: dict, n_parts: int) -> dict:
     leaf per part (``n_parts`` branches). Raises ``ValueError`` naming what does not fit.
 
     The Dask prediction of a sharded model routes rows with this head alone and loads each
-    branch where its rows are (:meth:`ebf.reader.ModelReader.head`).
+    branch where its rows are (:meth:`ebf.artifact.ModelReader.head`).
     """
     encoder = FeatureEncoder()
     encoder._set_state(state["encoder"])

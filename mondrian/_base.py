@@ -305,7 +305,7 @@ class _BaseMondrianForest(BaseEstimator):
         return state
 
     def _get_state(self) -> dict:
-        """Every fitted attribute as a persistence state (``ebf.model`` writes it to disk).
+        """Every fitted attribute as a persistence state (``ebf.artifact`` writes it to disk).
 
         Includes the data buffer (the online algorithm resamples paused blocks from it), the
         seed entropy and update counter (so a later ``partial_fit`` draws the same numbers),

@@ -186,7 +186,7 @@ class CompactTree:
                 if isinstance(getattr(self, f.name), np.ndarray)}
 
     def to_state(self) -> dict:
-        """The tree as a persistence state (``ebf.model``)."""
+        """The tree as a persistence state (``ebf.artifact``)."""
         return {**self._arrays(), "leaf_tau": float(self.leaf_tau)}
 
     def root_stats(self) -> np.ndarray:

@@ -130,7 +130,7 @@ class TreeArrays:
         return out
 
     def to_state(self, n_points: int) -> dict:
-        """The live tree as a persistence state (``ebf.model``): arrays plus ``root``, ``n_nodes``.
+        """The live tree as a persistence state (``ebf.artifact``): arrays, ``root``, ``n_nodes``.
 
         Node arrays are cut at ``n_nodes`` and ``pt_next`` at ``n_points`` (the rows seen);
         the rest is spare capacity, which :meth:`reserve` regrows on the next update.

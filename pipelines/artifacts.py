@@ -1,6 +1,6 @@
 """Model artifacts as the jobs use them: a model directory opened and pinned by its hash.
 
-:func:`open_artifact` reads the manifest only (:func:`ebf.reader.open_model`): the jobs of
+:func:`open_artifact` reads the manifest only (:func:`ebf.artifact.open_model`): the jobs of
 :mod:`pipelines.score` hand the reader to the workers, which load the model whole or one
 branch per task, every file checked against the pinned manifest (a model overwritten
 meanwhile fails its checksums instead of mixing two models). :func:`load_model` loads the
@@ -23,14 +23,14 @@ class ModelArtifact:
 
     Attributes
     ----------
-    reader : ebf.reader.ModelReader
+    reader : ebf.artifact.ModelReader
         Loads the head, a part or the whole model; picklable, it travels in Dask graphs.
     path : str
     digest : str
-        :func:`ebf.model.model_hash` (sha256 of the model's content, which holds the
+        :func:`ebf.artifact.model_hash` (sha256 of the model's content, which holds the
         sha256 of every file).
     manifest : dict
-        :func:`ebf.model.read_manifest`.
+        :func:`ebf.artifact.read_manifest`.
     features : list of str
         The feature columns the model was trained on.
     """
@@ -54,7 +54,7 @@ class ModelArtifact:
 
     @property
     def training(self) -> dict:
-        """The training metadata (``metadata=`` of :func:`ebf.model.save`), or ``{}``."""
+        """The training metadata (``metadata=`` of :func:`ebf.artifact.save`), or ``{}``."""
         user = self.manifest.get("metadata", {}).get("user")
         return user if isinstance(user, dict) else {}
 
@@ -78,7 +78,7 @@ def open_artifact(model_dir: str | os.PathLike[str],
     Parameters
     ----------
     model_dir : str or path-like
-        Written by :func:`ebf.model.save` (e.g. by ``ebf train``); a path or fsspec URL.
+        Written by :func:`ebf.artifact.save` (e.g. by ``ebf train``); a path or fsspec URL.
     storage_options : mapping, optional
         fsspec options for a URL.
 
@@ -88,8 +88,8 @@ def open_artifact(model_dir: str | os.PathLike[str],
 
     Raises
     ------
-    FileNotFoundError, ebf.model.ModelFormatError
-        From :func:`ebf.model.read_manifest`.
+    FileNotFoundError, ebf.artifact.ModelFormatError
+        From :func:`ebf.artifact.read_manifest`.
     ValueError
         If the model has no feature names (trained on a plain array).
 
@@ -99,7 +99,7 @@ def open_artifact(model_dir: str | os.PathLike[str],
     >>> art.features[:2], art.digest[:12], art.reader.n_parts  # doctest: +SKIP
     (['x0', 'x1'], '3f1c0a9b2e7d', 5)
     """
-    from ebf.reader import open_model
+    from ebf.artifact import open_model
 
     path = os.fspath(model_dir)
     reader = open_model(path, storage_options)
@@ -126,8 +126,8 @@ def load_model(model_dir: str | os.PathLike[str]) -> LoadedModel:
 
     Raises
     ------
-    FileNotFoundError, ebf.model.ModelFormatError
-        From :func:`ebf.model.load` (a file that changed since the manifest was read fails
+    FileNotFoundError, ebf.artifact.ModelFormatError
+        From :func:`ebf.artifact.load` (a file that changed since the manifest was read fails
         its checksum).
     ValueError
         If the model has no feature names.

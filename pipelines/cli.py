@@ -400,7 +400,7 @@ def _add_migrate_parser(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_migrate_model(args: argparse.Namespace) -> int:
     from basics.atomic import check_destination
-    from ebf.model import load, read_manifest, save
+    from ebf.artifact import load, read_manifest, save
 
     check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
     manifest = read_manifest(args.old)
@@ -417,7 +417,7 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from basics.atomic import check_destination
-    from ebf.model import model_hash, save
+    from ebf.artifact import model_hash, save
     from pipelines.sizing import default_model_memory
     from pipelines.train import train
 

@@ -350,7 +350,7 @@ def run_demo(
     ...     result = run_demo("ebf-demo", rows=50_000)
     >>> print(format_comparison(result))  # doctest: +SKIP
     """
-    from ebf.model import save
+    from ebf.artifact import save
     from pipelines.score import evaluate, predict_to_parquet
     from pipelines.train import train
 

@@ -207,7 +207,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return FAILED, f"{_one_line(exc.strerror or exc)}{where}: {_os_fix(exc)}"
-    if isinstance(exc, _classes("ebf.model", "ModelFormatError")):
+    if isinstance(exc, _classes("ebf.artifact", "ModelFormatError")):
         return FAILED, (f"the model cannot be loaded: {text}; pass a model directory written "
                         "by `ebf train` (retrain it if it was modified or damaged)")
     if isinstance(exc, ValueError):  # bad data, model or parameters: the message says which

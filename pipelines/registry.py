@@ -3,10 +3,10 @@
 Layout, under a registry root (a local path or any fsspec URL)::
 
     ROOT/models/NAME/
-      v0001/model/          a model saved by ebf.model.save (manifest.json, head.pack, shards/)
+      v0001/model/          a model saved by ebf.artifact.save (manifest.json, head.pack, shards/)
       v0001/version.json    its record: what the publisher gave (metrics, decision, lineage,
                             an input hash under "key"), plus version, name, created_utc and
-                            model_hash (ebf.model.model_hash of v0001/model)
+                            model_hash (ebf.artifact.model_hash of v0001/model)
       v0002/...
       current.json          {"version": 2, "history": [1], "updated_utc": ...}
       .lock                 only while a writer holds the registry: {pid, host, started_utc, token}
@@ -223,7 +223,7 @@ class Registry:
     def verified_model(self, version: int) -> str:
         """The URL of a version's model directory, once its model is the one recorded.
 
-        The model's hash (:func:`ebf.model.model_hash`: its manifest, checked against its
+        The model's hash (:func:`ebf.artifact.model_hash`: its manifest, checked against its
         content; loading checks every array against the manifest) must equal the record's
         ``model_hash``. Versions written before records held it are served as they are,
         with a warning.
@@ -235,7 +235,7 @@ class Registry:
         RegistryError
             If the record names another hash than the model's, or the model is unreadable.
         """
-        from ebf.model import model_hash
+        from ebf.artifact import model_hash
 
         record = self.record(version)
         path = self.model_path(version)
@@ -383,7 +383,7 @@ class Registry:
         ----------
         write : callable
             ``write(url)`` saves a model to the directory ``url`` (not yet existing), e.g.
-            ``lambda url: ebf.model.save(model, url, storage_options=...)``.
+            ``lambda url: ebf.artifact.save(model, url, storage_options=...)``.
         record : mapping
             JSON-serialisable facts about the version (``key``, ``decision``, ``metrics``,
             ``lineage``...); ``version``, ``name``, ``created_utc`` and ``model_hash`` (of
@@ -426,8 +426,8 @@ class Registry:
                 write(model.url)
                 if not model.child("manifest.json").lexists():
                     raise RegistryError(f"write({model.url!r}) saved no model there (no "
-                                        "manifest.json); it must call ebf.model.save(model, url)")
-                from ebf.model import model_hash
+                                        "manifest.json); it must call ebf.save(model, url)")
+                from ebf.artifact import model_hash
 
                 full["model_hash"] = model_hash(model.url, self.storage_options)
                 _write_record(folder.child(RECORD_FILE), json.dumps(full, indent=1).encode())

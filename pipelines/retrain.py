@@ -8,7 +8,7 @@
 2. **Version 1.** On an empty registry, an EBF is trained on the window
    (:func:`pipelines.train.train`, with ``train_options``) and promoted.
 3. **Otherwise** the current version (the champion) is loaded and the window is checked
-   against its features and target. The trunk-drift check (:func:`ebf.drift.trunk_drift`,
+   against its features and target. The trunk-drift check (:func:`ebf.trunk_drift`,
    Taddy et al. 2015 eq. 6-11 on a sample of the window) decides:
 
    - ``update``: the champion's Mondrian branches are extended online with the window's rows
@@ -50,7 +50,7 @@ from cluster import current_client
 from ebf.calibration import DEFAULT_FRACTION
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
-from ebf.drift import DEFAULT_THRESHOLD, trunk_drift
+from ebf.diagnostics.drift import DEFAULT_THRESHOLD, trunk_drift
 from ebf.update import ONLINE_LEARNERS
 from pipelines.io import read_dataset
 from pipelines.lineage import data_identity, inputs_key
@@ -291,7 +291,7 @@ def retrain(
     train_options : mapping, optional
         Keyword arguments of :func:`pipelines.train.train` (:data:`TRAIN_OPTIONS`) for
         version 1; later versions refit with the options version 1 recorded.
-    drift_threshold : float, default=ebf.drift.DEFAULT_THRESHOLD
+    drift_threshold : float, default=ebf.diagnostics.drift.DEFAULT_THRESHOLD
         Refit when a stored split's probability of still holding is below it.
     tolerances : mapping, optional
         Overrides of :data:`DEFAULT_TOLERANCES`.
@@ -367,7 +367,7 @@ def retrain(
         promote = record["decision"] != "kept"
 
         def write(model_dir: str) -> None:
-            from ebf.model import save
+            from ebf.artifact import save
 
             save(model, model_dir, metadata=meta, storage_options=storage_options)
 
@@ -411,7 +411,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
                 holdout_data: str | None, window_id: dict, drift_threshold: float,
                 tolerances: dict, refit_on: str, client: distributed.Client,
                 progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
-    from ebf.model import load
+    from ebf.artifact import load
     from pipelines.artifacts import open_artifact
 
     parent_record = reg.record(parent)

@@ -45,7 +45,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
                     "use the recorded one)")
     rt.add_argument("--drift-threshold", type=fraction(False), default=None, metavar="P",
                     help="refit when a stored split holds with probability below P "
-                    "(default: ebf.drift.DEFAULT_THRESHOLD)")
+                    "(default: ebf.diagnostics.drift.DEFAULT_THRESHOLD)")
     rt.add_argument("--refit-on", choices=("all", "window"), default="all",
                     help="data of a refit: everything the model has seen plus NEW_DATA, or "
                     "NEW_DATA alone (default: all)")
@@ -60,7 +60,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
 
 
 def _cmd_retrain(args: argparse.Namespace) -> int:
-    from ebf.drift import DEFAULT_THRESHOLD
+    from ebf.diagnostics.drift import DEFAULT_THRESHOLD
     from pipelines.arguments import columns
     from pipelines.retrain import DEFAULT_TOLERANCES, retrain
     from pipelines.sizing import default_model_memory

@@ -1,7 +1,7 @@
 """Scoring jobs: distributed prediction to Parquet and distributed evaluation of a saved model.
 
 :func:`predict_to_parquet`
-    Loads a model directory (:func:`ebf.model.load`: checksums verified, nothing
+    Loads a model directory (:func:`ebf.artifact.load`: checksums verified, nothing
     unpickled), predicts every row of a Parquet dataset on the cluster with
     :func:`ebf.dask.predict.predict_frame` (one ``map_partitions`` task per partition, the
     local model's own numbers) and writes the result with
@@ -52,7 +52,7 @@ from basics.atomic import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report, gather
-from ebf.dask.predict import model_in_graph, shared_model, small_frame
+from ebf.dask.graph import model_in_graph, shared_model, small_frame
 from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
 from pipelines.artifacts import LoadedModel, ModelArtifact, load_model, open_artifact
 from pipelines.diagnostics import EvaluationJob, before_after
@@ -214,7 +214,7 @@ def predict_to_parquet(
     Parameters
     ----------
     model_dir : str or path-like
-        A model directory (:func:`ebf.model.save`, ``ebf train``).
+        A model directory (:func:`ebf.artifact.save`, ``ebf train``).
     data : str, path-like, list of str or dask.dataframe.DataFrame
         Parquet dataset (file, directory, glob, fsspec URL) or a Dask DataFrame holding the
         model's feature columns (other columns are not read).
@@ -250,7 +250,7 @@ def predict_to_parquet(
     and ``predicted``; EBF models also ``branch`` (the trunk leaf that predicted the row).
     Row ``i`` of the output (files in name order) is row ``i`` of the input. Schema
     metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash``
-    (:func:`ebf.model.model_hash`, the sha256 of the model's content),
+    (:func:`ebf.artifact.model_hash`, the sha256 of the model's content),
     ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``), ``ebf.model_class``,
     ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
     ``ebf.predicted_with`` (the ebf version that predicted).
@@ -506,7 +506,7 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
 
-    Small data comes to the model (:func:`ebf.dask.predict.small_frame`), else the model
+    Small data comes to the model (:func:`ebf.dask.graph.small_frame`), else the model
     travels in the graph to the workers (one copy per worker); the sums and the result are
     those of :func:`evaluate` (``model_hash`` is None). For a model not saved
     yet, e.g. the challenger of :func:`pipelines.retrain.retrain`.

@@ -13,7 +13,7 @@
    sub-sample forest baseline (SSF) with as many sub-samples as the EBF has branches, so both
    fit the same number of equally sized tasks;
 5. return the single-process models (``to_local()``), the timings and the training metadata
-   that :func:`ebf.model.save` stores in the manifest (the CLI saves atomically).
+   that :func:`ebf.artifact.save` stores in the manifest (the CLI saves atomically).
 
 Library code: it logs and never prints; ``progress(phase, done, total)`` reports the long
 phases (``summary``, ``encode``, ``trunk``, ``route``, ``branches``; the baseline's phases are
@@ -75,7 +75,7 @@ class TrainResult:
     ----------
     model : EmpiricalBayesianForestRegressor or EmpiricalBayesianForestClassifier
         The fitted single-process model (``to_local()`` of the Dask estimator): save it with
-        :func:`ebf.model.save`, predict with it locally or with :mod:`ebf.dask`.
+        :func:`ebf.artifact.save`, predict with it locally or with :mod:`ebf.dask`.
     baseline : SubsampleForestRegressor, SubsampleForestClassifier or None
         The sub-sample forest, if ``baseline=True``.
     task : str
@@ -127,7 +127,7 @@ class TrainResult:
         return float(self.timings.get("fit", 0.0))
 
     def metadata(self, baseline: bool = False) -> dict[str, Any]:
-        """Training metadata for ``ebf.model.save(..., metadata=...)``.
+        """Training metadata for ``ebf.artifact.save(..., metadata=...)``.
 
         Parameters
         ----------
@@ -145,7 +145,7 @@ class TrainResult:
         Examples
         --------
         >>> res = train("data/", "y", client=client)  # doctest: +SKIP
-        >>> ebf.model.save(res.model, "model/", metadata=res.metadata())  # doctest: +SKIP
+        >>> ebf.artifact.save(res.model, "model/", metadata=res.metadata())  # doctest: +SKIP
         """
         timings = self.baseline_timings if baseline else self.timings
         return {
@@ -376,7 +376,7 @@ def train(
     Examples
     --------
     >>> from cluster import connect
-    >>> from ebf.model import save
+    >>> from ebf.artifact import save
     >>> client = connect()  # doctest: +SKIP
     >>> res = train("data/friedman", "y", branch="mondrian", trunk_leaves=32,
     ...             n_estimators=20)  # doctest: +SKIP

@@ -9,7 +9,10 @@ phases). Modules, in data-flow order:
 ``histograms``  bin edges, the distributed histogram source, the trunk
 ``shuffle``     routing rows to branches and moving each branch's rows together
 ``branches``    the per-branch memory budget, one fit task per branch
-``predict``     lazy ``map_partitions`` predictions of a local model
+``frames``      the prediction frame's columns and dtypes
+``graph``       a local model as one key of a graph, or small rows brought to it
+``sharded``     a saved model predicted branch by branch, each task loading one shard
+``predict``     lazy ``map_partitions`` predictions of a local model, or of a saved one
 ``estimators``  the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
 
 Examples

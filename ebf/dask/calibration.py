@@ -26,7 +26,7 @@ import pandas as pd
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import check_fraction, holdout_mask, recent_start
-from .predict import GATHER_BYTES, model_in_graph, shared_model, small_frame
+from .graph import GATHER_BYTES, model_in_graph, shared_model, small_frame
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
                     gather_bytes: int = GATHER_BYTES) -> tuple[np.ndarray, int]:
     """PIT counts of a fitted regressor on a Dask DataFrame, summed over its partitions.
 
-    The model is in this process: small rows come to it (:func:`ebf.dask.predict.small_frame`),
+    The model is in this process: small rows come to it (:func:`ebf.dask.graph.small_frame`),
     otherwise the model goes to the workers in the graph. The counts are the same either
     way.
 

@@ -5,22 +5,19 @@ its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests) in on
 (``model.predict_summary``: one encode, one routing, one mixture per block), so the numbers
 are those of ``model.predict(X.compute(), return_std=True)``,
 ``model.predict_quantiles(...)`` and ``model.predict_proba(...)``, bit for bit. The model
-enters the graph once, as one ``dask.delayed`` key (:func:`shared_model`) every partition
-task depends on: workers fetch it from each other, and if the worker holding a copy dies the
-scheduler recomputes that key from the graph like any lost result, so a killed worker costs
-a retry, never a hang or a lost-dependency error (data put on workers with ``scatter``
-cannot be recomputed). Index and row order are kept; empty partitions give empty frames.
+enters the graph once, as one key every partition task depends on
+(:func:`ebf.dask.graph.shared_model`), so a killed worker costs a retry, never a hang.
+Index and row order are kept; empty partitions give empty frames.
 
-Columns: regressors ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
-``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
-``branch`` (the trunk leaf).
+Columns (:mod:`ebf.dask.frames`): regressors ``mean``, ``std`` and one column per quantile
+level (``q05``, ``q50``, ``q95``, ...); classifiers ``proba_<class>`` per class and
+``predicted``; EBF models also ``branch`` (the trunk leaf).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,74 +26,13 @@ import pandas as pd
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from ..artifact import ModelReader, open_model
+from .client import current_client
+from .frames import checked_levels, class_dtype, output_meta, prediction_meta
+from .graph import shared_model
+from .sharded import choose_strategy, predict_sharded, whole_model
+
 logger = logging.getLogger(__name__)
-
-
-def quantile_columns(levels: Sequence[float]) -> list[str]:
-    """Column names of quantile levels: ``q`` + percent, two digits (``0.975 -> q97_5``).
-
-    Examples
-    --------
-    >>> quantile_columns([0.05, 0.5, 0.95, 0.975])
-    ['q05', 'q50', 'q95', 'q97_5']
-    """
-    out = []
-    for q in levels:
-        pct = round(100 * float(q), 6)
-        name = f"q{int(pct):02d}" if pct == int(pct) else "q" + f"{pct:g}".replace(".", "_")
-        out.append(name)
-    if len(set(out)) != len(out):
-        raise ValueError(f"quantile levels {list(levels)} give duplicated columns {out}.")
-    return out
-
-
-def _levels(quantiles: Any) -> np.ndarray:
-    levels = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
-    if levels.ndim != 1 or np.any(~((levels >= 0) & (levels <= 1))):
-        raise ValueError(f"quantiles must be levels in [0, 1]; got {quantiles!r}.")
-    return levels
-
-
-def _class_dtype(classes: np.ndarray) -> np.dtype:
-    return classes.dtype if classes.dtype.kind in "biuf" else np.dtype(object)
-
-
-def output_meta(model: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> pd.DataFrame:
-    """Empty frame with the columns and dtypes :func:`predict_frame` produces.
-
-    Parameters
-    ----------
-    model : fitted local EBF / SSF estimator
-    quantiles : sequence of float
-        Ignored for classifiers.
-
-    Returns
-    -------
-    pandas.DataFrame
-    """
-    classes = model.classes_ if is_classifier(model) else None
-    return prediction_meta(classes, hasattr(model, "trunk_"), _levels(quantiles))
-
-
-def prediction_meta(classes: np.ndarray | None, branch: bool, levels: np.ndarray
-                    ) -> pd.DataFrame:
-    """Empty prediction frame: ``proba_<class>`` and ``predicted`` (``classes`` given), else
-    ``mean``, ``std`` and the quantile columns of ``levels``; ``branch`` if ``branch``."""
-    cols: dict[str, Any] = {}
-    if classes is not None:
-        for c in classes:
-            cols[f"proba_{c}"] = np.empty(0)
-        cols["predicted"] = np.empty(0, _class_dtype(classes))
-    else:
-        cols["mean"] = np.empty(0)
-        cols["std"] = np.empty(0)
-        for name in quantile_columns(levels):
-            cols[name] = np.empty(0)
-    if branch:
-        cols["branch"] = np.empty(0, np.int64)
-    if len(cols) != len(set(cols)):
-        raise ValueError(f"prediction columns collide: {list(cols)}.")
-    return pd.DataFrame({k: pd.Series(v, dtype=v.dtype) for k, v in cols.items()})
 
 
 def _predict_partition(part: pd.DataFrame, model: Any, levels: np.ndarray,
@@ -128,74 +64,6 @@ def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Serie
     return pd.Series(model.predict(part), index=part.index, name=meta.name, dtype=meta.dtype)
 
 
-#: Rows up to this size (as float64 columns) come to a model held in this process instead of
-#: the model going to the workers (:func:`small_frame`).
-GATHER_BYTES = 256 * 2**20
-
-
-def small_frame(frame: Any, client: Any = None, gather_bytes: int = GATHER_BYTES) -> Any:
-    """``frame`` computed into this process if it is small, else None.
-
-    A job that runs a model held in this process on a Dask DataFrame either sends the model
-    to the workers (in the graph, one copy per worker: hundreds of MB for a Mondrian EBF)
-    or brings the rows to the model. Rows of at most ``gather_bytes`` (rows x columns x 8
-    bytes, counted in one pass) come here: a calibration slice or a holdout of a few
-    thousand rows against a model of hundreds of MB.
-
-    Parameters
-    ----------
-    frame : dask.dataframe.DataFrame
-    client : distributed.Client, optional
-    gather_bytes : int, default=GATHER_BYTES
-
-    Returns
-    -------
-    pandas.DataFrame or None
-    """
-    def compute(collection: Any) -> Any:
-        return collection.compute() if client is None else client.compute(collection).result()
-
-    n_rows = int(compute(frame.shape[0]))
-    if n_rows * frame.shape[1] * 8 > gather_bytes:
-        return None
-    return compute(frame)
-
-
-def shared_model(model: Any) -> Any:
-    """``model`` as one key of a Dask graph, recomputable if the worker holding it dies.
-
-    Parameters
-    ----------
-    model : object
-        Any picklable object (a fitted local model).
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        Pass it to ``map_partitions`` or ``dask.delayed`` calls in place of the model: the
-        graph holds the pickled model once, each task holds its key.
-
-    Examples
-    --------
-    >>> from dask import delayed
-    >>> shared = shared_model({"scale": 2.0})
-    >>> delayed(lambda m, x: m["scale"] * x)(shared, 3.0).compute()
-    6.0
-    """
-    from dask import delayed
-
-    return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
-
-
-def model_in_graph() -> Any:
-    """A context without the "Sending large graph" warning: a graph built with
-    :func:`shared_model` holds the model once, by design, which is what that warning advises.
-    """
-    import dask
-
-    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
-
-
 def _checked(model: Any, X: Any) -> Any:
     import dask.dataframe as dd
 
@@ -215,11 +83,11 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
 
     Parameters
     ----------
-    model : fitted local estimator, ebf.reader.ModelReader, str or path-like
+    model : fitted local estimator, ebf.artifact.ModelReader, str or path-like
         An ``EmpiricalBayesianForest{Regressor,Classifier}`` or
         ``SubsampleForest{Regressor,Classifier}`` in memory (``DaskModel.to_local()``):
         it travels in the graph, one key every task shares. Or a saved model (a path or URL,
-        or :func:`ebf.reader.open_model` of one): the driver reads its manifest and head
+        or :func:`ebf.artifact.open_model` of one): the driver reads its manifest and head
         only, and ``strategy`` says how the workers get the branches.
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
@@ -245,9 +113,7 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
     >>> out.columns.tolist()  # doctest: +SKIP
     ['mean', 'std', 'q05', 'q50', 'q95', 'branch']
     """
-    from ..reader import ModelReader, open_model
-
-    levels = _levels(quantiles)
+    levels = checked_levels(quantiles)
     if strategy not in ("auto", "broadcast", "sharded"):
         raise ValueError(f"strategy must be 'auto', 'broadcast' or 'sharded'; got {strategy!r}.")
     if isinstance(model, (str, os.PathLike)):
@@ -266,9 +132,6 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
 
 
 def _predict_saved(reader: Any, X: Any, levels: np.ndarray, client: Any, strategy: str) -> Any:
-    from .client import current_client
-    from .sharded import choose_strategy, predict_sharded, whole_model
-
     if strategy == "auto":
         strategy = choose_strategy(reader, current_client(client))
     if reader.format_version == 1 or reader.n_parts == 0:
@@ -309,7 +172,7 @@ def predict_series(model: Any, X: Any, client: Any = None) -> Any:
     """
     shared = _checked(model, X)
     if is_classifier(model):
-        meta = pd.Series(np.empty(0, _class_dtype(model.classes_)), name="predicted")
+        meta = pd.Series(np.empty(0, class_dtype(model.classes_)), name="predicted")
     else:
         meta = pd.Series(np.empty(0), name="mean")
     return X.map_partitions(_predict_series, shared, meta, meta=meta, align_dataframes=False)

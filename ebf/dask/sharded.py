@@ -1,6 +1,6 @@
 """Predicting with a saved model branch by branch: no process ever holds the whole model.
 
-A model saved in format 2 (:mod:`ebf.model`) has a small head (encoder, trunk) and one
+A model saved in format 2 (:mod:`ebf.artifact`) has a small head (encoder, trunk) and one
 shard per branch (EBF) or sub-sample forest (SSF). :func:`predict_sharded` builds a lazy
 graph over the partitions of ``X``:
 
@@ -9,12 +9,12 @@ graph over the partitions of ``X``:
    (an SSF sends every row to every sub-sample forest);
 2. ``part``: one task per branch and group of partitions predicts that branch's pieces.
    It gets the branch from the worker's cache of loaded parts (:func:`cached_part`), which
-   loads shard ``b`` alone (:meth:`ebf.reader.ModelReader.load_part`: checked as a full
+   loads shard ``b`` alone (:meth:`ebf.artifact.ModelReader.load_part`: checked as a full
    load is) on first use. Groups of partitions run one after the other (:data:`GROUPS`;
    the next group is read once every part task of the last one is done), so a worker
    holds the routed rows of one group and loads each shard at most once per group;
 3. ``assemble``: every partition's rows are put back in their input order, with their
-   index, as the columns of :func:`ebf.dask.predict.prediction_meta`.
+   index, as the columns of :func:`ebf.dask.frames.prediction_meta`.
 
 The numbers are those of the local model's one-pass summary, bit for bit: a row's
 summary depends only on its own mixture (EBF: its branch's mixture; SSF: the pooled
@@ -41,8 +41,9 @@ import pandas as pd
 
 from basics.mixture import GaussianMixture, summarize
 
-from ..reader import ModelReader
-from .predict import prediction_meta
+from ..artifact import ModelReader
+from .frames import checked_levels, prediction_meta
+from .graph import shared_model
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def cached_part(reader: ModelReader, i: int) -> Any:
 
     Parameters
     ----------
-    reader : ebf.reader.ModelReader
+    reader : ebf.artifact.ModelReader
     i : int
 
     Returns
@@ -316,8 +317,8 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
 
     Parameters
     ----------
-    reader : ebf.reader.ModelReader
-        A format 2 EBF or SSF (:func:`ebf.reader.open_model`).
+    reader : ebf.artifact.ModelReader
+        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`).
     X : dask.dataframe.DataFrame
         The model's features by name (and ``target`` if given).
     job : object
@@ -334,8 +335,6 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     list of dask.delayed.Delayed
     """
     from dask import delayed
-
-    from .predict import shared_model
 
     head = reader.head()
     head.encoder.transform(X._meta, caller=type(head.estimator).__name__)  # schema first
@@ -382,8 +381,8 @@ def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
 
     Parameters
     ----------
-    reader : ebf.reader.ModelReader
-        A format 2 EBF or SSF (:func:`ebf.reader.open_model`).
+    reader : ebf.artifact.ModelReader
+        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`).
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
     quantiles : sequence of float
@@ -394,15 +393,13 @@ def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
     Returns
     -------
     dask.dataframe.DataFrame
-        The columns of :func:`ebf.dask.predict.prediction_meta`, with the index, partitions and
+        The columns of :func:`ebf.dask.frames.prediction_meta`, with the index, partitions and
         row order of ``X``.
     """
     import dask.dataframe as dd
     from dask import delayed
 
-    from .predict import _levels
-
-    levels = _levels(quantiles)
+    levels = checked_levels(quantiles)
     head = reader.head()
     meta = prediction_meta(head.classes, head.trunk is not None, levels)
     blocks = sharded_blocks(reader, X, PredictJob(levels, head.recalibration), group=group)
@@ -437,7 +434,7 @@ def choose_strategy(reader: ModelReader, client: Any) -> str:
 
     Parameters
     ----------
-    reader : ebf.reader.ModelReader
+    reader : ebf.artifact.ModelReader
     client : distributed.Client
 
     Returns

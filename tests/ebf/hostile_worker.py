@@ -4,13 +4,13 @@ A crafted model file that slipped past validation could crash the interpreter (a
 kernel reading out of bounds) or hang it (a cycle in a nogil kernel), so every case runs
 here, in a separate process, and pytest survives to name the case. Protocol, one JSON object
 per line: the parent writes ``{"case", "model", "X"}`` to stdin (a model directory and an
-``.npy`` file of rows); the worker loads the model with ``ebf.model.load``, predicts, and
+``.npy`` file of rows); the worker loads the model with ``ebf.artifact.load``, predicts, and
 writes ``{"case", "outcome", "detail"}`` to stdout, and appends it to the log file given as
 the first argument, as it goes. Rows come as ``.npy`` or, for models fit on a DataFrame,
 ``.parquet``. Outcomes:
 
 ``refused``
-    ``load`` or a prediction raised :class:`ebf.model.ModelFormatError` (``detail``: its
+    ``load`` or a prediction raised :class:`ebf.artifact.ModelFormatError` (``detail``: its
     message);
 ``ok``
     every prediction method returned the right shape and finite values (a log-density may
@@ -74,7 +74,7 @@ def _density(model: Any, X: np.ndarray, mean: np.ndarray) -> list[tuple[str, np.
 
 def run_case(model_dir: str, x_file: str) -> tuple[str, str]:
     """Outcome and detail of loading one model directory and predicting ``X``."""
-    from ebf.model import ModelFormatError, load
+    from ebf.artifact import ModelFormatError, load
     from ebf.trunk import Trunk
 
     if x_file.endswith(".parquet"):

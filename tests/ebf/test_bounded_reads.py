@@ -1,6 +1,6 @@
 """Bounded reads of untrusted model files: nothing a file declares is allocated before it is
-checked against the file, the manifest and ``ebf.codec.MAX_MODEL_BYTES``; shapes are checked
-before numpy sees them; a large pack is hashed, streamed, before its arrays are allocated.
+checked against the file, the manifest and ``ebf.artifact.codec.MAX_MODEL_BYTES``; shapes are
+checked before numpy sees them; a large pack is hashed, streamed, before its arrays are allocated.
 
 Crafted pack tables (extreme shapes, empty or not, offsets, dtypes) and ``.npy`` headers
 must end in a ``ModelFormatError`` naming the file and the array. Sparse files of
@@ -30,12 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ebf import EmpiricalBayesianForestRegressor, codec
-from ebf import pack as pack_module
-from ebf.codec import ChecksumError, ModelFormatError, content_hash
-from ebf.model import hashed_keys, load, save
-from ebf.pack import MAGIC, PackWriter, Store, read_pack, write_pack
-from ebf.reader import open_model
+from ebf import EmpiricalBayesianForestRegressor
+from ebf.artifact import codec, load, open_model, save
+from ebf.artifact import packs as pack_module
+from ebf.artifact.codec import ChecksumError, ModelFormatError, content_hash
+from ebf.artifact.manifest import hashed_keys
+from ebf.artifact.packs import MAGIC, PackWriter, Store, read_pack, write_pack
 from tests.ebf.test_hostile_models import _forge
 from tests.ebf.test_model import _manifest
 from tests.ebf.test_model import save as save_v1
@@ -253,7 +253,7 @@ def test_a_whole_load_is_bounded_by_the_model_limit_and_one_shard_by_itself(mode
     reader = open_model(path)
     monkeypatch.setattr(codec, "MAX_MODEL_BYTES", reader.nbytes - 1)
     read: list[str] = []
-    monkeypatch.setattr("ebf.reader.read_pack", lambda store, name, *a: read.append(name))
+    monkeypatch.setattr("ebf.artifact.reader.read_pack", lambda store, name, *a: read.append(name))
     with pytest.raises(ModelFormatError, match=rf"{path}/manifest\.json: the head and "
                                                rf"{reader.n_parts} shard\(s\) together: "
                                                rf"{reader.nbytes} bytes, more than the \d+ "
@@ -359,8 +359,8 @@ _UNDER_LIMIT = r"""
 import json, resource, sys, traceback
 import numpy as np
 import ebf
-from ebf.model import load
-from ebf.reader import open_model
+from ebf.artifact import load
+from ebf.artifact import open_model
 
 cases, headroom, warm = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 load(warm), open_model(warm).load_part(1)  # kernels compiled before the limit

@@ -14,8 +14,8 @@ from ebf import (
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
 )
+from ebf.artifact import load, save
 from ebf.calibration import calibration_split, fit_recalibrated, holdout_mask, recent_start
-from ebf.model import load, save
 from mondrian import MondrianForestRegressor
 
 LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 1)
@@ -133,7 +133,7 @@ def test_calibration_sets():
 
 @pytest.mark.parametrize("est", _regressors(), ids=lambda e: type(e).__name__)
 def test_a_crafted_map_in_a_model_state_is_refused(est, data):
-    from ebf.registry import estimator_from_state, estimator_state
+    from ebf.artifact.classes import estimator_from_state, estimator_state
 
     X, y = data
     model = fit_recalibrated(clone(est), X, y, calibrate="holdout", fraction=0.3)

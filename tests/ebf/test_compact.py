@@ -10,8 +10,8 @@ from ebf import (
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
 )
+from ebf.artifact import load, save
 from ebf.branches import ConstantBranch
-from ebf.model import load, save
 
 
 def _data(n=1500, seed=0):

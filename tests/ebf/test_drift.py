@@ -1,4 +1,4 @@
-"""Trunk drift (ebf.drift): eq. (11) at a stored trunk's splits on a new window, the rule."""
+"""Trunk drift (ebf.diagnostics.drift): eq. (11) at the splits of a stored trunk; the rule."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from ebf import (
     trunk_drift,
 )
 from ebf.binning import bin_data, bin_edges, n_bins_of
+from ebf.diagnostics.stability import clt_split_match
 from ebf.grower import node_histograms
 from ebf.histogram import row_statistics
-from ebf.stability import clt_split_match
 from ebf.trunk_arrays import TrunkArrays
 from tests.naive import naive_stored_split_match
 

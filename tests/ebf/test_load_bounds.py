@@ -42,10 +42,10 @@ from ebf import (
     SMCTreeRegressor,
     SubsampleForestRegressor,
 )
-from ebf.codec import content_hash
-from ebf.model import HASHED, ModelFormatError, estimator_from_state, estimator_state, load
-from ebf.model import save as save_v2
-from ebf.reader import open_model
+from ebf.artifact import ModelFormatError, estimator_from_state, estimator_state, load, open_model
+from ebf.artifact import save as save_v2
+from ebf.artifact.codec import content_hash
+from ebf.artifact.manifest import HASHED
 from mondrian import MondrianForestRegressor, MondrianKernelRegressor
 from tests.ebf.hostile_corpus import MODEL_NAMES, data
 from tests.ebf.test_shards import _pack_bytes, _rewrite, _table

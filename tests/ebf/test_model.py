@@ -1,4 +1,4 @@
-"""Tests of model persistence (``ebf.model``): ``save`` / ``load`` round-trips and refusals.
+"""Tests of model persistence (``ebf.artifact``): ``save`` / ``load`` round-trips and refusals.
 
 The contract (``docs/model-format.md``): a directory with
 ``manifest.json`` and checksummed ``.npy`` files, loaded with ``allow_pickle=False``; unknown
@@ -23,19 +23,19 @@ import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from ebf import codec
-from ebf.model import (
+from ebf.artifact import (
     ChecksumError,
     ModelFormatError,
     UnknownClassError,
     UnsupportedVersionError,
+    codec,
     estimator_from_state,
     estimator_state,
     load,
     model_hash,
     read_manifest,
 )
-from ebf.model import (
+from ebf.artifact import (
     save as save_v2,
 )
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
@@ -44,7 +44,7 @@ from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 
 def save(model: Any, path: Any, **kwargs: Any) -> Path:
-    """``ebf.model.save`` in format 1 (one ``.npy`` per array): this module and
+    """``ebf.artifact.save`` in format 1 (one ``.npy`` per array): this module and
     ``test_hostile_models`` test that format 1 still loads, and every refusal of a crafted
     array file (format 2's packs carry the same arrays to the same ``_set_state`` checks;
     ``test_shards`` tests the pack layer and round-trips both formats)."""
@@ -166,7 +166,7 @@ def _write_manifest(path: Path, manifest: dict) -> None:
 
 
 def _canonical_hash(manifest: dict) -> str:
-    """The documented model hash, computed independently of ``ebf.model``."""
+    """The documented model hash, computed independently of ``ebf.artifact``."""
     keys = ("format_version", "class", "params", "features", "state")
     text = json.dumps({k: manifest[k] for k in keys}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -19,8 +19,8 @@ from sklearn.base import clone
 from sklearn.datasets import make_friedman1
 
 from ebf import EmpiricalBayesianForestClassifier, EmpiricalBayesianForestRegressor
+from ebf.artifact import load, save
 from ebf.branches import fit_branch
-from ebf.model import load, save
 
 SEEDS = 40
 

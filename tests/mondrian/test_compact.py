@@ -1,7 +1,7 @@
 """Compact, predict-only Mondrian forests (``mondrian._compact``, ``compact()``).
 
 A compact forest must predict exactly as the full one (every predictive output, several
-seeds, both tasks, batch and online trees), survive ``ebf.model`` round trips bit for bit,
+seeds, both tasks, batch and online trees), survive ``ebf.artifact`` round trips bit for bit,
 refuse updates, and refuse a crafted compact state as strictly as a full one. Its kernels
 are compared with the oracles of ``tests/naive.py``.
 """
@@ -13,7 +13,7 @@ import pickle
 import numpy as np
 import pytest
 
-from ebf.model import load, save
+from ebf.artifact import load, save
 from mondrian import MondrianForestClassifier, MondrianForestRegressor, PredictOnlyError
 from mondrian._compact import (
     CompactTree,

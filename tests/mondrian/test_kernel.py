@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ebf.model import ModelFormatError
-from ebf.registry import estimator_from_state, estimator_state
+from ebf.artifact import ModelFormatError
+from ebf.artifact.classes import estimator_from_state, estimator_state
 from mondrian.kernel import MondrianKernelFeatures
 from mondrian.kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
 from mondrian.kernel_sweep import log_evidence, probe_lifetime, ridge_solve, width_sweep

@@ -5,7 +5,7 @@ noise variance, the inverse-gamma posterior mode centred on the forest's (App. B
 kernel is compared with the oracle of ``tests/naive.py``; belief propagation and the exact
 branch-off with one variance per node with dense Gaussian conditioning; the default
 ``noise="forest"`` must be the paper's model bit for bit; the option must survive
-``partial_fit``, ``compact()`` and ``ebf.model`` round trips; and on heteroskedastic data it
+``partial_fit``, ``compact()`` and ``ebf.artifact`` round trips; and on heteroskedastic data it
 must beat the forest's single variance on held-out NLPD and conditional coverage.
 """
 
@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 import mondrian.forest
 from basics.metrics import coverage, nlpd
-from ebf.model import load, save
+from ebf.artifact import load, save
 from mondrian import MondrianForestRegressor
 from mondrian._predict import NODE_NOISE
 from mondrian.posterior import NOISE_PRIOR_SHAPE, node_noise_variance

@@ -17,7 +17,7 @@ def tiny_model_dir(tmp_path_factory) -> str:
     ``ebf evaluate`` finds it.
     """
     from ebf import EmpiricalBayesianForestRegressor
-    from ebf.model import save
+    from ebf.artifact import save
 
     rng = np.random.default_rng(0)
     X = pd.DataFrame(rng.random((300, 3)), columns=TINY_FEATURES)

@@ -165,7 +165,7 @@ def _failures():
     from distributed.scheduler import KilledWorker
 
     from basics.atomic import UnsafeOutputError
-    from ebf.model import ChecksumError
+    from ebf.artifact import ChecksumError
     from pipelines.failures import Terminated
     from pipelines.schema import SchemaError
 

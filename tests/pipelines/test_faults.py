@@ -39,7 +39,7 @@ from ebf import (
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
 )
-from ebf.model import load, model_hash, save
+from ebf.artifact import load, model_hash, save
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata, write_parquet_atomic

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ebf import EmpiricalBayesianForestRegressor
-from ebf.model import load, read_manifest, save
+from ebf.artifact import load, read_manifest, save
 from pipelines.cli import main
 
 

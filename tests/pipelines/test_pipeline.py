@@ -18,7 +18,7 @@ import pytest
 from sklearn.metrics import accuracy_score, log_loss
 
 from basics import metrics
-from ebf.model import load, model_hash, read_manifest, save
+from ebf.artifact import load, model_hash, read_manifest, save
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.make_data import make_friedman
@@ -346,7 +346,7 @@ def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
 def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, local_threads):
     """Mondrian branches default to 10 trees; ``--model-memory`` picks fewer and says so;
     ``--compact`` saves predict-only branches."""
-    from ebf.model import load
+    from ebf.artifact import load
     from pipelines.sizing import bytes_per_row_per_tree
 
     base = ["train", data["regression", "train"], "--target", "y", "--branch", "mondrian",
@@ -370,7 +370,7 @@ def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, 
 
 def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, local_threads):
     """``--n-estimators`` with ``--model-memory``: CART branches get the leaf size that fits."""
-    from ebf.model import load
+    from ebf.artifact import load
 
     budget = 3000 * 20 * 7
     assert main(["train", data["regression", "train"], "--target", "y", "--trunk-leaves", "2",
@@ -386,10 +386,10 @@ def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, 
 
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypatch,
                                               local_threads):
-    import ebf.pack
+    import ebf.artifact.packs
 
     written = []
-    original = ebf.pack.PackWriter.write
+    original = ebf.artifact.packs.PackWriter.write
 
     def write_then_fail(self, array, where):
         written.append(where)
@@ -397,7 +397,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
             raise RuntimeError("injected failure while saving")
         return original(self, array, where)
 
-    monkeypatch.setattr(ebf.pack.PackWriter, "write", write_then_fail)
+    monkeypatch.setattr(ebf.artifact.packs.PackWriter, "write", write_then_fail)
     out = tmp_path / "model"
     # an unexpected error is one line (exit 1) that points to -v for the traceback
     assert main(["train", data["regression", "train"], "--target", "y", "--n-estimators", "2",

@@ -20,7 +20,7 @@ import fsspec
 import pytest
 
 import basics.atomic
-from ebf.model import load, model_hash, save
+from ebf.artifact import load, model_hash, save
 from pipelines import registry as registry_module
 from pipelines import registry_files
 from pipelines.registry import (

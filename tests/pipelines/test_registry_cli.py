@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ebf.model import model_hash
+from ebf.artifact import model_hash
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.registry import Registry

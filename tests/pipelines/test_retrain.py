@@ -73,7 +73,7 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     assert set(checks) == {"rmse", "nlpd", "max_calibration_gap"}
     assert (reg.current() == 2) == (second.decision == "promoted")
     assert second.exit_code == (0 if second.decision == "promoted" else EXIT_KEPT)
-    from ebf.model import load
+    from ebf.artifact import load
 
     updated = load(reg.model_path(2))
     # v1 was fit on January minus its holdout (400) and calibration slice (360); the update
@@ -114,7 +114,7 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
 
 
 @pytest.mark.parametrize("where", ["pipelines.retrain.evaluate_model",
-                                   "pipelines.retrain._recalibrate", "ebf.model.save"])
+                                   "pipelines.retrain._recalibrate", "ebf.artifact.save"])
 @pytest.mark.slow
 def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
                                                        monkeypatch, where):

@@ -201,7 +201,7 @@ def verify(root: Path, runs: list[dict], cluster_args: list[str]) -> dict:
     Also for a soak cut short: ``python -m tests.pipelines.test_soak ROOT REPORT`` checks
     what its jobs left, from the report ``EBF_SOAK_REPORT`` wrote.
     """
-    from ebf.model import load, model_hash
+    from ebf.artifact import load, model_hash
     from pipelines.io import read_parquet_metadata
     from pipelines.registry import Registry
 

@@ -9,9 +9,9 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ebf import SMCTreeClassifier, SMCTreeRegressor
+from ebf.artifact import ModelFormatError, load
+from ebf.artifact.classes import estimator_from_state, estimator_state
 from ebf.bayestrees.particles import leaf_values, weighted_values
-from ebf.model import ModelFormatError, load
-from ebf.registry import estimator_from_state, estimator_state
 from tests.ebf.test_model import _manifest, _rewrite_array, assert_roundtrip, save
 from tests.naive import (
     naive_bayestree_rows,

@@ -27,6 +27,7 @@ from ebf import (
     Trunk,
     binning,
 )
+from ebf.artifact import estimator_state, load, save
 from ebf.dask import (
     BranchMemoryError,
     DaskEmpiricalBayesianForestClassifier,
@@ -38,7 +39,6 @@ from ebf.dask.client import gather, wait_for
 from ebf.dask.histograms import sample_bin_edges
 from ebf.dask.inputs import check_inputs, encode, summarize
 from ebf.features import FeatureEncoder
-from ebf.model import estimator_state, load, save
 
 FEATURES = ["a", "b", "colour", "flag", "size"]
 

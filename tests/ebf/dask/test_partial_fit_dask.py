@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ebf import EmpiricalBayesianForestClassifier, EmpiricalBayesianForestRegressor
-from ebf.model import estimator_state
+from ebf.artifact import estimator_state
 
 from .test_dask import FEATURES, assert_same_predictions, assert_same_state, fit_both, make_frame
 
@@ -69,8 +69,8 @@ def test_dask_partial_fit_of_an_unfitted_model_is_fit(dask_client):
 
 
 def test_from_local_wraps_a_loaded_model_for_updates(dask_client, tmp_path):
+    from ebf.artifact import load, save
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
-    from ebf.model import load, save
 
     df = make_frame(1000, seed=1)
     local = EmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2,

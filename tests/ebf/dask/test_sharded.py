@@ -17,10 +17,9 @@ from ebf import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from ebf.artifact import open_model, save
 from ebf.dask import sharded
 from ebf.dask.predict import predict_frame
-from ebf.model import save
-from ebf.reader import open_model
 from tests.ebf.dask.test_dask import FEATURES, make_frame
 
 QUANTILES = (0.05, 0.5, 0.95)

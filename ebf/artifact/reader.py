@@ -1,7 +1,7 @@
 """Reading a saved model whole, or its head and one branch at a time.
 
 :func:`open_model` reads and checks the manifest only; :meth:`ModelReader.load` builds the
-whole estimator (what :func:`ebf.model.load` returns), while :meth:`ModelReader.head` and
+whole estimator (what :func:`ebf.artifact.load` returns), while :meth:`ModelReader.head` and
 :meth:`ModelReader.load_part` give what the sharded prediction of ``ebf.dask`` needs: the
 driver routes rows with the head (encoder, trunk, classes: no branch arrays), and the task
 of branch ``b`` loads shard ``b`` alone, checked against the head like a full load checks
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .classes import estimator_from_state, new_estimator, resolve_class
 from .codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
-from .model import MANIFEST, read_manifest
-from .pack import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
-from .registry import _resolve_class, estimator_from_state, new_estimator
+from .manifest import MANIFEST, read_manifest
+from .packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
 
-__all__ = ["ModelHead", "ModelReader", "open_model"]
+__all__ = ["ModelHead", "ModelReader", "load", "open_model"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class ModelReader:
     Parameters
     ----------
     path : str or path-like
-        A model directory (local path or fsspec URL) written by :func:`ebf.model.save`.
+        A model directory (local path or fsspec URL) written by :func:`ebf.artifact.save`.
     storage_options : mapping, optional
         fsspec options for a URL.
 
@@ -132,7 +132,7 @@ class ModelReader:
 
     def _estimator(self, params: dict) -> Any:
         try:
-            _resolve_class(self.manifest["class"])  # fail before reading any array
+            resolve_class(self.manifest["class"])  # fail before reading any array
         except UnknownClassError as exc:
             raise UnknownClassError(f"{self._where()}: {exc}") from exc
         return {"class": self.manifest["class"], "params": params}
@@ -157,7 +157,7 @@ class ModelReader:
 
     def _parts_entry(self, params: dict, state: Any) -> str:
         """The state entry of the parts, checked to hold shards ``0 .. n_parts - 1``."""
-        parts = getattr(_resolve_class(self.manifest["class"]), "_parts", "")
+        parts = getattr(resolve_class(self.manifest["class"]), "_parts", "")
         refs = state.get(parts) if parts and isinstance(state, dict) else None
         if self.format_version == 1:
             return parts
@@ -183,10 +183,10 @@ class ModelReader:
 
     def state(self) -> dict:
         """``{"class", "params", "state"}`` with every array read: the files checked, the
-        state not yet (:func:`ebf.model.estimator_from_state` validates and builds it).
+        state not yet (:func:`ebf.artifact.estimator_from_state` validates and builds it).
 
-        A format 2 model whose packs hold more than :data:`ebf.codec.MAX_MODEL_BYTES` in all
-        is refused before any is read (format 1: as its files are read)."""
+        A format 2 model whose packs hold more than :data:`ebf.artifact.codec.MAX_MODEL_BYTES`
+        in all is refused before any is read (format 1: as its files are read)."""
         if self.format_version == 2:
             check_model_bytes(self.nbytes, f"{self._where()}: the head and "
                                            f"{self.n_parts} shard(s) together")
@@ -197,7 +197,7 @@ class ModelReader:
         return {**self._estimator(params), "state": state}
 
     def load(self) -> Any:
-        """The whole estimator (every shard read and checked); see :func:`ebf.model.load`."""
+        """The whole estimator (every shard read and checked); see :func:`ebf.artifact.load`."""
         top = self.state()
         try:
             return estimator_from_state(top)
@@ -271,3 +271,54 @@ def open_model(path: str | os.PathLike,
     'BayesianForestRegressor'
     """
     return ModelReader(path, storage_options)
+
+
+def load(path: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Load an estimator saved by :func:`save`; never unpickles anything.
+
+    Checks the manifest (:func:`read_manifest`), looks the class up in the allowlist
+    :data:`MODEL_CLASSES`, checks every file (its size and sha256 against the manifest, its
+    header against what it must hold; :mod:`ebf.artifact.packs`, :mod:`ebf.artifact.codec`)
+    before handing an array on, then builds ``cls(**params)`` and restores its state, which
+    validates it in full (tree structure, statistics, parts) before any kernel runs. Reads
+    both formats. Memory is bounded before anything is allocated: the files hold at most
+    ``ebf.artifact.codec.MAX_MODEL_BYTES`` (8 GiB) in all, every shape is checked before
+    numpy sees it, and checksums are computed in bounded chunks.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A model directory written by :func:`save`: a local path or an fsspec URL.
+    storage_options : mapping, optional
+        fsspec options for a URL.
+
+    Returns
+    -------
+    estimator
+        The fitted estimator; its predictions are bit-identical to the saved one's.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the directory, its manifest or a file it lists is missing (naming the file).
+    ModelFormatError
+        (a ``ValueError``) on a malformed manifest, an unsupported format version
+        (:class:`UnsupportedVersionError`), a class outside the allowlist
+        (:class:`UnknownClassError`), a checksum or model hash mismatch
+        (:class:`ChecksumError`), a path leaving the directory, a file that is not a regular
+        file or not what its header declares, an object array, a model larger than
+        ``ebf.artifact.codec.MAX_MODEL_BYTES``, or an inconsistent state (naming the file, or the
+        estimator, tree and node).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from mondrian import MondrianForestRegressor
+    >>> from ebf.artifact import save
+    >>> X = np.random.default_rng(1).random((60, 2)); y = X.sum(axis=1)
+    >>> reg = MondrianForestRegressor(n_estimators=2, random_state=1).fit(X, y)
+    >>> back = load(save(reg, pathlib.Path(tempfile.mkdtemp()) / "m"))
+    >>> type(back).__name__, back.n_samples_seen_
+    ('MondrianForestRegressor', 60)
+    """
+    return open_model(path, storage_options).load()

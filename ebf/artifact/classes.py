@@ -3,7 +3,8 @@
 :func:`estimator_state` turns a fitted estimator into ``{"class", "params", "state"}``
 (``_get_state()``, ``docs/model-format.md``); :func:`estimator_from_state` builds one, looking
 the class up by key in :data:`MODEL_CLASSES`, a fixed allowlist: a model file never names a
-module to import. :mod:`ebf.model` writes and reads these states as files.
+module to import. :mod:`ebf.artifact.writer` and :mod:`ebf.artifact.reader` write and read
+these states as files.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 
 from .codec import ModelFormatError, UnknownClassError
 
-__all__ = ["MODEL_CLASSES", "estimator_from_state", "estimator_state", "new_estimator"]
+__all__ = ["MODEL_CLASSES", "estimator_from_state", "estimator_state", "new_estimator",
+           "resolve_class"]
 
 _RANDOM_OBJECTS = (
     np.random.RandomState, np.random.Generator, np.random.BitGenerator, np.random.SeedSequence,
@@ -155,7 +157,7 @@ def new_estimator(key: Any, params: dict, where: str | None = None) -> Any:
     ModelFormatError
         If the parameters do not fit the class.
     """
-    cls = _resolve_class(key)
+    cls = resolve_class(key)
     label = key if where is None else f"{where} ({key})"
     try:
         estimator = cls(**params)
@@ -179,15 +181,21 @@ def _class_key(estimator: Any) -> str:
             return key
         module, _, name = target.partition(":")
         if module in sys.modules and getattr(sys.modules[module], name, None) is cls:
-            return key  # defined elsewhere and re-exported under the registered name
+            return key  # defined elsewhere and re-exported under the allowlisted name
     raise TypeError(
         f"{cls.__module__}.{cls.__qualname__} cannot be saved: it is not one of the model "
         f"classes {sorted(MODEL_CLASSES)}"
     )
 
 
-def _resolve_class(key: Any) -> type:
-    """The class registered under ``key``; only allowlisted module names are imported."""
+def resolve_class(key: Any) -> type:
+    """The class allowlisted under ``key``; only allowlisted module names are imported.
+
+    Raises
+    ------
+    UnknownClassError
+        If ``key`` is not a key of :data:`MODEL_CLASSES`, or its module cannot be imported.
+    """
     target = MODEL_CLASSES.get(key) if isinstance(key, str) else None
     if target is None:
         raise UnknownClassError(
@@ -198,6 +206,6 @@ def _resolve_class(key: Any) -> type:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         raise UnknownClassError(
-            f"class {key!r} is registered as {target} but cannot be imported: {exc}"
+            f"class {key!r} is allowlisted as {target} but cannot be imported: {exc}"
         ) from exc
     return cls

@@ -1,6 +1,6 @@
 """The codec of model artifacts: states <-> JSON plus ``.npy`` files, and safe reading.
 
-:mod:`ebf.model` keeps the public ``save`` / ``load``; this module turns a state (nested
+:mod:`ebf.artifact` keeps the public ``save`` / ``load``; this module turns a state (nested
 dicts, lists, JSON scalars, numpy scalars and arrays; see the model format) into JSON-ready values
 whose arrays are written as ``arrays/<n>.npy`` (:func:`encode`, :class:`ArrayWriter`), and
 back (:class:`Decoder`); it also writes the manifest's descriptive entries
@@ -58,7 +58,7 @@ __all__ = [
 
 ARRAY_DIR = "arrays"
 
-#: Limits of what a manifest may declare (far above any model :func:`ebf.model.save` writes:
+#: Limits of what a manifest may declare (far above any model :func:`ebf.artifact.save` writes:
 #: an EBF of 5 branches x 100 Mondrian trees has a 2 MB manifest of 5,500 arrays, nested 9
 #: levels deep).
 MAX_MANIFEST_BYTES = 64 * 2**20
@@ -70,7 +70,7 @@ MAX_FILES = 500_000
 #: bounds what a crafted model can make a reader allocate, and is checked before anything is
 #: allocated. 8 GiB is four times the 1.8 GB model ``ebf train`` builds by default
 #: (``--model-memory 2GB``); to load a larger model whole, raise it in the loading process
-#: (``ebf.codec.MAX_MODEL_BYTES = 32 * 2**30``).
+#: (``ebf.artifact.codec.MAX_MODEL_BYTES = 32 * 2**30``).
 MAX_MODEL_BYTES = 8 * 2**30
 #: The most dimensions a stored array may have (the estimators store 1-D and 2-D arrays;
 #: numpy's own limit is 64).
@@ -104,7 +104,7 @@ class UnsupportedVersionError(ModelFormatError):
 
 
 class UnknownClassError(ModelFormatError):
-    """The manifest names a class that is not in the allowlist ``ebf.model.MODEL_CLASSES``."""
+    """The manifest names a class that is not in the allowlist ``ebf.artifact.MODEL_CLASSES``."""
 
 
 def content_hash(manifest: dict[str, Any], keys: tuple[str, ...]) -> str:
@@ -518,7 +518,7 @@ def array_nbytes(dtype: np.dtype, shape: Any, where: str) -> int:
     >>> array_nbytes(np.dtype("<f8"), [0, 2**62], "m.pack: arrays[2]")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ebf.codec.ModelFormatError: m.pack: arrays[2]: an empty float64 array of shape (0, 46...
+    ebf.artifact.codec.ModelFormatError: m.pack: arrays[2]: an empty float64 array of shape (0,...
     """
     if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_NDIM
             or not all(type(n) is int and n >= 0 for n in shape)):
@@ -529,7 +529,8 @@ def array_nbytes(dtype: np.dtype, shape: Any, where: str) -> int:
     if nbytes == 0 and dtype.itemsize * math.prod(n for n in shape if n) > MAX_MODEL_BYTES:
         raise ModelFormatError(
             f"{where}: an empty {dtype} array of shape {tuple(shape)}, whose other dimensions "
-            f"span more than the {MAX_MODEL_BYTES} bytes of a model (ebf.codec.MAX_MODEL_BYTES)")
+            f"span more than the {MAX_MODEL_BYTES} bytes of a model "
+            "(ebf.artifact.codec.MAX_MODEL_BYTES)")
     return nbytes
 
 
@@ -538,7 +539,7 @@ def check_model_bytes(nbytes: int, where: str) -> None:
     if nbytes > MAX_MODEL_BYTES:
         raise ModelFormatError(
             f"{where}: {nbytes} bytes, more than the {MAX_MODEL_BYTES} bytes one load may read "
-            "(ebf.codec.MAX_MODEL_BYTES: raise it to load a larger model)")
+            "(ebf.artifact.codec.MAX_MODEL_BYTES: raise it to load a larger model)")
 
 
 def storable_dtype(dtype: np.dtype) -> bool:

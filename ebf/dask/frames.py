@@ -1,0 +1,89 @@
+"""The prediction frame of ``ebf.dask``: its columns and their dtypes.
+
+Regressors give ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
+``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
+``branch`` (the trunk leaf). Both ways of predicting (:mod:`ebf.dask.predict`, a model
+whole on every worker, and :mod:`ebf.dask.sharded`, branch by branch) build their frames on
+:func:`prediction_meta`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import is_classifier
+
+__all__ = ["checked_levels", "class_dtype", "output_meta", "prediction_meta",
+           "quantile_columns"]
+
+
+def quantile_columns(levels: Sequence[float]) -> list[str]:
+    """Column names of quantile levels: ``q`` + percent, two digits (``0.975 -> q97_5``).
+
+    Examples
+    --------
+    >>> quantile_columns([0.05, 0.5, 0.95, 0.975])
+    ['q05', 'q50', 'q95', 'q97_5']
+    """
+    out = []
+    for q in levels:
+        pct = round(100 * float(q), 6)
+        name = f"q{int(pct):02d}" if pct == int(pct) else "q" + f"{pct:g}".replace(".", "_")
+        out.append(name)
+    if len(set(out)) != len(out):
+        raise ValueError(f"quantile levels {list(levels)} give duplicated columns {out}.")
+    return out
+
+
+def checked_levels(quantiles: Any) -> np.ndarray:
+    """``quantiles`` as a 1-d float64 array of levels in [0, 1]; a ``ValueError`` otherwise."""
+    levels = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+    if levels.ndim != 1 or np.any(~((levels >= 0) & (levels <= 1))):
+        raise ValueError(f"quantiles must be levels in [0, 1]; got {quantiles!r}.")
+    return levels
+
+
+def class_dtype(classes: np.ndarray) -> np.dtype:
+    """The dtype of a ``predicted`` column: the classes' own if numeric, else object."""
+    return classes.dtype if classes.dtype.kind in "biuf" else np.dtype(object)
+
+
+def output_meta(model: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> pd.DataFrame:
+    """Empty frame with the columns and dtypes :func:`ebf.dask.predict_frame` produces.
+
+    Parameters
+    ----------
+    model : fitted local EBF / SSF estimator
+    quantiles : sequence of float
+        Ignored for classifiers.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    classes = model.classes_ if is_classifier(model) else None
+    return prediction_meta(classes, hasattr(model, "trunk_"), checked_levels(quantiles))
+
+
+def prediction_meta(classes: np.ndarray | None, branch: bool, levels: np.ndarray
+                    ) -> pd.DataFrame:
+    """Empty prediction frame: ``proba_<class>`` and ``predicted`` (``classes`` given), else
+    ``mean``, ``std`` and the quantile columns of ``levels``; ``branch`` if ``branch``."""
+    cols: dict[str, Any] = {}
+    if classes is not None:
+        for c in classes:
+            cols[f"proba_{c}"] = np.empty(0)
+        cols["predicted"] = np.empty(0, class_dtype(classes))
+    else:
+        cols["mean"] = np.empty(0)
+        cols["std"] = np.empty(0)
+        for name in quantile_columns(levels):
+            cols[name] = np.empty(0)
+    if branch:
+        cols["branch"] = np.empty(0, np.int64)
+    if len(cols) != len(set(cols)):
+        raise ValueError(f"prediction columns collide: {list(cols)}.")
+    return pd.DataFrame({k: pd.Series(v, dtype=v.dtype) for k, v in cols.items()})

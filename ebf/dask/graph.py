@@ -1,0 +1,83 @@
+"""A local model in a Dask graph: one key every task shares, or the rows brought to it.
+
+A model enters a graph once, as one ``dask.delayed`` key (:func:`shared_model`) every
+partition task depends on: workers fetch it from each other, and if the worker holding a
+copy dies the scheduler recomputes that key from the graph like any lost result, so a
+killed worker costs a retry, never a hang or a lost-dependency error (data put on workers
+with ``scatter`` cannot be recomputed). Small rows come to a model held in this process
+instead (:func:`small_frame`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+__all__ = ["GATHER_BYTES", "model_in_graph", "shared_model", "small_frame"]
+
+#: Rows up to this size (as float64 columns) come to a model held in this process instead of
+#: the model going to the workers (:func:`small_frame`).
+GATHER_BYTES = 256 * 2**20
+
+
+def small_frame(frame: Any, client: Any = None, gather_bytes: int = GATHER_BYTES) -> Any:
+    """``frame`` computed into this process if it is small, else None.
+
+    A job that runs a model held in this process on a Dask DataFrame either sends the model
+    to the workers (in the graph, one copy per worker: hundreds of MB for a Mondrian EBF)
+    or brings the rows to the model. Rows of at most ``gather_bytes`` (rows x columns x 8
+    bytes, counted in one pass) come here: a calibration slice or a holdout of a few
+    thousand rows against a model of hundreds of MB.
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame
+    client : distributed.Client, optional
+    gather_bytes : int, default=GATHER_BYTES
+
+    Returns
+    -------
+    pandas.DataFrame or None
+    """
+    def compute(collection: Any) -> Any:
+        return collection.compute() if client is None else client.compute(collection).result()
+
+    n_rows = int(compute(frame.shape[0]))
+    if n_rows * frame.shape[1] * 8 > gather_bytes:
+        return None
+    return compute(frame)
+
+
+def shared_model(model: Any) -> Any:
+    """``model`` as one key of a Dask graph, recomputable if the worker holding it dies.
+
+    Parameters
+    ----------
+    model : object
+        Any picklable object (a fitted local model).
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Pass it to ``map_partitions`` or ``dask.delayed`` calls in place of the model: the
+        graph holds the pickled model once, each task holds its key.
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> shared = shared_model({"scale": 2.0})
+    >>> delayed(lambda m, x: m["scale"] * x)(shared, 3.0).compute()
+    6.0
+    """
+    from dask import delayed
+
+    return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
+
+
+def model_in_graph() -> Any:
+    """A context without the "Sending large graph" warning: a graph built with
+    :func:`shared_model` holds the model once, by design, which is what that warning advises.
+    """
+    import dask
+
+    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
