@@ -121,6 +121,31 @@ def check_regression_target(y: np.ndarray, name: str | None = None) -> None:
     check_target_range(float(np.min(y)), float(np.max(y)), label)
 
 
+def is_missing(y: np.ndarray) -> np.ndarray:
+    """NaN / None / pandas NA per label."""
+    if y.dtype.kind in "fc":
+        return np.isnan(y)
+    if y.dtype == object:
+        import pandas as pd
+
+        return np.asarray(pd.isna(y), dtype=bool)
+    return np.zeros(y.shape, dtype=bool)
+
+
+def check_target_not_in_features(X: Any, y: Any) -> None:
+    """Refuse a target that is also a feature column (a leak that makes every fit useless).
+
+    Only decidable when ``X`` is a DataFrame and ``y`` a named Series.
+    """
+    name = getattr(y, "name", None)
+    columns = getattr(X, "columns", None)
+    if name is not None and columns is not None and name in set(columns):
+        raise ValueError(
+            f"The target column {name!r} is also among the {len(columns)} feature columns; "
+            f"drop it from X (X.drop(columns=[{name!r}]))."
+        )
+
+
 def check_numeric_columns(X: Any, estimator: str) -> None:
     """Refuse DataFrame columns that are not numbers (strings, datetimes), naming each one.
 

@@ -50,8 +50,8 @@ from cluster import connect
 from ebf import EmpiricalBayesianForestRegressor, binning
 from ebf.artifact import load, open_model, save
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
-from ebf.dask.histograms import _bin_partition, _partition_histogram, tree_reduce
-from ebf.dask.inputs import _encode_partition, check_inputs
+from ebf.dask.histograms import bin_partition, partition_histogram, tree_reduce
+from ebf.dask.inputs import check_inputs, encode_partition
 from ebf.dask.sharded import cache_peak_bytes, choose_strategy, clear_cache
 from ebf.trunk import TrunkArrays
 from pipelines.io import read_dataset, read_parquet_metadata
@@ -105,10 +105,10 @@ def ensure_data(client: Any, cfg: argparse.Namespace, rows: int,
 def _root_histogram(part: pd.DataFrame, encoder: Any, layout: Any, edges: list[np.ndarray],
                     n_bins: int) -> np.ndarray:
     """Encode, bin and histogram the root node of one partition (the fit's own kernels)."""
-    enc = _encode_partition(part, encoder, layout, None)
-    binned = _bin_partition(enc, edges, "regression", None)
+    enc = encode_partition(part, encoder, layout, None)
+    binned = bin_partition(enc, edges, "regression", None)
     root = TrunkArrays.root(binned[1].shape[1])
-    return _partition_histogram(binned, root, np.zeros(1, np.int64), n_bins)
+    return partition_histogram(binned, root, np.zeros(1, np.int64), n_bins)
 
 
 def read_histogram_pass(client: Any, path: Path, model: Any) -> float:

@@ -23,7 +23,7 @@ from basics.mixture import GaussianMixture, summarize
 from basics.pit import RecalibratedDistribution
 from basics.recalibration import RecalibrationMixin
 from basics.threads import n_threads, thread_map
-from basics.validation import check_finite, check_regression_target
+from basics.validation import check_finite, check_regression_target, is_missing
 
 #: Rows per prediction block: bounds the memory of leaf matrices and mixtures, and keeps a
 #: block's mixture in cache while it is summarised (a pooled SSF mixture of 80 Mondrian
@@ -89,29 +89,6 @@ def variance_floor(y: np.ndarray) -> float:
     if not math.isfinite(v):
         v = float(np.finfo(np.float64).max)
     return VAR_FLOOR_REL * v
-
-
-def is_missing(y: np.ndarray) -> np.ndarray:
-    """NaN / None / pandas NA per label."""
-    if y.dtype.kind in "fc":
-        return np.isnan(y)
-    if y.dtype == object:
-        return np.asarray(pd.isna(y), dtype=bool)
-    return np.zeros(y.shape, dtype=bool)
-
-
-def check_target_not_in_features(X: Any, y: Any) -> None:
-    """Refuse a target that is also a feature column (a leak that makes every fit useless).
-
-    Only decidable when ``X`` is a DataFrame and ``y`` a named Series.
-    """
-    name = getattr(y, "name", None)
-    columns = getattr(X, "columns", None)
-    if name is not None and columns is not None and name in set(columns):
-        raise ValueError(
-            f"The target column {name!r} is also among the {len(columns)} feature columns; "
-            f"drop it from X (X.drop(columns=[{name!r}]))."
-        )
 
 
 def _one_column(est: Any, y: Any, n: int) -> np.ndarray:

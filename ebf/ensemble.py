@@ -23,9 +23,9 @@ from basics.recalibration import recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
+from basics.validation import check_target_not_in_features
 
 from ._base import (
-    check_target_not_in_features,
     classes_state,
     classification_target,
     input_attributes,

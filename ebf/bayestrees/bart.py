@@ -24,11 +24,10 @@ from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
-from basics.validation import state_array, state_int
+from basics.validation import check_target_not_in_features, state_array, state_int
 
 from .._base import (
     ProbabilisticRegressorMixin,
-    check_target_not_in_features,
     input_attributes,
     regression_target,
     unweighted_rows,

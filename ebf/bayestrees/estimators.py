@@ -37,12 +37,11 @@ from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
-from basics.validation import check_classes, state_int
+from basics.validation import check_classes, check_target_not_in_features, state_int
 
 from .._base import (
     ProbabilisticClassifierMixin,
     ProbabilisticRegressorMixin,
-    check_target_not_in_features,
     classes_from_state,
     classes_state,
     classification_target,

@@ -77,14 +77,17 @@ def sample_bin_edges(client: Client, data: EncodedData, max_bins: int) -> list[n
 # ------------------------------------------------------------------- histogram source
 
 
-def _bin_partition(enc: tuple, edges: list[np.ndarray], task: str,
-                   n_classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+def bin_partition(enc: tuple, edges: list[np.ndarray], task: str,
+                  n_classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """One encoded partition ``(A, y, w)`` to its bin codes and per-row statistic matrix
+    (the per-partition step of the histogram source; ``benchmarks/`` times it alone)."""
     A, y, w = enc
     return binning.bin_data(A, edges), row_statistics(y, w, task, n_classes)
 
 
-def _partition_histogram(binned_part: tuple, trunk: TrunkArrays, open_nodes: np.ndarray,
-                         n_bins: int) -> np.ndarray:
+def partition_histogram(binned_part: tuple, trunk: TrunkArrays, open_nodes: np.ndarray,
+                        n_bins: int) -> np.ndarray:
+    """The histograms of the ``open_nodes`` of ``trunk`` over one binned partition."""
     binned, S = binned_part
     return node_histograms(trunk, open_nodes, binned, S, n_bins)
 
@@ -147,7 +150,7 @@ class DaskHistogramSource:
         self.max_leaves = max_leaves
         self.token = uuid.uuid4().hex[:12]
         n_classes = data.n_classes if data.task == "classification" else None
-        self.parts = client.map(_bin_partition, data.futures, edges=edges, task=data.task,
+        self.parts = client.map(bin_partition, data.futures, edges=edges, task=data.task,
                                 n_classes=n_classes,
                                 key=[f"ebf-binned-{self.token}-{p}"
                                      for p in range(len(data.futures))])
@@ -158,7 +161,7 @@ class DaskHistogramSource:
         t0 = time.perf_counter()
         call = self.calls
         hists = self.client.map(
-            _partition_histogram, self.parts, trunk=trunk, open_nodes=open_nodes,
+            partition_histogram, self.parts, trunk=trunk, open_nodes=open_nodes,
             n_bins=self.n_bins,
             key=[f"ebf-hist-{self.token}-{call}-{p}" for p in range(len(self.parts))],
         )

@@ -32,9 +32,8 @@ from distributed import Client, Future
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from sklearn.utils.multiclass import check_classification_targets
 
-from basics.validation import check_target_range
+from basics.validation import check_target_not_in_features, check_target_range, is_missing
 
-from .._base import check_target_not_in_features, is_missing
 from ..features import ColumnSummary, FeatureEncoder
 from .client import Report, gather, wait_for
 
@@ -322,8 +321,10 @@ class EncodedData:
         self.futures = []
 
 
-def _encode_partition(part: pd.DataFrame, encoder: FeatureEncoder, layout: InputLayout,
-                      classes: np.ndarray | None) -> tuple:
+def encode_partition(part: pd.DataFrame, encoder: FeatureEncoder, layout: InputLayout,
+                     classes: np.ndarray | None) -> tuple:
+    """One partition to ``(A, y, w)``: encoded features, targets (class codes if
+    ``classes``) and weights, as every later pass reads them."""
     A = encoder.transform(part, caller="ebf.dask")
     y = _target_values(part)
     if classes is None:
@@ -353,7 +354,7 @@ def encode(client: Client, frame: Any, layout: InputLayout, summary: InputSummar
     -------
     EncodedData
     """
-    tasks = [delayed(_encode_partition)(p, summary.encoder, layout, summary.classes)
+    tasks = [delayed(encode_partition)(p, summary.encoder, layout, summary.classes)
              for p in frame.to_delayed()]
     futures = client.compute(tasks)
     wait_for(client, futures, report)

@@ -30,8 +30,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from basics.metrics import class_rows, nlpd, rmse
 from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.validation import is_missing
 
-from .._base import _one_column, is_missing, regression_target
+from .._base import _one_column, regression_target
 from ..binning import bin_data, n_bins_of
 from ..ensemble import _EBF
 from ..grower import BinnedSource, apply_binned, grow_trunk
