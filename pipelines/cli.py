@@ -73,6 +73,7 @@ from .arguments import (
     fraction,
     int_at_least,
     positive_int,
+    train_options,
 )
 from .failures import report_failure, signals_raise
 from .progress import ProgressBar, StatusLine
@@ -418,24 +419,17 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from basics.atomic import check_destination
     from ebf.model import model_hash, save
-    from pipelines.sizing import default_model_memory
     from pipelines.train import train
 
+    options = train_options(args)  # checked before any work
     inputs = {"the training data": args.data}
     check_destination(args.out, "model", overwrite=args.overwrite, inputs=inputs)
     if args.baseline_out is not None:
         check_destination(args.baseline_out, "model", overwrite=args.overwrite,
                           inputs={**inputs, "the model's --out": args.out})
     with job(args) as (client, bars):
-        res = train(
-            args.data, args.target, columns(args.features), task=args.task, branch=args.branch,
-            n_estimators=args.n_estimators, trunk_leaves=args.trunk_leaves,
-            min_leaf_rows=args.min_leaf_rows, branch_memory=args.branch_memory,
-            model_memory=default_model_memory(args.branch, args.model_memory),
-            compact=args.compact, baseline=args.baseline_out is not None, calibrate=args.calibrate,
-            calibration_fraction=args.calibration_fraction, random_state=args.seed,
-            client=client, progress=bars,
-        )
+        res = train(args.data, args.target, options, features=columns(args.features),
+                    baseline=args.baseline_out is not None, client=client, progress=bars)
     if res.size_plan is not None:
         print(res.size_plan.message)
     save(res.model, args.out, overwrite=args.overwrite, metadata=res.metadata())

@@ -351,6 +351,7 @@ def run_demo(
     >>> print(format_comparison(result))  # doctest: +SKIP
     """
     from ebf.model import save
+    from pipelines.options import TrainOptions
     from pipelines.score import evaluate, predict_to_parquet
     from pipelines.train import train
 
@@ -376,11 +377,12 @@ def run_demo(
     timings["warm_up"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    trained = train(data.train, data.target, data.features, task="regression", branch=branch,
-                    n_estimators=n_estimators, trunk_leaves=trunk_leaves, baseline=True,
-                    compact=True,  # the demo only predicts: predict-only models, same numbers
-                    calibrate=calibrate, random_state=random_state, client=client,
-                    progress=_demo_progress(progress, "EBF"))
+    options = TrainOptions(task="regression", branch=branch, n_estimators=n_estimators,
+                           trunk_leaves=trunk_leaves, calibrate=calibrate,
+                           random_state=random_state,
+                           compact=True)  # the demo only predicts: predict-only, same numbers
+    trained = train(data.train, data.target, options, features=data.features, baseline=True,
+                    client=client, progress=_demo_progress(progress, "EBF"))
     model_dirs = {name: out / "models" / name for name in _MODELS}
     save(trained.model, model_dirs["ebf"], overwrite=True, metadata=trained.metadata())
     save(trained.baseline, model_dirs["ssf"], overwrite=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .arguments import add_training_arguments, fraction, non_negative_float
+from .arguments import add_training_arguments, fraction, non_negative_float, train_options
 from .session import finish_job_parser, job
 
 __all__ = ["add_retrain_parser"]
@@ -63,14 +63,8 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
     from ebf.drift import DEFAULT_THRESHOLD
     from pipelines.arguments import columns
     from pipelines.retrain import DEFAULT_TOLERANCES, retrain
-    from pipelines.sizing import default_model_memory
 
-    options = dict(task=args.task, branch=args.branch, n_estimators=args.n_estimators,
-                   trunk_leaves=args.trunk_leaves, min_leaf_rows=args.min_leaf_rows,
-                   branch_memory=args.branch_memory,
-                   model_memory=default_model_memory(args.branch, args.model_memory),
-                   compact=args.compact, calibrate=args.calibrate,
-                   calibration_fraction=args.calibration_fraction, random_state=args.seed)
+    options = train_options(args)
     tolerances = {k: getattr(args, f"tol_{k}") for k in DEFAULT_TOLERANCES}
     with job(args) as (client, bars):
         res = retrain(
