@@ -24,7 +24,6 @@ prefixed ``"baseline "``).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from ebf.calibration import min_training_rows
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
 from pipelines.footers import Footers, read_footers
-from pipelines.io import read_dataset
+from pipelines.io import Source, describe_source, read_columns
 from pipelines.options import TrainOptions
 from pipelines.schema import ColumnInfo, check_schema
 from pipelines.sizing import SizePlan, plan_model_size
@@ -134,7 +133,7 @@ class TrainResult:
             JSON-ready: ``data``, ``rows``, ``n_partitions``, ``features``, ``target``,
             ``task``, ``model`` (``"ebf"`` / ``"ssf"``), ``params``, ``timings``,
             ``calibration``, ``ebf_version``, ``trained_utc``.
-            :func:`pipelines.score.evaluate` reads the target from it.
+            :func:`pipelines.report.evaluate.evaluate` reads the target from it.
 
         Examples
         --------
@@ -281,20 +280,14 @@ class _Inputs:
     where: str
 
 
-def _read_inputs(data: Any, target: str, features: Sequence[str] | None,
+def _read_inputs(data: Source, target: str, features: Sequence[str] | None,
                  storage_options: Mapping[str, Any] | None) -> _Inputs:
     """Schema check (footers only, before any row is read), then the projected read."""
     footers = None if isinstance(data, dd.DataFrame) else read_footers(data, storage_options)
     chosen, target_info = check_schema(data, target, features, storage_options=storage_options,
                                        footers=footers)
-    columns = [*chosen, target]
-    if isinstance(data, dd.DataFrame):
-        ddf, where = data[columns], "<dask DataFrame>"
-    else:
-        ddf = read_dataset(data, columns, storage_options=storage_options)
-        where = (", ".join(os.fspath(p) for p in data) if isinstance(data, (list, tuple))
-                 else os.fspath(data))
-    return _Inputs(ddf, list(chosen), target, target_info, footers, where)
+    ddf = read_columns(data, [*chosen, target], storage_options)
+    return _Inputs(ddf, list(chosen), target, target_info, footers, describe_source(data))
 
 
 def _resolve(options: TrainOptions, inputs: _Inputs,
@@ -377,7 +370,7 @@ def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _
 
 
 def train(
-    data: str | os.PathLike[str] | Sequence[str] | dd.DataFrame,
+    data: Source,
     target: str,
     options: TrainOptions | None = None,
     *,

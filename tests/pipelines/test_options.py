@@ -8,8 +8,8 @@ import pytest
 
 from ebf import EmpiricalBayesianForestRegressor
 from ebf.learners import LEARNERS, BranchLearner, get_learner
-from pipelines.arguments import train_options
 from pipelines.cli import build_parser
+from pipelines.cli.arguments import train_options
 from pipelines.options import TrainOptions
 
 

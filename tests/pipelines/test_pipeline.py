@@ -19,12 +19,14 @@ from sklearn.metrics import accuracy_score, log_loss
 
 from basics import metrics
 from ebf.model import load, model_hash, read_manifest, save
+from pipelines.artifacts import load_model
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.make_data import make_friedman
 from pipelines.options import TrainOptions
+from pipelines.predict import predict_to_parquet
+from pipelines.report.evaluate import evaluate
 from pipelines.schema import ColumnInfo, SchemaError
-from pipelines.score import evaluate, load_model, predict_to_parquet
 from pipelines.train import infer_task, train
 
 FEATURES = [f"x{j}" for j in range(5)]
@@ -167,7 +169,7 @@ def test_predict_to_parquet_classifier(models, data, tmp_path, dask_client):
 
 
 def test_predict_failure_leaves_nothing(models, data, tmp_path, dask_client, monkeypatch):
-    import pipelines.score as score
+    import pipelines.predict as score
 
     def fail_on_second(part, topic, partition_info=None):
         if partition_info and partition_info["number"] == 1:

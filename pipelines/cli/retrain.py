@@ -1,4 +1,5 @@
-"""``ebf retrain REGISTRY NEW_DATA``: the scheduled retraining job (:mod:`pipelines.retrain`).
+"""``ebf retrain REGISTRY NEW_DATA``: the scheduled retraining job
+(:mod:`pipelines.registry.retrain`).
 
 Exit status: 0 when the challenger is promoted (or version 1 is trained), 10 when the
 champion is kept, the statuses of :func:`pipelines.cli.main` on failure. A re-run with the
@@ -18,7 +19,7 @@ __all__ = ["add_retrain_parser"]
 
 def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     """Add ``ebf retrain`` to the subcommands ``sub``."""
-    from pipelines.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
+    from pipelines.registry.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
 
     rt = sub.add_parser(
         "retrain", help="retrain a registry's model on new data: update or refit, gate, version",
@@ -61,8 +62,8 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
 
 def _cmd_retrain(args: argparse.Namespace) -> int:
     from ebf.drift import DEFAULT_THRESHOLD
-    from pipelines.arguments import columns
-    from pipelines.retrain import DEFAULT_TOLERANCES, retrain
+    from pipelines.cli.arguments import columns
+    from pipelines.registry.retrain import DEFAULT_TOLERANCES, retrain
 
     options = train_options(args)
     tolerances = {k: getattr(args, f"tol_{k}") for k in DEFAULT_TOLERANCES}

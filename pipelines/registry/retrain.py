@@ -1,10 +1,11 @@
 """Scheduled retraining into a model registry: update or refit, then a validation gate.
 
-:func:`retrain` takes a registry (:mod:`pipelines.registry`) and a new window of data:
+:func:`retrain` takes a registry (:mod:`pipelines.registry.store`) and a new window of data:
 
 1. **Inputs.** The window's Parquet files are listed with their footer row counts and
-   content hashes (:func:`pipelines.lineage.data_identity`). The hashes and the options make
-   the run's key: if a version with that key exists, the run is a no-op that reports it.
+   content hashes (:func:`pipelines.registry.lineage.data_identity`). The hashes and the
+   options make the run's key: if a version with that key exists, the run is a no-op that
+   reports it.
 2. **Version 1.** On an empty registry, an EBF is trained on the window
    (:func:`pipelines.train.train`, with ``train_options``) and promoted.
 3. **Otherwise** the current version (the champion) is loaded and the window is checked
@@ -52,11 +53,11 @@ from ebf.dask.client import PhaseReport
 from ebf.drift import DEFAULT_THRESHOLD, trunk_drift
 from ebf.learners import get_learner
 from pipelines.io import read_dataset
-from pipelines.lineage import data_identity, inputs_key
 from pipelines.options import TrainOptions
-from pipelines.registry import Registry
+from pipelines.registry.lineage import data_identity, inputs_key
+from pipelines.registry.store import Registry
+from pipelines.report.evaluate import evaluate_model
 from pipelines.schema import check_schema
-from pipelines.score import evaluate_model
 from pipelines.train import infer_task, train
 
 __all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "VERSION_1_OPTIONS",
@@ -308,7 +309,7 @@ def retrain(
 
     Raises
     ------
-    pipelines.registry.RegistryBusyError
+    pipelines.registry.store.RegistryBusyError
         If another run holds the registry (before any work).
     pipelines.schema.SchemaError
         If the window lacks the model's columns (before any row is read).
