@@ -169,7 +169,7 @@ def run_retrain(cfg: argparse.Namespace) -> list[dict]:
     import pandas as pd
     from distributed import Client, LocalCluster
 
-    from pipelines.registry.retrain import retrain
+    from pipelines.registry.retrain import VERSION_1_OPTIONS, retrain
 
     rng = np.random.default_rng(cfg.seed)
     X = rng.random((cfg.train, 5))
@@ -186,7 +186,7 @@ def run_retrain(cfg: argparse.Namespace) -> list[dict]:
             frame.to_parquet(Path(tmp) / f"day{day}" / "part.parquet")
         reg = str(Path(tmp) / "registry")
         retrain(reg, str(Path(tmp) / "day1"), target="y", client=client,
-                train_options={"branch": "mondrian", "random_state": cfg.seed})
+                train_options=VERSION_1_OPTIONS.replace(random_state=cfg.seed))
         result = retrain(reg, str(Path(tmp) / "day2"), client=client)
         for who, metrics in result.record["metrics"].items():
             rows.append({"data": "retrain day 2", "model": who, "calibration": "gate",

@@ -87,8 +87,8 @@ class TrainResult:
     baseline_timings : dict of str to float
         Seconds per phase of the baseline's fit (empty without a baseline).
     params : dict
-        The parameters :func:`train` was called with (branch, trees, trunk limits, seed,
-        Mondrian ``branch_params``, ``compact``).
+        The estimator's parameters from the :class:`~pipelines.options.TrainOptions` (branch,
+        trees, trunk limits, seed, ``branch_params``, ``compact``).
     size_plan : pipelines.sizing.SizePlan or None
         What ``model_memory`` chose (trees per branch, leaf size, the estimate).
     calibration : dict
@@ -305,6 +305,16 @@ def _resolve(options: TrainOptions, inputs: _Inputs,
     return options.replace(task=task, calibrate=calibrate)
 
 
+def _hold_out(ddf: dd.DataFrame, options: TrainOptions,
+              client: distributed.Client) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+    """The rows to fit on and those held out for recalibration (None without it)."""
+    if options.calibrate == "none":
+        return ddf, None
+    fit, cal, _ = calibration_rows(ddf, options.calibrate, options.calibration_fraction,
+                                   options.random_state, client)
+    return fit, cal
+
+
 def _plan_size(options: TrainOptions, ddf: dd.DataFrame, n_features: int) -> SizePlan | None:
     """What ``model_memory`` chooses (None without a budget or with ``min_samples_split``)."""
     if options.model_memory is None or options.min_samples_split is not None:
@@ -413,18 +423,15 @@ def train(
     pipelines.schema.SchemaError
         Before any row is read, if columns are missing or unusable.
     ValueError
-        Before any row is read, a file that is not Parquet, nulls in a numeric feature or
-        too few rows for the fit and the calibration
-        (:func:`ebf.calibration.min_training_rows`; from the footers); or from the
-        estimator's own checks (NaN in features, targets out of range...) in its first pass.
+        Before any row is read (from the footers), a file that is not Parquet, nulls in a
+        numeric feature or too few rows (:func:`ebf.calibration.min_training_rows`); or
+        from the estimator's checks (NaN in features...) in its first pass.
     ebf.dask.BranchMemoryError
         If a branch cannot be made to fit ``branch_memory``.
 
     Examples
     --------
-    >>> from cluster import connect
     >>> from ebf.model import save
-    >>> client = connect()  # doctest: +SKIP
     >>> res = train("data/friedman", "y", TrainOptions(branch="mondrian", trunk_leaves=32,
     ...             n_estimators=20))  # doctest: +SKIP
     >>> save(res.model, "models/friedman", metadata=res.metadata())  # doctest: +SKIP
@@ -436,10 +443,7 @@ def train(
     options = _resolve(options, inputs, client)
     if inputs.footers is not None:  # before any pass over the rows
         _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)
-    ddf, cal_ddf = inputs.ddf, None
-    if options.calibrate != "none":
-        ddf, cal_ddf, _ = calibration_rows(ddf, options.calibrate, options.calibration_fraction,
-                                           options.random_state, client)
+    ddf, cal_ddf = _hold_out(inputs.ddf, options, client)
     size_plan = _plan_size(options, ddf, len(inputs.features))
     schema_seconds = time.perf_counter() - t0
 

@@ -121,7 +121,8 @@ def local_processes() -> bool:
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of every subcommand that runs on Dask (see ``pipelines.cli._dask_client``)."""
+    """The options of every subcommand that runs on Dask (see
+    :func:`pipelines.cli.session.dask_client`)."""
     group = parser.add_argument_group(
         "cluster",
         "Without --scheduler / --scheduler-file (and DASK_SCHEDULER_ADDRESS), a local cluster "
