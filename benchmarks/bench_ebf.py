@@ -76,7 +76,7 @@ from ebf import (
 )
 from ebf.bootstrap import draw_weights
 from mondrian import MondrianForestRegressor
-from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
+from pipelines.report.metrics import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
 PARTS = ("friedman", "flights", "posterior", "validate", "scale")
