@@ -110,7 +110,7 @@ def compare(cfg: argparse.Namespace, name: str, X: np.ndarray, y: np.ndarray, X_
 
 
 def run_friedman(cfg: argparse.Namespace) -> list[dict]:
-    from benchmarks.bench_ebf import friedman
+    from benchmarks.forest_models import friedman
 
     rng = np.random.default_rng(cfg.seed)
     X, y, f = friedman(cfg.train, 10, rng)
