@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from basics.atomic import atomic_dir, check_destination
+from basics.atomic import atomic_dir
+from basics.locations import check_destination
 from basics.versions import library_version
 
 from . import codec
@@ -147,7 +148,7 @@ def save(
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False, or it exists and is not a model.
-    basics.atomic.UnsafeOutputError
+    basics.locations.UnsafeOutputError
         If ``path`` is the current directory or one of its parents.
     sklearn.exceptions.NotFittedError
         If the model is not fitted (a ``ValueError``).

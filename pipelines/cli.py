@@ -44,7 +44,7 @@ Failures print one line on stderr naming the cause and the fix (``-v``: the trac
 and exit with the statuses of :func:`main` (:mod:`pipelines.failures`). SIGTERM raises an
 exception in the main thread, so temporary outputs are removed and the local cluster closed
 before the command exits with 143. Outputs (``--out``) are checked before any work
-(:func:`basics.atomic.check_destination`): ``--overwrite`` replaces only an ebf output of the
+(:func:`basics.locations.check_destination`): ``--overwrite`` replaces only an ebf output of the
 same kind, and an output may not overlap the inputs or the current directory.
 
 The CLI is the only layer that prints; everything it calls logs. Heavy imports happen inside
@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -70,8 +69,8 @@ from .arguments import (
     add_training_arguments,
     columns,
     count,
-    fraction,
     int_at_least,
+    level,
     positive_int,
 )
 from .failures import report_failure, signals_raise
@@ -245,7 +244,7 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from pipelines.make_data import make_friedman
 
     check_destination(args.out, "dataset", overwrite=args.overwrite)
@@ -311,7 +310,7 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     pr.add_argument("data", metavar="DATA", help=_DATA_HELP)
     pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
-    pr.add_argument("--quantiles", nargs="+", type=fraction(False), default=[0.05, 0.5, 0.95],
+    pr.add_argument("--quantiles", nargs="+", type=level(False), default=[0.05, 0.5, 0.95],
                     metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
     pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
                     help="input columns copied into the output (ids, keys, the target...)")
@@ -341,7 +340,7 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     ev.add_argument("data", metavar="DATA", help=_DATA_HELP)
     ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
-    ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
+    ev.add_argument("--levels", nargs="+", type=level(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--report", metavar="HTML",
@@ -399,7 +398,7 @@ def _add_migrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_migrate_model(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from ebf.model import load, read_manifest, save
 
     check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
@@ -416,7 +415,7 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from ebf.model import model_hash, save
     from pipelines.sizing import default_model_memory
     from pipelines.train import train
@@ -460,7 +459,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from pipelines.registry import resolve_model
     from pipelines.score import predict_to_parquet, prediction_inputs
 
@@ -499,11 +498,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     print(format_evaluation(res, title=f"{args.model} on {args.data}"))
     if args.json:
-        from basics.places import Place, replace_file
+        from basics.atomic import write_bytes
 
         body = {k: v for k, v in result_to_json(res).items() if k != "coverage"}
-        replace_file(Place.of(os.path.abspath(args.json), None),
-                     json.dumps({"ebf_output": "evaluation", **body}).encode())
+        write_bytes(args.json, json.dumps({"ebf_output": "evaluation", **body}).encode())
     if args.report:
         from pipelines.report import write_evaluation_report
 
@@ -515,8 +513,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
-    (:func:`basics.atomic.check_file_destination`)."""
-    from basics.atomic import check_destination, check_file_destination
+    (:func:`basics.locations.check_file_destination`)."""
+    from basics.locations import check_destination, check_file_destination
     from pipelines.report import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}

@@ -48,7 +48,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as pads
 
-from basics.atomic import check_destination
+from basics.locations import check_destination
+from basics.metrics import coverage_levels
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report, gather
@@ -181,7 +182,7 @@ def _partition_events(
 
 
 def prediction_inputs(model_dir: str | os.PathLike[str], data: _Source) -> dict[str, Any]:
-    """What a prediction job reads, for :func:`basics.atomic.check_destination`'s ``inputs``."""
+    """What a prediction job reads, for :func:`basics.locations.check_destination`'s ``inputs``."""
     return {"the model": model_dir, "the input data": data}
 
 
@@ -228,7 +229,7 @@ def predict_to_parquet(
         Replace an existing ``out`` that holds ebf predictions (its ``_ebf_output.json``
         marker); anything else there raises :class:`FileExistsError` before any work, as
         does an ``out`` that is, contains or lies inside the model or the data
-        (:func:`basics.atomic.check_destination`).
+        (:func:`basics.locations.check_destination`).
     client : distributed.Client, optional
         The current client by default.
     progress : callable ``progress(done, total)``, optional
@@ -337,13 +338,6 @@ def _block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
     return out
 
 
-def _levels(levels: Sequence[float]) -> np.ndarray:
-    lv = np.atleast_1d(np.asarray(levels, dtype=np.float64))
-    if lv.ndim != 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
-        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}")
-    return lv
-
-
 def evaluate(
     model_dir: str | os.PathLike[str],
     data: _Source,
@@ -410,7 +404,7 @@ def evaluate(
     """
     t0 = time.perf_counter()
     client = current_client(client)
-    lv = _levels(levels)
+    lv = np.atleast_1d(coverage_levels(levels))
     loaded = open_artifact(model_dir, storage_options)
     if target is None:
         target = loaded.training.get("target")
@@ -529,7 +523,7 @@ def evaluate_model(
     """
     t0 = time.perf_counter()
     client = current_client(client)
-    lv = _levels(levels)
+    lv = np.atleast_1d(coverage_levels(levels))
     features = list(features)
     if not isinstance(data, dd.DataFrame):
         check_schema(data, target, features, storage_options=storage_options)

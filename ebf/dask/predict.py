@@ -29,6 +29,8 @@ import pandas as pd
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from basics.levels import check_levels
+
 logger = logging.getLogger(__name__)
 
 
@@ -51,10 +53,7 @@ def quantile_columns(levels: Sequence[float]) -> list[str]:
 
 
 def _levels(quantiles: Any) -> np.ndarray:
-    levels = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
-    if levels.ndim != 1 or np.any(~((levels >= 0) & (levels <= 1))):
-        raise ValueError(f"quantiles must be levels in [0, 1]; got {quantiles!r}.")
-    return levels
+    return np.atleast_1d(check_levels(quantiles, "quantiles"))
 
 
 def _class_dtype(classes: np.ndarray) -> np.dtype:
