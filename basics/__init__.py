@@ -5,7 +5,10 @@ is named for what it holds:
 
 ``mixture``     the predictive Gaussian mixture every regressor returns, and its one-pass
                 summary (mean, std, quantiles); its numba kernels in ``mixture_kernels``
-``config``      the numba flags of those kernels
+``jit``         the numba flags of every kernel (``basics``, ``mondrian``, ``ebf``)
+``flat_tree``   flat binary trees: index dtype, ``NO_NODE``, preorder, the structure check
+``levels``      the one check of probability levels (quantiles, interval coverages)
+``predictive``  the predictive API of every estimator, over one mixture per block of rows
 ``metrics``     RMSE, NLPD, coverage and calibration tables of predictive distributions
 ``validation``  input checks whose errors name the column, the count and the fix
 ``bounds``      the range of every float a saved model stores, checked when it is loaded
@@ -14,7 +17,8 @@ is named for what it holds:
 ``threads``     ``n_jobs`` to a number of threads
 ``tasks``       the task names and their integer codes in numba kernels
 ``places``      paths on the local file system or fsspec alike; small files read within a
-                limit and replaced atomically
-``atomic``      atomic output directories (local or fsspec) and the rules for replacing one
+                limit
+``locations``   where outputs may be written and which may be replaced (the output policy)
+``atomic``      atomic writes: single files (bytes, text, JSON) and output directories
 ``versions``    the installed version of the library
 """

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .config import JIT
+from .jit import JIT
 from .mixture_kernels import _INV_SQRT_2PI, _cdf_and_density, _ndtr, gather_row
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .config import JIT
+from .jit import JIT
 
 __all__ = ["GOLDEN", "mix64", "uniform53"]
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .crps_kernels import crps_kernel
+from .levels import check_levels
 from .mixture import GaussianMixture
 from .pit import PITMap, RecalibratedDistribution
 
@@ -28,6 +29,7 @@ __all__ = [
     "calibration_table",
     "class_rows",
     "coverage",
+    "coverage_levels",
     "crps",
     "crps_many",
     "crps_rows",
@@ -264,10 +266,18 @@ def crps(y: Any, dist: Distribution) -> float:
     return float(np.mean(crps_rows(dist, y)))
 
 
-def _levels(levels: Any) -> np.ndarray:
-    lv = np.asarray(levels, dtype=np.float64)
-    if lv.ndim > 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
-        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}.")
+def coverage_levels(levels: Any) -> np.ndarray:
+    """Nominal coverages of central intervals, checked: one or more levels in (0, 1)
+    (:func:`basics.levels.check_levels` with ``interior``); 0-D for a scalar.
+
+    Examples
+    --------
+    >>> coverage_levels([0.5, 0.9]).tolist()
+    [0.5, 0.9]
+    """
+    lv = check_levels(levels, "levels", interior=True)
+    if lv.size == 0:
+        raise ValueError("levels is empty; pass one or more coverages in (0, 1), e.g. 0.9.")
     return lv
 
 
@@ -290,7 +300,7 @@ def coverage(y: Any, dist: Distribution, levels: Any = 0.9) -> float | np.ndarra
     >>> coverage([0.0, 5.0], ([0.0, 0.0], [1.0, 1.0]), 0.9)
     0.5
     """
-    lv = _levels(levels)
+    lv = coverage_levels(levels)
     gm = as_mixture(dist)
     y = _targets(y, gm.n_rows)
     lower, upper = gm.interval(np.atleast_1d(lv))
@@ -322,7 +332,7 @@ def calibration_table(
     >>> t.columns.tolist()
     ['level', 'observed', 'observed_minus_nominal']
     """
-    lv = np.atleast_1d(_levels(levels))
+    lv = np.atleast_1d(coverage_levels(levels))
     observed = np.atleast_1d(coverage(y, dist, lv))
     return pd.DataFrame(
         {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}

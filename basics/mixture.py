@@ -24,6 +24,7 @@ from scipy import special
 from sklearn.utils import check_random_state
 
 from . import mixture_kernels as _k
+from .levels import check_levels
 
 __all__ = ["GaussianMixture", "MixtureSummary", "moments", "summarize"]
 
@@ -85,14 +86,7 @@ def moments(weights: Any, means: Any, variances: Any) -> tuple[np.ndarray, np.nd
 
 def _levels(q: Any, n_rows: int | None = None) -> np.ndarray:
     """Levels as a 1-D array, or (with ``n_rows``) also a 2-D ``(n_rows, m)`` array."""
-    qa = np.asarray(q, dtype=np.float64)
-    if qa.ndim > 1 and (n_rows is None or qa.ndim != 2 or qa.shape[0] != n_rows):
-        want = "a scalar or a 1-D array of levels" + (
-            "" if n_rows is None else f", or a ({n_rows}, m) array of levels per row")
-        raise ValueError(f"q must be {want}; got shape {qa.shape}.")
-    if np.any(~((qa >= 0) & (qa <= 1))):
-        raise ValueError("quantile levels q must lie in [0, 1].")
-    return np.atleast_1d(qa)
+    return np.atleast_1d(check_levels(q, "q", n_rows=n_rows))
 
 
 def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
@@ -155,9 +149,7 @@ def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> Mixt
 def central_interval(dist: Any, level: Any) -> tuple[np.ndarray, np.ndarray]:
     """``[Q((1 - level) / 2), Q((1 + level) / 2)]`` from ``dist.quantile`` (any distribution
     of :mod:`basics`): one quantile call for all levels."""
-    lv = np.asarray(level, dtype=np.float64)
-    if lv.ndim > 1 or np.any(~((lv >= 0) & (lv <= 1))):
-        raise ValueError("level must be a scalar or 1-D array of values in [0, 1].")
+    lv = check_levels(level, "level")
     flat = np.atleast_1d(lv)
     qs = dist.quantile(np.concatenate([(1 - flat) / 2, (1 + flat) / 2]))
     lower, upper = qs[:, : flat.size], qs[:, flat.size :]

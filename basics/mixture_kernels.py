@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .config import JIT
+from .jit import JIT
 
 #: Root finding: relative tolerance in y, and iteration caps of the safeguarded Newton phase
 #: and of the bisection that follows it for the (rare) levels Newton did not settle.

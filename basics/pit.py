@@ -38,7 +38,7 @@ from numba import njit
 from scipy import special
 
 from .bounds import check_range
-from .config import JIT
+from .jit import JIT
 from .mixture import GaussianMixture, _levels, central_interval, uniform_draws
 
 __all__ = [

@@ -4,8 +4,8 @@
 registry (:mod:`pipelines.registry`) reads and writes through: a local path (``fs`` None,
 plain :mod:`os` calls, so renames are atomic and files can be flushed) or a path on an
 fsspec file system (S3, GCS, Azure, ``memory://``...). Besides listing and removing, it
-reads a small file within a size limit (:func:`read_limited`: the file is untrusted input)
-and replaces one atomically (:func:`replace_file`).
+reads a small file within a size limit (:func:`read_limited`: the file is untrusted input);
+:func:`basics.atomic.replace_file` replaces one atomically.
 
 This module imports :mod:`fsspec` only for URLs, and never dask.
 """
@@ -17,7 +17,6 @@ import logging
 import os
 import posixpath
 import re
-import secrets
 import shutil
 import socket
 import stat
@@ -25,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Place", "fsync", "host_name", "pid_alive", "read_limited", "replace_file"]
+__all__ = ["Place", "fsync", "host_name", "pid_alive", "read_limited"]
 
 logger = logging.getLogger(__name__)
 
@@ -209,50 +208,3 @@ def read_limited(place: Place, limit: int) -> bytes:
         raise ValueError(f"{place.url} holds more than the {limit:,} accepted bytes; it was "
                          "not written by this tool: remove or replace it")
     return data
-
-
-def replace_file(place: Place, data: bytes) -> None:
-    """Write ``data`` to ``place`` atomically: readers see the old content or the new one.
-
-    The bytes go to a hidden temporary sibling first, then replace the file in one step:
-    ``os.replace`` locally (the file flushed before, the directory after), a move on fsspec
-    file systems (on object stores a single object is replaced as a whole). If anything
-    fails before the replace, the temporary file is removed and ``place`` is untouched; a
-    failure after it (flushing the directory) leaves the new content in place.
-
-    Parameters
-    ----------
-    place : Place
-    data : bytes
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> place = Place.of(os.path.join(tempfile.mkdtemp(), "pointer.json"), None)
-    >>> replace_file(place, b"1"); replace_file(place, b"2"); read_limited(place, 10)
-    b'2'
-    """
-    parent = place.parent()
-    tmp = parent.child(f".{place.name}.tmp-{host_name()}-{os.getpid()}-"
-                       f"{secrets.token_hex(4)}")
-    try:
-        if place.fs is None:
-            with open(tmp.path, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp.path, place.path)
-            fsync(parent.path, directory=True)
-        else:
-            place.fs.pipe_file(tmp.path, data)
-            place.fs.mv(tmp.path, place.path)
-            place.fs.invalidate_cache()
-    except BaseException:
-        try:
-            if tmp.fs is None:
-                os.unlink(tmp.path)
-            elif tmp.fs.exists(tmp.path):
-                tmp.fs.rm_file(tmp.path)
-        except OSError:
-            pass  # already moved, or never written
-        raise

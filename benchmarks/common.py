@@ -5,7 +5,6 @@ timing. Every benchmark measures ours and the peers in the same run and reports 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from basics import atomic
 
 # ---------------------------------------------------------------- environment and output
 
@@ -54,10 +55,7 @@ def versions() -> dict[str, str]:
 
 def write_json(report: dict[str, Any], path: Path) -> None:
     """Write the report atomically (a partial run still leaves valid JSON)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    atomic.write_json(path, report, indent=2, default=_json_default)
 
 
 def _json_default(obj: Any) -> Any:

@@ -29,7 +29,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from .config import BIN_DTYPE, BIN_SUBSAMPLE, JIT, MAX_BINS, MAX_WIDE_BINS, WIDE_BIN_DTYPE
+from basics.jit import JIT
+
+from .config import BIN_DTYPE, BIN_SUBSAMPLE, MAX_BINS, MAX_WIDE_BINS, WIDE_BIN_DTYPE
 
 
 def _check_max_bins(max_bins: int) -> int:

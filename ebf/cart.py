@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .config import INDEX, JIT, NO_NODE
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
 from .tree_validation import checked_forest_arrays
 
 __all__ = [

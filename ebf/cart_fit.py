@@ -18,6 +18,8 @@ import numpy as np
 from numba import njit
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
 from basics.leaf_noise import leaf_predictive_variance, pooled_variance
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import thread_map
@@ -25,7 +27,7 @@ from basics.threads import thread_map
 from .binning import bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import EXACT_BINS, INDEX, JIT, MAX_BINS, NO_NODE
+from .config import EXACT_BINS, MAX_BINS
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 

@@ -1,16 +1,9 @@
-"""Numba flags, dtypes and defaults shared by the kernels of the ``ebf`` package."""
+"""Dtypes and defaults shared by the kernels of the ``ebf`` package (the numba flags are
+:data:`basics.jit.JIT`, the flat-tree index dtype :mod:`basics.flat_tree`'s)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-#: Flags for every numba kernel: compiled once per machine, GIL released so that threads
-#: over trees or row blocks run in parallel.
-JIT = dict(cache=True, nogil=True)
-
-#: Node index dtype of flat trees; ``NO_NODE`` marks a missing child.
-INDEX = np.int64
-NO_NODE = -1
 
 #: Bin codes fit in one byte: at most ``MAX_BINS`` bins, so ``MAX_BINS - 1`` edges per feature.
 #: The trunk and its distributed histograms keep to this.

@@ -144,6 +144,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
 
     # one routing per block, each branch summarised alone (ahead of the mixin's default)
     _summary = _EBF._summary
+    _predicts_branch = True
 
 
 class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _EBF):
@@ -200,6 +201,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
 
     # probabilities and branch ids from one routing (ahead of the mixin's default)
     _proba_summary = _EBF._proba_summary
+    _predicts_branch = True
 
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None, *,

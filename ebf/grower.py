@@ -55,11 +55,14 @@ from collections.abc import Callable, Sequence
 import numba
 import numpy as np
 
+from basics.flat_tree import INDEX, NO_NODE, preorder_leaf_ids
+from basics.jit import JIT
+
 from . import binning
-from .config import HIST_MAX_BYTES, INDEX, JIT, NO_NODE
+from .config import HIST_MAX_BYTES
 from .histogram import build_histograms, n_stats, subtract_histogram
 from .splitting import SplitResult, best_splits
-from .trunk_arrays import TrunkArrays, preorder_leaf_ids
+from .trunk_arrays import TrunkArrays
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from basics.flat_tree import INDEX, NO_NODE
 from basics.hashing import mix64, uniform53
+from basics.jit import JIT
 
-from .config import INDEX, JIT, NO_NODE, SPLIT_RTOL
+from .config import SPLIT_RTOL
 from .histogram import range_histogram, subtract_kernel
 from .splitting import scan_node, split_scale
 

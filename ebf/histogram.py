@@ -22,9 +22,10 @@ from typing import Any
 import numba
 import numpy as np
 
+from basics.jit import JIT
 from basics.tasks import TASKS
 
-from .config import JIT, ROW_REG_STATS
+from .config import ROW_REG_STATS
 
 #: Task names understood by ``row_statistics`` and ``splitting.best_splits``.
 

@@ -24,7 +24,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .config import INDEX, JIT, NO_NODE, ROW_REG_STATS, SPLIT_RTOL
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
+from .config import ROW_REG_STATS, SPLIT_RTOL
 
 
 class SplitResult(NamedTuple):

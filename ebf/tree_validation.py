@@ -1,30 +1,11 @@
-"""Validation of flat binary trees read from untrusted files (CART forests, the trunk).
+"""Validation of the flat trees of ``ebf`` read from untrusted files (CART forests, the trunk).
 
-The descent kernels (:mod:`ebf.cart`, :mod:`ebf.trunk`) follow child indices without bounds
-checks and loop until they reach a leaf, so a tree from a model file must be proven well
-formed before any of them sees it: an index out of range reads out of bounds, a cycle never
-ends. :func:`check_tree_structure` is that proof, for any number of trees stored back to back
-(``CartForest``: tree ``t`` owns the nodes ``offsets[t] <= j < offsets[t + 1]``, its root is
-``offsets[t]``; the trunk is one tree, ``offsets = [0, n_nodes]``).
-
-A tree is valid iff, for every tree ``t`` with nodes ``[a, b)``:
-
-1. every node ``j`` is a leaf (``left == right == -1`` and ``feature == -1``) or an internal
-   node (both children in ``[a, b)`` and numbered after ``j``, ``0 <= feature < n_features``,
-   a finite threshold);
-2. every node but the root ``a`` is the child of exactly one node (the root cannot be a
-   child: no node comes before it).
-
-Children numbered after their parent is how scikit-learn's builders and the trunk grower
-number nodes (``cart._combine_up`` relies on it too). With it, child links only go forward,
-so there is no cycle, and following parents from any node ends at the one node without a
-parent, the root: every node is reached exactly once from its root.
-
-The first violation is reported: the first tree, then the first node in index order for 1.,
-then for 2. Two sequential O(nodes) passes in one kernel; plain NumPy oracle
-``tests/naive.py::naive_check_trees``. On top of the structure,
-:func:`checked_forest_arrays` (a ``CartForest`` state) and :func:`check_trunk` (a trunk)
-check dtypes, shapes and node statistics, with vectorised NumPy passes.
+The structure of every tree is :func:`basics.flat_tree.check_tree_structure`'s (``CartForest``:
+tree ``t`` owns the nodes ``offsets[t] <= j < offsets[t + 1]``, its root is ``offsets[t]``;
+the trunk is one tree, ``offsets = [0, n_nodes]``; children numbered after their parent, which
+``cart._combine_up`` relies on). On top of the structure, :func:`checked_forest_arrays` (a
+``CartForest`` state) and :func:`check_trunk` (a trunk) check dtypes, shapes and node
+statistics, with vectorised NumPy passes.
 """
 
 from __future__ import annotations
@@ -33,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from basics.bounds import (
     MAX_VARIANCE,
@@ -42,69 +22,10 @@ from basics.bounds import (
     check_sums,
     check_variances,
 )
+from basics.flat_tree import INDEX, NO_NODE, check_tree_structure, preorder_leaf_ids
 from basics.validation import state_array
-from mondrian._order import preorder
 
-from .config import INDEX, JIT, NO_NODE
-
-__all__ = ["check_nodes", "check_tree_structure", "check_trunk", "checked_forest_arrays",
-           "tree_of"]
-
-OK, LEAF_FEATURE, ONE_CHILD, LEFT_OUT, RIGHT_OUT = range(5)
-BACKWARD, FEATURE_OUT, THRESHOLD, PARENTS = range(5, 9)
-
-_MESSAGES = {
-    LEAF_FEATURE: "a leaf (no children) that splits on feature {v}; leaves have feature -1",
-    ONE_CHILD: "one child ({v}) and one missing (-1); children are both -1 (a leaf) or both "
-               "valid",
-    LEFT_OUT: "left child {v} is outside the tree's nodes [{a}, {b})",
-    RIGHT_OUT: "right child {v} is outside the tree's nodes [{a}, {b})",
-    BACKWARD: "child {v} is not numbered after it (a link back forms a cycle)",
-    FEATURE_OUT: "split feature {v} is outside the model's features [0, {n_features})",
-    THRESHOLD: "non-finite split threshold {threshold}",
-}
-
-#: Parent counts saturate (uint8): 0, 1, "2 or more".
-_MANY = 2
-
-
-@njit(**JIT)
-def _check_trees(left, right, feature, threshold, offsets, n_features):  # pragma: no cover
-    """``(code, tree, node, value)`` of the first violation, ``(OK, 0, 0, 0)`` if none."""
-    parents = np.zeros(left.shape[0], np.uint8)
-    for t in range(offsets.shape[0] - 1):
-        a = offsets[t]
-        b = offsets[t + 1]
-        for j in range(a, b):
-            lj = left[j]
-            rj = right[j]
-            fj = feature[j]
-            if lj == NO_NODE and rj == NO_NODE:
-                if fj != NO_NODE:
-                    return LEAF_FEATURE, t, j, fj
-                continue
-            if lj == NO_NODE:
-                return ONE_CHILD, t, j, rj
-            if rj == NO_NODE:
-                return ONE_CHILD, t, j, lj
-            if lj < a or lj >= b:
-                return LEFT_OUT, t, j, lj
-            if rj < a or rj >= b:
-                return RIGHT_OUT, t, j, rj
-            if lj <= j:
-                return BACKWARD, t, j, lj
-            if rj <= j:
-                return BACKWARD, t, j, rj
-            if fj < 0 or fj >= n_features:
-                return FEATURE_OUT, t, j, fj
-            if not np.isfinite(threshold[j]):
-                return THRESHOLD, t, j, 0
-            parents[lj] = min(parents[lj] + 1, _MANY)
-            parents[rj] = min(parents[rj] + 1, _MANY)
-        for j in range(a + 1, b):  # the root has no parent: links only go forward
-            if parents[j] != 1:
-                return PARENTS, t, j, parents[j]
-    return OK, 0, 0, 0
+__all__ = ["check_nodes", "check_trunk", "checked_forest_arrays", "tree_of"]
 
 
 def tree_of(offsets: np.ndarray, node: int) -> int:
@@ -128,65 +49,6 @@ def check_nodes(bad: np.ndarray, message: Callable[[int], str], offsets: np.ndar
         raise ValueError(f"{where.format(t=tree_of(offsets, j), j=j)}: {message(j)}")
 
 
-def describe(code: int, t: int, j: int, v: int, offsets: np.ndarray, n_features: int,
-             threshold: np.ndarray) -> str:
-    """What is wrong with node ``j`` for a violation ``(code, t, j, v)`` of the kernel."""
-    a, b = int(offsets[t]), int(offsets[t + 1])
-    if code != PARENTS:
-        return _MESSAGES[code].format(v=v, a=a, b=b, n_features=n_features,
-                                      threshold=threshold[j])
-    if v == 0:
-        return "no node has it as a child: it is unreachable from the root"
-    return "the child of more than one node (reached twice from the root)"
-
-
-def check_tree_structure(
-    left: np.ndarray,
-    right: np.ndarray,
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    offsets: np.ndarray,
-    n_features: int,
-    where: str = "tree {t} node {j}",
-) -> None:
-    """Raise ``ValueError`` naming the tree and node unless the trees are well formed.
-
-    Parameters
-    ----------
-    left, right, feature : ndarray of shape (n_nodes,), int64
-        Child indices (global, ``-1`` at leaves) and split features (``-1`` at leaves).
-    threshold : ndarray of shape (n_nodes,), float64
-        Split thresholds (finite at internal nodes; leaves are not read).
-    offsets : ndarray of shape (n_trees + 1,), int64
-        Increasing from 0 to ``n_nodes`` (checked by the caller).
-    n_features : int
-        Number of input features.
-    where : str, default "tree {t} node {j}"
-        How the message names the place, formatted with the tree ``t`` and node ``j``.
-
-    Raises
-    ------
-    ValueError
-        E.g. ``"tree 3 node 517: left child 1000000000000 is outside the tree's nodes
-        [510, 530)"``.
-
-    Examples
-    --------
-    >>> i = lambda *v: np.array(v, np.int64)
-    >>> check_tree_structure(i(1, -1, -1), i(2, -1, -1), i(0, -1, -1),
-    ...                      np.array([0.5, np.nan, np.nan]), i(0, 3), 1)
-    >>> check_tree_structure(i(1, 0, -1), i(2, 0, -1), i(0, 0, -1),
-    ...                      np.array([0.5, 0.5, np.nan]), i(0, 3), 1)
-    Traceback (most recent call last):
-    ...
-    ValueError: tree 0 node 1: child 0 is not numbered after it (a link back forms a cycle)
-    """
-    code, t, j, v = _check_trees(left, right, feature, threshold, offsets, int(n_features))
-    if code != OK:
-        what = describe(code, t, j, v, offsets, n_features, threshold)
-        raise ValueError(f"{where.format(t=t, j=j)}: {what}")
-
-
 #: Leaf class fractions are scikit-learn's normalised float64 counts; their sum is one up to
 #: rounding.
 _FRACTION_TOL = 1e-6
@@ -200,8 +62,8 @@ def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_feature
 
     Dtypes and shapes (``value`` has ``n_classes`` columns, one for regression), ``offsets``
     increasing from 0 to the number of nodes, the structure of every tree
-    (:func:`check_tree_structure`), finite values with class fractions in [0, 1] summing to
-    one at leaves, and finite non-negative variances, weights and counts.
+    (:func:`basics.flat_tree.check_tree_structure`), finite values with class fractions in
+    [0, 1] summing to one at leaves, and finite non-negative variances, weights and counts.
 
     Raises
     ------
@@ -253,9 +115,9 @@ def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
     trunk (``ebf.trunk.TrunkArrays``, already of the right dtypes and shapes).
 
     For trunks read from files, before a descent kernel sees them: the structure
-    (:func:`check_tree_structure`), split bins within the feature's ``edges`` with
-    ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the leaves in
-    preorder (left first), depths counting from the root, and finite statistics that are
+    (:func:`basics.flat_tree.check_tree_structure`), split bins within the feature's
+    ``edges`` with ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the
+    leaves in preorder (left first), depths counting from the root, and finite statistics that are
     non-negative (rows, weights, sums of squares, class weights), with positive leaf weight.
     """
     n = trunk.feature.shape[0]
@@ -277,10 +139,7 @@ def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
     check_nodes(split & (trunk.threshold != edge), lambda j: (
         f"threshold {trunk.threshold[j]} differs from edge {b[j]} of feature "
         f"{trunk.feature[j]} ({edge[j]})"), off, where)
-    order = preorder(trunk.left, trunk.right, 0, n)  # a valid tree: every node, once
-    leaf_id = np.full(n, NO_NODE, INDEX)
-    leaves = order[~split[order]]
-    leaf_id[leaves] = np.arange(leaves.size)
+    leaf_id = preorder_leaf_ids(trunk.left, trunk.right)  # a valid tree: every node, once
     check_nodes(trunk.leaf_id != leaf_id, lambda j: (
         f"leaf_id {trunk.leaf_id[j]} is not the preorder leaf number {leaf_id[j]}"), off, where)
     parent_depth = np.full(n, -1, INDEX)

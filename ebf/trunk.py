@@ -22,6 +22,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
 from basics.validation import (
     check_finite,
     state_int,
@@ -30,7 +32,7 @@ from basics.validation import (
 )
 
 from . import binning
-from .config import INDEX, JIT, MAX_BINS, NO_NODE
+from .config import MAX_BINS
 from .grower import BinnedSource, grow_trunk
 from .histogram import n_stats, row_statistics
 from .tree_validation import check_trunk

@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from basics.flat_tree import INDEX, NO_NODE
 from basics.validation import state_array
 
-from .config import INDEX, NO_NODE
-
-__all__ = ["TrunkArrays", "preorder_leaf_ids"]
+__all__ = ["TrunkArrays"]
 
 
 @dataclass
@@ -102,19 +101,3 @@ class TrunkArrays:
 
 
 _FLOATS = frozenset({"threshold", "weight", "stats", "gain"})
-
-
-def preorder_leaf_ids(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Leaf ids 0 .. L-1 in depth-first preorder (left first), -1 at internal nodes."""
-    leaf_id = np.full(left.shape[0], NO_NODE, INDEX)
-    stack = [0]
-    next_id = 0
-    while stack:
-        j = stack.pop()
-        if left[j] == NO_NODE:
-            leaf_id[j] = next_id
-            next_id += 1
-        else:
-            stack.append(int(right[j]))
-            stack.append(int(left[j]))
-    return leaf_id

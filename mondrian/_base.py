@@ -1,5 +1,5 @@
 """What the Mondrian forest estimators share: the data buffer, scaling, seeds, growing trees
-in threads, prediction blocks, the lazy posterior cache and persistence.
+in threads, the rows of the predictive API, the lazy posterior cache and persistence.
 
 The public estimators are in :mod:`mondrian.forest`.
 """
@@ -16,9 +16,10 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from basics.bounds import check_locations
+from basics.flat_tree import INDEX, preorder
 from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
-from basics.threads import N_JOBS, n_threads, thread_map
+from basics.threads import N_JOBS, thread_map
 from basics.validation import (
     check_classes,
     check_finite,
@@ -30,27 +31,13 @@ from basics.validation import (
 
 from . import _predict
 from ._compact import CompactTree, PredictOnlyError, compact_state
-from ._order import preorder
 from ._tree import TreeArrays, grow
-from .config import INDEX, NODE_REG_STATS
-
-#: Rows per block when a full predictive mixture is built (bounds memory of quantiles).
-PREDICT_BLOCK = 65_536
-
+from .config import NODE_REG_STATS
 
 #: Prediction keeps the given row order below this many rows, or when the first tree's
 #: predictor is smaller than this (it stays in a 1 MiB L2 cache): sorting would not pay.
 LOCALITY_MIN_ROWS = 4096
 LOCALITY_MIN_TREE_BYTES = 1 << 20
-
-
-def _unsort(a: np.ndarray, perm: np.ndarray | None) -> np.ndarray:
-    """Rows of ``a`` (computed for ``X[perm]``) back in the order of ``X``."""
-    if perm is None:
-        return a
-    out = np.empty_like(a)
-    out[perm] = a
-    return out
 
 
 def classes_entry(classes: np.ndarray) -> Any:
@@ -236,8 +223,8 @@ class _BaseMondrianForest(BaseEstimator):
         Prediction walks every tree for every row; rows sorted by their leaf in the first
         tree's preorder walk the same paths one after another, so nodes stay in cache
         (about 20% faster on trees of 10^5 rows). Trees that fit in cache anyway keep the
-        given order. Each row's result is computed exactly as before; callers put rows
-        back with :func:`_unsort`.
+        given order. Each row's result is computed exactly as before; the predictive API
+        (:mod:`basics.predictive`) puts rows back in the order of ``X``.
         """
         Xs = self._scale(self._check_X(X, reset=False))
         self._ensure_posterior()
@@ -250,10 +237,11 @@ class _BaseMondrianForest(BaseEstimator):
         perm = np.argsort(leaf, kind="stable")
         return Xs[perm], perm
 
-    def _row_blocks(self, n: int) -> list[slice]:
-        k = min(n_threads(self.n_jobs), max(1, n // 1024))
-        edges = np.linspace(0, n, k + 1).astype(int)
-        return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    def _predict_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """The rows of the predictive API (:mod:`basics.predictive`): scaled, in locality
+        order, and their permutation."""
+        check_is_fitted(self)
+        return self._scaled_rows(X)
 
     @staticmethod
     def _predictor(tree: TreeArrays) -> tuple[np.ndarray, tuple]:

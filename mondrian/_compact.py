@@ -37,12 +37,12 @@ import numba
 import numpy as np
 
 from basics.bounds import check_sums
+from basics.flat_tree import INDEX, NO_NODE, preorder
+from basics.jit import JIT
 from basics.tasks import REGRESSION, task_code
 from basics.validation import state_array
 
-from ._order import preorder
 from ._tree import TreeArrays
-from .config import INDEX, JIT, NO_NODE
 
 __all__ = ["CompactTree", "PredictOnlyError", "compact_state"]
 

@@ -24,10 +24,9 @@ import math
 import numba
 import numpy as np
 
+from basics.flat_tree import NO_NODE, preorder
 from basics.hashing import GOLDEN, mix64, uniform53
-
-from ._order import preorder
-from .config import JIT, NO_NODE
+from basics.jit import JIT
 
 
 @numba.njit(inline="always", **JIT)

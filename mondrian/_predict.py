@@ -21,7 +21,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .config import INDEX, JIT, NO_NODE, PREDICT_JIT
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
+from .config import PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
 from .posterior import edge_variance, noise_at
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
 from basics.tasks import CLASSIFICATION_CODE, REGRESSION_CODE
 
-from .config import INDEX, JIT, NO_NODE
 from .ikn import ikn_add, ikn_refresh_up
 
 

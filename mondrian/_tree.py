@@ -23,11 +23,12 @@ import numba
 import numpy as np
 
 from basics.bounds import check_counts, check_sums
+from basics.flat_tree import INDEX, NO_NODE, check_tree_structure, preorder
+from basics.jit import JIT
 from basics.tasks import REGRESSION_CODE, task_code
 from basics.validation import state_array
 
 from ._sample import build_tree, extend_tree
-from .config import INDEX, JIT, NO_NODE
 
 #: Task codes understood by the kernels.
 
@@ -175,13 +176,7 @@ class TreeArrays:
             arrays[name] = a
         tree = cls(**arrays, root=root, n_nodes=n_nodes)
         task = task_code(task)
-        code, where = _check_structure(
-            tree.left, tree.right, tree.parent, tree.feature, tree.leaf_head, tree.stats,
-            tree.pt_next[:n_points], n_features, root, n_nodes, task, tree.threshold,
-            tree.tau, tree.lower, tree.upper,
-        )
-        if code:
-            raise ValueError(_STRUCTURE_ERRORS[code].format(where))
+        _check_tree(tree, n_points, n_features, task)
         check_node_stats(tree.stats[:n_nodes], n_points, task == REGRESSION_CODE)
         return tree
 
@@ -216,19 +211,14 @@ def check_node_stats(stats: np.ndarray, n_points: int, regression: bool) -> None
 
 
 _STRUCTURE_ERRORS = {
-    1: "root slot {} is not a live node or has a parent",
-    2: "node {} has a child or parent slot out of range",
-    3: "node {} is neither a leaf (no children, no feature) nor an internal node",
-    4: "node {} has a feature index out of range",
+    1: "root slot {} has a parent",
+    2: "node {} has a parent slot out of range",
     5: "node {} has a leaf_head out of range, or is internal and stores points",
     6: "node {}: children whose parent pointers do not point back",
     7: "row {} has a pt_next out of range",
-    8: "node {} is reached twice from the root",
     9: "leaf {}: its point list revisits a row",
     10: "leaf {}: its point list length differs from its count statistics (stats)",
-    11: "only {} live slots are reachable from the root",
     12: "the leaf lists hold {} rows, not every row seen",
-    13: "node {} has a non-finite threshold",
     14: "node {} has a split time (tau) that is negative, not finite at a split, or after one "
         "of its children's",
     15: "node {} has a box (lower, upper) with non-finite or crossed bounds",
@@ -240,58 +230,57 @@ _STRUCTURE_ERRORS = {
 _ARRAY_GETTER = attrgetter(*TreeArrays.ARRAYS)
 
 
+def _check_tree(tree: TreeArrays, n_points: int, n_features: int, task: int) -> None:
+    """Raise ``ValueError`` naming the node unless ``tree`` is one valid tree: the flat-tree
+    structure (:func:`basics.flat_tree.check_tree_structure`, slots in any order), then the
+    Mondrian arrays (:func:`_check_mondrian`)."""
+    root, n = tree.root, tree.n_nodes
+    check_tree_structure(tree.left, tree.right, tree.feature, tree.threshold,
+                         np.array([0, n], INDEX), n_features, "node {j}",
+                         roots=np.array([root], INDEX), forward=False)
+    code, where = _check_mondrian(
+        tree.left, tree.right, tree.parent, tree.leaf_head, tree.stats,
+        tree.pt_next[:n_points], root, n, task, tree.tau, tree.lower, tree.upper,
+    )
+    if code:
+        raise ValueError(_STRUCTURE_ERRORS[code].format(where))
+
+
 @numba.njit(**JIT)
-def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_features,
-                     root, n_nodes, task, threshold, tau, lower, upper):
-    """``(0, 0)`` if the arrays are one valid tree, else ``(error code, slot or row)``.
+def _check_mondrian(left, right, parent, leaf_head, stats, pt_next, root, n_nodes, task,
+                    tau, lower, upper):
+    """``(0, 0)`` if the Mondrian arrays of a tree of valid structure are valid, else
+    ``(error code, slot or row)``.
 
     Codes index ``_STRUCTURE_ERRORS``. O(n_nodes + n_points); every index is range-checked
     before it is followed, so a corrupt state cannot make this kernel read out of bounds.
-    The floats must be what the kernels can compute with (codes 13 to 16): finite thresholds
-    and split times at internal nodes, split times that grow from the root down (leaves:
-    the lifetime, possibly inf), finite boxes with ``lower <= upper``, finite statistics with
-    non-negative counts (regression: all but the sum of y).
+    Parent pointers point back from every child; the leaf lists partition the rows with
+    lengths equal to the leaf counts. The floats must be what the kernels can compute with
+    (codes 14 to 16): split times that grow from the root down (leaves: the lifetime,
+    possibly inf), finite boxes with ``lower <= upper``, finite statistics with non-negative
+    counts (regression: all but the sum of y).
     """
     n_points = pt_next.shape[0]
-    if root < 0 or root >= n_nodes or parent[root] != NO_NODE:
+    if parent[root] != NO_NODE:
         return 1, root
     for j in range(n_nodes):
-        lj, rj, pj, fj, hj = left[j], right[j], parent[j], feature[j], leaf_head[j]
-        if lj < -1 or lj >= n_nodes or rj < -1 or rj >= n_nodes or pj < -1 or pj >= n_nodes:
+        lj, rj, pj, hj = left[j], right[j], parent[j], leaf_head[j]
+        if pj < -1 or pj >= n_nodes:
             return 2, j
-        if (lj == NO_NODE) != (rj == NO_NODE) or (lj == NO_NODE) != (fj == NO_NODE):
-            return 3, j
-        if fj < -1 or fj >= n_features:
-            return 4, j
         if hj < -1 or hj >= n_points or (lj != NO_NODE and hj != NO_NODE):
             return 5, j
-        if lj != NO_NODE and (lj == rj or parent[lj] != j or parent[rj] != j):
+        if lj != NO_NODE and (parent[lj] != j or parent[rj] != j):
             return 6, j
-        code = _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task)
+        code = _finite_node(j, lj, rj, tau, lower, upper, stats, task)
         if code:
             return code, j
     for r in range(n_points):
         if pt_next[r] < -1 or pt_next[r] >= n_points:
             return 7, r
-    seen = np.zeros(n_nodes, np.bool_)
     row_seen = np.zeros(n_points, np.bool_)
-    stack = np.empty(n_nodes, INDEX)
-    stack[0] = root
-    seen[root] = True
-    top = 1
-    n_reached = 1
     n_rows = 0
-    while top > 0:
-        top -= 1
-        j = stack[top]
+    for j in preorder(left, right, root, n_nodes):
         if left[j] != NO_NODE:
-            for c in (left[j], right[j]):
-                if seen[c]:
-                    return 8, c
-                seen[c] = True
-                stack[top] = c
-                top += 1
-                n_reached += 1
             continue
         length = 0
         r = leaf_head[j]
@@ -305,20 +294,16 @@ def _check_structure(left, right, parent, feature, leaf_head, stats, pt_next, n_
         if count != length:
             return 10, j
         n_rows += length
-    if n_reached != n_nodes:
-        return 11, n_reached
     if n_rows != n_points:
         return 12, n_rows
     return 0, 0
 
 
 @numba.njit(inline="always", **JIT)
-def _finite_node(j, lj, rj, threshold, tau, lower, upper, stats, task):
-    """The float checks of ``_check_structure`` for node ``j``: 0, or the code (13 to 16) of
-    the array that fails them."""
+def _finite_node(j, lj, rj, tau, lower, upper, stats, task):
+    """The float checks of ``_check_mondrian`` for node ``j``: 0, or the code (14 to 16) of
+    the array that fails them (thresholds are the structure check's)."""
     tj = tau[j]
-    if lj != NO_NODE and not np.isfinite(threshold[j]):
-        return 13
     if not tj >= 0 or (lj != NO_NODE and not (np.isfinite(tj) and tau[lj] >= tj
                                                and tau[rj] >= tj)):
         return 14

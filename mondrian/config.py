@@ -1,20 +1,12 @@
-"""Numba flags and numeric constants shared by every kernel of the package.
+"""Constants of the Mondrian kernels: node statistics and the prediction kernels' flags.
 
-All kernels are plain functions over arrays compiled with ``njit(**JIT)``; no jitclass
-(it does not pickle, so it would break Dask).
+The flags of every kernel are :data:`basics.jit.JIT`; the flat-tree index dtype and
+missing-node mark are :mod:`basics.flat_tree`'s.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-#: Flags for every numba kernel: compiled once per machine, GIL released so that
-#: ``n_jobs`` threads over trees run in parallel.
-JIT = dict(cache=True, nogil=True)
-
-#: Index dtype of the flat tree arrays; ``NO_NODE`` marks a missing child/parent.
-INDEX = np.int64
-NO_NODE = -1
+from basics.jit import JIT
 
 #: Statistics kept per node by regression Mondrian trees: ``stats[j] = (n_j, sum y, sum y^2)``.
 NODE_REG_STATS = 3

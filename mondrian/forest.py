@@ -24,12 +24,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import state_variance
+from basics.flat_tree import INDEX
 from basics.mixture import GaussianMixture
-from basics.recalibration import (
-    RecalibrationMixin,
-    recalibration_from_state,
-    recalibration_state,
-)
+from basics.predictive import PredictiveClassifierMixin, PredictiveRegressorMixin
+from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import (
     check_finite,
@@ -38,11 +36,10 @@ from basics.validation import (
     unchanged_on_error,
 )
 
-from . import _base, _predict
+from . import _predict
 from ._base import (
     _BaseMondrianForest,
     _sigmoid,
-    _unsort,
     classes_entry,
     classes_from_entry,
 )
@@ -55,7 +52,7 @@ from ._predict import (
     OFF_VAR,
 )
 from ._tree import TreeArrays
-from .config import INDEX, NODE_REG_STATS
+from .config import NODE_REG_STATS
 from .ikn import ikn_posterior
 from .noise import gamma_test
 from .posterior import (
@@ -67,7 +64,7 @@ from .posterior import (
 )
 
 
-class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianForest):
+class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMondrianForest):
     """Mondrian forest regressor with a hierarchical Gaussian posterior.
 
     Each tree is a Mondrian tree (paper Alg. 1-2) grown on inputs scaled to [0, 1] by
@@ -286,36 +283,23 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
 
     # ------------------------------------------------------------------ prediction
 
-    def predict(self, X: Any, return_std: bool = False):
-        """Predictive mean (and standard deviation) of the forest mixture (eq. 4-5)."""
-        check_is_fitted(self)
-        Xs, perm = self._scaled_rows(X)
-        m1 = np.zeros(Xs.shape[0])
-        m2 = np.zeros(Xs.shape[0])
-
-        def work(block: slice) -> None:
-            for R, P, h in self._posterior:
-                _predict.regression_moments(Xs[block], R, P, h, m1[block], m2[block])
-
-        self._map(work, self._row_blocks(Xs.shape[0]))
-        m1, m2 = _unsort(m1, perm), _unsort(m2, perm)
+    def _summary(self, Xs: np.ndarray, levels: np.ndarray) -> tuple:
+        """Mean and standard deviation of the forest mixture from the moment kernels (eq.
+        4-5, without building the mixture), quantiles from the mixture (eq. 3, 5)."""
+        n = Xs.shape[0]
+        m1 = np.zeros(n)
+        m2 = np.zeros(n)
+        for R, P, h in self._posterior:
+            _predict.regression_moments(Xs, R, P, h, m1, m2)
         mean = m1 / self.n_estimators
-        if not return_std:
-            return mean
-        var = np.maximum(m2 / self.n_estimators - mean * mean, 0.0)
-        return mean, np.sqrt(var)
+        std = np.sqrt(np.maximum(m2 / self.n_estimators - mean * mean, 0.0))
+        qs = (self._mixture(Xs).quantile(levels).reshape(n, levels.size) if levels.size
+              else np.empty((n, 0)))
+        return mean, std, qs, None
 
-    def predict_distribution(self, X: Any, *, recalibrated: bool = True) -> Any:
-        """The full predictive Gaussian mixture per row: paths of all trees (eq. 3, 5); after
-        :meth:`recalibrate` a :class:`basics.pit.RecalibratedDistribution` of it, unless
-        ``recalibrated=False``."""
-        check_is_fitted(self)
-        Xs, perm = self._scaled_rows(X)
-        mixture = self._mixture(Xs, perm)
-        return self._recalibrated(mixture) if recalibrated else mixture
-
-    def _mixture(self, Xs: np.ndarray, perm: np.ndarray | None = None) -> GaussianMixture:
-        """The mixture of the rows ``Xs``, put back in the order of ``perm`` if given."""
+    def _mixture(self, Xs: np.ndarray) -> GaussianMixture:
+        """The full predictive Gaussian mixture of the rows ``Xs``: paths of all trees (eq.
+        3, 5)."""
         n = Xs.shape[0]
         counts = np.zeros(n, INDEX)
         for R, _, _ in self._posterior:
@@ -328,22 +312,7 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
         w_tree = 1.0 / self.n_estimators
         for R, P, h in self._posterior:
             _predict.regression_components(Xs, R, P, h, w_tree, cursor, W, M, V)
-        return GaussianMixture(_unsort(W, perm), _unsort(M, perm), _unsort(V, perm))
-
-    def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
-        """Quantiles of the predictive mixture (recalibrated, if the model has a map), shape
-        (n_samples, len(q)).
-
-        Rows are processed in blocks so that memory stays bounded on large inputs.
-        """
-        check_is_fitted(self)
-        Xs, perm = self._scaled_rows(X)
-        q = self._base_levels(np.atleast_1d(np.asarray(q, dtype=np.float64)))
-        out = np.empty((Xs.shape[0], q.shape[0]))
-        for start in range(0, Xs.shape[0], _base.PREDICT_BLOCK):
-            block = slice(start, start + _base.PREDICT_BLOCK)
-            out[block] = self._mixture(Xs[block]).quantile(q).reshape(-1, q.shape[0])
-        return _unsort(out, perm)
+        return GaussianMixture(W, M, V)
 
     def _task_state(self) -> dict:
         state = recalibration_state(self)
@@ -366,7 +335,7 @@ class MondrianForestRegressor(RecalibrationMixin, RegressorMixin, _BaseMondrianF
         return {**attrs, "_noise_cache": cache}, NODE_REG_STATS
 
 
-class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
+class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _BaseMondrianForest):
     """Mondrian forest classifier with HNSP / interpolated Kneser-Ney smoothing.
 
     Trees are paused Mondrian trees (thesis Alg. 5.9-5.10): a block whose labels are all
@@ -509,22 +478,10 @@ class MondrianForestClassifier(ClassifierMixin, _BaseMondrianForest):
                             1.0 / len(self.classes_))
         return R, np.ascontiguousarray(tree.stats[order]), np.ascontiguousarray(G[order]), G_parent
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def _proba(self, Xs: np.ndarray) -> np.ndarray:
         """Class probabilities averaged over trees (thesis Alg. 5.8)."""
-        check_is_fitted(self)
-        Xs, perm = self._scaled_rows(X)
         gamma = self._posterior_context()
         out = np.zeros((Xs.shape[0], len(self.classes_)))
-
-        def work(block: slice) -> None:
-            for R, counts, G, G_parent in self._posterior:
-                _predict.classification_proba(Xs[block], R, counts, G, G_parent, gamma,
-                                              out[block])
-
-        self._map(work, self._row_blocks(Xs.shape[0]))
-        return _unsort(out, perm) / self.n_estimators
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Most probable class."""
-        check_is_fitted(self)
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        for R, counts, G, G_parent in self._posterior:
+            _predict.classification_proba(Xs, R, counts, G, G_parent, gamma, out)
+        return out / self.n_estimators

@@ -20,8 +20,8 @@ import math
 import numba
 import numpy as np
 
-from mondrian._order import preorder
-from mondrian.config import JIT, NO_NODE
+from basics.flat_tree import NO_NODE, preorder
+from basics.jit import JIT
 
 __all__ = [
     "branch_off_G",

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from basics.flat_tree import INDEX, NO_NODE, preorder
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS, thread_map
 from basics.validation import (
@@ -38,9 +39,8 @@ from basics.validation import (
 
 from . import _kernel
 from ._base import append_rows
-from ._order import preorder
 from ._tree import TreeArrays, grow
-from .config import INDEX, NO_NODE, NODE_REG_STATS
+from .config import NODE_REG_STATS
 
 __all__ = ["MondrianKernelFeatures", "cell_columns", "checked_rows"]
 

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import check_locations, check_range, check_variances
+from basics.flat_tree import INDEX
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
@@ -28,7 +29,6 @@ from basics.validation import (
 )
 
 from ._base import classes_entry, classes_from_entry
-from .config import INDEX
 from .kernel import HASH_KEY, MondrianKernelFeatures, checked_rows
 from .kernel_sweep import check_ridge, probe_lifetime, ridge_solve, width_sweep
 

@@ -49,9 +49,9 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from basics.flat_tree import preorder
+from basics.jit import JIT
 from basics.leaf_noise import LEAF_PRIOR_ROWS
-from mondrian._order import preorder
-from mondrian.config import JIT
 
 __all__ = [
     "edge_variance", "gaussian_posterior", "belief_propagation",

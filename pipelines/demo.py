@@ -55,7 +55,8 @@ import dask.dataframe as dd
 import distributed
 import numpy as np
 
-from basics.atomic import check_location
+from basics.atomic import write_json
+from basics.locations import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
 from pipelines.io import write_parquet_atomic
@@ -161,7 +162,7 @@ def _check_extras() -> None:
 
 def check_out_dir(out_dir: str | os.PathLike[str]) -> None:
     """Fail before any work if the demo may not write to ``out_dir``: not the current
-    directory or a parent of it, nor inside an ebf output (:func:`basics.atomic.check_location`),
+    directory or a parent of it, nor inside an ebf output (:func:`basics.locations.check_location`),
     and absent, empty, or a folder an earlier ``ebf demo`` made (its :data:`DEMO_MARKER`)."""
     out = Path(out_dir)
     check_location(out, "the demo")
@@ -443,9 +444,7 @@ def _write_json(path: Path, result: DemoResult) -> None:
             for name, r in result.results.items()
         },
     }
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, path)
+    write_json(path, payload)
 
 
 def _plural(n: int, word: str) -> str:

@@ -145,7 +145,7 @@ def write_parquet_atomic(
         Replace an existing ``out_dir`` of the same kind written by ebf (see
         :mod:`basics.atomic`); otherwise it raises :class:`FileExistsError` first.
     inputs : mapping of str to path, optional
-        Paths ``out_dir`` must not overlap (:func:`basics.atomic.check_destination`).
+        Paths ``out_dir`` must not overlap (:func:`basics.locations.check_destination`).
     write_index : bool, default=False
         Also store the DataFrame index as a column.
     storage_options : dict, optional
@@ -162,7 +162,7 @@ def write_parquet_atomic(
         If ``out_dir`` exists and ``overwrite`` is False or it is not this kind of output.
     ValueError, TypeError
         On reserved or non-string metadata, or unsupported ``data``;
-        :class:`basics.atomic.UnsafeOutputError` if ``out_dir`` overlaps an input.
+        :class:`basics.locations.UnsafeOutputError` if ``out_dir`` overlaps an input.
 
     Examples
     --------

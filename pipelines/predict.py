@@ -28,7 +28,7 @@ import fsspec
 import pandas as pd
 import pyarrow.dataset as pads
 
-from basics.atomic import check_destination
+from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report

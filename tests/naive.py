@@ -846,35 +846,38 @@ def naive_trunk_requests(trunk, task, min_rows=1, max_leaves=None, max_depth=Non
 # ---------------------------------------------------------------- flat-tree structure checks
 
 
-def naive_check_trees(left, right, feature, threshold, offsets, n_features):
-    """Oracle of ``ebf.tree_validation._check_trees``: the first violation as
+def naive_check_trees(left, right, feature, threshold, offsets, n_features, roots=None,
+                      forward=True):
+    """Oracle of ``basics.flat_tree.check_trees``: the first violation as
     ``(code, tree, node, value)``, ``(0, 0, 0, 0)`` for well-formed trees.
 
     Same contract, other method: the per-node checks as boolean columns (the first failing
-    node, then its first failing check), parent counts by ``np.bincount``.
+    node, then its first failing check), parent counts by ``np.bincount``, reachability by a
+    breadth-first set walk.
     """
-    from ebf import tree_validation as tv
+    from basics import flat_tree as ft
 
+    roots = offsets[:-1] if roots is None else roots
     for t in range(len(offsets) - 1):
-        a, b = int(offsets[t]), int(offsets[t + 1])
+        a, b, root = int(offsets[t]), int(offsets[t + 1]), int(roots[t])
         node = np.arange(a, b)
-        lt, rt, ft = left[a:b], right[a:b], feature[a:b]
+        lt, rt, fe = left[a:b], right[a:b], feature[a:b]
         leaf = (lt == -1) & (rt == -1)
         inner = ~leaf & (lt != -1) & (rt != -1)
         l_in = (lt >= a) & (lt < b)
         r_in = (rt >= a) & (rt < b)
-        forward = (lt > node) & (rt > node)
-        f_in = (ft >= 0) & (ft < n_features)
+        fwd = ((lt > node) & (rt > node)) | (not forward)
+        f_in = (fe >= 0) & (fe < n_features)
         columns = [
-            (tv.LEAF_FEATURE, leaf & (ft != -1), ft),
-            (tv.ONE_CHILD, ~leaf & (lt == -1), rt),
-            (tv.ONE_CHILD, ~leaf & (lt != -1) & (rt == -1), lt),
-            (tv.LEFT_OUT, inner & ~l_in, lt),
-            (tv.RIGHT_OUT, inner & l_in & ~r_in, rt),
-            (tv.BACKWARD, inner & l_in & r_in & (lt <= node), lt),
-            (tv.BACKWARD, inner & l_in & r_in & (lt > node) & (rt <= node), rt),
-            (tv.FEATURE_OUT, inner & l_in & r_in & forward & ~f_in, ft),
-            (tv.THRESHOLD, inner & l_in & r_in & forward & f_in
+            (ft.LEAF_FEATURE, leaf & (fe != -1), fe),
+            (ft.ONE_CHILD, ~leaf & (lt == -1), rt),
+            (ft.ONE_CHILD, ~leaf & (lt != -1) & (rt == -1), lt),
+            (ft.LEFT_OUT, inner & ~l_in, lt),
+            (ft.RIGHT_OUT, inner & l_in & ~r_in, rt),
+            (ft.BACKWARD, inner & l_in & r_in & (lt <= node) & forward, lt),
+            (ft.BACKWARD, inner & l_in & r_in & (lt > node) & (rt <= node) & forward, rt),
+            (ft.FEATURE_OUT, inner & l_in & r_in & fwd & ~f_in, fe),
+            (ft.THRESHOLD, inner & l_in & r_in & fwd & f_in
              & ~np.isfinite(threshold[a:b]), np.zeros(b - a, np.int64)),
         ]
         fails = np.column_stack([c for _, c, _ in columns])
@@ -883,10 +886,18 @@ def naive_check_trees(left, right, feature, threshold, offsets, n_features):
             k = int(np.flatnonzero(fails[i])[0])
             return columns[k][0], t, a + i, int(columns[k][2][i])
         counts = np.bincount(np.concatenate([lt[inner], rt[inner]]) - a, minlength=b - a)
-        wrong = np.flatnonzero(counts[1:] != 1)
+        want = np.where(node == root, 0, 1)
+        wrong = np.flatnonzero(counts != want)
         if wrong.size:
-            i = int(wrong[0]) + 1
-            return tv.PARENTS, t, a + i, int(min(counts[i], 2))
+            i = int(wrong[0])
+            code = ft.ROOT_CHILD if a + i == root else ft.PARENTS
+            return code, t, a + i, int(min(counts[i], 2))
+        reached, front = {root}, [root]
+        while front:
+            front = [int(c) for j in front if left[j] != -1 for c in (left[j], right[j])]
+            reached.update(front)
+        if len(reached) != b - a:
+            return ft.UNREACHED, t, root, len(reached)
     return 0, 0, 0, 0
 
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from basics.places import Place, replace_file
+from basics.atomic import write_text
 
 from .core import RESULTS, Item
 
@@ -81,5 +81,5 @@ def render(items: Sequence[Item], records: dict[str, dict],
 def write_report(items: Sequence[Item], out_dir: Path = RESULTS,
                  causes: dict[str, str] | None = None) -> Path:
     path = out_dir / "REPRODUCTION.md"
-    replace_file(Place.of(path, None), render(items, load_records(out_dir), causes).encode())
+    write_text(path, render(items, load_records(out_dir), causes))
     return path

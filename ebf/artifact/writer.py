@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from basics.atomic import atomic_dir, check_destination
+from basics.atomic import atomic_dir
+from basics.locations import check_destination
 from basics.versions import library_version
 
 from .classes import estimator_state

@@ -30,7 +30,9 @@ import numpy as np
 from numba import njit
 from scipy import stats
 
-from ..config import INDEX, JIT, NO_NODE
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
 from .likelihood import NORMAL
 from .mcmc import SAMPLERS, UNIFORMS_PER_MOVE, mh_step
 from .pgbart import (

@@ -5,7 +5,7 @@ slots ``offsets[t] <= j < offsets[t + 1]`` with children as global slots (the
 :class:`ebf.cart.CartForest` layout), ``value`` the leaf means (scaled labels, 0 at internal
 nodes), and ``sigma2[s]`` the draw's noise variance. A draw's prediction at ``x`` is the
 sum of its trees' leaf means (eq. 4.2). A state read from a file is proven well formed
-(:func:`ebf.tree_validation.check_tree_structure`) before the descent kernel sees it.
+(:func:`basics.flat_tree.check_tree_structure`) before the descent kernel sees it.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import numpy as np
 from numba import njit
 
 from basics.bounds import MAX_ABS_LOCATION, check_range
+from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
+from basics.jit import JIT
 from basics.validation import state_array
 
-from ..config import INDEX, JIT, NO_NODE
-from ..tree_validation import check_nodes, check_tree_structure
+from ..tree_validation import check_nodes
 
 __all__ = ["ForestDraws"]
 

@@ -30,8 +30,9 @@ import numpy as np
 from numba import njit
 
 from basics import leaf_noise
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
 
-from ..config import INDEX, JIT, NO_NODE
 from .trees import BayesTree, check_X, partition_rows
 
 __all__ = ["DIRICHLET_MULTINOMIAL", "NORMAL", "NORMAL_INVERSE_GAMMA", "UNINFORMATIVE",

@@ -32,7 +32,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import INDEX, JIT, NO_NODE
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
 from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
 from .prior import (
     DEFAULT_ALPHA_S,

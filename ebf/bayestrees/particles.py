@@ -24,10 +24,11 @@ import numpy as np
 from numba import njit
 
 from basics.bounds import check_counts, check_sums
+from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
+from basics.jit import JIT
 from basics.validation import state_array
 
-from ..config import INDEX, JIT, NO_NODE
-from ..tree_validation import check_nodes, check_tree_structure
+from ..tree_validation import check_nodes
 
 __all__ = ["ParticleTrees", "leaf_values", "weighted_values"]
 
@@ -138,7 +139,7 @@ class ParticleTrees:
 
         Dtypes and shapes; ``offsets`` increasing from 0 to the number of nodes and
         ``islands`` from 0 to the number of trees (every tree and island non-empty); every
-        tree well formed (:func:`ebf.tree_validation.check_tree_structure`); statistics
+        tree well formed (:func:`basics.flat_tree.check_tree_structure`); statistics
         finite and within :mod:`basics.bounds` (``regression``: ``[n, sum(y - mu_0),
         sum((y - mu_0)^2)]``, a count of rows and the sums of ``n`` centred targets; else
         class counts of rows); weights finite, non-negative and summing to one in every

@@ -31,7 +31,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..config import INDEX, JIT, NO_NODE
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
 from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
 from .mcmc import tree_update_inputs
 from .prior import (

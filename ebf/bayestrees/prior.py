@@ -17,7 +17,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import INDEX, JIT, NO_NODE
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
+
 from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",

@@ -32,7 +32,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import INDEX, JIT
+from basics.flat_tree import INDEX
+from basics.jit import JIT
+
 from .likelihood import leaf_loglik, segment_stats
 from .prior import (
     UNIFORMS_PER_NODE,

@@ -19,7 +19,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import INDEX, JIT
+from basics.flat_tree import INDEX
+from basics.jit import JIT
 
 __all__ = ["MULTINOMIAL", "RESAMPLING", "SYSTEMATIC", "ancestors", "effective_sample_size",
            "normalize", "resample", "resampling_code"]

@@ -41,10 +41,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from basics.flat_tree import INDEX, NO_NODE
+from basics.jit import JIT
 from basics.seeds import resolve_entropy
 from basics.threads import thread_map
 
-from ..config import INDEX, JIT, NO_NODE
 from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
 from .particles import ParticleTrees
 from .prior import check_prior_params

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
+from basics.jit import JIT
 from basics.validation import check_finite
-
-from ..config import INDEX, JIT, NO_NODE
-from ..tree_validation import check_tree_structure
 
 __all__ = ["BayesTree", "apply", "check_X", "partition_rows"]
 
@@ -99,7 +98,7 @@ class BayesTree:
         """Raise ``ValueError`` naming the node unless the live arrays are one valid tree.
 
         Children after their parent, indices and features in range, finite thresholds
-        (:func:`ebf.tree_validation.check_tree_structure`), parent pointers and depths
+        (:func:`basics.flat_tree.check_tree_structure`), parent pointers and depths
         consistent with the child links.
         """
         a = self.trimmed()

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from sklearn.base import is_classifier
 
+from basics.levels import check_levels
+
 __all__ = ["checked_levels", "class_dtype", "output_meta", "prediction_meta",
            "quantile_columns"]
 
@@ -39,11 +41,8 @@ def quantile_columns(levels: Sequence[float]) -> list[str]:
 
 
 def checked_levels(quantiles: Any) -> np.ndarray:
-    """``quantiles`` as a 1-d float64 array of levels in [0, 1]; a ``ValueError`` otherwise."""
-    levels = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
-    if levels.ndim != 1 or np.any(~((levels >= 0) & (levels <= 1))):
-        raise ValueError(f"quantiles must be levels in [0, 1]; got {quantiles!r}.")
-    return levels
+    """``quantiles`` as a 1-d float64 array of levels (:func:`basics.levels.check_levels`)."""
+    return np.atleast_1d(check_levels(quantiles, "quantiles"))
 
 
 def class_dtype(classes: np.ndarray) -> np.dtype:

@@ -84,6 +84,22 @@ def fraction(low_open: bool):
     return parse
 
 
+def level(interior: bool):
+    """An argparse type: one probability level, by the library's one rule
+    (:func:`basics.levels.check_levels`): a quantile level in [0, 1], or with ``interior``
+    the coverage of a central interval, in (0, 1)."""
+
+    def parse(text: str) -> float:
+        from basics.levels import check_levels  # numpy: imported once an argument is parsed
+
+        try:
+            return float(check_levels(text, "the value", interior=interior))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
 def memory_size(text: str) -> str:
     """A memory size such as ``2GB`` or ``512MiB`` (``dask.utils.parse_bytes``)."""
     from dask.utils import parse_bytes

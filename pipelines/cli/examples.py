@@ -169,7 +169,7 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from pipelines.make_data import make_friedman
 
     check_destination(args.out, "dataset", overwrite=args.overwrite)

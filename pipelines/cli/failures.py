@@ -190,7 +190,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return dask
     text = _one_line(exc)
     usage = (UsageError, FileExistsError, FileNotFoundError,
-             *_classes("basics.atomic", "UnsafeOutputError"),
+             *_classes("basics.locations", "UnsafeOutputError"),
              *_classes("pipelines.schema", "SchemaError"),
              *_classes("pipelines.registry.store", "MissingVersionError"))
     if isinstance(exc, usage):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
-from .arguments import add_training_arguments, columns, fraction, train_options
+from .arguments import add_training_arguments, columns, level, train_options
 from .session import finish_job_parser, job
 
 __all__ = ["DATA_HELP", "add_evaluate_parser", "add_migrate_parser", "add_predict_parser",
@@ -56,7 +55,7 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     pr.add_argument("data", metavar="DATA", help=DATA_HELP)
     pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
-    pr.add_argument("--quantiles", nargs="+", type=fraction(False), default=[0.05, 0.5, 0.95],
+    pr.add_argument("--quantiles", nargs="+", type=level(False), default=[0.05, 0.5, 0.95],
                     metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
     pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
                     help="input columns copied into the output (ids, keys, the target...)")
@@ -86,7 +85,7 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     ev.add_argument("data", metavar="DATA", help=DATA_HELP)
     ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
-    ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
+    ev.add_argument("--levels", nargs="+", type=level(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--report", metavar="HTML",
@@ -117,7 +116,7 @@ def add_migrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_migrate_model(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from ebf.artifact import load, read_manifest, save
 
     check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
@@ -134,7 +133,7 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from ebf.artifact import model_hash, save
     from pipelines.train import train
 
@@ -171,7 +170,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from basics.atomic import check_destination
+    from basics.locations import check_destination
     from pipelines.predict import predict_to_parquet, prediction_inputs
     from pipelines.registry.resolve import resolve_model
 
@@ -210,11 +209,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     print(format_evaluation(res, title=f"{args.model} on {args.data}"))
     if args.json:
-        from basics.places import Place, replace_file
+        from basics.atomic import write_bytes
 
         body = {k: v for k, v in result_to_json(res).items() if k != "coverage"}
-        replace_file(Place.of(os.path.abspath(args.json), None),
-                     json.dumps({"ebf_output": "evaluation", **body}).encode())
+        write_bytes(args.json, json.dumps({"ebf_output": "evaluation", **body}).encode())
     if args.report:
         from pipelines.report.html import write_evaluation_report
 
@@ -226,8 +224,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
-    (:func:`basics.atomic.check_file_destination`)."""
-    from basics.atomic import check_destination, check_file_destination
+    (:func:`basics.locations.check_file_destination`)."""
+    from basics.locations import check_destination, check_file_destination
     from pipelines.report.html import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}

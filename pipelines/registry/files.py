@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from basics.places import Place, fsync, host_name, pid_alive, read_limited, replace_file
+from basics.atomic import replace_file
+from basics.places import Place, fsync, host_name, pid_alive, read_limited
 
 __all__ = [
     "LEFTOVER", "LOCK_FILE", "MODEL_DIR", "NAME", "POINTER_FILE", "RECORD_FILE", "VERSION_DIR",
@@ -400,7 +401,7 @@ class Pointer:
             return None, []
 
     def write(self, version: int, history: list[int]) -> None:
-        """Point at ``version`` (atomically, :func:`basics.places.replace_file`)."""
+        """Point at ``version`` (atomically, :func:`basics.atomic.replace_file`)."""
         data = json.dumps({"version": version, "history": history[-MAX_HISTORY:],
                            "updated_utc": now_utc()}, indent=1).encode()
         replace_file(self.place, data)

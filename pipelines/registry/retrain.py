@@ -45,7 +45,7 @@ from typing import Any
 import dask.dataframe as dd
 import distributed
 
-from basics.atomic import check_location
+from basics.locations import check_location
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.calibration import calibration_rows, recalibrate

@@ -15,7 +15,7 @@ Layout, under a registry root (a local path or any fsspec URL)::
 - A version appears whole or not at all: it is built in a hidden temporary sibling
   (:func:`basics.atomic.atomic_dir`) and moved into place; only directories holding their
   ``version.json`` count. Leftovers of killed writers are ignored, their numbers not reused.
-- The pointer is replaced in one step (:func:`basics.places.replace_file`), only once the
+- The pointer is replaced in one step (:func:`basics.atomic.replace_file`), only once the
   version it names is in place. A failed :meth:`Registry.publish` (at any step) leaves the
   versions and the pointer as they were.
 - Every version records its model's hash; :meth:`Registry.verified_model` (what
@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from basics.atomic import atomic_dir, mark_output
+from basics.atomic import atomic_dir
+from basics.locations import mark_output
 from basics.places import Place
 
 from .files import (

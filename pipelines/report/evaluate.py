@@ -32,6 +32,7 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.metrics import coverage_levels
 from cluster import current_client
 from ebf.dask.client import Report, gather
 from ebf.dask.graph import model_in_graph, shared_model, small_frame
@@ -72,13 +73,6 @@ def _block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
     out[0], out[1] = len(index), n_missing
     out[2:] = job.reduce(block)
     return out
-
-
-def _levels(levels: Sequence[float]) -> np.ndarray:
-    lv = np.atleast_1d(np.asarray(levels, dtype=np.float64))
-    if lv.ndim != 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
-        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}")
-    return lv
 
 
 def evaluate(
@@ -147,7 +141,7 @@ def evaluate(
     """
     t0 = time.perf_counter()
     client = current_client(client)
-    lv = _levels(levels)
+    lv = np.atleast_1d(coverage_levels(levels))
     loaded = open_artifact(model_dir, storage_options)
     if target is None:
         target = loaded.training.get("target")
@@ -266,7 +260,7 @@ def evaluate_model(
     """
     t0 = time.perf_counter()
     client = current_client(client)
-    lv = _levels(levels)
+    lv = np.atleast_1d(coverage_levels(levels))
     features = list(features)
     if not isinstance(data, dd.DataFrame):
         check_schema(data, target, features, storage_options=storage_options)

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from basics.atomic import write_bytes
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -46,7 +48,6 @@ __all__ = [
     "plot_width_error",
     "render_figures",
     "require_matplotlib",
-    "write_atomic",
     "write_figures",
 ]
 
@@ -124,40 +125,6 @@ def _png_bytes(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
-
-
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> str:
-    """Write a local file atomically: to a hidden temporary name next to it, then renamed.
-
-    A reader sees the old file or the new one, never a part; on failure the temporary file
-    is removed and the old file is left as it was.
-
-    Parameters
-    ----------
-    path : str or path-like
-        Local file; its directory is created if missing.
-    data : bytes
-
-    Returns
-    -------
-    str
-        ``path``.
-
-    Examples
-    --------
-    >>> write_atomic("report.html", b"<!DOCTYPE html>")  # doctest: +SKIP
-    'report.html'
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return str(path)
 
 
 def _coverage_figure(results: Results, key: str, title: str, ylabel: str) -> Figure:
@@ -297,7 +264,7 @@ def plot_calibration(results: Results, path: str | os.PathLike[str], *,
     >>> plot_calibration({"EBF": res_ebf, "SSF": res_ssf}, "calibration.png")  # doctest: +SKIP
     'calibration.png'
     """
-    return write_atomic(path, _png_bytes(_calibration_figure(results, title)))
+    return write_bytes(path, _png_bytes(_calibration_figure(results, title)))
 
 
 def plot_reliability(results: Results, path: str | os.PathLike[str], *,
@@ -334,7 +301,7 @@ def plot_reliability(results: Results, path: str | os.PathLike[str], *,
     >>> plot_reliability({"EBF": res_ebf, "SSF": res_ssf}, "reliability.png")  # doctest: +SKIP
     'reliability.png'
     """
-    return write_atomic(path, _png_bytes(_reliability_figure(results, title)))
+    return write_bytes(path, _png_bytes(_reliability_figure(results, title)))
 
 
 def plot_pit_histogram(results: Results, path: str | os.PathLike[str], *,
@@ -372,7 +339,7 @@ def plot_pit_histogram(results: Results, path: str | os.PathLike[str], *,
     >>> plot_pit_histogram({"EBF": res_ebf}, "pit.png")  # doctest: +SKIP
     'pit.png'
     """
-    return write_atomic(path, _png_bytes(_pit_figure(results, title)))
+    return write_bytes(path, _png_bytes(_pit_figure(results, title)))
 
 
 def plot_width_error(results: Results, path: str | os.PathLike[str], *,
@@ -412,7 +379,7 @@ def plot_width_error(results: Results, path: str | os.PathLike[str], *,
     >>> plot_width_error({"EBF": res_ebf, "SSF": res_ssf}, "width_error.png")  # doctest: +SKIP
     'width_error.png'
     """
-    return write_atomic(path, _png_bytes(_width_error_figure(results, title)))
+    return write_bytes(path, _png_bytes(_width_error_figure(results, title)))
 
 
 def render_figures(results: Results, *, title: str | None = None) -> dict[str, bytes]:
@@ -478,7 +445,7 @@ def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
     >>> write_figures({"EBF": res_ebf, "SSF": res_ssf}, "ebf-demo")  # doctest: +SKIP
     {'calibration.png': 'ebf-demo/calibration.png', 'reliability.png': ..., ...}
     """
-    written = {name: write_atomic(Path(out_dir) / name, png)
+    written = {name: write_bytes(Path(out_dir) / name, png)
                for name, png in render_figures(results, title=title).items()}
     logger.info("wrote %d figure(s) to %s: %s", len(written), out_dir, ", ".join(written))
     return written

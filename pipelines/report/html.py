@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from basics.atomic import REPORT_TAG, mark_output
+from basics.atomic import write_bytes
+from basics.locations import REPORT_TAG, mark_output
 from pipelines.report import figures
 from pipelines.report.diagnostics import before_after
 from pipelines.report.figures import *  # noqa: F403  (the figures are part of this module's API)
@@ -35,7 +36,6 @@ from pipelines.report.figures import (
     GAUSSIAN_ABS_ERROR_PER_WIDTH,
     Results,
     render_figures,
-    write_atomic,
     write_figures,
 )
 
@@ -275,14 +275,14 @@ def write_html_report(
     page = "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        REPORT_TAG.decode("ascii"),  # marks the file as ebf's (basics.atomic.file_kind)
+        REPORT_TAG.decode("ascii"),  # marks the file as ebf's (basics.locations.file_kind)
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>",
         *body,
         "</body></html>",
         "",
     ])
-    write_atomic(path, page.encode("utf-8"))
+    write_bytes(path, page.encode("utf-8"))
     logger.info("wrote the HTML report %s (%d model(s), %d bytes)", path, len(results), len(page))
     return str(path)
 

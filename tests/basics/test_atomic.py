@@ -12,15 +12,8 @@ import fsspec
 import pytest
 
 import basics.atomic as atomic
-from basics.atomic import (
-    MARKER,
-    STALE_SECONDS,
-    UnsafeOutputError,
-    atomic_dir,
-    check_destination,
-    output_kind,
-    remove_abandoned,
-)
+from basics.atomic import STALE_SECONDS, atomic_dir, remove_abandoned
+from basics.locations import MARKER, UnsafeOutputError, check_destination, output_kind
 
 
 def _write(tmp: str, name: str = "part.0", text: str = "new") -> None:
@@ -222,3 +215,21 @@ def test_a_fifo_named_like_a_marker_does_not_block_the_check(tmp_path):
         os.mkfifo(trap / name)  # opening one for reading would wait for a writer forever
     with pytest.raises(FileExistsError, match="not a dataset directory"):
         check_destination(trap, "dataset", overwrite=True)
+
+
+def test_file_writers_replace_whole_files(tmp_path, monkeypatch):
+    """``write_bytes`` / ``write_text`` / ``write_json``: the one writer of single files
+    (directory created, old content until the new one is complete, no temporary left)."""
+    path = tmp_path / "sub" / "r.json"
+    assert atomic.write_json(path, {"a": 1}) == str(path)
+    atomic.write_json(path, {"a": 2}, indent=2)
+    assert json.loads(path.read_text()) == {"a": 2} and path.read_text().endswith("}\n")
+    atomic.write_text(path, "text")
+
+    def fail(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        atomic.write_bytes(path, b"new")
+    assert path.read_text() == "text" and os.listdir(path.parent) == ["r.json"]

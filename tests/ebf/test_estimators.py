@@ -321,7 +321,7 @@ def test_predict_summary_is_predict_and_quantiles_bit_for_bit(model, monkeypatch
     np.testing.assert_allclose(s.mean, dist.mean, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(s.quantiles, dist.quantile(levels), rtol=1e-12, atol=1e-9)
     # many small blocks (other rows, other padding widths): the same bits
-    monkeypatch.setattr("ebf._base.PREDICT_BLOCK", 37)
+    monkeypatch.setattr("basics.predictive.PREDICT_BLOCK", 37)
     small = model.predict_summary(X_te, levels)
     for got, want in zip(small, s, strict=True):
         np.testing.assert_array_equal(got, want)

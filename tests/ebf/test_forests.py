@@ -16,9 +16,10 @@ from scipy import stats
 from sklearn.datasets import make_friedman1
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from basics import predictive
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
-from ebf import _base, binning, cart, cart_fit
+from ebf import binning, cart, cart_fit
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
 from tests.ebf.test_features import state_leaves
@@ -330,7 +331,7 @@ def test_same_seed_same_model_whatever_n_jobs(Est, splitter, monkeypatch):
     b = Est(n_estimators=6, splitter=splitter, random_state=3, n_jobs=2).fit(X, y)
     for name in cart.CartForest.ARRAYS:
         np.testing.assert_array_equal(getattr(a.forest_, name), getattr(b.forest_, name))
-    monkeypatch.setattr(_base, "PREDICT_BLOCK", 7)  # many row blocks, in two threads
+    monkeypatch.setattr(predictive, "PREDICT_BLOCK", 7)  # many row blocks, in two threads
     method = "predict" if Est is BayesianForestRegressor else "predict_proba"
     np.testing.assert_array_equal(getattr(a, method)(X), getattr(b, method)(X))
     if Est is BayesianForestRegressor:

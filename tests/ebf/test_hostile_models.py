@@ -26,10 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from basics import flat_tree
+from basics.flat_tree import check_trees
 from ebf import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
-    tree_validation,
 )
 from ebf.artifact import ModelFormatError, codec, load
 from ebf.artifact.codec import content_hash
@@ -512,18 +513,24 @@ def _corrupt(rng: np.random.Generator, arrays: list[np.ndarray], offsets: np.nda
             left[p], left[c] = left[c], c
 
 
-def test_structure_kernel_matches_its_oracle():
+@pytest.mark.parametrize("forward", [True, False])
+def test_structure_kernel_matches_its_oracle(forward):
+    """With ``forward`` (CART and trunk numbering) and without (Mondrian slot order, where a
+    link back is caught by the parent counts or the walk from the root)."""
     rng = np.random.default_rng(0)
     codes = set()
     for tree in _trees():
         offsets = tree[4]
-        assert tree_validation._check_trees(*tree, 3) == (0, 0, 0, 0) == naive_check_trees(
-            *tree, 3)
+        roots = offsets[:-1]
+        assert check_trees(*tree, roots, 3, forward) == (0, 0, 0, 0) == naive_check_trees(
+            *tree, 3, roots, forward)
         for _ in range(300):
             arrays = [a.copy() for a in tree[:4]]
             for _ in range(int(rng.integers(1, 3))):
                 _corrupt(rng, arrays, offsets)
-            got = tuple(int(v) for v in tree_validation._check_trees(*arrays, offsets, 3))
-            assert got == naive_check_trees(*arrays, offsets, 3)
+            got = tuple(int(v) for v in check_trees(*arrays, offsets, roots, 3, forward))
+            assert got == naive_check_trees(*arrays, offsets, 3, roots, forward)
             codes.add(got[0])
-    assert codes == set(range(9))  # every kind of violation, and valid trees, were met
+    # every kind of violation, and valid trees, were met
+    links_back = {flat_tree.ROOT_CHILD, flat_tree.UNREACHED}
+    assert codes == set(range(11)) - ({*links_back} if forward else {flat_tree.BACKWARD})

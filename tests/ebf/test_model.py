@@ -455,9 +455,9 @@ def test_object_array_in_file_is_refused(saved):
 
 
 @pytest.mark.parametrize("field, index, value, match", [
-    ("left", 0, 10**9, "out of range"),
+    ("left", 0, 10**9, "is outside the tree.s nodes"),
     ("pt_next", 5, 7, "point list"),
-    ("feature", 0, 99, "feature index"),
+    ("feature", 0, 99, "split feature 99 is outside"),
     ("parent", 0, 2, "root slot"),
 ])
 def test_consistently_crafted_bad_tree_is_refused(saved, field, index, value, match):

@@ -137,13 +137,17 @@ def test_regressor_api_and_mixture(fitted_reg, reg_data):
 
 
 def test_quantiles_across_prediction_blocks(fitted_reg, reg_data, monkeypatch):
-    import mondrian._base as forest_base
+    import basics.predictive
 
     X, _ = reg_data
     full = fitted_reg.predict_quantiles(X[:50], [0.1, 0.9])
-    monkeypatch.setattr(forest_base, "PREDICT_BLOCK", 7)
+    mean, std = fitted_reg.predict(X[:50], return_std=True)
+    monkeypatch.setattr(basics.predictive, "PREDICT_BLOCK", 7)
     np.testing.assert_allclose(fitted_reg.predict_quantiles(X[:50], [0.1, 0.9]), full,
                                rtol=1e-12, atol=1e-12)
+    s = fitted_reg.predict_summary(X[:50], [0.1, 0.9])  # the same bits in one pass
+    for got, want in zip(s[:3], (mean, std, full), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_unfitted_raises():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from basics.flat_tree import preorder
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from mondrian._order import preorder
 from mondrian._predict import (
     EXACT,
     EXTENT,

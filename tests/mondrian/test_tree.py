@@ -485,7 +485,7 @@ def test_min_samples_split_one_and_lifetime_inf_gives_one_point_per_leaf():
 def test_batch_slots_are_in_preorder(task):
     """A tree grown in one batch has its slots in depth-first preorder (the predictor order),
     so packing the predictor reads the arrays sequentially; online growth may break it."""
-    from mondrian._order import preorder
+    from basics.flat_tree import preorder
 
     rng = np.random.default_rng(4)
     X = rng.random((3000, 3))
@@ -522,3 +522,30 @@ def test_blocks_larger_than_the_small_block_path(task):
     assert right_rows > SMALL_BLOCK_ROWS
     naive.check_tree_invariants(tree, X, y, labels, rows, task, min_samples_split=n // 4,
                                 n_classes=3)
+
+
+def test_loaded_tree_structure_is_the_shared_check():
+    """A tree read from a file is checked by the one flat-tree structure check
+    (``basics.flat_tree``, slots in any order), then for its Mondrian arrays."""
+    rng = np.random.default_rng(5)
+    X = rng.random((40, 2))
+    y, labels = reg_data(X)
+    tree = build(X, y, labels, np.arange(40), REGRESSION, 2, np.inf, 3, "online")
+    state = tree.to_state(40)
+    assert TreeArrays.from_state(state, 2, 3, 40, REGRESSION).n_nodes == tree.n_nodes
+
+    def refused(edit, match):
+        bad = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()}
+        edit(bad)
+        with pytest.raises(ValueError, match=match):
+            TreeArrays.from_state(bad, 2, 3, 40, REGRESSION)
+
+    inner = np.flatnonzero(state["left"] >= 0)
+    j = int(inner[0])
+    refused(lambda s: s["left"].__setitem__(j, 10**12),
+            rf"node {j}: left child 1000000000000 is outside the tree's nodes")
+    refused(lambda s: s["feature"].__setitem__(j, 7), r"split feature 7 is outside")
+    refused(lambda s: s["threshold"].__setitem__(j, np.nan), r"non-finite split threshold")
+    refused(lambda s: s["right"].__setitem__(j, s["root"]), r"the root is the child of")
+    refused(lambda s: s["parent"].__setitem__(int(s["left"][j]), -1),
+            r"children whose parent pointers do not point back")

@@ -164,7 +164,7 @@ def _failures():
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
-    from basics.atomic import UnsafeOutputError
+    from basics.locations import UnsafeOutputError
     from ebf.artifact import ChecksumError
     from pipelines.cli.failures import Terminated
     from pipelines.schema import SchemaError

@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 from distributed import Client, LocalCluster, WorkerPlugin
 
-from basics.atomic import output_kind
+from basics.locations import output_kind
 from cluster import SchedulerConnectionError, connect
 from ebf import (
     BayesianForestRegressor,

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from basics.atomic import UnsafeOutputError, check_file_destination, file_kind
+from basics.locations import UnsafeOutputError, check_file_destination, file_kind
 from pipelines.cli import main
 
 
@@ -96,7 +96,7 @@ def test_report_and_its_figures_are_ebf_outputs(made, tmp_path):
 
 
 def test_check_file_destination_rules(tmp_path):
-    from basics.atomic import mark_output
+    from basics.locations import mark_output
 
     preds = tmp_path / "preds"
     preds.mkdir()

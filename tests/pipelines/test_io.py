@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
-from basics.atomic import output_kind
+from basics.locations import output_kind
 from pipelines.io import (
     atomic_output_dir,
     read_dataset,

@@ -472,12 +472,12 @@ def test_a_version_without_a_recorded_hash_is_served_with_a_warning(two_versions
 
 def test_only_the_registry_writes_under_itself(two_versions, model_dir):
     reg, folder = two_versions
-    assert basics.atomic.output_kind(folder) == "registry"
+    assert basics.locations.output_kind(folder) == "registry"
     for where in (folder / "v0001" / "model", folder / "v0003", folder / "loose"):
-        with pytest.raises(basics.atomic.UnsafeOutputError, match="inside the ebf registry"):
+        with pytest.raises(basics.locations.UnsafeOutputError, match="inside the ebf registry"):
             save(load(model_dir), where, overwrite=True)
-    with pytest.raises(basics.atomic.UnsafeOutputError, match="inside the ebf model"):
-        basics.atomic.check_location(Registry(model_dir).url, "the model registry")
+    with pytest.raises(basics.locations.UnsafeOutputError, match="inside the ebf model"):
+        basics.locations.check_location(Registry(model_dir).url, "the model registry")
     assert publish(reg, model_dir) == 3  # the registry itself still can
 
 
