@@ -17,6 +17,8 @@ a median over a few seeds is a noisy estimate.
 Issue 13 checked this against the thesis' own code (github.com/balajiln/pgbart, run under
 Python 3 on its own hypercube-D data sets, init_id 1-3): its PG gives ESS 523 / 719 / 160
 at D = 4 and 34 / 653 / 7.5 at D = 5, the same spread as ours on those data sets.
+Issue 28 ran it on our data sets: its PG settles in the same smaller, poorer trees as ours at
+D >= 3 (the causes are in ``benchmarks/papers/thesis_bart.py``, items ``bart.*``).
 
 The thesis timed Python implementations on its desktop; our samplers are numba kernels, so
 compare ratios between samplers, not absolute ESS/s.
