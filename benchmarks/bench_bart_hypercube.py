@@ -17,6 +17,8 @@ a median over a few seeds is a noisy estimate.
 Issue 13 checked this against the thesis' own code (github.com/balajiln/pgbart, run under
 Python 3 on its own hypercube-D data sets, init_id 1-3): its PG gives ESS 523 / 719 / 160
 at D = 4 and 34 / 653 / 7.5 at D = 5, the same spread as ours on those data sets.
+Issue 28 ran it on our data sets: its PG settles in the same smaller, poorer trees as ours at
+D >= 3 (the causes are in ``benchmarks/papers/thesis_bart.py``, items ``bart.*``).
 
 The thesis timed Python implementations on its desktop; our samplers are numba kernels, so
 compare ratios between samplers, not absolute ESS/s.
@@ -48,7 +50,7 @@ import numpy as np
 from benchmarks.common import parse_with_sizes, print_table, run_parts
 from ebf.bayestrees import BARTRegressor
 from ebf.bayestrees.backfitting import backfit, noise_prior, scale_target, sigma_hat2
-from ebf.bayestrees.diagnostics import hypercube
+from ebf.bayestrees.diagnostics import chain_ess, hypercube
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue13"
 SAMPLERS = ("cgm", "growprune", "pg")
@@ -68,19 +70,37 @@ QUICK = dict(dims=[2, 4], seeds=[0], n_iter=400, burn_in=200, throughput_rows=[1
 
 def run_one(dim: int, seed: int, sampler: str, cfg: argparse.Namespace) -> dict:
     """One chain: ESS, ESS/s, mean leaves after burn-in, test MSE."""
+    return chain(dim, seed, sampler, cfg.n_iter, cfg.burn_in)
+
+
+def chain(dim: int, seed: int, sampler: str, n_iter: int, burn_in: int,
+          traces: bool = False, n_particles: int = 10) -> dict:
+    """One chain on hypercube-``dim`` (data and chain seeded by ``seed``): ESS of the
+    log-likelihood after ``burn_in``, ESS/s, mean leaves, log-likelihood and test MSE after
+    burn-in; with ``traces``, also the per-iteration leaves, log-likelihood and test MSE."""
     X, y, f = hypercube(dim, 20, rng=seed)
     train = np.arange(y.size) % 20 < 10  # 10 rows per vertex to fit, 10 to test
-    model = BARTRegressor(sampler=sampler, n_trees=1, alpha_s=0.95, beta_s=BETA[dim],
-                          n_iter=cfg.n_iter, burn_in=cfg.burn_in, random_state=seed)
+    model = BARTRegressor(sampler=sampler, n_trees=1, n_particles=n_particles, alpha_s=0.95,
+                          beta_s=BETA[dim], n_iter=n_iter, burn_in=0 if traces else burn_in,
+                          random_state=seed)
     t0 = time.perf_counter()
     model.fit(X[train], y[train])
     seconds = time.perf_counter() - t0
-    leaves = (model.n_nodes_ + 1) / 2
-    mse = float(np.mean((model.predict(X[~train]) - f[~train]) ** 2))
-    return {"D": dim, "seed": seed, "sampler": sampler, "n_rows": int(train.sum()),
-            "ess": model.ess_, "seconds": seconds, "ess_per_s": model.ess_ / seconds,
-            "leaves": float(leaves.mean()), "test_mse": mse,
-            "loglik": float(model.loglik_trace_[cfg.burn_in:].mean())}
+    leaves = (model.n_nodes_[:, 0] + 1) / 2
+    pred = model.y_center_ + model.y_scale_ * model.draws_.predict(X[~train])
+    mse = np.mean((pred - f[~train, None]) ** 2, axis=0)  # of every kept draw
+    loglik = model.loglik_trace_
+    ess = chain_ess(loglik[burn_in:])
+    keep = slice(burn_in, None) if traces else slice(None)
+    out = {"D": dim, "seed": seed, "sampler": sampler, "n_rows": int(train.sum()),
+           "ess": ess, "seconds": seconds, "ess_per_s": ess / seconds,
+           "leaves": float(leaves[keep].mean()),
+           "test_mse": float(np.mean((pred[:, keep].mean(axis=1) - f[~train]) ** 2)),
+           "loglik": float(loglik[burn_in:].mean())}
+    if traces:
+        out.update(trace_leaves=leaves.tolist(), trace_loglik=loglik.tolist(),
+                   trace_test_mse=mse.tolist())
+    return out
 
 
 def run_tables(cfg: argparse.Namespace) -> dict:

@@ -1,0 +1,278 @@
+"""Thesis Ch. 4 (PG-BART): the hypercube-D tables 4.1-4.2 and the trace plots, Figs. 4.2-4.4.
+
+Lakshminarayanan (2016), *Decision trees and forests: a probabilistic perspective*, Ch. 4
+(Lakshminarayanan, Roy & Teh, AISTATS 2015). Sec. 4.4.1: for each of the ``2^D`` vertices
+of ``[-1, 1]^D``, 10 rows ``x = v + N(0, 0.1^2 I)``, one value ``f ~ N(0, 3^2)`` per
+vertex, labels ``y = f + N(0, 0.01^2)``; BART with one tree (M = 1), ``alpha_s = 0.95``,
+``beta_s`` = 1.0, 0.5, 0.4, 0.3, 0.25 for D = 2, 3, 4, 5, 7 (footnote 6), the other
+hyperparameters at Chipman et al.'s defaults, C = 10 particles; 2000 iterations, the ESS of
+the log-likelihood over the last 1000 (R-CODA; ours: Geyer's initial monotone sequence,
+:func:`ebf.bayestrees.diagnostics.chain_ess`).
+
+Every (D, seed) draws a new data set (:func:`ebf.bayestrees.diagnostics.hypercube`, the
+thesis' generator) and a new chain per sampler; the chains are those of
+``benchmarks/bench_bart_hypercube.py`` (:func:`~benchmarks.bench_bart_hypercube.chain`) and
+are shared by the three items of one run. Test MSE is against the vertex values on 10 fresh
+rows per vertex.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.bench_bart_hypercube import BETA, SAMPLERS, THESIS_ESS, THESIS_ESS_S, chain
+
+from .core import Item, Verdict
+
+PAPER = "Lakshminarayanan (2016), PhD thesis, Ch. 4 (PG-BART)"
+DATA = ("hypercube-D (thesis Sec. 4.4.1), regenerated with the thesis' recipe: 10 rows per "
+        "vertex to fit, 10 to test, one data set per seed")
+DIMS = (2, 3, 4, 5, 7)
+TRACE_DIMS = (2, 3, 4)
+#: A draw fits the true tree when its test MSE against the vertex values is below this:
+#: ~1% of the vertex values' variance (3^2); the true tree's is ~0.001.
+GOOD_MSE = 0.1
+
+SIZES = {
+    "smoke": {"dims": (2, 4), "n_seeds": 1, "n_iter": 60, "burn_in": 30},
+    "quick": {"dims": DIMS, "n_seeds": 10, "n_iter": 2000, "burn_in": 1000},
+    "full": {"dims": DIMS, "n_seeds": 20, "n_iter": 2000, "burn_in": 1000},
+}
+
+
+@functools.lru_cache(maxsize=2)
+def _chains(budget: str, seed: int) -> tuple[dict, ...]:
+    """Every chain of a budget (dims x seeds x samplers) with its traces, run once."""
+    size = SIZES[budget]
+    for sampler in SAMPLERS:  # compile the kernels before any chain is timed
+        chain(2, 0, sampler, 3, 1)
+    return tuple(chain(d, seed + s, sampler, size["n_iter"], size["burn_in"], traces=True)
+                 for d in size["dims"] for s in range(size["n_seeds"]) for sampler in SAMPLERS)
+
+
+def _first_good(run: dict) -> int | None:
+    """The first iteration whose draw has test MSE below :data:`GOOD_MSE`, or None."""
+    hit = np.flatnonzero(np.asarray(run["trace_test_mse"]) < GOOD_MSE)
+    return int(hit[0]) if hit.size else None
+
+
+def _table(budget: str, seed: int) -> dict:
+    """Per D and sampler: medians over seeds of ESS, ESS/s, leaves, log-likelihood, test MSE,
+    the ESS quartiles and how many chains reached the true tree's fit and when."""
+    runs = _chains(budget, seed)
+    size = SIZES[budget]
+    rows = {}
+    for d in size["dims"]:
+        row: dict = {"beta_s": BETA[d], "true_leaves": 2 ** d}
+        for sampler in SAMPLERS:
+            mine = [r for r in runs if r["D"] == d and r["sampler"] == sampler]
+            cell = {k: statistics.median(r[k] for r in mine)
+                    for k in ("ess", "ess_per_s", "leaves", "loglik", "test_mse", "seconds")}
+            cell["ess_q25"], cell["ess_q75"] = (float(q) for q in np.percentile(
+                [r["ess"] for r in mine], [25, 75]))
+            first = [_first_good(r) for r in mine]
+            cell["reached_good_fit"] = sum(f is not None for f in first)
+            cell["first_good_median"] = statistics.median(
+                size["n_iter"] if f is None else f for f in first)
+            row[sampler] = cell
+        rows[str(d)] = row
+    return {"n_seeds": size["n_seeds"], "seeds": [seed, seed + size["n_seeds"] - 1],
+            "n_iter": size["n_iter"], "burn_in": size["burn_in"], "n_particles": 10,
+            "good_mse": GOOD_MSE, "by_D": rows}
+
+
+def _run_table(budget: str, seed: int, out_dir: Path) -> dict:
+    """Tables 4.1 and 4.2 share the chains and the summary (:func:`_table`)."""
+    return _table(budget, seed)
+
+
+def _per_sampler(thesis: dict) -> dict:
+    """A thesis table (D -> (CGM, GrowPrune, PG)) keyed by D and sampler name."""
+    return {str(d): dict(zip(SAMPLERS, v, strict=True)) for d, v in thesis.items()}
+
+
+# ---------------------------------------------------------------------- Table 4.1 (ESS)
+
+
+def _check_ess(ours: dict) -> Verdict:
+    rows = ours["by_D"]
+    ratios = {d: rows[d]["pg"]["ess"] / THESIS_ESS[int(d)][2] for d in rows}
+    deep = [d for d in rows if int(d) >= 4]
+    beats = all(rows[d]["pg"]["ess"] > max(rows[d]["cgm"]["ess"], rows[d]["growprune"]["ess"])
+                for d in deep)
+    holds = min(ratios.values()) >= 0.5 and beats
+    detail = ("PG median ESS / thesis: " + ", ".join(f"D={d} {r:.2f}" for d, r in ratios.items())
+              + f"; PG above CGM and GrowPrune at every D >= 4: {beats}")
+    return Verdict(holds, detail, min(ratios.values()))
+
+
+def _headline_ess(ours: dict) -> str:
+    rows = ours["by_D"]
+    return "PG median ESS " + ", ".join(f"D={d} {rows[d]['pg']['ess']:.0f}" for d in rows)
+
+
+# ------------------------------------------------------------------- Table 4.2 (ESS/s)
+
+
+def _pg_over_cgm(rows: dict, d: str) -> float:
+    return rows[d]["pg"]["ess_per_s"] / rows[d]["cgm"]["ess_per_s"]
+
+
+def _check_ess_s(ours: dict) -> Verdict:
+    rows = ours["by_D"]
+    deep = [d for d in rows if int(d) >= 4]
+    ours_r = {d: _pg_over_cgm(rows, d) for d in deep}
+    thesis_r = {d: THESIS_ESS_S[int(d)][2] / THESIS_ESS_S[int(d)][0] for d in deep}
+    holds = all(r >= 2.0 for r in ours_r.values())
+    detail = "PG/CGM ESS/s (ours vs thesis): " + ", ".join(
+        f"D={d} {ours_r[d]:.2f} vs {thesis_r[d]:.1f}" for d in deep)
+    return Verdict(holds, detail, min(ours_r[d] / thesis_r[d] for d in deep))
+
+
+def _headline_ess_s(ours: dict) -> str:
+    rows = ours["by_D"]
+    return "PG/CGM ESS/s " + ", ".join(f"D={d} {_pg_over_cgm(rows, d):.2f}" for d in rows)
+
+
+# -------------------------------------------------------- Figs. 4.2-4.4 (trace plots)
+
+
+def _run_traces(budget: str, seed: int, out_dir: Path) -> dict:
+    table = _table(budget, seed)
+    dims = [d for d in TRACE_DIMS if str(d) in table["by_D"]]
+    runs = [r for r in _chains(budget, seed) if r["D"] in dims and r["seed"] == seed]
+    fig = draw_traces(runs, dims, GOOD_MSE, out_dir / "bart.traces.png")
+    keep = ("leaves", "loglik", "test_mse", "reached_good_fit", "first_good_median")
+    by_d = {str(d): {s: {k: table["by_D"][str(d)][s][k] for k in keep} for s in SAMPLERS}
+            | {"true_leaves": 2 ** d} for d in dims}
+    return {"n_seeds": table["n_seeds"], "n_iter": table["n_iter"],
+            "burn_in": table["burn_in"], "good_mse": GOOD_MSE, "by_D": by_d,
+            "figures": [fig.name]}
+
+
+def draw_traces(runs: list[dict], dims: list[int], good_mse: float, path: Path) -> Path:
+    """Figs. 4.2-4.4: per D a row of leaves, log-likelihood and test MSE against the
+    iteration, one line per sampler (one seed); the true tree's leaves dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(dims), 3, figsize=(12, 3 * len(dims)), squeeze=False)
+    for row, d in zip(axes, dims, strict=True):
+        for r in (r for r in runs if r["D"] == d):
+            for ax, key in zip(row, ("trace_leaves", "trace_loglik", "trace_test_mse"),
+                               strict=True):
+                ax.plot(r[key], lw=0.8, label=r["sampler"])
+        row[0].axhline(2 ** d, color="k", ls="--", lw=0.8)
+        row[2].axhline(good_mse, color="k", ls="--", lw=0.8)
+        row[2].set_yscale("log")
+        for ax, name in zip(row, ("leaves", "log-likelihood", "test MSE"), strict=True):
+            ax.set_title(f"hypercube-{d}: {name}", fontsize=9)
+            ax.set_xlabel("iteration", fontsize=8)
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _check_traces(ours: dict) -> Verdict:
+    rows, n = ours["by_D"], ours["n_seeds"]
+    every = all(rows[d]["pg"]["reached_good_fit"] == n for d in rows)
+    sooner = all(rows[d]["pg"]["first_good_median"] <= rows[d]["cgm"]["first_good_median"]
+                 for d in rows)
+    detail = "; ".join(
+        f"D={d}: PG {rows[d]['pg']['reached_good_fit']}/{n} chains reach it (median iteration "
+        f"{rows[d]['pg']['first_good_median']:.0f}, {rows[d]['pg']['leaves']:.1f} leaves), "
+        f"CGM {rows[d]['cgm']['reached_good_fit']}/{n} ({rows[d]['cgm']['first_good_median']:.0f}"
+        f", {rows[d]['cgm']['leaves']:.1f} leaves); 2^D = {rows[d]['true_leaves']}"
+        for d in rows)
+    return Verdict(every and sooner, detail, None)
+
+
+def _headline_traces(ours: dict) -> str:
+    rows, n = ours["by_D"], ours["n_seeds"]
+    return "PG chains reaching the true fit: " + ", ".join(
+        f"D={d} {rows[d]['pg']['reached_good_fit']}/{n} (CGM {rows[d]['cgm']['reached_good_fit']}"
+        f"/{n})" for d in rows)
+
+
+_THESIS_PROTOCOL = ("M = 1, alpha_s = 0.95, beta_s per D (footnote 6), C = 10, 2000 "
+                    "iterations, ESS of the log-likelihood over the last 1000")
+
+ITEMS = [
+    Item(key="bart.table4_1", paper=PAPER, where="Ch. 4, Sec. 4.4.2, Table 4.1",
+         title="ESS of CGM, GrowPrune and PG on hypercube-D",
+         paper_numbers=_per_sampler(THESIS_ESS),
+         paper_headline="PG ESS 259 / 667 / 687 / 667 / 423 at D = 2 / 3 / 4 / 5 / 7",
+         data=DATA, metric=f"median over seeds of the ESS ({_THESIS_PROTOCOL})",
+         claim=("PG's median ESS is at least 0.5x the thesis' at every D, and above CGM's and "
+                "GrowPrune's at every D >= 4."),
+         tolerance="0.5x the thesis' PG ESS at every D (the thesis gives one chain per D)",
+         run=_run_table, check=_check_ess, headline=_headline_ess,
+         substitutes=("ESS by Geyer's initial monotone sequence instead of R-CODA's "
+                      "spectrum0.ar (medians within 40% on these traces, issue 13)",)),
+    Item(key="bart.table4_2", paper=PAPER, where="Ch. 4, Sec. 4.4.2, Table 4.2",
+         title="ESS per second of CGM, GrowPrune and PG on hypercube-D",
+         paper_numbers=_per_sampler(THESIS_ESS_S),
+         paper_headline="PG/CGM ESS/s 5.6 / 12.9 / 10.1 at D = 4 / 5 / 7",
+         data=DATA, metric=f"median over seeds of ESS / fit seconds ({_THESIS_PROTOCOL})",
+         claim="PG's ESS/s is at least 2x CGM's at every D >= 4.",
+         tolerance=("PG/CGM >= 2 (the thesis: 5.6-12.9); absolute ESS/s is not compared: the "
+                    "thesis timed Python, ours are numba kernels on a shared 2-core machine"),
+         run=_run_table, check=_check_ess_s, headline=_headline_ess_s,
+         substitutes=("ESS by Geyer's initial monotone sequence instead of R-CODA",
+                      "wall time of our numba samplers instead of the thesis' Python")),
+    Item(key="bart.traces", paper=PAPER, where="Ch. 4, Sec. 4.4.1, Figs. 4.2-4.4",
+         title="Trace plots of leaves and test MSE on hypercube-2, -3, -4",
+         paper_numbers={"figures": "Figs. 4.2, 4.3, 4.4: hypercube-2, -3, -4",
+                        "claim": ("PG converges much faster to the posterior in terms of "
+                                  "number of leaves as well as the test MSE"),
+                        "true_leaves": {"2": 4, "3": 8, "4": 16}},
+         paper_headline="PG reaches the true tree (2^D leaves, low test MSE) faster than CGM",
+         data=DATA, metric=(f"per chain, the first iteration whose draw has test MSE < "
+                            f"{GOOD_MSE} (the true tree: ~0.001); mean leaves after burn-in"),
+         claim=(f"At D = 2, 3 and 4 every PG chain reaches the true tree's fit (a draw with "
+                f"test MSE < {GOOD_MSE}), no later than CGM's in the median over seeds."),
+         tolerance=(f"test MSE < {GOOD_MSE}, ~1% of the vertex values' variance; a chain "
+                    "that never reaches it counts as n_iter"),
+         run=_run_traces, check=_check_traces, headline=_headline_traces),
+]
+
+#: The authors' code (github.com/balajiln/pgbart, its Python 2 made to run under Python 3 in
+#: a scratch copy, nothing of it in this repository) was run on our data sets with its own
+#: defaults (C = 10, resampling at every stage, init_pg = empty); its numbers are below.
+CAUSES: dict[str, str] = {
+    "bart.table4_1": (
+        "Not a fault of ours: the thesis reports one chain per D, and PG's ESS spreads from 5 "
+        "to 800 between chains of one D (quick: D = 5 quartiles 33-212, median 97 vs 667; "
+        "D = 7 median 27 vs 423). The authors' code on the same data sets spreads the same: "
+        "D = 4 ESS 421, 668 (seeds 0-1) and 98, 318, 50, 8 (seeds 2-5, 1000 iterations), "
+        "D = 5 370, 33, 18 (ours 47, 5, 27), D = 7 664 (ours 368); a high ESS here is mixing "
+        "inside the poorer fit PG settles in (bart.traces)."),
+    "bart.table4_2": (
+        "PG/CGM holds at D = 4 (11.9 vs 5.6) but is 5.0 at D = 5 and 1.0 at D = 7 (thesis "
+        "12.9, 10.1) because PG's ESS is lower there (bart.table4_1); per second our PG costs "
+        "about 8x CGM at D = 7, less than the thesis' ~36x, so timing is not the cause. "
+        "Timed on a shared 2-core machine (load average 5.7-8.8)."),
+    "bart.traces": (
+        "PG is valid but mixes poorly here, in the authors' code too: started from the true "
+        "tree it stays there (300 updates at D = 4: 15-18 leaves), but from the empty tree its "
+        "chains settle in smaller, poorer trees (quick, D = 4: 11.2 leaves of 16, test MSE "
+        "1.49, 0 of 10 chains reach the fit, CGM 6 of 10). The authors' code does the same on "
+        "our data: D = 4 seeds 0-5 end with 6-19 leaves and test MSE 0.17-6.0, no chain "
+        "reaching the fit, also on its own data set (MSE 2.7) and with its 100-particle SMC "
+        "start (0.45); D = 3 1 of 4 chains (ours 1 of 4), D = 2 2 of 2; its CGM reaches the "
+        "fit (D = 4 seed 0, iteration 680). The cause is Alg. 4.2 itself: after every "
+        "resampling all weights are reset, so the clamped old tree's later gains count in "
+        "full while a free particle's earlier gain is spent. From PG's stuck D = 3 tree "
+        "(seed 0) 0 of 1000 updates (0 of 200 with C = 100) return a better tree, and at the "
+        "stage where the old tree splits two vertices (f = -1.61, 1.08) every free particle "
+        "trails it by 200-236 nats. Ancestor sampling or a proposal that looks at the data "
+        "could fix this; both go beyond the thesis."),
+}
