@@ -363,7 +363,7 @@ _SUBST = ("pen-digits: a seeded split of the thesis' sizes, not UCI's predefined
 _QUICK = " The quick budget runs one seed (the thesis averages 10)."
 
 ITEMS = [
-    Item(key="smc.fig3_2", paper=PAPER, where="Sec. 3.4.1.1, Figs. 3.2-3.3, pp. 56-58",
+    Item(key="smc.fig3_2", paper=PAPER, where="Sec. 3.4.1.1, Figs. 3.2-3.3",
          title="SMC proposals (prior vs one-step optimal) and node- vs layer-wise expansion",
          paper_numbers={"alpha": 5.0, "alpha_s": 0.95, "beta_s": 0.5, "ess_threshold": 0.1,
                         "prior_mean_depth": 5.1, "prior_mean_nodes": 18.5,
@@ -379,7 +379,7 @@ ITEMS = [
          tolerance="node >= layer; optimal > prior at equal C; prior within 0.02 nats of "
                    "the cheapest optimal run in no more time",
          run=run_fig3_2, check=check_fig3_2, headline=_headline_fig3_2),
-    Item(key="smc.fig3_4", paper=PAPER, where="Sec. 3.4.1.2, Fig. 3.4, p. 57",
+    Item(key="smc.fig3_4", paper=PAPER, where="Sec. 3.4.1.2, Fig. 3.4",
          title="Irrelevant features (madelon): the optimal proposal beats the prior",
          paper_numbers={"n_train": 2000, "n_test": 600, "features": 500, "relevant": 20},
          paper_headline="optimal > prior at every particle count and every time budget",
@@ -392,7 +392,7 @@ ITEMS = [
                 "run."),
          tolerance="strict (>)", run=run_fig3_4, check=check_fig3_4,
          headline=_headline_fig3_4),
-    Item(key="smc.fig3_5", paper=PAPER, where="Sec. 3.4.1.3, Fig. 3.5, p. 58",
+    Item(key="smc.fig3_5", paper=PAPER, where="Sec. 3.4.1.3, Fig. 3.5",
          title="Number of islands at a fixed total of particles",
          paper_numbers={"total_particles": 2000, "islands": "1 .. 100",
                         "sharp_drop_below_per_island": 100},
@@ -406,7 +406,7 @@ ITEMS = [
                 "and magic-04." + _QUICK),
          tolerance="> I = 1; sharp drop = 0.05 nats", run=run_fig3_5, check=check_fig3_5,
          headline=_headline_fig3_5),
-    Item(key="smc.fig3_6", paper=PAPER, where="Sec. 3.4.2 and 3.4.4, Fig. 3.6, p. 59",
+    Item(key="smc.fig3_6", paper=PAPER, where="Sec. 3.4.2 and 3.4.4, Fig. 3.6",
          title="SMC (prior, node-wise, I = 5) vs MCMC (CGM) vs CART",
          paper_numbers={"islands": 5, "speedup_pen_magic": "roughly two orders of magnitude",
                         "speedup_at_least": 10, "cart_min_samples_leaf": 10},
@@ -425,4 +425,18 @@ ITEMS = [
          run=run_fig3_6, check=check_fig3_6, headline=_headline_fig3_6),
 ]
 
-CAUSES: dict[str, str] = {}
+CAUSES: dict[str, str] = {
+    "smc.fig3_2": (
+        "Protocol and relative cost, not a fault found: node-wise beats layer-wise and the "
+        "optimal proposal saturates at C = 5 (-0.233 vs -0.235 at C = 10) as the thesis "
+        "says, but on pen-digits our compiled one-step optimal proposal reaches -0.233 in "
+        "3.2 s while the prior reaches -0.271 in 2.0 s (C = 100) and needs C = 400 (7.1 s) "
+        "for -0.221, so the curves cross instead of the prior dominating (magic-04: the "
+        "prior's -0.361 in 3.2 s beats the optimal's -0.368 in 6.8 s, as claimed). Our "
+        "optimal costs about 20x the prior per particle (sorted linear scans per dimension "
+        "in numba, Sec. 3.3.1's footnote); the thesis' Python ratio is not printed, and "
+        "about a fifth of the prior's fit time is the node statistics of its ~280 distinct "
+        "final trees (5 for the optimal's), which the thesis' timing may not include. One "
+        "seed on a shared 2-core machine: the prior's C = 200 took 5.6 s against C = 400's "
+        "7.1 s."),
+}
