@@ -4,7 +4,7 @@ Two regression tasks, a seeded train / test split each:
 
 ``friedman``
     Friedman (1991) #1 with 10 features (5 spurious) and N(0, 1) noise
-    (:func:`benchmarks.bench_ebf.friedman`), ``--train`` / ``--test`` rows.
+    (:func:`benchmarks.forest_models.friedman`), ``--train`` / ``--test`` rows.
 ``diabetes``
     scikit-learn's diabetes data (442 patients, 10 features, disease progression after a
     year; shipped with scikit-learn), a seeded 75% / 25% split.
@@ -85,7 +85,7 @@ def load_task(name: str, cfg: argparse.Namespace) -> tuple[np.ndarray, ...]:
     """``X_train, y_train, X_test, y_test`` of a task (module docstring)."""
     rng = np.random.default_rng([cfg.seed, 13])
     if name == "friedman":
-        from benchmarks.bench_ebf import friedman
+        from benchmarks.forest_models import friedman
 
         X, y, _ = friedman(cfg.train, 10, rng)
         X_te, y_te, _ = friedman(cfg.test, 10, rng)

@@ -10,7 +10,7 @@ Three tasks, each with train rows and later test rows:
     The same flights in a seeded random order, the same 80% / 20% split (no drift).
 ``friedman``
     Friedman (1991) #1 with 10 features (5 spurious) and N(0, 1) noise
-    (:func:`benchmarks.bench_ebf.friedman`), ``--friedman-train`` / ``--friedman-test`` rows.
+    (:func:`benchmarks.forest_models.friedman`), ``--friedman-train`` / ``--friedman-test`` rows.
 
 ``--rows`` keeps a seeded random subset of the 273,853 flights (in time order for the
 chronological task, so that its train and test still span the demo's months); ``0`` keeps
@@ -123,7 +123,7 @@ def load_task(name: str, cfg: argparse.Namespace) -> Task:
     """The rows of task ``name`` (see the module docstring)."""
     rng = np.random.default_rng(cfg.seed)
     if name == "friedman":
-        from benchmarks.bench_ebf import friedman
+        from benchmarks.forest_models import friedman
 
         X, y, _ = friedman(cfg.friedman_train + cfg.friedman_test, 10, rng)
         return Task(name, X[:cfg.friedman_train], y[:cfg.friedman_train],

@@ -22,7 +22,7 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     on disk, bytes per training row per tree, files, shard sizes. The model and the
     estimator are then dropped from the driver, which from here on never holds a branch.
 ``predict``
-    ``pipelines.score.predict_to_parquet(model_dir, data, out, strategy=--strategy)``: mean,
+    ``pipelines.predict.predict_to_parquet(model_dir, data, out, strategy=--strategy)``: mean,
     std, 5/50/95% quantiles and branch of every row, written to Parquet, the model opened
     from its directory (the driver reads the manifest and the head only); the strategy
     ``ebf.dask.sharded.choose_strategy`` picks for this model and these workers is recorded.
@@ -30,7 +30,7 @@ Predict and evaluate read held-out rows (the same generator, the next seed, as m
 the fit uses ``predict_only`` when the model is saved compact, so the branches are compacted
 on the workers and neither they nor the driver hold the online state.
 ``evaluate``
-    ``pipelines.score.evaluate(model_dir, data, strategy=--strategy)``: RMSE, NLPD and the
+    ``pipelines.report.evaluate.evaluate(model_dir, data, strategy=--strategy)``: RMSE, NLPD and the
     coverage of the central intervals, streamed through the workers. The workers' caches
     of loaded shards are cleared before predict and before evaluate, so each phase pays
     for its own loading.

@@ -1,6 +1,10 @@
-"""Benchmark the paper's Table 1: DT, RF, BF, ET, SSF, EBF, EBF with Mondrian branches and MF.
+"""The model line-up of Taddy et al. (2015) on Friedman's function and the flight delays.
 
-Taddy et al. (2015), Sec. 2.5 and 4.1, on two data sets, all models measured in the same run:
+DT, RF, BF, ET, SSF, EBF (the paper's models), EBF with Mondrian branches and MF, measured in
+the same run with RMSE, NLPD, calibration and fit time. This is not the paper's Table 1
+(California housing, 10-fold CV): that table, and the paper's Figs. 1, 2, 4-6 and Table 2,
+are the items of :mod:`benchmarks.papers.taddy` (``python -m benchmarks.papers --items
+'taddy.*'``). The parts:
 
 ``friedman``
     Sec. 2.5: ``y = 10 sin(pi x1 x2) + 20 (x3 - 0.5)^2 + 10 x4 + 5 x5 + N(0, 1)`` with 10
@@ -62,21 +66,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+from sklearn.ensemble import RandomForestRegressor
 
 from basics.seeds import resolve_entropy
 from basics.threads import n_threads
 from benchmarks.common import median_ratio, paired_times, parse_with_sizes, print_table, run_parts
-from ebf import (
-    BayesianForestRegressor,
-    EmpiricalBayesianForestRegressor,
-    SubsampleForestRegressor,
-    Trunk,
-    trunk_posterior,
-)
+from benchmarks.forest_models import friedman, paper_model
+from ebf import BayesianForestRegressor, EmpiricalBayesianForestRegressor, Trunk, trunk_posterior
 from ebf.bootstrap import draw_weights
 from mondrian import MondrianForestRegressor
-from pipelines.evaluate import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
+from pipelines.report.metrics import DEFAULT_LEVELS, evaluate_regression, forest_gaussian
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_ebf.json"
 PARTS = ("friedman", "flights", "posterior", "validate", "scale")
@@ -88,20 +87,17 @@ QUICK = dict(repeats=5, friedman_train=100, flight_train=10_000, flight_test=5_0
 
 def models(n_estimators: int, seed: int, n_jobs: int, min_leaf: int) -> dict[str, Any]:
     """The compared models, fresh instances (Sec. 2.5 footnote 7 settings)."""
-    cart = dict(min_samples_leaf=min_leaf, random_state=seed, n_jobs=n_jobs)
-    ebf = dict(n_estimators=n_estimators, trunk_max_leaves=5, **cart)
-    return {
-        "DT": BayesianForestRegressor(n_estimators=1, weights="none", **cart),
-        "RF": BayesianForestRegressor(n_estimators=n_estimators, weights="poisson", **cart),
-        "BF": BayesianForestRegressor(n_estimators=n_estimators, **cart),
-        "ET": ExtraTreesRegressor(n_estimators=n_estimators, **cart),
-        "SSF": SubsampleForestRegressor(n_estimators=n_estimators, n_subsamples=5, **cart),
-        "EBF": EmpiricalBayesianForestRegressor(**ebf),
-        "EBF-MF": EmpiricalBayesianForestRegressor(branch="mondrian", **ebf),
-        "MF": MondrianForestRegressor(n_estimators=n_estimators, random_state=seed,
-                                      n_jobs=n_jobs),
-        "sklearn-RF": RandomForestRegressor(n_estimators=n_estimators, **cart),
-    }
+    out = {name: paper_model(name, n_estimators, seed, n_jobs, min_leaf)
+           for name in ("DT", "RF", "BF", "ET", "SSF", "EBF")}
+    out["EBF-MF"] = EmpiricalBayesianForestRegressor(
+        n_estimators=n_estimators, trunk_max_leaves=5, branch="mondrian",
+        min_samples_leaf=min_leaf, random_state=seed, n_jobs=n_jobs)
+    out["MF"] = MondrianForestRegressor(n_estimators=n_estimators, random_state=seed,
+                                        n_jobs=n_jobs)
+    out["sklearn-RF"] = RandomForestRegressor(n_estimators=n_estimators,
+                                              min_samples_leaf=min_leaf, random_state=seed,
+                                              n_jobs=n_jobs)
+    return out
 
 
 def predictive(model: Any, X: np.ndarray) -> Any:
@@ -184,14 +180,6 @@ def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
                     [("model", "model", "s")] + [(lv, lv, "+.3f") for lv in levels],
                     [{"model": r["model"], **dict(zip(levels, r[key], strict=True))}
                      for r in rows if r["model"] != "sklearn-RF"])
-
-
-def friedman(n: int, p: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    """Friedman (1991) eq. (5) with ``p - 5`` spurious features; returns X, y and f(X)."""
-    X = rng.random((n, p))
-    f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3]
-         + 5 * X[:, 4])
-    return X, f + rng.normal(size=n), f
 
 
 def run_friedman(cfg: argparse.Namespace) -> dict[str, Any]:

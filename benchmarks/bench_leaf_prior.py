@@ -125,7 +125,7 @@ def run_flights(cfg: argparse.Namespace) -> list[dict]:
 
 
 def run_friedman(cfg: argparse.Namespace) -> list[dict]:
-    from benchmarks.bench_ebf import friedman
+    from benchmarks.forest_models import friedman
 
     rng = np.random.default_rng(cfg.seed)
     X_tr, y_tr, _ = friedman(cfg.friedman_train, 10, rng)

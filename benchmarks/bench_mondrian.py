@@ -59,7 +59,7 @@ from benchmarks.common import (
     run_parts,
 )
 from mondrian import MondrianForestRegressor
-from pipelines.evaluate import fit_with_posterior
+from pipelines.report.metrics import fit_with_posterior
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_mondrian.json"
 PARTS = ("batch", "online", "flights")
@@ -328,7 +328,7 @@ def run_flights(cfg: argparse.Namespace) -> dict[str, Any]:
 
 def run_flight_split(cfg: argparse.Namespace, split: str) -> dict[str, Any]:
     from pipelines.datasets import load_flight_delays, train_test_split_chronological
-    from pipelines.evaluate import (
+    from pipelines.report.metrics import (
         evaluate_regression,
         fit_and_evaluate,
         forest_gaussian,
@@ -438,7 +438,7 @@ def calibration_diagnostics(mf: MondrianForestRegressor, X_tr: np.ndarray, y_tr:
     """
     from scipy.stats import kurtosis
 
-    from pipelines.evaluate import evaluate_regression
+    from pipelines.report.metrics import evaluate_regression
 
     mean, std = mf.predict(X_te, return_std=True)
     outside = (X_te < X_tr.min(axis=0)) | (X_te > X_tr.max(axis=0))

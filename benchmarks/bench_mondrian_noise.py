@@ -19,8 +19,8 @@ Data (``--parts``):
     (no fresh noise exists for real data; this is what ``ebf evaluate`` on training rows
     reports).
 ``retrain``
-    ``pipelines.retrain.retrain`` on a day whose inputs repeat yesterday's (``run_retrain``):
-    the decision and the gate's numbers.
+    ``pipelines.registry.retrain.retrain`` on a day whose inputs repeat yesterday's
+    (``run_retrain``): the decision and the gate's numbers.
 ``housing``
     California housing (1990 census block groups, the 8 features of scikit-learn's
     ``fetch_california_housing``, target in $100,000; ``benchmarks/data``), a seeded 80/20
@@ -110,7 +110,7 @@ def compare(cfg: argparse.Namespace, name: str, X: np.ndarray, y: np.ndarray, X_
 
 
 def run_friedman(cfg: argparse.Namespace) -> list[dict]:
-    from benchmarks.bench_ebf import friedman
+    from benchmarks.forest_models import friedman
 
     rng = np.random.default_rng(cfg.seed)
     X, y, f = friedman(cfg.train, 10, rng)
@@ -159,7 +159,7 @@ def run_housing(cfg: argparse.Namespace) -> list[dict]:
 
 
 def run_retrain(cfg: argparse.Namespace) -> list[dict]:
-    """``pipelines.retrain.retrain`` on a day whose inputs repeat yesterday's: version 1 on
+    """``pipelines.registry.retrain.retrain`` on a day whose inputs repeat yesterday's: version 1 on
     day 1 (Friedman #1, 5 features, noise variance 1), then day 2 with the same inputs and
     fresh noise; the decision and the gate's numbers (EBF with Mondrian branches, the
     defaults of the code imported: run it again with ``PYTHONPATH`` at an earlier commit for
@@ -169,7 +169,7 @@ def run_retrain(cfg: argparse.Namespace) -> list[dict]:
     import pandas as pd
     from distributed import Client, LocalCluster
 
-    from pipelines.retrain import retrain
+    from pipelines.registry.retrain import VERSION_1_OPTIONS, retrain
 
     rng = np.random.default_rng(cfg.seed)
     X = rng.random((cfg.train, 5))
@@ -186,7 +186,7 @@ def run_retrain(cfg: argparse.Namespace) -> list[dict]:
             frame.to_parquet(Path(tmp) / f"day{day}" / "part.parquet")
         reg = str(Path(tmp) / "registry")
         retrain(reg, str(Path(tmp) / "day1"), target="y", client=client,
-                train_options={"branch": "mondrian", "random_state": cfg.seed})
+                train_options=VERSION_1_OPTIONS.replace(random_state=cfg.seed))
         result = retrain(reg, str(Path(tmp) / "day2"), client=client)
         for who, metrics in result.record["metrics"].items():
             rows.append({"data": "retrain day 2", "model": who, "calibration": "gate",

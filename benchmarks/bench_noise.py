@@ -82,7 +82,7 @@ def score(model: MondrianForestRegressor, X_te: np.ndarray, y_te: np.ndarray,
           halves: np.ndarray | None) -> dict[str, Any]:
     """RMSE, NLPD and exact-mixture calibration, overall and on the two halves."""
     from basics.metrics import crps
-    from pipelines.evaluate import evaluate_regression
+    from pipelines.report.metrics import evaluate_regression
 
     dist = model.predict_distribution(X_te)
     res = evaluate_regression(y_te, dist, LEVELS, intervals="mixture")

@@ -23,7 +23,7 @@ only in the trunk (fixed vs refit) and in the Mondrian randomness. The drift che
 Reported per month: the wall time of the update and of the refit (each including its
 recalibration, on a ``LocalCluster`` of ``--workers`` processes), their ratio, and RMSE,
 NLPD and the maximum calibration gap (central intervals 10%..90%) of the three models on
-the next month (:func:`pipelines.score.evaluate_model`). Targets: the update at least 5x
+the next month (:func:`pipelines.report.evaluate.evaluate_model`). Targets: the update at least 5x
 faster than the refit, with RMSE within 2% and NLPD within 1% of the refit's.
 
 Writes ``benchmarks/results/issue12/retrain.json`` and ``retrain.md``.
@@ -107,7 +107,7 @@ def split_recent(ddf, fraction: float, client) -> tuple:
 
 
 def scores(model, ddf, features: list[str], target: str, client) -> dict:
-    from pipelines.score import evaluate_model
+    from pipelines.report.evaluate import evaluate_model
 
     res = evaluate_model(model, ddf, target=target, features=features, client=client)
     return {"rmse": res["rmse"], "nlpd": res["nlpd"], "gap": res["max_calibration_gap"]}

@@ -56,7 +56,8 @@ from ebf.dask.sharded import cache_peak_bytes, choose_strategy, clear_cache
 from ebf.trunk import TrunkArrays
 from pipelines.io import read_dataset, read_parquet_metadata
 from pipelines.make_data import METADATA_KEY, make_friedman
-from pipelines.score import evaluate, predict_to_parquet
+from pipelines.predict import predict_to_parquet
+from pipelines.report.evaluate import evaluate
 
 PRED_COLUMNS = ["mean", "std", "q05", "q50", "q95", "branch"]
 

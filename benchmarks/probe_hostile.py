@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.code and args.label):
         parser.error("--code and --label are required (or --report-only)")
     code = args.code.resolve()
-    if not (code / "pipelines" / "cli.py").is_file():
-        parser.error(f"{code} is not an ebf checkout (no pipelines/cli.py)")
+    if not any((code / "pipelines" / cli).is_file() for cli in ("cli.py", "cli/__init__.py")):
+        parser.error(f"{code} is not an ebf checkout (no pipelines/cli)")
     # a folder of its own unless named: two runs sharing one would delete each other's models
     work = (args.work or Path(tempfile.mkdtemp(prefix=f"ebf-probe-{args.label}-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)

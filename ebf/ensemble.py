@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.mixture import GaussianMixture, summarize
@@ -32,8 +32,9 @@ from ._base import (
     regression_target,
 )
 from .artifact.classes import estimator_state
-from .branches import BRANCH_LEARNERS, BranchSpec, check_branch_task, fit_branch
+from .branches import BranchSpec, fit_branch
 from .features import FeatureEncoder
+from .learners import check_branch_task, get_learner
 from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
 from .update import check_updatable, check_update, encode_rows, previous_rows, update_groups
@@ -117,8 +118,8 @@ class _BranchedEnsemble(BaseEstimator):
     _parts = ""
 
     _parameter_constraints: dict = {
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "branch": [StrOptions(set(BRANCH_LEARNERS))],
+        "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
+        "branch": [str],  # a name of ebf.learners.LEARNERS, checked by _validate_params
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "branch_params": [dict, None],
@@ -128,9 +129,18 @@ class _BranchedEnsemble(BaseEstimator):
     }
 
     def _validate_params(self) -> None:
-        """scikit-learn's parameter checks, then whether the branch learner does the task."""
+        """scikit-learn's parameter checks, then the branch learner: whether it does the task
+        and takes every ``branch_params`` name (before any work, with the names it takes)."""
         super()._validate_params()
         check_branch_task(self.branch, self._task)
+        get_learner(self.branch).check_params(self.branch_params, self._task)
+
+    def _n_trees(self) -> int:
+        """Trees per branch: ``n_estimators``, or the branch learner's ``default_trees``
+        (:data:`ebf.learners.LEARNERS`) when it is None."""
+        if self.n_estimators is None:
+            return get_learner(self.branch).default_trees
+        return int(self.n_estimators)
 
     def _prepare(self, X: Any, y: Any, sample_weight: Any) -> tuple:
         """Validate parameters and inputs; nothing is assigned yet.
@@ -179,7 +189,7 @@ class _BranchedEnsemble(BaseEstimator):
         spec = BranchSpec(
             learner=self.branch,
             task=self._task,
-            n_estimators=int(self.n_estimators),
+            n_estimators=self._n_trees(),
             min_samples_leaf=int(self.min_samples_leaf),
             max_features=self.max_features,
             max_depth=self.max_depth,

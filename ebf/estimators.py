@@ -46,10 +46,13 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
 
     Parameters
     ----------
-    n_estimators : int, default=100
-        Trees per branch.
-    branch : {"bayesian", "random", "mondrian", "smc", "bart"}, default="bayesian"
-        Branch learner (see :mod:`ebf.branches`); ``"bart"`` is regression only.
+    n_estimators : int, optional
+        Trees per branch; by default the branch learner's ``default_trees``
+        (:data:`ebf.learners.LEARNERS`: e.g. 100 Bayesian-bootstrap trees, 10 Mondrian
+        trees), the same as ``ebf train``'s.
+    branch : str, default="bayesian"
+        Branch learner: a name of :data:`ebf.learners.LEARNERS`, the table of learners and
+        the tasks each one does.
     trunk_max_leaves : int, optional
         Maximum number of trunk leaves (branches).
     trunk_min_leaf_rows : int, optional
@@ -68,7 +71,10 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         Quantile bins per feature for the trunk's histogram split search.
     branch_params : dict, optional
         Extra parameters of the branch learner (e.g. ``{"lifetime": 5.0}`` for Mondrian
-        branches, ``{"uncertainty": "tree_spread"}`` for CART branches).
+        branches, ``{"uncertainty": "tree_spread"}`` for CART branches): parameters of its
+        estimator class that the ensemble does not set itself
+        (:meth:`ebf.learners.BranchLearner.accepted_params`). Any other name is a
+        ``ValueError`` at the start of ``fit``, before the trunk is grown.
     random_state : int, RandomState or None, default=None
         Seed; the same seed gives the same model.
     n_jobs : int, optional
@@ -106,7 +112,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
@@ -162,7 +168,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
@@ -227,8 +233,8 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
 
     Parameters
     ----------
-    n_estimators : int, default=100
-        Trees per sub-sample.
+    n_estimators : int, optional
+        Trees per sub-sample; by default the branch learner's ``default_trees``.
     n_subsamples : int, default=5
         Number of parts (the paper's five equally sized subsets, Sec. 4.1).
     branch, min_samples_leaf, max_features, max_depth, branch_params, random_state, n_jobs
@@ -247,7 +253,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
         min_samples_leaf: int = 5,
@@ -293,7 +299,7 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
         min_samples_leaf: int = 5,

@@ -23,8 +23,9 @@ from basics.validation import check_classes, state_array, state_int
 
 from ._base import classes_from_state, input_attributes
 from .artifact.classes import estimator_from_state
-from .branches import BRANCH_CLASSES, ConstantBranch
+from .branches import ConstantBranch
 from .features import FeatureEncoder
+from .learners import get_learner
 from .trunk import Trunk
 
 __all__ = ["check_branch", "fitted_update_record", "restore_ensemble", "restore_head",
@@ -55,7 +56,7 @@ def check_branch(branch: Any, learner: str, task: str, n_features: int, n_classe
             raise ValueError(f"a {branch.task} ConstantBranch of {branch.value_.size} values "
                              f"does not fit a {task} ensemble of {n_classes} classes.")
         return
-    expected = BRANCH_CLASSES[learner][task]
+    expected = get_learner(learner).classes[task]
     if type(branch) is not expected:
         raise ValueError(f"it is a {type(branch).__name__}, but branch={learner!r} {task} branches "
                          f"are {expected.__name__} or ConstantBranch.")

@@ -34,9 +34,9 @@ from basics.threads import thread_map
 
 from ._base import class_codes, regression_target
 from .branches import BranchSpec, ConstantBranch, fit_branch
+from .learners import get_learner, online_learners
 
 __all__ = [
-    "ONLINE_LEARNERS",
     "check_updatable",
     "check_update",
     "encode_rows",
@@ -44,10 +44,6 @@ __all__ = [
     "update_branch",
     "update_groups",
 ]
-
-#: Branch learners extended online by ``partial_fit``; the others are refit from their rows.
-ONLINE_LEARNERS = ("mondrian",)
-
 
 def encode_rows(model: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rows for fitted ensemble ``model`` encoded as at fit, and their targets (class codes
@@ -93,11 +89,11 @@ def check_update(learner: str, has_previous: bool) -> None:
         For a batch learner (``"bayesian"``, ``"random"``, ``"smc"``, ``"bart"``) without the
         earlier rows.
     """
-    if learner not in ONLINE_LEARNERS and not has_previous:
+    if not get_learner(learner).online and not has_previous:
         raise ValueError(
             f"partial_fit cannot extend branch={learner!r} branches: they are fit in one "
             "batch and keep no rows, and only "
-            f"{', '.join(repr(s) for s in ONLINE_LEARNERS)} branches are extended online. "
+            f"{', '.join(repr(s) for s in online_learners())} branches are extended online. "
             "Pass the rows the model was trained on as previous=(X_old, y_old) "
             "(the branches that receive new rows are refit on their old and new rows), refit "
             "with fit(X, y), or train with branch='mondrian'."
@@ -108,7 +104,7 @@ def check_updatable(spec: BranchSpec, branch: Any, b: int) -> None:
     """Raise ``ValueError`` if online branch ``b`` cannot take rows: a predict-only (compact)
     Mondrian forest, or a :class:`~ebf.branches.ConstantBranch` (too few rows at fit to keep
     a forest). CART branches are refit from their rows, so any of them can be."""
-    if spec.learner not in ONLINE_LEARNERS:
+    if not get_learner(spec.learner).online:
         return
     if isinstance(branch, ConstantBranch):
         raise ValueError(
@@ -156,7 +152,7 @@ def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, e
         If the branch cannot take rows (:func:`check_updatable`), or a batch branch comes
         without ``previous``.
     """
-    if spec.learner not in ONLINE_LEARNERS:
+    if not get_learner(spec.learner).online:
         check_update(spec.learner, previous is not None)
         Xp, yp = previous
         return fit_branch(spec, np.concatenate([Xp, X]), np.concatenate([yp, y]), None,

@@ -3,7 +3,7 @@
 ``nightly_retrain(registry, root, day=None)`` connects to Dask (``cluster.connect``: a local
 cluster, or ``scheduler``), finds the day's partition of the date-partitioned dataset
 (default: yesterday's) and retrains the registry's model on it with
-:func:`pipelines.retrain.retrain`, through the functions of ``retrain_job.py``. A kept
+:func:`pipelines.registry.retrain.retrain`, through the functions of ``retrain_job.py``. A kept
 champion is a successful run (the version is written, the pointer stays); a missing
 partition, bad data or a busy registry fail the run. The retrain task may be retried
 safely: a re-run on the same partition is a no-op that reports the version it made.
@@ -94,7 +94,7 @@ def retrain_partition(registry: str, root: str, day: str,
     day : str
         ISO date.
     options : mapping, optional
-        Keyword arguments of :func:`pipelines.retrain.retrain` (``target`` and
+        Keyword arguments of :func:`pipelines.registry.retrain.retrain` (``target`` and
         ``train_options`` for version 1...).
 
     Returns
@@ -131,7 +131,7 @@ def nightly_retrain(registry: str, root: str, day: str | None = None,
         Dask scheduler address; default ``cluster.connect()``'s choice (a configured
         scheduler, else a local cluster, of threads if ``EBF_LOCAL_PROCESSES=0``).
     options : dict, optional
-        Keyword arguments of :func:`pipelines.retrain.retrain`.
+        Keyword arguments of :func:`pipelines.registry.retrain.retrain`.
 
     Returns
     -------
@@ -139,7 +139,7 @@ def nightly_retrain(registry: str, root: str, day: str | None = None,
         The retrain task's summary.
     """
     import cluster
-    from pipelines.arguments import local_processes
+    from pipelines.cli.arguments import local_processes
 
     day = parse_day(day).isoformat()
     find_partition(root, day)  # fails before a cluster is started

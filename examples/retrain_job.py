@@ -5,7 +5,7 @@ A dataset that grows by one partition a day, one directory per day named hive st
     ROOT/date=2013-07-01/part.0.parquet ...
     ROOT/date=2013-08-01/...
 
-Each night the job retrains the registry's model (:func:`pipelines.retrain.retrain`) on
+Each night the job retrains the registry's model (:func:`pipelines.registry.retrain.retrain`) on
 yesterday's partition alone: the drift check decides between extending the champion's
 branches online and a refit on everything seen so far, and the gate decides whether the
 challenger becomes current. A re-run on the same partition is a no-op that reports the
@@ -189,11 +189,11 @@ def write_daily_partitions(root: str | os.PathLike,
 
 
 def summarize(result: Any, day: Day, data: str) -> dict[str, Any]:
-    """A JSON-ready summary of a :class:`pipelines.retrain.RetrainResult`.
+    """A JSON-ready summary of a :class:`pipelines.registry.retrain.RetrainResult`.
 
     Parameters
     ----------
-    result : pipelines.retrain.RetrainResult
+    result : pipelines.registry.retrain.RetrainResult
     day : str, datetime.date or None
         The day of the run's partition.
     data : str
@@ -233,7 +233,7 @@ def run_retrain(registry: str, root: str | os.PathLike, day: Day = None, *,
     storage_options : dict, optional
         fsspec options of the registry and the data.
     **options
-        Keyword arguments of :func:`pipelines.retrain.retrain` (``target`` and
+        Keyword arguments of :func:`pipelines.registry.retrain.retrain` (``target`` and
         ``train_options`` for version 1, ``name``, ``holdout``, ``drift_threshold``,
         ``tolerances``, ``refit_on``, ``client``...). Without ``client``, the current
         default Dask client.
@@ -248,7 +248,7 @@ def run_retrain(registry: str, root: str | os.PathLike, day: Day = None, *,
     FileNotFoundError
         If the day has no partition (before any work).
     """
-    from pipelines.retrain import retrain
+    from pipelines.registry.retrain import retrain
 
     day = parse_day(day)
     data = partition_path(root, day, storage_options)

@@ -1,10 +1,11 @@
 """Model artifacts as the jobs use them: a model directory opened and pinned by its hash.
 
 :func:`open_artifact` reads the manifest only (:func:`ebf.artifact.open_model`): the jobs of
-:mod:`pipelines.score` hand the reader to the workers, which load the model whole or one
-branch per task, every file checked against the pinned manifest (a model overwritten
-meanwhile fails its checksums instead of mixing two models). :func:`load_model` loads the
-whole model in this process, for callers that want the estimator.
+:mod:`pipelines.predict` and :mod:`pipelines.report.evaluate` hand the reader to the workers,
+which load the model whole or one branch per task, every file checked against the pinned
+manifest (a model overwritten meanwhile fails its checksums instead of mixing two models).
+:func:`load_model` loads the whole model in this process, for callers that want the
+estimator.
 """
 
 from __future__ import annotations

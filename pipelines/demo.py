@@ -16,16 +16,16 @@ Steps, all under one output directory (default ``ebf-demo/``):
    same rows in equally many tasks), predict-only (``compact=True``: each Mondrian branch
    drops its online state in its fit task; the predictions are the same bits, the models
    about five times smaller); ``models/ebf``, ``models/ssf`` are saved atomically;
-4. :func:`pipelines.score.predict_to_parquet` writes ``predictions/ebf``, ``predictions/ssf``
+4. :func:`pipelines.predict.predict_to_parquet` writes ``predictions/ebf``, ``predictions/ssf``
    (mean, std, 5/50/95% quantiles; with the model hash in the Parquet metadata);
-5. :func:`pipelines.score.evaluate` scores both on the test set (RMSE, NLPD, CRPS, the
+5. :func:`pipelines.report.evaluate.evaluate` scores both on the test set (RMSE, NLPD, CRPS, the
    calibration table of the exact mixture intervals, PIT histogram, reliability, interval
    width against error), each model before and after its recalibration (``ebf train
    --calibrate recent``: the models are fit on the first 90% of the training flights and
    learn the map of their PIT on the last 10%), in one pass;
 6. ``calibration.png`` (observed against nominal coverage of the central intervals, both
    models before and after), ``reliability.png``, ``pit.png``, ``width_error.png``
-   (:mod:`pipelines.figures`; matplotlib's Agg canvas, no display needed), ``report.html``
+   (:mod:`pipelines.report.figures`; matplotlib's Agg canvas, no display needed), ``report.html``
    (self-contained: tables and figures) and ``results.json``.
 
 An existing output directory is reused only if an earlier demo made it (it holds
@@ -58,14 +58,14 @@ import numpy as np
 from basics.atomic import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
-from pipelines.diagnostics import before_after
-from pipelines.evaluate import format_calibration
 from pipelines.io import write_parquet_atomic
-from pipelines.report import (
+from pipelines.report.diagnostics import before_after
+from pipelines.report.html import (
     plot_calibration,  # noqa: F401  (re-exported: pipelines.demo API)
     write_figures,
     write_html_report,
 )
+from pipelines.report.metrics import format_calibration
 
 __all__ = [
     "DEMO_MARKER",
@@ -121,7 +121,7 @@ class DemoResult:
     out_dir : str
     data : DemoData
     results : dict of str to dict
-        ``"EBF"`` and ``"SSF"`` to :func:`pipelines.score.evaluate`'s result plus
+        ``"EBF"`` and ``"SSF"`` to :func:`pipelines.report.evaluate.evaluate`'s result plus
         ``fit_seconds``, ``predict_seconds``, ``model_dir``, ``predictions``,
         ``n_branches`` and ``n_estimators``.
     plot : str
@@ -250,8 +250,8 @@ def _warm_up(branch: str) -> bool:
     """Compile the kernels of a fit, a recalibration, a prediction and an evaluation on this
     worker (a tiny local fit)."""
     from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
-    from pipelines.diagnostics import EvaluationJob
-    from pipelines.evaluate import DEFAULT_LEVELS
+    from pipelines.report.diagnostics import EvaluationJob
+    from pipelines.report.metrics import DEFAULT_LEVELS
 
     rng = np.random.default_rng(0)
     X = rng.random((400, 3))
@@ -351,7 +351,9 @@ def run_demo(
     >>> print(format_comparison(result))  # doctest: +SKIP
     """
     from ebf.artifact import save
-    from pipelines.score import evaluate, predict_to_parquet
+    from pipelines.options import TrainOptions
+    from pipelines.predict import predict_to_parquet
+    from pipelines.report.evaluate import evaluate
     from pipelines.train import train
 
     _check_extras()
@@ -376,11 +378,12 @@ def run_demo(
     timings["warm_up"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    trained = train(data.train, data.target, data.features, task="regression", branch=branch,
-                    n_estimators=n_estimators, trunk_leaves=trunk_leaves, baseline=True,
-                    compact=True,  # the demo only predicts: predict-only models, same numbers
-                    calibrate=calibrate, random_state=random_state, client=client,
-                    progress=_demo_progress(progress, "EBF"))
+    options = TrainOptions(task="regression", branch=branch, n_estimators=n_estimators,
+                           trunk_leaves=trunk_leaves, calibrate=calibrate,
+                           random_state=random_state,
+                           compact=True)  # the demo only predicts: predict-only, same numbers
+    trained = train(data.train, data.target, options, features=data.features, baseline=True,
+                    client=client, progress=_demo_progress(progress, "EBF"))
     model_dirs = {name: out / "models" / name for name in _MODELS}
     save(trained.model, model_dirs["ebf"], overwrite=True, metadata=trained.metadata())
     save(trained.baseline, model_dirs["ssf"], overwrite=True,
@@ -427,7 +430,7 @@ def _title(result: DemoResult) -> str:
 
 
 def _write_json(path: Path, result: DemoResult) -> None:
-    from pipelines.evaluate import result_to_json
+    from pipelines.report.metrics import result_to_json
 
     payload = {
         "data": vars(result.data),

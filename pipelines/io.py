@@ -297,3 +297,26 @@ def read_dataset(
             logger.debug("making the categories of %r known (one pass over the column)", name)
             ddf[name] = ddf[name].cat.as_known()
     return ddf
+
+
+#: A dataset a job reads: a Parquet file, directory, glob or URL, a list of them, or a Dask
+#: DataFrame.
+Source = str | os.PathLike[str] | Sequence[str] | dd.DataFrame
+
+
+def read_columns(data: Source, columns: list[str],
+                 storage_options: Mapping[str, Any] | None = None) -> dd.DataFrame:
+    """``columns`` of ``data``: projected from a Dask DataFrame, or read with projection
+    (:func:`read_dataset`)."""
+    if isinstance(data, dd.DataFrame):
+        return data[columns]
+    return read_dataset(data, columns, storage_options=storage_options)
+
+
+def describe_source(data: Source) -> str:
+    """``data`` for messages and metadata: its path(s), or ``"<dask DataFrame>"``."""
+    if isinstance(data, dd.DataFrame):
+        return "<dask DataFrame>"
+    if isinstance(data, (list, tuple)):
+        return ", ".join(os.fspath(p) for p in data)
+    return os.fspath(data)

@@ -1,17 +1,11 @@
-"""Model size: default trees per branch learner, and a memory budget turned into parameters.
+"""Model size: a memory budget turned into trees per branch or a leaf size.
 
 A saved model grows with (training rows) x (trees per branch) x (bytes per row per tree).
-The bytes per row per tree of each branch learner are estimated here from its layout:
-
-* Mondrian forests hold about ``4 / min_samples_split`` nodes per training row (measured:
-  0.40 at the default 10, 0.20 at 20, 0.10 at 40, for 5 to 20 features). A full tree stores
-  ``80 + 16 D`` bytes per node plus 8 per row (its point lists), and the forest keeps its
-  data buffer, ``8 (D + 2)`` bytes per row, shared by its trees; a compact tree
-  (:meth:`mondrian.MondrianForestRegressor.compact`) stores about ``26 + 4 D`` per node.
-* Bayesian / random CART forests with the default leaves of 5 rows: about 21 bytes per row
-  per tree, whatever the number of features (0.32 nodes per row of 64 bytes), and in
-  inverse proportion to ``min_samples_leaf`` (measured with the histogram trees at 1M rows:
-  0.32, 0.077 and 0.015 nodes per row at leaves of 5, 20 and 100 rows).
+The bytes per row per tree of each branch learner are its record's ``model_bytes``
+(:data:`ebf.learners.LEARNERS`; None for the learners whose model grows with its particles
+or kept draws instead of its rows): Mondrian forests hold about ``4 / min_samples_split``
+nodes per training row, CART forests about 21 bytes per row per tree at leaves of 5 rows,
+in inverse proportion to ``min_samples_leaf``.
 
 :func:`plan_model_size` picks the trees per branch, or the leaf size (``min_samples_split``
 of Mondrian branches, ``min_samples_leaf`` of CART branches), so that the estimate fits a
@@ -23,17 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MODEL_MEMORY", "DEFAULT_TREES", "SizePlan", "bytes_per_row_per_tree",
-           "default_model_memory", "default_trees", "plan_model_size"]
+from ebf.learners import LEARNERS, get_learner, mondrian_model_terms
 
-#: Trees per branch when none are asked for. The Mondrian papers use 10 trees
-#: (Lakshminarayanan, Roy & Teh 2016, Sec. 7); a Bayesian forest needs many more bootstrap
-#: draws for its posterior (Taddy et al. 2015 use 100). SMC: particles per island (thesis
-#: Sec. 3.4); BART: trees, Chipman et al. (2010) find 50 close to 200 at a quarter the cost.
-DEFAULT_TREES = {"mondrian": 10, "bayesian": 100, "random": 100, "smc": 100, "bart": 50}
-#: Learners whose saved model grows with the training rows, which ``--model-memory`` sizes
-#: (an SMC or BART model grows with its particles or kept draws instead).
-SIZED_BY_ROWS = ("mondrian", "bayesian", "random")
+__all__ = ["DEFAULT_MODEL_MEMORY", "SizePlan", "bytes_per_row_per_tree", "check_sized_by_rows",
+           "default_model_memory", "plan_model_size", "sized_by_rows"]
+
 #: The model budget of ``ebf train`` / ``ebf retrain`` when none is given, for the learners
 #: sized by rows: the default 100 Bayesian trees with leaves of 5 rows take about 2 GB per
 #: million rows, which the driver gathers, so without a budget 10M rows would not fit in
@@ -42,14 +30,22 @@ DEFAULT_MODEL_MEMORY = "2GB"
 #: ``min_samples_split`` of Mondrian branches by default (the EBF's ``min_samples_leaf`` 5,
 #: doubled) and per paper (Sec. 5: 10).
 DEFAULT_MIN_SAMPLES_SPLIT = 10
-CART_BYTES_PER_ROW_PER_TREE = 21.0
 #: ``min_samples_leaf`` of CART branches by default (the estimators' default).
 DEFAULT_MIN_SAMPLES_LEAF = 5
 
 
-def default_trees(branch: str) -> int:
-    """Trees per branch for ``branch`` when none are given."""
-    return DEFAULT_TREES[branch]
+def sized_by_rows() -> list[str]:
+    """The learners whose saved model grows with the training rows (``--model-memory``)."""
+    return [name for name, learner in LEARNERS.items() if learner.model_bytes is not None]
+
+
+def check_sized_by_rows(branch: str) -> None:
+    """Raise ``ValueError`` if a ``model_memory`` budget cannot size ``branch`` models."""
+    if branch not in sized_by_rows():
+        raise ValueError(
+            f"--model-memory (model_memory) sizes models that grow with the rows "
+            f"({', '.join(sized_by_rows())}); a {branch} model grows with its particles or "
+            "kept draws instead: drop --model-memory and set --n-estimators")
 
 
 def default_model_memory(branch: str, given: int | str | None) -> int | str | None:
@@ -61,27 +57,21 @@ def default_model_memory(branch: str, given: int | str | None) -> int | str | No
     >>> default_model_memory("bayesian", None), default_model_memory("smc", None)
     ('2GB', None)
     """
-    if given is not None or branch not in SIZED_BY_ROWS:
+    if given is not None or branch not in sized_by_rows():
         return given
     return DEFAULT_MODEL_MEMORY
-
-
-def _mondrian_terms(n_features: int, compact: bool, n_trees: int) -> tuple[float, float]:
-    """``(bytes per node, bytes per row outside the nodes)`` of a Mondrian tree."""
-    if compact:
-        return 26.0 + 4.0 * n_features, 0.0
-    return 80.0 + 16.0 * n_features, 8.0 + 8.0 * (n_features + 2) / max(n_trees, 1)
 
 
 def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = False,
                            min_samples_split: int = DEFAULT_MIN_SAMPLES_SPLIT,
                            n_trees: int = 10,
                            min_samples_leaf: int = DEFAULT_MIN_SAMPLES_LEAF) -> float:
-    """Estimated model bytes per training row per tree.
+    """Estimated model bytes per training row per tree (the learner's ``model_bytes``).
 
     Parameters
     ----------
-    branch : {"mondrian", "bayesian", "random"}
+    branch : str
+        A learner of :func:`sized_by_rows`.
     n_features : int
     compact : bool, default=False
         Mondrian: the compact, predict-only form.
@@ -101,11 +91,9 @@ def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = Fals
     >>> round(bytes_per_row_per_tree("mondrian", 10, compact=True))
     26
     """
-    if branch != "mondrian":
-        return CART_BYTES_PER_ROW_PER_TREE * DEFAULT_MIN_SAMPLES_LEAF / max(min_samples_leaf, 1)
-    per_node, per_row = _mondrian_terms(n_features, compact, n_trees)
-    nodes_per_row = min(2.0, 4.0 / max(min_samples_split, 2))
-    return nodes_per_row * per_node + per_row
+    return get_learner(branch).model_bytes(
+        n_features, compact=compact, min_samples_split=min_samples_split, n_trees=n_trees,
+        min_samples_leaf=min_samples_leaf)
 
 
 @dataclass(frozen=True)
@@ -143,20 +131,16 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     >>> plan_model_size(2 * 10**9, 10**7, 10, "bayesian").min_samples_leaf
     53
     """
-    if branch not in SIZED_BY_ROWS:
-        raise ValueError(
-            f"--model-memory sizes models that grow with the rows ({', '.join(SIZED_BY_ROWS)}); "
-            f"a {branch} model grows with its {'particles' if branch == 'smc' else 'kept draws'} "
-            "instead: drop --model-memory and set --n-estimators")
+    check_sized_by_rows(branch)
     mondrian = branch == "mondrian"
     mss = DEFAULT_MIN_SAMPLES_SPLIT if mondrian else None
     trees = n_estimators
     if trees is None and not mondrian:  # a Bayesian forest's posterior needs its draws
-        trees = default_trees(branch)
+        trees = get_learner(branch).default_trees
     if trees is None:
         per_row = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=1)
         fit = int(budget // (n_rows * per_row))
-        trees = max(1, min(default_trees(branch), fit))
+        trees = max(1, min(get_learner(branch).default_trees, fit))
         for t in range(trees, 0, -1):  # the shared buffer of full Mondrian trees counts too
             if n_rows * t * bytes_per_row_per_tree(branch, n_features, compact=compact,
                                                    n_trees=t) <= budget:
@@ -176,7 +160,7 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                     "budget or use fewer trees")
             per = bytes_per_row_per_tree(branch, n_features, min_samples_leaf=leaf)
         else:
-            per_node, per_row = _mondrian_terms(n_features, compact, trees)
+            per_node, per_row = mondrian_model_terms(n_features, compact, trees)
             room = budget / (n_rows * trees) - per_row
             if room <= 0:
                 raise ValueError(

@@ -11,7 +11,8 @@
 4. **fit** the Dask estimator (:mod:`ebf.dask`): summary and encoding passes, bin edges, the
    trunk level by level, rows moved to their branch, one task per branch; optionally also the
    sub-sample forest baseline (SSF) with as many sub-samples as the EBF has branches, so both
-   fit the same number of equally sized tasks;
+   fit the same number of equally sized tasks; how, is a :class:`pipelines.options.TrainOptions`
+   (learner, trees, trunk size, budgets, recalibration, seed), checked before any work;
 5. return the single-process models (``to_local()``), the timings and the training metadata
    that :func:`ebf.artifact.save` stores in the manifest (the CLI saves atomically).
 
@@ -23,7 +24,6 @@ prefixed ``"baseline "``).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,30 +37,23 @@ import pandas as pd
 from basics.pit import MIN_ROWS
 from basics.versions import library_version
 from cluster import current_client
-from ebf.calibration import (
-    CALIBRATION_METHODS,
-    DEFAULT_FRACTION,
-    check_fraction,
-    min_training_rows,
-)
+from ebf.calibration import min_training_rows
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
 from pipelines.footers import Footers, read_footers
-from pipelines.io import read_dataset
+from pipelines.io import Source, describe_source, read_columns
+from pipelines.options import TrainOptions
 from pipelines.schema import ColumnInfo, check_schema
+from pipelines.sizing import SizePlan, plan_model_size
 
 __all__ = [
     "MAX_AUTO_CLASSES",
-    "TASKS",
     "TrainResult",
     "infer_task",
     "train",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: ``task`` values of :func:`train`.
-TASKS: tuple[str, ...] = ("auto", "regression", "classification")
 
 #: ``task="auto"``: an integer target with at most this many distinct values is a class label.
 MAX_AUTO_CLASSES = 20
@@ -94,8 +87,8 @@ class TrainResult:
     baseline_timings : dict of str to float
         Seconds per phase of the baseline's fit (empty without a baseline).
     params : dict
-        The parameters :func:`train` was called with (branch, trees, trunk limits, seed,
-        Mondrian ``branch_params``, ``compact``).
+        The estimator's parameters from the :class:`~pipelines.options.TrainOptions` (branch,
+        trees, trunk limits, seed, ``branch_params``, ``compact``).
     size_plan : pipelines.sizing.SizePlan or None
         What ``model_memory`` chose (trees per branch, leaf size, the estimate).
     calibration : dict
@@ -140,7 +133,7 @@ class TrainResult:
             JSON-ready: ``data``, ``rows``, ``n_partitions``, ``features``, ``target``,
             ``task``, ``model`` (``"ebf"`` / ``"ssf"``), ``params``, ``timings``,
             ``calibration``, ``ebf_version``, ``trained_utc``.
-            :func:`pipelines.score.evaluate` reads the target from it.
+            :func:`pipelines.report.evaluate.evaluate` reads the target from it.
 
         Examples
         --------
@@ -275,24 +268,124 @@ def _check_rows(footers: Footers, calibrate: str, fraction: float) -> None:
     footers.check_rows(need, why)
 
 
+@dataclass
+class _Inputs:
+    """The checked input of a fit: its rows (projected), columns and where they came from."""
+
+    ddf: dd.DataFrame
+    features: list[str]
+    target: str
+    target_info: ColumnInfo
+    footers: Footers | None
+    where: str
+
+
+def _read_inputs(data: Source, target: str, features: Sequence[str] | None,
+                 storage_options: Mapping[str, Any] | None) -> _Inputs:
+    """Schema check (footers only, before any row is read), then the projected read."""
+    footers = None if isinstance(data, dd.DataFrame) else read_footers(data, storage_options)
+    chosen, target_info = check_schema(data, target, features, storage_options=storage_options,
+                                       footers=footers)
+    ddf = read_columns(data, [*chosen, target], storage_options)
+    return _Inputs(ddf, list(chosen), target, target_info, footers, describe_source(data))
+
+
+def _resolve(options: TrainOptions, inputs: _Inputs,
+             client: distributed.Client) -> TrainOptions:
+    """``task="auto"`` and ``calibrate="auto"`` decided; a recalibrated classifier refused."""
+    task = options.task
+    if task == "auto":
+        task = infer_task(inputs.target_info, inputs.ddf[inputs.target], client=client)
+    calibrate = options.calibrate
+    if calibrate == "auto":
+        calibrate = "recent" if task == "regression" else "none"
+    if calibrate != "none" and task != "regression":
+        raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
+                         f"{inputs.target!r} has no PIT. Use calibrate='none'.")
+    return options.replace(task=task, calibrate=calibrate)
+
+
+def _hold_out(ddf: dd.DataFrame, options: TrainOptions,
+              client: distributed.Client) -> tuple[dd.DataFrame, dd.DataFrame | None]:
+    """The rows to fit on and those held out for recalibration (None without it)."""
+    if options.calibrate == "none":
+        return ddf, None
+    fit, cal, _ = calibration_rows(ddf, options.calibrate, options.calibration_fraction,
+                                   options.random_state, client)
+    return fit, cal
+
+
+def _plan_size(options: TrainOptions, ddf: dd.DataFrame, n_features: int) -> SizePlan | None:
+    """What ``model_memory`` chooses (None without a budget or with ``min_samples_split``)."""
+    if options.model_memory is None or options.min_samples_split is not None:
+        return None
+    from dask.utils import parse_bytes
+
+    plan = plan_model_size(parse_bytes(options.model_memory), int(ddf.shape[0].compute()),
+                           n_features, options.branch, n_estimators=options.n_estimators,
+                           compact=options.compact)
+    logger.info("%s", plan.message)
+    return plan
+
+
+def _estimator_params(options: TrainOptions, plan: SizePlan | None) -> dict[str, Any]:
+    """The Dask estimator's parameters (also the ``params`` of the training metadata)."""
+    params = {
+        "branch": options.branch,
+        "n_estimators": options.trees() if plan is None else plan.n_estimators,
+        "trunk_max_leaves": options.trunk_leaves,
+        "trunk_min_leaf_rows": options.min_leaf_rows,
+        "branch_memory": options.branch_memory,
+        "random_state": options.random_state,
+        "predict_only": options.compact,  # branches compacted on the workers, as soon as fit
+    }
+    branch_params = options.branch_params(None if plan is None else plan.min_samples_split)
+    if branch_params is not None:
+        params["branch_params"] = branch_params
+    if plan is not None and plan.min_samples_leaf is not None:
+        params["min_samples_leaf"] = plan.min_samples_leaf
+    return params
+
+
+def _fit_baseline(ssf_class: type, params: dict[str, Any], n_subsamples: int,
+                  ddf: dd.DataFrame, inputs: _Inputs, client: distributed.Client,
+                  progress: PhaseReport | None) -> tuple[Any, dict[str, float]]:
+    """The sub-sample forest with the EBF's learner and trees, one sub-sample per branch."""
+    keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only")
+    ssf = ssf_class(**{k: params[k] for k in keep}, n_subsamples=n_subsamples,
+                    branch_params=params.get("branch_params"),
+                    min_samples_leaf=params.get("min_samples_leaf", 5), client=client)
+    ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "))
+    logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf.fit_timings_["fit"])
+    return ssf.to_local(), dict(ssf.fit_timings_)
+
+
+def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _Inputs,
+                 options: TrainOptions, client: distributed.Client) -> dict[str, Any]:
+    """Learn the PIT map of every model on the held-out rows (if any)."""
+    calibration: dict[str, Any] = {"method": options.calibrate}
+    if cal_ddf is None:
+        return calibration
+    t_cal = time.perf_counter()
+    cal_ddf = cal_ddf[cal_ddf[inputs.target].notnull()]
+    for name, m in models.items():
+        if m is not None:
+            recalibrate(m, cal_ddf[inputs.features], cal_ddf[inputs.target], client=client)
+            calibration[name] = {"knots": m.recalibration_.n_knots,
+                                 "max_deviation": round(m.recalibration_.max_deviation(), 6)}
+    calibration.update(fraction=float(options.calibration_fraction),
+                       seconds=round(time.perf_counter() - t_cal, 6))
+    logger.info("recalibrated: %s", calibration)
+    return calibration
+
+
 def train(
-    data: str | os.PathLike[str] | Sequence[str] | dd.DataFrame,
+    data: Source,
     target: str,
-    features: Sequence[str] | None = None,
+    options: TrainOptions | None = None,
     *,
-    task: str = "auto",
-    branch: str = "bayesian",
-    n_estimators: int | None = None,
-    trunk_leaves: int | None = None,
-    min_leaf_rows: int | None = None,
-    branch_memory: int | str | None = None,
-    min_samples_split: int | None = None,
-    model_memory: int | str | None = None,
-    compact: bool = False,
+    features: Sequence[str] | None = None,
     baseline: bool = False,
-    calibrate: str = "none",
-    calibration_fraction: float = DEFAULT_FRACTION,
-    random_state: int | None = 0,
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -306,50 +399,14 @@ def train(
         DataFrame.
     target : str
         Target column.
+    options : TrainOptions, optional
+        How to fit (learner, trees, trunk size, budgets, recalibration, seed), checked when
+        built; ``TrainOptions()`` by default.
     features : sequence of str, optional
         Feature columns; ``None`` uses every column but the target.
-    task : {"auto", "regression", "classification"}, default="auto"
-        ``"auto"`` follows :func:`infer_task`: float targets are regression; bool, string
-        and category targets classification; integer targets classification if they have
-        at most :data:`MAX_AUTO_CLASSES` distinct values, else regression.
-    branch : {"bayesian", "random", "mondrian", "smc", "bart"}, default="bayesian"
-        Branch learner (Bayesian-bootstrap CART, random forest, Mondrian forest, Bayesian
-        trees by SMC, BART by particle Gibbs; see :mod:`ebf.branches`).
-    n_estimators : int, optional
-        Trees per branch (and per sub-sample of the baseline); by default
-        :data:`pipelines.sizing.DEFAULT_TREES` of the learner: 10 Mondrian trees (as in the
-        Mondrian papers), 100 Bayesian or random ones (fewer if ``model_memory`` says so).
-    trunk_leaves : int, optional
-        Maximum trunk leaves (branches); ``trunk_max_leaves`` of the estimator.
-    min_leaf_rows : int, optional
-        Minimum rows per trunk leaf; ``trunk_min_leaf_rows``. With neither limit the
-        trunk has up to 5 leaves (the paper's default).
-    branch_memory : int or str, optional
-        Memory budget per branch task (``"2GB"``): the trunk grows until every branch fits.
-    min_samples_split : int, optional
-        Mondrian branches: leaf size (a block with fewer rows is not split); default 10.
-    model_memory : int or str, optional
-        Budget for the whole model (``"2GB"``): the rows are counted and
-        :func:`pipelines.sizing.plan_model_size` picks the trees per branch (if not given) or
-        the leaf size (Mondrian ``min_samples_split``, CART ``min_samples_leaf``); the choice
-        is logged and kept in ``TrainResult.size_plan``.
-    compact : bool, default=False
-        Fit predict-only models (``predict_only=True``: every branch compacted on its worker
-        as soon as it is fit, :meth:`ebf.ensemble._BranchedEnsemble.compact`):
-        Mondrian branches without their online state, several times smaller.
     baseline : bool, default=False
-        Also fit the sub-sample forest (same branch learner and ``n_estimators``, as many
-        sub-samples as the EBF has branches).
-    calibrate : {"none", "recent", "holdout", "auto"}, default="none"
-        Recalibrate the predictive distributions of regressors (:mod:`ebf.calibration`):
-        the models are fit on the other rows and learn their PIT maps on the last
-        ``calibration_fraction`` of the rows in dataset order (``"recent"``, for data in
-        time order that drifts) or on a position-hashed random fraction (``"holdout"``),
-        on the workers (:mod:`ebf.dask.calibration`). ``"auto"`` is ``"recent"`` for
-        regression and ``"none"`` for classification (which has no PIT).
-    calibration_fraction : float in (0, 1), default=0.1
-    random_state : int or None, default=0
-        Seed; the same seed gives the same model on any cluster.
+        Also fit the sub-sample forest (same branch learner and trees, as many sub-samples
+        as the EBF has branches).
     client : distributed.Client, optional
         The current client by default; no cluster is started here.
     progress : callable ``progress(phase, done, total)``, optional
@@ -366,137 +423,50 @@ def train(
     pipelines.schema.SchemaError
         Before any row is read, if columns are missing or unusable.
     ValueError
-        On an invalid ``task`` or ``branch``; before any row is read, a file that is not
-        Parquet, nulls in a numeric feature or too few rows for the fit and the calibration
-        (:func:`ebf.calibration.min_training_rows`; from the footers); or from the
-        estimator's own checks (NaN in features, targets out of range...) in its first pass.
+        Before any row is read (from the footers), a file that is not Parquet, nulls in a
+        numeric feature or too few rows (:func:`ebf.calibration.min_training_rows`); or
+        from the estimator's checks (NaN in features...) in its first pass.
     ebf.dask.BranchMemoryError
         If a branch cannot be made to fit ``branch_memory``.
 
     Examples
     --------
-    >>> from cluster import connect
     >>> from ebf.artifact import save
-    >>> client = connect()  # doctest: +SKIP
-    >>> res = train("data/friedman", "y", branch="mondrian", trunk_leaves=32,
-    ...             n_estimators=20)  # doctest: +SKIP
+    >>> res = train("data/friedman", "y", TrainOptions(branch="mondrian", trunk_leaves=32,
+    ...             n_estimators=20))  # doctest: +SKIP
     >>> save(res.model, "models/friedman", metadata=res.metadata())  # doctest: +SKIP
     """
-    from ebf.branches import BRANCH_LEARNERS
-    from pipelines.sizing import default_trees, plan_model_size
-
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    if calibrate not in (*CALIBRATION_METHODS, "auto"):
-        raise ValueError(f"calibrate must be one of {(*CALIBRATION_METHODS, 'auto')}, got "
-                         f"{calibrate!r}")
-    if calibrate != "none":
-        check_fraction(calibration_fraction)  # a bad fraction fails before any work
-    if branch not in BRANCH_LEARNERS:
-        raise ValueError(f"branch must be one of {sorted(BRANCH_LEARNERS)}, got {branch!r}")
+    options = TrainOptions() if options is None else options
     client = current_client(client)
     t0 = time.perf_counter()
-    footers = None if isinstance(data, dd.DataFrame) else read_footers(data, storage_options)
-    chosen, target_info = check_schema(data, target, features, storage_options=storage_options,
-                                       footers=footers)
-    columns = [*chosen, target]
-    if isinstance(data, dd.DataFrame):
-        ddf, where = data[columns], "<dask DataFrame>"
-    else:
-        ddf = read_dataset(data, columns, storage_options=storage_options)
-        where = (", ".join(os.fspath(p) for p in data) if isinstance(data, (list, tuple))
-                 else os.fspath(data))
-    if task == "auto":
-        task = infer_task(target_info, ddf[target], client=client)
-    if calibrate == "auto":
-        calibrate = "recent" if task == "regression" else "none"
-    if calibrate != "none" and task != "regression":
-        raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
-                         f"{target!r} has no PIT. Use calibrate='none'.")
-    if footers is not None:  # before any pass over the rows
-        _check_rows(footers, calibrate, calibration_fraction)
-    cal_ddf = None
-    if calibrate != "none":
-        ddf, cal_ddf, _ = calibration_rows(ddf, calibrate, calibration_fraction, random_state,
-                                           client)
-    size_plan = None
-    if model_memory is not None and min_samples_split is None:
-        from dask.utils import parse_bytes
-
-        n_rows = int(ddf.shape[0].compute())
-        size_plan = plan_model_size(parse_bytes(model_memory), n_rows, len(chosen), branch,
-                                    n_estimators=n_estimators, compact=compact)
-        n_estimators, min_samples_split = size_plan.n_estimators, size_plan.min_samples_split
-        logger.info("%s", size_plan.message)
-    if n_estimators is None:
-        n_estimators = default_trees(branch)
+    inputs = _read_inputs(data, target, features, storage_options)
+    options = _resolve(options, inputs, client)
+    if inputs.footers is not None:  # before any pass over the rows
+        _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)
+    ddf, cal_ddf = _hold_out(inputs.ddf, options, client)
+    size_plan = _plan_size(options, ddf, len(inputs.features))
     schema_seconds = time.perf_counter() - t0
 
-    ebf_class, ssf_class = _estimator_classes(task)
-    params = {
-        "branch": branch,
-        "n_estimators": n_estimators,
-        "trunk_max_leaves": trunk_leaves,
-        "trunk_min_leaf_rows": min_leaf_rows,
-        "branch_memory": branch_memory,
-        "random_state": random_state,
-        "predict_only": bool(compact),  # branches compacted on the workers, as soon as fit
-    }
-    if min_samples_split is not None and branch == "mondrian":
-        params["branch_params"] = {"min_samples_split": int(min_samples_split)}
-    if size_plan is not None and size_plan.min_samples_leaf is not None:
-        params["min_samples_leaf"] = size_plan.min_samples_leaf
-    logger.info("training %s (%s) on %s: %d features, target %r", ebf_class.__name__, task,
-                where, len(chosen), target)
+    ebf_class, ssf_class = _estimator_classes(options.task)
+    params = _estimator_params(options, size_plan)
+    logger.info("training %s (%s) on %s: %d features, target %r", ebf_class.__name__,
+                options.task, inputs.where, len(inputs.features), target)
     estimator = ebf_class(**params, client=client)
-    estimator.fit(ddf[chosen], ddf[target], progress=progress)
+    estimator.fit(ddf[inputs.features], ddf[target], progress=progress)
     model = estimator.to_local()
     timings = {"schema": schema_seconds, **estimator.fit_timings_}
     logger.info("EBF fit: %d branches in %.2fs", len(model.branches_), timings["fit"])
-
     ssf_model, ssf_timings = None, {}
     if baseline:
-        ssf = ssf_class(
-            n_estimators=n_estimators,
-            n_subsamples=int(model.trunk_.n_leaves_),
-            branch=branch,
-            branch_memory=branch_memory,
-            branch_params=params.get("branch_params"),
-            min_samples_leaf=params.get("min_samples_leaf", 5),
-            random_state=random_state,
-            predict_only=bool(compact),
-            client=client,
-        )
-        ssf.fit(ddf[chosen], ddf[target], progress=_prefixed(progress, "baseline "))
-        ssf_model, ssf_timings = ssf.to_local(), dict(ssf.fit_timings_)
-        logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf_timings["fit"])
-
-    calibration: dict[str, Any] = {"method": calibrate}
-    if cal_ddf is not None:
-        t_cal = time.perf_counter()
-        cal_ddf = cal_ddf[cal_ddf[target].notnull()]
-        for name, m in (("ebf", model), ("ssf", ssf_model)):
-            if m is not None:
-                recalibrate(m, cal_ddf[chosen], cal_ddf[target], client=client)
-                calibration[name] = {"knots": m.recalibration_.n_knots,
-                                     "max_deviation": round(m.recalibration_.max_deviation(), 6)}
-        calibration.update(fraction=float(calibration_fraction),
-                           seconds=round(time.perf_counter() - t_cal, 6))
-        logger.info("recalibrated: %s", calibration)
-
+        ssf_model, ssf_timings = _fit_baseline(ssf_class, params, int(model.trunk_.n_leaves_),
+                                               ddf, inputs, client, progress)
     return TrainResult(
-        model=model,
-        baseline=ssf_model,
-        task=task,
-        target=target,
-        features=list(chosen),
-        rows=_rows(model),
-        n_partitions=int(estimator.n_partitions_),
-        data=where,
-        timings=timings,
-        baseline_timings=ssf_timings,
-        params={**params, "compact": bool(compact)},
+        model=model, baseline=ssf_model, task=options.task, target=target,
+        features=inputs.features, rows=_rows(model),
+        n_partitions=int(estimator.n_partitions_), data=inputs.where, timings=timings,
+        baseline_timings=ssf_timings, params={**params, "compact": options.compact},
         size_plan=size_plan,
-        calibration=calibration,
+        calibration=_recalibrate({"ebf": model, "ssf": ssf_model}, cal_ddf, inputs, options,
+                                 client),
         trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )

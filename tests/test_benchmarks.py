@@ -21,3 +21,15 @@ def test_benchmark_imports_and_parses_its_options(name):
     module = importlib.import_module(f"benchmarks.{name}")
     cfg = module.parse_args([])
     assert cfg is not None
+
+
+def test_paper_models_are_the_papers_line_up():
+    from benchmarks.forest_models import PAPER_MODELS, paper_model
+
+    for task in ("regression", "classification"):
+        for name in PAPER_MODELS:
+            assert paper_model(name, 3, 0, task=task).get_params()["random_state"] == 0
+    with pytest.raises(ValueError, match="unknown model 'GBM'; the paper's models are"):
+        paper_model("GBM", 3, 0)
+    with pytest.raises(ValueError, match="task must be"):
+        paper_model("BF", 3, 0, task="ranking")

@@ -28,7 +28,7 @@ from ebf import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
-from ebf.update import ONLINE_LEARNERS
+from ebf.learners import online_learners
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 #: Every estimator, small enough for scikit-learn's checks.
@@ -89,7 +89,7 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
         out["check_sample_weight_equivalence_on_dense_data"] = (
             "bootstrap forests: sample_weight is not equivalent to repeating samples (one "
             "random weight per row), as for scikit-learn's RandomForest*.")
-    if hasattr(estimator, "partial_fit") and branch not in (None, *ONLINE_LEARNERS):
+    if hasattr(estimator, "partial_fit") and branch not in (None, *online_learners()):
         out["check_fit_score_takes_y"] = (
             "batch branches keep no rows: partial_fit on a fitted EBF with branch="
             f"{branch!r} needs previous=(X_old, y_old) and otherwise raises the documented "

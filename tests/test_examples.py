@@ -121,7 +121,7 @@ def test_retraining_runs(tmp_path):
     assert sorted(p.name for p in (work_dir / "flights").iterdir()) == [
         f"date={d}" for d in days]
 
-    from pipelines.registry import Registry
+    from pipelines.registry.store import Registry
 
     registry = Registry(work_dir / "registry")
     assert registry.versions() == [1, 2, 3]

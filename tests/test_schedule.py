@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from pipelines.io import read_dataset
-from pipelines.registry import Registry
-from pipelines.retrain import EXIT_KEPT
+from pipelines.registry.retrain import EXIT_KEPT
+from pipelines.registry.store import Registry
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -48,7 +48,8 @@ def save(
     ``path`` never holds a half-written model. Format 2 (the default) stores the model's
     head (parameters, encoder, trunk: everything but the branches) in ``head.pack`` and each
     branch of an EBF (each sub-sample forest of an SSF) in its own ``shards/<n>.pack``
-    (:mod:`ebf.pack`), so one branch can be loaded alone (:func:`ebf.reader.open_model`);
+    (:mod:`ebf.artifact.packs`), so one branch can be loaded alone
+    (:func:`ebf.artifact.open_model`);
     format 1 writes one ``.npy`` file per array, for readers older than format 2.
 
     Parameters

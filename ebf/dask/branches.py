@@ -24,10 +24,8 @@ import numpy as np
 import pandas as pd
 from distributed import Client, Future
 
-from basics.threads import n_threads
-
-from ..bayestrees import SMCTreeRegressor
 from ..branches import BranchSpec, fit_branch
+from ..learners import get_learner
 from .client import Report, gather
 from .shuffle import ROW, TARGET, WEIGHT, feature_columns
 
@@ -41,18 +39,6 @@ BRANCH_RETRIES = 2
 #: matrix plus per-tree bootstrap weights and sample indices), rounded up.
 BRANCH_DATA_COPIES = 4
 
-#: Bytes per tree node while a forest is built and kept (scikit-learn's node struct and
-#: value, and the flat arrays it is copied into); Mondrian nodes add a bounding box of
-#: ``2 * n_features`` float64 values.
-NODE_BYTES = 160
-
-
-#: Working bytes per row and tree of the Bayesian-tree learners (peak RSS of fits on 20k and
-#: 80k rows, rounded up): an SMC particle holds a row permutation and its node arrays
-#: (~10-12 bytes per row), a BART tree its row partition (~5); their trees are not bounded by
-#: ``min_samples_leaf``, so the per-node estimate does not apply.
-TREE_ROW_BYTES = {"smc": 12.0, "bart": 8.0}
-
 
 class BranchMemoryError(ValueError):
     """A branch does not fit the ``branch_memory`` budget and the trunk cannot split it."""
@@ -62,10 +48,8 @@ def branch_bytes_per_row(n_features: int, has_weight: bool, spec: BranchSpec) ->
     """Estimated working memory of a branch per row, in bytes (paper Sec. 4.2).
 
     ``BRANCH_DATA_COPIES`` copies of the row (``8 * n_features`` feature bytes, 8 for the
-    target, 8 for the row id, 8 for a weight) plus the trees: a tree whose leaves hold at
-    least ``min_samples_leaf`` rows has at most ``2 * rows / min_samples_leaf`` nodes, of
-    ``NODE_BYTES`` each (plus the bounding box for Mondrian trees), times ``n_estimators``;
-    SMC particles and BART trees cost ``TREE_ROW_BYTES`` per row each.
+    target, 8 for the row id, 8 for a weight) plus ``n_estimators`` trees of the learner's
+    ``working_bytes`` per row each (:data:`ebf.learners.LEARNERS`).
 
     Parameters
     ----------
@@ -88,28 +72,20 @@ def branch_bytes_per_row(n_features: int, has_weight: bool, spec: BranchSpec) ->
     800.0
     """
     row = 8.0 * n_features + 16.0 + (8.0 if has_weight else 0.0)
-    return BRANCH_DATA_COPIES * row + int(spec.n_estimators) * _tree_bytes_per_row(spec,
-                                                                                   n_features)
+    tree = get_learner(spec.learner).working_bytes(spec, n_features)
+    return BRANCH_DATA_COPIES * row + int(spec.n_estimators) * tree
 
 
-def _tree_bytes_per_row(spec: BranchSpec, n_features: int) -> float:
-    """Bytes per row of one tree of the branch (module constants)."""
-    if spec.learner == "smc":  # islands of n_estimators particles, on n_jobs threads at once
-        islands = int(spec.params.get("n_islands", SMCTreeRegressor().n_islands))
-        return TREE_ROW_BYTES["smc"] * min(islands, n_threads(spec.n_jobs))
-    if spec.learner == "bart":
-        return TREE_ROW_BYTES["bart"]
-    node = NODE_BYTES + (16.0 * n_features if spec.learner == "mondrian" else 0.0)
-    return 2.0 / max(1, int(spec.min_samples_leaf)) * node
-
-
-def parse_branch_memory(branch_memory: int | str | None) -> int | None:
-    """``branch_memory`` in bytes (None stays None).
+def parse_branch_memory(branch_memory: int | str | None,
+                        name: str = "branch_memory") -> int | None:
+    """``branch_memory`` (or another memory budget) in bytes (None stays None).
 
     Parameters
     ----------
     branch_memory : int, str or None
         Bytes, or a string such as ``"2GB"`` (``dask.utils.parse_bytes``).
+    name : str, default="branch_memory"
+        The budget's name in the error message.
 
     Returns
     -------
@@ -130,7 +106,7 @@ def parse_branch_memory(branch_memory: int | str | None) -> int | None:
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ValueError(f"branch_memory must be a positive number of bytes or a string such "
+        raise ValueError(f"{name} must be a positive number of bytes or a string such "
                          f"as '2GB', got {branch_memory!r}.")
     return int(budget)
 

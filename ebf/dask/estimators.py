@@ -390,7 +390,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
@@ -441,7 +441,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
@@ -495,7 +495,7 @@ branch_params, random_state, n_jobs
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
         min_samples_leaf: int = 5,
@@ -542,7 +542,7 @@ branch_params, random_state, n_jobs
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
         min_samples_leaf: int = 5,

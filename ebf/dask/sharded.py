@@ -186,7 +186,7 @@ class PredictJob:
 
     A job maps a part's (or, for an SSF, the pooled) output on some rows, and their targets
     (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it.
-    ``pipelines.score`` defines the evaluation job the same way.
+    ``pipelines.report.evaluate`` defines the evaluation job the same way.
     """
 
     def __init__(self, levels: np.ndarray, pit_map: Any = None) -> None:

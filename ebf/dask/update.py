@@ -21,7 +21,7 @@ import pandas as pd
 from distributed import Client
 from sklearn.base import is_classifier
 
-from ..update import ONLINE_LEARNERS
+from ..learners import get_learner, online_learners
 from .client import gather
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
 from .shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
@@ -49,9 +49,9 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
         CART branches, other columns, labels never seen, a predict-only or constant branch
         that receives rows. The model is then unchanged.
     """
-    if model.branch not in ONLINE_LEARNERS:
+    if not get_learner(model.branch).online:
         raise ValueError(
-            f"partial_fit on Dask extends only {list(ONLINE_LEARNERS)} branches online; "
+            f"partial_fit on Dask extends only {online_learners()} branches online; "
             f"this model's branch={model.branch!r} (CART) forests keep no rows. Refit "
             "with fit(X, y), or update the local model with its earlier rows: "
             "to_local().partial_fit(X, y, previous=(X_old, y_old)).")

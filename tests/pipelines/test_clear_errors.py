@@ -29,8 +29,8 @@ from distributed import Client
 
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
 from pipelines.footers import read_footers
-from pipelines.registry import Registry
-from pipelines.registry_files import RegistryBusyError
+from pipelines.registry.files import RegistryBusyError
+from pipelines.registry.store import Registry
 
 from .conftest import TINY_FEATURES
 
@@ -229,7 +229,7 @@ def test_a_file_without_read_permission_is_named(tmp_path):
 
 _HOLDER = """
 import sys, time
-from pipelines.registry import Registry
+from pipelines.registry.store import Registry
 with Registry(sys.argv[1]).lock():
     print("locked", flush=True)
     time.sleep(600)

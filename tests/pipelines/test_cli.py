@@ -166,7 +166,7 @@ def _failures():
 
     from basics.atomic import UnsafeOutputError
     from ebf.artifact import ChecksumError
-    from pipelines.failures import Terminated
+    from pipelines.cli.failures import Terminated
     from pipelines.schema import SchemaError
 
     return [
@@ -195,13 +195,13 @@ def _failures():
 
 
 def test_every_failure_is_one_line_with_cause_fix_and_status(monkeypatch, capsys):
-    import pipelines.cli
+    import pipelines.cli.examples
 
     for exc, status, needles in _failures():
         def fail(args, exc=exc):
             raise exc
 
-        monkeypatch.setattr(pipelines.cli, "_cmd_flights", fail)
+        monkeypatch.setattr(pipelines.cli.examples, "_cmd_flights", fail)
         assert main(["flights", "--quiet"]) == status, exc
         captured = capsys.readouterr()
         lines = captured.err.splitlines()
@@ -215,7 +215,7 @@ def test_every_failure_is_one_line_with_cause_fix_and_status(monkeypatch, capsys
 
 
 def test_a_signal_inside_an_import_is_still_a_signal():
-    from pipelines.failures import Terminated, describe_failure
+    from pipelines.cli.failures import Terminated, describe_failure
 
     try:
         try:

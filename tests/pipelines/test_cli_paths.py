@@ -83,7 +83,7 @@ def test_every_string_option_is_classified():
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The user's data (written by pandas), a model trained on it, a registry holding it."""
-    from pipelines.registry import Registry
+    from pipelines.registry.store import Registry
 
     root = tmp_path_factory.mktemp("world")
     data = root / "data"

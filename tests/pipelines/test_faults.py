@@ -43,7 +43,7 @@ from ebf.artifact import load, model_hash, save
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata, write_parquet_atomic
-from pipelines.score import predict_to_parquet
+from pipelines.predict import predict_to_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ["a", "b", "c"]

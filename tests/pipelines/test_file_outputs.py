@@ -118,7 +118,7 @@ def test_check_file_destination_rules(tmp_path):
 def test_outputs_inside_a_registry_are_refused(made, tmp_path, capsys):
     import shutil
 
-    from pipelines.registry import Registry
+    from pipelines.registry.store import Registry
 
     root, data, model = made
     reg = Registry(tmp_path / "reg")

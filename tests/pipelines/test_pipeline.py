@@ -19,11 +19,14 @@ from sklearn.metrics import accuracy_score, log_loss
 
 from basics import metrics
 from ebf.artifact import load, model_hash, read_manifest, save
+from pipelines.artifacts import load_model
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
 from pipelines.make_data import make_friedman
+from pipelines.options import TrainOptions
+from pipelines.predict import predict_to_parquet
+from pipelines.report.evaluate import evaluate
 from pipelines.schema import ColumnInfo, SchemaError
-from pipelines.score import evaluate, load_model, predict_to_parquet
 from pipelines.train import infer_task, train
 
 FEATURES = [f"x{j}" for j in range(5)]
@@ -53,10 +56,11 @@ def data(tmp_path_factory, dask_client):
 def models(data, dask_client, tmp_path_factory):
     """An EBF regressor (Mondrian branches) and an EBF classifier, trained and saved."""
     root = tmp_path_factory.mktemp("models")
-    reg = train(data["regression", "train"], "y", branch="mondrian", n_estimators=4,
-                trunk_leaves=4, baseline=True, client=dask_client)
-    clf = train(data["classification", "train"], "y", n_estimators=4, trunk_leaves=3,
-                client=dask_client)
+    reg = train(data["regression", "train"], "y",
+                TrainOptions(branch="mondrian", n_estimators=4, trunk_leaves=4),
+                baseline=True, client=dask_client)
+    clf = train(data["classification", "train"], "y",
+                TrainOptions(n_estimators=4, trunk_leaves=3), client=dask_client)
     out = {"reg": str(root / "reg"), "clf": str(root / "clf"), "ssf": str(root / "ssf")}
     save(reg.model, out["reg"], metadata=reg.metadata())
     save(reg.baseline, out["ssf"], metadata=reg.metadata(baseline=True))
@@ -114,9 +118,9 @@ def test_infer_task_rules(dask_client):
 
 def test_train_schema_error_names_the_column(data, dask_client):
     with pytest.raises(SchemaError, match="'x9'"):
-        train(data["regression", "train"], "y", ["x0", "x9"], client=dask_client)
+        train(data["regression", "train"], "y", features=["x0", "x9"], client=dask_client)
     with pytest.raises(ValueError, match="task"):
-        train(data["regression", "train"], "y", task="ranking", client=dask_client)
+        TrainOptions(task="ranking")
 
 
 # --------------------------------------------------------------------------- predict
@@ -165,7 +169,7 @@ def test_predict_to_parquet_classifier(models, data, tmp_path, dask_client):
 
 
 def test_predict_failure_leaves_nothing(models, data, tmp_path, dask_client, monkeypatch):
-    import pipelines.score as score
+    import pipelines.predict as score
 
     def fail_on_second(part, topic, partition_info=None):
         if partition_info and partition_info["number"] == 1:
@@ -289,9 +293,9 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
 
 
 def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client):
-    res = train(data["regression", "train"], "y", branch="mondrian", n_estimators=3,
-                trunk_leaves=3, baseline=True, calibrate="holdout", calibration_fraction=0.3,
-                client=dask_client)
+    options = TrainOptions(branch="mondrian", n_estimators=3, trunk_leaves=3,
+                           calibrate="holdout", calibration_fraction=0.3)
+    res = train(data["regression", "train"], "y", options, baseline=True, client=dask_client)
     assert res.calibration["method"] == "holdout" and res.calibration["fraction"] == 0.3
     assert res.model.recalibration_ is not None and res.baseline.recalibration_ is not None
     assert 1800 < res.rows < 2400  # the other rows calibrate
@@ -309,7 +313,8 @@ def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client
     assert a["width_error"]["n"].sum() == 1500 and "width_error" not in a["uncalibrated"]
     assert a["rmse"] == a["uncalibrated"]["rmse"]
     with pytest.raises(ValueError, match="recalibrates regressors"):
-        train(data["classification", "train"], "y", calibrate="recent", client=dask_client)
+        train(data["classification", "train"], "y", TrainOptions(calibrate="recent"),
+              client=dask_client)
 
 
 @pytest.mark.slow

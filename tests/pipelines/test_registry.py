@@ -1,4 +1,5 @@
-"""The model registry (``pipelines.registry``): versions, pointer, lock, failures, crafted files.
+"""The model registry (``pipelines.registry.store``): versions, pointer, lock, failures,
+crafted files.
 
 Every version holds a real model: a tiny EBF with Mondrian branches (2 trees, 300 rows,
 the ``tiny_model_dir`` fixture), saved once and copied (local registries) or saved again
@@ -21,16 +22,15 @@ import pytest
 
 import basics.atomic
 from ebf.artifact import load, model_hash, save
-from pipelines import registry as registry_module
-from pipelines import registry_files
-from pipelines.registry import (
+from pipelines.registry import files as registry_files
+from pipelines.registry import store as registry_module
+from pipelines.registry.resolve import is_registry, resolve_model
+from pipelines.registry.store import (
     MAX_RECORD_BYTES,
     MissingVersionError,
     Registry,
     RegistryBusyError,
     RegistryError,
-    is_registry,
-    resolve_model,
 )
 
 
@@ -262,7 +262,7 @@ def test_a_second_writer_thread_is_refused_clearly(tmp_path, model_dir):
 
 _WRITER = """
 import os, shutil, sys, time
-from pipelines.registry import Registry
+from pipelines.registry.store import Registry
 root, model_dir, ready, go = sys.argv[1:5]
 reg = Registry(root)
 
@@ -465,7 +465,7 @@ def test_a_version_without_a_recorded_hash_is_served_with_a_warning(two_versions
     record = json.loads((folder / "v0001" / "version.json").read_text())
     del record["model_hash"]  # written by an ebf before the registry recorded hashes
     (folder / "v0001" / "version.json").write_text(json.dumps(record))
-    with caplog.at_level("WARNING", logger="pipelines.registry"):
+    with caplog.at_level("WARNING", logger="pipelines.registry.store"):
         assert resolve_model(f"{reg.root}@1") == reg.model_path(1)
     assert "records no model hash" in caplog.text
 

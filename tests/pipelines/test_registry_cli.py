@@ -16,7 +16,7 @@ import pytest
 from ebf.artifact import model_hash
 from pipelines.cli import main
 from pipelines.io import read_parquet_metadata
-from pipelines.registry import Registry
+from pipelines.registry.store import Registry
 
 from .conftest import TINY_FEATURES
 
@@ -137,7 +137,7 @@ def test_predict_and_evaluate_take_a_registry(registry, tiny_model_dir, tmp_path
 
 
 def test_list_shows_the_challenger_scores_of_a_retrain_record():
-    from pipelines.registry_cli import _row
+    from pipelines.cli.registry import _row
 
     record = {"decision": "kept", "lineage": {"parent": 1},
               "metrics": {"champion": {"rmse": 1.0}, "challenger": {"n": 5, "rmse": 2.5}}}

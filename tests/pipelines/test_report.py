@@ -1,4 +1,5 @@
-"""Figures and the HTML report of evaluation results (pipelines.figures, pipelines.report).
+"""Figures and the HTML report of evaluation results (pipelines.report.figures,
+pipelines.report.html).
 
 The result dicts are built here, with NumPy, from Gaussian predictions of data whose noise
 is known: a calibrated model (the true scale) and a miscalibrated one (twice the true scale:
@@ -23,7 +24,8 @@ pytest.importorskip("matplotlib")  # the examples extra
 
 from scipy.special import ndtr, ndtri  # noqa: E402
 
-from pipelines import figures, report  # noqa: E402
+from pipelines.report import figures  # noqa: E402
+from pipelines.report import html as report  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBRATION_LEVELS = np.round(np.arange(1, 10) * 0.1, 2)
@@ -38,7 +40,7 @@ def _coverage_table(u: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
 
 
 def gaussian_result(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict:
-    """The result dict pipelines.score.evaluate gives for Gaussian predictions, by hand."""
+    """The result dict of pipelines.report.evaluate.evaluate for Gaussian predictions, by hand."""
     z = (y - mean) / std
     u = ndtr(z)
     pdf = np.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
@@ -237,7 +239,7 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
 def test_results_read_back_from_json_give_the_same_report(tmp_path: Path,
                                                          results: dict[str, dict]) -> None:
     # results.json stores tables as dicts of lists and the coverage levels as strings.
-    from pipelines.evaluate import result_to_json
+    from pipelines.report.metrics import result_to_json
 
     stored = {name: json.loads(json.dumps(result_to_json(r))) for name, r in results.items()}
     assert isinstance(stored["calibrated"]["coverage"], dict)

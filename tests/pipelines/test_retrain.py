@@ -1,5 +1,5 @@
-"""``pipelines.retrain`` and ``ebf retrain``: version 1, update vs refit by the drift check, the
-gate, lineage, idempotent re-runs, concurrent runs and killed runs."""
+"""``pipelines.registry.retrain`` and ``ebf retrain``: version 1, update vs refit by the drift
+check, the gate, lineage, idempotent re-runs, concurrent runs and killed runs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
-from pipelines.registry import Registry, RegistryBusyError
-from pipelines.retrain import EXIT_KEPT, gate, retrain
+from pipelines.registry.retrain import EXIT_KEPT, gate, retrain
+from pipelines.registry.store import Registry, RegistryBusyError
 
 OPTIONS = {"n_estimators": 3, "trunk_leaves": 3, "calibrate": "recent"}
 
@@ -113,9 +113,9 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
     assert _listing(reg_url) == before
 
 
-@pytest.mark.parametrize("where", ["pipelines.retrain.evaluate_model",
-                                   "pipelines.retrain._recalibrate", "ebf.artifact.save"])
 @pytest.mark.slow
+@pytest.mark.parametrize("where", ["pipelines.registry.retrain.evaluate_model",
+                                   "pipelines.registry.retrain._recalibrate", "ebf.artifact.save"])
 def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
                                                        monkeypatch, where):
     reg_url = str(tmp_path / "registry")

@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ebf.learners import get_learner
 from mondrian import MondrianForestRegressor
 from pipelines.cli import build_parser
 from pipelines.sizing import (
     DEFAULT_MODEL_MEMORY,
-    DEFAULT_TREES,
     bytes_per_row_per_tree,
     default_model_memory,
-    default_trees,
     plan_model_size,
 )
 from tests.mondrian.test_compact import _state_bytes
@@ -34,8 +33,8 @@ def test_mondrian_estimate_is_within_15_percent_of_the_saved_arrays(d, mss):
 
 
 def test_default_trees_suit_the_learner():
-    assert default_trees("mondrian") == 10 == DEFAULT_TREES["mondrian"]
-    assert default_trees("bayesian") == default_trees("random") == 100
+    assert get_learner("mondrian").default_trees == 10
+    assert get_learner("bayesian").default_trees == get_learner("random").default_trees == 100
     parser = build_parser()
     args = parser.parse_args(["train", "d", "--target", "y", "--out", "m"])
     assert args.n_estimators is None and args.model_memory is None and not args.compact
@@ -43,7 +42,7 @@ def test_default_trees_suit_the_learner():
     assert default_model_memory("mondrian", "5GB") == "5GB"
     assert default_model_memory("bart", None) is None
     train_help = parser._subparsers._group_actions[0].choices["train"].format_help()
-    assert "10 for --branch mondrian" in " ".join(train_help.split())
+    assert "mondrian 10" in " ".join(train_help.split())
     assert "--model-memory" in train_help and "--no-compact" in train_help
 
 

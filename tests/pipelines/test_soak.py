@@ -203,7 +203,7 @@ def verify(root: Path, runs: list[dict], cluster_args: list[str]) -> dict:
     """
     from ebf.artifact import load, model_hash
     from pipelines.io import read_parquet_metadata
-    from pipelines.registry import Registry
+    from pipelines.registry.store import Registry
 
     registry = Registry(root / "registry")
     versions = registry.versions()

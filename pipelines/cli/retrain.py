@@ -1,4 +1,5 @@
-"""``ebf retrain REGISTRY NEW_DATA``: the scheduled retraining job (:mod:`pipelines.retrain`).
+"""``ebf retrain REGISTRY NEW_DATA``: the scheduled retraining job
+(:mod:`pipelines.registry.retrain`).
 
 Exit status: 0 when the challenger is promoted (or version 1 is trained), 10 when the
 champion is kept, the statuses of :func:`pipelines.cli.main` on failure. A re-run with the
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .arguments import add_training_arguments, fraction, non_negative_float
+from .arguments import add_training_arguments, fraction, non_negative_float, train_options
 from .session import finish_job_parser, job
 
 __all__ = ["add_retrain_parser"]
@@ -18,7 +19,7 @@ __all__ = ["add_retrain_parser"]
 
 def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     """Add ``ebf retrain`` to the subcommands ``sub``."""
-    from pipelines.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
+    from pipelines.registry.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
 
     rt = sub.add_parser(
         "retrain", help="retrain a registry's model on new data: update or refit, gate, version",
@@ -61,16 +62,10 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
 
 def _cmd_retrain(args: argparse.Namespace) -> int:
     from ebf.diagnostics.drift import DEFAULT_THRESHOLD
-    from pipelines.arguments import columns
-    from pipelines.retrain import DEFAULT_TOLERANCES, retrain
-    from pipelines.sizing import default_model_memory
+    from pipelines.cli.arguments import columns
+    from pipelines.registry.retrain import DEFAULT_TOLERANCES, retrain
 
-    options = dict(task=args.task, branch=args.branch, n_estimators=args.n_estimators,
-                   trunk_leaves=args.trunk_leaves, min_leaf_rows=args.min_leaf_rows,
-                   branch_memory=args.branch_memory,
-                   model_memory=default_model_memory(args.branch, args.model_memory),
-                   compact=args.compact, calibrate=args.calibrate,
-                   calibration_fraction=args.calibration_fraction, random_state=args.seed)
+    options = train_options(args)
     tolerances = {k: getattr(args, f"tol_{k}") for k in DEFAULT_TOLERANCES}
     with job(args) as (client, bars):
         res = retrain(

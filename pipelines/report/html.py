@@ -1,8 +1,8 @@
 """Diagnostics where people look: the figures and one self-contained HTML report.
 
 ``results`` maps a model name (``"EBF"``, ``"EBF recalibrated"``, ``"SSF"``, ...) to a result
-dict of :func:`pipelines.score.evaluate`. The figures (calibration, reliability, PIT
-histogram, interval width against absolute error) are drawn by :mod:`pipelines.figures` and
+dict of :func:`pipelines.report.evaluate.evaluate`. The figures (calibration, reliability, PIT
+histogram, interval width against absolute error) are drawn by :mod:`pipelines.report.figures` and
 re-exported here; :func:`write_html_report` puts the summary tables, the calibration table,
 the figures (as base64 PNG data URIs) and free text sections into one HTML file that needs
 nothing else (no external CSS, script or font), so it can be mailed or attached to a run.
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from basics.atomic import REPORT_TAG, mark_output
-from pipelines import figures
-from pipelines.diagnostics import before_after
-from pipelines.figures import *  # noqa: F403  (the figures are part of this module's API)
-from pipelines.figures import (
+from pipelines.report import figures
+from pipelines.report.diagnostics import before_after
+from pipelines.report.figures import *  # noqa: F403  (the figures are part of this module's API)
+from pipelines.report.figures import (
     GAUSSIAN_ABS_ERROR_PER_WIDTH,
     Results,
     render_figures,
@@ -59,7 +59,7 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 #: Calibration cells with ``|observed - nominal|`` above this are shaded.
 _GAP_SHADE = 0.05
 
-#: Which figure of :data:`pipelines.figures.FIGURES` the report shows, with its caption. The
+#: Which figure of :data:`pipelines.report.figures.FIGURES` the report shows, with its caption. The
 #: reliability diagram holds the calibration figure's points and more, so the calibration
 #: figure is shown only for results without one.
 _CAPTIONS = {
@@ -209,7 +209,7 @@ def write_html_report(
     if any result says, whether a recalibration map was applied); a table of the
     classifiers (rows, accuracy, log loss); the calibration table (observed minus nominal
     coverage per level, from ``calibration`` and ``reliability``; gaps above 0.05 shaded);
-    the figures of :func:`pipelines.figures.render_figures` (the reliability diagram, or the
+    the figures of :func:`pipelines.report.figures.render_figures` (the reliability diagram, or the
     calibration figure for results without one, the PIT histograms, width against error)
     embedded as base64 PNG data URIs; then ``sections``. Every string from the arguments is
     HTML-escaped. Nothing is fetched when the file is opened.
@@ -217,7 +217,7 @@ def write_html_report(
     Parameters
     ----------
     results : mapping of str to dict
-        Model name to a result of :func:`pipelines.score.evaluate` (regression or
+        Model name to a result of :func:`pipelines.report.evaluate.evaluate` (regression or
         classification); missing keys show as "n/a" or leave their figure out.
     path : str or path-like
         HTML file to write (local; its directory is created if missing).
@@ -292,14 +292,14 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
                             ) -> dict[str, str]:
     """The HTML report of evaluation results plus their figures as PNGs next to it.
 
-    A recalibrated model shows twice, before and after (:func:`pipelines.diagnostics.
+    A recalibrated model shows twice, before and after (:func:`pipelines.report.diagnostics.
     before_after`); the PNGs go to the directory ``<stem>_figures`` beside ``path``.
 
     Parameters
     ----------
     results : mapping
-        One result of :func:`pipelines.score.evaluate` (it has ``model_class``; named after
-        the class), or a mapping of model names to results.
+        One result of :func:`pipelines.report.evaluate.evaluate` (it has ``model_class``;
+        named after the class), or a mapping of model names to results.
     path : str or path-like
         The HTML file.
     title : str
@@ -308,7 +308,7 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
     Returns
     -------
     dict of str to str
-        The figures written (:func:`pipelines.figures.write_figures`).
+        The figures written (:func:`pipelines.report.figures.write_figures`).
     """
     if "model_class" in results:
         results = {str(results["model_class"]).rsplit(".", 1)[-1]: results}

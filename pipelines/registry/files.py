@@ -1,6 +1,6 @@
 """The files of a model registry: their names, reading them as untrusted input, the lock.
 
-What :mod:`pipelines.registry` builds on: the layout's names (``vNNNN`` directories, the
+What :mod:`pipelines.registry.store` builds on: the layout's names (``vNNNN`` directories, the
 record, the pointer, the lock), where a ``REGISTRY[@version]`` spec points
 (:func:`split_spec`, :func:`locate`), the errors, JSON objects read within a size limit
 (:func:`read_object`) and :class:`LockFile`, the writer lock (``ROOT/models/NAME/.lock``)

@@ -1,10 +1,11 @@
 """Scheduled retraining into a model registry: update or refit, then a validation gate.
 
-:func:`retrain` takes a registry (:mod:`pipelines.registry`) and a new window of data:
+:func:`retrain` takes a registry (:mod:`pipelines.registry.store`) and a new window of data:
 
 1. **Inputs.** The window's Parquet files are listed with their footer row counts and
-   content hashes (:func:`pipelines.lineage.data_identity`). The hashes and the options make
-   the run's key: if a version with that key exists, the run is a no-op that reports it.
+   content hashes (:func:`pipelines.registry.lineage.data_identity`). The hashes and the
+   options make the run's key: if a version with that key exists, the run is a no-op that
+   reports it.
 2. **Version 1.** On an empty registry, an EBF is trained on the window
    (:func:`pipelines.train.train`, with ``train_options``) and promoted.
 3. **Otherwise** the current version (the champion) is loaded and the window is checked
@@ -47,20 +48,20 @@ import distributed
 from basics.atomic import check_location
 from basics.versions import library_version
 from cluster import current_client
-from ebf.calibration import DEFAULT_FRACTION
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
 from ebf.diagnostics.drift import DEFAULT_THRESHOLD, trunk_drift
-from ebf.update import ONLINE_LEARNERS
+from ebf.learners import get_learner
 from pipelines.io import read_dataset
-from pipelines.lineage import data_identity, inputs_key
-from pipelines.registry import Registry
+from pipelines.options import TrainOptions
+from pipelines.registry.lineage import data_identity, inputs_key
+from pipelines.registry.store import Registry
+from pipelines.report.evaluate import evaluate_model
 from pipelines.schema import check_schema
-from pipelines.score import evaluate_model
 from pipelines.train import infer_task, train
 
-__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "RetrainResult", "gate",
-           "retrain"]
+__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "VERSION_1_OPTIONS",
+           "RetrainResult", "gate", "retrain"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +75,9 @@ DEFAULT_TOLERANCES = {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02,
 DRIFT_ROWS = 200_000
 #: Exit status of ``ebf retrain`` when the champion is kept.
 EXIT_KEPT = 10
-#: Training options of :func:`pipelines.train.train` a registry records and refits with.
-TRAIN_OPTIONS = ("task", "branch", "n_estimators", "trunk_leaves", "min_leaf_rows",
-                 "branch_memory", "min_samples_split", "model_memory", "compact", "calibrate",
-                 "calibration_fraction", "random_state")
+#: The training options of version 1 where none are given: Mondrian branches (which later
+#: versions extend online), recalibrated on the most recent rows when they are regressors.
+VERSION_1_OPTIONS = TrainOptions(branch="mondrian", calibrate="auto")
 
 
 @dataclass
@@ -186,11 +186,11 @@ class _Window:
 
 
 def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: Any,
-            options: Mapping[str, Any], client: distributed.Client,
+            options: TrainOptions, client: distributed.Client,
             storage_options: Any) -> _Window:
     """Cut a window: the holdout (most recent ``holdout`` share, or ``holdout_data``), then
     the calibration slice of the rest as :func:`pipelines.train.train` cuts it."""
-    seed = options["random_state"]
+    seed = options.random_state
     ddf = read_dataset(data, columns, storage_options=storage_options)
     if holdout_data is not None:
         rest = ddf
@@ -199,14 +199,14 @@ def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: 
     else:
         rest, hold, n = calibration_rows(ddf, "recent", holdout, seed, client)
     fit, cal = rest, None
-    if options["calibrate"] != "none":
-        fit, cal, _ = calibration_rows(rest, options["calibrate"],
-                                       options["calibration_fraction"], seed, client)
+    if options.calibrate != "none":
+        fit, cal, _ = calibration_rows(rest, options.calibrate, options.calibration_fraction,
+                                       seed, client)
         cal = client.persist(cal)  # small, and read by several passes
     return _Window(fit, cal, client.persist(hold), n, holdout_data is None)
 
 
-def _carried(parent_record: Mapping[str, Any], columns: list[str], options: Mapping[str, Any],
+def _carried(parent_record: Mapping[str, Any], columns: list[str], options: TrainOptions,
              client: distributed.Client, storage_options: Any) -> list[dd.DataFrame]:
     """The rows of the parent's window its model was not fit on (its calibration slice and
     holdout), which an update adds: they are past data now."""
@@ -235,22 +235,21 @@ def _drift(model: Any, window: _Window, features: list[str], target: str, thresh
 
 
 def _recalibrate(model: Any, window: _Window, features: list[str], target: str,
-                 options: Mapping[str, Any], client: distributed.Client) -> dict:
+                 options: TrainOptions, client: distributed.Client) -> dict:
     """Learn the model's PIT map on the window's calibration slice (if it has one)."""
     if window.cal is None:
         return {"method": "none"}
     recalibrate(model, window.cal[features], window.cal[target], client=client)
-    return {"method": options["calibrate"], "fraction": float(options["calibration_fraction"]),
+    return {"method": options.calibrate, "fraction": float(options.calibration_fraction),
             "knots": model.recalibration_.n_knots}
 
 
-def _fit(data: dd.DataFrame, target: str, features: list[str], options: Mapping[str, Any],
+def _fit(data: dd.DataFrame, target: str, features: list[str], options: TrainOptions,
          client: distributed.Client, progress: PhaseReport | None,
          storage_options: Any) -> Any:
     """:func:`pipelines.train.train` on rows already cut (no calibration of its own)."""
-    kwargs = {k: v for k, v in options.items() if k not in ("calibrate", "calibration_fraction")}
-    return train(data, target, features, calibrate="none", client=client, progress=progress,
-                 storage_options=storage_options, **kwargs)
+    return train(data, target, options.replace(calibrate="none"), features=features,
+                 client=client, progress=progress, storage_options=storage_options)
 
 
 def retrain(
@@ -262,7 +261,7 @@ def retrain(
     features: Sequence[str] | None = None,
     holdout: float | None = DEFAULT_HOLDOUT,
     holdout_data: str | None = None,
-    train_options: Mapping[str, Any] | None = None,
+    train_options: TrainOptions | Mapping[str, Any] | None = None,
     drift_threshold: float = DEFAULT_THRESHOLD,
     tolerances: Mapping[str, float] | None = None,
     refit_on: str = "all",
@@ -288,9 +287,11 @@ def retrain(
         ``holdout_data``).
     holdout_data : str, optional
         A separate labelled dataset for the gate; the whole window is then trained on.
-    train_options : mapping, optional
-        Keyword arguments of :func:`pipelines.train.train` (:data:`TRAIN_OPTIONS`) for
-        version 1; later versions refit with the options version 1 recorded.
+    train_options : TrainOptions or mapping, optional
+        How version 1 is trained; a mapping (e.g. a scheduler's JSON) names fields of
+        :class:`pipelines.options.TrainOptions`, the others from
+        :data:`VERSION_1_OPTIONS` (Mondrian branches, ``calibrate="auto"``). Later versions
+        refit with the options version 1 recorded.
     drift_threshold : float, default=ebf.diagnostics.drift.DEFAULT_THRESHOLD
         Refit when a stored split's probability of still holding is below it.
     tolerances : mapping, optional
@@ -308,7 +309,7 @@ def retrain(
 
     Raises
     ------
-    pipelines.registry.RegistryBusyError
+    pipelines.registry.store.RegistryBusyError
         If another run holds the registry (before any work).
     pipelines.schema.SchemaError
         If the window lacks the model's columns (before any row is read).
@@ -319,10 +320,8 @@ def retrain(
     if holdout_data is None and not (holdout is not None and 0 < holdout < 1):
         raise ValueError(f"holdout must be a fraction in (0, 1) (or pass holdout_data); got "
                          f"{holdout!r}.")
-    options = dict(train_options or {})
-    unknown = sorted(set(options) - set(TRAIN_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown train_options {unknown}; known: {list(TRAIN_OPTIONS)}.")
+    options = (train_options if isinstance(train_options, TrainOptions)
+               else TrainOptions.from_dict(train_options or {}, VERSION_1_OPTIONS))
     tolerances = {**DEFAULT_TOLERANCES, **dict(tolerances or {})}
     reg = Registry(registry, name=name, storage_options=storage_options)
     check_location(reg.url, "the model registry", storage_options=storage_options,
@@ -335,7 +334,8 @@ def retrain(
            "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on}
     later_key = inputs_key([window_id, holdout_id], run)
     first_key = inputs_key([window_id, holdout_id], {
-        **run, "target": target, "features": list(features or []) or None, "options": options})
+        **run, "target": target, "features": list(features or []) or None,
+        "options": options.to_dict()})
     client = current_client(client)
     with reg.lock():
         found = reg.find(first_key) or reg.find(later_key)  # versions count from 1
@@ -378,20 +378,19 @@ def retrain(
 
 
 def _first_version(data: str, target: str | None, features: Sequence[str] | None,
-                   holdout: float | None, holdout_data: str | None, options: dict,
+                   holdout: float | None, holdout_data: str | None, options: TrainOptions,
                    client: distributed.Client, progress: PhaseReport | None,
                    storage_options: Any) -> tuple[Any, dict, dict]:
     if target is None:
         raise ValueError("the registry is empty: version 1 needs the target column "
                          "(target=, CLI --target).")
     chosen, info = check_schema(data, target, features, storage_options=storage_options)
-    options = {"branch": "mondrian", "task": "auto", "calibrate": "auto",
-               "calibration_fraction": DEFAULT_FRACTION, "random_state": 0, **options}
-    if options["task"] == "auto":
+    if options.task == "auto":
         ddf = read_dataset(data, [target], storage_options=storage_options)
-        options["task"] = infer_task(info, ddf[target], client=client)
-    if options["calibrate"] == "auto":
-        options["calibrate"] = "recent" if options["task"] == "regression" else "none"
+        options = options.replace(task=infer_task(info, ddf[target], client=client))
+    if options.calibrate == "auto":
+        options = options.replace(calibrate="recent" if options.task == "regression"
+                                  else "none")
     window = _window(data, [*chosen, target], holdout, holdout_data, options, client,
                      storage_options)
     res = _fit(window.fit, target, chosen, options, client, progress, storage_options)
@@ -400,7 +399,7 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
                                       features=chosen, client=client))
     meta = {**res.metadata(), "data": data, "calibration": calibration}
     meta["lineage_params"] = {"target": target, "features": chosen, "task": res.task,
-                              "train_options": options}
+                              "train_options": options.to_dict()}
     record = {"decision": "trained", "action": "train", "reason": "empty registry",
               "metrics": {"challenger": metrics, "champion": None}, "gate": None,
               "drift": None, "timings": {k: round(v, 3) for k, v in res.timings.items()}}
@@ -417,7 +416,9 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     parent_record = reg.record(parent)
     params = parent_record["lineage"]["params"]
     target, features = params["target"], list(params["features"])
-    options = {k: v for k, v in params["train_options"].items() if k in TRAIN_OPTIONS}
+    recorded = params["train_options"]
+    options = TrainOptions.from_dict({k: v for k, v in recorded.items()
+                                      if k in TrainOptions.names()}, VERSION_1_OPTIONS)
     check_schema(data, target, features, storage_options=storage_options)
     if holdout_data is not None:
         check_schema(holdout_data, target, features, storage_options=storage_options)
@@ -427,12 +428,13 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     columns = [*features, target]
     window = _window(data, columns, holdout, holdout_data, options, client, storage_options)
     drift = _drift(champion, window, features, target, drift_threshold,
-                   options["random_state"], client)
+                   options.random_state, client)
     action, reason = drift.decision, drift.reason
-    if action == "update" and (champion.branch not in ONLINE_LEARNERS or champion.compact_):
+    online = get_learner(champion.branch).online
+    if action == "update" and (not online or champion.compact_):
         action = "refit"
         reason = (f"the champion's branch={champion.branch!r} forests cannot be extended "
-                  "online" if champion.branch not in ONLINE_LEARNERS
+                  "online" if not online
                   else "the champion is predict-only (compact)")
     seen = list(parent_record["lineage"]["data"])
     t_fit = time.perf_counter()
@@ -441,7 +443,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
         rows = dd.concat([*_carried(parent_record, columns, options, client, storage_options),
                           window.fit])
         est = _dask_class(challenger).from_local(challenger, client=client,
-                                                 branch_memory=options.get("branch_memory"))
+                                                 branch_memory=options.branch_memory)
         est.partial_fit(rows[features], rows[target], progress=progress)
         meta.update(rows=int(challenger.branch_sizes_.sum()), timings=dict(est.fit_timings_))
         data_seen = [*seen, window_id]

@@ -1,8 +1,8 @@
 """Figures of probabilistic evaluation results: calibration, reliability, PIT, width vs error.
 
 Every function takes ``results``, a mapping of a model name (``"EBF"``, ``"EBF recalibrated"``,
-``"SSF"``, ...) to a result dict of :func:`pipelines.score.evaluate` (or
-:func:`pipelines.evaluate.evaluate_regression`), and reads only the key it draws:
+``"SSF"``, ...) to a result dict of :func:`pipelines.report.evaluate.evaluate` (or
+:func:`pipelines.report.metrics.evaluate_regression`), and reads only the key it draws:
 
 - ``calibration`` (DataFrame ``level``, ``observed``, ``observed_minus_nominal`` at
   10%..90%): :func:`plot_calibration`;
@@ -17,7 +17,7 @@ A model without the key is left out of that figure. The figures use matplotlib's
 directly (no pyplot, no display, the global backend is left alone); matplotlib is in the
 ``examples`` extra and imported only when a figure is drawn. Files are written to a temporary
 name next to the target and renamed into place, so a reader never sees half a file.
-:mod:`pipelines.report` embeds the same figures in one HTML file and re-exports these
+:mod:`pipelines.report.html` embeds the same figures in one HTML file and re-exports these
 functions.
 """
 
@@ -115,7 +115,7 @@ def _require(results: Results, key: str, what: str) -> dict[str, Mapping[str, An
     if not chosen:
         raise ValueError(
             f"no result among {sorted(results)!r} has {key!r}, so there is no {what} to draw; "
-            f"pass results of pipelines.score.evaluate that include {key!r}"
+            f"pass results of pipelines.report.evaluate.evaluate that include {key!r}"
         )
     return chosen
 
@@ -275,7 +275,7 @@ def plot_calibration(results: Results, path: str | os.PathLike[str], *,
     ----------
     results : mapping of str to dict
         Model name to a result with a ``calibration`` DataFrame (``level``, ``observed``,
-        ``observed_minus_nominal``), e.g. :func:`pipelines.score.evaluate`'s.
+        ``observed_minus_nominal``), e.g. :func:`pipelines.report.evaluate.evaluate`'s.
     path : str or path-like
         PNG file to write (atomically).
     title : str, optional
@@ -421,7 +421,7 @@ def render_figures(results: Results, *, title: str | None = None) -> dict[str, b
     Parameters
     ----------
     results : mapping of str to dict
-        Model name to a result of :func:`pipelines.score.evaluate`.
+        Model name to a result of :func:`pipelines.report.evaluate.evaluate`.
     title : str, optional
         Title of the calibration figure (the others keep their explanatory titles).
 
@@ -457,7 +457,7 @@ def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
     Parameters
     ----------
     results : mapping of str to dict
-        Model name to a result of :func:`pipelines.score.evaluate`.
+        Model name to a result of :func:`pipelines.report.evaluate.evaluate`.
     out_dir : str or path-like
         Created if missing; existing files of these names are replaced.
     title : str, optional

@@ -19,17 +19,19 @@ Layout, under a registry root (a local path or any fsspec URL)::
   version it names is in place. A failed :meth:`Registry.publish` (at any step) leaves the
   versions and the pointer as they were.
 - Every version records its model's hash; :meth:`Registry.verified_model` (what
-  :func:`resolve_model`, promote, rollback and retrain use) refuses a model that does not
-  match it, naming both hashes: a model directory replaced behind the registry's back is
-  never served. Nothing else may write under a registry (:mod:`basics.atomic` knows it by
-  its marker, which every writer lays down when it takes the lock).
-- Writers exclude each other with a lock file (:class:`pipelines.registry_files.LockFile`);
+  :func:`pipelines.registry.resolve.resolve_model`, promote, rollback and retrain use)
+  refuses a model that does not match it, naming both hashes: a model directory replaced
+  behind the registry's back is never served. Nothing else may write under a registry
+  (:mod:`basics.atomic` knows it by its marker, which every writer lays down when it takes
+  the lock).
+- Writers exclude each other with a lock file (:class:`pipelines.registry.files.LockFile`);
   readers take no lock. Everything read is untrusted (bounded JSON objects, version numbers
   from ``vNNNN`` names only); nothing is pickled.
 
 On object stores a move copies objects: a listing during a publish may show the new version
 before all its model files are there (the pointer moves only afterwards). ``REGISTRY[@version]``
-(:func:`resolve_model`) names a model wherever a model directory is accepted.
+(:func:`pipelines.registry.resolve.resolve_model`) names a model wherever a model directory is
+accepted.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any
 from basics.atomic import atomic_dir, mark_output
 from basics.places import Place
 
-from .registry_files import (
+from .files import (
     LEFTOVER,
     LOCK_FILE,
     MODEL_DIR,
@@ -74,8 +76,6 @@ __all__ = [
     "Registry",
     "RegistryBusyError",
     "RegistryError",
-    "is_registry",
-    "resolve_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -507,6 +507,19 @@ class Registry:
     # ------------------------------------------------------------------ specs
 
     @classmethod
+    def at(cls, url: str, storage_options: Mapping[str, Any] | None = None,
+           name: str | None = None) -> Registry | None:
+        """The registry at ``url`` (a root or ``ROOT/models/NAME``), None if it is none.
+
+        Raises
+        ------
+        RegistryError
+            A root with no model or several (without ``name``).
+        """
+        found = locate(url, storage_options, name)
+        return None if found is None else cls(*found, storage_options)
+
+    @classmethod
     def parse(cls, spec: str | os.PathLike, storage_options: Mapping[str, Any] | None = None,
               name: str | None = None) -> tuple[Registry, int | None]:
         """``REGISTRY[@version]`` as ``(registry, version or None for the current one)``.
@@ -527,7 +540,7 @@ class Registry:
             lists them and says to write ``ROOT/models/NAME``).
         """
         where, version = split_spec(os.fspath(spec))
-        registry = _locate(where, storage_options, name)
+        registry = cls.at(where, storage_options, name)
         if registry is None:
             raise RegistryError(
                 f"{where} is not a model registry: it has no models/ directory and is not "
@@ -563,67 +576,3 @@ def _write_record(place: Place, data: bytes) -> None:
             f.write(data)
     else:
         place.fs.pipe_file(place.path, data)
-
-
-def _locate(url: str, storage_options: Mapping[str, Any] | None,
-            name: str | None = None) -> Registry | None:
-    found = locate(url, storage_options, name)
-    return None if found is None else Registry(*found, storage_options)
-
-
-def is_registry(url: str | os.PathLike,
-                storage_options: Mapping[str, Any] | None = None) -> bool:
-    """Whether ``url`` is a registry root or ``ROOT/models/NAME`` (not a model directory).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> is_registry(tempfile.mkdtemp())
-    False
-    """
-    try:
-        return _locate(os.fspath(url), storage_options) is not None
-    except RegistryError:  # a root with no model or several: a registry all the same
-        return True
-
-
-def resolve_model(spec: str | os.PathLike,
-                  storage_options: Mapping[str, Any] | None = None) -> str:
-    """The model directory ``spec`` names: a version in a registry, or ``spec`` itself.
-
-    Parameters
-    ----------
-    spec : str or path-like
-        ``REGISTRY[@version]`` (see :meth:`Registry.parse`; without a version, the current
-        one), or a model directory, returned unchanged.
-    storage_options : dict, optional
-
-    Returns
-    -------
-    str
-        A model directory (local path or URL), for :func:`pipelines.artifacts.open_artifact`.
-
-    Raises
-    ------
-    RegistryError
-        ``@version`` after something that is no registry, a root holding several models.
-    MissingVersionError
-        A version that is not there, an empty registry, or no current version.
-
-    Examples
-    --------
-    >>> resolve_model("models/friedman")  # a plain model directory  # doctest: +SKIP
-    'models/friedman'
-    >>> resolve_model("registry@2")  # doctest: +SKIP
-    '/home/me/registry/models/ebf/v0002/model'
-    """
-    text = os.fspath(spec)
-    where, version = split_spec(text)
-    registry = _locate(where, storage_options)
-    if registry is None:
-        if version is None or Place.of(text, storage_options).lexists():
-            return text
-        raise RegistryError(
-            f"{text}: {where} is not a model registry (no models/ directory, not "
-            "ROOT/models/NAME), so @version means nothing; pass a registry or a model directory")
-    return registry.verified_model(registry.resolve(version))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from .failures import UsageError
 
@@ -120,7 +121,8 @@ def local_processes() -> bool:
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of every subcommand that runs on Dask (see ``pipelines.cli._dask_client``)."""
+    """The options of every subcommand that runs on Dask (see
+    :func:`pipelines.cli.session.dask_client`)."""
     group = parser.add_argument_group(
         "cluster",
         "Without --scheduler / --scheduler-file (and DASK_SCHEDULER_ADDRESS), a local cluster "
@@ -146,27 +148,36 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def branch_help(default: str) -> str:
+    """The ``--branch`` help: one line per learner of :data:`ebf.learners.LEARNERS`."""
+    from ebf.learners import LEARNERS
+
+    return ("branch learner: " + "; ".join(f"{name}: {rec.help}"
+                                           for name, rec in LEARNERS.items())
+            + f" (default: {default})")
+
+
 def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None:
     """The model options of ``ebf train`` (and of ``ebf retrain``'s version 1): features,
-    task, branch learner, trees, trunk size, size budgets, recalibration, seed."""
+    task, branch learner, trees, trunk size, size budgets, recalibration, seed. The
+    learners, their help and default trees come from :data:`ebf.learners.LEARNERS`."""
+    from ebf.learners import LEARNERS
+    from pipelines.sizing import DEFAULT_MODEL_MEMORY, sized_by_rows
+
     add = parser.add_argument
     add("--features", nargs="+", metavar="COL",
         help="feature columns, space or comma separated (default: all but target)")
     add("--task", choices=("auto", "regression", "classification"), default="auto",
         help="auto: float -> regression; bool, string, category -> classification; "
         "integer -> classification if at most 20 distinct values (default: auto)")
-    add("--branch", choices=("bayesian", "random", "mondrian", "smc", "bart"), default=branch,
-        help="branch learner: bootstrap CART forests (bayesian, random), Mondrian forests, "
-        "Bayesian trees by SMC (smc), or BART by particle Gibbs (bart, regression only) "
-        f"(default: {branch})")
+    add("--branch", choices=list(LEARNERS), default=branch, help=branch_help(branch))
     add("--n-estimators", type=positive_int, default=None,
-        help="trees per branch (default: 10 for --branch mondrian, as in the "
-        "Mondrian papers; 100 for bayesian and random; smc: 100 particles per island; "
-        "bart: 50 trees)")
+        help="trees per branch (default: the learner's, as in the library: "
+        + ", ".join(f"{name} {rec.default_trees}" for name, rec in LEARNERS.items()) + ")")
     add("--model-memory", type=memory_size, metavar="SIZE",
         help="budget for the saved model: picks the trees per branch, or the leaf size, "
-        "from the rows and an estimate of bytes per row per tree (default: 2GB for "
-        "bayesian, random and mondrian branches)")
+        "from the rows and an estimate of bytes per row per tree (default: "
+        f"{DEFAULT_MODEL_MEMORY} for {', '.join(sized_by_rows())} branches)")
     add("--compact", action=argparse.BooleanOptionalAction, default=False,
         help="save predict-only models: Mondrian branches without their online "
         "state, about 4x smaller (default: --no-compact)")
@@ -183,3 +194,19 @@ def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None
     add("--calibration-fraction", type=fraction(False), default=0.1, metavar="F",
         help="share of the rows the calibration uses (default: 0.1)")
     add("--seed", type=int, default=0, help="random_state (default: 0)")
+
+
+def train_options(args: argparse.Namespace) -> Any:
+    """The :class:`pipelines.options.TrainOptions` of the arguments of
+    :func:`add_training_arguments` (checked once, before any work); ``--model-memory``
+    defaults by learner (:func:`pipelines.sizing.default_model_memory`)."""
+    from pipelines.options import TrainOptions
+    from pipelines.sizing import default_model_memory
+
+    return TrainOptions(
+        task=args.task, branch=args.branch, n_estimators=args.n_estimators,
+        trunk_leaves=args.trunk_leaves, min_leaf_rows=args.min_leaf_rows,
+        branch_memory=args.branch_memory,
+        model_memory=default_model_memory(args.branch, args.model_memory),
+        compact=args.compact, calibrate=args.calibrate,
+        calibration_fraction=args.calibration_fraction, random_state=args.seed)

@@ -192,7 +192,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     usage = (UsageError, FileExistsError, FileNotFoundError,
              *_classes("basics.atomic", "UnsafeOutputError"),
              *_classes("pipelines.schema", "SchemaError"),
-             *_classes("pipelines.registry", "MissingVersionError"))
+             *_classes("pipelines.registry.store", "MissingVersionError"))
     if isinstance(exc, usage):
         return USAGE, text
     if isinstance(exc, ImportError):

@@ -1,8 +1,11 @@
-"""Evaluation jobs for probabilistic regressors: fit, predict, score and report.
+"""In-memory scoring of probabilistic regressors: fit, predict, score and format the tables.
 
-The metrics themselves live in :mod:`basics.metrics` (RMSE, NLPD, calibration table); this
-module only runs them on a predictive distribution, times the fit / predict phases and
-formats the results as text (the paper's Table 1 and Table 2 layout: one row per model).
+For a predictive distribution already in this process (``ebf flights``, the benchmarks);
+a saved model on a dataset on the cluster is :mod:`pipelines.report.evaluate`'s job (what
+``ebf evaluate`` runs). The metrics themselves live in :mod:`basics.metrics` (RMSE, NLPD,
+calibration table); this module only runs them on a predictive distribution, times the fit /
+predict phases and formats the results as text (the paper's Table 1 and Table 2 layout: one
+row per model).
 """
 
 from __future__ import annotations

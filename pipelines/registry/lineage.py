@@ -6,7 +6,7 @@ count and hashes its bytes (sha256, streamed in blocks). The identity of a datas
 sha256 of its files' relative paths and hashes, so it changes when any file's content,
 name or presence changes, and not when the dataset is copied elsewhere.
 :func:`inputs_key` combines identities and options into the key of one retrain run
-(:mod:`pipelines.retrain` uses it to make a re-run with the same inputs a no-op).
+(:mod:`pipelines.registry.retrain` uses it to make a re-run with the same inputs a no-op).
 """
 
 from __future__ import annotations

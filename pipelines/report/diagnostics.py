@@ -1,4 +1,4 @@
-"""What :func:`pipelines.score.evaluate` computes per row and sums per partition.
+"""What :func:`pipelines.report.evaluate.evaluate` computes per row and sums per partition.
 
 An :class:`EvaluationJob` turns a prediction at the observed targets into one row of floats
 per row (:meth:`EvaluationJob.rows`), sums a block of those into a fixed-length vector
@@ -49,7 +49,7 @@ def _inside(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
 
 
 class EvaluationJob:
-    """Per-row scores, their sums and the result of :func:`pipelines.score.evaluate`.
+    """Per-row scores, their sums and the result of :func:`pipelines.report.evaluate.evaluate`.
 
     Parameters
     ----------
@@ -143,7 +143,7 @@ class EvaluationJob:
 
     def result(self, sums: np.ndarray, n: int) -> dict[str, Any]:
         """The scores from the summed vector of ``n`` rows (keys of
-        :func:`pipelines.score.evaluate`)."""
+        :func:`pipelines.report.evaluate.evaluate`)."""
         if self.classes is not None:
             return {"accuracy": float(sums[0] / n), "log_loss": float(sums[1] / n),
                     "n_unseen_labels": int(sums[2]), "classes": list(self.classes.tolist())}

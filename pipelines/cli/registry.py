@@ -1,6 +1,6 @@
 """``ebf registry list|show|promote|rollback|unlock``: the versions of a model registry.
 
-The registry (:mod:`pipelines.registry`) is ``ROOT/models/NAME/v0001/`` ... with a
+The registry (:mod:`pipelines.registry.store`) is ``ROOT/models/NAME/v0001/`` ... with a
 ``current.json`` pointer; ``ebf retrain`` writes it, ``ebf predict`` and ``ebf evaluate``
 read ``REGISTRY[@version]``. These subcommands read records and move the pointer only: no
 Dask cluster. They follow the conventions of :mod:`pipelines.cli` (one line on stderr per
@@ -24,7 +24,7 @@ _REGISTRY_HELP = ("registry root (a path or fsspec URL holding models/NAME/) or 
 _WIDTH = 40  # longest text cell printed from a record (records are untrusted input)
 
 
-def _add_registry_parser(sub: argparse._SubParsersAction) -> None:
+def add_registry_parser(sub: argparse._SubParsersAction) -> None:
     rg = sub.add_parser(
         "registry", help="list, show, promote or roll back the versions of a model registry",
         description=(
@@ -98,7 +98,7 @@ def format_versions(registry: Any) -> tuple[str, list[str]]:
 
     Parameters
     ----------
-    registry : pipelines.registry.Registry
+    registry : pipelines.registry.store.Registry
 
     Returns
     -------
@@ -106,7 +106,7 @@ def format_versions(registry: Any) -> tuple[str, list[str]]:
         The table (a header line, then one line per version, oldest first) and one warning
         per record or pointer that cannot be read.
     """
-    from .registry import RegistryError
+    from pipelines.registry.store import RegistryError
 
     warnings = []
     try:
@@ -134,7 +134,7 @@ def format_versions(registry: Any) -> tuple[str, list[str]]:
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, int | None]:
-    from .registry import Registry
+    from pipelines.registry.store import Registry
 
     return Registry.parse(args.registry, name=args.name)
 
@@ -194,7 +194,7 @@ def _cmd_unlock(args: argparse.Namespace) -> int:
 
 
 def _current_or_none(registry: Any) -> int | None:
-    from .registry import RegistryError
+    from pipelines.registry.store import RegistryError
 
     try:
         return registry.current()

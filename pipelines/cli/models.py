@@ -1,0 +1,239 @@
+"""The model commands: ``ebf train``, ``ebf predict``, ``ebf evaluate``, ``ebf migrate-model``.
+
+``ebf train`` builds its :class:`pipelines.options.TrainOptions` from the arguments
+(:func:`pipelines.cli.arguments.train_options`, checked before any work) and runs
+:func:`pipelines.train.train`; ``ebf predict`` runs :func:`pipelines.predict.predict_to_parquet`
+and ``ebf evaluate`` :func:`pipelines.report.evaluate.evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from .arguments import add_training_arguments, columns, fraction, train_options
+from .session import finish_job_parser, job
+
+__all__ = ["DATA_HELP", "add_evaluate_parser", "add_migrate_parser", "add_predict_parser",
+           "add_train_parser"]
+
+
+DATA_HELP = "Parquet file, directory (hive partitions too), glob or fsspec URL"
+_MODEL_HELP = ("model directory (ebf train), or REGISTRY[@VERSION]: a model registry (ebf "
+               "retrain), its current version unless @3 / @v3 / @v0003 names one")
+
+
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser(
+        "train", help="fit an Empirical Bayesian Forest on a Parquet dataset, on Dask",
+        description=(
+            "Fit an Empirical Bayesian Forest on a Parquet dataset on Dask: schema check, trunk "
+            "over all rows, one branch forest per trunk leaf on the workers. The model directory "
+            "(manifest.json with the training metadata, checksummed arrays) appears atomically."
+        ),
+    )
+    tr.add_argument("data", metavar="DATA", help=DATA_HELP)
+    tr.add_argument("--target", required=True, metavar="COL", help="target column")
+    add_training_arguments(tr, branch="bayesian")
+    tr.add_argument("--baseline-out", metavar="DIR",
+                    help="also fit the sub-sample forest baseline and save it here")
+    tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
+    tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
+    finish_job_parser(tr, _cmd_train)
+
+
+def add_predict_parser(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser(
+        "predict", help="predict a Parquet dataset with a saved model, on Dask, to Parquet",
+        description=(
+            "Predict every row of DATA with MODEL on Dask and write Parquet: mean, std and "
+            "quantiles (regressors) or class probabilities and the class (classifiers), plus the "
+            "branch; one file per input partition, rows in input order, the model's version and "
+            "content hash in the schema metadata. PRED_DIR appears only when every file is written."
+        ),
+    )
+    pr.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
+    pr.add_argument("data", metavar="DATA", help=DATA_HELP)
+    pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
+    pr.add_argument("--quantiles", nargs="+", type=fraction(False), default=[0.05, 0.5, 0.95],
+                    metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
+    pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
+                    help="input columns copied into the output (ids, keys, the target...)")
+    pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
+    _add_strategy_argument(pr)
+    finish_job_parser(pr, _cmd_predict)
+
+
+def _add_strategy_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strategy", choices=("auto", "broadcast", "sharded"), default="auto",
+        help="broadcast: every worker holds the whole model; sharded: each task loads one "
+        "branch; auto: broadcast if the model takes at most a quarter of a worker's memory "
+        "(default: auto)")
+
+
+def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser(
+        "evaluate", help="score a saved model on a labelled Parquet dataset, on Dask",
+        description=(
+            "Score MODEL on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
+            "coverage and the calibration table of the exact predictive intervals, before and "
+            "after recalibration if the model recalibrates (regressors), accuracy and log loss "
+            "(classifiers)."
+        ),
+    )
+    ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
+    ev.add_argument("data", metavar="DATA", help=DATA_HELP)
+    ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
+    ev.add_argument("--levels", nargs="+", type=fraction(True), default=None, metavar="Z",
+                    help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
+    ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ev.add_argument("--report", metavar="HTML",
+                    help="also write a self-contained HTML report (tables, PIT histogram, "
+                    "reliability diagram, interval width vs error), and its figures as PNGs "
+                    "in HTML_STEM_figures/ next to it (regressors; needs the examples extra)")
+    ev.add_argument("--overwrite", action="store_true",
+                    help="replace an existing --json / --report (and its figures) that ebf "
+                    "evaluate wrote")
+    _add_strategy_argument(ev)
+    finish_job_parser(ev, _cmd_evaluate)
+
+
+def add_migrate_parser(sub: argparse._SubParsersAction) -> None:
+    mi = sub.add_parser(
+        "migrate-model", help="rewrite a saved model in the current format (sharded by branch)",
+        description=(
+            "Load OLD_DIR (any format this ebf reads, every checksum and tree checked) and save "
+            "it to NEW_DIR in the current format: format 2 keeps each branch in its own shard, "
+            "so prediction on Dask can load one branch per task. Predictions are unchanged; the "
+            "model hash changes with the format."
+        ),
+    )
+    mi.add_argument("old", metavar="OLD_DIR", help="model directory or fsspec URL")
+    mi.add_argument("new", metavar="NEW_DIR", help="new model directory or fsspec URL")
+    mi.add_argument("--overwrite", action="store_true", help="replace an existing NEW_DIR")
+    mi.set_defaults(handler=_cmd_migrate_model)
+
+
+def _cmd_migrate_model(args: argparse.Namespace) -> int:
+    from basics.atomic import check_destination
+    from ebf.artifact import load, read_manifest, save
+
+    check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
+    manifest = read_manifest(args.old)
+    model = load(args.old)
+    user = (manifest.get("metadata") or {}).get("user")
+    save(model, args.new, overwrite=args.overwrite, metadata=user if isinstance(user, dict)
+         else None)
+    new = read_manifest(args.new)
+    print(f"migrated {args.old} (format {manifest['format_version']}) to {args.new} (format "
+          f"{new['format_version']}, {len(new.get('shards', []))} shards); model hash "
+          f"{new['model_hash'][:16]}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from basics.atomic import check_destination
+    from ebf.artifact import model_hash, save
+    from pipelines.train import train
+
+    options = train_options(args)  # checked before any work
+    inputs = {"the training data": args.data}
+    check_destination(args.out, "model", overwrite=args.overwrite, inputs=inputs)
+    if args.baseline_out is not None:
+        check_destination(args.baseline_out, "model", overwrite=args.overwrite,
+                          inputs={**inputs, "the model's --out": args.out})
+    with job(args) as (client, bars):
+        res = train(args.data, args.target, options, features=columns(args.features),
+                    baseline=args.baseline_out is not None, client=client, progress=bars)
+    if res.size_plan is not None:
+        print(res.size_plan.message)
+    save(res.model, args.out, overwrite=args.overwrite, metadata=res.metadata())
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
+    print(
+        f"trained {type(res.model).__name__} ({res.task}; {len(res.model.branches_)} branches x "
+        f"{res.params['n_estimators']} {args.branch} trees) on {res.rows:,} rows x "
+        f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
+        f"saved to {args.out} (model hash {model_hash(args.out)[:16]})"
+    )
+    cal = res.calibration
+    if cal["method"] != "none":
+        print(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows (held out "
+              f"of the fit): PIT map of {cal['ebf']['knots']} segments, max |R(p) - p| "
+              f"{cal['ebf']['max_deviation']:.3f}")
+    if res.baseline is not None:
+        save(res.baseline, args.baseline_out, overwrite=args.overwrite,
+             metadata=res.metadata(baseline=True))
+        print(f"baseline {type(res.baseline).__name__} ({len(res.baseline.subsamples_)} "
+              f"sub-samples) in {res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from basics.atomic import check_destination
+    from pipelines.predict import predict_to_parquet, prediction_inputs
+    from pipelines.registry.resolve import resolve_model
+
+    model = resolve_model(args.model)  # once, before any Dask work: a registry's version
+    check_destination(args.out, "predictions", overwrite=args.overwrite,
+                      inputs=prediction_inputs(model, args.data))
+    with job(args) as (client, bars):
+        res = predict_to_parquet(
+            model, args.data, args.out, quantiles=tuple(args.quantiles),
+            keep_columns=args.keep, overwrite=args.overwrite, client=client,
+            progress=lambda done, total: bars("predict", done, total), strategy=args.strategy,
+        )
+    print(
+        f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "
+        f"{res.path} in {res.seconds:.1f}s; model hash {res.metadata['ebf.model_hash'][:16]}"
+    )
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pipelines.registry.resolve import resolve_model
+    from pipelines.report.evaluate import evaluate, format_evaluation
+    from pipelines.report.metrics import DEFAULT_LEVELS, result_to_json
+
+    if args.report:
+        from pipelines.report.html import require_matplotlib
+
+        require_matplotlib()  # before the evaluation, not after it
+    model = resolve_model(args.model)  # once, before any Dask work: a registry's version
+    _check_evaluate_outputs(args, model)
+    with job(args) as (client, bars):
+        res = evaluate(
+            model, args.data, target=args.target,
+            levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
+            progress=lambda done, total: bars("evaluate", done, total), strategy=args.strategy,
+        )
+    print(format_evaluation(res, title=f"{args.model} on {args.data}"))
+    if args.json:
+        from basics.places import Place, replace_file
+
+        body = {k: v for k, v in result_to_json(res).items() if k != "coverage"}
+        replace_file(Place.of(os.path.abspath(args.json), None),
+                     json.dumps({"ebf_output": "evaluation", **body}).encode())
+    if args.report:
+        from pipelines.report.html import write_evaluation_report
+
+        written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}")
+        print(f"report: {args.report} (figures: {', '.join(written)})")
+    return 0
+
+
+def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
+    """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
+    dataset or registry, over an input, or over a file that is not ebf's of the same kind
+    (:func:`basics.atomic.check_file_destination`)."""
+    from basics.atomic import check_destination, check_file_destination
+    from pipelines.report.html import figures_dir
+
+    inputs = {"the input data": args.data, "the model": model}
+    for path, kind in ((args.json, "evaluation"), (args.report, "report")):
+        if path:
+            check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
+    if args.report:
+        check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
+                          inputs=inputs)

@@ -1,0 +1,101 @@
+"""The ``ebf`` command: its parser, built from the command families, and :func:`main`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
+from .failures import report_failure, signals_raise
+from .models import (
+    DATA_HELP,
+    add_evaluate_parser,
+    add_migrate_parser,
+    add_predict_parser,
+    add_train_parser,
+)
+from .registry import add_registry_parser
+from .retrain import add_retrain_parser
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser of the ``ebf`` command.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["flights", "--n-train", "1000"])
+    >>> args.command, args.n_train
+    ('flights', 1000)
+    """
+    parser = argparse.ArgumentParser(
+        prog="ebf",
+        description="Probabilistic tree ensembles: Empirical Bayesian and Mondrian forests.",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_flights_parser(sub)
+    add_make_data_parser(sub)
+    add_train_parser(sub)
+    add_predict_parser(sub)
+    add_evaluate_parser(sub)
+    add_migrate_parser(sub)
+    add_registry_parser(sub)
+    add_demo_parser(sub)
+    add_retrain_parser(sub, DATA_HELP)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ebf`` command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name; ``None`` reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        Exit status (:mod:`pipelines.cli.failures`): 0 on success; 1 if the job failed (a
+        missing package, no answer from the Dask scheduler, invalid data / model /
+        parameters, a worker that kept dying, a lost connection, out of memory, an I/O
+        error or an unexpected error); 2 on a usage error (a bad option, an output that
+        exists or may not be replaced, an output overlapping an input or the current
+        directory, a missing input, a schema that does not fit); 130 if interrupted
+        (Ctrl-C); 143 on SIGTERM, after removing the temporary files. Every failure is one
+        line on stderr naming the cause and the fix; ``-v`` adds the traceback.
+
+    Examples
+    --------
+    >>> main(["flights", "--n-train", "3000", "--n-test", "1000", "--quiet"])  # doctest: +SKIP
+    0
+    """
+    # the command's name before the parser exists: building it imports for seconds, during
+    # which Ctrl-C and SIGTERM get their one line too
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    program, verbose = " ".join(["ebf", *words[:1]]), 0
+    try:
+        with signals_raise():
+            args = build_parser().parse_args(argv)
+            program, verbose = f"ebf {args.command}", args.verbose
+            level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+            logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+            return args.handler(args)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line and status too
+        return report_failure(exc, program, verbose)
+    finally:
+        atomic = sys.modules.get("basics.atomic")  # not imported: nothing was written through it
+        if atomic is not None:
+            atomic.remove_abandoned()  # what tasks still running wrote after the clean-up

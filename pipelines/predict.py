@@ -1,0 +1,263 @@
+"""The prediction job: a saved model and a Parquet dataset in, predictions as Parquet out.
+
+:func:`predict_to_parquet` loads a model directory (:func:`ebf.artifact.load`: checksums
+verified, nothing unpickled), predicts every row of a Parquet dataset on the cluster with
+:func:`ebf.dask.predict.predict_frame` (one ``map_partitions`` task per partition, the local
+model's own numbers) and writes the result with :func:`pipelines.io.write_parquet_atomic`: one
+file per input partition, in row order (``part.NNNNNN.parquet``), the model's version and
+hash in every file's schema metadata, nothing at the target unless every file was written.
+It takes ``client=None`` (the current client) and ``progress(done, total)`` over partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dask.dataframe as dd
+import distributed
+import fsspec
+import pandas as pd
+import pyarrow.dataset as pads
+
+from basics.atomic import check_destination
+from basics.versions import library_version
+from cluster import current_client
+from ebf.dask.client import Report
+from ebf.dask.graph import model_in_graph
+from pipelines.artifacts import open_artifact
+from pipelines.footers import read_footers
+from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
+from pipelines.schema import SchemaError, inspect_schema, numeric_columns
+
+__all__ = ["PredictionResult", "prediction_inputs", "predict_to_parquet"]
+
+logger = logging.getLogger(__name__)
+
+
+
+def _check_columns(data: Source, features: Sequence[str], needed: Sequence[str],
+                   storage_options: Any) -> None:
+    """Every column in ``needed`` is in every file of ``data`` with one kind, and no numeric
+    feature holds nulls (footers only), else a SchemaError / ValueError naming them."""
+    footers = read_footers(data, storage_options)
+    columns = inspect_schema(data, storage_options=storage_options)
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        shown = ", ".join(repr(c) for c in list(columns)[:30])
+        raise SchemaError(
+            f"the data lacks {len(missing)} column(s) the model needs: "
+            f"{', '.join(repr(c) for c in missing)}; available columns: {shown}",
+            columns=missing,
+        )
+    problems = footers.mismatches({c: "feature" if c in features else "kept" for c in needed
+                                   if not columns[c].partition})
+    if problems:
+        raise SchemaError("; ".join(message for _, message in problems),
+                          columns=[c for c, _ in problems])
+    footers.check_no_nulls(numeric_columns(columns, features), f"the data {footers.source}")
+
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+@dataclass(frozen=True)
+class PredictionResult:
+    """What :func:`predict_to_parquet` wrote.
+
+    Attributes
+    ----------
+    path : str
+    rows : int
+    files : int
+    columns : list of str
+    metadata : dict of str to str
+        The key/values in every file's schema metadata.
+    seconds : float
+        Wall time of the prediction and the write.
+    """
+
+    path: str
+    rows: int
+    files: int
+    columns: list[str]
+    metadata: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _report_partition(part: pd.DataFrame, topic: str, partition_info: Any = None) -> pd.DataFrame:
+    """Identity on a partition that tells the client it is done (worker event ``topic``)."""
+    number = partition_info.get("number") if isinstance(partition_info, dict) else None
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not on a worker (local scheduler): nobody listens
+        return part
+    worker.log_event(topic, {"partition": number})
+    return part
+
+
+@contextmanager
+def _partition_events(
+    client: distributed.Client, topic: str, total: int, progress: Report | None
+) -> Iterator[None]:
+    """Call ``progress(done, total)`` as workers report partitions on ``topic``."""
+    if progress is None:
+        yield
+        return
+    seen: set[Any] = set()
+
+    def handler(event: Any) -> None:
+        _, message = event
+        if isinstance(message, dict):
+            seen.add(message.get("partition"))
+            progress(min(len(seen), total), total)
+
+    progress(0, total)
+    client.subscribe_topic(topic, handler)
+    try:
+        yield
+    finally:
+        client.unsubscribe_topic(topic)
+    progress(total, total)
+
+
+def prediction_inputs(model_dir: str | os.PathLike[str], data: Source) -> dict[str, Any]:
+    """What a prediction job reads, for :func:`basics.atomic.check_destination`'s ``inputs``."""
+    return {"the model": model_dir, "the input data": data}
+
+
+def _join_columns(pred: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([kept.set_axis(pred.index), pred], axis=1)
+
+
+def _count_rows(path: str, storage_options: Mapping[str, Any] | None) -> tuple[int, int]:
+    """Rows and files of a written Parquet directory, from the footers only."""
+    fs, fpath = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
+    dataset = pads.dataset(fpath, filesystem=fs, format="parquet")
+    return int(dataset.count_rows()), len(dataset.files)
+
+
+def predict_to_parquet(
+    model_dir: str | os.PathLike[str],
+    data: Source,
+    out: str | os.PathLike[str],
+    *,
+    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    keep_columns: Sequence[str] = (),
+    overwrite: bool = False,
+    client: distributed.Client | None = None,
+    progress: Report | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    strategy: str = "auto",
+) -> PredictionResult:
+    """Predict every row of a dataset on the cluster and write the predictions as Parquet.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        A model directory (:func:`ebf.artifact.save`, ``ebf train``).
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+        Parquet dataset (file, directory, glob, fsspec URL) or a Dask DataFrame holding the
+        model's feature columns (other columns are not read).
+    out : str or path-like
+        Output directory; it appears only when every file is written.
+    quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+        Regressors: levels of the quantile columns (``q05``, ``q50``, ``q95``).
+    keep_columns : sequence of str, default=()
+        Input columns copied in front of the predictions (row ids, keys, the target...).
+    overwrite : bool, default=False
+        Replace an existing ``out`` that holds ebf predictions (its ``_ebf_output.json``
+        marker); anything else there raises :class:`FileExistsError` before any work, as
+        does an ``out`` that is, contains or lies inside the model or the data
+        (:func:`basics.atomic.check_destination`).
+    client : distributed.Client, optional
+        The current client by default.
+    progress : callable ``progress(done, total)``, optional
+        Called on the driver as partitions are predicted.
+    storage_options : dict, optional
+        fsspec options for URLs.
+    strategy : {"auto", "broadcast", "sharded"}, default="auto"
+        How the workers get the model (:func:`ebf.dask.predict.predict_frame`): whole on
+        every worker, or one branch per task from its shard; ``"auto"`` chooses from the
+        model's size and the workers' memory. The driver never loads the branches.
+
+    Returns
+    -------
+    PredictionResult
+
+    Notes
+    -----
+    Columns: regressors ``mean``, ``std`` and the quantiles; classifiers ``proba_<class>``
+    and ``predicted``; EBF models also ``branch`` (the trunk leaf that predicted the row).
+    Row ``i`` of the output (files in name order) is row ``i`` of the input. Schema
+    metadata (:func:`pipelines.io.read_parquet_metadata`): ``ebf.model_hash``
+    (:func:`ebf.artifact.model_hash`, the sha256 of the model's content),
+    ``ebf.model_version`` (``ebf-model/<format> ebf/<version>``), ``ebf.model_class``,
+    ``ebf.model_path``, ``ebf.features`` and ``ebf.quantiles`` (JSON),
+    ``ebf.predicted_with`` (the ebf version that predicted).
+
+    Examples
+    --------
+    >>> res = predict_to_parquet("models/friedman", "data/test", "predictions/")  # doctest: +SKIP
+    >>> read_parquet_metadata("predictions/")["ebf.model_hash"]  # doctest: +SKIP
+    '3f1c0a9b...'
+    """
+    from ebf.dask.predict import predict_frame
+
+    t0 = time.perf_counter()
+    client = current_client(client)
+    inputs = prediction_inputs(model_dir, data)
+    check_destination(out, "predictions", overwrite=overwrite, inputs=inputs,
+                      storage_options=storage_options)
+    loaded = open_artifact(model_dir, storage_options)
+    keep = [str(c) for c in keep_columns]
+    needed = list(dict.fromkeys([*loaded.features, *keep]))
+    if not isinstance(data, dd.DataFrame):
+        _check_columns(data, loaded.features, needed, storage_options)
+    ddf = read_columns(data, needed, storage_options)
+
+    pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,
+                         strategy=strategy)
+    if keep:
+        clash = [c for c in keep if c in pred.columns]
+        if clash:
+            raise ValueError(f"keep_columns {clash} collide with prediction columns "
+                             f"{list(pred.columns)}; rename them first")
+        kept = ddf[keep]
+        meta = _join_columns(pred._meta, kept._meta)
+        pred = dd.map_partitions(_join_columns, pred, kept, meta=meta, align_dataframes=False)
+    token = uuid.uuid4().hex[:12]
+    topic = f"ebf-predict-{token}"
+    pred = pred.map_partitions(_report_partition, topic, meta=pred._meta)
+
+    metadata = {
+        "ebf.model_hash": loaded.digest,
+        "ebf.model_version": loaded.version,
+        "ebf.model_class": loaded.model_class,
+        "ebf.model_path": (str(Path(loaded.path).resolve()) if loaded.reader.store.is_local
+                           else loaded.path),
+        "ebf.features": json.dumps(loaded.features),
+        "ebf.quantiles": json.dumps([] if loaded.is_classifier else [float(q) for q in quantiles]),
+        "ebf.predicted_with": library_version(),
+    }
+    logger.info("predicting %s with %s (%s) -> %s, %d partitions", describe_source(data),
+                loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
+    with _partition_events(client, topic, ddf.npartitions, progress), client.as_current(), \
+            model_in_graph():
+        write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
+                             overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+    rows, files = _count_rows(os.fspath(out), storage_options)
+    seconds = time.perf_counter() - t0
+    logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)
+    return PredictionResult(os.fspath(out), rows, files, list(pred.columns), metadata, seconds)
+
+

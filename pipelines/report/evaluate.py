@@ -1,0 +1,331 @@
+"""The evaluation job that ``ebf evaluate`` runs: a saved model scored on a labelled dataset.
+
+:func:`evaluate` streams a labelled dataset through the model, partition by partition: each
+task reduces its rows to a few sums (squared errors, log densities, counts inside each central
+interval; for classifiers correct predictions and log losses) and only those sums reach the
+driver. Interval coverage needs one number per row, the predictive CDF at the observed value
+``u = F(y)``: ``y`` lies in the central ``z`` interval ``[F^-1((1 - z) / 2), F^-1((1 + z) /
+2)]`` exactly when ``(1 - z) / 2 <= u <= (1 + z) / 2`` (``F`` is continuous and strictly
+increasing), so the exact intervals of the predictive mixture cost no quantile search. RMSE and
+NLPD equal :mod:`basics.metrics` on the whole dataset (``rmse``, ``nlpd`` of
+``model.predict_distribution(X)``) up to the order of summation, and so does
+``calibration_table`` except for a row whose ``y`` lies in a flat stretch of the CDF exactly at
+an interval bound (well-separated narrow components, mostly on training rows): the interval is
+not unique there, a quantile search may land anywhere in the stretch, while ``u`` decides it
+deterministically.
+
+It takes ``client=None`` (the current client) and ``progress(done, total)`` over partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dask
+import dask.dataframe as dd
+import distributed
+import numpy as np
+import pandas as pd
+
+from cluster import current_client
+from ebf.dask.client import Report, gather
+from ebf.dask.graph import model_in_graph, shared_model, small_frame
+from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
+from pipelines.artifacts import open_artifact
+from pipelines.io import Source, describe_source, read_columns
+from pipelines.report.diagnostics import EvaluationJob, before_after
+from pipelines.report.metrics import DEFAULT_LEVELS
+from pipelines.schema import check_schema
+
+__all__ = ["evaluate", "evaluate_model", "format_evaluation"]
+
+logger = logging.getLogger(__name__)
+
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _partition_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
+                    job: EvaluationJob) -> np.ndarray:
+    """``[rows, missing targets, the job's sums]`` of a partition scored by a whole model."""
+    ok = part[target].notna().to_numpy()
+    out = np.zeros(2 + job.size)
+    out[0], out[1] = ok.sum(), (~ok).sum()
+    if ok.any():
+        X = part.loc[ok, features]
+        output = model.predict_proba(X) if job.classes is not None else (
+            model.predict_distribution(X, recalibrated=False))  # the job applies the map
+        out[2:] = job.reduce(job.rows(output, part.loc[ok, target].to_numpy()))
+    return out
+
+
+def _block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
+    """The same sums from a partition predicted branch by branch."""
+    index, block, _, n_missing = assembled
+    out = np.zeros(2 + job.size)
+    out[0], out[1] = len(index), n_missing
+    out[2:] = job.reduce(block)
+    return out
+
+
+def _levels(levels: Sequence[float]) -> np.ndarray:
+    lv = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    if lv.ndim != 1 or lv.size == 0 or np.any(~((lv > 0) & (lv < 1))):
+        raise ValueError(f"levels must be one or more values in (0, 1); got {levels!r}")
+    return lv
+
+
+def evaluate(
+    model_dir: str | os.PathLike[str],
+    data: Source,
+    *,
+    target: str | None = None,
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    client: distributed.Client | None = None,
+    progress: Report | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    strategy: str = "auto",
+) -> dict[str, Any]:
+    """Score a saved model on a labelled dataset, streaming it through the cluster.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        A model directory.
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+        Parquet dataset or Dask DataFrame with the model's features and the target.
+    target : str, optional
+        Target column; by default the one recorded at training (``ebf train`` stores it).
+    levels : sequence of float, default=pipelines.report.metrics.DEFAULT_LEVELS
+        Nominal coverages of the central intervals of the calibration table (0.1 .. 0.9).
+    client : distributed.Client, optional
+        The current client by default.
+    progress : callable ``progress(done, total)``, optional
+        Called on the driver as partitions are scored.
+    storage_options : dict, optional
+    strategy : {"auto", "broadcast", "sharded"}, default="auto"
+        As in :func:`predict_to_parquet`: the whole model on every worker, or every branch
+        scoring its own rows next to its shard. The sums are the same up to rounding.
+
+    Returns
+    -------
+    dict
+        Always ``task``, ``n`` (scored rows), ``n_missing_target`` (rows skipped), ``target``,
+        ``model_hash``, ``model_class``, ``seconds``. Regressors: ``rmse``, ``nlpd`` (mean
+        negative log predictive density), ``calibration`` (DataFrame ``level``,
+        ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
+        with the exact mixture intervals), ``coverage`` (level -> observed fraction),
+        ``max_calibration_gap`` (max ``|observed - nominal|``), ``intervals="mixture"``,
+        ``crps`` (mean CRPS), ``reliability`` (the table at 5% steps), ``pit_histogram``
+        (20 counts of the PIT), ``width_error`` (DataFrame ``n``, ``mean_width`` of the
+        central 90% interval, ``mean_abs_error`` of the median, about ten groups by width),
+        ``calibrated`` (whether the model recalibrates its CDF) and, if it does,
+        ``uncalibrated`` (the same scores of the model's own mixture, from the same pass);
+        see :mod:`pipelines.report.diagnostics`. Classifiers: ``accuracy``,
+        ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
+        does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
+        probability ``eps``) and ``classes``.
+
+    Raises
+    ------
+    ValueError
+        If no target is given and the model does not record one, or ``levels`` is invalid.
+    pipelines.schema.SchemaError
+        If the data lacks a feature or the target.
+
+    Examples
+    --------
+    >>> res = evaluate("models/friedman", "data/test")  # doctest: +SKIP
+    >>> round(res["rmse"], 3), round(res["nlpd"], 3)  # doctest: +SKIP
+    (1.52, 1.84)
+    """
+    t0 = time.perf_counter()
+    client = current_client(client)
+    lv = _levels(levels)
+    loaded = open_artifact(model_dir, storage_options)
+    if target is None:
+        target = loaded.training.get("target")
+        if not isinstance(target, str):
+            raise ValueError(
+                f"the model at {loaded.path!r} does not record its target (it was not saved by "
+                "ebf train / pipelines.train); pass target= (CLI: --target)"
+            )
+    features = loaded.features
+    if not isinstance(data, dd.DataFrame):
+        check_schema(data, target, features, storage_options=storage_options)
+    ddf = read_columns(data, [*features, target], storage_options)
+
+    strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
+    if loaded.reader.n_parts:
+        head = loaded.reader.head()
+        classes, pit_map = head.classes, head.recalibration
+        whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
+    else:  # a format 1 model or a single forest: loaded here, small
+        model = loaded.reader.load()
+        classes = getattr(model, "classes_", None)
+        pit_map = getattr(model, "recalibration_", None)
+        whole = shared_model(model)
+    job = EvaluationJob(lv, classes, pit_map)
+    token = uuid.uuid4().hex[:12]
+    if strategy == "sharded" and loaded.reader.n_parts:
+        tasks = [dask.delayed(_block_sums, pure=True)(
+            b, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+            for i, b in enumerate(sharded_blocks(loaded.reader, ddf, job, target=target))]
+    else:
+        tasks = _partition_tasks(ddf, whole, features, target, job)
+    logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
+                describe_source(data), len(tasks), target, strategy)
+    return _score(_run(tasks, client, progress), job, data, target, t0,
+                  {"model_hash": loaded.digest, "model_class": loaded.model_class})
+
+
+def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
+                     job: EvaluationJob) -> list:
+    token = uuid.uuid4().hex[:12]
+    return [dask.delayed(_partition_sums, pure=True)(
+        part, whole, features, target, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+        for i, part in enumerate(ddf.to_delayed())]
+
+
+def _run(tasks: list, client: distributed.Client, progress: Report | None) -> list:
+    """The evaluation tasks' sums, in partition order."""
+    with distributed.span("ebf-evaluate"):
+        with model_in_graph():
+            futures = client.compute(tasks)
+    try:
+        return gather(client, futures, progress)
+    finally:
+        del futures, tasks  # release the model on the workers
+
+
+def _score(parts: list, job: EvaluationJob, data: Source, target: str, t0: float,
+           model_info: dict) -> dict[str, Any]:
+    """Reduce the partitions' sums to :func:`evaluate`'s result."""
+    sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.size)
+    n, missing = int(sums[0]), int(sums[1])
+    if n == 0:
+        raise ValueError(f"no row of {describe_source(data)} has a value in the target {target!r}; "
+                         "nothing to score")
+    if missing:
+        logger.warning("evaluate: %d row(s) with a missing %r were skipped", missing, target)
+    classify = job.classes is not None
+    result: dict[str, Any] = {
+        "task": "classification" if classify else "regression",
+        "target": target,
+        "n": n,
+        "n_missing_target": missing,
+        **model_info,
+        **job.result(sums[2:], n),
+    }
+    if classify and result["n_unseen_labels"]:
+        logger.warning("evaluate: %d row(s) have labels the model never saw",
+                       result["n_unseen_labels"])
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def evaluate_model(
+    model: Any,
+    data: Source,
+    *,
+    target: str,
+    features: Sequence[str],
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    client: distributed.Client | None = None,
+    progress: Report | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
+
+    Small data comes to the model (:func:`ebf.dask.predict.small_frame`), else the model
+    travels in the graph to the workers (one copy per worker); the sums and the result are
+    those of :func:`evaluate` (``model_hash`` is None). For a model not saved
+    yet, e.g. the challenger of :func:`pipelines.registry.retrain.retrain`.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted EBF / SSF (or any model with ``predict_distribution`` / ``predict_proba``).
+    data : str, path-like, list of str or dask.dataframe.DataFrame
+    target : str
+    features : sequence of str
+        The model's feature columns.
+    levels, client, progress, storage_options
+        As in :func:`evaluate`.
+
+    Returns
+    -------
+    dict
+        As :func:`evaluate`.
+    """
+    t0 = time.perf_counter()
+    client = current_client(client)
+    lv = _levels(levels)
+    features = list(features)
+    if not isinstance(data, dd.DataFrame):
+        check_schema(data, target, features, storage_options=storage_options)
+    ddf = read_columns(data, [*features, target], storage_options)
+    job = EvaluationJob(lv, getattr(model, "classes_", None),
+                        getattr(model, "recalibration_", None))
+    rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
+    parts = ([_partition_sums(rows, model, features, target, job)] if rows is not None else
+             _run(_partition_tasks(ddf, shared_model(model), features, target, job), client,
+                  progress))
+    info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
+    return _score(parts, job, data, target, t0, info)
+
+
+def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:
+    """Format :func:`evaluate`'s result as text.
+
+    Regressors: :func:`pipelines.report.metrics.format_report` (RMSE, NLPD, the calibration table),
+    then the coverage per level and the largest calibration gap. Classifiers: rows,
+    accuracy and log loss.
+
+    Parameters
+    ----------
+    result : mapping
+        From :func:`evaluate`.
+    title : str, optional
+        First line; the target and row count are appended.
+
+    Returns
+    -------
+    str
+        Without a trailing newline.
+
+    Examples
+    --------
+    >>> res = evaluate("model/", "data/test")  # doctest: +SKIP
+    >>> print(format_evaluation(res, title="test set"))  # doctest: +SKIP
+    """
+    from pipelines.report.metrics import format_report
+
+    name = str(result["model_class"]).rsplit(".", 1)[-1]
+    head = f"target {result['target']!r}, {result['n']:,} rows"
+    if result["n_missing_target"]:
+        head += f" ({result['n_missing_target']:,} without a target skipped)"
+    head = f"{title}: {head}" if title else head
+    if result["task"] != "classification":
+        cover = ", ".join(f"{z:.0%}: {o:.3f}" for z, o in result["coverage"].items())
+        lines = [format_report(before_after({name: result}), title=head), "",
+                 f"interval coverage (nominal: observed): {cover}",
+                 f"max |calibration gap|: {result['max_calibration_gap']:.3f}"]
+        if "uncalibrated" in result:
+            lines[-1] += (f" (uncalibrated: {result['uncalibrated']['max_calibration_gap']:.3f}"
+                          "; the model recalibrates its predictive CDF)")
+        return "\n".join(lines)
+    width = max(5, len(name))
+    header = f"{'model':<{width}}  {'rows':>10}  {'accuracy':>8}  {'log loss':>8}"
+    lines = [head, "", header, "-" * len(header),
+             f"{name:<{width}}  {result['n']:>10,}  {result['accuracy']:>8.4f}  "
+             f"{result['log_loss']:>8.4f}"]
+    if result["n_unseen_labels"]:
+        lines.append(f"{result['n_unseen_labels']:,} rows have labels the model never saw")
+    return "\n".join(lines)
