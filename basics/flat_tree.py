@@ -26,7 +26,7 @@ nodes it reaches: with 2., a node it misses lies on a cycle cut off from the roo
 
 The first violation is reported: the first tree, then the first node in index order for 1.,
 then for 2., then 3. Sequential O(nodes) passes in one kernel; plain NumPy oracle
-``tests/naive.py::naive_check_trees``.
+``tests/naive/cart.py::naive_check_trees``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ shallow trees), on the trunk's kernels:
 
 Where a feature has one bin per distinct value (``binning.edges_from_sample``), the edges
 are the midpoints scikit-learn uses as thresholds, so the tree is exact CART
-(``tests/naive.py`` has the oracle): the same splits of the training rows. Where a node's
+(``tests/naive/`` has the oracle): the same splits of the training rows. Where a node's
 rows leave empty bins between the two sides of its split, exact CART cuts in the middle of
 the gap and the histogram tree right after the occupied bins (the lowest edge, as
 histogram boosting does), so a new row inside the gap may go the other way.

@@ -22,7 +22,7 @@ the caller.
 
 Random numbers come from numba's generator, seeded by the caller: per stage three
 uniforms for each free particle that has an eligible node (in particle order), then
-``C - 1`` for resampling, or one for the final draw. ``tests/naive.py``
+``C - 1`` for resampling, or one for the final draw. ``tests/naive/``
 (``naive_conditional_smc``) replays the same stream with NumPy.
 """
 

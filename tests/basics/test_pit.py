@@ -1,5 +1,5 @@
 """The PIT map, recalibrated distributions, adaptive updates and the CRPS (basics.pit,
-basics.metrics), against the plain-NumPy oracles of tests/naive.py."""
+basics.metrics), against the plain-NumPy oracles of tests/naive/."""
 
 from __future__ import annotations
 

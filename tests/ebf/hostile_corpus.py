@@ -23,7 +23,7 @@ import ebf
 import mondrian
 from ebf.branches import ConstantBranch
 from ebf.trunk import Trunk
-from tests.ebf.test_model import save
+from tests.ebf.model_helpers import save
 
 __all__ = ["MODEL_NAMES", "Worker", "data", "fit_models", "save_corpus", "warm_worker"]
 

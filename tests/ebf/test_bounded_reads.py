@@ -36,9 +36,9 @@ from ebf.artifact import packs as pack_module
 from ebf.artifact.codec import ChecksumError, ModelFormatError, content_hash
 from ebf.artifact.manifest import hashed_keys
 from ebf.artifact.packs import MAGIC, PackWriter, Store, read_pack, write_pack
+from tests.ebf.model_helpers import load_manifest
+from tests.ebf.model_helpers import save as save_v1
 from tests.ebf.test_hostile_models import _forge
-from tests.ebf.test_model import _manifest
-from tests.ebf.test_model import save as save_v1
 
 ROOT = Path(__file__).resolve().parents[2]
 GiB = 2**30
@@ -197,7 +197,7 @@ def _rewrite(path: Path, name: str, data: bytes | None = None, size: int | None 
             f.truncate(size)
         if sha256 is None:
             sha256 = hashlib.file_digest(f, "sha256").hexdigest()
-    manifest = _manifest(path)
+    manifest = load_manifest(path)
     entry = manifest["head"] if name == "head.pack" else next(
         s for s in manifest["shards"] if s["file"] == name)
     entry["bytes"], entry["sha256"] = file.stat().st_size, sha256
@@ -222,7 +222,7 @@ def test_an_extreme_empty_shape_in_a_shard_is_refused_naming_the_shard(model, tm
 def test_extreme_npy_headers_are_refused_naming_the_file(model, tmp_path, shape, match):
     """Format 1: the same shape rule, applied to the ``.npy`` header before numpy loads."""
     path = save_v1(model.trunk_, tmp_path / "m")
-    manifest = _manifest(path)
+    manifest = load_manifest(path)
     entry = manifest["state"]["trunk_"]["threshold"]
     file = path / entry["__ndarray__"]
     with open(file, "wb") as f:
@@ -414,7 +414,7 @@ def test_sparse_giant_files_are_refused_within_a_memory_limit(model, tmp_path):
                                                   True),
     }
     v1 = save_v1(model.trunk_, tmp_path / "v1")  # format 1: one .npy of 512 MiB
-    manifest = _manifest(v1)
+    manifest = load_manifest(v1)
     entry = manifest["state"]["trunk_"]["threshold"]
     with open(v1 / entry["__ndarray__"], "wb") as f:
         np.lib.format.write_array_header_1_0(

@@ -18,7 +18,7 @@ from ebf import (
 )
 from ebf.branches import ConstantBranch
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
-from tests.ebf.test_model import assert_roundtrip
+from tests.ebf.model_helpers import assert_roundtrip
 
 
 def friedman(n, rng, p=10):

@@ -2,7 +2,7 @@
 
 Taddy, Chen, Yu & Wyle (2015), Sec. 2.3 and Algorithm 1: a Bayesian forest differs from
 Breiman's random forest only in the bootstrap weights (Exp(1) vs. Poisson(1)). Oracles are
-scikit-learn's own trees and the plain-NumPy functions of ``tests/naive.py``.
+scikit-learn's own trees and the plain-NumPy functions of ``tests/naive/``.
 """
 
 from __future__ import annotations

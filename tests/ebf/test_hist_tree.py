@@ -1,6 +1,6 @@
 """Tests of the deep histogram CART trees (``ebf.hist_tree``, issue 15).
 
-Oracles: ``naive_grow`` of ``tests/naive.py`` (plain-NumPy CART over given edges: with the
+Oracles: ``naive_grow`` of ``tests/naive/`` (plain-NumPy CART over given edges: with the
 midpoints of every distinct value as edges it is exact CART), ``naive_node_stats`` /
 ``naive_class_fractions`` for the leaf statistics, and scikit-learn's exact trees.
 """

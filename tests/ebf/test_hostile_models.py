@@ -6,7 +6,7 @@ model here has them recomputed: only the codec's limits (``ebf/artifact/codec.py
 structural validation of each ``_set_state`` can catch it. Cases that could crash or hang
 the interpreter run in a worker subprocess (``tests/ebf/hostile_worker.py``); a case that kills
 it or gets no answer fails naming the case. The structure kernel is compared with its
-plain-NumPy oracle ``tests/naive.py::naive_check_trees``.
+plain-NumPy oracle ``tests/naive/cart.py::naive_check_trees``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ebf.cart_fit import fit_cart_forest
 from ebf.trunk import Trunk
 from tests.ebf.hostile_corpus import MODEL_NAMES, Worker
 from tests.ebf.hostile_corpus import data as _data
-from tests.ebf.test_model import _array_entries, _manifest, save
+from tests.ebf.model_helpers import array_entries, load_manifest, save
 from tests.naive import naive_check_trees
 
 # ------------------------------------------------------------------------------ forging
@@ -78,7 +78,7 @@ def _forge(path: Path, manifest: dict) -> None:
     """Recompute every file checksum and the model hash, then write the manifest."""
     for name in manifest["files"]:
         manifest["files"][name] = _sha(path / name)
-    for entry in _array_entries(manifest["state"]) + _array_entries(manifest["params"]):
+    for entry in array_entries(manifest["state"]) + array_entries(manifest["params"]):
         entry["sha256"] = manifest["files"][entry["__ndarray__"]]
     manifest["model_hash"] = content_hash(manifest, HASHED)
     (path / "manifest.json").write_text(json.dumps(manifest))
@@ -89,7 +89,7 @@ def _copy(models: dict, name: str, tmp_path: Path) -> tuple[Path, dict, Path]:
     dst = tmp_path / name
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst)
-    return dst, _manifest(dst), rows
+    return dst, load_manifest(dst), rows
 
 
 def _array(path: Path, entry: dict) -> np.ndarray:
@@ -411,7 +411,7 @@ def _mutate(path: Path, manifest: dict, mutation: tuple) -> None:
         container, key = leaves[i % len(leaves)]
         container[key] = json.loads(json.dumps(_JSON_VALUES[arg]))
         return
-    entries = _array_entries(manifest["state"])
+    entries = array_entries(manifest["state"])
     entry = entries[i % len(entries)]
     file = path / entry["__ndarray__"]
     if kind == "swap":

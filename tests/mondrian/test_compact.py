@@ -3,7 +3,7 @@
 A compact forest must predict exactly as the full one (every predictive output, several
 seeds, both tasks, batch and online trees), survive ``ebf.artifact`` round trips bit for bit,
 refuse updates, and refuse a crafted compact state as strictly as a full one. Its kernels
-are compared with the oracles of ``tests/naive.py``.
+are compared with the oracles of ``tests/naive/``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Our extension of Lakshminarayanan, Roy & Teh (2016), Sec. 3 eq. (1): every node has its own
 noise variance, the inverse-gamma posterior mode centred on the forest's (App. B). The
-kernel is compared with the oracle of ``tests/naive.py``; belief propagation and the exact
+kernel is compared with the oracle of ``tests/naive/``; belief propagation and the exact
 branch-off with one variance per node with dense Gaussian conditioning; the default
 ``noise="forest"`` must be the paper's model bit for bit; the option must survive
 ``partial_fit``, ``compact()`` and ``ebf.artifact`` round trips; and on heteroskedastic data it

@@ -12,7 +12,7 @@ from ebf import SMCTreeClassifier, SMCTreeRegressor
 from ebf.artifact import ModelFormatError, load
 from ebf.artifact.classes import estimator_from_state, estimator_state
 from ebf.bayestrees.particles import leaf_values, weighted_values
-from tests.ebf.test_model import _manifest, _rewrite_array, assert_roundtrip, save
+from tests.ebf.model_helpers import assert_roundtrip, load_manifest, rewrite_array, save
 from tests.naive import (
     naive_bayestree_rows,
     naive_dirichlet_multinomial_polya,
@@ -342,11 +342,11 @@ def test_crafted_model_files_are_refused(fitted, tmp_path):
     """A cycle written into a saved model, checksums recomputed, is caught at load."""
     model, X = fitted
     path = save(model, tmp_path / "model")
-    manifest = _manifest(path)
+    manifest = load_manifest(path)
     entry = manifest["state"]["trees"]["left"]
     left = np.load(path / entry["__ndarray__"], allow_pickle=False).copy()
     j = _internal(model)
     left[j] = 0
-    _rewrite_array(path, manifest, entry, left)
+    rewrite_array(path, manifest, entry, left)
     with pytest.raises(ModelFormatError, match=f"node {j}: .*child 0"):
         load(path)
