@@ -60,6 +60,7 @@ def _skewed_map():
     return PITMap.fit(np.random.default_rng(6).beta(3.0, 2.0, 40_000))
 
 
+@pytest.mark.slow
 def test_recalibrated_cdf_quantile_density_are_consistent():
     dist = RecalibratedDistribution(_mixture(), _skewed_map())
     grid = np.linspace(-25, 25, 200_001)

@@ -513,6 +513,7 @@ def _corrupt(rng: np.random.Generator, arrays: list[np.ndarray], offsets: np.nda
             left[p], left[c] = left[c], c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forward", [True, False])
 def test_structure_kernel_matches_its_oracle(forward):
     """With ``forward`` (CART and trunk numbering) and without (Mondrian slot order, where a

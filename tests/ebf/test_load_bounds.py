@@ -355,6 +355,7 @@ def test_noise_over_alpha_is_a_variance(kernel_state):
         estimator_from_state(d)
 
 
+@pytest.mark.slow
 def test_forged_sums_in_one_shard_are_refused_by_load_part(tmp_path):
     """Format 2: a branch loaded alone from its shard meets the same bounds, the message
     naming the model file, the branch and the array."""

@@ -342,6 +342,7 @@ def test_classifier_learns_the_width_and_classes():
 @parametrize_with_checks([
     MondrianKernelRegressor(n_mondrians=10, max_features=1000, n_widths=5, random_state=0),
     MondrianKernelClassifier(n_mondrians=10, max_features=1000, n_widths=5, random_state=0)])
+@pytest.mark.slow
 def test_sklearn_compatible_estimators(estimator, check):
     check(estimator)
 

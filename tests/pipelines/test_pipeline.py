@@ -83,6 +83,7 @@ def local_threads(monkeypatch):
 # --------------------------------------------------------------------------- train
 
 
+@pytest.mark.slow
 def test_train_result_and_training_metadata(models, data):
     reg, clf = models["reg_result"], models["clf_result"]
     assert (reg.task, clf.task) == ("regression", "classification")
@@ -292,6 +293,7 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert sum(saved["pit_histogram"]) == 1500
 
 
+@pytest.mark.slow
 def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client):
     options = TrainOptions(branch="mondrian", n_estimators=3, trunk_leaves=3,
                            calibrate="holdout", calibration_fraction=0.3)
@@ -373,6 +375,7 @@ def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, 
     assert saved <= 1.5 * budget
 
 
+@pytest.mark.slow
 def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, local_threads):
     """``--n-estimators`` with ``--model-memory``: CART branches get the leaf size that fits."""
     from ebf.artifact import load

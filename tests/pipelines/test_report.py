@@ -186,6 +186,7 @@ def _data_uris(page: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
 
 
+@pytest.mark.slow
 def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
                                                    results: dict[str, dict]) -> None:
     nasty = "<b>& $\\frac{$"  # HTML markup, and a broken mathtext formula for the legends

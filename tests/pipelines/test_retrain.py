@@ -134,6 +134,7 @@ def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_
     assert retrain(reg_url, windows["feb"], client=dask_client).version == 2
 
 
+@pytest.mark.slow
 def test_kept_champion_writes_a_version_without_promoting(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)

@@ -201,6 +201,7 @@ def test_predictive_mixture_is_one_normal_per_draw(fitted):
     np.testing.assert_array_equal(s.mean, model.predict(X[:7]))
 
 
+@pytest.mark.slow
 def test_held_out_accuracy_and_coverage():
     """PG-BART on Friedman #1 (sd 1 noise): the held-out error of the mean is below the
     noise, sigma is found, and the central 90% predictive intervals cover 82-95% of 2000

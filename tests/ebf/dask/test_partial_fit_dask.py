@@ -33,6 +33,7 @@ def test_dask_partial_fit_equals_local_partial_fit(dask_client, local_cls, targe
     assert_same_predictions(got, local, make_frame(300, seed=9)[FEATURES])
 
 
+@pytest.mark.slow
 def test_dask_partial_fit_refusals_leave_the_model_unchanged(dask_client):
     df = make_frame(1200, seed=2)
     model, _, _ = fit_both(EmpiricalBayesianForestClassifier, df, 2, dask_client, "label",
