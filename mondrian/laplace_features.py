@@ -71,8 +71,9 @@ class LaplaceRandomFeatures(_LaplaceFeatures):
 
     Attributes
     ----------
-    frequencies_ : ndarray of shape (n_features_in_, n_components)
-    n_features_in_, feature_names_in_
+    frequencies_ : ndarray of shape (n_features, n_components)
+    n_features_in_ : int
+        Columns seen by ``fit`` (their names in ``feature_names_in_`` when given).
 
     Examples
     --------
@@ -122,12 +123,13 @@ class RandomBinningFeatures(_LaplaceFeatures):
 
     Attributes
     ----------
-    widths_, shifts_ : ndarray of shape (n_components, n_features_in_)
+    widths_, shifts_ : ndarray of shape (n_components, n_features)
     n_bins_ : ndarray of shape (n_components,)
         Non-empty training bins per repetition.
     n_features_out_ : int
         ``n_bins_.sum() + n_components``.
-    n_features_in_, feature_names_in_
+    n_features_in_ : int
+        Columns seen by ``fit`` (their names in ``feature_names_in_`` when given).
 
     Examples
     --------

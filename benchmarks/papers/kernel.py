@@ -25,7 +25,7 @@ CPU_SUBSTITUTE = ("California housing (20,640 block groups, 8 standardised attri
                   "benchmarks/data) for the CPU data set of Rahimi & Recht (not obtainable)")
 #: (train, validation, test) rows of the CPU stand-in per budget; the CPU set has 6,554 / 819.
 CPU_SIZES = {"smoke": (300, 100, 100), "quick": (2_000, 500, 500), "full": (6_554, 819, 819)}
-LIFETIMES = np.geomspace(0.05, 1.6, 6)
+LIFETIMES = np.geomspace(0.0125, 1.6, 8)
 
 
 def _plot(out_dir: Path, name: str, draw) -> str:
@@ -243,7 +243,7 @@ FIG7_ITEM = Item(
 
 #: (M, search iterations, Mondrian sweep cells) per budget; the authors: M = 350, 100
 #: iterations for Fourier features and 50 for random binning.
-FIG8 = {"smoke": (10, 4, 300), "quick": (50, 12, 4_000), "full": (350, 30, 40_000)}
+FIG8 = {"smoke": (10, 4, 300), "quick": (50, 20, 4_000), "full": (350, 40, 40_000)}
 BASELINES = {"Fourier features + SGD": ("Fourier features", kr.sgd_ridge),
              "random binning + SGD": ("random binning", kr.sgd_ridge),
              "Fourier features + exact ridge": ("Fourier features", kr.ridge)}
@@ -299,7 +299,8 @@ FIG8_ITEM = Item(
                             "than random Fourier features or random binning",
                    "setting": "M = 350 non-zero features; baselines refit per lifetime by SGD "
                               "(10 epochs), lifetime search from 1 by doubling / halving then "
-                              "bisection, 100 (Fourier) and 50 (binning) steps (" + CODE + ")"},
+                              "bisection, 100 (Fourier) and 50 (binning) steps; the CPU data "
+                              "raw, its lifetimes near 1e-6 (" + CODE + ")"},
     paper_headline=">= 10x faster to a suitable width (figure)",
     data="California housing (validation rows)", substitutes=(CPU_SUBSTITUTE,),
     metric="speed-up: a baseline's time to first reach 1.05 x the sweep's best validation "
@@ -383,4 +384,21 @@ FIG9_ITEM = Item(
 ITEMS = [FIG5_ITEM, FIG6_ITEM, FIG7_ITEM, FIG8_ITEM, FIG9_ITEM]
 
 #: Causes of the claims that do not hold (measured at ``--budget quick``).
-CAUSES: dict[str, str] = {}
+CAUSES: dict[str, str] = {
+    "kernel.fig6": (
+        "The first half holds (M = 10: Mondrian 45.0%, binning 43.3%, Fourier 45.9%); the "
+        "second, our own 1.25x bound at M = 50, misses: Mondrian 31.8% vs exact 24.9% "
+        "(1.28x). Not a Mondrian fault: every scheme is there at M = 50 (binning 31.1%, "
+        "Fourier 32.8%); at the smooth width the exact ridge picks (lifetime 0.025) most "
+        "kernel values are near 1 and 50 random features still leave a visible gap."),
+    "kernel.fig8": (
+        "Protocol and data, not a fault found in the sweep. On standardised California "
+        "housing (2,000 rows, M = 50) one sweep takes 3.6 s to a best validation error of "
+        "27.8%; Cauchy Fourier features refit by exact ridge pass 1.05 x that after 0.06 s "
+        "(they reach 26.0%: Fourier features suit this data, as the paper says of CPU), and "
+        "refit by 10 SGD epochs (the authors' baseline) they plateau at 35.4% (random "
+        "binning 36.7%, 6.3 s for 21 widths), so they never get there. The paper's order "
+        "of magnitude rests on SGD refits at M = 350 on the raw CPU inputs, whose lifetime "
+        "(about 1e-6) lies 20 halvings from the search's start at 1; on standardised inputs "
+        "the best width is 3-4 halvings away."),
+}

