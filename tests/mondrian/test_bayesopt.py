@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mondrian import MondrianForestRegressor
-from mondrian.bayesopt import skopt_optimizer
+from mondrian.bayesopt import default_initial_points, maximize_on_grid, skopt_optimizer
 
 skopt = pytest.importorskip("skopt")
 
@@ -52,3 +52,36 @@ def test_the_forest_is_a_skopt_surrogate_with_sampling():
     assert len(opt.models) == 3 and len(opt.yi) == 5
     with pytest.raises(ValueError, match="acq_optimizer must be 'sampling'"):
         skopt_optimizer(SPACE, acq_optimizer="lbfgs")
+
+
+def _negated_branin(U):
+    return -np.array([branin((-5 + 15 * u[0], 15 * u[1])) for u in U])
+
+
+def test_maximize_on_grid_finds_a_smooth_optimum():
+    grid = np.random.default_rng(0).random((2_000, 2))
+    res = maximize_on_grid(lambda X: -((X - 0.3) ** 2).sum(1), grid, 30, random_state=0)
+    assert len(res["order"]) == len(set(res["order"])) == 30
+    assert res["best"] == max(res["values"]) > -0.01
+    with pytest.raises(ValueError, match="n_initial"):
+        maximize_on_grid(lambda X: X[:, 0], grid, 30, n_initial=31)
+
+
+def test_default_initial_points_are_a_tenth_of_the_budget():
+    assert default_initial_points(200, 2) == 20 and default_initial_points(200, 6) == 20
+    assert default_initial_points(20, 6) == 7 and default_initial_points(5, 6) == 5
+
+
+@pytest.mark.slow
+def test_five_initial_points_leave_a_seed_climbing_on_a_fine_grid():
+    """The Table 3 outlier (seed 0 of grid 0 ended at -3.70 after 200 evaluations): on the
+    paper's 250,000-point Branin grid, with 5 random points first the UCB steps about one
+    grid spacing per evaluation from the best of them; with the default 20 (of 200) the
+    climbs start in more basins. Measured after 40 evaluations."""
+    rng = np.random.default_rng(1000)
+    grid = rng.random((250_000, 2))
+    grid[0] = [(5 - np.pi) / 15, 12.275 / 15]
+    old = maximize_on_grid(_negated_branin, grid, 40, n_initial=5, random_state=0)
+    new = maximize_on_grid(_negated_branin, grid, 40, n_initial=default_initial_points(200, 2),
+                           random_state=0)
+    assert old["best"] < -3.0 < -1.0 < new["best"], (old["best"], new["best"])

@@ -58,6 +58,7 @@ from .mondrian import (
     naive_cell_columns,
     naive_expand,
     naive_kernel_cells,
+    naive_laplace_kernel,
     naive_mix64,
     naive_mondrian_box_cells,
     naive_preorder_structure,
@@ -96,6 +97,7 @@ from .trunk import (
 )
 
 __all__ = [
+    "naive_laplace_kernel",
     "branch_off_G_naive",
     "check_tree_invariants",
     "expected_discount_mc",

@@ -310,3 +310,16 @@ def naive_cell_columns(tree, lam) -> tuple[dict, int]:
         else:
             stack += [tree.right[j], tree.left[j]]
     return column, len(column)
+
+
+# ---------------------------------------------------------------- Laplace kernel (oracle)
+
+
+def naive_laplace_kernel(A, B, lifetime):
+    """``exp(-lifetime * ||a - b||_1)`` for every pair of rows, by loops."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    K = np.empty((A.shape[0], B.shape[0]))
+    for i in range(A.shape[0]):
+        for j in range(B.shape[0]):
+            K[i, j] = np.exp(-lifetime * sum(abs(a - b) for a, b in zip(A[i], B[j], strict=True)))
+    return K

