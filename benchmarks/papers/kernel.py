@@ -393,11 +393,11 @@ CAUSES: dict[str, str] = {
         "kernel values are near 1 and 50 random features still leave a visible gap."),
     "kernel.fig8": (
         "Protocol and data, not a fault found in the sweep. On standardised California "
-        "housing (2,000 rows, M = 50) one sweep takes 3.6 s to a best validation error of "
-        "27.8%; Cauchy Fourier features refit by exact ridge pass 1.05 x that after 0.06 s "
+        "housing (2,000 rows, M = 50) one sweep takes 3.1 s to a best validation error of "
+        "27.8%; Cauchy Fourier features refit by exact ridge pass 1.05 x that after 0.04 s "
         "(they reach 26.0%: Fourier features suit this data, as the paper says of CPU), and "
         "refit by 10 SGD epochs (the authors' baseline) they plateau at 35.4% (random "
-        "binning 36.7%, 6.3 s for 21 widths), so they never get there. The paper's order "
+        "binning 36.7%, 5.8 s for 21 widths), so they never get there. The paper's order "
         "of magnitude rests on SGD refits at M = 350 on the raw CPU inputs, whose lifetime "
         "(about 1e-6) lies 20 halvings from the search's start at 1; on standardised inputs "
         "the best width is 3-4 halvings away."),
