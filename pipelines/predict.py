@@ -38,7 +38,7 @@ from pipelines.footers import read_footers
 from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
 from pipelines.schema import SchemaError, inspect_schema, numeric_columns
 
-__all__ = ["PredictionResult", "prediction_inputs", "predict_to_parquet"]
+__all__ = ["PredictionResult", "check_prediction_data", "prediction_inputs", "predict_to_parquet"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,22 @@ def _partition_events(
     finally:
         client.unsubscribe_topic(topic)
     progress(total, total)
+
+
+def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] = (),
+                          storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """The columns a prediction of ``data`` reads; raises before any Dask work if a file lacks
+    one, holds it with another type, or has nulls in a numeric feature (footers only).
+
+    ``model`` is a model directory or what :func:`pipelines.artifacts.open_artifact` returned;
+    the ``ebf predict`` command calls this before it starts the cluster.
+    """
+    if not hasattr(model, "features"):
+        model = open_artifact(model, storage_options)
+    needed = list(dict.fromkeys([*model.features, *map(str, keep_columns)]))
+    if not isinstance(data, dd.DataFrame):
+        _check_columns(data, model.features, needed, storage_options)
+    return needed
 
 
 def prediction_inputs(model_dir: str | os.PathLike[str], data: Source) -> dict[str, Any]:
@@ -220,9 +236,7 @@ def predict_to_parquet(
                       storage_options=storage_options)
     loaded = open_artifact(model_dir, storage_options)
     keep = [str(c) for c in keep_columns]
-    needed = list(dict.fromkeys([*loaded.features, *keep]))
-    if not isinstance(data, dd.DataFrame):
-        _check_columns(data, loaded.features, needed, storage_options)
+    needed = check_prediction_data(loaded, data, keep, storage_options)
     ddf = read_columns(data, needed, storage_options)
 
     pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,

@@ -171,12 +171,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from basics.locations import check_destination
-    from pipelines.predict import predict_to_parquet, prediction_inputs
+    from pipelines.predict import check_prediction_data, predict_to_parquet, prediction_inputs
     from pipelines.registry.resolve import resolve_model
 
     model = resolve_model(args.model)  # once, before any Dask work: a registry's version
     check_destination(args.out, "predictions", overwrite=args.overwrite,
                       inputs=prediction_inputs(model, args.data))
+    check_prediction_data(model, args.data, args.keep)  # before the cluster starts
     with job(args) as (client, bars):
         res = predict_to_parquet(
             model, args.data, args.out, quantiles=tuple(args.quantiles),

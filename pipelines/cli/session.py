@@ -53,6 +53,9 @@ def dask_client(
         # thread, possibly after this returns) is no news, so it stays quiet from here on
         if quiet:
             dask_logger.setLevel(logging.CRITICAL)
+            # and the futures of the cluster's event loop the teardown abandons: asyncio logs
+            # "Future exception was never retrieved" (a comm's TimeoutError) when collected
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
     failed = False
     try:
