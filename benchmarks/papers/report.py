@@ -71,6 +71,11 @@ def render(items: Sequence[Item], records: dict[str, dict],
         for it in failing:
             cause = (causes or {}).get(it.key, "cause not yet written")
             lines.append(f"- **{it.key}** ({it.claim}): {cause}")
+    noted = [it for it in items if it.key in records and records[it.key].get("holds")
+             and it.key in (causes or {})]
+    if noted:
+        lines += ["", "## Notes on claims that hold", ""]
+        lines += [f"- **{it.key}**: {causes[it.key]}" for it in noted]
     lines += ["", "## The claims", ""]
     for it in items:
         lines.append(f"- **{it.key}** ({it.paper}, {it.where}; metric {it.metric}): "
