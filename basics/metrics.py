@@ -40,6 +40,9 @@ __all__ = [
 
 Distribution = GaussianMixture | RecalibratedDistribution | tuple[Any, Any]
 
+#: Rows of at most this many live components get the exact closed-form CRPS of the mixture
+#: (``n (n + 1) / 2`` pairs); larger mixtures, and recalibrated CDFs, the quadrature.
+CRPS_CLOSED_FORM_MAX = 64
 #: Nodes of the CRPS quadrature, in predictive standard deviations about the mean.
 CRPS_GRID: np.ndarray = np.linspace(-6.0, 6.0, 7)
 #: Largest error of the CDF's cubic interpolant at a span's midpoint (else the span is halved).
@@ -207,13 +210,15 @@ def crps_rows(dist: Distribution, y: Any) -> np.ndarray:
 
     Gneiting & Raftery (2007), "Strictly proper scoring rules, prediction, and estimation"
     (JASA), eq. (20): in the units of ``y``, lower is better, a point forecast scores its
-    absolute error. Computed for any predictive CDF ``G`` of :mod:`basics` (a mixture, or a
-    mixture recalibrated by a PIT map) by quadrature on the nodes :data:`CRPS_GRID` and ``y``,
-    halved where the CDF's cubic Hermite interpolant misses it by more than
-    :data:`CRPS_TOLERANCE` at a midpoint (one numba pass per row,
-    :func:`basics.crps_kernels.crps_kernel`); within about 0.5% of the closed form
-    ``E|X - y| - E|X - X'| / 2`` (``tests/basics/test_pit.py`` checks Gaussians and
-    two-component mixtures).
+    absolute error. A mixture of at most :data:`CRPS_CLOSED_FORM_MAX` live components gets
+    the exact closed form ``E|X - y| - E|X - X'| / 2``
+    (:func:`basics.crps_kernels.crps_closed_form`). Any other predictive CDF ``G`` of
+    :mod:`basics` (a larger mixture, or a mixture recalibrated by a PIT map) is integrated by
+    quadrature on the nodes :data:`CRPS_GRID` and ``y``, halved where the CDF's cubic Hermite
+    interpolant misses it by more than :data:`CRPS_TOLERANCE` at a midpoint (one numba pass
+    per row, :func:`basics.crps_kernels.crps_kernel`): a median relative error of about
+    1e-5 against the closed form, at most about 1% on mixtures of narrow components far
+    apart.
 
     Parameters
     ----------
@@ -242,12 +247,14 @@ def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -
     y = _targets(y, mixture.n_rows)
     if not np.all(np.isfinite(y)):
         raise ValueError(f"y has {int(np.sum(~np.isfinite(y)))} values that are not finite.")
+    identity = np.array([r is None for r in maps])
     maps = [_IDENTITY if r is None else r for r in maps]
     knots = np.ascontiguousarray(np.hstack([[r.base, r.nominal] for r in maps]))
     offsets = np.cumsum([0] + [r.base.size for r in maps]).astype(np.int64)
     out = np.empty((mixture.n_rows, len(maps)))
     crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
-                knots, offsets, CRPS_GRID, CRPS_TOLERANCE, _GL_X, _GL_W, out)
+                knots, offsets, identity, CRPS_CLOSED_FORM_MAX, CRPS_GRID, CRPS_TOLERANCE,
+                _GL_X, _GL_W, out)
     return out
 
 

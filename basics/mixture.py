@@ -26,7 +26,8 @@ from sklearn.utils import check_random_state
 from . import mixture_kernels as _k
 from .levels import check_levels
 
-__all__ = ["GaussianMixture", "MixtureSummary", "moments", "summarize"]
+__all__ = ["GaussianMixture", "MixtureSummary", "check_errors", "moments", "solver_levels",
+           "summarize"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -54,6 +55,27 @@ def _checked_normalised(w: np.ndarray, m: np.ndarray, v: np.ndarray) -> tuple[tu
     errors = np.zeros(6, np.int64)
     _k.check_normalise(w, m, v, *out, errors)
     return out, errors
+
+
+#: What :func:`check_errors` says for each problem count (``{n}``: the count).
+_ERROR_MESSAGES = (
+    (_k.BAD_WEIGHT, "weights contain {n} non-finite values; weights must be finite and >= 0."),
+    (_k.NEGATIVE_WEIGHT, "weights contain {n} negative values; weights must be >= 0."),
+    (_k.ZERO_ROWS, "{n} rows have weights summing to 0 (first: row {first}); every row needs "
+                   "at least one component with positive weight."),
+    (_k.BAD_MEAN, "means contain {n} non-finite values in components with positive weight."),
+    (_k.BAD_VARIANCE, "variances contain {n} values that are not finite and > 0 in components "
+                      "with positive weight; clip them to a small positive floor."),
+)
+
+
+def check_errors(errors: np.ndarray) -> None:
+    """Raise the ValueError that the problem counts of :func:`basics.mixture_kernels.
+    check_normalise` (or ``normalise_raw_row``) describe, if any: the first problem found."""
+    for slot, message in _ERROR_MESSAGES:
+        if errors[slot]:
+            raise ValueError(message.format(n=int(errors[slot]),
+                                            first=int(errors[_k.FIRST_ZERO_ROW])))
 
 
 def moments(weights: Any, means: Any, variances: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -89,16 +111,24 @@ def _levels(q: Any, n_rows: int | None = None) -> np.ndarray:
     return np.atleast_1d(check_levels(q, "q", n_rows=n_rows))
 
 
+def solver_levels(levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(levels, ndtri(levels), ndtri(min(q, 1 - q)))`` as the quantile kernels take them
+    (:func:`basics.mixture_kernels.summary_kernel`): 2-D, one row for every mixture row or
+    one row of each."""
+    levels = np.ascontiguousarray(levels.reshape(1, -1) if levels.ndim == 1 else levels)
+    with np.errstate(divide="ignore"):  # ndtri(0) = -inf: those levels are not solved
+        z_level = special.ndtri(levels)
+        z_reflected = special.ndtri(np.where(levels > 0.5, 1.0 - levels, levels))
+    return levels, z_level, z_reflected
+
+
 def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
                     levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, variance and quantiles of normalised mixture arrays (the kernel's inputs);
     ``levels`` of shape (n_levels,) for every row, or (n_rows, n_levels) per row."""
     n = w.shape[0]
-    levels = np.ascontiguousarray(levels.reshape(1, -1) if levels.ndim == 1 else levels)
+    levels, z_level, z_reflected = solver_levels(levels)
     mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.shape[1]))
-    with np.errstate(divide="ignore"):  # ndtri(0) = -inf: those levels are not solved
-        z_level = special.ndtri(levels)
-        z_reflected = special.ndtri(np.where(levels > 0.5, 1.0 - levels, levels))
     w, m, v = (np.ascontiguousarray(a) for a in (w, m, v))
     _k.summary_kernel(w, m, v, levels, z_level, z_reflected, mean, var, qs)
     return mean, var, qs
@@ -252,33 +282,7 @@ class GaussianMixture:
         if w.shape[1] == 0:
             raise ValueError("A mixture needs at least one component per row; got 0 columns.")
         arrays, errors = _checked_normalised(w, m, v)
-        if errors[_k.BAD_WEIGHT]:
-            raise ValueError(
-                f"weights contain {int(errors[_k.BAD_WEIGHT])} non-finite values; "
-                "weights must be finite and >= 0."
-            )
-        if errors[_k.NEGATIVE_WEIGHT]:
-            raise ValueError(
-                f"weights contain {int(errors[_k.NEGATIVE_WEIGHT])} negative values; weights "
-                "must be >= 0."
-            )
-        if errors[_k.ZERO_ROWS]:
-            raise ValueError(
-                f"{int(errors[_k.ZERO_ROWS])} rows have weights summing to 0 (first: row "
-                f"{int(errors[_k.FIRST_ZERO_ROW])}); every row needs at least one component "
-                "with positive weight."
-            )
-        if errors[_k.BAD_MEAN]:
-            raise ValueError(
-                f"means contain {int(errors[_k.BAD_MEAN])} non-finite values in components "
-                "with positive weight."
-            )
-        if errors[_k.BAD_VARIANCE]:
-            raise ValueError(
-                f"variances contain {int(errors[_k.BAD_VARIANCE])} values that are not finite "
-                "and > 0 in components with positive weight; clip them to a small positive "
-                "floor."
-            )
+        check_errors(errors)
         self._set(*arrays)
 
     def _set(self, w: np.ndarray, m: np.ndarray, v: np.ndarray) -> None:

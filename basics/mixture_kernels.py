@@ -34,6 +34,31 @@ _Z_ONE = 8.5
 BAD_WEIGHT, NEGATIVE_WEIGHT, ZERO_ROWS, FIRST_ZERO_ROW, BAD_MEAN, BAD_VARIANCE = range(6)
 
 
+@njit(inline="always", **JIT)
+def _checked_total(w, m, v, n, i, errors):  # pragma: no cover - jitted
+    """Sequential sum of row ``i``'s positive weights among its first ``n`` components
+    (1 if there are none); every problem is counted in ``errors``."""
+    total = 0.0
+    for j in range(n):
+        wij = w[j]
+        if not np.isfinite(wij):
+            errors[BAD_WEIGHT] += 1
+        elif wij < 0.0:
+            errors[NEGATIVE_WEIGHT] += 1
+        elif wij > 0.0:
+            total += wij
+            if not np.isfinite(m[j]):
+                errors[BAD_MEAN] += 1
+            if not (np.isfinite(v[j]) and v[j] > 0.0):
+                errors[BAD_VARIANCE] += 1
+    if not total > 0.0:
+        errors[ZERO_ROWS] += 1
+        if errors[FIRST_ZERO_ROW] < 0:
+            errors[FIRST_ZERO_ROW] = i
+        total = 1.0
+    return total
+
+
 @njit(**JIT)
 def check_normalise(w, m, v, w_out, m_out, v_out, errors):  # pragma: no cover - jitted
     """Validate and normalise mixtures in one pass; counts of every problem go to ``errors``.
@@ -44,24 +69,7 @@ def check_normalise(w, m, v, w_out, m_out, v_out, errors):  # pragma: no cover -
     """
     errors[FIRST_ZERO_ROW] = -1
     for i in range(w.shape[0]):
-        total = 0.0
-        for j in range(w.shape[1]):
-            wij = w[i, j]
-            if not np.isfinite(wij):
-                errors[BAD_WEIGHT] += 1
-            elif wij < 0.0:
-                errors[NEGATIVE_WEIGHT] += 1
-            elif wij > 0.0:
-                total += wij
-                if not np.isfinite(m[i, j]):
-                    errors[BAD_MEAN] += 1
-                if not (np.isfinite(v[i, j]) and v[i, j] > 0.0):
-                    errors[BAD_VARIANCE] += 1
-        if not total > 0.0:
-            errors[ZERO_ROWS] += 1
-            if errors[FIRST_ZERO_ROW] < 0:
-                errors[FIRST_ZERO_ROW] = i
-            total = 1.0
+        total = _checked_total(w[i], m[i], v[i], w.shape[1], i, errors)
         for j in range(w.shape[1]):
             if w[i, j] > 0.0:
                 w_out[i, j] = w[i, j] / total
@@ -157,6 +165,20 @@ def _solve(p, zp, n, cw, cm, cs, mu, sd):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
+def _row_moments(n, cw, cm, cv):  # pragma: no cover - jitted
+    """Mean and variance (law of total variance, two passes: no cancellation) of one row's
+    ``n`` live components."""
+    mean = 0.0
+    for k in range(n):
+        mean += cw[k] * cm[k]
+    var = 0.0
+    for k in range(n):
+        dev = cm[k] - mean
+        var += cw[k] * (cv[k] + dev * dev)
+    return mean, var
+
+
+@njit(**JIT)
 def gather_row(w, m, v, i, cw, cm, cv, cs):  # pragma: no cover - jitted
     """Copy row ``i``'s live components into ``cw, cm, cv, cs`` (weights, means, variances,
     standard deviations); return their number, mean and variance (law of total variance)."""
@@ -168,14 +190,55 @@ def gather_row(w, m, v, i, cw, cm, cv, cs):  # pragma: no cover - jitted
             cv[n] = v[i, k]
             cs[n] = math.sqrt(v[i, k])
             n += 1
-    mean = 0.0
-    for k in range(n):
-        mean += cw[k] * cm[k]
-    var = 0.0
-    for k in range(n):  # two passes: no cancellation (law of total variance)
-        dev = cm[k] - mean
-        var += cw[k] * (cv[k] + dev * dev)
+    mean, var = _row_moments(n, cw, cm, cv)
     return n, mean, var
+
+
+@njit(**JIT)
+def normalise_raw_row(rw, rm, rv, n_raw, i, cw, cm, cv, cs, errors):  # pragma: no cover
+    """:func:`check_normalise` and then :func:`gather_row` for one row ``i`` given as its
+    first ``n_raw`` raw components ``rw, rm, rv`` (weights not yet normalised), with the
+    same arithmetic: a kernel that writes a row's components into scratch arrays gets the
+    numbers of building the mixture and summarising it. Problems are counted in ``errors``
+    (its ``FIRST_ZERO_ROW`` entry starts at -1) as :func:`check_normalise` counts them."""
+    total = _checked_total(rw, rm, rv, n_raw, i, errors)
+    n = 0
+    for k in range(n_raw):
+        if rw[k] > 0.0:
+            wk = rw[k] / total
+            if wk != 0.0:
+                cw[n] = wk
+                cm[n] = rm[k]
+                cv[n] = rv[k]
+                cs[n] = math.sqrt(rv[k])
+                n += 1
+    mean, var = _row_moments(n, cw, cm, cv)
+    return n, mean, var
+
+
+@njit(**JIT)
+def summarise_row(n, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected, r,
+                  q_row):  # pragma: no cover - jitted
+    """The quantiles of one row's live components into ``q_row`` (see :func:`summary_kernel`;
+    ``r`` is the row of ``levels`` to use)."""
+    sd = math.sqrt(var)
+    reflected = False
+    for j in range(levels.shape[1]):
+        q = levels[r, j]
+        if q == 0.0:
+            q_row[j] = -np.inf
+        elif q == 1.0:
+            q_row[j] = np.inf
+        elif n == 1:
+            q_row[j] = cm[0] + cs[0] * z_level[r, j]
+        elif q > 0.5:
+            if not reflected:
+                for k in range(n):
+                    neg[k] = -cm[k]
+                reflected = True
+            q_row[j] = -_solve(1.0 - q, z_reflected[r, j], n, cw, neg, cs, -mean, sd)
+        else:
+            q_row[j] = _solve(q, z_reflected[r, j], n, cw, cm, cs, mean, sd)
 
 
 @njit(**JIT)
@@ -198,24 +261,7 @@ def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
     neg = np.empty(k_max)
     for i in range(w.shape[0]):
         n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
-        sd = math.sqrt(var)
         mean_out[i] = mean
         var_out[i] = var
-        reflected = False
-        r = i if levels.shape[0] > 1 else 0
-        for j in range(levels.shape[1]):
-            q = levels[r, j]
-            if q == 0.0:
-                q_out[i, j] = -np.inf
-            elif q == 1.0:
-                q_out[i, j] = np.inf
-            elif n == 1:
-                q_out[i, j] = cm[0] + cs[0] * z_level[r, j]
-            elif q > 0.5:
-                if not reflected:
-                    for k in range(n):
-                        neg[k] = -cm[k]
-                    reflected = True
-                q_out[i, j] = -_solve(1.0 - q, z_reflected[r, j], n, cw, neg, cs, -mean, sd)
-            else:
-                q_out[i, j] = _solve(q, z_reflected[r, j], n, cw, cm, cs, mean, sd)
+        summarise_row(n, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected,
+                      i if levels.shape[0] > 1 else 0, q_out[i])

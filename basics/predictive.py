@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .levels import check_levels
-from .mixture import GaussianMixture, summarize
+from .mixture import GaussianMixture, MixtureSummary, summarize
 from .pit import RecalibratedDistribution
 from .recalibration import RecalibrationMixin
 from .threads import n_threads, thread_map
@@ -127,6 +127,11 @@ class _BlockwiseMixin:
                 for k in range(len(parts[0]))]
 
 
+def _no_rows(levels: np.ndarray) -> tuple:
+    """Mean, std and quantiles of no rows."""
+    return np.empty(0), np.empty(0), np.empty((0, levels.size))
+
+
 class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
     """``predict_summary``, ``predict``, ``predict_quantiles`` and ``predict_distribution``
     from ``_mixture``, one mixture per block of rows; recalibration by
@@ -137,11 +142,38 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         """``(mean, std, quantiles, branch or None)`` of a block of prepared rows."""
         return (*summarize(self._mixture(A), levels), None)
 
+    def _mixture_summary(self, A: np.ndarray, levels: np.ndarray) -> tuple:
+        """``(mean, std, quantiles)`` of the mixture of a block of prepared rows; an estimator
+        whose kernels summarise without building the mixture overrides it."""
+        return tuple(summarize(self._mixture(A), levels))
+
+    def summarize_mixture(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> MixtureSummary:
+        """Mean, standard deviation and quantiles of the model's own predictive mixture.
+
+        The numbers of ``summarize(self.predict_distribution(X, recalibrated=False),
+        quantiles)`` (:func:`basics.mixture.summarize`), computed per block of rows; a
+        Mondrian forest reads them off its trees in one pass per row, without building the
+        mixture. This is what an EBF or SSF asks of each of its branches.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        quantiles : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+            Levels in [0, 1] (:func:`basics.levels.check_levels`); may be empty.
+
+        Returns
+        -------
+        basics.mixture.MixtureSummary
+        """
+        levels = np.atleast_1d(check_levels(quantiles, "quantiles"))
+        out = self._blockwise(X, lambda A: self._mixture_summary(A, levels),
+                              lambda: _no_rows(levels))
+        return MixtureSummary(*out[:3])
+
     def _summaries(self, X: Any, levels: np.ndarray) -> PredictiveSummary:
         base = self._base_levels(levels)  # recalibrated quantiles: remapped levels
-        return PredictiveSummary(*self._blockwise(
-            X, lambda A: self._summary(A, base),
-            lambda: (np.empty(0), np.empty(0), np.empty((0, levels.size)))))
+        return PredictiveSummary(*self._blockwise(X, lambda A: self._summary(A, base),
+                                                  lambda: _no_rows(levels)))
 
     def predict_summary(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> PredictiveSummary:
         """Mean, standard deviation, quantiles (and branch ids) of every row, in one pass.

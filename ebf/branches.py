@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from basics.bounds import check_locations, check_variances
-from basics.mixture import GaussianMixture
+from basics.mixture import GaussianMixture, MixtureSummary, summarize
 from basics.tasks import CLASSIFICATION, REGRESSION
 
 from ._base import variance_floor
@@ -129,6 +129,10 @@ class ConstantBranch:
     def predict_distribution(self, X: np.ndarray) -> GaussianMixture:
         n = X.shape[0]
         return GaussianMixture.from_moments(np.full(n, self.value_[0]), np.full(n, self.value_[1]))
+
+    def summarize_mixture(self, X: np.ndarray, quantiles: Any = (0.05, 0.5, 0.95)
+                          ) -> MixtureSummary:
+        return summarize(self.predict_distribution(X), quantiles)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         return np.tile(self.value_, (X.shape[0], 1))

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from basics.mixture import GaussianMixture, summarize
+from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
@@ -510,8 +510,8 @@ class _EBF(_BranchedEnsemble):
         # a row no branch takes (only a corrupt trunk routes one nowhere) stays NaN
         mean, std, qs = np.full(n, np.nan), np.full(n, np.nan), np.full((n, levels.size), np.nan)
         for b, rows in self._groups(leaf):
-            mean[rows], std[rows], qs[rows] = summarize(
-                self.branches_[b].predict_distribution(Xf[rows]), levels)
+            mean[rows], std[rows], qs[rows] = self.branches_[b].summarize_mixture(Xf[rows],
+                                                                                   levels)
         return mean, std, qs, leaf
 
     def _proba_summary(self, Xf: np.ndarray) -> tuple:

@@ -34,6 +34,27 @@ from ._compact import CompactTree, PredictOnlyError, compact_state
 from ._tree import TreeArrays, grow
 from .config import NODE_REG_STATS
 
+
+class TreePosteriors(list):
+    """The lazy per-tree posterior cache: one entry per tree, None until a prediction needs
+    it. ``fused`` holds what the one-pass kernels read of all trees at once (a numba typed
+    list of the entries and each tree's :func:`._predict.path_bound`), built on first use and
+    dropped whenever an entry changes."""
+
+    fused: Any = None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.fused = None
+        super().__setitem__(key, value)
+
+    @classmethod
+    def empty(cls, n: int) -> TreePosteriors:
+        return cls([None] * n)
+
+    def __reduce__(self) -> tuple:  # copies and pickles leave the fused record behind
+        return type(self), (list(self),)
+
+
 #: Prediction keeps the given row order below this many rows, or when the first tree's
 #: predictor is smaller than this (it stays in a 1 MiB L2 cache): sorting would not pay.
 LOCALITY_MIN_ROWS = 4096
@@ -149,7 +170,7 @@ class _BaseMondrianForest(BaseEstimator):
         self._y = np.empty(0)
         self._labels = np.empty(0, INDEX)
         self.trees_ = [TreeArrays.empty(d, self._n_stats(), 0) for _ in range(self.n_estimators)]
-        self._posterior = [None] * self.n_estimators
+        self._posterior = TreePosteriors.empty(self.n_estimators)
 
     def _scale(self, X: np.ndarray) -> np.ndarray:
         return (X - self.x_min_) / self.x_scale_
@@ -193,7 +214,7 @@ class _BaseMondrianForest(BaseEstimator):
 
         self._map(work, range(self.n_estimators))
         self._n_updates = update + 1
-        self._posterior = [None] * self.n_estimators
+        self._posterior = TreePosteriors.empty(self.n_estimators)
 
     def _map(self, fn, items) -> list:
         return thread_map(fn, items, self.n_jobs)
@@ -289,7 +310,7 @@ class _BaseMondrianForest(BaseEstimator):
         """
         state = super().__getstate__()
         if state.get("_posterior") is not None:
-            state = {**state, "_posterior": [None] * len(state["_posterior"])}
+            state = {**state, "_posterior": TreePosteriors.empty(len(state["_posterior"]))}
         return state
 
     def _get_state(self) -> dict:
@@ -440,7 +461,7 @@ class _BaseMondrianForest(BaseEstimator):
             for name in ("_entropy", "_n_updates", "_X", "_y", "_labels"):
                 self.__dict__.pop(name, None)
         self.__dict__.update(attrs)
-        self._posterior = [None] * self.n_estimators
+        self._posterior = TreePosteriors.empty(self.n_estimators)
 
     def _task_state(self) -> dict:
         """Task-specific fitted attributes for :meth:`_get_state` (none for regression)."""

@@ -23,6 +23,7 @@ import numpy as np
 
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
+from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, summarise_row
 
 from .config import PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
@@ -296,6 +297,31 @@ def regression_count(X, R, out):
         out[i] += count
 
 
+@numba.njit(inline="always", **JIT)
+def _tree_components(x, R, P, h, tree_weight, W, M, V, c):
+    """Write one tree's mixture components (eq. 3) for the row ``x`` into ``W, M, V`` from
+    column ``c`` on; return the next free column. Components get weight
+    ``tree_weight * w_j`` (eq. 5 with equal tree weights)."""
+    j = 0
+    not_separated = 1.0
+    while True:
+        p, eta, delta = _branch_off(R, j, x)
+        if p > 0.0:
+            W[c] = tree_weight * not_separated * p
+            M[c], V[c] = _off_component(j, eta, delta, p, P, h)
+            c += 1
+        if _is_leaf(R, j):
+            if p < 1.0:
+                W[c] = tree_weight * not_separated * (1.0 - p)
+                M[c] = P[j, NODE_MEAN]
+                V[c] = P[j, NODE_VAR]
+                c += 1
+            break
+        not_separated *= 1.0 - p
+        j = _child(R, j, x)
+    return c
+
+
 @numba.njit(**PREDICT_JIT)
 def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
     """Write one tree's mixture components (eq. 3) into rows of ``W, M, V``.
@@ -304,26 +330,109 @@ def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
     ``tree_weight * w_j`` (eq. 5 with equal tree weights).
     """
     for i in range(X.shape[0]):
-        x = X[i]
-        j = 0
-        not_separated = 1.0
-        c = cursor[i]
-        while True:
-            p, eta, delta = _branch_off(R, j, x)
-            if p > 0.0:
-                W[i, c] = tree_weight * not_separated * p
-                M[i, c], V[i, c] = _off_component(j, eta, delta, p, P, h)
+        cursor[i] = _tree_components(X[i], R, P, h, tree_weight, W[i], M[i], V[i], cursor[i])
+
+
+@numba.njit(**PREDICT_JIT)
+def _tree_rows(X, R, P, h, tree_weight, first, bound, W, M, V, pos, start, stop):
+    """One tree's components for rows ``first, first + 1, ...`` appended to the flat arrays
+    ``W, M, V`` from ``pos`` on (row i's at ``start[i]:stop[i]``) while ``bound`` more slots
+    fit; return ``(next row, next free slot)``."""
+    i = first
+    while i < X.shape[0] and pos + bound <= W.shape[0]:
+        start[i] = pos
+        pos = _tree_components(X[i], R, P, h, tree_weight, W, M, V, pos)
+        stop[i] = pos
+        i += 1
+    return i, pos
+
+
+@numba.njit(**JIT)
+def _grown(a, size):
+    """``a``'s values in a new array of ``size`` slots."""
+    out = np.empty(size)
+    out[:a.shape[0]] = a
+    return out
+
+
+@numba.njit(**JIT)
+def path_bound(R):
+    """Most mixture components one tree gives a row: the nodes of its longest root-to-leaf
+    path, plus one (a leaf gives its branch-off and its own component)."""
+    n = R[0].shape[0]
+    depth = np.empty(n, INDEX)
+    depth[0] = 1
+    deepest = 1
+    for k in range(n):
+        right = R[1][k, RIGHT]
+        if right < 0:
+            deepest = max(deepest, depth[k])
+        else:
+            depth[k + 1] = depth[k] + 1
+            depth[right] = depth[k] + 1
+    return deepest + 1
+
+
+@numba.njit(**JIT)
+def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out, var_out,
+                       q_out, errors):
+    """Mean, variance and quantiles of every row's forest mixture, without building it.
+
+    Tree by tree (a tree's nodes stay in cache over the rows), every row's components are
+    appended to flat scratch arrays (at most ``bounds[t]`` per row for tree ``t``, its
+    :func:`path_bound`); then each row's components are gathered in tree order and
+    summarised (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The
+    numbers are those of :func:`regression_components` into a mixture and
+    :func:`basics.mixture.summarize` of it, bit for bit, at one walk per tree and row
+    instead of two (no count pass to size the mixture) and no padded arrays.
+    """
+    n = X.shape[0]
+    n_trees = len(trees)
+    tree_weight = 1.0 / n_trees
+    cap = max(16, 2 * n * n_trees)
+    W = np.empty(cap)
+    M = np.empty(cap)
+    V = np.empty(cap)
+    start = np.empty((n_trees, n), INDEX)
+    stop = np.empty((n_trees, n), INDEX)
+    pos = 0
+    for t in range(n_trees):
+        R, P, h = trees[t]
+        i = 0
+        while i < n:
+            i, pos = _tree_rows(X, R, P, h, tree_weight, i, bounds[t], W, M, V, pos,
+                                start[t], stop[t])
+            if i < n:  # full: double the scratch
+                size = 2 * W.shape[0]
+                W = _grown(W, size)
+                M = _grown(M, size)
+                V = _grown(V, size)
+    width = 0
+    for t in range(n_trees):
+        width += bounds[t]
+    rw = np.empty(width)
+    rm = np.empty(width)
+    rv = np.empty(width)
+    cw = np.empty(width)
+    cm = np.empty(width)
+    cv = np.empty(width)
+    cs = np.empty(width)
+    neg = np.empty(width)
+    errors[FIRST_ZERO_ROW] = -1
+    one_row = levels.shape[0] == 1
+    for i in range(n):
+        c = 0
+        for t in range(n_trees):
+            for k in range(start[t, i], stop[t, i]):
+                rw[c] = W[k]
+                rm[c] = M[k]
+                rv[c] = V[k]
                 c += 1
-            if _is_leaf(R, j):
-                if p < 1.0:
-                    W[i, c] = tree_weight * not_separated * (1.0 - p)
-                    M[i, c] = P[j, NODE_MEAN]
-                    V[i, c] = P[j, NODE_VAR]
-                    c += 1
-                break
-            not_separated *= 1.0 - p
-            j = _child(R, j, x)
-        cursor[i] = c
+        n_live, mean, var = normalise_raw_row(rw, rm, rv, c, i, cw, cm, cv, cs, errors)
+        mean_out[i] = mean
+        var_out[i] = var
+        summarise_row(n_live, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected,
+                      0 if one_row else i, q_out[i])
 
 
 @numba.njit(**PREDICT_JIT)

@@ -18,6 +18,7 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
+from numba import typed
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -25,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import state_variance
 from basics.flat_tree import INDEX
-from basics.mixture import GaussianMixture
+from basics.mixture import GaussianMixture, check_errors, solver_levels
 from basics.predictive import PredictiveClassifierMixin, PredictiveRegressorMixin
 from basics.recalibration import recalibration_from_state, recalibration_state
 from basics.tasks import CLASSIFICATION, REGRESSION
@@ -38,6 +39,7 @@ from basics.validation import (
 
 from . import _predict
 from ._base import (
+    TreePosteriors,
     _BaseMondrianForest,
     _sigmoid,
     classes_entry,
@@ -296,6 +298,31 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         qs = (self._mixture(Xs).quantile(levels).reshape(n, levels.size) if levels.size
               else np.empty((n, 0)))
         return mean, std, qs, None
+
+    def _fused_trees(self) -> tuple:
+        """Every tree's ``(R, P, h)`` in a numba typed list and their path bounds, built
+        once per posterior (:class:`._base.TreePosteriors`)."""
+        posterior = self._posterior
+        fused = getattr(posterior, "fused", None)
+        if fused is None:
+            fused = (typed.List(posterior),
+                     np.array([_predict.path_bound(R) for R, _, _ in posterior], INDEX))
+            if isinstance(posterior, TreePosteriors):
+                posterior.fused = fused
+        return fused
+
+    def _mixture_summary(self, Xs: np.ndarray, levels: np.ndarray) -> tuple:
+        """``summarize(self._mixture(Xs), levels)`` in one fused pass per row
+        (:func:`._predict.regression_summary`): no count pass, no mixture arrays."""
+        trees, bounds = self._fused_trees()
+        levels, z_level, z_reflected = solver_levels(levels)
+        n = Xs.shape[0]
+        mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.shape[1]))
+        errors = np.zeros(6, np.int64)
+        _predict.regression_summary(Xs, trees, bounds, levels, z_level, z_reflected, mean, var,
+                                    qs, errors)
+        check_errors(errors)
+        return mean, np.sqrt(var), qs
 
     def _mixture(self, Xs: np.ndarray) -> GaussianMixture:
         """The full predictive Gaussian mixture of the rows ``Xs``: paths of all trees (eq.

@@ -195,9 +195,24 @@ class PredictJob:
 
     def rows(self, output: Any, y: Any) -> np.ndarray:
         if isinstance(output, GaussianMixture):
-            mean, std, q = summarize(output, self.levels)
-            return np.column_stack([mean, std, q.reshape(len(mean), -1)])
+            return self._block(*summarize(output, self.levels))
         return output
+
+    def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
+        """:meth:`rows` of one part's (an EBF branch's) output on its rows ``A``: a
+        regressor's summary read off the part in one pass (``summarize_mixture``)."""
+        if hasattr(part, "classes_"):
+            return part.predict_proba(A)
+        return self._block(*part.summarize_mixture(A, self.levels))
+
+    @staticmethod
+    def _block(mean: np.ndarray, std: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.column_stack([mean, std, q.reshape(len(mean), -1)])
+
+
+def part_output(part: Any, A: np.ndarray) -> Any:
+    """A part's raw output on its rows: class probabilities or the predictive mixture."""
+    return part.predict_proba(A) if hasattr(part, "classes_") else part.predict_distribution(A)
 
 
 # ----------------------------------------------------------------------------- task bodies
@@ -251,8 +266,7 @@ def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tup
         if A.shape[0] == 0:
             out.append(None)
             continue
-        raw = part.predict_proba(A) if hasattr(part, "classes_") else part.predict_distribution(A)
-        out.append(raw if pooled else job.rows(raw, y))
+        out.append(part_output(part, A) if pooled else job.part_rows(part, A, y))
     settle_part(reader, b, part)
     return out
 
@@ -322,7 +336,8 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     X : dask.dataframe.DataFrame
         The model's features by name (and ``target`` if given).
     job : object
-        ``job.rows(output, y) -> ndarray (n_rows, k)`` (:class:`PredictJob`).
+        ``job.rows(output, y) -> ndarray (n_rows, k)`` and ``job.part_rows(part, A, y)``
+        (:class:`PredictJob`).
     target : str, optional
         Column passed to the job as ``y``; rows where it is missing are dropped.
     group : int, optional

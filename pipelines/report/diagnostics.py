@@ -29,6 +29,7 @@ import pandas as pd
 from basics.metrics import class_rows, crps_many
 from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
+from ebf.dask.sharded import part_output
 
 __all__ = ["PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob", "before_after"]
 
@@ -94,6 +95,10 @@ class EvaluationJob:
                      f if r is None else r(f)]
             cols += [width, abs_err] if j == 0 else [np.full(y.shape, np.nan)] * 2
         return np.column_stack(cols)
+
+    def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
+        """:meth:`rows` of one part's (an EBF branch's) output on its rows ``A``."""
+        return self.rows(part_output(part, A), y)
 
     # ------------------------------------------------------------------ sums
 

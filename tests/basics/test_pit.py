@@ -103,6 +103,27 @@ def test_crps_matches_closed_form(y):
     assert two == pytest.approx(naive_crps_mixture(w, m, v, y), rel=1e-3)
 
 
+def test_closed_form_crps_is_exact_and_the_quadrature_takes_large_mixtures(monkeypatch):
+    """Up to CRPS_CLOSED_FORM_MAX live components the mixture's CRPS is the closed form to
+    rounding, narrow components far apart included (where the quadrature errs most); above
+    it, the quadrature (within its tolerance of the same number)."""
+    import basics.metrics as metrics
+
+    rng = np.random.default_rng(11)
+    k = 12
+    w = rng.dirichlet(np.ones(k), size=40)
+    m = rng.normal(0, 30, size=(40, k))
+    v = rng.uniform(1e-4, 2.0, size=(40, k)) ** 2
+    y = rng.normal(0, 30, size=40)
+    mix = GaussianMixture(w, m, v)
+    want = np.array([naive_crps_mixture(w[i], m[i], v[i], y[i]) for i in range(40)])
+    np.testing.assert_allclose(crps_rows(mix, y), want, rtol=1e-12, atol=0)
+    monkeypatch.setattr(metrics, "CRPS_CLOSED_FORM_MAX", k - 1)
+    quadrature = crps_rows(mix, y)
+    assert np.median(np.abs(quadrature / want - 1)) < 1e-3
+    assert not np.array_equal(quadrature, want)
+
+
 def test_crps_of_recalibrated_distribution_matches_numeric_integral():
     dist = RecalibratedDistribution(_mixture(), _skewed_map())
     y = np.array([-3.0, 0.5, 4.0])
