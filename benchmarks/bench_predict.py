@@ -7,13 +7,14 @@ demo's own models and test rows (``ebf demo --out DIR`` first):
   the three calls the prediction task made before the one-pass summary;
 - ``summary``: ``predict_summary(X)`` (mean, std, quantiles and branch ids in one pass), when
   the code has it;
-- ``evaluate``: ``predict_distribution(X)`` then ``cdf``, ``logpdf`` and ``mean`` (what the
-  evaluation task does per partition).
+- ``evaluate``: ``predict_distribution(X)`` then the evaluation job's rows (squared error,
+  log density, CRPS, PIT, the 90% interval and median; recalibrated and raw when the model
+  recalibrates): what ``ebf evaluate``'s task does per partition.
 
 ``--before ROOT`` runs the same measurements with another checkout of the code on
 ``PYTHONPATH`` (e.g. ``git worktree add /tmp/before <commit>``), alternating the two in
 every repeat so that both see the same machine load; the table gives rows/s per path and
-the speed-up of this checkout's ``summary`` over the other's ``calls``.
+each path's speed-up (the other checkout's seconds over this one's, paired by repeat).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def measure(demo_dir: Path, rows: int, models: Sequence[str]) -> dict[str, dict[
     import pandas as pd
 
     from ebf.artifact import load
+    from pipelines.report.diagnostics import EvaluationJob
+    from pipelines.report.metrics import DEFAULT_LEVELS
 
     files = sorted(glob.glob(str(demo_dir / "data" / "test" / "*.parquet")))
     test = pd.concat([pd.read_parquet(f) for f in files]).iloc[:rows]
@@ -58,9 +61,11 @@ def measure(demo_dir: Path, rows: int, models: Sequence[str]) -> dict[str, dict[
             if hasattr(model, "trunk_"):
                 model.apply(X)
 
-        def evaluate(model=model) -> None:
-            dist = model.predict_distribution(X)
-            dist.cdf(y), dist.logpdf(y), dist.mean
+        job = EvaluationJob(np.asarray(DEFAULT_LEVELS), getattr(model, "classes_", None),
+                            getattr(model, "recalibration_", None))
+
+        def evaluate(model=model, job=job) -> None:
+            job.rows(model.predict_distribution(X, recalibrated=False), y)
 
         paths = {"calls": calls, "evaluate": evaluate}
         if hasattr(model, "predict_summary"):
@@ -118,12 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "rows_per_s": cfg.rows / sec})
     if cfg.before:
         for name in cfg.models:
-            before = [r[name]["calls"] for r in runs["before"]]
-            after = [r[name]["summary"] for r in runs["after"]]
-            rows.append({"model": name, "code": "after/before", "path": "summary vs calls",
-                         "seconds": None, "rows_per_s": None,
-                         "speedup": statistics.median(
-                             [b / a for b, a in zip(before, after, strict=True)])})
+            for path in ("summary", "evaluate"):
+                before = [r[name][path] for r in runs["before"]]
+                after = [r[name][path] for r in runs["after"]]
+                rows.append({"model": name, "code": "before/after", "path": path,
+                             "seconds": None, "rows_per_s": None,
+                             "speedup": statistics.median(
+                                 [b / a for b, a in zip(before, after, strict=True)])})
     print_table(f"prediction paths, {cfg.rows} rows, median of {cfg.repeats}", [
         ("model", "model", "s"), ("code", "code", "s"), ("path", "path", "s"),
         ("seconds", "seconds", ".3f"), ("rows_per_s", "rows/s", ",.0f"),
