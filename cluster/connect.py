@@ -341,28 +341,6 @@ def connect(
     return client
 
 
-#: What the worker processes of a new local cluster import as soon as they start: the
-#: library and its dependencies (scikit-learn and SciPy alone take seconds), so the first
-#: task of a job does not wait for them.
-WORKER_IMPORTS = ("ebf", "ebf.dask.sharded", "pipelines.io")
-
-
-def _import_modules(names: tuple[str, ...]) -> None:
-    import importlib
-
-    for name in names:
-        importlib.import_module(name)
-
-
-def _warm_workers(client: distributed.Client) -> None:
-    """Import :data:`WORKER_IMPORTS` on every worker, in the background (a task per
-    worker, run on its thread pool while this process prepares the job's graph)."""
-    for address in client.scheduler_info()["workers"]:
-        distributed.fire_and_forget(client.submit(
-            _import_modules, WORKER_IMPORTS, workers=[address], allow_other_workers=False,
-            pure=False, key=f"ebf-import-{address}"))
-
-
 def _start_local(
     *,
     timeout: float,
@@ -388,8 +366,6 @@ def _start_local(
         dashboard_address=dashboard,
         **options,
     )
-    if processes:
-        _warm_workers(client)
     if not memory_limit:
         memory = "no"
     elif isinstance(memory_limit, int):

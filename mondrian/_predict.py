@@ -260,44 +260,6 @@ def regression_moments(X, R, P, h, out_m1, out_m2):
 
 
 @numba.njit(inline="always", **JIT)
-def _outside(R, j, x):
-    """Whether ``x`` lies outside the box of node ``j`` (``eta_j(x) > 0``): the test of
-    :func:`_branch_off` without the distance, stopping at the first coordinate outside."""
-    B32 = R[3]
-    u = np.uint64(j)
-    lo = np.uint64(EXTENT)
-    hi = np.uint64(EXTENT + x.shape[0])
-    for d in range(np.uint64(x.shape[0])):
-        if x[d] > np.float64(B32[u, hi + d]) or x[d] < np.float64(B32[u, lo + d]):
-            return True
-    return False
-
-
-@numba.njit(**PREDICT_JIT)
-def regression_count(X, R, out):
-    """Add one tree's number of non-zero mixture components per row to ``out``.
-
-    A node gives a branch-off component iff ``p_j(x) > 0``, i.e. ``eta_j(x) > 0`` and
-    ``Delta_j > 0``; the box test stops at the first coordinate outside, so counting costs
-    a fraction of :func:`regression_components`. Only the leaf needs ``p`` itself (its own
-    component vanishes when ``p`` rounds to 1).
-    """
-    for i in range(X.shape[0]):
-        x = X[i]
-        j = 0
-        count = 0
-        while True:
-            if _is_leaf(R, j):
-                p, eta, delta = _branch_off(R, j, x)
-                count += (p > 0.0) + (p < 1.0)
-                break
-            if R[2][np.uint64(j), DELTA] != 0.0 and _outside(R, j, x):
-                count += 1
-            j = _child(R, j, x)
-        out[i] += count
-
-
-@numba.njit(inline="always", **JIT)
 def _tree_components(x, R, P, h, tree_weight, W, M, V, c):
     """Write one tree's mixture components (eq. 3) for the row ``x`` into ``W, M, V`` from
     column ``c`` on; return the next free column. Components get weight
@@ -320,17 +282,6 @@ def _tree_components(x, R, P, h, tree_weight, W, M, V, c):
         not_separated *= 1.0 - p
         j = _child(R, j, x)
     return c
-
-
-@numba.njit(**PREDICT_JIT)
-def regression_components(X, R, P, h, tree_weight, cursor, W, M, V):
-    """Write one tree's mixture components (eq. 3) into rows of ``W, M, V``.
-
-    ``cursor[i]`` is the next free column of row i; components get weight
-    ``tree_weight * w_j`` (eq. 5 with equal tree weights).
-    """
-    for i in range(X.shape[0]):
-        cursor[i] = _tree_components(X[i], R, P, h, tree_weight, W[i], M[i], V[i], cursor[i])
 
 
 @numba.njit(**PREDICT_JIT)
@@ -374,18 +325,11 @@ def path_bound(R):
 
 
 @numba.njit(**JIT)
-def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out, var_out,
-                       q_out, errors):
-    """Mean, variance and quantiles of every row's forest mixture, without building it.
-
-    Tree by tree (a tree's nodes stay in cache over the rows), every row's components are
-    appended to flat scratch arrays (at most ``bounds[t]`` per row for tree ``t``, its
-    :func:`path_bound`); then each row's components are gathered in tree order and
-    summarised (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The
-    numbers are those of :func:`regression_components` into a mixture and
-    :func:`basics.mixture.summarize` of it, bit for bit, at one walk per tree and row
-    instead of two (no count pass to size the mixture) and no padded arrays.
-    """
+def _flat_components(X, trees, bounds):
+    """Every row's components of every tree, tree by tree (a tree's nodes stay in cache over
+    the rows), appended to flat arrays: ``(W, M, V, start, stop)``, row i's components of
+    tree t at ``start[t, i]:stop[t, i]`` (at most ``bounds[t]``, :func:`path_bound`). One
+    walk per tree and row, no count pass."""
     n = X.shape[0]
     n_trees = len(trees)
     tree_weight = 1.0 / n_trees
@@ -407,6 +351,49 @@ def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out,
                 W = _grown(W, size)
                 M = _grown(M, size)
                 V = _grown(V, size)
+    return W, M, V, start, stop
+
+
+@numba.njit(**JIT)
+def regression_mixture(X, trees, bounds):
+    """The forest mixture's arrays ``(W, M, V)``, padded to the row with most components
+    (weight 0, mean 0, variance 1), at one walk per tree and row (:func:`_flat_components`):
+    row by row, tree by tree, the components of eq. (3) along the path (eq. 5: equal tree
+    weights)."""
+    W, M, V, start, stop = _flat_components(X, trees, bounds)
+    n_trees, n = start.shape
+    width = 1
+    for i in range(n):
+        c = 0
+        for t in range(n_trees):
+            c += stop[t, i] - start[t, i]
+        width = max(width, c)
+    Wo = np.zeros((n, width))
+    Mo = np.zeros((n, width))
+    Vo = np.ones((n, width))
+    for i in range(n):
+        c = 0
+        for t in range(n_trees):
+            for k in range(start[t, i], stop[t, i]):
+                Wo[i, c] = W[k]
+                Mo[i, c] = M[k]
+                Vo[i, c] = V[k]
+                c += 1
+    return Wo, Mo, Vo
+
+
+@numba.njit(**JIT)
+def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out, var_out,
+                       q_out, errors):
+    """Mean, variance and quantiles of every row's forest mixture, without building it.
+
+    Each row's components (:func:`_flat_components`) are gathered in tree order and
+    summarised (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The
+    numbers are those of :func:`regression_mixture` and :func:`basics.mixture.summarize` of
+    it, bit for bit, without the padded arrays.
+    """
+    W, M, V, start, stop = _flat_components(X, trees, bounds)
+    n_trees, n = start.shape
     width = 0
     for t in range(n_trees):
         width += bounds[t]

@@ -302,6 +302,7 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
     def _fused_trees(self) -> tuple:
         """Every tree's ``(R, P, h)`` in a numba typed list and their path bounds, built
         once per posterior (:class:`._base.TreePosteriors`)."""
+        self._ensure_posterior()
         posterior = self._posterior
         fused = getattr(posterior, "fused", None)
         if fused is None:
@@ -326,20 +327,8 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
 
     def _mixture(self, Xs: np.ndarray) -> GaussianMixture:
         """The full predictive Gaussian mixture of the rows ``Xs``: paths of all trees (eq.
-        3, 5)."""
-        n = Xs.shape[0]
-        counts = np.zeros(n, INDEX)
-        for R, _, _ in self._posterior:
-            _predict.regression_count(Xs, R, counts)
-        width = int(counts.max()) if n else 1
-        W = np.zeros((n, width))
-        M = np.zeros((n, width))
-        V = np.ones((n, width))
-        cursor = np.zeros(n, INDEX)
-        w_tree = 1.0 / self.n_estimators
-        for R, P, h in self._posterior:
-            _predict.regression_components(Xs, R, P, h, w_tree, cursor, W, M, V)
-        return GaussianMixture(W, M, V)
+        3, 5), one walk per tree and row (:func:`._predict.regression_mixture`)."""
+        return GaussianMixture(*_predict.regression_mixture(Xs, *self._fused_trees()))
 
     def _task_state(self) -> dict:
         state = recalibration_state(self)

@@ -1,5 +1,6 @@
-"""The one-pass summary of a Mondrian forest regressor (``summarize_mixture``): the numbers
-of building the forest's mixture and summarising it, bit for bit, without the mixture."""
+"""The Mondrian forest regressor's one-walk kernels: its mixture (``regression_mixture``)
+against a plain-Python walk of the trees, and its one-pass summary (``summarize_mixture``)
+against building that mixture and summarising it, bit for bit."""
 
 import pickle
 
@@ -9,7 +10,7 @@ import pytest
 from basics.mixture import summarize
 from mondrian import MondrianForestRegressor
 from mondrian._base import TreePosteriors
-from tests.naive import naive_mixture_moments, naive_mixture_quantile
+from tests.naive import naive_forest_components, naive_mixture_moments, naive_mixture_quantile
 
 LEVELS = np.array([0.0, 0.01, 0.05, 0.5, 0.5, 0.95, 0.999, 1.0])
 
@@ -45,6 +46,28 @@ def test_equals_the_mixture_path_bit_for_bit(posterior, noise, n_estimators):
     new = model.summarize_mixture(Xt, LEVELS)
     for a, b in zip(new, _old(model, Xt, LEVELS), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("posterior", ["exact", "empirical"])
+def test_the_mixture_is_the_plain_walk_of_the_trees(posterior):
+    """Every row's components, in tree and path order, are the oracle's (paper Alg. 5)."""
+    X, y = _data(7)
+    model = MondrianForestRegressor(n_estimators=4, posterior=posterior, min_samples_split=2,
+                                    random_state=2).fit(X, y)
+    Xt = _rows(X, 7)
+    Xs = model._scale(Xt)
+    mix = model._mixture(Xs)
+    want = naive_forest_components(model, Xs)
+    total = np.array([sum(c[0] for c in row) for row in want])
+    np.testing.assert_allclose(total, 1.0, rtol=1e-12)
+    for i, row in enumerate(want):
+        w, m, v = (np.array(col) for col in zip(*row, strict=True))
+        k = len(row)
+        np.testing.assert_allclose(mix.weights[i, :k], w / w.sum(), rtol=1e-12)
+        live = w > 0  # a component whose weight underflows to 0 is padding: mean 0, var 1
+        np.testing.assert_allclose(mix.means[i, :k][live], m[live], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mix.variances[i, :k][live], v[live], rtol=1e-12)
+        assert not mix.weights[i, k:].any()
 
 
 def test_agrees_with_the_oracles_of_the_mixture():

@@ -323,3 +323,38 @@ def naive_laplace_kernel(A, B, lifetime):
         for j in range(B.shape[0]):
             K[i, j] = np.exp(-lifetime * sum(abs(a - b) for a, b in zip(A[i], B[j], strict=True)))
     return K
+
+
+# ---------------------------------------------------------------- the forest's mixture
+
+
+def naive_forest_components(model, Xs):
+    """Per row, the list of ``(weight, mean, variance)`` of a fitted Mondrian forest
+    regressor's predictive mixture at the scaled rows ``Xs`` (paper Alg. 5, eq. 3 and 5),
+    walked in plain Python over each tree's predictor: at each node of the path a
+    branch-off component of weight ``P(no earlier branch-off) p_j(x)`` (the predictor's
+    ``_branch_off`` and ``_off_component``, the per-node formulas), at the leaf its own
+    posterior with the rest, every tree weighted ``1 / n_trees``."""
+    from mondrian._predict import NODE_MEAN, NODE_VAR, RIGHT, _branch_off, _off_component
+
+    model._ensure_posterior()
+    trees = list(model._posterior)
+    out = []
+    for x in Xs:
+        comps = []
+        for R, P, h in trees:
+            j, alive = 0, 1.0
+            while True:
+                p, eta, delta = _branch_off(R, j, x)
+                if p > 0.0:
+                    comps.append((alive * p / len(trees), *_off_component(j, eta, delta, p,
+                                                                           P, h)))
+                if R[1][j, RIGHT] < 0:
+                    if p < 1.0:
+                        comps.append((alive * (1.0 - p) / len(trees), P[j, NODE_MEAN],
+                                      P[j, NODE_VAR]))
+                    break
+                alive *= 1.0 - p
+                j = j + 1 if x[R[1][j, 1]] <= R[0][j] else int(R[1][j, RIGHT])
+        out.append(comps)
+    return out
