@@ -354,6 +354,20 @@ def _flat_components(X, trees, bounds):
     return W, M, V, start, stop
 
 
+@numba.njit(inline="always", **JIT)
+def _row_components(W, M, V, start, stop, i, rw, rm, rv):
+    """Row ``i``'s components of :func:`_flat_components` in tree order into ``rw, rm, rv``;
+    return their number."""
+    c = 0
+    for t in range(start.shape[0]):
+        for k in range(start[t, i], stop[t, i]):
+            rw[c] = W[k]
+            rm[c] = M[k]
+            rv[c] = V[k]
+            c += 1
+    return c
+
+
 @numba.njit(**JIT)
 def regression_mixture(X, trees, bounds):
     """The forest mixture's arrays ``(W, M, V)``, padded to the row with most components
@@ -372,13 +386,7 @@ def regression_mixture(X, trees, bounds):
     Mo = np.zeros((n, width))
     Vo = np.ones((n, width))
     for i in range(n):
-        c = 0
-        for t in range(n_trees):
-            for k in range(start[t, i], stop[t, i]):
-                Wo[i, c] = W[k]
-                Mo[i, c] = M[k]
-                Vo[i, c] = V[k]
-                c += 1
+        _row_components(W, M, V, start, stop, i, Wo[i], Mo[i], Vo[i])
     return Wo, Mo, Vo
 
 
@@ -408,13 +416,7 @@ def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out,
     errors[FIRST_ZERO_ROW] = -1
     one_row = levels.shape[0] == 1
     for i in range(n):
-        c = 0
-        for t in range(n_trees):
-            for k in range(start[t, i], stop[t, i]):
-                rw[c] = W[k]
-                rm[c] = M[k]
-                rv[c] = V[k]
-                c += 1
+        c = _row_components(W, M, V, start, stop, i, rw, rm, rv)
         n_live, mean, var = normalise_raw_row(rw, rm, rv, c, i, cw, cm, cv, cs, errors)
         mean_out[i] = mean
         var_out[i] = var
