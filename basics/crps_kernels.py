@@ -182,12 +182,14 @@ def crps_kernel(w, m, v, y, knots, offsets, identity, closed_max, z_grid, tolera
     stack = np.empty((_MAX_DEPTH + 2, 6))
     depth = np.empty(_MAX_DEPTH + 2, np.int64)
     all_identity = True
+    any_identity = False
     for r in range(n_maps):
         all_identity = all_identity and identity[r]
+        any_identity = any_identity or identity[r]
     for i in range(w.shape[0]):
         n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
         yi = y[i]
-        closed = n <= closed_max
+        closed = any_identity and n <= closed_max
         if closed:
             exact = crps_closed_form(n, cw, cm, cv, yi)
             for r in range(n_maps):

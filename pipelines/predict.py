@@ -130,6 +130,11 @@ def _partition_events(
     progress(total, total)
 
 
+def _needed_columns(features: Sequence[str], keep_columns: Sequence[str]) -> list[str]:
+    """The columns a prediction reads: the features, then the kept columns, each once."""
+    return list(dict.fromkeys([*features, *map(str, keep_columns)]))
+
+
 def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] = (),
                           storage_options: Mapping[str, Any] | None = None) -> list[str]:
     """The columns a prediction of ``data`` reads; raises before any Dask work if a file lacks
@@ -140,7 +145,7 @@ def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] 
     """
     if not hasattr(model, "features"):
         model = open_artifact(model, storage_options)
-    needed = list(dict.fromkeys([*model.features, *map(str, keep_columns)]))
+    needed = _needed_columns(model.features, keep_columns)
     if not isinstance(data, dd.DataFrame):
         _check_columns(data, model.features, needed, storage_options)
     return needed
@@ -174,6 +179,7 @@ def predict_to_parquet(
     progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
     strategy: str = "auto",
+    data_checked: bool = False,
 ) -> PredictionResult:
     """Predict every row of a dataset on the cluster and write the predictions as Parquet.
 
@@ -205,6 +211,10 @@ def predict_to_parquet(
         How the workers get the model (:func:`ebf.dask.predict.predict_frame`): whole on
         every worker, or one branch per task from its shard; ``"auto"`` chooses from the
         model's size and the workers' memory. The driver never loads the branches.
+    data_checked : bool, default=False
+        The caller already ran :func:`check_prediction_data` on this model, data and
+        ``keep_columns`` (``ebf predict`` does, before the cluster starts): the files'
+        footers are not read again.
 
     Returns
     -------
@@ -236,7 +246,8 @@ def predict_to_parquet(
                       storage_options=storage_options)
     loaded = open_artifact(model_dir, storage_options)
     keep = [str(c) for c in keep_columns]
-    needed = check_prediction_data(loaded, data, keep, storage_options)
+    needed = (_needed_columns(loaded.features, keep) if data_checked
+              else check_prediction_data(loaded, data, keep, storage_options))
     ddf = read_columns(data, needed, storage_options)
 
     pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,

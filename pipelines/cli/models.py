@@ -183,6 +183,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             model, args.data, args.out, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite, client=client,
             progress=lambda done, total: bars("predict", done, total), strategy=args.strategy,
+            data_checked=True,
         )
     print(
         f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "

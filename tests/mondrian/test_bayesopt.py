@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import skopt
 
 from mondrian import MondrianForestRegressor
 from mondrian.bayesopt import default_initial_points, maximize_on_grid, skopt_optimizer
-
-skopt = pytest.importorskip("skopt")
 
 
 def branin(x):

@@ -201,7 +201,8 @@ def test_classifier_string_labels_and_partial_fit(clf_data):
 
 
 def test_pandas_feature_names(clf_data, reg_data):
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
+
     X, y = clf_data
     df = pd.DataFrame(X, columns=["alpha", "beta"])
     clf = MondrianForestClassifier(n_estimators=4, random_state=0).fit(df, y)

@@ -295,7 +295,6 @@ def test_bad_arguments(tmp_path: Path, results: dict[str, dict]) -> None:
 
 
 def test_demo_keeps_plot_calibration() -> None:
-    pytest.importorskip("dask")
     from pipelines import demo
 
     assert demo.plot_calibration is report.plot_calibration
