@@ -16,14 +16,14 @@ Steps, all under one output directory (default ``ebf-demo/``):
    same rows in equally many tasks), predict-only (``compact=True``: each Mondrian branch
    drops its online state in its fit task; the predictions are the same bits, the models
    about five times smaller); ``models/ebf``, ``models/ssf`` are saved atomically;
-4. :func:`pipelines.predict.predict_to_parquet` writes ``predictions/ebf``, ``predictions/ssf``
-   (mean, std, 5/50/95% quantiles; with the model hash in the Parquet metadata);
-5. :func:`pipelines.report.evaluate.evaluate` scores both on the test set (RMSE, NLPD, CRPS, the
-   calibration table of the exact mixture intervals, PIT histogram, reliability, interval
+4. :func:`pipelines.report.evaluate.evaluate` predicts the test set once per model and, from
+   that one prediction, writes ``predictions/ebf``, ``predictions/ssf`` (mean, std, 5/50/95%
+   quantiles; with the model hash in the Parquet metadata) and scores it (RMSE, NLPD, CRPS,
+   the calibration table of the exact mixture intervals, PIT histogram, reliability, interval
    width against error), each model before and after its recalibration (``ebf train
    --calibrate recent``: the models are fit on the first 90% of the training flights and
-   learn the map of their PIT on the last 10%), in one pass;
-6. ``calibration.png`` (observed against nominal coverage of the central intervals, both
+   learn the map of their PIT on the last 10%);
+5. ``calibration.png (observed against nominal coverage of the central intervals, both
    models before and after), ``reliability.png``, ``pit.png``, ``width_error.png``
    (:mod:`pipelines.report.figures`; matplotlib's Agg canvas, no display needed), ``report.html``
    (self-contained: tables and figures) and ``results.json``.
@@ -128,8 +128,8 @@ class DemoResult:
     plot : str
         The calibration plot (PNG).
     timings : dict of str to float
-        Seconds per step (``data``, ``warm_up``, ``train``, ``predict``, ``evaluate``,
-        ``plot``) and ``total``.
+        Seconds per step (``data``, ``warm_up``, ``train``, ``predict`` (predicting and
+        scoring both models in one pass each), ``plot``) and ``total``.
     workers : int
     threads : int
     branch : str
@@ -330,8 +330,7 @@ def run_demo(
         The current client by default (the CLI starts a LocalCluster).
     progress : callable ``progress(phase, done, total)``, optional
         Phases ``"data"``, ``"warm-up"``, ``"EBF <fit phase>"``, ``"SSF <fit phase>"``,
-        ``"EBF predict"``, ``"SSF predict"``, ``"EBF evaluate"``, ``"SSF evaluate"``,
-        ``"plot"``.
+        ``"EBF predict"``, ``"SSF predict"`` (predicting and scoring), ``"plot"``.
 
     Returns
     -------
@@ -353,7 +352,6 @@ def run_demo(
     """
     from ebf.artifact import save
     from pipelines.options import TrainOptions
-    from pipelines.predict import predict_to_parquet
     from pipelines.report.evaluate import evaluate
     from pipelines.train import train
 
@@ -394,18 +392,16 @@ def run_demo(
     results: dict[str, dict[str, Any]] = {}
     fit = {"ebf": trained.fit_seconds, "ssf": float(trained.baseline_timings["fit"])}
     branches = {"ebf": len(trained.model.branches_), "ssf": len(trained.baseline.subsamples_)}
-    timings["predict"] = timings["evaluate"] = 0.0
+    timings["predict"] = 0.0
     for name in _MODELS:
         label = name.upper()
         pred_dir = out / "predictions" / name
-        pred = predict_to_parquet(model_dirs[name], data.test, pred_dir, overwrite=True,
-                                  client=client,
-                                  progress=_partition_progress(progress, f"{label} predict"))
-        timings["predict"] += pred.seconds
-        scores = evaluate(model_dirs[name], data.test, client=client,
-                          progress=_partition_progress(progress, f"{label} evaluate"))
-        timings["evaluate"] += scores["seconds"]
-        scores.update(fit_seconds=fit[name], predict_seconds=pred.seconds,
+        # one pass: the predictions written and scored
+        scores = evaluate(model_dirs[name], data.test, client=client, predictions=pred_dir,
+                          overwrite=True,
+                          progress=_partition_progress(progress, f"{label} predict"))
+        timings["predict"] += scores["seconds"]
+        scores.update(fit_seconds=fit[name], predict_seconds=scores["seconds"],
                       model_dir=str(model_dirs[name]), predictions=str(pred_dir),
                       n_branches=branches[name], n_estimators=n_estimators)
         results[label] = scores
@@ -504,8 +500,8 @@ def format_comparison(result: DemoResult) -> str:
     lines += [
         "",
         f"wall time {t.get('total', 0.0):.1f}s (data {t.get('data', 0.0):.1f}s, warm-up "
-        f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict "
-        f"{t.get('predict', 0.0):.1f}s, evaluate {t.get('evaluate', 0.0):.1f}s)",
+        f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict and score "
+        f"{t.get('predict', 0.0):.1f}s)",
         f"outputs in {result.out_dir}/: data/, models/, predictions/, results.json, "
         f"report.html, {Path(result.plot).name} and the other figures",
     ]

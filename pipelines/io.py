@@ -28,6 +28,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import dask
 import dask.dataframe as dd
 import fsspec
 import pandas as pd
@@ -42,6 +43,7 @@ __all__ = [
     "read_dataset",
     "read_parquet_metadata",
     "write_parquet_atomic",
+    "write_parquet_with",
 ]
 
 logger = logging.getLogger(__name__)
@@ -173,6 +175,41 @@ def write_parquet_atomic(
     >>> read_parquet_metadata(out)
     {'ebf.model_sha256': 'ab12'}
     """
+    write_parquet_with(data, out_dir, (), metadata=metadata, kind=kind, overwrite=overwrite,
+                       inputs=inputs, write_index=write_index, storage_options=storage_options)
+    return os.fspath(out_dir)
+
+
+def write_parquet_with(
+    data: dd.DataFrame | pd.DataFrame,
+    out_dir: str | os.PathLike[str],
+    others: Sequence[Any],
+    *,
+    metadata: Mapping[str, str],
+    kind: str = "dataset",
+    overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    write_index: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list:
+    """:func:`write_parquet_atomic`, computing the lazy ``others`` in the same graph.
+
+    A task that both the DataFrame's partitions and one of ``others`` depend on (e.g. a
+    prediction and the scores of the same rows) runs once. ``out_dir`` appears only if
+    everything was computed.
+
+    Parameters
+    ----------
+    data, out_dir, metadata, kind, overwrite, inputs, write_index, storage_options
+        As in :func:`write_parquet_atomic`.
+    others : sequence of dask.delayed.Delayed
+        Computed on the current scheduler together with the write.
+
+    Returns
+    -------
+    list
+        The values of ``others``, in order.
+    """
     checked = _check_metadata(metadata)
     if not isinstance(data, (dd.DataFrame, pd.DataFrame)):
         raise TypeError(
@@ -183,16 +220,21 @@ def write_parquet_atomic(
                            storage_options=storage_options) as tmp:
         if isinstance(data, pd.DataFrame):
             _pandas_to_dir(data, tmp, checked, write_index, storage_options)
-        else:
-            data.to_parquet(
-                tmp,
-                write_index=write_index,
-                custom_metadata=checked,
-                name_function=part_name,
-                storage_options=dict(storage_options) if storage_options else None,
-                write_metadata_file=False,
-            )
-    return os.fspath(out_dir)
+            return list(dask.compute(*others)) if others else []
+        write = data.to_parquet(
+            tmp,
+            write_index=write_index,
+            custom_metadata=checked,
+            name_function=part_name,
+            storage_options=dict(storage_options) if storage_options else None,
+            write_metadata_file=False,
+            compute=not others,
+        )
+        if not others:
+            return []
+        # one graph of delayed objects: the shared tasks run once (mixing an expression
+        # collection with delayed objects would materialise them apart)
+        return list(dask.compute(write.to_delayed(), *others))[1:]
 
 
 def _first_parquet_file(fs: fsspec.AbstractFileSystem, path: str) -> str:

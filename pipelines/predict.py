@@ -32,13 +32,22 @@ from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report
-from ebf.dask.graph import model_in_graph
+from ebf.dask.graph import input_partitions, model_in_graph
 from pipelines.artifacts import open_artifact
 from pipelines.footers import read_footers
-from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
+from pipelines.io import Source, describe_source, read_columns, write_parquet_with
 from pipelines.schema import SchemaError, inspect_schema, numeric_columns
 
-__all__ = ["PredictionResult", "check_prediction_data", "prediction_inputs", "predict_to_parquet"]
+__all__ = [
+    "PredictionResult",
+    "check_kept",
+    "check_prediction_data",
+    "join_kept",
+    "predict_to_parquet",
+    "prediction_inputs",
+    "prediction_metadata",
+    "write_predictions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +165,8 @@ def prediction_inputs(model_dir: str | os.PathLike[str], data: Source) -> dict[s
     return {"the model": model_dir, "the input data": data}
 
 
-def _join_columns(pred: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+def join_kept(pred: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """The kept input columns in front of a partition's predictions."""
     return pd.concat([kept.set_axis(pred.index), pred], axis=1)
 
 
@@ -241,30 +251,38 @@ def predict_to_parquet(
 
     t0 = time.perf_counter()
     client = current_client(client)
-    inputs = prediction_inputs(model_dir, data)
-    check_destination(out, "predictions", overwrite=overwrite, inputs=inputs,
-                      storage_options=storage_options)
+    check_destination(out, "predictions", overwrite=overwrite,
+                      inputs=prediction_inputs(model_dir, data), storage_options=storage_options)
     loaded = open_artifact(model_dir, storage_options)
     keep = [str(c) for c in keep_columns]
     needed = (_needed_columns(loaded.features, keep) if data_checked
               else check_prediction_data(loaded, data, keep, storage_options))
-    ddf = read_columns(data, needed, storage_options)
+    with input_partitions():  # one task and one output file per input partition
+        ddf = read_columns(data, needed, storage_options)
+        pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles),
+                             client=client, strategy=strategy)
+        if keep:
+            check_kept(keep, pred.columns)
+            kept = ddf[keep]
+            meta = join_kept(pred._meta, kept._meta)
+            pred = dd.map_partitions(join_kept, pred, kept, meta=meta, align_dataframes=False)
+        result, _ = write_predictions(pred, out, loaded, quantiles, source=data,
+                                      overwrite=overwrite, client=client, progress=progress,
+                                      storage_options=storage_options, started=t0)
+    return result
 
-    pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles), client=client,
-                         strategy=strategy)
-    if keep:
-        clash = [c for c in keep if c in pred.columns]
-        if clash:
-            raise ValueError(f"keep_columns {clash} collide with prediction columns "
-                             f"{list(pred.columns)}; rename them first")
-        kept = ddf[keep]
-        meta = _join_columns(pred._meta, kept._meta)
-        pred = dd.map_partitions(_join_columns, pred, kept, meta=meta, align_dataframes=False)
-    token = uuid.uuid4().hex[:12]
-    topic = f"ebf-predict-{token}"
-    pred = pred.map_partitions(_report_partition, topic, meta=pred._meta)
 
-    metadata = {
+def check_kept(keep: Sequence[str], columns: Sequence[str]) -> None:
+    """Kept input columns may not share a name with a prediction column."""
+    clash = [c for c in keep if c in columns]
+    if clash:
+        raise ValueError(f"keep_columns {clash} collide with prediction columns "
+                         f"{list(columns)}; rename them first")
+
+
+def prediction_metadata(loaded: Any, quantiles: Sequence[float]) -> dict[str, str]:
+    """The schema metadata of every predictions file (:func:`predict_to_parquet`'s Notes)."""
+    return {
         "ebf.model_hash": loaded.digest,
         "ebf.model_version": loaded.version,
         "ebf.model_class": loaded.model_class,
@@ -274,15 +292,32 @@ def predict_to_parquet(
         "ebf.quantiles": json.dumps([] if loaded.is_classifier else [float(q) for q in quantiles]),
         "ebf.predicted_with": library_version(),
     }
-    logger.info("predicting %s with %s (%s) -> %s, %d partitions", describe_source(data),
-                loaded.path, loaded.digest[:12], os.fspath(out), ddf.npartitions)
-    with _partition_events(client, topic, ddf.npartitions, progress), client.as_current(), \
+
+
+def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: Any,
+                      quantiles: Sequence[float], *, source: Source, overwrite: bool = False,
+                      client: distributed.Client, progress: Report | None = None,
+                      storage_options: Mapping[str, Any] | None = None,
+                      others: Sequence[Any] = (), started: float | None = None,
+                      ) -> tuple[PredictionResult, list]:
+    """Write a lazy prediction frame of ``loaded`` to ``out`` atomically, computing the lazy
+    ``others`` in the same graph (:func:`pipelines.io.write_parquet_with`), with
+    ``progress(done, total)`` as partitions finish. Returns the result and the values of
+    ``others``."""
+    t0 = time.perf_counter() if started is None else started
+    topic = f"ebf-predict-{uuid.uuid4().hex[:12]}"
+    pred = pred.map_partitions(_report_partition, topic, meta=pred._meta)
+    metadata = prediction_metadata(loaded, quantiles)
+    logger.info("predicting %s with %s (%s) -> %s, %d partitions", describe_source(source),
+                loaded.path, loaded.digest[:12], os.fspath(out), pred.npartitions)
+    with _partition_events(client, topic, pred.npartitions, progress), client.as_current(), \
             model_in_graph():
-        write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
-                             overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+        values = write_parquet_with(pred, out, others, metadata=metadata, kind="predictions",
+                                    overwrite=overwrite,
+                                    inputs=prediction_inputs(loaded.path, source),
+                                    storage_options=storage_options)
     rows, files = _count_rows(os.fspath(out), storage_options)
     seconds = time.perf_counter() - t0
     logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)
-    return PredictionResult(os.fspath(out), rows, files, list(pred.columns), metadata, seconds)
-
-
+    return PredictionResult(os.fspath(out), rows, files, list(pred.columns), metadata,
+                            seconds), values

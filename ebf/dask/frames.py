@@ -45,9 +45,15 @@ def checked_levels(quantiles: Any) -> np.ndarray:
     return np.atleast_1d(check_levels(quantiles, "quantiles"))
 
 
-def class_dtype(classes: np.ndarray) -> np.dtype:
-    """The dtype of a ``predicted`` column: the classes' own if numeric, else object."""
-    return classes.dtype if classes.dtype.kind in "biuf" else np.dtype(object)
+def class_dtype(classes: np.ndarray) -> Any:
+    """The dtype of a ``predicted`` column: the classes' own if numeric, pandas' string
+    dtype for text labels (Parquet stores an object column only if it can infer its type from
+    values, and an empty frame has none), else object."""
+    if classes.dtype.kind in "biuf":
+        return classes.dtype
+    if all(isinstance(c, str) for c in classes):
+        return pd.StringDtype()
+    return np.dtype(object)
 
 
 def output_meta(model: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> pd.DataFrame:
@@ -75,7 +81,7 @@ def prediction_meta(classes: np.ndarray | None, branch: bool, levels: np.ndarray
     if classes is not None:
         for c in classes:
             cols[f"proba_{c}"] = np.empty(0)
-        cols["predicted"] = np.empty(0, class_dtype(classes))
+        cols["predicted"] = pd.Series([], dtype=class_dtype(classes))
     else:
         cols["mean"] = np.empty(0)
         cols["std"] = np.empty(0)

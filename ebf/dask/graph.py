@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["GATHER_BYTES", "model_in_graph", "shared_model", "small_frame"]
+__all__ = ["GATHER_BYTES", "input_partitions", "model_in_graph", "shared_model", "small_frame"]
 
 #: Rows up to this size (as float64 columns) come to a model held in this process instead of
 #: the model going to the workers (:func:`small_frame`).
@@ -81,3 +81,18 @@ def model_in_graph() -> Any:
     import dask
 
     return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
+
+
+def input_partitions() -> Any:
+    """A context in which Dask keeps a dataset's partitions as they are read.
+
+    Dask's optimizer fuses the partitions of a Parquet dataset read for a few of its columns
+    into fewer, larger ones (its "tune" stage), by a factor that depends on the columns
+    read. A prediction job keeps one task per input partition instead: its memory is bounded
+    by one partition, it writes one output file per input file, and its partitions are the
+    same whatever columns it reads (``ebf predict`` and ``ebf evaluate --predictions`` write
+    the same files). Build and compute the graph inside it.
+    """
+    import dask
+
+    return dask.config.set({"optimization.tune.active": False})

@@ -172,7 +172,7 @@ def predict_series(model: Any, X: Any, client: Any = None) -> Any:
     """
     shared = _checked(model, X)
     if is_classifier(model):
-        meta = pd.Series(np.empty(0, class_dtype(model.classes_)), name="predicted")
+        meta = pd.Series([], dtype=class_dtype(model.classes_), name="predicted")
     else:
         meta = pd.Series(np.empty(0), name="mean")
     return X.map_partitions(_predict_series, shared, meta, meta=meta, align_dataframes=False)

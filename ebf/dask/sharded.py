@@ -222,22 +222,14 @@ def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None,
            after: Any = None) -> tuple:
     """Encode a partition once and cut it into one piece ``(positions, rows, y)`` per part.
 
-    With a ``target``, rows whose target is missing are dropped first (and counted).
-    ``after`` is the previous group's completion, only waited for.
+    With a ``target``, ``y`` holds its values (missing ones too: the job decides what a row
+    without a target gets). ``after`` is the previous group's completion, only waited for.
     """
-    y = None
-    n_missing = 0
-    index = part.index
-    if target is not None:
-        ok = part[target].notna().to_numpy()
-        n_missing = int((~ok).sum())
-        y = part[target].to_numpy()[ok]
-        part = part.loc[ok]
-        index = part.index
+    y = None if target is None else part[target].to_numpy()
     A = head.encoder.transform(part, caller=type(head.estimator).__name__)
     if head.trunk is None:  # SSF: every row to every sub-sample forest
         every = (np.arange(A.shape[0]), A, y)
-        return index, [every] * n_parts, n_missing
+        return part.index, [every] * n_parts
     leaf = head.trunk.apply(A) if A.shape[0] else np.empty(0, np.int64)
     order = np.argsort(leaf, kind="stable")
     bounds = np.searchsorted(leaf[order], np.arange(n_parts + 1))
@@ -245,7 +237,7 @@ def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None,
     for b in range(n_parts):
         pos = order[bounds[b]:bounds[b + 1]]
         pieces.append((pos, A[pos], None if y is None else y[pos]))
-    return index, pieces, n_missing
+    return part.index, pieces
 
 
 def _done(*ticks: Any) -> None:
@@ -277,15 +269,15 @@ def _take(outputs: list, j: int) -> Any:
 
 def _layout(routed: tuple) -> tuple:
     """What reassembling a partition needs of its routing, without the feature rows:
-    ``(index, positions of every piece, n_missing, targets of the rows)``."""
-    index, pieces, n_missing = routed
+    ``(index, positions of every piece, targets of the rows)``."""
+    index, pieces = routed
     y = pieces[0][2] if pieces else None
-    return index, [pos for pos, _, _ in pieces], n_missing, y
+    return index, [pos for pos, _, _ in pieces], y
 
 
 def _assemble(layout: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
-    """``(index, block, branch, n_missing)`` of one partition, rows in input order."""
-    index, positions, n_missing, y = layout
+    """``(index, block, branch)`` of one partition, rows in input order."""
+    index, positions, y = layout
     n = len(index)
     if pool is not None:  # SSF: the ensemble pools its forests' outputs
         block = job.rows(pool(outputs), y) if n else None
@@ -300,11 +292,13 @@ def _assemble(layout: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
             if block is None:
                 block = np.full((n, rows.shape[1]), np.nan)
             block[pos] = rows
-    return index, block, branch, n_missing
+    return index, block, branch
 
 
-def _frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFrame:
-    index, block, branch, _ = assembled
+def block_frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFrame:
+    """The prediction frame (columns of ``meta``) of an assembled ``(index, block, branch)``:
+    a block of :class:`PredictJob` rows (or its first columns), in input order."""
+    index, block, branch = assembled
     if block is None:  # no rows
         return meta.set_axis(index[:0])
     cols: dict[str, Any] = {}
@@ -326,8 +320,9 @@ def _frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFrame:
 
 def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = None,
                    group: int | None = None) -> list:
-    """Per partition of ``X``, a lazy ``(index, block, branch, n_missing)``: the job's
-    rows for every row (input order), each part predicted from its own shard.
+    """Per partition of ``X``, a lazy ``(index, block, branch)``: the job's rows for every
+    row (input order), each part predicted from its own shard (``branch``: the part of
+    every row of an EBF, None for an SSF).
 
     Parameters
     ----------
@@ -339,7 +334,7 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
         ``job.rows(output, y) -> ndarray (n_rows, k)`` and ``job.part_rows(part, A, y)``
         (:class:`PredictJob`).
     target : str, optional
-        Column passed to the job as ``y``; rows where it is missing are dropped.
+        Column passed to the job as ``y`` (missing values too).
     group : int, optional
         Partitions per group (default: a :data:`GROUPS`-th of them). Groups run one after
         the other, parts one after the other within a group; an EBF part predicts its rows
@@ -411,15 +406,24 @@ def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
         The columns of :func:`ebf.dask.frames.prediction_meta`, with the index, partitions and
         row order of ``X``.
     """
-    import dask.dataframe as dd
     from dask import delayed
 
     levels = checked_levels(quantiles)
     head = reader.head()
     meta = prediction_meta(head.classes, head.trunk is not None, levels)
     blocks = sharded_blocks(reader, X, PredictJob(levels, head.recalibration), group=group)
-    frames = [delayed(_frame, pure=True)(b, meta, head.classes) for b in blocks]
-    return dd.from_delayed(frames, meta=meta, divisions=X.divisions, verify_meta=False)
+    frames = [delayed(block_frame, pure=True)(b, meta, head.classes) for b in blocks]
+    return frame_of_parts(frames, meta, X)
+
+
+def frame_of_parts(frames: list, meta: pd.DataFrame, X: Any) -> Any:
+    """A Dask DataFrame of lazy per-partition ``frames`` of ``X`` (from ``X.to_delayed()``),
+    with ``X``'s divisions. ``to_delayed`` may combine the small partitions of a Parquet
+    dataset whose divisions are unknown: those stay unknown."""
+    import dask.dataframe as dd
+
+    divisions = X.divisions if len(X.divisions) == len(frames) + 1 else None
+    return dd.from_delayed(frames, meta=meta, divisions=divisions, verify_meta=False)
 
 
 # ----------------------------------------------------------------------------- choosing

@@ -12,6 +12,7 @@ import argparse
 import json
 
 from .arguments import add_training_arguments, columns, level, train_options
+from .failures import UsageError
 from .session import finish_job_parser, job
 
 __all__ = ["DATA_HELP", "add_evaluate_parser", "add_migrate_parser", "add_predict_parser",
@@ -55,13 +56,18 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
     pr.add_argument("data", metavar="DATA", help=DATA_HELP)
     pr.add_argument("--out", required=True, metavar="PRED_DIR", help="output directory")
-    pr.add_argument("--quantiles", nargs="+", type=level(False), default=[0.05, 0.5, 0.95],
-                    metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
-    pr.add_argument("--keep", nargs="+", default=[], metavar="COL",
-                    help="input columns copied into the output (ids, keys, the target...)")
+    _add_prediction_arguments(pr)
     pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
     _add_strategy_argument(pr)
     finish_job_parser(pr, _cmd_predict)
+
+
+def _add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantiles", nargs="+", type=level(False), default=[0.05, 0.5, 0.95],
+                        metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
+    parser.add_argument("--keep", nargs="+", default=[], metavar="COL",
+                        help="input columns copied into the predictions (ids, keys, the "
+                        "target...)")
 
 
 def _add_strategy_argument(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +85,8 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
             "Score MODEL on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
             "coverage and the calibration table of the exact predictive intervals, before and "
             "after recalibration if the model recalibrates (regressors), accuracy and log loss "
-            "(classifiers)."
+            "(classifiers). With --predictions, the same pass also writes every row's "
+            "predictions, the files ebf predict writes: one prediction per row for both."
         ),
     )
     ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)
@@ -92,9 +99,13 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                     help="also write a self-contained HTML report (tables, PIT histogram, "
                     "reliability diagram, interval width vs error), and its figures as PNGs "
                     "in HTML_STEM_figures/ next to it (regressors; needs the examples extra)")
+    ev.add_argument("--predictions", metavar="PRED_DIR",
+                    help="also write the predictions there, as ebf predict does, from the same "
+                    "pass (rows without a target are predicted, not scored)")
+    _add_prediction_arguments(ev)
     ev.add_argument("--overwrite", action="store_true",
-                    help="replace an existing --json / --report (and its figures) that ebf "
-                    "evaluate wrote")
+                    help="replace an existing --json / --report (and its figures) or "
+                    "--predictions that ebf wrote")
     _add_strategy_argument(ev)
     finish_job_parser(ev, _cmd_evaluate)
 
@@ -208,8 +219,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             model, args.data, target=args.target,
             levels=tuple(args.levels) if args.levels else DEFAULT_LEVELS, client=client,
             progress=lambda done, total: bars("evaluate", done, total), strategy=args.strategy,
+            predictions=args.predictions, quantiles=tuple(args.quantiles),
+            keep_columns=args.keep, overwrite=args.overwrite,
         )
     print(format_evaluation(res, title=f"{args.model} on {args.data}"))
+    if args.predictions:
+        pred = res["predictions"]
+        print(f"wrote {pred.rows:,} rows ({', '.join(pred.columns)}) in {pred.files} Parquet "
+              f"files to {pred.path}")
     if args.json:
         from basics.atomic import write_bytes
 
@@ -228,9 +245,17 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
     (:func:`basics.locations.check_file_destination`)."""
     from basics.locations import check_destination, check_file_destination
+    from pipelines.predict import check_prediction_data, prediction_inputs
     from pipelines.report.html import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}
+    if args.predictions:
+        check_destination(args.predictions, "predictions", overwrite=args.overwrite,
+                          inputs=prediction_inputs(model, args.data))
+        check_prediction_data(model, args.data, args.keep)  # before the cluster starts
+        inputs["the predictions"] = args.predictions
+    elif args.keep:
+        raise UsageError("--keep copies columns into --predictions; give --predictions too")
     for path, kind in ((args.json, "evaluation"), (args.report, "report")):
         if path:
             check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)

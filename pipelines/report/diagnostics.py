@@ -60,41 +60,86 @@ class EvaluationJob:
         ``classes_`` of a classifier; None for a regressor.
     pit_map : basics.pit.PITMap, optional
         The regressor's recalibration map: scored as predicted, and without it.
+    quantiles : ndarray, optional
+        Also predict: every row of :meth:`rows` starts with the prediction columns
+        (:attr:`predicted` of them: a regressor's ``mean, std`` and these quantiles, as the
+        model predicts them; a classifier's probabilities), the numbers
+        :func:`pipelines.predict.predict_to_parquet` writes, from the same mixture as the
+        scores. None: scores only.
 
     Classifiers: ``[correct, log loss, label never seen]`` per row from the class
-    probabilities (clipped to ``[eps, 1 - eps]``, as scikit-learn does).
+    probabilities (clipped to ``[eps, 1 - eps]``, as scikit-learn does). A row whose target
+    is missing is predicted, not scored.
     """
 
     def __init__(self, levels: np.ndarray, classes: np.ndarray | None,
-                 pit_map: PITMap | None = None) -> None:
+                 pit_map: PITMap | None = None, quantiles: np.ndarray | None = None) -> None:
         self.levels = np.asarray(levels, dtype=np.float64)
         self.classes = classes
         self.maps: list[PITMap | None] = [None] if pit_map is None else [pit_map, None]
+        self.quantiles = None if quantiles is None else np.atleast_1d(
+            np.asarray(quantiles, dtype=np.float64))
+
+    @property
+    def predicted(self) -> int:
+        """How many leading columns of :meth:`rows` are predictions (0 without
+        ``quantiles``)."""
+        if self.quantiles is None:
+            return 0
+        return len(self.classes) if self.classes is not None else 2 + self.quantiles.size
+
+    @property
+    def _scores(self) -> int:
+        """Score columns of :meth:`rows` after the predictions (the first: target known)."""
+        return 4 if self.classes is not None else 2 + 5 * len(self.maps)
 
     # ------------------------------------------------------------------ per row
 
     def rows(self, output: Any, y: Any) -> np.ndarray:
-        """One row of floats per row: regressors ``[squared error, then per map: -log p,
-        CRPS, PIT, 90% width, |error of the median|]``; classifiers as the class says."""
+        """One row of floats per row: the :attr:`predicted` prediction columns, then
+        ``[target known (1/0), scores]``: regressors ``[squared error, then per map: -log p,
+        CRPS, PIT, 90% width, |error of the median|]``, classifiers as the class says. The
+        scores of a row without a target are NaN."""
+        y = np.asarray(y)
+        known = ~pd.isna(y)
+        out = np.full((y.shape[0], self.predicted + self._scores), np.nan)
+        out[:, self.predicted] = known
         if self.classes is not None:
-            return np.column_stack(class_rows(output, self.classes, y))
+            proba = np.asarray(output, dtype=np.float64)
+            out[:, :self.predicted] = proba[:, :self.predicted]
+            if known.any():
+                out[known, self.predicted + 1:] = np.column_stack(
+                    class_rows(proba[known], self.classes, y[known]))
+            return out
         base = output.base if isinstance(output, RecalibratedDistribution) else output
-        y = np.asarray(y, dtype=np.float64)
-        f = np.clip(base.cdf(y), 0.0, 1.0)
-        logpdf = base.logpdf(y)
-        crps = crps_many(base, y, self.maps)
-        # the 90% interval and the median as predicted (quantile solves are costly: the
-        # width against error of the model's own mixture is not redone for a recalibrated one)
+        every = bool(known.all())
+        scored = base if every else base[known]
+        k = 0 if self.quantiles is None else self.quantiles.size
+        asked = _SUMMARY_LEVELS if not k else np.concatenate([self.quantiles, _SUMMARY_LEVELS])
+        # the 90% interval and the median as predicted, and the prediction's quantiles, in
+        # one solve (quantile solves are costly: the width against error of the model's own
+        # mixture is not redone for a recalibrated one)
         first = self.maps[0]
-        mean, _, q = summarize(base, _SUMMARY_LEVELS if first is None else first.inverse(
-            _SUMMARY_LEVELS))
-        width, abs_err = q[:, 2] - q[:, 0], np.abs(y - q[:, 1])
+        mean, std, q = summarize(base if k else scored,
+                                 asked if first is None else first.inverse(asked))
+        if k:
+            out[:, 0], out[:, 1], out[:, 2:2 + k] = mean, std, q[:, :k]
+            if not every:
+                mean, q = mean[known], q[known]
+        if not known.any():
+            return out
+        y = y[known].astype(np.float64)
+        f = np.clip(scored.cdf(y), 0.0, 1.0)
+        logpdf = scored.logpdf(y)
+        crps = crps_many(scored, y, self.maps)
+        width, abs_err = q[:, k + 2] - q[:, k], np.abs(y - q[:, k + 1])
         cols = [(y - mean) ** 2]
         for j, r in enumerate(self.maps):
             cols += [-logpdf if r is None else -(logpdf + r.log_slope(f)), crps[:, j],
                      f if r is None else r(f)]
             cols += [width, abs_err] if j == 0 else [np.full(y.shape, np.nan)] * 2
-        return np.column_stack(cols)
+        out[known, self.predicted + 1:] = np.column_stack(cols)
+        return out
 
     def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
         """:meth:`rows` of one part's (an EBF branch's) output on its rows ``A``."""
@@ -109,20 +154,25 @@ class EvaluationJob:
 
     @property
     def size(self) -> int:
-        """Length of :meth:`reduce`'s vector."""
+        """Length of :meth:`reduce`'s vector: ``[scored rows, rows without a target]``, then
+        the sums."""
         if self.classes is not None:
-            return 3
-        return 1 + len(self.maps) * self._per_map
+            return 5
+        return 3 + len(self.maps) * self._per_map
 
     def reduce(self, block: np.ndarray | None) -> np.ndarray:
-        """Sums, counts and histograms of a block of :meth:`rows` (None: no rows)."""
+        """Row counts, sums and histograms of a block of :meth:`rows` (None: no rows)."""
         out = np.zeros(self.size)
         if block is None or block.shape[0] == 0:
             return out
+        known = block[:, self.predicted] == 1.0
+        out[0], out[1] = known.sum(), (~known).sum()
+        block = block[known, self.predicted + 1:]
         if self.classes is not None:
-            return block.sum(axis=0)
-        out[0] = block[:, 0].sum()
-        at = 1
+            out[2:] = block.sum(axis=0)
+            return out
+        out[2] = block[:, 0].sum()
+        at = 3
         for j in range(len(self.maps)):
             nll, crps, u, width, err = block[:, 1 + 5 * j: 6 + 5 * j].T
             pit_bin = np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1)
@@ -146,9 +196,10 @@ class EvaluationJob:
 
     # ------------------------------------------------------------------ result
 
-    def result(self, sums: np.ndarray, n: int) -> dict[str, Any]:
-        """The scores from the summed vector of ``n`` rows (keys of
-        :func:`pipelines.report.evaluate.evaluate`)."""
+    def result(self, sums: np.ndarray) -> dict[str, Any]:
+        """The scores from the summed vector of :meth:`reduce` (keys of
+        :func:`pipelines.report.evaluate.evaluate` after ``n`` and ``n_missing_target``)."""
+        n, sums = sums[0], sums[2:]
         if self.classes is not None:
             return {"accuracy": float(sums[0] / n), "log_loss": float(sums[1] / n),
                     "n_unseen_labels": int(sums[2]), "classes": list(self.classes.tolist())}

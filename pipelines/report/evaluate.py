@@ -14,6 +14,11 @@ an interval bound (well-separated narrow components, mostly on training rows): t
 not unique there, a quantile search may land anywhere in the stretch, while ``u`` decides it
 deterministically.
 
+With ``predictions=``, the same pass also writes every row's predictions (the files of
+:func:`pipelines.predict.predict_to_parquet`): each partition is predicted once, its block
+of rows holds the prediction columns and the scores, the prediction columns are written and
+the scores summed, in one graph.
+
 It takes ``client=None`` (the current client) and ``progress(done, total)`` over partitions.
 """
 
@@ -32,13 +37,28 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.locations import check_destination
 from basics.metrics import coverage_levels
 from cluster import current_client
 from ebf.dask.client import Report, gather
-from ebf.dask.graph import model_in_graph, shared_model, small_frame
-from ebf.dask.sharded import choose_strategy, sharded_blocks, whole_model
+from ebf.dask.frames import checked_levels, prediction_meta
+from ebf.dask.graph import input_partitions, model_in_graph, shared_model, small_frame
+from ebf.dask.sharded import (
+    block_frame,
+    choose_strategy,
+    frame_of_parts,
+    sharded_blocks,
+    whole_model,
+)
 from pipelines.artifacts import open_artifact
 from pipelines.io import Source, describe_source, read_columns
+from pipelines.predict import (
+    check_kept,
+    check_prediction_data,
+    join_kept,
+    prediction_inputs,
+    write_predictions,
+)
 from pipelines.report.diagnostics import EvaluationJob, before_after
 from pipelines.report.metrics import DEFAULT_LEVELS
 from pipelines.schema import check_schema
@@ -52,27 +72,38 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- evaluation
 
 
-def _partition_sums(part: pd.DataFrame, model: Any, features: list[str], target: str,
-                    job: EvaluationJob) -> np.ndarray:
-    """``[rows, missing targets, the job's sums]`` of a partition scored by a whole model."""
-    ok = part[target].notna().to_numpy()
-    out = np.zeros(2 + job.size)
-    out[0], out[1] = ok.sum(), (~ok).sum()
-    if ok.any():
-        X = part.loc[ok, features]
-        output = model.predict_proba(X) if job.classes is not None else (
-            model.predict_distribution(X, recalibrated=False))  # the job applies the map
-        out[2:] = job.reduce(job.rows(output, part.loc[ok, target].to_numpy()))
-    return out
+def _model_output(model: Any, X: pd.DataFrame, job: EvaluationJob) -> Any:
+    """A whole model's class probabilities, or its own mixture (the job applies the map)."""
+    if job.classes is not None:
+        return model.predict_proba(X)
+    return model.predict_distribution(X, recalibrated=False)
 
 
-def _block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
-    """The same sums from a partition predicted branch by branch."""
-    index, block, _, n_missing = assembled
-    out = np.zeros(2 + job.size)
-    out[0], out[1] = len(index), n_missing
-    out[2:] = job.reduce(block)
-    return out
+def _partition_rows(part: pd.DataFrame, model: Any, features: list[str], target: str,
+                    job: EvaluationJob, branch: bool) -> tuple:
+    """``(index, block, branch)`` of a partition predicted by a whole model: the job's rows
+    and, if ``branch``, the trunk leaf of every row (as :func:`ebf.dask.sharded.sharded_blocks`
+    gives them)."""
+    if len(part) == 0:
+        return part.index, None, None
+    X = part[features]
+    block = job.rows(_model_output(model, X, job), part[target].to_numpy())
+    return part.index, block, model.apply(X) if branch else None
+
+
+def _sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
+    """The job's sums of a partition's block."""
+    return job.reduce(assembled[1])
+
+
+def _prediction_part(assembled: tuple, job: EvaluationJob, meta: pd.DataFrame, classes: Any,
+                     part: pd.DataFrame | None, keep: list[str]) -> pd.DataFrame:
+    """The predictions of a partition: the first columns of its block, the kept columns in
+    front."""
+    index, block, branch = assembled
+    frame = block_frame((index, None if block is None else block[:, :job.predicted], branch),
+                        meta, classes)
+    return join_kept(frame, part[keep]) if keep else frame
 
 
 def evaluate(
@@ -85,8 +116,13 @@ def evaluate(
     progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
     strategy: str = "auto",
+    predictions: str | os.PathLike[str] | None = None,
+    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    keep_columns: Sequence[str] = (),
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Score a saved model on a labelled dataset, streaming it through the cluster.
+    """Score a saved model on a labelled dataset, streaming it through the cluster, and
+    optionally write its predictions in the same pass.
 
     Parameters
     ----------
@@ -106,6 +142,13 @@ def evaluate(
     strategy : {"auto", "broadcast", "sharded"}, default="auto"
         As in :func:`predict_to_parquet`: the whole model on every worker, or every branch
         scoring its own rows next to its shard. The sums are the same up to rounding.
+    predictions : str or path-like, optional
+        Also write every row's predictions there, the files
+        :func:`pipelines.predict.predict_to_parquet` writes (same columns, bits, metadata and
+        atomicity), from the same prediction as the scores: one pass over the data. Rows
+        without a target are predicted and not scored.
+    quantiles, keep_columns, overwrite
+        As in :func:`pipelines.predict.predict_to_parquet`, for ``predictions``.
 
     Returns
     -------
@@ -124,7 +167,8 @@ def evaluate(
         see :mod:`pipelines.report.diagnostics`. Classifiers: ``accuracy``,
         ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
         does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
-        probability ``eps``) and ``classes``.
+        probability ``eps``) and ``classes``. With ``predictions``: ``predictions``
+        (:class:`pipelines.predict.PredictionResult`).
 
     Raises
     ------
@@ -132,6 +176,8 @@ def evaluate(
         If no target is given and the model does not record one, or ``levels`` is invalid.
     pipelines.schema.SchemaError
         If the data lacks a feature or the target.
+    FileExistsError
+        If ``predictions`` exists and is not replaceable (as in ``predict_to_parquet``).
 
     Examples
     --------
@@ -142,6 +188,11 @@ def evaluate(
     t0 = time.perf_counter()
     client = current_client(client)
     lv = np.atleast_1d(coverage_levels(levels))
+    q = checked_levels(quantiles)
+    if predictions is not None:
+        check_destination(predictions, "predictions", overwrite=overwrite,
+                          inputs=prediction_inputs(model_dir, data),
+                          storage_options=storage_options)
     loaded = open_artifact(model_dir, storage_options)
     if target is None:
         target = loaded.training.get("target")
@@ -151,39 +202,57 @@ def evaluate(
                 "ebf train / pipelines.train); pass target= (CLI: --target)"
             )
     features = loaded.features
+    keep = [str(c) for c in keep_columns] if predictions is not None else []
     if not isinstance(data, dd.DataFrame):
         check_schema(data, target, features, storage_options=storage_options)
-    ddf = read_columns(data, [*features, target], storage_options)
+        if keep:
+            check_prediction_data(loaded, data, keep, storage_options)
+    with input_partitions():  # one task (and output file) per input partition
+        ddf = read_columns(data, list(dict.fromkeys([*features, target, *keep])), storage_options)
 
-    strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
-    if loaded.reader.n_parts:
-        head = loaded.reader.head()
-        classes, pit_map = head.classes, head.recalibration
-        whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
-    else:  # a format 1 model or a single forest: loaded here, small
-        model = loaded.reader.load()
-        classes = getattr(model, "classes_", None)
-        pit_map = getattr(model, "recalibration_", None)
-        whole = shared_model(model)
-    job = EvaluationJob(lv, classes, pit_map)
-    token = uuid.uuid4().hex[:12]
-    if strategy == "sharded" and loaded.reader.n_parts:
-        tasks = [dask.delayed(_block_sums, pure=True)(
-            b, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
-            for i, b in enumerate(sharded_blocks(loaded.reader, ddf, job, target=target))]
-    else:
-        tasks = _partition_tasks(ddf, whole, features, target, job)
-    logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
-                describe_source(data), len(tasks), target, strategy)
-    return _score(_run(tasks, client, progress), job, data, target, t0,
-                  {"model_hash": loaded.digest, "model_class": loaded.model_class})
+        strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
+        if loaded.reader.n_parts:
+            head = loaded.reader.head()
+            classes, pit_map, has_trunk = head.classes, head.recalibration, head.trunk is not None
+            whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
+        else:  # a format 1 model or a single forest: loaded here, small
+            model = loaded.reader.load()
+            classes = getattr(model, "classes_", None)
+            pit_map = getattr(model, "recalibration_", None)
+            has_trunk = hasattr(model, "trunk_")
+            whole = shared_model(model)
+        job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q)
+        if strategy == "sharded" and loaded.reader.n_parts:
+            assembled = sharded_blocks(loaded.reader, ddf, job, target=target)
+        else:
+            assembled = _partition_tasks(ddf, whole, features, target, job,
+                                         branch=has_trunk and predictions is not None)
+        token = uuid.uuid4().hex[:12]
+        sums = [dask.delayed(_sums, pure=True)(a, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+                for i, a in enumerate(assembled)]
+        logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
+                    describe_source(data), len(sums), target, strategy)
+        info = {"model_hash": loaded.digest, "model_class": loaded.model_class}
+        if predictions is None:
+            return _score(_run(sums, client, progress), job, data, target, t0, info)
+        meta = prediction_meta(classes, has_trunk, q)
+        check_kept(keep, meta.columns)
+        rows = ddf.to_delayed()
+        frames = [dask.delayed(_prediction_part, pure=True)(a, job, meta, classes,
+                                                            rows[i] if keep else None, keep)
+                  for i, a in enumerate(assembled)]
+        pred = frame_of_parts(frames, join_kept(meta, ddf[keep]._meta) if keep else meta, ddf)
+        written, parts = write_predictions(pred, predictions, loaded, q, source=data,
+                                           overwrite=overwrite, client=client, progress=progress,
+                                           storage_options=storage_options, others=sums)
+        return {**_score(parts, job, data, target, t0, info), "predictions": written}
 
 
 def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
-                     job: EvaluationJob) -> list:
+                     job: EvaluationJob, branch: bool = False) -> list:
     token = uuid.uuid4().hex[:12]
-    return [dask.delayed(_partition_sums, pure=True)(
-        part, whole, features, target, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
+    return [dask.delayed(_partition_rows, pure=True)(
+        part, whole, features, target, job, branch, dask_key_name=f"ebf-rows-{token}-{i}")
         for i, part in enumerate(ddf.to_delayed())]
 
 
@@ -201,7 +270,7 @@ def _run(tasks: list, client: distributed.Client, progress: Report | None) -> li
 def _score(parts: list, job: EvaluationJob, data: Source, target: str, t0: float,
            model_info: dict) -> dict[str, Any]:
     """Reduce the partitions' sums to :func:`evaluate`'s result."""
-    sums = np.sum(parts, axis=0) if parts else np.zeros(2 + job.size)
+    sums = np.sum(parts, axis=0) if parts else np.zeros(job.size)
     n, missing = int(sums[0]), int(sums[1])
     if n == 0:
         raise ValueError(f"no row of {describe_source(data)} has a value in the target {target!r}; "
@@ -215,7 +284,7 @@ def _score(parts: list, job: EvaluationJob, data: Source, target: str, t0: float
         "n": n,
         "n_missing_target": missing,
         **model_info,
-        **job.result(sums[2:], n),
+        **job.result(sums),
     }
     if classify and result["n_unseen_labels"]:
         logger.warning("evaluate: %d row(s) have labels the model never saw",
@@ -268,9 +337,11 @@ def evaluate_model(
     job = EvaluationJob(lv, getattr(model, "classes_", None),
                         getattr(model, "recalibration_", None))
     rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
-    parts = ([_partition_sums(rows, model, features, target, job)] if rows is not None else
-             _run(_partition_tasks(ddf, shared_model(model), features, target, job), client,
-                  progress))
+    if rows is not None:
+        parts = [_sums(_partition_rows(rows, model, features, target, job, False), job)]
+    else:
+        parts = _run([dask.delayed(_sums, pure=True)(a, job) for a in _partition_tasks(
+            ddf, shared_model(model), features, target, job)], client, progress)
     info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
     return _score(parts, job, data, target, t0, info)
 

@@ -40,6 +40,8 @@ ROLES = {
     ("evaluate", "target"): "word",
     ("evaluate", "json"): "output",
     ("evaluate", "report"): "output",
+    ("evaluate", "predictions"): "output",
+    ("evaluate", "keep"): "word",
     ("migrate-model", "old"): "input",
     ("migrate-model", "new"): "output",
     ("registry", "list", "registry"): "input",

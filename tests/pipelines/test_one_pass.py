@@ -1,0 +1,140 @@
+"""Scoring in the prediction pass (``evaluate(..., predictions=...)``): the files are those of
+``predict_to_parquet`` bit for bit, the scores those of a scores-only ``evaluate``, and the
+metrics equal the metrics computed from the saved predictions, for EBF and SSF regressors
+(recalibrated or not, Bayesian-CART and Mondrian branches) and classifiers, whole on every
+worker or branch by branch, with rows whose target is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ebf import (
+    EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestClassifier,
+    SubsampleForestRegressor,
+)
+from ebf.artifact import save
+from pipelines.io import read_parquet_metadata
+from pipelines.predict import predict_to_parquet
+from pipelines.report.evaluate import evaluate
+from pipelines.schema import SchemaError
+from tests.ebf.dask.test_dask import FEATURES, make_frame
+
+MODELS = {
+    "ebf_reg_recal": lambda: EmpiricalBayesianForestRegressor(
+        n_estimators=3, trunk_max_leaves=4, random_state=0),
+    "ebf_mondrian": lambda: EmpiricalBayesianForestRegressor(
+        n_estimators=3, trunk_max_leaves=3, branch="mondrian", random_state=4),
+    "ssf_reg_recal": lambda: SubsampleForestRegressor(n_estimators=3, n_subsamples=3,
+                                                      random_state=2),
+    "ebf_clf": lambda: EmpiricalBayesianForestClassifier(n_estimators=3, trunk_max_leaves=3,
+                                                         random_state=1),
+    "ssf_clf": lambda: SubsampleForestClassifier(n_estimators=2, n_subsamples=2,
+                                                 random_state=3),
+}
+QUANTILES = (0.05, 0.5, 0.95)
+
+
+def _target(name: str) -> str:
+    return "label" if "clf" in name else "y"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict:
+    fit, cal = make_frame(1200, seed=3), make_frame(400, seed=4)
+    root = tmp_path_factory.mktemp("one_pass")
+    out = {}
+    for name, make in MODELS.items():
+        model = make().fit(fit[FEATURES], fit[_target(name)])
+        if "recal" in name:
+            model.recalibrate(cal[FEATURES], cal["y"])
+        out[name] = save(model, root / name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def test_data(tmp_path_factory) -> str:
+    """Three files; some rows of each have no target."""
+    df = make_frame(600, seed=11)
+    df["id"] = np.arange(600) * 7
+    rng = np.random.default_rng(5)
+    missing = rng.random(600) < 0.1
+    df.loc[missing, "y"] = np.nan
+    df["label"] = df["label"].astype(object)
+    df.loc[missing, "label"] = None
+    root = tmp_path_factory.mktemp("one_pass_data")
+    for i, rows in enumerate(np.array_split(np.arange(600), 3)):
+        df.iloc[rows].to_parquet(root / f"part.{i}.parquet", index=False)
+    return str(root)
+
+
+@pytest.mark.parametrize("strategy", ["broadcast", "sharded"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_one_pass_writes_the_predictions_and_the_scores(saved, test_data, tmp_path,
+                                                        dask_client, name, strategy):
+    path, target = saved[name], _target(name)
+    kept = ["id", target]
+    alone = predict_to_parquet(path, test_data, tmp_path / "alone", keep_columns=kept,
+                               quantiles=QUANTILES, strategy=strategy, client=dask_client)
+    scores = evaluate(path, test_data, target=target, strategy=strategy, client=dask_client)
+    calls = []
+    both = evaluate(path, test_data, target=target, strategy=strategy, client=dask_client,
+                    predictions=tmp_path / "both", keep_columns=kept, quantiles=QUANTILES,
+                    progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (3, 3)
+
+    # the files: predict_to_parquet's, bit for bit, with its metadata
+    written = pd.read_parquet(tmp_path / "both")
+    pd.testing.assert_frame_equal(written, pd.read_parquet(tmp_path / "alone"),
+                                  check_exact=True)
+    meta_both, meta_alone = (read_parquet_metadata(tmp_path / d) for d in ("both", "alone"))
+    meta_both.pop("ebf.predicted_with"), meta_alone.pop("ebf.predicted_with")
+    assert meta_both == meta_alone
+    pred = both["predictions"]
+    assert (pred.rows, pred.files, pred.columns) == (alone.rows, alone.files, alone.columns)
+    assert pred.files == 3  # one per input file, whatever columns each job reads
+
+    # the scores: those of a scores-only pass (sums over blocks of other widths: the last
+    # bit may differ)
+    assert both["n"] == scores["n"] == written[target].notna().sum()
+    assert both["n_missing_target"] == scores["n_missing_target"] == written[target].isna().sum()
+    for key in ("rmse", "nlpd", "crps", "max_calibration_gap", "accuracy", "log_loss"):
+        if key in scores:
+            assert both[key] == pytest.approx(scores[key], rel=1e-12, abs=1e-15), key
+    if "pit_histogram" in scores:
+        assert both["pit_histogram"] == scores["pit_histogram"]
+
+    # and the metrics recomputed from the saved predictions
+    rows = written[written[target].notna()]
+    if "clf" in name:
+        assert both["accuracy"] == pytest.approx((rows["predicted"] == rows[target]).mean(),
+                                                 rel=1e-12)
+        eps = np.finfo(np.float64).eps  # scikit-learn's clip
+        proba = np.clip([rows.loc[i, f"proba_{c}"] for i, c in rows[target].items()],
+                        eps, 1 - eps)
+        assert both["log_loss"] == pytest.approx(-np.log(proba).mean(), rel=1e-9)
+    else:
+        y = rows[target].to_numpy()
+        assert both["rmse"] == pytest.approx(np.sqrt(np.mean((y - rows["mean"]) ** 2)),
+                                             rel=1e-12)
+        inside = ((rows["q05"] <= y) & (y <= rows["q95"])).mean()
+        assert both["coverage"][0.9] == pytest.approx(inside, abs=1.5 / len(rows))
+        assert both["calibrated"] == ("recal" in name)
+
+
+def test_one_pass_checks_its_destination_before_any_work(saved, test_data, tmp_path,
+                                                         dask_client):
+    out = tmp_path / "pred"
+    out.mkdir()
+    (out / "mine.txt").write_text("not ebf's")
+    with pytest.raises(FileExistsError):
+        evaluate(saved["ebf_mondrian"], test_data, target="y", predictions=out,
+                 overwrite=True, client=dask_client)
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    with pytest.raises(SchemaError, match="'row_id'"):
+        evaluate(saved["ebf_mondrian"], test_data, target="y", predictions=tmp_path / "p2",
+                 keep_columns=["row_id"], client=dask_client)
+    assert not (tmp_path / "p2").exists()
