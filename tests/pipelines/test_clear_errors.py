@@ -380,6 +380,28 @@ def test_a_signal_while_the_command_is_still_importing_is_one_line(signum, statu
     assert err.strip().splitlines() == [err.strip()] and "start-up" in err, err
 
 
+_SLOW_TEARDOWN = """
+import atexit, sys, time, types
+command = types.ModuleType("pipelines.cli")  # a command that succeeds at once
+command.main = lambda: print("done", flush=True) or 0
+sys.modules["pipelines.cli"] = command
+atexit.register(time.sleep, 60)  # the interpreter's teardown takes long
+from pipelines.entry import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_after_the_command_ends_with_its_status(signum):
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_TEARDOWN], env=_entry_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_as_in_a_terminal)
+    assert proc.stdout.readline() == "done\n"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == ""
+
+
 def _entry_env() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
