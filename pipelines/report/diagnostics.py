@@ -117,11 +117,14 @@ class EvaluationJob:
         k = 0 if self.quantiles is None else self.quantiles.size
         asked = _SUMMARY_LEVELS if not k else np.concatenate([self.quantiles, _SUMMARY_LEVELS])
         # the 90% interval and the median as predicted, and the prediction's quantiles, in
-        # one solve (quantile solves are costly: the width against error of the model's own
-        # mixture is not redone for a recalibrated one)
+        # one solve, each level once (quantile solves are costly: the default quantiles are
+        # the summary's own levels; the width against error of the model's own mixture is
+        # not redone for a recalibrated one). A level's solve does not depend on the others.
         first = self.maps[0]
+        distinct, where = np.unique(asked, return_inverse=True)
         mean, std, q = summarize(base if k else scored,
-                                 asked if first is None else first.inverse(asked))
+                                 distinct if first is None else first.inverse(distinct))
+        q = q[:, where]
         if k:
             out[:, 0], out[:, 1], out[:, 2:2 + k] = mean, std, q[:, :k]
             if not every:
