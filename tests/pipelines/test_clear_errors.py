@@ -383,9 +383,12 @@ def test_a_signal_while_the_command_is_still_importing_is_one_line(signum, statu
 _SLOW_TEARDOWN = """
 import atexit, sys, time, types
 command = types.ModuleType("pipelines.cli")  # a command that succeeds at once
-command.main = lambda: print("done", flush=True) or 0
+command.main = lambda: 0
 sys.modules["pipelines.cli"] = command
-atexit.register(time.sleep, 60)  # the interpreter's teardown takes long
+def teardown():  # the interpreter's teardown takes long
+    print("tearing down", flush=True)
+    time.sleep(60)
+atexit.register(teardown)
 from pipelines.entry import main
 raise SystemExit(main())
 """
@@ -396,7 +399,7 @@ def test_a_signal_after_the_command_ends_with_its_status(signum):
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_TEARDOWN], env=_entry_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_as_in_a_terminal)
-    assert proc.stdout.readline() == "done\n"
+    assert proc.stdout.readline() == "tearing down\n"
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and err == ""
