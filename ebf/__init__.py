@@ -4,30 +4,29 @@ Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. 
 layout and the contracts between modules are in ``docs/architecture.md``.
 """
 
-from basics.lazy import lazy_exports
 from basics.versions import library_version
 
-#: Where each public name lives: imported on first use (:mod:`basics.lazy`), so that a
-#: process that needs one corner of ebf (the command line's driver reading a model's
-#: manifest) does not import every estimator and SciPy's statistics with it.
-_HOMES = {
-    "load": ".artifact", "open_model": ".artifact", "save": ".artifact",
-    "BARTRegressor": ".bayestrees", "SMCTreeClassifier": ".bayestrees",
-    "SMCTreeRegressor": ".bayestrees",
-    "DriftReport": ".diagnostics", "TrunkPosterior": ".diagnostics",
-    "plot_split_posterior": ".diagnostics", "trunk_drift": ".diagnostics",
-    "trunk_posterior": ".diagnostics",
-    "EmpiricalBayesianForestClassifier": ".estimators",
-    "EmpiricalBayesianForestRegressor": ".estimators",
-    "SubsampleForestClassifier": ".estimators", "SubsampleForestRegressor": ".estimators",
-    "BayesianForestClassifier": ".forests", "BayesianForestRegressor": ".forests",
-    "Trunk": ".trunk",
-}
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)
+from .artifact import load, open_model, save
+from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
+from .diagnostics import (
+    DriftReport,
+    TrunkPosterior,
+    plot_split_posterior,
+    trunk_drift,
+    trunk_posterior,
+)
+from .estimators import (
+    EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor,
+    SubsampleForestClassifier,
+    SubsampleForestRegressor,
+)
+from .forests import BayesianForestClassifier, BayesianForestRegressor
+from .trunk import Trunk
 
 __version__ = library_version()
 
-__all__ = [  # noqa: F822 - defined on first use (_HOMES)
+__all__ = [
     "BARTRegressor",
     "BayesianForestClassifier",
     "BayesianForestRegressor",

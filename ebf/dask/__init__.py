@@ -22,22 +22,16 @@ Examples
 >>> model.fit(ddf[features], ddf[target]).predict_frame(ddf[features])  # doctest: +SKIP
 """
 
-from basics.lazy import lazy_exports
+from .branches import BranchMemoryError
+from .estimators import (
+    DaskEmpiricalBayesianForestClassifier,
+    DaskEmpiricalBayesianForestRegressor,
+    DaskSubsampleForestClassifier,
+    DaskSubsampleForestRegressor,
+)
+from .predict import predict_frame, predict_series
 
-#: Where each public name lives, imported on first use (:mod:`basics.lazy`): a process that
-#: needs the client helpers or the graph helpers does not import the estimators.
-_HOMES = {
-    "BranchMemoryError": ".branches",
-    "DaskEmpiricalBayesianForestClassifier": ".estimators",
-    "DaskEmpiricalBayesianForestRegressor": ".estimators",
-    "DaskSubsampleForestClassifier": ".estimators",
-    "DaskSubsampleForestRegressor": ".estimators",
-    "predict_frame": ".predict",
-    "predict_series": ".predict",
-}
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)
-
-__all__ = [  # noqa: F822 - defined on first use (_HOMES)
+__all__ = [
     "BranchMemoryError",
     "DaskEmpiricalBayesianForestClassifier",
     "DaskEmpiricalBayesianForestRegressor",
