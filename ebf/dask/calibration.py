@@ -26,7 +26,7 @@ import pandas as pd
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import check_fraction, holdout_mask, recent_start
-from .graph import GATHER_BYTES, model_in_graph, shared_model, small_frame
+from .graph import GATHER_BYTES, in_threads, model_in_graph, shared_model, small_frame
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     frame = X.assign(**{_TARGET: y})
     rows = small_frame(frame, client, gather_bytes)
     if rows is not None:
-        total = _partition_counts(rows, model)
+        total = np.sum(in_threads(lambda block: _partition_counts(block, model), rows), axis=0)
         return total[1:], int(total[0])
     shared = shared_model(model)
     token = uuid.uuid4().hex[:12]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["GATHER_BYTES", "input_partitions", "model_in_graph", "shared_model", "small_frame"]
+__all__ = ["GATHER_BYTES", "in_threads", "input_partitions", "model_in_graph", "shared_model",
+           "small_frame"]
 
 #: Rows up to this size (as float64 columns) come to a model held in this process instead of
 #: the model going to the workers (:func:`small_frame`).
@@ -46,6 +47,31 @@ def small_frame(frame: Any, client: Any = None, gather_bytes: int = GATHER_BYTES
     if n_rows * frame.shape[1] * 8 > gather_bytes:
         return None
     return compute(frame)
+
+
+def in_threads(fn: Any, frame: Any) -> list:
+    """``[fn(block) for block in row blocks of frame]``, the blocks in this process's threads.
+
+    Rows that came to a model held in this process (:func:`small_frame`) would otherwise be
+    predicted in one thread while the cluster's cores wait; the kernels release the GIL, so
+    blocks of them use every core here. For results that add up over rows (counts, sums).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(pandas.DataFrame) -> result`` of one block of rows.
+    frame : pandas.DataFrame
+
+    Returns
+    -------
+    list
+        One result per block, in row order (one block for a frame without rows).
+    """
+    from basics.predictive import row_blocks
+    from basics.threads import thread_map
+
+    blocks = row_blocks(len(frame), -1) or [slice(0, 0)]
+    return thread_map(lambda rows: fn(frame.iloc[rows]), blocks, -1)
 
 
 def shared_model(model: Any) -> Any:

@@ -42,7 +42,13 @@ from basics.metrics import coverage_levels
 from cluster import current_client
 from ebf.dask.client import Report, gather
 from ebf.dask.frames import checked_levels, prediction_meta
-from ebf.dask.graph import input_partitions, model_in_graph, shared_model, small_frame
+from ebf.dask.graph import (
+    in_threads,
+    input_partitions,
+    model_in_graph,
+    shared_model,
+    small_frame,
+)
 from ebf.dask.sharded import (
     block_frame,
     choose_strategy,
@@ -338,7 +344,8 @@ def evaluate_model(
                         getattr(model, "recalibration_", None))
     rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
     if rows is not None:
-        parts = [_sums(_partition_rows(rows, model, features, target, job, False), job)]
+        parts = in_threads(lambda block: _sums(_partition_rows(block, model, features, target,
+                                                                job, False), job), rows)
     else:
         parts = _run([dask.delayed(_sums, pure=True)(a, job) for a in _partition_tasks(
             ddf, shared_model(model), features, target, job)], client, progress)

@@ -81,3 +81,20 @@ def test_dask_estimator_and_sharded_predictions_follow_the_map(frame, tmp_path, 
         np.testing.assert_allclose(got[["q05", "q50", "q95"]].to_numpy(), want.quantiles,
                                    rtol=1e-12)
         np.testing.assert_array_equal(got["mean"].to_numpy(), want.mean)
+
+
+def test_rows_brought_here_are_counted_in_threads_as_on_the_workers(frame, dask_client):
+    """Counts from blocks of rows in this process's threads equal the workers' counts."""
+    from ebf.dask.graph import in_threads
+
+    blocks = in_threads(lambda block: block.index.to_numpy(), frame)
+    np.testing.assert_array_equal(np.concatenate(blocks), frame.index.to_numpy())
+    assert len(in_threads(len, frame.iloc[:0])) == 1
+    model = EmpiricalBayesianForestRegressor(n_estimators=3, branch="mondrian",
+                                             trunk_max_leaves=3, random_state=0)
+    model.fit(frame[["a", "b"]].iloc[:3000], frame.y.iloc[:3000])
+    ddf = dd.from_pandas(frame.iloc[3000:], npartitions=3)
+    here = pit_counts_dask(model, ddf[["a", "b"]], ddf.y, dask_client)
+    there = pit_counts_dask(model, ddf[["a", "b"]], ddf.y, dask_client, gather_bytes=0)
+    np.testing.assert_array_equal(here[0], there[0])
+    assert here[0].sum() == 1000 and here[1] == there[1] == 0
