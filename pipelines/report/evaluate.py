@@ -217,16 +217,7 @@ def evaluate(
         ddf = read_columns(data, list(dict.fromkeys([*features, target, *keep])), storage_options)
 
         strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
-        if loaded.reader.n_parts:
-            head = loaded.reader.head()
-            classes, pit_map, has_trunk = head.classes, head.recalibration, head.trunk is not None
-            whole = whole_model(loaded.reader)  # loaded by a worker if broadcast
-        else:  # a format 1 model or a single forest: loaded here, small
-            model = loaded.reader.load()
-            classes = getattr(model, "classes_", None)
-            pit_map = getattr(model, "recalibration_", None)
-            has_trunk = hasattr(model, "trunk_")
-            whole = shared_model(model)
+        classes, pit_map, has_trunk, whole = _model_parts(loaded.reader)
         job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q)
         if strategy == "sharded" and loaded.reader.n_parts:
             assembled = sharded_blocks(loaded.reader, ddf, job, target=target)
@@ -252,6 +243,18 @@ def evaluate(
                                            overwrite=overwrite, client=client, progress=progress,
                                            storage_options=storage_options, others=sums)
         return {**_score(parts, job, data, target, t0, info), "predictions": written}
+
+
+def _model_parts(reader: Any) -> tuple:
+    """``(classes or None, recalibration map or None, whether it has a trunk, the whole model
+    as one graph key)``: from the head of a sharded model (a worker loads the rest if it is
+    broadcast), or from the model loaded here (format 1 or a single forest: small)."""
+    if reader.n_parts:
+        head = reader.head()
+        return head.classes, head.recalibration, head.trunk is not None, whole_model(reader)
+    model = reader.load()
+    return (getattr(model, "classes_", None), getattr(model, "recalibration_", None),
+            hasattr(model, "trunk_"), shared_model(model))
 
 
 def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
