@@ -122,18 +122,20 @@ class PhaseBars:
                 return
             assert self._bar is not None
             label = self._bar.label
+            # the state first, then the text: a Ctrl-C between the two must still let
+            # close() end the line before the one-line failure message
             if phase.endswith("trunk"):
                 self._levels += 1
                 most = f" (at most {total} leaves)" if total > 0 else ""
+                self._open = True
                 self._print(f"\r{label}: level {self._levels}, splitting {done} leaves{most}")
-                self._open = True
             elif total <= 0:
-                self._print(f"\r{label} ...")
                 self._open = True
+                self._print(f"\r{label} ...")
             else:
-                self._bar(done, total)
-                self._finished = done >= total  # the bar ended its line
+                self._finished = done >= total  # the bar ends its line
                 self._open = not self._finished
+                self._bar(done, total)
 
     def close(self) -> None:
         """End the current line (call when the job is over)."""

@@ -224,3 +224,27 @@ def test_a_signal_inside_an_import_is_still_a_signal():
             raise RuntimeError("Error calling __set_name__") from inner
     except RuntimeError as exc:
         assert describe_failure(exc)[0] == 143
+
+
+@pytest.mark.parametrize("phase, done, total", [("trunk", 1, 2), ("route", 0, 0)])
+def test_a_progress_line_cut_by_ctrl_c_is_ended_before_the_failure_line(phase, done, total):
+    """Ctrl-C right after a progress line is printed: closing the bars still ends that line,
+    so the one-line failure message starts a line of its own."""
+    import io
+
+    from pipelines.cli.progress import PhaseBars
+
+    stream = io.StringIO()
+    bars = PhaseBars(False, stream)
+    print_line = bars._print
+
+    def interrupted(text: str, end: str = "") -> None:
+        print_line(text, end)
+        raise KeyboardInterrupt
+
+    bars._print = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        bars(phase, done, total)
+    bars._print = print_line
+    bars.close()
+    assert stream.getvalue().endswith("\n"), repr(stream.getvalue())
