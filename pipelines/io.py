@@ -43,7 +43,6 @@ __all__ = [
     "read_dataset",
     "read_parquet_metadata",
     "write_parquet_atomic",
-    "write_parquet_with",
 ]
 
 logger = logging.getLogger(__name__)
@@ -126,11 +125,15 @@ def write_parquet_atomic(
     inputs: Mapping[str, Any] | None = None,
     write_index: bool = False,
     storage_options: Mapping[str, Any] | None = None,
-) -> str:
+    others: Sequence[Any] = (),
+) -> list:
     """Write a DataFrame as a Parquet directory, atomically, with key/values in its schema.
 
     A Dask DataFrame is written one file per partition (in parallel on the current Dask
     scheduler); a pandas DataFrame as one file. Files are ``part.NNNNNN.parquet`` in row order.
+    Lazy ``others`` are computed in the same graph: a task that both the partitions and one
+    of ``others`` depend on (a prediction and the scores of the same rows) runs once, and
+    ``out_dir`` appears only if everything was computed.
 
     Parameters
     ----------
@@ -152,11 +155,13 @@ def write_parquet_atomic(
         Also store the DataFrame index as a column.
     storage_options : dict, optional
         fsspec options for a URL.
+    others : sequence of dask.delayed.Delayed, default=()
+        Computed on the current scheduler together with the write.
 
     Returns
     -------
-    str
-        ``out_dir`` as given (a string).
+    list
+        The values of ``others``, in order (empty without them).
 
     Raises
     ------
@@ -174,41 +179,6 @@ def write_parquet_atomic(
     ...                          metadata={"ebf.model_sha256": "ab12"})
     >>> read_parquet_metadata(out)
     {'ebf.model_sha256': 'ab12'}
-    """
-    write_parquet_with(data, out_dir, (), metadata=metadata, kind=kind, overwrite=overwrite,
-                       inputs=inputs, write_index=write_index, storage_options=storage_options)
-    return os.fspath(out_dir)
-
-
-def write_parquet_with(
-    data: dd.DataFrame | pd.DataFrame,
-    out_dir: str | os.PathLike[str],
-    others: Sequence[Any],
-    *,
-    metadata: Mapping[str, str],
-    kind: str = "dataset",
-    overwrite: bool = False,
-    inputs: Mapping[str, Any] | None = None,
-    write_index: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-) -> list:
-    """:func:`write_parquet_atomic`, computing the lazy ``others`` in the same graph.
-
-    A task that both the DataFrame's partitions and one of ``others`` depend on (e.g. a
-    prediction and the scores of the same rows) runs once. ``out_dir`` appears only if
-    everything was computed.
-
-    Parameters
-    ----------
-    data, out_dir, metadata, kind, overwrite, inputs, write_index, storage_options
-        As in :func:`write_parquet_atomic`.
-    others : sequence of dask.delayed.Delayed
-        Computed on the current scheduler together with the write.
-
-    Returns
-    -------
-    list
-        The values of ``others``, in order.
     """
     checked = _check_metadata(metadata)
     if not isinstance(data, (dd.DataFrame, pd.DataFrame)):

@@ -34,8 +34,8 @@ from cluster import current_client
 from ebf.dask.client import Report
 from ebf.dask.graph import input_partitions, model_in_graph
 from pipelines.artifacts import open_artifact
-from pipelines.footers import read_footers
-from pipelines.io import Source, describe_source, read_columns, write_parquet_with
+from pipelines.footers import Footers, read_footers
+from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
 from pipelines.schema import SchemaError, inspect_schema, numeric_columns
 
 __all__ = [
@@ -54,10 +54,12 @@ logger = logging.getLogger(__name__)
 
 
 def _check_columns(data: Source, features: Sequence[str], needed: Sequence[str],
-                   storage_options: Any) -> None:
+                   storage_options: Any, footers: Footers | None = None) -> None:
     """Every column in ``needed`` is in every file of ``data`` with one kind, and no numeric
-    feature holds nulls (footers only), else a SchemaError / ValueError naming them."""
-    footers = read_footers(data, storage_options)
+    feature holds nulls (footers only, read here unless given), else a SchemaError /
+    ValueError naming them."""
+    if footers is None:
+        footers = read_footers(data, storage_options)
     columns = inspect_schema(data, storage_options=storage_options)
     missing = [c for c in needed if c not in columns]
     if missing:
@@ -145,18 +147,20 @@ def _needed_columns(features: Sequence[str], keep_columns: Sequence[str]) -> lis
 
 
 def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] = (),
-                          storage_options: Mapping[str, Any] | None = None) -> list[str]:
+                          storage_options: Mapping[str, Any] | None = None,
+                          footers: Footers | None = None) -> list[str]:
     """The columns a prediction of ``data`` reads; raises before any Dask work if a file lacks
     one, holds it with another type, or has nulls in a numeric feature (footers only).
 
     ``model`` is a model directory or what :func:`pipelines.artifacts.open_artifact` returned;
-    the ``ebf predict`` command calls this before it starts the cluster.
+    the ``ebf predict`` command calls this before it starts the cluster. ``footers``: the
+    dataset's footers if the caller read them already.
     """
     if not hasattr(model, "features"):
         model = open_artifact(model, storage_options)
     needed = _needed_columns(model.features, keep_columns)
     if not isinstance(data, dd.DataFrame):
-        _check_columns(data, model.features, needed, storage_options)
+        _check_columns(data, model.features, needed, storage_options, footers)
     return needed
 
 
@@ -301,7 +305,7 @@ def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: A
                       others: Sequence[Any] = (), started: float | None = None,
                       ) -> tuple[PredictionResult, list]:
     """Write a lazy prediction frame of ``loaded`` to ``out`` atomically, computing the lazy
-    ``others`` in the same graph (:func:`pipelines.io.write_parquet_with`), with
+    ``others`` in the same graph (:func:`pipelines.io.write_parquet_atomic`), with
     ``progress(done, total)`` as partitions finish. Returns the result and the values of
     ``others``."""
     t0 = time.perf_counter() if started is None else started
@@ -312,10 +316,10 @@ def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: A
                 loaded.path, loaded.digest[:12], os.fspath(out), pred.npartitions)
     with _partition_events(client, topic, pred.npartitions, progress), client.as_current(), \
             model_in_graph():
-        values = write_parquet_with(pred, out, others, metadata=metadata, kind="predictions",
-                                    overwrite=overwrite,
-                                    inputs=prediction_inputs(loaded.path, source),
-                                    storage_options=storage_options)
+        values = write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
+                                      overwrite=overwrite,
+                                      inputs=prediction_inputs(loaded.path, source),
+                                      storage_options=storage_options, others=others)
     rows, files = _count_rows(os.fspath(out), storage_options)
     seconds = time.perf_counter() - t0
     logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)

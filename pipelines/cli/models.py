@@ -245,14 +245,13 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     dataset or registry, over an input, or over a file that is not ebf's of the same kind
     (:func:`basics.locations.check_file_destination`)."""
     from basics.locations import check_destination, check_file_destination
-    from pipelines.predict import check_prediction_data, prediction_inputs
+    from pipelines.predict import prediction_inputs
     from pipelines.report.html import figures_dir
 
     inputs = {"the input data": args.data, "the model": model}
     if args.predictions:
         check_destination(args.predictions, "predictions", overwrite=args.overwrite,
                           inputs=prediction_inputs(model, args.data))
-        check_prediction_data(model, args.data, args.keep)  # before the cluster starts
         inputs["the predictions"] = args.predictions
     elif args.keep:
         raise UsageError("--keep copies columns into --predictions; give --predictions too")

@@ -57,6 +57,7 @@ from ebf.dask.sharded import (
     whole_model,
 )
 from pipelines.artifacts import open_artifact
+from pipelines.footers import read_footers
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.predict import (
     check_kept,
@@ -210,9 +211,10 @@ def evaluate(
     features = loaded.features
     keep = [str(c) for c in keep_columns] if predictions is not None else []
     if not isinstance(data, dd.DataFrame):
-        check_schema(data, target, features, storage_options=storage_options)
+        footers = read_footers(data, storage_options)  # once, for both checks
+        check_schema(data, target, features, storage_options=storage_options, footers=footers)
         if keep:
-            check_prediction_data(loaded, data, keep, storage_options)
+            check_prediction_data(loaded, data, keep, storage_options, footers)
     with input_partitions():  # one task (and output file) per input partition
         ddf = read_columns(data, list(dict.fromkeys([*features, target, *keep])), storage_options)
 
@@ -253,8 +255,14 @@ def _model_parts(reader: Any) -> tuple:
         head = reader.head()
         return head.classes, head.recalibration, head.trunk is not None, whole_model(reader)
     model = reader.load()
+    return (*_model_facts(model), shared_model(model))
+
+
+def _model_facts(model: Any) -> tuple:
+    """``(classes or None, recalibration map or None, whether it has a trunk)`` of a model
+    held in this process."""
     return (getattr(model, "classes_", None), getattr(model, "recalibration_", None),
-            hasattr(model, "trunk_"), shared_model(model))
+            hasattr(model, "trunk_"))
 
 
 def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
@@ -343,8 +351,7 @@ def evaluate_model(
     if not isinstance(data, dd.DataFrame):
         check_schema(data, target, features, storage_options=storage_options)
     ddf = read_columns(data, [*features, target], storage_options)
-    job = EvaluationJob(lv, getattr(model, "classes_", None),
-                        getattr(model, "recalibration_", None))
+    job = EvaluationJob(lv, *_model_facts(model)[:2])
     rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
     if rows is not None:
         parts = in_threads(lambda block: _sums(_partition_rows(block, model, features, target,
