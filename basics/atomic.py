@@ -44,7 +44,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["STALE_SECONDS", "atomic_dir", "remove_abandoned", "replace_file", "write_bytes",
+__all__ = ["STALE_SECONDS", "atomic_dir", "remove_abandoned", "replace_file", "replacing",
+           "write_bytes",
            "write_json", "write_text"]
 
 from .locations import (
@@ -141,14 +142,65 @@ def remove_abandoned() -> None:
 # ----------------------------------------------------------------------------- single files
 
 
-def replace_file(place: _Place, data: bytes) -> None:
-    """Write ``data`` to ``place`` atomically: readers see the old content or the new one.
+@contextmanager
+def replacing(place: _Place) -> Iterator[Any]:
+    """A binary file to write that replaces ``place`` atomically when the block ends.
 
     The bytes go to a hidden temporary sibling first, then replace the file in one step:
     ``os.replace`` locally (the file flushed before, the directory after), a move on fsspec
-    file systems (on object stores a single object is replaced as a whole). If anything
-    fails before the replace, the temporary file is removed and ``place`` is untouched; a
-    failure after it (flushing the directory) leaves the new content in place.
+    file systems (on object stores a single object is replaced as a whole). If the block
+    or anything before the replace fails, the temporary file is removed and ``place`` is
+    untouched; a failure after it (flushing the directory) leaves the new content in place.
+    A writer killed half-way leaves the temporary file, which the next :func:`atomic_dir`
+    of its directory removes (model writers remove it themselves).
+
+    Parameters
+    ----------
+    place : basics.places.Place
+
+    Yields
+    ------
+    binary file object
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from basics.places import Place, read_limited
+    >>> place = Place.of(os.path.join(tempfile.mkdtemp(), "big.bin"), None)
+    >>> with replacing(place) as f:
+    ...     _ = f.write(b"12"); _ = f.write(b"34")
+    >>> read_limited(place, 10)
+    b'1234'
+    """
+    parent = place.parent()
+    tmp = parent.child(_temp_name(place.name, "tmp"))
+    try:
+        if place.fs is None:
+            with open(tmp.path, "xb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp.path, place.path)
+            _fsync(parent.path, directory=True)
+        else:
+            with place.fs.open(tmp.path, "wb") as f:
+                yield f
+            place.fs.mv(tmp.path, place.path)
+            place.fs.invalidate_cache()
+    except BaseException:
+        try:
+            if tmp.fs is None:
+                os.unlink(tmp.path)
+            elif tmp.fs.exists(tmp.path):
+                tmp.fs.rm_file(tmp.path)
+        except OSError:
+            pass  # already moved, or never written
+        raise
+
+
+def replace_file(place: _Place, data: bytes) -> None:
+    """Write ``data`` to ``place`` atomically (:func:`replacing`): readers see the old
+    content or the new one.
 
     Parameters
     ----------
@@ -163,29 +215,8 @@ def replace_file(place: _Place, data: bytes) -> None:
     >>> replace_file(place, b"1"); replace_file(place, b"2"); read_limited(place, 10)
     b'2'
     """
-    parent = place.parent()
-    tmp = parent.child(_temp_name(place.name, "tmp"))
-    try:
-        if place.fs is None:
-            with open(tmp.path, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp.path, place.path)
-            _fsync(parent.path, directory=True)
-        else:
-            place.fs.pipe_file(tmp.path, data)
-            place.fs.mv(tmp.path, place.path)
-            place.fs.invalidate_cache()
-    except BaseException:
-        try:
-            if tmp.fs is None:
-                os.unlink(tmp.path)
-            elif tmp.fs.exists(tmp.path):
-                tmp.fs.rm_file(tmp.path)
-        except OSError:
-            pass  # already moved, or never written
-        raise
+    with replacing(place) as f:
+        f.write(data)
 
 
 def _local(path: str | os.PathLike) -> _Place:

@@ -351,7 +351,6 @@ def run_demo(
     ...     result = run_demo("ebf-demo", rows=50_000)
     >>> print(format_comparison(result))  # doctest: +SKIP
     """
-    from ebf.artifact import save
     from pipelines.options import TrainOptions
     from pipelines.report.evaluate import evaluate
     from pipelines.train import train
@@ -382,17 +381,15 @@ def run_demo(
                            trunk_leaves=trunk_leaves, calibrate=calibrate,
                            random_state=random_state,
                            compact=True)  # the demo only predicts: predict-only, same numbers
-    trained = train(data.train, data.target, options, features=data.features, baseline=True,
-                    client=client, progress=_demo_progress(progress, "EBF"))
     model_dirs = {name: out / "models" / name for name in _MODELS}
-    save(trained.model, model_dirs["ebf"], overwrite=True, metadata=trained.metadata())
-    save(trained.baseline, model_dirs["ssf"], overwrite=True,
-         metadata=trained.metadata(baseline=True))
+    trained = train(data.train, data.target, options, features=data.features, baseline=True,
+                    client=client, progress=_demo_progress(progress, "EBF"),
+                    out=model_dirs["ebf"], baseline_out=model_dirs["ssf"], overwrite=True)
     timings["train"] = time.perf_counter() - t0
 
     results: dict[str, dict[str, Any]] = {}
     fit = {"ebf": trained.fit_seconds, "ssf": float(trained.baseline_timings["fit"])}
-    branches = {"ebf": len(trained.model.branches_), "ssf": len(trained.baseline.subsamples_)}
+    branches = {"ebf": trained.model.n_parts, "ssf": trained.baseline.n_parts}
     timings["predict"] = 0.0
     for name in _MODELS:
         label = name.upper()

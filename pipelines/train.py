@@ -14,7 +14,11 @@
    fit the same number of equally sized tasks; how, is a :class:`pipelines.options.TrainOptions`
    (learner, trees, trunk size, budgets, recalibration, seed), checked before any work;
 5. return the single-process models (``to_local()``), the timings and the training metadata
-   that :func:`ebf.artifact.save` stores in the manifest (the CLI saves atomically).
+   that :func:`ebf.artifact.save` stores in the manifest; or, given ``out=``, write the
+   models as they are fit: every branch task writes its shard from its worker
+   (:func:`ebf.artifact.stage_model`), recalibration predicts from the staged shards, and
+   the driver, which never holds a branch, writes the heads and moves each model into
+   place whole (the CLI's way).
 
 Library code: it logs and never prints; ``progress(phase, done, total)`` reports the long
 phases (``summary``, ``encode``, ``trunk``, ``route``, ``branches``; the baseline's phases are
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +54,7 @@ from pipelines.sizing import SizePlan, plan_model_size
 __all__ = [
     "MAX_AUTO_CLASSES",
     "TrainResult",
+    "ensemble_facts",
     "infer_task",
     "train",
 ]
@@ -66,11 +72,12 @@ class TrainResult:
 
     Attributes
     ----------
-    model : EmpiricalBayesianForestRegressor or EmpiricalBayesianForestClassifier
+    model : EmpiricalBayesianForestRegressor, EmpiricalBayesianForestClassifier or ModelReader
         The fitted single-process model (``to_local()`` of the Dask estimator): save it with
-        :func:`ebf.artifact.save`, predict with it locally or with :mod:`ebf.dask`.
-    baseline : SubsampleForestRegressor, SubsampleForestClassifier or None
-        The sub-sample forest, if ``baseline=True``.
+        :func:`ebf.artifact.save`, predict with it locally or with :mod:`ebf.dask`. With
+        ``out=``, the saved model, opened (:func:`ebf.artifact.open_model`).
+    baseline : SubsampleForestRegressor, SubsampleForestClassifier, ModelReader or None
+        The sub-sample forest, if ``baseline=True`` (opened from ``baseline_out=``).
     task : str
         ``"regression"`` or ``"classification"``.
     target : str
@@ -155,6 +162,25 @@ class TrainResult:
             "ebf_version": library_version(),
             "trained_utc": self.trained_utc,
         }
+
+
+def ensemble_facts(model: Any) -> tuple[str, int]:
+    """``(class name, parts)`` of a fitted ensemble, in memory or saved (a ``ModelReader``):
+    parts are branches (EBF) or sub-sample forests (SSF).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ebf import SubsampleForestRegressor
+    >>> X = np.random.default_rng(0).random((60, 2))
+    >>> ensemble_facts(SubsampleForestRegressor(n_estimators=2, n_subsamples=3).fit(X, X[:, 0]))
+    ('SubsampleForestRegressor', 3)
+    """
+    from ebf.artifact import ModelReader
+
+    if isinstance(model, ModelReader):
+        return model.manifest["class"].rsplit(".", 1)[-1], model.n_parts
+    return type(model).__name__, len(getattr(model, f"{type(model)._parts}_"))
 
 
 def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -349,20 +375,23 @@ def _estimator_params(options: TrainOptions, plan: SizePlan | None) -> dict[str,
 
 def _fit_baseline(ssf_class: type, params: dict[str, Any], n_subsamples: int,
                   ddf: dd.DataFrame, inputs: _Inputs, client: distributed.Client,
-                  progress: PhaseReport | None) -> tuple[Any, dict[str, float]]:
+                  progress: PhaseReport | None, stage: Any) -> tuple[Any, dict[str, float]]:
     """The sub-sample forest with the EBF's learner and trees, one sub-sample per branch."""
     keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only")
     ssf = ssf_class(**{k: params[k] for k in keep}, n_subsamples=n_subsamples,
                     branch_params=params.get("branch_params"),
                     min_samples_leaf=params.get("min_samples_leaf", 5), client=client)
-    ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "))
+    ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "),
+            stage=stage)
     logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf.fit_timings_["fit"])
     return ssf.to_local(), dict(ssf.fit_timings_)
 
 
 def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _Inputs,
-                 options: TrainOptions, client: distributed.Client) -> dict[str, Any]:
-    """Learn the PIT map of every model on the held-out rows (if any)."""
+                 options: TrainOptions, client: distributed.Client,
+                 stages: Mapping[str, Any]) -> dict[str, Any]:
+    """Learn the PIT map of every model on the held-out rows (if any); a staged model's
+    branches predict from its staged shards."""
     calibration: dict[str, Any] = {"method": options.calibrate}
     if cal_ddf is None:
         return calibration
@@ -370,7 +399,9 @@ def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _
     cal_ddf = cal_ddf[cal_ddf[inputs.target].notnull()]
     for name, m in models.items():
         if m is not None:
-            recalibrate(m, cal_ddf[inputs.features], cal_ddf[inputs.target], client=client)
+            saved = stages[name].write(m) if name in stages else None
+            recalibrate(m, cal_ddf[inputs.features], cal_ddf[inputs.target], client=client,
+                        saved=saved)
             calibration[name] = {"knots": m.recalibration_.n_knots,
                                  "max_deviation": round(m.recalibration_.max_deviation(), 6)}
     calibration.update(fraction=float(options.calibration_fraction),
@@ -389,6 +420,9 @@ def train(
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    out: str | None = None,
+    baseline_out: str | None = None,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Fit an Empirical Bayesian Forest (and optionally the SSF baseline) on a Dask cluster.
 
@@ -412,7 +446,16 @@ def train(
     progress : callable ``progress(phase, done, total)``, optional
         Called as partitions, trunk levels and branches finish (see the module docstring).
     storage_options : dict, optional
-        fsspec options for a URL.
+        fsspec options for a URL (the data's and the models').
+    out : str or path-like, optional
+        Write the model here as it is fit (the metadata of :meth:`TrainResult.metadata` in
+        its manifest): each branch's shard from the worker that fit it, so this process
+        never holds a branch. The model appears whole when ``train`` returns, or not at
+        all. ``TrainResult.model`` is then the saved model, opened.
+    baseline_out : str or path-like, optional
+        Where the baseline goes with ``out`` (required then with ``baseline=True``).
+    overwrite : bool, default=False
+        Replace models at ``out`` / ``baseline_out``.
 
     Returns
     -------
@@ -435,8 +478,14 @@ def train(
     >>> res = train("data/friedman", "y", TrainOptions(branch="mondrian", trunk_leaves=32,
     ...             n_estimators=20))  # doctest: +SKIP
     >>> save(res.model, "models/friedman", metadata=res.metadata())  # doctest: +SKIP
+    >>> train("data/friedman", "y", out="models/friedman").model.n_parts  # doctest: +SKIP
+    16
     """
     options = TrainOptions() if options is None else options
+    if (out is None and baseline_out is not None) or (
+            out is not None and baseline and baseline_out is None):
+        raise ValueError("give both out and baseline_out to write the model and its baseline "
+                         "(baseline=True), or neither.")
     client = current_client(client)
     t0 = time.perf_counter()
     inputs = _read_inputs(data, target, features, storage_options)
@@ -451,22 +500,47 @@ def train(
     params = _estimator_params(options, size_plan)
     logger.info("training %s (%s) on %s: %d features, target %r", ebf_class.__name__,
                 options.task, inputs.where, len(inputs.features), target)
-    estimator = ebf_class(**params, client=client)
-    estimator.fit(ddf[inputs.features], ddf[target], progress=progress)
-    model = estimator.to_local()
-    timings = {"schema": schema_seconds, **estimator.fit_timings_}
-    logger.info("EBF fit: %d branches in %.2fs", len(model.branches_), timings["fit"])
-    ssf_model, ssf_timings = None, {}
-    if baseline:
-        ssf_model, ssf_timings = _fit_baseline(ssf_class, params, int(model.trunk_.n_leaves_),
-                                               ddf, inputs, client, progress)
-    return TrainResult(
-        model=model, baseline=ssf_model, task=options.task, target=target,
-        features=inputs.features, rows=_rows(model),
-        n_partitions=int(estimator.n_partitions_), data=inputs.where, timings=timings,
-        baseline_timings=ssf_timings, params={**params, "compact": options.compact},
-        size_plan=size_plan,
-        calibration=_recalibrate({"ebf": model, "ssf": ssf_model}, cal_ddf, inputs, options,
-                                 client),
-        trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
+    with ExitStack() as stack:
+        stages = _stages(stack, out, baseline_out if baseline else None, overwrite,
+                         storage_options)
+        estimator = ebf_class(**params, client=client)
+        estimator.fit(ddf[inputs.features], ddf[target], progress=progress,
+                      stage=stages.get("ebf"))
+        model = estimator.to_local()
+        timings = {"schema": schema_seconds, **estimator.fit_timings_}
+        logger.info("EBF fit: %d branches in %.2fs", ensemble_facts(model)[1], timings["fit"])
+        ssf_model, ssf_timings = None, {}
+        if baseline:
+            ssf_model, ssf_timings = _fit_baseline(ssf_class, params,
+                                                   int(model.trunk_.n_leaves_), ddf, inputs,
+                                                   client, progress, stages.get("ssf"))
+        models = {"ebf": model, "ssf": ssf_model}
+        res = TrainResult(
+            model=model, baseline=ssf_model, task=options.task, target=target,
+            features=inputs.features, rows=_rows(model),
+            n_partitions=int(estimator.n_partitions_), data=inputs.where, timings=timings,
+            baseline_timings=ssf_timings, params={**params, "compact": options.compact},
+            size_plan=size_plan,
+            calibration=_recalibrate(models, cal_ddf, inputs, options, client, stages),
+            trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+        for name, stage in stages.items():
+            stage.write(models[name], metadata=res.metadata(baseline=name == "ssf"))
+    if out is not None:
+        from ebf.artifact import open_model
+
+        res.model = open_model(out, storage_options)
+        if baseline:
+            res.baseline = open_model(baseline_out, storage_options)
+    return res
+
+
+def _stages(stack: ExitStack, out: Any, baseline_out: Any, overwrite: bool,
+            storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model stages of ``train(out=...)`` (:func:`ebf.artifact.stage_model`), by model."""
+    from ebf.artifact import stage_model
+
+    where = {"ebf": out, "ssf": baseline_out}
+    return {name: stack.enter_context(stage_model(path, overwrite=overwrite,
+                                                  storage_options=storage_options))
+            for name, path in where.items() if path is not None}

@@ -42,19 +42,21 @@ Modules:
 ``packs``     pack files (``head.pack``, ``shards/<n>.pack``): writing, bounded reading
 ``codec``     states to JSON and arrays and back, within limits; the errors of a load
 ``classes``   the class allowlist, estimators to and from their states
-``writer``    :func:`save`
+``writer``    :func:`save`; :func:`stage_model`, :func:`write_part`: a model written in
+              steps, its parts where they were fit
 ``reader``    :func:`open_model` (the head, one part at a time) and :func:`load`
 """
 
 from .classes import MODEL_CLASSES, estimator_from_state, estimator_state, new_estimator
 from .codec import ChecksumError, ModelFormatError, UnknownClassError, UnsupportedVersionError
 from .manifest import FORMAT, FORMAT_VERSION, model_hash, read_manifest
+from .packs import StoredPart
 from .reader import ModelHead, ModelReader, load, open_model
-from .writer import save
+from .writer import ModelStage, save, stage_model, write_part
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MODEL_CLASSES", "ChecksumError", "ModelFormatError",
-    "ModelHead", "ModelReader", "UnknownClassError", "UnsupportedVersionError",
-    "estimator_from_state", "estimator_state", "load", "model_hash", "new_estimator",
-    "open_model", "read_manifest", "save",
+    "ModelHead", "ModelReader", "ModelStage", "StoredPart", "UnknownClassError",
+    "UnsupportedVersionError", "estimator_from_state", "estimator_state", "load", "model_hash",
+    "new_estimator", "open_model", "read_manifest", "save", "stage_model", "write_part",
 ]

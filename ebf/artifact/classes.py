@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .codec import ModelFormatError, UnknownClassError
+from .packs import StoredPart
 
 __all__ = ["MODEL_CLASSES", "estimator_from_state", "estimator_state", "new_estimator",
            "resolve_class"]
@@ -77,6 +78,8 @@ def estimator_state(estimator: Any) -> dict:
     >>> estimator_from_state(d).predict(X[:2]).shape
     (2,)
     """
+    if isinstance(estimator, StoredPart):  # written already: the writer takes its entry
+        return estimator
     key = _class_key(estimator)
     get_state = getattr(estimator, "_get_state", None)
     if not callable(get_state):

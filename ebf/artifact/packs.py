@@ -44,7 +44,9 @@ import os
 import posixpath
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -232,6 +234,22 @@ class Store:
         full = posixpath.join(self.root, name)
         self.fs.makedirs(posixpath.dirname(full), exist_ok=True)
         return self.fs.open(full, "wb")
+
+    @contextmanager
+    def replace(self, name: str) -> Iterator[BinaryIO]:
+        """Write member ``name`` whole or not at all, replacing any earlier one
+        (:func:`basics.atomic.replacing`: a writer killed half-way leaves the earlier file, or
+        none, and a hidden temporary file; a retry writes again)."""
+        from basics.atomic import replacing
+        from basics.places import Place
+
+        if self.fs is None:  # the directory itself must exist: a removed stage stays removed
+            (Path(self.root) / name).parent.mkdir(exist_ok=True)
+        else:
+            self.fs.makedirs(posixpath.dirname(posixpath.join(self.root, name)), exist_ok=True)
+        with replacing(Place.of(self.path(name) if self.fs is None else self.url.rstrip("/")
+                                + "/" + name, self.storage_options)) as f:
+            yield f
 
     def size(self, f: BinaryIO, name: str) -> int:
         if self.fs is None:
@@ -444,6 +462,37 @@ class ShardRef:
 
     def __repr__(self) -> str:
         return f"ShardRef({self.index})"
+
+
+@dataclass(frozen=True)
+class StoredPart:
+    """A part of an ensemble (a branch, a sub-sample forest) already written to a stage.
+
+    What :func:`ebf.artifact.write_part` returns: an ensemble assembled with these in place
+    of its parts (``_from_parts``) is written by :meth:`ebf.artifact.ModelStage.write`
+    without the parts' arrays ever being in that process
+    (:func:`ebf.artifact.estimator_state` passes them through). It only stands for the
+    part: it predicts nothing.
+
+    Attributes
+    ----------
+    stage : str
+        The stage directory the part's shard was written to.
+    index : int
+    entry : dict
+        The manifest's ``shards`` entry: ``file``, ``bytes``, ``sha256``, ``class``.
+    """
+
+    stage: str
+    index: int
+    entry: dict
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"part {self.index} is stored in {self.stage}, not held here, so it has no "
+            f"{name!r}; open the saved model (ebf.artifact.open_model, ebf.load) to use it")
 
 
 def shard_name(index: int) -> str:

@@ -6,6 +6,13 @@ forest of an SSF) to its own ``shards/<n>.pack`` (:mod:`ebf.artifact.packs`); fo
 writes one ``.npy`` file per array. The estimator's state comes from
 :func:`ebf.artifact.classes.estimator_state`, encoded by :mod:`ebf.artifact.codec`; the
 manifest's names and content hash are those :mod:`ebf.artifact.manifest` checks on read.
+
+A model can also be written in steps (:func:`stage_model`): the parts first, each by
+:func:`write_part` wherever it was fit (a Dask worker writes its branch's shard at the end of
+its fit, so the driver never holds branch arrays), then the head and the manifest by
+:meth:`ModelStage.write` from a model whose parts are :class:`StoredPart` references. The
+stage is a hidden temporary directory that a complete model moves out of; nothing appears at
+the destination until then.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ import datetime
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +35,9 @@ from basics.versions import library_version
 from .classes import estimator_state
 from .codec import ArrayWriter, content_hash, encode, features_entry, training_entry
 from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, hashed_keys
-from .packs import HEAD_NAME, SHARD, PackWriter, Store, shard_name, write_pack
+from .packs import HEAD_NAME, SHARD, PackWriter, Store, StoredPart, shard_name, write_pack
 
-__all__ = ["save"]
+__all__ = ["ModelStage", "StoredPart", "save", "stage_model", "write_part"]
 
 
 def save(
@@ -113,61 +121,207 @@ def save(
     if compact and callable(getattr(model, "compact", None)):
         model = model.compact()
     top = estimator_state(model)  # before touching the disk: NotFittedError etc. come first
-    user = encode(dict(metadata or {}), None, "metadata")
-    manifest = {
-        "format": FORMAT,
-        "format_version": format_version,
-        "class": top["class"],
-        "notes": top.get("notes", []),
-        "features": features_entry(model),
-        "training": training_entry(model),
-        "metadata": {
-            "library": "ebf",
-            "library_version": library_version(),
-            "numpy_version": np.__version__,
-            "python_version": platform.python_version(),
-            "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "user": user,
-        },
-    }
-    with atomic_dir(path, "model", overwrite=overwrite,
-                    storage_options=storage_options) as tmp_dir:
-        out = Store(tmp_dir, storage_options)
+    with stage_model(path, overwrite=overwrite, storage_options=storage_options) as stage:
+        stage._write_state(model, top, metadata, format_version)
+    return Path(path) if store.is_local else store.url
+
+
+def write_part(stage: str, index: int, part: Any,
+               storage_options: Mapping[str, Any] | None = None) -> StoredPart:
+    """Write part ``index`` of an ensemble to its shard in ``stage``; whole or not at all.
+
+    Runs where the part is (a Dask worker, at the end of the branch's fit). Writing the same
+    part again (a retried task) replaces the shard with the same bytes.
+
+    Parameters
+    ----------
+    stage : str
+        :attr:`ModelStage.url`.
+    index : int
+        The part's position (branch or sub-sample).
+    part : estimator
+        The fitted branch learner or sub-sample forest.
+    storage_options : mapping, optional
+
+    Returns
+    -------
+    StoredPart
+    """
+    return _write_shard(stage, index, estimator_state(part), storage_options)
+
+
+def _write_shard(stage: str, index: int, value: dict,
+                 storage_options: Mapping[str, Any] | None) -> StoredPart:
+    """Shard ``index`` of ``stage`` from a part's :func:`estimator_state`."""
+    writer = PackWriter()
+    encoded = encode(value, writer, f"state.parts[{index}]")
+    name = shard_name(index)
+    with Store(stage, storage_options).replace(name) as f:
+        size, digest = write_pack(f, encoded, writer)
+    return StoredPart(stage, int(index), {"file": name, "bytes": size, "sha256": digest,
+                                          "class": value["class"]})
+
+
+class ModelStage:
+    """A model being written: a temporary directory the parts and then the head go to.
+
+    Made by :func:`stage_model`, which moves it to the destination when its ``with`` block
+    ends without an error, and removes it otherwise.
+
+    Attributes
+    ----------
+    url : str
+        The temporary directory (an absolute path, or a URL): where :func:`write_part`
+        writes, reachable from every worker that can reach the destination.
+    storage_options : dict
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.url = url if "://" in url else os.path.abspath(url)
+        self.storage_options = dict(storage_options or {})
+        self.written = False
+
+    def write_part(self, index: int, part: Any) -> StoredPart:
+        """:func:`write_part` to this stage."""
+        return write_part(self.url, index, part, self.storage_options)
+
+    def write(self, model: Any, metadata: Mapping[str, Any] | None = None) -> Any:
+        """Write ``model``'s head and manifest, and every part it holds (not yet stored).
+
+        May be called again (a recalibrated map, new metadata): the head and the manifest
+        are replaced; stored parts are not written again.
+
+        Parameters
+        ----------
+        model : estimator
+            A fitted estimator; an ensemble's parts may be :class:`StoredPart` of this stage.
+        metadata : mapping, optional
+            As in :func:`save`.
+
+        Returns
+        -------
+        ebf.artifact.ModelReader
+            The staged model, opened (to predict from it before it is moved into place).
+        """
+        from .reader import open_model
+
+        self._write_state(model, estimator_state(model), metadata, FORMAT_VERSION)
+        return open_model(self.url, self.storage_options)
+
+    def _write_state(self, model: Any, top: dict, metadata: Mapping[str, Any] | None,
+                     format_version: int) -> None:
+        user = encode(dict(metadata or {}), None, "metadata")
+        manifest = {
+            "format": FORMAT,
+            "format_version": format_version,
+            "class": top["class"],
+            "notes": top.get("notes", []),
+            "features": features_entry(model),
+            "training": training_entry(model),
+            "metadata": {
+                "library": "ebf",
+                "library_version": library_version(),
+                "numpy_version": np.__version__,
+                "python_version": platform.python_version(),
+                "created_utc": datetime.datetime.now(datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"),
+                "user": user,
+            },
+        }
+        out = Store(self.url, self.storage_options)
         if format_version == 1:
-            writer = ArrayWriter(Path(tmp_dir))
+            writer = ArrayWriter(Path(self.url))
             manifest["params"] = encode(top["params"], writer, "params")
             manifest["state"] = encode(top["state"], writer, "state")
             manifest["files"] = writer.files
         else:
-            manifest.update(_write_packs(out, top, getattr(type(model), "_parts", "")))
+            manifest.update(self._write_packs(out, top, getattr(type(model), "_parts", "")))
         manifest["model_hash"] = content_hash(manifest, hashed_keys(format_version))
-        with out.create(MANIFEST) as f:  # strict JSON: no NaN tokens
+        with out.replace(MANIFEST) as f:  # strict JSON: no NaN tokens
             f.write(json.dumps(manifest, allow_nan=False, indent=1).encode("utf-8"))
-    return Path(path) if store.is_local else store.url
+        self.written = True
+
+    def _write_packs(self, out: Store, top: dict, parts: str) -> dict:
+        """Format 2: every part of ``top``'s state in its own shard (unless stored already),
+        the rest in the head pack.
+
+        Returns the manifest entries ``params``, ``state``, ``head`` and ``shards``.
+        """
+        state = dict(top["state"])
+        values = state.pop(parts) if parts else []
+        shards = []
+        for i, value in enumerate(values):
+            if not isinstance(value, StoredPart):
+                value = _write_shard(self.url, i, value, self.storage_options)
+            elif value.stage != self.url or value.index != i:
+                raise ValueError(f"part {i} is stored as part {value.index} in {value.stage}, "
+                                 f"not in this stage ({self.url})")
+            shards.append(dict(value.entry))
+        self._remove_strays(out, {s["file"] for s in shards})
+        head = PackWriter()
+        entries = {"params": encode(top["params"], head, "params"),
+                   "state": encode(state, head, "state")}
+        if parts:
+            entries["state"][parts] = [{SHARD: i} for i in range(len(values))]
+        with out.replace(HEAD_NAME) as f:
+            size, digest = write_pack(f, None, head)
+        entries["head"] = {"file": HEAD_NAME, "bytes": size, "sha256": digest}
+        entries["shards"] = shards
+        return entries
+
+    @staticmethod
+    def _remove_strays(out: Store, keep: set[str]) -> None:
+        """Remove what killed part writers left in ``shards/`` (their temporary files)."""
+        if out.is_local:
+            folder = Path(out.root) / "shards"
+            names = [f"shards/{p.name}" for p in folder.iterdir()] if folder.is_dir() else []
+            for name in names:
+                if name not in keep:
+                    (Path(out.root) / name).unlink()
+        else:
+            folder = f"{out.root}/shards"
+            if out.fs.isdir(folder):
+                for full in out.fs.ls(folder, detail=False):
+                    if "shards/" + full.rstrip("/").rsplit("/", 1)[-1] not in keep:
+                        out.fs.rm(full)
 
 
-def _write_packs(out: Store, top: dict, parts: str) -> dict:
-    """Format 2: every part of ``top``'s state in its own shard, the rest in the head pack.
+@contextmanager
+def stage_model(path: str | os.PathLike, *, overwrite: bool = False,
+                storage_options: Mapping[str, Any] | None = None) -> Iterator[ModelStage]:
+    """Write a model in steps; it appears at ``path`` when the ``with`` block ends.
 
-    Returns the manifest entries ``params``, ``state``, ``head`` and ``shards``.
+    Checks the destination first (as :func:`save`). Inside the block, parts are written
+    with :func:`write_part` (anywhere that can reach ``path``) and the head with
+    :meth:`ModelStage.write`, which must have been called when the block ends. If the block
+    raises (or the process is stopped), the stage is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : str or path-like
+    overwrite : bool, default=False
+    storage_options : mapping, optional
+
+    Yields
+    ------
+    ModelStage
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from ebf import SubsampleForestRegressor
+    >>> X = np.random.default_rng(0).random((60, 2)); y = X[:, 0]
+    >>> ssf = SubsampleForestRegressor(n_estimators=2, n_subsamples=2, random_state=0).fit(X, y)
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "ssf"
+    >>> with stage_model(target) as stage:
+    ...     reader = stage.write(ssf)
+    >>> sorted(p.name for p in target.iterdir()), reader.n_parts
+    (['head.pack', 'manifest.json', 'shards'], 2)
     """
-    state = dict(top["state"])
-    values = state.pop(parts) if parts else []
-    shards = []
-    for i, value in enumerate(values):
-        writer = PackWriter()
-        encoded = encode(value, writer, f"state.{parts}[{i}]")
-        with out.create(shard_name(i)) as f:
-            size, digest = write_pack(f, encoded, writer)
-        shards.append({"file": shard_name(i), "bytes": size, "sha256": digest,
-                       "class": value["class"]})
-    head = PackWriter()
-    entries = {"params": encode(top["params"], head, "params"),
-               "state": encode(state, head, "state")}
-    if parts:
-        entries["state"][parts] = [{SHARD: i} for i in range(len(values))]
-    with out.create(HEAD_NAME) as f:
-        size, digest = write_pack(f, None, head)
-    entries["head"] = {"file": HEAD_NAME, "bytes": size, "sha256": digest}
-    entries["shards"] = shards
-    return entries
+    with atomic_dir(path, "model", overwrite=overwrite,
+                    storage_options=storage_options) as tmp_dir:
+        stage = ModelStage(tmp_dir, storage_options)
+        yield stage
+        if not stage.written:
+            raise RuntimeError(f"the model staged for {os.fspath(path)!r} has no head: call "
+                               "stage.write(model) before the block ends")

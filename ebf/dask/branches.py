@@ -11,7 +11,10 @@ branches": one task per branch calling ``ebf.branches.fit_branch`` on the branch
 in global row order, with the seed from ``(entropy, branch)``. The model therefore depends
 neither on the number of workers, nor on the partitioning, nor on retries. The fitted
 branches are assembled by the local estimator's own seam (``_from_parts``), so saving,
-loading and predicting are shared with ``ebf.estimators``.
+loading and predicting are shared with ``ebf.estimators``. Given a model stage
+(:func:`ebf.artifact.stage_model`), each task writes its branch's shard there as soon as
+it is fit (:func:`ebf.artifact.write_part`) and returns only the reference: the branch's
+arrays never leave the worker.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 from distributed import Client, Future
 
+from ..artifact import ModelStage, write_part
 from ..branches import BranchSpec, fit_branch
 from ..learners import get_learner
 from .client import Report, gather
@@ -139,8 +143,10 @@ def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
 
 
 def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
-                     n_features: int, has_weight: bool) -> tuple[Any, int]:
-    """Fit one branch on its moved rows (sorted by global row id)."""
+                     n_features: int, has_weight: bool,
+                     stage: tuple[str, dict] | None = None) -> tuple[Any, int]:
+    """Fit one branch on its moved rows (sorted by global row id); with a ``stage``
+    ``(url, storage_options)``, write it there and return its reference."""
     if len(part) and not (np.asarray(part.index) == branch).all():
         raise RuntimeError(f"the partition of branch {branch} holds rows of other branches.")
     if not part[ROW].is_monotonic_increasing:
@@ -148,12 +154,15 @@ def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch:
     A = np.ascontiguousarray(part[feature_columns(n_features)].to_numpy(dtype=np.float64))
     y = part[TARGET].to_numpy()
     w = part[WEIGHT].to_numpy(dtype=np.float64) if has_weight else None
-    return fit_branch(spec, A, y, w, entropy, branch), len(part)
+    fitted = fit_branch(spec, A, y, w, entropy, branch)
+    if stage is not None:
+        fitted = write_part(stage[0], branch, fitted, stage[1])
+    return fitted, len(part)
 
 
 def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy: int,
                  n_features: int, has_weight: bool, expected_rows: np.ndarray,
-                 report: Report | None = None) -> list:
+                 report: Report | None = None, stage: ModelStage | None = None) -> list:
     """One task per branch (``fit_branch``), keyed ``ebf-branch-<b>-<token>``.
 
     Parameters
@@ -171,16 +180,21 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
         Rows every branch must have (trunk leaf sizes, sub-sample sizes): a check that
         no row was lost or duplicated on the way.
     report : callable ``report(done, total)``, optional
+    stage : ebf.artifact.ModelStage, optional
+        Every task writes its branch to this stage (:func:`ebf.artifact.write_part`).
 
     Returns
     -------
     list
-        The fitted branches, in branch order.
+        The fitted branches in branch order; with a ``stage``, their
+        :class:`ebf.artifact.StoredPart` references.
     """
     token = uuid.uuid4().hex[:12]
+    where = None if stage is None else (stage.url, stage.storage_options)
     futures = [
         client.submit(_fit_branch_part, part, spec, int(entropy), b, n_features, has_weight,
-                      key=f"ebf-branch-{b}-{token}", pure=False, retries=BRANCH_RETRIES)
+                      where, key=f"ebf-branch-{b}-{token}", pure=False,
+                      retries=BRANCH_RETRIES)
         for b, part in enumerate(parts)
     ]
     results = gather(client, futures, report)

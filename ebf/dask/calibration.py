@@ -7,7 +7,10 @@ the local :meth:`~basics.recalibration.RecalibrationMixin.recalibrate`) and retu
 counts (about 5,800 integers, whatever the rows); the driver sums them and sets
 :meth:`basics.pit.PITMap.from_counts` of the total with the model's public
 ``set_recalibration``. Counts add up exactly, so the map is the local one for the same rows,
-whatever the partitioning or the number of workers.
+whatever the partitioning or the number of workers. A model whose branches are not in
+this process (fit with a stage, :func:`ebf.artifact.stage_model`) is given with its saved
+copy (``saved=``): each branch's PIT values are then computed from its shard
+(:func:`ebf.dask.sharded.sharded_blocks`), the same values.
 
 :func:`calibration_rows` cuts a Dask DataFrame into the rows to fit on and the calibration rows
 by their position in the whole dataset (:mod:`ebf.calibration`).
@@ -27,6 +30,7 @@ from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import check_fraction, holdout_mask, recent_start
 from .graph import GATHER_BYTES, in_threads, model_in_graph, shared_model, small_frame
+from .sharded import part_output, sharded_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +51,47 @@ def _partition_counts(part: pd.DataFrame, model: Any) -> np.ndarray:
     return out
 
 
+class _PITJob:
+    """The job of :func:`ebf.dask.sharded.sharded_blocks` giving every row's PIT value of
+    the model's own mixture (NaN without a finite target), as ``model.pit`` does."""
+
+    def rows(self, output: Any, y: Any) -> np.ndarray:
+        target = pd.to_numeric(pd.Series(y), errors="coerce").to_numpy(dtype=np.float64)
+        ok = np.isfinite(target)
+        out = np.full((target.size, 1), np.nan)
+        if ok.any():
+            out[ok, 0] = np.clip(output[ok].cdf(target[ok]), 0.0, 1.0)
+        return out
+
+    def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
+        return self.rows(part_output(part, A), y)
+
+
+def _block_counts(assembled: tuple) -> np.ndarray:
+    """``[rows without a target, PIT counts...]`` of one partition's :class:`_PITJob` block."""
+    block = assembled[1]
+    out = np.zeros(PIT_EDGES.size, np.int64)
+    if block is None:
+        return out
+    u = block[:, 0]
+    ok = ~np.isnan(u)
+    out[0] = int((~ok).sum())
+    out[1:] = pit_counts(u[ok])
+    return out
+
+
+def _sum_counts(*counts: np.ndarray) -> np.ndarray:
+    return np.sum(counts, axis=0) if counts else np.zeros(PIT_EDGES.size, np.int64)
+
+
 def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
-                    gather_bytes: int = GATHER_BYTES) -> tuple[np.ndarray, int]:
+                    gather_bytes: int = GATHER_BYTES, saved: Any = None
+                    ) -> tuple[np.ndarray, int]:
     """PIT counts of a fitted regressor on a Dask DataFrame, summed over its partitions.
 
     The model is in this process: small rows come to it (:func:`ebf.dask.graph.small_frame`),
     otherwise the model goes to the workers in the graph. The counts are the same either
-    way.
+    way. With ``saved``, each branch is read from its shard where its rows are.
 
     Parameters
     ----------
@@ -65,6 +103,8 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     client : distributed.Client, optional
     gather_bytes : int, default=GATHER_BYTES
         Largest size of the rows (rows x (columns + 1) x 8 bytes) brought to the model.
+    saved : ebf.artifact.ModelReader, optional
+        The model, saved or staged in format 2 (its branches need not be in ``model``).
 
     Returns
     -------
@@ -75,6 +115,12 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     if _TARGET in X.columns:
         raise ValueError(f"X has a column named {_TARGET!r}; rename it.")
     frame = X.assign(**{_TARGET: y})
+    if saved is not None:
+        blocks = [dask.delayed(_block_counts, pure=True)(b)
+                  for b in sharded_blocks(saved, frame, _PITJob(), target=_TARGET)]
+        total = dask.delayed(_sum_counts, pure=True)(*blocks)
+        total = total.compute() if client is None else client.compute(total).result()
+        return total[1:], int(total[0])
     rows = small_frame(frame, client, gather_bytes)
     if rows is not None:
         total = np.sum(in_threads(lambda block: _partition_counts(block, model), rows), axis=0)
@@ -91,7 +137,7 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
 
 
 def recalibrate(model: Any, X: Any, y: Any, *, client: Any = None,
-                n_knots: int | None = None) -> Any:
+                n_knots: int | None = None, saved: Any = None) -> Any:
     """Learn ``model``'s PIT map from calibration rows held by the cluster.
 
     The distributed :meth:`basics.recalibration.RecalibrationMixin.recalibrate`: the same
@@ -104,6 +150,9 @@ def recalibrate(model: Any, X: Any, y: Any, *, client: Any = None,
     y : dask.dataframe.Series
     client : distributed.Client, optional
     n_knots : int, optional
+    saved : ebf.artifact.ModelReader, optional
+        ``model`` saved or staged (:func:`pit_counts_dask`): its branches are read from
+        their shards, so ``model`` may hold :class:`ebf.artifact.StoredPart` references.
 
     Returns
     -------
@@ -115,7 +164,7 @@ def recalibrate(model: Any, X: Any, y: Any, *, client: Any = None,
     ValueError
         If some targets are missing (they are counted first), or fewer than 50 rows remain.
     """
-    counts, n_missing = pit_counts_dask(model, X, y, client)
+    counts, n_missing = pit_counts_dask(model, X, y, client, saved=saved)
     if n_missing:
         raise ValueError(f"{n_missing} calibration rows have a missing or infinite target; "
                          "drop them before calibrating.")

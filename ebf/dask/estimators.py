@@ -33,6 +33,7 @@ from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from ..artifact import ModelStage
 from ..ensemble import FitPlan
 from ..estimators import (
     EmpiricalBayesianForestClassifier,
@@ -93,8 +94,8 @@ class _DaskEnsemble(BaseEstimator):
 
     The local estimator plans the fit (``_fit_plan``) and assembles the fitted parts
     (``_from_parts``); subclasses define ``_local_class`` and ``_fit_parts(client, data,
-    plan, summary, max_rows, phases) -> (local, plan, branches, trunk)``, which fits the
-    branches (EBF: the trunk first).
+    plan, summary, max_rows, phases, stage) -> (local, plan, branches, trunk)``, which fits
+    the branches (EBF: the trunk first).
     """
 
     _local_class: type
@@ -106,7 +107,8 @@ class _DaskEnsemble(BaseEstimator):
         return self._local_class(**{**params, **overrides})
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None,
-            progress: PhaseReport | None = None) -> _DaskEnsemble:
+            progress: PhaseReport | None = None, *, stage: ModelStage | None = None
+            ) -> _DaskEnsemble:
         """Fit on a dask DataFrame; see the module docstring for the phases.
 
         Parameters
@@ -119,10 +121,24 @@ class _DaskEnsemble(BaseEstimator):
             Non-negative weights, partitioned like ``X``.
         progress : callable ``progress(phase, done, total)``, optional
             Called as partitions, trunk levels and branches finish (``total`` 0: unknown).
+        stage : ebf.artifact.ModelStage, optional
+            Write the model as it is fit (:func:`ebf.artifact.stage_model`): each branch
+            task writes its branch's shard to the stage, so the branches' arrays never
+            reach this process. ``model_`` then holds :class:`ebf.artifact.StoredPart`
+            references in place of its branches: write its head with ``stage.write(model_,
+            metadata)``, which returns the staged model to predict from
+            (:func:`ebf.dask.predict_frame`, :func:`ebf.dask.recalibrate` with ``saved=``).
 
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> from ebf.artifact import stage_model
+        >>> with stage_model("models/big") as stage:  # doctest: +SKIP
+        ...     est.fit(ddf[features], ddf[target], stage=stage)
+        ...     stage.write(est.model_)
         """
         local = self._local_estimator()
         local._validate_params()  # scikit-learn's public parameter check, before any work
@@ -142,7 +158,7 @@ class _DaskEnsemble(BaseEstimator):
                 data = encode(client, frame, layout, summary, phases.report("encode"))
             max_rows = max_branch_rows(budget, data.n_features, data.has_weight, plan.spec)
             local, plan, branches, trunk = self._fit_parts(client, local, plan, data, max_rows,
-                                                           phases)
+                                                           phases, stage)
             model = local._from_parts(plan, branches, trunk)
         self.model_ = model
         self.fit_timings_ = phases.timings
@@ -232,7 +248,7 @@ class _DaskEnsemble(BaseEstimator):
 
 class _DaskEBF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: _Phases) -> tuple:
+                   max_rows: int | None, phases: _Phases, stage: ModelStage | None) -> tuple:
         with phases("bin_edges"):
             edges = sample_bin_edges(client, data, plan.trunk.max_bins)
         with phases("trunk"):
@@ -253,7 +269,7 @@ class _DaskEBF(_DaskEnsemble):
         with phases("branches"):
             branches = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
                                     data.has_weight, trunk.leaf_rows_,
-                                    phases.report("branches"))
+                                    phases.report("branches"), stage)
         return local, plan, branches, trunk
 
 
@@ -295,7 +311,7 @@ class _DaskEBF(_DaskEnsemble):
 
 class _DaskSSF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: _Phases) -> tuple:
+                   max_rows: int | None, phases: _Phases, stage: ModelStage | None) -> tuple:
         sizes, k = plan.subsample_sizes, len(plan.subsample_sizes)
         if max_rows is not None and sizes.max() > max_rows:
             raise BranchMemoryError(
@@ -311,7 +327,7 @@ class _DaskSSF(_DaskEnsemble):
             del routed
         with phases("branches"):
             subsamples = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
-                                      data.has_weight, sizes, phases.report("branches"))
+                                      data.has_weight, sizes, phases.report("branches"), stage)
         return local, plan, subsamples, None
 
 

@@ -145,8 +145,7 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from basics.locations import check_destination
-    from ebf.artifact import model_hash, save
-    from pipelines.train import train
+    from pipelines.train import ensemble_facts, train
 
     options = train_options(args)  # checked before any work
     inputs = {"the training data": args.data}
@@ -155,17 +154,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         check_destination(args.baseline_out, "model", overwrite=args.overwrite,
                           inputs={**inputs, "the model's --out": args.out})
     with job(args) as (client, bars):
+        # the workers write the branches; the models appear whole when train returns
         res = train(args.data, args.target, options, features=columns(args.features),
-                    baseline=args.baseline_out is not None, client=client, progress=bars)
+                    baseline=args.baseline_out is not None, client=client, progress=bars,
+                    out=args.out, baseline_out=args.baseline_out, overwrite=args.overwrite)
     if res.size_plan is not None:
         print(res.size_plan.message)
-    save(res.model, args.out, overwrite=args.overwrite, metadata=res.metadata())
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
+    name, branches = ensemble_facts(res.model)
     print(
-        f"trained {type(res.model).__name__} ({res.task}; {len(res.model.branches_)} branches x "
+        f"trained {name} ({res.task}; {branches} branches x "
         f"{res.params['n_estimators']} {args.branch} trees) on {res.rows:,} rows x "
         f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
-        f"saved to {args.out} (model hash {model_hash(args.out)[:16]})"
+        f"saved to {args.out} (model hash {res.model.model_hash[:16]})"
     )
     cal = res.calibration
     if cal["method"] != "none":
@@ -173,10 +174,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
               f"of the fit): PIT map of {cal['ebf']['knots']} segments, max |R(p) - p| "
               f"{cal['ebf']['max_deviation']:.3f}")
     if res.baseline is not None:
-        save(res.baseline, args.baseline_out, overwrite=args.overwrite,
-             metadata=res.metadata(baseline=True))
-        print(f"baseline {type(res.baseline).__name__} ({len(res.baseline.subsamples_)} "
-              f"sub-samples) in {res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
+        name, subsamples = ensemble_facts(res.baseline)
+        print(f"baseline {name} ({subsamples} sub-samples) in "
+              f"{res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
     return 0
 
 

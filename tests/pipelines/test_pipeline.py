@@ -401,7 +401,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
 
     def write_then_fail(self, array, where):
         written.append(where)
-        if len(written) == 3:
+        if len(written) >= 3:  # the branch tasks' retries fail too
             raise RuntimeError("injected failure while saving")
         return original(self, array, where)
 
@@ -412,7 +412,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
                  "--out", str(out), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "injected failure while saving" in err and "-v" in err and len(err.splitlines()) == 1
-    assert len(written) == 3 and os.listdir(tmp_path) == []
+    assert len(written) >= 3 and os.listdir(tmp_path) == []
 
 
 @pytest.mark.slow
