@@ -21,7 +21,10 @@ summary depends only on its own mixture (EBF: its branch's mixture; SSF: the poo
 mixture of all sub-samples, concatenated in sub-sample order). The driver reads the
 manifest and the head only. A worker holds the parts in its cache (at most
 :data:`CACHE_FRACTION` of its memory limit, counted by the arrays a part holds once it has
-predicted, and at least one part) plus the routed rows of a group and their outputs. A lost
+predicted, and at least one part; emptied after a task whenever the process is above the
+share of its limit at which Dask would spill or pause, :func:`relieve_memory`) plus the
+routed rows of a group and their outputs. A group's partitions are read when the group
+starts (:func:`private_reads`), not as soon as a worker is idle. A lost
 worker's tasks rerun elsewhere and load their shard again from the model's URL, so every
 worker must be able to read it (a shared file system or an object
 store).
@@ -57,6 +60,7 @@ GROUPS = 4
 _cache_lock = threading.Lock()
 _cache: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
 _peak = [0]  # the most bytes of parts this process has held in its cache at once
+_growth = [1.0]  # the largest ratio of a settled part's bytes to its file's seen here
 
 
 def _memory_limit() -> int | None:
@@ -76,7 +80,9 @@ def cached_part(reader: ModelReader, i: int) -> Any:
     recently used order, within :data:`CACHE_FRACTION` of the worker's memory limit. A part
     counts its file size when loaded and what it really holds once it has predicted
     (:func:`settle_part`: a Mondrian forest adds its posterior, two to three times the file);
-    the part being returned always stays.
+    the part being returned always stays. Room is made before a part is loaded, for its
+    file size times the largest growth seen so far, so a worker never holds the parts it
+    evicts and the one it loads at once.
 
     Parameters
     ----------
@@ -93,6 +99,9 @@ def cached_part(reader: ModelReader, i: int) -> Any:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key][0]
+        evicted = _evict(_budget() - reader.part_bytes[int(i)] * _growth[0])
+    if evicted:
+        _release_memory()
     part = reader.load_part(int(i))  # outside the lock: other threads may load other parts
     _store(key, part, reader.part_bytes[int(i)])
     return part
@@ -100,22 +109,70 @@ def cached_part(reader: ModelReader, i: int) -> Any:
 
 def settle_part(reader: ModelReader, i: int, part: Any) -> None:
     """Count part ``i`` in the cache at the bytes of the arrays it holds now."""
-    _store((reader.url, reader.model_hash, int(i)), part, object_nbytes(part))
+    size = object_nbytes(part)
+    file_bytes = reader.part_bytes[int(i)]
+    if file_bytes:
+        _growth[0] = max(_growth[0], size / file_bytes)
+    _store((reader.url, reader.model_hash, int(i)), part, size)
+
+
+def _budget() -> float:
+    limit = _memory_limit()
+    return CACHE_FRACTION * limit if limit else float("inf")
+
+
+def _evict(room: float) -> bool:
+    """Drop least recently used parts until the cache holds at most ``room`` bytes (the
+    lock held); whether any was dropped."""
+    evicted = False
+    while _cache and sum(s for _, s in _cache.values()) > room:
+        _cache.popitem(last=False)
+        evicted = True
+    return evicted
 
 
 def _store(key: tuple, part: Any, size: int) -> None:
-    limit = _memory_limit()
-    budget = CACHE_FRACTION * limit if limit else float("inf")
-    evicted = False
     with _cache_lock:
+        _cache.pop(key, None)
+        evicted = _evict(_budget() - size)
         _cache[key] = (part, size)
-        _cache.move_to_end(key)
-        while len(_cache) > 1 and sum(s for _, s in _cache.values()) > budget:
-            _cache.popitem(last=False)
-            evicted = True
         _peak[0] = max(_peak[0], sum(s for _, s in _cache.values()))
     if evicted:
         _release_memory()
+
+
+def _relief_fraction() -> float | None:
+    """The smallest share of its memory limit at which the worker acts (Dask's ``target``,
+    ``spill`` or ``pause`` fractions), None if it never does."""
+    import dask
+
+    fractions = [dask.config.get(f"distributed.worker.memory.{k}", None)
+                 for k in ("target", "spill", "pause")]
+    fractions = [float(f) for f in fractions if f]
+    return min(fractions) if fractions else None
+
+
+def relieve_memory() -> bool:
+    """Empty the cache if this worker's process uses more than the share of its memory
+    limit at which Dask starts to act (:func:`_relief_fraction`); whether it did.
+
+    Called at the end of every part task. The cache is memory Dask cannot spill: a worker
+    paused for it would never run the task that frees it. Emptied, the next task loads its
+    part again: slower, never stuck.
+    """
+    limit, fraction = _memory_limit(), _relief_fraction()
+    if not limit or fraction is None:
+        return False
+    import psutil
+
+    if psutil.Process().memory_info().rss <= fraction * limit:
+        return False
+    with _cache_lock:
+        _cache.clear()
+    _release_memory()
+    logger.info("part cache emptied: the process is above %.0f%% of its memory limit",
+                100 * fraction)
+    return True
 
 
 def _release_memory() -> None:
@@ -218,13 +275,59 @@ def part_output(part: Any, A: np.ndarray) -> Any:
 # ----------------------------------------------------------------------------- task bodies
 
 
-def _route(part: pd.DataFrame, head: Any, n_parts: int, target: str | None,
+class _Read:
+    """The tasks that make one partition of a collection, run inside the task that uses
+    it: so the partition is read when that task runs (after the previous group), not when
+    a worker happens to be idle."""
+
+    def __init__(self, graph: dict, key: Any) -> None:
+        self.graph, self.key = graph, key
+
+    def __dask_tokenize__(self) -> Any:
+        return ("ebf-read", self.key)
+
+    def run(self) -> pd.DataFrame:
+        from dask.local import get_sync
+
+        return get_sync(self.graph, self.key)
+
+
+def private_reads(parts: list) -> list:
+    """Per delayed partition (``X.to_delayed()``), a :class:`_Read` of its tasks if no
+    other partition shares any of them (a file read, a projection, a filter), else the
+    partition itself (a cumulative sum, a shuffle: its tasks stay in the graph, run once).
+    """
+    from dask.core import get_dependencies
+
+    graph: dict = {}
+    for g in {id(g): g for g in (p.__dask_graph__() for p in parts)}.values():
+        graph.update(dict(g))
+    subgraphs = []
+    uses: dict = {}
+    for p in parts:
+        sub, stack = {}, [p.key]
+        while stack:
+            k = stack.pop()
+            if k not in sub:
+                sub[k] = graph[k]
+                stack.extend(get_dependencies(graph, k))
+        subgraphs.append(sub)
+        for k in sub:
+            uses[k] = uses.get(k, 0) + 1
+    return [_Read(sub, p.key) if all(uses[k] == 1 for k in sub) else p
+            for p, sub in zip(parts, subgraphs, strict=True)]
+
+
+def _route(part: Any, head: Any, n_parts: int, target: str | None,
            after: Any = None) -> tuple:
     """Encode a partition once and cut it into one piece ``(positions, rows, y)`` per part.
 
-    With a ``target``, ``y`` holds its values (missing ones too: the job decides what a row
-    without a target gets). ``after`` is the previous group's completion, only waited for.
+    ``part`` is the partition, or its :class:`_Read`. With a ``target``, ``y`` holds its
+    values (missing ones too: the job decides what a row without a target gets). ``after``
+    is the previous group's completion, only waited for.
     """
+    if isinstance(part, _Read):
+        part = part.run()
     y = None if target is None else part[target].to_numpy()
     A = head.encoder.transform(part, caller=type(head.estimator).__name__)
     if head.trunk is None:  # SSF: every row to every sub-sample forest
@@ -260,6 +363,8 @@ def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tup
             continue
         out.append(part_output(part, A) if pooled else job.part_rows(part, A, y))
     settle_part(reader, b, part)
+    del part
+    relieve_memory()
     return out
 
 
@@ -352,6 +457,7 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     n_parts = head.n_parts
     shared_head, shared_reader = shared_model(head), shared_model(reader)
     parts = X.to_delayed()
+    reads = private_reads(parts)  # a group's partitions are read when the group starts
     token = uuid.uuid4().hex[:12]
     step = max(1, int(group or -(-len(parts) // GROUPS)))
     groups = [list(range(a, min(a + step, len(parts)))) for a in range(0, len(parts), step)]
@@ -360,7 +466,7 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     after = None  # groups one after the other: a group is read once the last one is done
     for g in groups:
         for i in g:
-            routed[i] = delayed(_route, pure=True)(parts[i], shared_head, n_parts, target, after)
+            routed[i] = delayed(_route, pure=True)(reads[i], shared_head, n_parts, target, after)
         ticks = []
         for b in range(n_parts):
             if pooled:  # every row goes to every part: a task per partition

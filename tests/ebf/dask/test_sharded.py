@@ -223,3 +223,54 @@ def test_predict_only_fits_compact_branches_on_the_workers(dask_client):
     expected = _local_frame(full.compact(), test)
     for model in (local, dist.to_local()):
         pd.testing.assert_frame_equal(_local_frame(model, test), expected, check_exact=True)
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def _paused_messages(client: Client) -> list[str]:
+    return [msg for logs in client.get_worker_logs().values() for _, msg in logs
+            if "Pausing worker" in msg]
+
+
+@pytest.mark.slow
+def test_a_worker_limit_just_above_one_part_completes_without_pausing(tmp_path):
+    """Workers with Dask's memory management on and a limit of their idle size plus twice
+    (the largest part as it predicts + a partition's rows): sharded prediction completes,
+    no worker pauses, and the numbers are the local model's. The cache must not keep parts
+    Dask cannot spill: a worker paused for them would never run the task that frees them.
+    """
+    df = make_frame(60_000, seed=31)
+    model = EmpiricalBayesianForestRegressor(n_estimators=8, trunk_max_leaves=4,
+                                             branch="mondrian", random_state=7)
+    model.fit(df[FEATURES], df["y"])
+    reader = open_model(save(model, tmp_path / "m"))
+    test = make_frame(40_000, seed=32)
+    X = dd.from_pandas(test[FEATURES], npartitions=8)
+    A = reader.head().encoder.transform(test[FEATURES].iloc[:5000])
+    held = []
+    for i in range(reader.n_parts):
+        part = reader.load_part(i)
+        part.predict_distribution(A)
+        held.append(sharded.object_nbytes(part))
+    rows = test.memory_usage(deep=True).sum() // X.npartitions * 4  # frame, encoded, outputs
+    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                      dashboard_address=":0", memory_limit="4GB") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        # the workers' own size once they have imported and compiled what prediction uses
+        client.compute(sharded.predict_sharded(reader, X.partitions[:1], QUANTILES)).result()
+        client.run(sharded.clear_cache)
+        idle = max(client.run(_rss).values())
+    pause = dask.config.get("distributed.worker.memory.pause")
+    limit = int((idle + 2 * (max(held) + rows)) / pause)
+    assert sharded.CACHE_FRACTION * limit > 2 * max(held)  # room for more than one part
+    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                      dashboard_address=":0", memory_limit=limit) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        got = client.compute(sharded.predict_sharded(reader, X, QUANTILES)).result(timeout=150)
+        paused = _paused_messages(client)
+    assert paused == []
+    pd.testing.assert_frame_equal(got, _local_frame(model, test[FEATURES]), check_exact=True)
