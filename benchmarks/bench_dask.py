@@ -8,8 +8,10 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
 
 ``fit``
     :class:`~ebf.dask.DaskEmpiricalBayesianForestRegressor` with Mondrian branches, fit
-    straight from the Parquet files; seconds per phase from ``fit_timings_`` (summary,
-    encode, quantile bin edges, trunk, row moving, branch fits), seconds per trunk level
+    straight from the Parquet files into a model stage (``fit(..., stage=)``: every branch
+    task writes its shard, the driver never holds a branch); seconds per phase from
+    ``fit_timings_`` (summary, encode, quantile bin edges, trunk, row moving, branch fits),
+    seconds per trunk level
     (from the ``ebf.dask`` log), and every branch task's compute time and worker from the
     scheduler's task stream.
 ``read-and-histogram pass``
@@ -17,10 +19,10 @@ heteroskedastic Friedman #1 data from ``ebf make-data``, 10 features, as Parquet
     the Parquet files, encode, bin and histogram the root node of every partition, sum
     the histograms by the same reduction tree. The trunk costs a few such passes.
 ``save``
-    ``ebf.save`` of the fitted model to a directory kept under ``--data-dir``, compact by
-    default (the predict-only Mondrian form; ``--no-compact`` saves the full model): bytes
-    on disk, bytes per training row per tree, files, shard sizes. The model and the
-    estimator are then dropped from the driver, which from here on never holds a branch.
+    The head written and the model moved into place, in a directory kept under
+    ``--data-dir``, compact by default (the predict-only Mondrian form, compacted on the
+    workers; ``--no-compact`` keeps the full model): bytes on disk, bytes per training row
+    per tree, files, shard sizes. The driver then drops the estimator.
 ``predict``
     ``pipelines.predict.predict_to_parquet(model_dir, data, out, strategy=--strategy)``: mean,
     std, 5/50/95% quantiles and branch of every row, written to Parquet, the model opened

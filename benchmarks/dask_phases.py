@@ -1,5 +1,6 @@
 """The phases of ``bench_dask.py`` at one size: the data, the fit, the read-and-histogram
-pass, save, predict and evaluate on the cluster, and the same rows fit and predicted in one
+pass, save (the head: the workers wrote the branches as they fit them), predict and
+evaluate on the cluster, and the same rows fit and predicted in one
 process (``--compare-rows``); each phase times itself and records the memory it took.
 """
 
@@ -14,6 +15,8 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +51,12 @@ from benchmarks.dask_report import (
 )
 from cluster import connect
 from ebf import EmpiricalBayesianForestRegressor, binning
-from ebf.artifact import load, open_model, save
+from ebf.artifact import load, open_model, stage_model
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
+from ebf.dask.cache import cache_peak_bytes, clear_cache
 from ebf.dask.histograms import bin_partition, partition_histogram, tree_reduce
 from ebf.dask.inputs import check_inputs, encode_partition
-from ebf.dask.sharded import cache_peak_bytes, choose_strategy, clear_cache
+from ebf.dask.sharded import choose_strategy
 from ebf.trunk import TrunkArrays
 from pipelines.io import read_dataset, read_parquet_metadata
 from pipelines.make_data import METADATA_KEY, make_friedman
@@ -149,8 +153,10 @@ def _attempt(out: dict[str, Any], phase: str, fn: Callable[..., Any], *args: Any
 
 
 def fit_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, path: Path, rows: int,
-              n_estimators: int, branch_memory: int | None) -> tuple[Any, dict[str, Any]]:
-    """Fit the Dask EBF on the Parquet files; the estimator and what was measured."""
+              n_estimators: int, branch_memory: int | None,
+              stage: Any) -> tuple[Any, dict[str, Any]]:
+    """Fit the Dask EBF on the Parquet files, every branch written to ``stage`` by the
+    worker that fit it; the estimator and what was measured."""
     ddf = read_dataset(path, FEATURES + [TARGET])
     est = DaskEmpiricalBayesianForestRegressor(
         n_estimators=n_estimators, branch="mondrian", trunk_max_leaves=cfg.trunk_max_leaves,
@@ -161,7 +167,7 @@ def fit_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, path: Pa
     print("  fit:", flush=True)
     t0, wall0 = time.perf_counter(), time.time()
     with TrunkLevelLog() as levels, get_task_stream(client=client) as stream:
-        est.fit(ddf[FEATURES], ddf[TARGET], progress=Progress(watch, t0))
+        est.fit(ddf[FEATURES], ddf[TARGET], progress=Progress(watch, t0), stage=stage)
     fit_wall = time.perf_counter() - t0
     watch.phase = "after-fit"
     timings = dict(est.fit_timings_)
@@ -183,8 +189,8 @@ def fit_phase(cfg: argparse.Namespace, client: Any, watch: MemoryWatch, path: Pa
         "branch_tasks": branches,
         "largest_branch_task": largest,
         "branch_work_seconds": sum(b["seconds"] for b in branches),
-        # from the last branch task's end to fit's return: the fitted branches are
-        # gathered to the driver only once all are done, then assembled
+        # from the last branch task's end to fit's return: the references to the branches
+        # the workers wrote are gathered, and the model assembled
         "after_last_branch_seconds": (fit_wall - max(b["stop"] for b in branches)
                                       if branches else None),
         "task_summary": task_summary(stream.data),
@@ -225,12 +231,19 @@ def _targets(cfg: argparse.Namespace, fit: dict[str, Any], pass_s: float) -> dic
     }
 
 
+def _commit(stage: Any, stack: ExitStack, model: Any) -> None:
+    """Write the staged model's head, then move it into place (closing its stage)."""
+    stage.write(model)
+    stack.close()
+
+
 def save_phase(cfg: argparse.Namespace, model: Any, model_dir: Path, rows: int,
-               n_estimators: int) -> dict[str, Any]:
-    """Save the model (compact unless ``--no-compact``); its size, files and shards."""
+               n_estimators: int, write: Callable[[], Any]) -> dict[str, Any]:
+    """``write()`` the model's head and move it into place (the workers wrote the branches,
+    compact unless ``--no-compact``, as they were fit); its size, files and shards."""
     print(f"  save -> {model_dir} ({'compact' if cfg.compact else 'full'}) ...", flush=True)
     t0 = time.perf_counter()
-    save(model, model_dir, overwrite=True, compact=cfg.compact)
+    write()
     seconds = time.perf_counter() - t0
     files = [f for f in model_dir.rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)
@@ -349,19 +362,21 @@ def run_size(cfg: argparse.Namespace, rows: int, n_estimators: int,
               flush=True)
         out["cpu_probe_start"] = cpu_probe(client)
         try:
-            est, out["fit"] = _attempt(out, "fit", fit_phase,
-                                       cfg, client, watch, path, rows, n_estimators, branch_memory)
-            model = est.to_local()
+            with ExitStack() as stack:
+                stage = stack.enter_context(stage_model(model_dir, overwrite=True))
+                est, out["fit"] = _attempt(out, "fit", fit_phase, cfg, client, watch, path, rows,
+                                           n_estimators, branch_memory, stage)
+                model = est.to_local()  # encoder and trunk; the branches are in the stage
 
-            # one full read-and-histogram pass, timed alone
-            watch.phase = "read-hist-pass"
-            out["read_hist_pass"] = _attempt(out, "read-hist-pass", read_hist_phase,
-                                             cfg, client, path, model, rows)
-            out["targets"] = _targets(cfg, out["fit"], out["read_hist_pass"]["median_seconds"])
-
-            watch.phase = "save"
-            out["model"] = _attempt(out, "save", save_phase,
-                                    cfg, model, model_dir, rows, n_estimators)
+                # one full read-and-histogram pass, timed alone
+                watch.phase = "read-hist-pass"
+                out["read_hist_pass"] = _attempt(out, "read-hist-pass", read_hist_phase,
+                                                 cfg, client, path, model, rows)
+                out["targets"] = _targets(cfg, out["fit"],
+                                          out["read_hist_pass"]["median_seconds"])
+                watch.phase = "save"
+                out["model"] = _attempt(out, "save", save_phase, cfg, model, model_dir, rows,
+                                        n_estimators, partial(_commit, stage, stack, model))
             # the driver keeps nothing of the model from here on
             refs = [weakref.ref(model), weakref.ref(est)]
             del model, est

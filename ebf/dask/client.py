@@ -2,16 +2,24 @@
 
 Every function of :mod:`ebf.dask` takes ``client=None`` and resolves it here at call time,
 as dask-ml and xgboost.dask do; ``cluster.connect`` (a layer above) is how users start one.
-``wait_for`` and ``gather`` follow futures of that client as they finish, with progress.
+``wait_for`` and ``gather`` follow futures of that client as they finish, with progress;
+:class:`Phases` times, logs and names the phases of a fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 
 import distributed
 
-__all__ = ["NoClientError", "PhaseReport", "Report", "current_client", "gather", "wait_for"]
+logger = logging.getLogger("ebf.dask.estimators")  # the fit phases' log, as documented
+
+__all__ = ["NoClientError", "PhaseReport", "Phases", "Report", "current_client", "gather",
+           "wait_for"]
 
 #: ``report(done, total)``: progress of one phase.
 Report = Callable[[int, int], None]
@@ -112,3 +120,35 @@ def gather(client: distributed.Client, futures: Sequence[distributed.Future],
         client.cancel(futures)
         raise
     return out
+
+
+class Phases:
+    """Times, logs and names (``distributed.span``) the phases of one fit
+    (:mod:`ebf.dask.estimators`); ``report(name)`` turns them into a :data:`Report`."""
+
+    def __init__(self, progress: PhaseReport | None) -> None:
+        self.progress = progress
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        try:
+            from distributed import span
+        except ImportError:  # pragma: no cover - older distributed
+            span = None
+        logger.info("fit phase %r started", name)
+        t0 = time.perf_counter()
+        with span(f"ebf-{name}") if span is not None else nullcontext(), \
+                warnings.catch_warnings():
+            # dask-expr collections built inside a span warn that they drop annotations;
+            # the span still names the tasks submitted through the client
+            warnings.filterwarnings("ignore", message="Dask annotations", category=UserWarning)
+            yield
+        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+        logger.info("fit phase %r done in %.2fs", name, self.timings[name])
+
+    def report(self, name: str) -> Report | None:
+        if self.progress is None:
+            return None
+        progress = self.progress
+        return lambda done, total: progress(name, int(done), int(total))

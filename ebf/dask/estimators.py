@@ -23,10 +23,6 @@ after ``fit`` returns.
 from __future__ import annotations
 
 import logging
-import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from distributed import Client
@@ -48,45 +44,15 @@ from .branches import (
     parse_branch_memory,
 )
 from .calibration import recalibrate
-from .client import PhaseReport, Report, current_client
+from .client import PhaseReport, Phases, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
 from .predict import predict_frame, predict_series
+from .scoring import predict_proba, score
 from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
 from .update import update_model
 
 logger = logging.getLogger(__name__)
-
-
-class _Phases:
-    """Times, logs and names (``distributed.span``) the phases of one fit."""
-
-    def __init__(self, progress: PhaseReport | None) -> None:
-        self.progress = progress
-        self.timings: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        try:
-            from distributed import span
-        except ImportError:  # pragma: no cover - older distributed
-            span = None
-        logger.info("fit phase %r started", name)
-        t0 = time.perf_counter()
-        with span(f"ebf-{name}") if span is not None else nullcontext(), \
-                warnings.catch_warnings():
-            # dask-expr collections built inside a span warn that they drop annotations;
-            # the span still names the tasks submitted through the client
-            warnings.filterwarnings("ignore", message="Dask annotations", category=UserWarning)
-            yield
-        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
-        logger.info("fit phase %r done in %.2fs", name, self.timings[name])
-
-    def report(self, name: str) -> Report | None:
-        if self.progress is None:
-            return None
-        progress = self.progress
-        return lambda done, total: progress(name, int(done), int(total))
 
 
 class _DaskEnsemble(BaseEstimator):
@@ -147,7 +113,7 @@ class _DaskEnsemble(BaseEstimator):
         logger.info("fitting %s on %s (dashboard %s)", type(local).__name__, client,
                     getattr(client, "dashboard_link", None))
         task = "classification" if is_classifier(local) else "regression"
-        phases = _Phases(progress)
+        phases = Phases(progress)
         with phases("fit"):
             with phases("schema"):
                 frame, layout = check_inputs(X, y, sample_weight, task)
@@ -232,6 +198,22 @@ class _DaskEnsemble(BaseEstimator):
         """
         return predict_series(self.to_local(), X, client=self.client)
 
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R² (regressors) or accuracy (classifiers) on Dask collections, in one pass
+        (:func:`ebf.dask.scoring.score`): scikit-learn's ``score`` on the computed data.
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+        y, sample_weight : dask.dataframe.Series
+            Partitioned like ``X``; weights optional.
+
+        Returns
+        -------
+        float
+        """
+        return score(self.to_local(), X, y, sample_weight, client=self.client)
+
     def __getattr__(self, name: str) -> Any:
         # fitted attributes of the local model (trunk_, branches_, classes_, ...)
         if name.endswith("_") and not name.startswith("_") and name != "model_":
@@ -248,7 +230,7 @@ class _DaskEnsemble(BaseEstimator):
 
 class _DaskEBF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: _Phases, stage: ModelStage | None) -> tuple:
+                   max_rows: int | None, phases: Phases, stage: ModelStage | None) -> tuple:
         with phases("bin_edges"):
             edges = sample_bin_edges(client, data, plan.trunk.max_bins)
         with phases("trunk"):
@@ -302,7 +284,7 @@ class _DaskEBF(_DaskEnsemble):
         model = self.__dict__.get("model_")
         if model is None:
             return self.fit(X, y, progress=progress)
-        phases = _Phases(progress)
+        phases = Phases(progress)
         with phases("partial_fit"):
             update_model(current_client(self.client), model, X, y, phases)
         self.fit_timings_ = phases.timings
@@ -311,7 +293,7 @@ class _DaskEBF(_DaskEnsemble):
 
 class _DaskSSF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: _Phases, stage: ModelStage | None) -> tuple:
+                   max_rows: int | None, phases: Phases, stage: ModelStage | None) -> tuple:
         sizes, k = plan.subsample_sizes, len(plan.subsample_sizes)
         if max_rows is not None and sizes.max() > max_rows:
             raise BranchMemoryError(
@@ -437,7 +419,25 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.client = client
 
 
-class DaskEmpiricalBayesianForestClassifier(_DaskEBF):
+class _DaskProba:
+    """``predict_proba`` of the Dask classifiers."""
+
+    def predict_proba(self, X: Any) -> Any:
+        """Lazy class probabilities, a dask array in ``classes_`` order
+        (:func:`ebf.dask.scoring.predict_proba`).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+
+        Returns
+        -------
+        dask.array.Array of shape (n_rows, n_classes)
+        """
+        return predict_proba(self.to_local(), X)
+
+
+class DaskEmpiricalBayesianForestClassifier(_DaskProba, _DaskEBF):
     __doc__ = """Empirical Bayesian forest classifier fit on a Dask cluster (Sec. 4-5).
 
     Parameters
@@ -538,7 +538,7 @@ branch_params, random_state, n_jobs
         self.client = client
 
 
-class DaskSubsampleForestClassifier(_DaskSSF):
+class DaskSubsampleForestClassifier(_DaskProba, _DaskSSF):
     __doc__ = """Sub-sample forest classifier fit on a Dask cluster (Sec. 4's baseline).
 
     Parameters

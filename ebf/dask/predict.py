@@ -27,18 +27,20 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from ..artifact import ModelReader, open_model
+from .cache import settle_whole, whole_model
 from .client import current_client
 from .frames import checked_levels, class_dtype, output_meta, prediction_meta
 from .graph import shared_model
-from .sharded import choose_strategy, predict_sharded, whole_model
+from .sharded import choose_strategy, predict_sharded
 
 logger = logging.getLogger(__name__)
 
 
-def _predict_partition(part: pd.DataFrame, model: Any, levels: np.ndarray,
+def _predict_partition(part: pd.DataFrame, saved: Any, levels: np.ndarray,
                        meta: pd.DataFrame) -> pd.DataFrame:
     if len(part) == 0:
         return meta.set_axis(part.index[:0])
+    model = whole_model(saved)  # a saved model: loaded once per worker
     # one encode, one routing and one mixture per block of rows: every column comes from
     # the same pass (numbers equal predict / predict_quantiles / apply bit for bit)
     cols: dict[str, Any] = {}
@@ -54,6 +56,7 @@ def _predict_partition(part: pd.DataFrame, model: Any, levels: np.ndarray,
             cols[name] = summary.quantiles[:, j]
     if "branch" in meta.columns:
         cols["branch"] = summary.branch
+    settle_whole(saved, model)
     return pd.DataFrame({k: pd.Series(v, index=part.index, dtype=meta[k].dtype)
                          for k, v in cols.items()}, index=part.index)
 
@@ -147,7 +150,7 @@ def _predict_saved(reader: Any, X: Any, levels: np.ndarray, client: Any, strateg
     meta = prediction_meta(head.classes, head.trunk is not None, levels)
     logger.info("prediction graph: %s broadcast from %s over %d partition(s)",
                 reader.manifest["class"], reader.url, X.npartitions)
-    return X.map_partitions(_predict_partition, whole_model(reader), levels, meta, meta=meta,
+    return X.map_partitions(_predict_partition, reader, levels, meta, meta=meta,
                             align_dataframes=False)
 
 

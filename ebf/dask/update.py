@@ -41,7 +41,7 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     y : dask.dataframe.Series
     phases : callable
         ``phases(name)`` -> context manager timing a phase; ``phases.report(name)`` its
-        progress callback (``ebf.dask.estimators._Phases``).
+        progress callback (``ebf.dask.client.Phases``).
 
     Raises
     ------

@@ -13,6 +13,7 @@ import json
 
 from .arguments import add_training_arguments, columns, level, train_options
 from .failures import UsageError
+from .output import add_json_flag, print_result, to_json
 from .session import finish_job_parser, job
 
 __all__ = ["DATA_HELP", "add_evaluate_parser", "add_migrate_parser", "add_predict_parser",
@@ -40,6 +41,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
                     help="also fit the sub-sample forest baseline and save it here")
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
+    add_json_flag(tr, "the training summary (the model's metadata, hash and URL)")
     finish_job_parser(tr, _cmd_train)
 
 
@@ -59,6 +61,7 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> None:
     _add_prediction_arguments(pr)
     pr.add_argument("--overwrite", action="store_true", help="replace an existing PRED_DIR")
     _add_strategy_argument(pr)
+    add_json_flag(pr, "what was written (path, rows, columns, files, seconds, model hash)")
     finish_job_parser(pr, _cmd_predict)
 
 
@@ -94,7 +97,9 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--target", metavar="COL", help="target column (default: the training one)")
     ev.add_argument("--levels", nargs="+", type=level(True), default=None, metavar="Z",
                     help="nominal coverages of the calibration table (default: 0.1 ... 0.9)")
-    ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ev.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                    help="the results as one JSON object: alone, on stdout instead of the text; "
+                    "with PATH, also written to that file")
     ev.add_argument("--report", metavar="HTML",
                     help="also write a self-contained HTML report (tables, PIT histogram, "
                     "reliability diagram, interval width vs error), and its figures as PNGs "
@@ -158,25 +163,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
         res = train(args.data, args.target, options, features=columns(args.features),
                     baseline=args.baseline_out is not None, client=client, progress=bars,
                     out=args.out, baseline_out=args.baseline_out, overwrite=args.overwrite)
-    if res.size_plan is not None:
-        print(res.size_plan.message)
-    phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
     name, branches = ensemble_facts(res.model)
-    print(
+    lines = [] if res.size_plan is None else [res.size_plan.message]
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items() if k != "fit")
+    lines.append(
         f"trained {name} ({res.task}; {branches} branches x "
         f"{res.params['n_estimators']} {args.branch} trees) on {res.rows:,} rows x "
         f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
-        f"saved to {args.out} (model hash {res.model.model_hash[:16]})"
-    )
+        f"saved to {args.out} (model hash {res.model.model_hash[:16]})")
     cal = res.calibration
     if cal["method"] != "none":
-        print(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows (held out "
-              f"of the fit): PIT map of {cal['ebf']['knots']} segments, max |R(p) - p| "
-              f"{cal['ebf']['max_deviation']:.3f}")
+        lines.append(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows "
+                     f"(held out of the fit): PIT map of {cal['ebf']['knots']} segments, max "
+                     f"|R(p) - p| {cal['ebf']['max_deviation']:.3f}")
+    body = {"model": args.out, "model_hash": res.model.model_hash, "class": name,
+            "branches": branches, **res.metadata(), "size_plan": None if res.size_plan is None
+            else res.size_plan.message, "baseline": None}
     if res.baseline is not None:
-        name, subsamples = ensemble_facts(res.baseline)
-        print(f"baseline {name} ({subsamples} sub-samples) in "
-              f"{res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
+        ssf, subsamples = ensemble_facts(res.baseline)
+        lines.append(f"baseline {ssf} ({subsamples} sub-samples) in "
+                     f"{res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
+        body["baseline"] = {"model": args.baseline_out, "model_hash": res.baseline.model_hash,
+                            "class": ssf, "subsamples": subsamples,
+                            "timings": res.baseline_timings}
+    print_result(args, "training", body, "\n".join(lines))
     return 0
 
 
@@ -196,10 +206,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             progress=lambda done, total: bars("predict", done, total), strategy=args.strategy,
             data_checked=True,
         )
-    print(
+    print_result(args, "predictions", {
+        "path": res.path, "rows": res.rows, "columns": list(res.columns), "files": res.files,
+        "seconds": res.seconds, "model_hash": res.metadata["ebf.model_hash"]},
         f"wrote {res.rows:,} rows ({', '.join(res.columns)}) in {res.files} Parquet files to "
-        f"{res.path} in {res.seconds:.1f}s; model hash {res.metadata['ebf.model_hash'][:16]}"
-    )
+        f"{res.path} in {res.seconds:.1f}s; model hash {res.metadata['ebf.model_hash'][:16]}")
     return 0
 
 
@@ -222,21 +233,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             predictions=args.predictions, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite,
         )
-    print(format_evaluation(res, title=f"{args.model} on {args.data}"))
+    lines = [format_evaluation(res, title=f"{args.model} on {args.data}")]
+    body = {k: v for k, v in result_to_json(res).items() if k not in ("coverage", "predictions")}
     if args.predictions:
         pred = res["predictions"]
-        print(f"wrote {pred.rows:,} rows ({', '.join(pred.columns)}) in {pred.files} Parquet "
-              f"files to {pred.path}")
-    if args.json:
+        lines.append(f"wrote {pred.rows:,} rows ({', '.join(pred.columns)}) in {pred.files} "
+                     f"Parquet files to {pred.path}")
+        body["predictions"] = {"path": pred.path, "rows": pred.rows, "files": pred.files,
+                               "columns": list(pred.columns)}
+    if args.json not in (None, "-"):
         from basics.atomic import write_bytes
 
-        body = {k: v for k, v in result_to_json(res).items() if k != "coverage"}
-        write_bytes(args.json, json.dumps({"ebf_output": "evaluation", **body}).encode())
+        write_bytes(args.json, json.dumps(to_json({"ebf_output": "evaluation", **body}),
+                                          allow_nan=False).encode())
     if args.report:
         from pipelines.report.html import write_evaluation_report
 
         written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}")
-        print(f"report: {args.report} (figures: {', '.join(written)})")
+        lines.append(f"report: {args.report} (figures: {', '.join(written)})")
+    print_result(args, "evaluation", body, "\n".join(lines))
     return 0
 
 
@@ -256,7 +271,7 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     elif args.keep:
         raise UsageError("--keep copies columns into --predictions; give --predictions too")
     for path, kind in ((args.json, "evaluation"), (args.report, "report")):
-        if path:
+        if path and path != "-":
             check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
     if args.report:
         check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .config import with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
 from .failures import report_failure, signals_raise
 from .models import (
@@ -32,16 +33,19 @@ def build_parser() -> argparse.ArgumentParser:
     Examples
     --------
     >>> args = build_parser().parse_args(["flights", "--n-train", "1000"])
-    >>> args.command, args.n_train
-    ('flights', 1000)
+    >>> args.command, args.n_train, args.verbose
+    ('flights', 1000, 0)
+    >>> build_parser().parse_args(["flights", "-vv"]).verbose
+    2
     """
     parser = argparse.ArgumentParser(
         prog="ebf",
         description="Probabilistic tree ensembles: Empirical Bayesian and Mondrian forests.",
     )
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
-    )
+    from basics.versions import library_version
+
+    parser.add_argument("--version", action="version", version=f"ebf {library_version()}")
+    _add_global_options(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_flights_parser(sub)
     add_make_data_parser(sub)
@@ -52,7 +56,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_demo_parser(sub)
     add_retrain_parser(sub, DATA_HELP)
+    _global_options_everywhere(sub)
     return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="log more (-v info, -vv debug); before or after the command")
+    parser.add_argument("--config", metavar="TOML",
+                        default=None if default == 0 else default,
+                        help="defaults for the command's options from a TOML file (a table "
+                        "per command, [all] for every command; the command line wins); also "
+                        "the EBF_CONFIG environment variable")
+
+
+def _global_options_everywhere(sub: argparse._SubParsersAction) -> None:
+    """Accept the global options after the command too (``ebf predict ... -v``): every
+    command's parser gets them, with no default, so they only count where given."""
+    for command in set(sub.choices.values()):
+        _add_global_options(command, argparse.SUPPRESS)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _global_options_everywhere(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,7 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     program, verbose = " ".join(["ebf", *words[:1]]), 0
     try:
         with signals_raise():
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            given = list(sys.argv[1:] if argv is None else argv)
+            full = with_config(parser, given)
+            try:
+                args = parser.parse_args(full)
+            except SystemExit as stop:
+                added = [a for a in full if a not in given]
+                if stop.code == 2 and added:
+                    print(f"(options from the config file: {' '.join(added)})", file=sys.stderr)
+                raise
             program, verbose = f"ebf {args.command}", args.verbose
             level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
             logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

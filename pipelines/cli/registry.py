@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from .failures import UsageError
+from .output import add_json_flag, print_result
 
 __all__ = ["format_versions"]
 
@@ -39,11 +40,13 @@ def add_registry_parser(sub: argparse._SubParsersAction) -> None:
         "list", help="one line per version: current, created, decision, parent, metrics",
         description="List the versions, newest last: * marks the current one.")
     ls.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    add_json_flag(ls, "the registry, its current version and every version's record")
     sh = actions.add_parser(
         "show", help="a version's record as JSON (default: the current version)",
         description="Print the record of a version (version.json) as indented JSON.")
     sh.add_argument("registry", metavar="REGISTRY[@VERSION]",
                     help=_REGISTRY_HELP + "; @3, @v3 or @v0003 names a version")
+    add_json_flag(sh, "the registry, the version's number and its record")
     pr = actions.add_parser(
         "promote", help="make a version the current one",
         description="Point the registry at VERSION (the previous current version is kept in "
@@ -106,21 +109,13 @@ def format_versions(registry: Any) -> tuple[str, list[str]]:
         The table (a header line, then one line per version, oldest first) and one warning
         per record or pointer that cannot be read.
     """
-    from pipelines.registry.store import RegistryError
-
-    warnings = []
-    try:
-        current = registry.current()
-    except RegistryError as exc:
-        current = None
-        warnings.append(str(exc))
-    versions = registry.versions()
+    current, records, warnings = _listing(registry)
+    versions = [v for v, _ in records]
     rows = [["", "version", "created_utc", "decision", "parent", "metrics"]]
-    for version in versions:
-        try:
-            rows.append(_row(version, registry.record(version), current))
-        except RegistryError as exc:
-            warnings.append(str(exc))
+    for version, record in records:
+        if record is not None:
+            rows.append(_row(version, record, current))
+        else:
             rows.append(["*" if version == current else "", _version_cell(version),
                          "(unreadable record)", "", "", ""])
     state = f"current {_version_cell(current)}" if current is not None else "no current version"
@@ -131,6 +126,26 @@ def format_versions(registry: Any) -> tuple[str, list[str]]:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
     return "\n".join([title, *lines]), warnings
+
+
+def _listing(registry: Any) -> tuple[int | None, list[tuple[int, dict | None]], list[str]]:
+    """``(current version, [(version, record or None if unreadable)], warnings)``."""
+    from pipelines.registry.store import RegistryError
+
+    warnings = []
+    try:
+        current = registry.current()
+    except RegistryError as exc:
+        current = None
+        warnings.append(str(exc))
+    records: list[tuple[int, dict | None]] = []
+    for version in registry.versions():
+        try:
+            records.append((version, registry.record(version)))
+        except RegistryError as exc:
+            warnings.append(str(exc))
+            records.append((version, None))
+    return current, records, warnings
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, int | None]:
@@ -144,8 +159,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if version is not None:
         raise UsageError(f"ebf registry list takes a registry, not a version ({args.registry}); "
                          f"use ebf registry show {args.registry}")
-    table, warnings = format_versions(registry)
-    print(table)
+    if args.json:
+        current, records, warnings = _listing(registry)
+        print_result(args, "registry", {
+            "registry": registry.url, "current": current,
+            "versions": [{"version": v, "record": r} for v, r in records]}, "")
+    else:
+        table, warnings = format_versions(registry)
+        print(table)
     for warning in warnings:
         print(f"ebf registry: warning: {warning}", file=sys.stderr)
     return 0
@@ -153,7 +174,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     registry, version = _open(args)
-    print(json.dumps(registry.record(registry.resolve(version)), indent=2))
+    number = registry.resolve(version)
+    record = registry.record(number)
+    print_result(args, "version", {"registry": registry.url, "version": number,
+                                   "record": record}, json.dumps(record, indent=2))
     return 0
 
 

@@ -12,6 +12,7 @@ import argparse
 import json
 
 from .arguments import add_training_arguments, fraction, non_negative_float, train_options
+from .output import add_json_flag, print_result
 from .session import finish_job_parser, job
 
 __all__ = ["add_retrain_parser"]
@@ -57,6 +58,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
                         type=non_negative_float, default=tol, metavar="X",
                         help=f"promotion tolerance: {what} of {name} (default: {tol})")
     add_training_arguments(rt, branch="mondrian")
+    add_json_flag(rt, "the version made: number, decision, action and its whole record")
     finish_job_parser(rt, _cmd_retrain)
 
 
@@ -77,28 +79,33 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
             else args.drift_threshold,
             tolerances=tolerances, refit_on=args.refit_on, client=client, progress=bars)
     rec = res.record
+    body = {"version": res.version, "decision": res.decision, "action": res.action,
+            "reused": res.reused, "record": rec}
     if res.reused:
-        print(f"version {res.version} was made from the same inputs ({res.decision}, "
-              f"{res.action}); nothing to do")
+        print_result(args, "retraining", body,
+                     f"version {res.version} was made from the same inputs ({res.decision}, "
+                     f"{res.action}); nothing to do")
         return res.exit_code
-    print(f"version {res.version}: {res.action}, {res.decision}")
-    print(f"  why: {rec.get('reason')}")
+    lines = [f"version {res.version}: {res.action}, {res.decision}",
+             f"  why: {rec.get('reason')}"]
     metrics = rec.get("metrics") or {}
     for who in ("champion", "challenger"):
         if metrics.get(who):
-            print(f"  {who:10s} " + "  ".join(f"{k} {v:.4g}" for k, v in metrics[who].items()))
+            lines.append(f"  {who:10s} " + "  ".join(f"{k} {v:.4g}"
+                                                      for k, v in metrics[who].items()))
     checks = (rec.get("gate") or {}).get("checks") or {}
     failed = [k for k, c in checks.items() if not c["ok"]]
     if failed:
-        print("  gate failed on " + ", ".join(
+        lines.append("  gate failed on " + ", ".join(
             f"{k} ({checks[k]['challenger']:.4g} > limit {checks[k]['limit']:.4g})"
             if k != "accuracy" else f"{k} ({checks[k]['challenger']:.4g} < limit "
             f"{checks[k]['limit']:.4g})" for k in failed))
     if rec.get("drift"):
         drift = rec["drift"]
         failing = ", ".join(p or "root" for p in drift.get("failing") or []) or "none"
-        print(f"  drift: {drift.get('decision')}; failing splits: {failing}; a trunk refit on "
-              f"the window's first half predicts its second half "
-              f"{(drift.get('replicated_gain') or 0.0):.1%} better")
-    print(json.dumps({"version": res.version, "decision": res.decision}))
+        lines.append(f"  drift: {drift.get('decision')}; failing splits: {failing}; a trunk "
+                     f"refit on the window's first half predicts its second half "
+                     f"{(drift.get('replicated_gain') or 0.0):.1%} better")
+    lines.append(json.dumps({"version": res.version, "decision": res.decision}))
+    print_result(args, "retraining", body, "\n".join(lines))
     return res.exit_code

@@ -77,18 +77,13 @@ def dask_client(
                 **options,
             )
         except BaseException:
-            if not progress.quiet:
-                print(" failed", file=progress.stream, flush=True)
+            progress.failed()
             raise
         progress.done()
-        if announce and not progress.quiet:
+        if announce:
             workers = client.nthreads()
-            print(
-                f"dask: {len(workers)} workers, {sum(workers.values())} threads; dashboard: "
-                f"{dashboard_link(client) or 'none'}",
-                file=progress.stream,
-                flush=True,
-            )
+            progress.note(f"dask: {len(workers)} workers, {sum(workers.values())} threads; "
+                          f"dashboard: {dashboard_link(client) or 'none'}")
         with client:
             try:
                 yield client

@@ -40,6 +40,7 @@ import pandas as pd
 from basics.locations import check_destination
 from basics.metrics import coverage_levels
 from cluster import current_client
+from ebf.dask.cache import settle_whole, whole_model
 from ebf.dask.client import Report, gather
 from ebf.dask.frames import checked_levels, prediction_meta
 from ebf.dask.graph import (
@@ -54,7 +55,6 @@ from ebf.dask.sharded import (
     choose_strategy,
     frame_of_parts,
     sharded_blocks,
-    whole_model,
 )
 from pipelines.artifacts import open_artifact
 from pipelines.footers import read_footers
@@ -94,8 +94,11 @@ def _partition_rows(part: pd.DataFrame, model: Any, features: list[str], target:
     if len(part) == 0:
         return part.index, None, None
     X = part[features]
-    block = job.rows(_model_output(model, X, job), part[target].to_numpy())
-    return part.index, block, model.apply(X) if branch else None
+    whole = whole_model(model)  # a saved model: loaded once per worker
+    block = job.rows(_model_output(whole, X, job), part[target].to_numpy())
+    out = part.index, block, whole.apply(X) if branch else None
+    settle_whole(model, whole)
+    return out
 
 
 def _sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
@@ -248,12 +251,13 @@ def evaluate(
 
 
 def _model_parts(reader: Any) -> tuple:
-    """``(classes or None, recalibration map or None, whether it has a trunk, the whole model
-    as one graph key)``: from the head of a sharded model (a worker loads the rest if it is
-    broadcast), or from the model loaded here (format 1 or a single forest: small)."""
+    """``(classes or None, recalibration map or None, whether it has a trunk, the model for
+    the tasks)``: from the head of a sharded model (its reader: every worker loads it, once,
+    if it is broadcast), or from the model loaded here (format 1 or a single forest: small,
+    one graph key)."""
     if reader.n_parts:
         head = reader.head()
-        return head.classes, head.recalibration, head.trunk is not None, whole_model(reader)
+        return head.classes, head.recalibration, head.trunk is not None, reader
     model = reader.load()
     return (*_model_facts(model), shared_model(model))
 

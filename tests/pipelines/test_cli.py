@@ -32,6 +32,53 @@ def test_parser_defaults():
     assert not args.quiet
 
 
+def test_version_and_global_options_after_the_command(capsys):
+    from basics.versions import library_version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"ebf {library_version()}\n"
+    parser = build_parser()
+    for argv, level in ((["predict", "m", "d", "--out", "o"], 0),
+                        (["-v", "predict", "m", "d", "--out", "o"], 1),
+                        (["predict", "m", "d", "--out", "o", "-vv"], 2),
+                        (["registry", "list", "reg", "-v"], 1)):
+        assert parser.parse_args(argv).verbose == level, argv
+
+
+def test_progress_without_a_terminal_is_whole_timestamped_lines():
+    """Piped to a file, a job's progress holds no carriage return: each message is a line
+    of its own starting with the time, and a bar prints at most about ten lines."""
+    import io
+    import re
+
+    from pipelines.cli.progress import PhaseBars, StatusLine
+
+    stream = io.StringIO()
+    status = StatusLine(False, stream)
+    status.start("starting a local Dask cluster")
+    status.done()
+    bars = PhaseBars(False, stream)
+    for done in range(101):
+        bars("summary", done, 100)
+    bars("trunk", 1, 32)
+    bars("trunk", 2, 32)
+    bars("route", 0, 0)
+    bars("route", 0, 0)
+    bars.close()
+    text = stream.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and all(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines)
+    assert sum("reading partitions" in line for line in lines) == 11  # 0, 10, ... 100
+    assert [line[9:] for line in lines if "trunk" in line or "moving" in line] == [
+        "growing the trunk: level 1, splitting 1 leaves (at most 32 leaves)",
+        "growing the trunk: level 2, splitting 2 leaves (at most 32 leaves)",
+        "growing the trunk: done in 0.0s",
+        "moving rows to branches ...",
+        "moving rows to branches: done in 0.0s",
+    ]
+
+
 @needs_flights
 def test_flights_command(capsys):
     argv = ["flights", "--n-train", "3000", "--n-test", "1000", "--n-estimators", "3", "--quiet"]

@@ -63,6 +63,7 @@ ROLES = {
     ("retrain", "features"): "word",
 }
 _CLUSTER = ("scheduler", "scheduler_file")  # every job's: an address, a file read
+_GLOBAL = ("config",)  # every command's: a TOML file read (tests/pipelines/test_cli_config.py)
 
 
 def _string_options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -72,7 +73,7 @@ def _string_options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ())
             for name, sub in action.choices.items():
                 yield from _string_options(sub, (*path, name))
         elif (action.nargs != 0 and action.type is None and action.choices is None
-              and action.dest not in ("help", "version", *_CLUSTER)):
+              and action.dest not in ("help", "version", *_CLUSTER, *_GLOBAL)):
             yield (*path, action.dest)
 
 

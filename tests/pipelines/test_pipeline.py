@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -271,14 +272,32 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert load(model).recalibration_ is not None
     for text in ("dashboard: http", "fitting branches", "growing the trunk", "3/3"):
         assert text in captured.err  # progress bars and the dashboard link
+    # stderr is not a terminal here: whole lines, each starting with the time, no "\r"
+    assert "\r" not in captured.err
+    assert all(re.match(r"\d\d:\d\d:\d\d ", line) for line in captured.err.splitlines()), (
+        captured.err)
     assert main(argv + ["--quiet"]) == 2  # exists: refused before any work
     assert "--overwrite" in capsys.readouterr().err
+    assert main(argv + ["--quiet", "--overwrite", "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["ebf_output"] == "training" and trained["model_hash"] == model_hash(model)
+    assert (trained["branches"], trained["rows"], trained["task"]) == (3, 2700, "regression")
 
     assert main(["predict", str(model), data["regression", "test"], "--out", str(pred),
                  "--keep", "y", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "1,500 rows" in captured.out
     assert read_parquet_metadata(pred)["ebf.model_hash"] == model_hash(model)
+    # --json: the result alone on stdout, one object
+    assert main(["predict", str(model), data["regression", "test"], "--out", str(pred),
+                 "--overwrite", "--json"]) == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    assert obj["ebf_output"] == "predictions" and obj["rows"] == 1500 and obj["files"] >= 1
+    assert obj["model_hash"] == model_hash(model) and "predicting" in captured.err
+    assert main(["evaluate", str(model), data["regression", "test"], "--json", "--quiet"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["ebf_output"] == "evaluation" and scores["n"] == 1500
 
     report = tmp_path / "eval.json"
     assert main(["evaluate", str(model), data["regression", "test"], "--quiet",

@@ -51,6 +51,15 @@ def test_list_show_promote_rollback(registry, capsys):
     assert json.loads(capsys.readouterr().out) == registry.record(2)
     assert main(["registry", "show", f"{root}/models/ebf"]) == 0  # the current version
     assert json.loads(capsys.readouterr().out)["key"] == "k3"
+    # --json: one object on stdout, for machines
+    assert main(["registry", "list", root, "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["ebf_output"] == "registry" and listing["current"] == 3
+    assert [v["version"] for v in listing["versions"]] == [1, 2, 3]
+    assert listing["versions"][1]["record"] == json.loads(json.dumps(registry.record(2)))
+    assert main(["registry", "show", f"{root}@v2", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["ebf_output"], shown["version"]) == ("version", 2)
 
     assert main(["registry", "promote", f"{root}@2"]) == 0
     assert "current version v0002 (was v0003)" in capsys.readouterr().out

@@ -196,3 +196,10 @@ def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
     assert main([*base[:2], windows["feb"], *base[2:], "--tolerance-rmse", "0",
                  "--tolerance-nlpd", "0", "--tolerance-max-calibration-gap", "0"]) == code
     assert "nothing to do" in capsys.readouterr().out
+    # --json: the same result as one object, the version's whole record in it
+    assert main([*base[:2], windows["feb"], *base[2:], "--tolerance-rmse", "0",
+                 "--tolerance-nlpd", "0", "--tolerance-max-calibration-gap", "0",
+                 "--json"]) == code
+    obj = json.loads(capsys.readouterr().out)
+    assert (obj["ebf_output"], obj["version"], obj["reused"]) == ("retraining", 2, True)
+    assert obj["record"]["decision"] == obj["decision"]

@@ -18,7 +18,7 @@ from ebf import (
     SubsampleForestRegressor,
 )
 from ebf.artifact import open_model, save
-from ebf.dask import sharded
+from ebf.dask import cache, sharded
 from ebf.dask.predict import predict_frame
 from tests.ebf.dask.test_dask import FEATURES, make_frame
 
@@ -120,7 +120,7 @@ def test_driver_reads_only_the_head(dask_client, saved, monkeypatch):
     X = dd.from_pandas(make_frame(200, seed=1)[FEATURES], npartitions=2)
     frame = predict_frame(open_model(path), X, QUANTILES, strategy="sharded")
     assert read == []  # building the graph loads no branch
-    sharded.clear_cache()
+    cache.clear_cache()
     frame.compute()
     assert sorted(set(read)) == list(range(open_model(path).n_parts))  # the workers did
 
@@ -160,7 +160,7 @@ def test_a_worker_killed_during_sharded_prediction(saved, tmp_path):
 
 
 def _peak_cached_bytes() -> int:
-    return sharded.cache_peak_bytes()
+    return cache.cache_peak_bytes()
 
 
 @pytest.mark.slow
@@ -189,8 +189,8 @@ def test_a_memory_limit_below_the_model_chooses_shards_and_holds_one(saved):
     for i in range(reader.n_parts):
         part = reader.load_part(i)
         part.predict_distribution(reader.head().encoder.transform(test[FEATURES].iloc[:5]))
-        held.append(sharded.object_nbytes(part))
-    bound = max(sharded.CACHE_FRACTION * limit, max(held))
+        held.append(cache.object_nbytes(part))
+    bound = max(cache.CACHE_FRACTION * limit, max(held))
     assert 0 < max(peaks.values()) <= bound < sum(held)
 
 
@@ -255,18 +255,18 @@ def test_a_worker_limit_just_above_one_part_completes_without_pausing(tmp_path):
     for i in range(reader.n_parts):
         part = reader.load_part(i)
         part.predict_distribution(A)
-        held.append(sharded.object_nbytes(part))
+        held.append(cache.object_nbytes(part))
     rows = test.memory_usage(deep=True).sum() // X.npartitions * 4  # frame, encoded, outputs
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                       dashboard_address=":0", memory_limit="4GB") as cluster, \
             Client(cluster, set_as_default=False) as client:
         # the workers' own size once they have imported and compiled what prediction uses
         client.compute(sharded.predict_sharded(reader, X.partitions[:1], QUANTILES)).result()
-        client.run(sharded.clear_cache)
+        client.run(cache.clear_cache)
         idle = max(client.run(_rss).values())
     pause = dask.config.get("distributed.worker.memory.pause")
     limit = int((idle + 2 * (max(held) + rows)) / pause)
-    assert sharded.CACHE_FRACTION * limit > 2 * max(held)  # room for more than one part
+    assert cache.CACHE_FRACTION * limit > 2 * max(held)  # room for more than one part
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                       dashboard_address=":0", memory_limit=limit) as cluster, \
             Client(cluster, set_as_default=False) as client:

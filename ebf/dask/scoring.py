@@ -1,0 +1,143 @@
+"""``score`` and ``predict_proba`` of a fitted local model over Dask collections.
+
+What scikit-learn's ``score`` gives on the computed data, in one pass over the partitions:
+the coefficient of determination R² for regressors (``sklearn.metrics.r2_score``) and the
+accuracy for classifiers (``accuracy_score``), both with optional sample weights. Every
+partition returns a few sums (rows, weight, the weighted mean of the target and its
+centred sum of squares, the squared or 0/1 errors); the driver combines them with the
+pairwise update of Chan, Golub & LeVeque (1979), so no pass over the rows waits for the
+mean of the target and the result does not depend on the partitioning beyond rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import is_classifier
+from sklearn.utils.validation import check_is_fitted
+
+from .graph import model_in_graph, shared_model
+
+__all__ = ["predict_proba", "score"]
+
+_TARGET, _WEIGHT = "__ebf_target__", "__ebf_weight__"
+
+
+def _partition_sums(part: pd.DataFrame, model: Any) -> np.ndarray:
+    """``[weight, weighted mean of y, centred sum of squares of y, weighted errors]``."""
+    if len(part) == 0:
+        return np.zeros(4)
+    y = part[_TARGET].to_numpy()
+    w = (part[_WEIGHT].to_numpy(dtype=np.float64) if _WEIGHT in part.columns
+         else np.ones(len(part)))
+    X = part.drop(columns=[c for c in (_TARGET, _WEIGHT) if c in part.columns])
+    pred = model.predict(X)
+    if is_classifier(model):
+        return np.array([w.sum(), 0.0, 0.0, float(w @ (pred != y))])
+    y = y.astype(np.float64)
+    total = w.sum()
+    mean = float(w @ y / total) if total > 0 else 0.0
+    return np.array([total, mean, float(w @ (y - mean) ** 2), float(w @ (y - pred) ** 2)])
+
+
+def _combine(sums: np.ndarray) -> np.ndarray:
+    """Partition sums combined in order (Chan et al.'s update of the mean and sum of squares)."""
+    weight, mean, m2, errors = 0.0, 0.0, 0.0, 0.0
+    for w, m, s, e in sums:
+        if w <= 0:
+            continue
+        delta = m - mean
+        new = weight + w
+        mean += delta * w / new
+        m2 += s + delta * delta * weight * w / new
+        weight, errors = new, errors + e
+    return np.array([weight, mean, m2, errors])
+
+
+def score(model: Any, X: Any, y: Any, sample_weight: Any = None, client: Any = None) -> float:
+    """R² (regressor) or accuracy (classifier) of ``model`` on Dask collections.
+
+    Parameters
+    ----------
+    model : fitted local estimator
+    X : dask.dataframe.DataFrame
+    y : dask.dataframe.Series
+        Partitioned like ``X``.
+    sample_weight : dask.dataframe.Series, optional
+        Partitioned like ``X``.
+    client : distributed.Client, optional
+
+    Returns
+    -------
+    float
+        As ``model.score(X.compute(), y.compute(), sample_weight)`` up to rounding.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` has no rows (or all weights are zero).
+
+    Examples
+    --------
+    >>> score(model, ddf[features], ddf["y"])  # doctest: +SKIP
+    0.87
+    """
+    import dask
+
+    check_is_fitted(model, "encoder_")
+    frame = X.assign(**{_TARGET: y})
+    if sample_weight is not None:
+        frame = frame.assign(**{_WEIGHT: sample_weight})
+    shared = shared_model(model)
+    parts = [dask.delayed(_partition_sums, pure=True)(p, shared) for p in frame.to_delayed()]
+    with model_in_graph():
+        sums = (dask.compute(*parts) if client is None
+                else client.gather(client.compute(parts)))
+    weight, _, m2, errors = _combine(np.asarray(sums, dtype=np.float64).reshape(-1, 4))
+    if weight <= 0:
+        raise ValueError("score needs rows with a positive weight; X has none.")
+    if is_classifier(model):
+        return float(1.0 - errors / weight)
+    if m2 == 0.0:  # a constant target: as sklearn.metrics.r2_score
+        return 1.0 if errors == 0.0 else 0.0
+    return float(1.0 - errors / m2)
+
+
+def _proba_partition(part: pd.DataFrame, model: Any) -> np.ndarray:
+    if len(part) == 0:
+        return np.empty((0, len(model.classes_)))
+    return model.predict_proba(part)
+
+
+def predict_proba(model: Any, X: Any) -> Any:
+    """Lazy class probabilities of a fitted classifier: a dask array, one block per
+    partition of ``X`` (rows in its order), columns in ``model.classes_`` order.
+
+    Parameters
+    ----------
+    model : fitted local classifier
+    X : dask.dataframe.DataFrame
+
+    Returns
+    -------
+    dask.array.Array of shape (n_rows, n_classes)
+        Row counts per block are unknown until computed (as ``X.to_dask_array()``).
+
+    Examples
+    --------
+    >>> predict_proba(clf, ddf[features]).compute().shape  # doctest: +SKIP
+    (1000, 2)
+    """
+    import dask.array as da
+    from dask import delayed
+
+    check_is_fitted(model, "classes_")
+    model.encoder_.transform(X._meta, caller=type(model).__name__)  # the schema, first
+    shared = shared_model(model)
+    k = len(model.classes_)
+    blocks = [da.from_delayed(delayed(_proba_partition, pure=True)(p, shared),
+                              shape=(np.nan, k), dtype=np.float64)
+              for p in X.to_delayed()]
+    return da.concatenate(blocks, axis=0) if blocks else da.empty((0, k))

@@ -1,0 +1,165 @@
+"""Defaults for the command line from a TOML file (``--config PATH`` or ``EBF_CONFIG``).
+
+One table per command (``[train]``, ``[predict]``, ``[registry.list]``...) and ``[all]``
+for every command; keys are the commands' long options, with dashes or underscores::
+
+    [all]
+    scheduler = "tcp://scheduler:8786"
+
+    [train]
+    branch = "mondrian"
+    n-estimators = 20
+    quantiles = [0.05, 0.5, 0.95]   # a list for an option that takes several values
+    overwrite = true                # a flag: true gives it, false leaves it out
+
+The values become options added after the command line's own, so they are checked by the
+same parser (types, choices, ranges); an option the command line gives (or a rival of its
+group, such as ``--min-leaf-rows`` for ``--trunk-leaves``) is not taken from the file. A key that
+is not an option of its command is an error naming the key and the command's options;
+positional arguments (data, model, registry) are never read from the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .failures import UsageError
+
+__all__ = ["CONFIG_VARIABLE", "with_config"]
+
+#: The environment variable naming a config file when ``--config`` is not given.
+CONFIG_VARIABLE = "EBF_CONFIG"
+
+
+def _config_path(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The config file (``--config PATH`` / ``--config=PATH`` anywhere, else the
+    environment) and ``argv`` without the option."""
+    rest, path, i = [], None, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config":
+            if i + 1 >= len(argv):
+                raise UsageError("--config needs a PATH to a TOML file")
+            path, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return path or os.environ.get(CONFIG_VARIABLE) or None, rest
+
+
+def _command(parser: argparse.ArgumentParser, argv: list[str]
+             ) -> tuple[list[str], argparse.ArgumentParser]:
+    """The command's names in ``argv`` (``["registry", "list"]``) and its parser."""
+    names, position, current = [], 0, parser
+    while True:
+        sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)),
+                   None)
+        found = None if sub is None else next(
+            ((i, a) for i, a in enumerate(argv[position:], position) if a in sub.choices), None)
+        if found is None:
+            return names, current
+        position = found[0] + 1
+        names.append(found[1])
+        current = sub.choices[found[1]]
+
+
+def _given(command: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """Destinations the command line sets itself, with every destination of a mutually
+    exclusive group one of whose options it gives (the file must not add a rival)."""
+    by_option = {o: a.dest for a in command._actions for o in a.option_strings}
+    given = {by_option[a.split("=", 1)[0]] for a in argv if a.split("=", 1)[0] in by_option}
+    for group in command._mutually_exclusive_groups:
+        dests = {a.dest for a in group._group_actions}
+        if dests & given:
+            given |= dests
+    return given
+
+
+def _tokens(where: str, command: argparse.ArgumentParser, table: dict[str, Any],
+            strict: bool, given: set[str]) -> list[str]:
+    """The options of one table as command-line tokens for ``command``, but those the
+    command line sets (``given``)."""
+    options = {o: a for a in command._actions for o in a.option_strings if o.startswith("--")}
+    out: list[str] = []
+    for key, value in table.items():
+        option = "--" + str(key).replace("_", "-")
+        action = options.get(option)
+        if action is None or option in ("--help", "--config"):
+            if not strict:
+                continue
+            known = sorted(o for o in options if o not in ("--help", "--config"))
+            raise UsageError(f"config {where}: {key!r} is not an option of this command; "
+                             f"it takes {', '.join(known)}")
+        if isinstance(value, dict):
+            raise UsageError(f"config {where}: {key!r} must be a value, not a table")
+        if isinstance(value, bool) or action.nargs == 0:
+            if not isinstance(value, bool):
+                raise UsageError(f"config {where}: {key!r} is a flag: use true or false")
+            if value and action.dest not in given:
+                out.append(option)
+            continue
+        if action.dest not in given:
+            out += [option, *(str(v) for v in (value if isinstance(value, list) else [value]))]
+    return out
+
+
+def with_config(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """``argv`` with the config file's defaults for its command added (but those it sets).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        ``build_parser()``.
+    argv : sequence of str
+        The command line without the program name.
+
+    Returns
+    -------
+    list of str
+        The arguments to parse (unchanged without a config file).
+
+    Raises
+    ------
+    UsageError
+        If the file cannot be read or parsed, or names an option its command does not take.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from pipelines.cli.parser import build_parser
+    >>> path = os.path.join(tempfile.mkdtemp(), "ebf.toml")
+    >>> _ = open(path, "w").write('[train]\\nbranch = "mondrian"\\nn-estimators = 20\\n')
+    >>> with_config(build_parser(), ["train", "data", "--target", "y", "--config", path])
+    ['train', 'data', '--target', 'y', '--branch', 'mondrian', '--n-estimators', '20']
+    """
+    import tomllib
+
+    path, argv = _config_path(list(argv))
+    if path is None:
+        return argv
+    try:
+        with open(path, "rb") as f:
+            config = tomllib.load(f)
+    except FileNotFoundError as exc:
+        raise UsageError(f"config file {path} does not exist; fix --config or "
+                         f"{CONFIG_VARIABLE}") from exc
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"config file {path} is not readable TOML: {exc}") from exc
+    names, command = _command(parser, argv)
+    if not names:
+        return argv
+    given = _given(command, argv)
+    tokens = _tokens(f"{path} [all]", command, config.get("all", {}), False, given)
+    table: Any = config
+    for name in names:
+        table = table.get(name, {}) if isinstance(table, dict) else {}
+    if isinstance(table, dict):
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        tokens += _tokens(f"{path} [{'.'.join(names)}]", command, scalars, True, given)
+    return [*argv, *tokens]
