@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 
+from basics.familywise import check_correction, rejected
 from basics.metrics import class_rows, nlpd, rmse
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import is_missing
@@ -88,14 +89,17 @@ class DriftReport:
         Pearson chi-square of the window's branch counts against the fit's shares
         (``L - 1`` degrees of freedom); informational, not part of the rule.
     threshold : float
-        The rule's threshold on the split probabilities.
+        The rule's threshold on the split probabilities: the family-wise level of the
+        ``correction``.
+    correction : {"holm", "bonferroni", "none"}
+        How the counted splits were tested together (:func:`basics.familywise.rejected`).
     decision : {"update", "refit"}
     reason : str
         One line saying why.
     n_rows : int
         Window rows analysed (after ``max_rows`` sub-sampling).
     failing : list of str
-        Paths of the counted splits below ``threshold``.
+        Paths of the counted splits that fail the corrected test.
     task : {"regression", "classification"}
     n_unseen_labels : int
         Window rows whose label the classifier never saw (0 for regression).
@@ -122,10 +126,11 @@ class DriftReport:
     min_node_rows: int = MIN_NODE_ROWS
     replicated_gain: float = math.nan
     min_gain: float = 0.0
+    correction: str = "none"
 
     _SCALARS = ("decision", "reason", "threshold", "n_rows", "failing", "task",
                 "n_unseen_labels", "min_node_rows", "share_statistic", "share_pvalue",
-                "replicated_gain", "min_gain")
+                "replicated_gain", "min_gain", "correction")
 
     def to_dict(self) -> dict:
         """The report as JSON-ready dicts and lists (NaN becomes None).
@@ -145,7 +150,8 @@ class DriftReport:
     @classmethod
     def from_dict(cls, d: dict) -> DriftReport:
         """Inverse of :meth:`to_dict` (e.g. of a report read from a version record)."""
-        kw = {name: d[name] for name in cls._SCALARS}
+        kw = {name: d[name] for name in cls._SCALARS if name != "correction"}
+        kw["correction"] = d.get("correction", "none")  # reports written before it existed
         for name in ("share_statistic", "share_pvalue", "replicated_gain"):
             kw[name] = math.nan if kw[name] is None else float(kw[name])
         return cls(splits=pd.DataFrame.from_records(d["splits"], columns=_SPLIT_COLUMNS),
@@ -155,7 +161,7 @@ class DriftReport:
         splits = self.splits.assign(path=self.splits["path"].replace("", "root"))
         return "\n".join([
             f"trunk drift: {self.decision.upper()} ({self.n_rows:,} window rows, "
-            f"threshold {self.threshold:g})",
+            f"threshold {self.threshold:g}, {self.correction} correction)",
             self.reason,
             "splits:",
             splits.to_string(index=False) if len(splits) else "  (the trunk has no splits)",
@@ -237,6 +243,7 @@ def trunk_drift(
     recalibrated: bool = True,
     blocks: int | None = DEFAULT_BLOCKS,
     min_gain: float = DEFAULT_MIN_GAIN,
+    correction: str = "holm",
 ) -> DriftReport:
     """Check a fitted EBF's trunk against a new window of rows (eq. 6-11 of Taddy et al.).
 
@@ -250,10 +257,14 @@ def trunk_drift(
     n_fit``, at least 1). A node with fewer than ``max(MIN_NODE_ROWS, 2 * scaled min
     leaf)`` window rows gets NaN, status ``"too few rows"``, and does not count.
 
-    **The rule.** ``decision = "refit"`` if some counted split's probability is below
-    ``threshold`` and the change carries over in time: a trunk refit on the window's
-    first half predicts its second half at least ``min_gain`` better than the stored trunk
-    (:func:`replicated_gain`, leaf values of both learnt on the first half); else
+    **The rule.** ``decision = "refit"`` if some counted split fails and the change carries
+    over in time. A split fails when its probability is below ``threshold`` after the
+    correction for testing every counted split of the trunk at once (Holm's by default,
+    :func:`basics.familywise.rejected`: on a stationary window the chance that any split
+    fails stays at most ``threshold``); and the change carries over in time when a trunk
+    refit on the window's first half predicts its second half at least ``min_gain`` better
+    than the stored trunk (:func:`replicated_gain`, leaf values of both learnt on the first
+    half); else
     ``"update"`` (the branches take the window online; the trunk stays). The default
     0.05 reads: the window is strong evidence (odds above 19 to 1) that another variable
     now splits this node better. Eq. (11) is a lower bound (a
@@ -293,7 +304,10 @@ def trunk_drift(
     y : array-like of shape (n_rows,)
         Its targets (regression) or labels (classification).
     threshold : float, default=DEFAULT_THRESHOLD (0.05)
-        A counted split below this probability fails, and the decision is ``"refit"``.
+        The family-wise level: the chance, on a stationary window, that some split fails.
+    correction : {"holm", "bonferroni", "none"}, default="holm"
+        How the counted splits are tested together (:func:`basics.familywise.rejected`);
+        ``"none"`` tests each at ``threshold``.
     blocks : int or None, default=DEFAULT_BLOCKS (50)
         Blocks of consecutive rows the window is cut into for eq. (10) (see above);
         None: one per row.
@@ -337,6 +351,7 @@ def trunk_drift(
     """
     _check_model(model)
     threshold = _check_arguments(threshold, max_rows)
+    check_correction(correction)
     n = int(X.shape[0]) if hasattr(X, "shape") else len(X)
     if n == 0:
         raise ValueError("the window X has no rows; trunk drift needs new rows to check.")
@@ -362,16 +377,20 @@ def trunk_drift(
     block = None if blocks is None else (np.arange(n) * int(blocks) // n)[seen]
     splits, min_node, gain = _split_table(model, A[seen], target, n_classes, block)
     counted = splits[splits["status"] == _COUNTED]
-    failing = counted.loc[counted["probability"] < threshold, "path"].tolist()
+    failing = counted.loc[rejected(counted["probability"].to_numpy(), threshold, correction),
+                          "path"].tolist()
     branches, statistic, pvalue = _branch_table(model, X, y, trunk.apply(A), recalibrated)
-    decision, reason = _decide(splits, counted, failing, threshold, n_unseen, y[~seen], gain,
+    level = (f"{threshold:g}" if correction == "none" else
+             f"the {correction}-corrected level (family-wise {threshold:g} over "
+             f"{len(counted)} tested splits)")
+    decision, reason = _decide(splits, counted, failing, level, n_unseen, y[~seen], gain,
                                min_gain)
     logger.info("trunk drift on %d rows: %s (%s)", n, decision, reason)
     return DriftReport(splits=splits, branches=branches, share_statistic=statistic,
                        share_pvalue=pvalue, threshold=threshold, decision=decision,
                        reason=reason, n_rows=n, failing=failing, task=task,
                        n_unseen_labels=n_unseen, min_node_rows=min_node,
-                       replicated_gain=gain, min_gain=min_gain)
+                       replicated_gain=gain, min_gain=min_gain, correction=correction)
 
 
 def _scaled_min_leaf(trunk: Any, n: int) -> int:
@@ -507,7 +526,7 @@ def _branch_table(model: Any, X: Any, y: np.ndarray, leaf: np.ndarray,
     return pd.concat([table, pd.DataFrame(errors, columns=list(keys))], axis=1), statistic, pvalue
 
 
-def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, threshold: float,
+def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, level: str,
             n_unseen: int, unseen: np.ndarray, gain: float,
             min_gain: float) -> tuple[str, str]:
     """The rule of :func:`trunk_drift`: ``(decision, reason)``."""
@@ -521,11 +540,11 @@ def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, threshol
         where = ", ".join(f"{p or 'root'} ({splits.set_index('path').loc[p, 'feature']}: "
                           f"{v:.3g})" for p, v in worst.items())
         if min_gain <= 0 or not gain < min_gain:  # NaN (too few rows to check): refit
-            return "refit", (f"split probability below {threshold:g} at {where}: the window "
+            return "refit", (f"split probability below {level} at {where}: the window "
                              "is strong evidence that another variable now splits there "
                              f"better, and a trunk refit on its first half predicts its "
                              f"second half {gain:.1%} better (at least {min_gain:.1%})")
-        return "update", (f"split probability below {threshold:g} at {where}, but a trunk "
+        return "update", (f"split probability below {level} at {where}, but a trunk "
                           f"refit on the window's first half predicts its second half only "
                           f"{gain:.1%} better (less than {min_gain:.1%}): the evidence does "
                           "not carry over in time")

@@ -46,8 +46,10 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     rt.add_argument("--target", metavar="COL", help="target column (version 1; later versions "
                     "use the recorded one)")
     rt.add_argument("--drift-threshold", type=fraction(False), default=None, metavar="P",
-                    help="refit when a stored split holds with probability below P "
-                    "(default: ebf.diagnostics.drift.DEFAULT_THRESHOLD)")
+                    help="refit when a stored split holds with probability below P, Holm-"
+                    "corrected for the number of splits tested: P is the chance of a false "
+                    "alarm on a stationary window (default: "
+                    "ebf.diagnostics.drift.DEFAULT_THRESHOLD, 0.05)")
     rt.add_argument("--refit-on", choices=("all", "window"), default="all",
                     help="data of a refit: everything the model has seen plus NEW_DATA, or "
                     "NEW_DATA alone (default: all)")

@@ -160,6 +160,7 @@ def test_planted_change_in_one_region_refits(reg):
     assert s.loc["L", "probability"] > 0.99  # x1 still splits x0 <= .5 best
     assert report.failing == ["", "R"]
     assert "root" in report.reason and "R (x1" in report.reason
+    assert "holm-corrected level (family-wise 0.05 over 3 tested splits)" in report.reason
     # the trunk refit on the window puts the new variable at the root
     assert s.loc["", "refit_feature"] == "x1" and not s.loc["", "same_feature"]
     assert abs(s.loc["", "refit_threshold"] - 0.5) < 0.02
@@ -196,10 +197,13 @@ def test_threshold_is_settable(reg):
     low = trunk_drift(reg, X, y)
     p = low.splits.set_index("path")["probability"]
     assert low.decision == "update" and 0.5 < p["L"] < 0.9 and p["R"] > p["L"]
-    high = trunk_drift(reg, X, y, threshold=0.8, min_gain=0.0)
+    high = trunk_drift(reg, X, y, threshold=0.8, min_gain=0.0, correction="none")
     assert high.decision == "refit" and high.failing == ["L"] and high.threshold == 0.8
+    # Holm's correction over the 3 tested splits: L needs a probability below 0.8 / 3
+    holm = trunk_drift(reg, X, y, threshold=0.8, min_gain=0.0)
+    assert holm.correction == "holm" and holm.failing == [] and holm.decision == "update"
     # the same failing split, but a close contest gains nothing out of sample: update
-    paid = trunk_drift(reg, X, y, threshold=0.8)
+    paid = trunk_drift(reg, X, y, threshold=0.8, correction="none")
     assert paid.failing == ["L"] and paid.decision == "update"
     assert paid.replicated_gain < paid.min_gain == 0.01
     assert "does not carry over in time" in paid.reason
@@ -259,6 +263,10 @@ def test_report_round_trips_through_json(reg):
     assert d["splits"][1]["probability"] is None and d["decision"] == report.decision
     text = str(report)
     assert report.decision.upper() in text and "root" in text and "chi-square" in text
+    assert d["correction"] == "holm" and "holm correction" in text
+    # a report recorded before the correction existed tested each split alone
+    old = {k: v for k, v in d.items() if k != "correction"}
+    assert DriftReport.from_dict(old).correction == "none"
 
 
 def test_max_rows_subsamples_deterministically(reg):
@@ -355,3 +363,24 @@ def test_a_loaded_model_gives_the_same_report(reg, tmp_path):
     window = _regression(N_WINDOW, 1, changed=True)
     assert trunk_drift(load(tmp_path / "model"), *window).to_dict() == \
         trunk_drift(reg, *window).to_dict()
+
+
+@pytest.mark.slow
+def test_stationary_windows_refit_at_most_at_the_chosen_level():
+    """200 windows of 2,000 rows from the fit's own distribution, against a trunk of 7
+    splits, several of them close contests (effects 0.6, 0.48, 0.36 of one noise sd on 3 of 5
+    features): the full rule (Holm-corrected splits, then the replicated gain) refits in at
+    most 0.05 + 0.02 of them."""
+    def data(n, seed):
+        rng = np.random.default_rng(seed)
+        X = rng.random((n, 5))
+        y = (0.6 * (X[:, 0] > 0.5) + 0.48 * (X[:, 1] > 0.5) + 0.36 * (X[:, 2] > 0.5)
+             + rng.normal(size=n))
+        return X, y
+
+    model = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=8,
+                                             random_state=0).fit(*data(20_000, 0))
+    reports = [trunk_drift(model, *data(2000, seed)) for seed in range(1, 201)]
+    assert all(len(r.splits) == 7 and r.correction == "holm" for r in reports)
+    refits = np.mean([r.decision == "refit" for r in reports])
+    assert refits <= 0.05 + 0.02

@@ -6,7 +6,8 @@ module belongs to one area of the library:
 
 - ``mixture``: predictive Gaussian mixtures and recalibration (CRPS, PIT knots, ACI).
 - ``cart``: weighted CART routing and node statistics, flat-tree structure checks.
-- ``trunk``: EBF trunk: split stability, histograms, best splits, growth, subtraction.
+- ``trunk``: EBF trunk: split stability, histograms, best splits, growth, subtraction; the
+  family-wise (Holm) test of its drift check.
 - ``mondrian``: Mondrian tree sampling and invariants, compact trees, the Mondrian kernel.
 - ``posterior``: Mondrian posterior: dense Gaussian conditioning, branch-off moments, IKN.
 - ``noise``: per-node noise variances, the Gamma test, the CART leaf-noise prior.
@@ -87,6 +88,7 @@ from .trunk import (
     naive_clt_split_match,
     naive_grow,
     naive_histogram,
+    naive_holm,
     naive_impurity,
     naive_impurity_terms,
     naive_scale,
@@ -98,6 +100,7 @@ from .trunk import (
 )
 
 __all__ = [
+    "naive_holm",
     "naive_laplace_kernel",
     "branch_off_G_naive",
     "check_tree_invariants",

@@ -319,3 +319,18 @@ def naive_trunk_requests(trunk, task, min_rows=1, max_leaves=None, max_depth=Non
                     asked.append(c)
                     scale[c] = np.abs(stats[c])
     return sorted(asked)
+
+
+def naive_holm(p, alpha):
+    """Holm's step-down test through adjusted p-values (Holm 1979): ``p_adj(k) = max over
+    j <= k of (m - j + 1) p_(j)`` in sorted order; a hypothesis is rejected when its adjusted
+    p-value is below ``alpha``. Returns a list of bools in the order of ``p``."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: (p[i], i))
+    out = [False] * m
+    running = 0.0
+    for k, i in enumerate(order):
+        running = max(running, (m - k) * p[i])
+        out[i] = running < alpha
+    return out
+
