@@ -261,7 +261,12 @@ def _move(tmp: _Place, target: _Place) -> None:
     if target.fs is not None:
         if target.lexists():
             target.fs.rm(target.path, recursive=True)
-        target.fs.mv(tmp.path, target.path, recursive=True)
+        # file by file: a recursive ``mv`` of s3fs also tries to copy the "folders" of
+        # nested keys (a model's shards/), which do not exist as objects
+        target.fs.invalidate_cache()
+        files = target.fs.find(tmp.path)
+        target.fs.copy(files, [target.path + f[len(tmp.path):] for f in files])
+        target.fs.rm(tmp.path, recursive=True)
         target.fs.invalidate_cache()
         return
     parent = target.parent().path
