@@ -42,8 +42,7 @@ Modules:
 ``packs``     pack files (``head.pack``, ``shards/<n>.pack``): writing, bounded reading
 ``codec``     states to JSON and arrays and back, within limits; the errors of a load
 ``classes``   the class allowlist, estimators to and from their states
-``writer``    :func:`save`; :func:`stage_model`, :func:`write_part`: a model written in
-              steps, its parts where they were fit
+``writer``    :func:`save`; :func:`stage_model` and :func:`write_part` (parts first)
 ``reader``    :func:`open_model` (the head, one part at a time) and :func:`load`
 """
 
