@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from .arguments import add_training_arguments, columns, level, train_options
 from .failures import UsageError
@@ -233,6 +234,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             predictions=args.predictions, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite,
         )
+    for warning in res.get("warnings", []):
+        print(f"ebf evaluate: warning: {warning}", file=sys.stderr)
     lines = [format_evaluation(res, title=f"{args.model} on {args.data}")]
     body = {k: v for k, v in result_to_json(res).items() if k not in ("coverage", "predictions")}
     if args.predictions:

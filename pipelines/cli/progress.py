@@ -15,6 +15,8 @@ import threading
 import time
 from typing import TextIO
 
+from pipelines.progress import phase_label
+
 #: Without a terminal, a bar prints a line at least this often while it moves.
 LINE_SECONDS = 10.0
 
@@ -116,30 +118,6 @@ class ProgressBar:
         self._line = (done, now)
         print(f"{stamp()} {self.label}: {done}/{total} {now - self._t0:.1f}s", flush=True,
               file=self.stream)
-
-
-PHASE_LABELS = {
-    "data": "writing the flight data as Parquet",
-    "warm-up": "compiling the kernels on the workers",
-    "summary": "reading partitions",
-    "encode": "encoding partitions",
-    "trunk": "growing the trunk",
-    "route": "moving rows to branches",
-    "branches": "fitting branches",
-    "predict": "predicting partitions",
-    "evaluate": "scoring partitions",
-    "plot": "plotting the calibration",
-}
-
-
-def phase_label(phase: str) -> str:
-    """``"SSF branches"`` -> ``"SSF: fitting sub-samples"``; unknown phases as they are."""
-    prefix, _, base = phase.rpartition(" ")
-    prefix = {"baseline": "SSF"}.get(prefix, prefix)
-    label = PHASE_LABELS.get(base, base)
-    if prefix == "SSF":
-        label = label.replace("branches", "sub-samples")
-    return f"{prefix}: {label}" if prefix else label
 
 
 class PhaseBars:

@@ -17,6 +17,7 @@ from typing import Any
 
 from .failures import UsageError
 from .output import add_json_flag, print_result
+from .session import finish_job_parser, job
 
 __all__ = ["format_versions"]
 
@@ -63,11 +64,23 @@ def add_registry_parser(sub: argparse._SubParsersAction) -> None:
         "runs on this host (it was killed before it could release it). A lock whose holder "
         "still runs, or runs on another host, is kept: the error names the holder.")
     ul.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    cp = actions.add_parser(
+        "compare", help="score versions on the same data, in one pass (one table)",
+        description="Score the versions (all by default) on one labelled dataset, on Dask: "
+        "the data is read once and every version scored as ebf evaluate scores it, so the "
+        "numbers compare (each version's recorded metrics come from its own holdout).")
+    cp.add_argument("registry", metavar="REGISTRY", help=_REGISTRY_HELP)
+    cp.add_argument("data", metavar="DATA", help="labelled Parquet data (path or fsspec URL)")
+    cp.add_argument("--versions", type=int, nargs="+", metavar="V",
+                    help="the versions to score (default: all)")
+    cp.add_argument("--target", metavar="COL", help="the target (default: the recorded one)")
+    add_json_flag(cp, "the registry, the data and every version's scores")
     for parser, handler in ((ls, _cmd_list), (sh, _cmd_show), (pr, _cmd_promote),
-                            (rb, _cmd_rollback), (ul, _cmd_unlock)):
+                            (rb, _cmd_rollback), (ul, _cmd_unlock), (cp, _cmd_compare)):
         parser.add_argument("--name", metavar="NAME",
                             help="the model name, for a root holding several")
         parser.set_defaults(handler=handler)
+    finish_job_parser(cp, _cmd_compare)
 
 
 def _text(value: Any, width: int = _WIDTH) -> str:
@@ -178,6 +191,36 @@ def _cmd_show(args: argparse.Namespace) -> int:
     record = registry.record(number)
     print_result(args, "version", {"registry": registry.url, "version": number,
                                    "record": record}, json.dumps(record, indent=2))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pipelines.report.compare import compare, format_comparison_table
+    from pipelines.report.metrics import result_to_json
+
+    registry, version = _open(args)
+    if version is not None:
+        raise UsageError(f"ebf registry compare takes a registry and --versions, not a version "
+                         f"({args.registry})")
+    versions = args.versions or registry.versions()
+    if not versions:
+        raise UsageError(f"{registry.url} has no version to compare")
+    known = set(registry.versions())
+    missing = [v for v in versions if v not in known]
+    if missing:
+        raise UsageError(f"version(s) {missing} are not in {registry.url}; it has "
+                         f"{sorted(known)}")
+    models = [registry.verified_model(v) for v in versions]  # checked before the cluster
+    with job(args) as (client, bars):
+        results = compare(models, args.data, target=args.target, client=client,
+                          progress=lambda done, total: bars("evaluate", done, total))
+    names = [_version_cell(v) for v in versions]
+    body = {"registry": registry.url, "data": args.data,
+            "versions": [{"version": v, **{k: x for k, x in result_to_json(r).items()
+                                           if k != "coverage"}}
+                         for v, r in zip(versions, results, strict=True)]}
+    print_result(args, "comparison", body,
+                 f"{registry.url} on {args.data}\n" + format_comparison_table(names, results))
     return 0
 
 

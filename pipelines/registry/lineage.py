@@ -7,6 +7,7 @@ sha256 of its files' relative paths and hashes, so it changes when any file's co
 name or presence changes, and not when the dataset is copied elsewhere.
 :func:`inputs_key` combines identities and options into the key of one retrain run
 (:mod:`pipelines.registry.retrain` uses it to make a re-run with the same inputs a no-op).
+:func:`shared_files` finds the files two datasets share (an evaluation on training rows).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import fsspec
 import pyarrow.parquet as pq
 
-__all__ = ["data_identity", "inputs_key"]
+__all__ = ["data_identity", "inputs_key", "shared_files"]
 
 #: Bytes read at a time while hashing.
 BLOCK = 1 << 22
@@ -41,6 +42,68 @@ def _files(path: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, s
     if not files:
         raise FileNotFoundError(f"no Parquet file (*.parquet) under {path!r}.")
     return fs, root, files
+
+
+def _sha256(fs: Any, name: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open(name, "rb") as f:
+        while block := f.read(BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shared_files(path: str | os.PathLike[str], other: str | os.PathLike[str],
+                 storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """The Parquet files of dataset ``path`` that are also files of dataset ``other``: the
+    same file, or a file of the same size and bytes (a copy). Only files of equal size are
+    read (hashed); the same file is recognised by its path alone.
+
+    Parameters
+    ----------
+    path, other : str or path-like
+        Datasets as :func:`data_identity` takes them.
+    storage_options : dict, optional
+
+    Returns
+    -------
+    list of str
+        Files of ``path`` (as listed), in order.
+
+    Raises
+    ------
+    FileNotFoundError
+        If either dataset has no Parquet file.
+
+    Examples
+    --------
+    >>> import pandas as pd, tempfile, os, shutil
+    >>> d = tempfile.mkdtemp(); os.mkdir(f"{d}/a"); os.mkdir(f"{d}/b")
+    >>> pd.DataFrame({"x": [1, 2]}).to_parquet(f"{d}/a/p0.parquet")
+    >>> pd.DataFrame({"x": [3, 4]}).to_parquet(f"{d}/b/p1.parquet")
+    >>> _ = shutil.copy(f"{d}/a/p0.parquet", f"{d}/b/p0.parquet")
+    >>> [os.path.basename(f) for f in shared_files(f"{d}/b", f"{d}/a")]
+    ['p0.parquet']
+    """
+    fs, _, files = _files(os.fspath(path), storage_options)
+    ofs, _, others = _files(os.fspath(other), storage_options)
+    if fs.protocol == ofs.protocol and set(files) & set(others):
+        same = set(files) & set(others)
+        return [f for f in files if f in same]
+    sizes: dict[int, list[str]] = {}
+    for name in others:
+        sizes.setdefault(int(ofs.size(name)), []).append(name)
+    out, hashes = [], {}
+    for name in files:
+        candidates = sizes.get(int(fs.size(name)), [])
+        if not candidates:
+            continue
+        digest = _sha256(fs, name)
+        for c in candidates:
+            if c not in hashes:
+                hashes[c] = _sha256(ofs, c)
+        if digest in (hashes[c] for c in candidates):
+            out.append(name)
+    return out
 
 
 def data_identity(path: str | os.PathLike[str],

@@ -234,7 +234,8 @@ def evaluate(
                 for i, a in enumerate(assembled)]
         logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                     describe_source(data), len(sums), target, strategy)
-        info = {"model_hash": loaded.digest, "model_class": loaded.model_class}
+        info = {"model_hash": loaded.digest, "model_class": loaded.model_class,
+                "warnings": _training_overlap(loaded, data, storage_options)}
         if predictions is None:
             return _score(_run(sums, client, progress), job, data, target, t0, info)
         meta = prediction_meta(classes, has_trunk, q)
@@ -248,6 +249,28 @@ def evaluate(
                                            overwrite=overwrite, client=client, progress=progress,
                                            storage_options=storage_options, others=sums)
         return {**_score(parts, job, data, target, t0, info), "predictions": written}
+
+
+def _training_overlap(loaded: Any, data: Source,
+                      storage_options: Mapping[str, Any] | None) -> list[str]:
+    """A warning if ``data`` shares files with the data the model records it was trained on
+    (its scores there are in-sample, so optimistic), else nothing."""
+    from pipelines.registry.lineage import shared_files
+
+    trained_on = loaded.training.get("data")
+    if not isinstance(trained_on, str) or not isinstance(data, (str, os.PathLike)):
+        return []
+    try:
+        shared = shared_files(data, trained_on, storage_options)
+    except (OSError, ValueError):  # the training data is gone, or not a dataset: no check
+        return []
+    if not shared:
+        return []
+    message = (f"{len(shared)} file(s) of {describe_source(data)} are files the model was "
+               f"trained on ({trained_on}): its scores there are in-sample and optimistic; "
+               "evaluate on rows the model has not seen")
+    logger.warning("evaluate: %s", message)
+    return [message]
 
 
 def _model_parts(reader: Any) -> tuple:

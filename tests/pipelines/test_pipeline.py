@@ -296,8 +296,15 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert obj["ebf_output"] == "predictions" and obj["rows"] == 1500 and obj["files"] >= 1
     assert obj["model_hash"] == model_hash(model) and "predicting" in captured.err
     assert main(["evaluate", str(model), data["regression", "test"], "--json", "--quiet"]) == 0
-    scores = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    scores = json.loads(captured.out)
     assert scores["ebf_output"] == "evaluation" and scores["n"] == 1500
+    assert scores["warnings"] == [] and "warning" not in captured.err
+    # on the rows it was trained on: said, on stderr and in the result
+    assert main(["evaluate", str(model), data["regression", "train"], "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "are files the model was trained on" in json.loads(captured.out)["warnings"][0]
+    assert "ebf evaluate: warning:" in captured.err and "in-sample" in captured.err
 
     report = tmp_path / "eval.json"
     assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
@@ -450,7 +457,10 @@ def test_cli_demo(tmp_path, capsys, local_threads):
     assert "EBF (8 branches), recalibrated" in text and "SSF (8 sub-samples), uncalibrated" in text
     for png in ("calibration.png", "reliability.png", "pit.png", "width_error.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "data:image/png;base64," in (out / "report.html").read_text()
+    report = (out / "report.html").read_text()
+    assert "data:image/png;base64," in report
+    wall = float(re.search(r"wall time ([0-9.]+)s", report).group(1))
+    assert wall > 1.0  # the time up to the report (it showed 0.0 s)
     results = json.loads((out / "results.json").read_text())
     assert set(results["results"]) == {"EBF", "SSF"}
     ebf_result = results["results"]["EBF"]

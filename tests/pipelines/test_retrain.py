@@ -203,3 +203,17 @@ def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
     obj = json.loads(capsys.readouterr().out)
     assert (obj["ebf_output"], obj["version"], obj["reused"]) == ("retraining", 2, True)
     assert obj["record"]["decision"] == obj["decision"]
+    # both versions scored on the same data in one pass: each as `ebf evaluate` scores it
+    assert main(["registry", "compare", reg_url, windows["mar"], "--quiet", "--n-workers", "1",
+                 "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)
+    assert [v["version"] for v in compared["versions"]] == [1, 2]
+    for v in compared["versions"]:
+        assert main(["evaluate", f"{reg_url}@{v['version']}", windows["mar"], "--quiet",
+                     "--n-workers", "1", "--json"]) == 0
+        alone = json.loads(capsys.readouterr().out)
+        assert (v["n"], v["rmse"], v["nlpd"]) == (alone["n"], alone["rmse"], alone["nlpd"])
+    assert main(["registry", "compare", reg_url, windows["mar"], "--quiet", "--n-workers", "1",
+                 "--versions", "2"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].split()[:2] == ["version", "rows"] and table[2].startswith("v0002")
