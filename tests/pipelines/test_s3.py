@@ -110,3 +110,64 @@ def test_save_and_load_a_model_on_s3(s3):
     with pytest.raises(TypeError):
         save(object(), f"{s3}/saved/broken")
     assert sorted(fs.ls(f"{BUCKET}/saved", refresh=True)) == before
+
+
+@pytest.fixture
+def processes(s3, tmp_path):
+    """A scheduler and two workers started as separate processes from a scheduler file;
+    they reach the S3 API through the environment, as workers of a real cluster would."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from distributed import Client
+
+    address = tmp_path / "scheduler.json"
+    logs = open(tmp_path / "cluster.log", "w")
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
+         str(address), "--port", "0", "--dashboard-address", ":0"],
+        env=dict(os.environ), stdout=logs, stderr=logs)]
+    deadline = time.monotonic() + 60
+    while not address.exists():
+        assert time.monotonic() < deadline, "the scheduler did not start"
+        time.sleep(0.2)
+    procs += [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(address),
+         "--nthreads", "1", "--memory-limit", "3GB", "--no-dashboard"],
+        env=dict(os.environ), stdout=logs, stderr=logs) for _ in range(2)]
+    with Client(scheduler_file=str(address), timeout=60) as client:
+        client.wait_for_workers(2, timeout=120)
+    try:
+        yield str(address)
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        logs.close()
+
+
+@pytest.mark.slow
+def test_the_cli_on_separate_scheduler_and_worker_processes_with_data_on_s3(
+        s3, processes, capsys):
+    """`--scheduler-file`: the workers are other processes, so the branches they fit reach
+    the model only through S3 (each task writes its shard there)."""
+    train, test = _frame(2500, 3), _frame(600, 4)
+    _write(train, f"{s3}/remote/train", 2)
+    _write(test, f"{s3}/remote/test", 2)
+    model, pred = f"{s3}/remote/model", f"{s3}/remote/pred"
+    cluster = ["--scheduler-file", processes, "--quiet"]
+    assert main(["train", f"{s3}/remote/train", "--target", "y", "--branch", "mondrian",
+                 "--n-estimators", "3", "--trunk-leaves", "3", "--out", model, *cluster]) == 0
+    assert main(["predict", model, f"{s3}/remote/test", "--out", pred, *cluster]) == 0
+    capsys.readouterr()
+    np.testing.assert_array_equal(pd.read_parquet(pred)["mean"].to_numpy(),
+                                  load(model).predict(test[FEATURES]))
+    assert main(["evaluate", model, f"{s3}/remote/test", "--json", *cluster]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 600
