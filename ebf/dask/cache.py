@@ -67,26 +67,36 @@ def cached_part(reader: ModelReader, i: int) -> Any:
     estimator
         The branch learner (or sub-sample forest); treat it as read-only.
     """
-    key = (reader.url, reader.model_hash, int(i))
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key][0]
-        evicted = _evict(_budget() - reader.part_bytes[int(i)] * _growth[0])
-    if evicted:
-        _release_memory()
-    part = reader.load_part(int(i))  # outside the lock: other threads may load other parts
-    _store(key, part, reader.part_bytes[int(i)])
-    return part
+    return _cached((reader.url, reader.model_hash, int(i)), reader.part_bytes[int(i)],
+                   lambda: reader.load_part(int(i)))
 
 
 def settle_part(reader: ModelReader, i: int, part: Any) -> None:
     """Count part ``i`` in the cache at the bytes of the arrays it holds now."""
-    size = object_nbytes(part)
-    file_bytes = reader.part_bytes[int(i)]
+    _settle((reader.url, reader.model_hash, int(i)), part, reader.part_bytes[int(i)])
+
+
+def _cached(key: tuple, file_bytes: int, load: Any) -> Any:
+    """The cached value of ``key``, else ``load()`` (outside the lock: other threads may load
+    other parts) after making room for ``file_bytes`` times the largest growth seen."""
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key][0]
+        evicted = _evict(_budget() - file_bytes * _growth[0])
+    if evicted:
+        _release_memory()
+    value = load()
+    _store(key, value, file_bytes)
+    return value
+
+
+def _settle(key: tuple, value: Any, file_bytes: int) -> None:
+    """Count ``value`` at the bytes it holds now (and learn how much loaded parts grow)."""
+    size = object_nbytes(value)
     if file_bytes:
         _growth[0] = max(_growth[0], size / file_bytes)
-    _store((reader.url, reader.model_hash, int(i)), part, size)
+    _store(key, value, size)
 
 
 def _budget() -> float:
@@ -225,25 +235,12 @@ def whole_model(model: Any) -> Any:
     """
     if not isinstance(model, ModelReader):
         return model
-    key = (model.url, model.model_hash, "whole")
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key][0]
-        evicted = _evict(_budget() - model.nbytes * _growth[0])
-    if evicted:
-        _release_memory()
-    loaded = model.load()
-    _store(key, loaded, model.nbytes)
-    return loaded
+    return _cached((model.url, model.model_hash, "whole"), model.nbytes, model.load)
 
 
 def settle_whole(model: Any, loaded: Any) -> None:
     """Count a saved model loaded by :func:`whole_model` at the bytes it holds now (after
     predicting: a Mondrian forest keeps its posterior), then relieve the memory if needed."""
     if isinstance(model, ModelReader):
-        size = object_nbytes(loaded)
-        if model.nbytes:
-            _growth[0] = max(_growth[0], size / model.nbytes)
-        _store((model.url, model.model_hash, "whole"), loaded, size)
+        _settle((model.url, model.model_hash, "whole"), loaded, model.nbytes)
         relieve_memory()
