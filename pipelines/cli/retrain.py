@@ -50,6 +50,10 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
                     "corrected for the number of splits tested: P is the chance of a false "
                     "alarm on a stationary window (default: "
                     "ebf.diagnostics.drift.DEFAULT_THRESHOLD, 0.05)")
+    rt.add_argument("--drift-correction", choices=("holm", "bonferroni", "none"),
+                    default="holm", help="how the trunk's splits are tested together: Holm's "
+                    "step-down (default) or Bonferroni hold the chance of any false alarm at "
+                    "the threshold; none tests each split at it")
     rt.add_argument("--refit-on", choices=("all", "window"), default="all",
                     help="data of a refit: everything the model has seen plus NEW_DATA, or "
                     "NEW_DATA alone (default: all)")
@@ -79,7 +83,8 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
             train_options=options,
             drift_threshold=DEFAULT_THRESHOLD if args.drift_threshold is None
             else args.drift_threshold,
-            tolerances=tolerances, refit_on=args.refit_on, client=client, progress=bars)
+            tolerances=tolerances, refit_on=args.refit_on,
+            drift_correction=args.drift_correction, client=client, progress=bars)
     rec = res.record
     body = {"version": res.version, "decision": res.decision, "action": res.action,
             "reused": res.reused, "record": rec}

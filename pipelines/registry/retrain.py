@@ -45,6 +45,7 @@ from typing import Any
 import dask.dataframe as dd
 import distributed
 
+from basics.familywise import check_correction
 from basics.locations import check_location
 from basics.versions import library_version
 from cluster import current_client
@@ -224,14 +225,15 @@ def _carried(parent_record: Mapping[str, Any], columns: list[str], options: Trai
     return parent.excluded
 
 
-def _drift(model: Any, window: _Window, features: list[str], target: str, threshold: float,
-           seed: int, client: distributed.Client) -> Any:
+def _drift(model: Any, window: _Window, features: list[str], target: str,
+           rule: tuple[float, str], seed: int, client: distributed.Client) -> Any:
+    """The trunk-drift report of the window's fit rows; ``rule``: (threshold, correction)."""
     frame = window.fit[[*features, target]]
     if window.n_rows > DRIFT_ROWS:  # n_rows bounds the fit rows: at most DRIFT_ROWS sampled
         frame = frame.sample(frac=DRIFT_ROWS / window.n_rows, random_state=seed)
     sample = client.compute(frame).result()
-    return trunk_drift(model, sample[features], sample[target], threshold=threshold,
-                       random_state=seed)
+    return trunk_drift(model, sample[features], sample[target], threshold=rule[0],
+                       correction=rule[1], random_state=seed)
 
 
 def _recalibrate(model: Any, window: _Window, features: list[str], target: str,
@@ -265,6 +267,7 @@ def retrain(
     drift_threshold: float = DEFAULT_THRESHOLD,
     tolerances: Mapping[str, float] | None = None,
     refit_on: str = "all",
+    drift_correction: str = "holm",
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -293,7 +296,11 @@ def retrain(
         :data:`VERSION_1_OPTIONS` (Mondrian branches, ``calibrate="auto"``). Later versions
         refit with the options version 1 recorded.
     drift_threshold : float, default=ebf.diagnostics.drift.DEFAULT_THRESHOLD
-        Refit when a stored split's probability of still holding is below it.
+        Refit when a stored split's probability of still holding is below it, after the
+        ``drift_correction`` for testing every split at once: the chance of a false alarm
+        on a stationary window.
+    drift_correction : {"holm", "bonferroni", "none"}, default="holm"
+        How the trunk's splits are tested together (:func:`basics.familywise.rejected`).
     tolerances : mapping, optional
         Overrides of :data:`DEFAULT_TOLERANCES`.
     refit_on : {"all", "window"}, default="all"
@@ -323,6 +330,7 @@ def retrain(
     options = (train_options if isinstance(train_options, TrainOptions)
                else TrainOptions.from_dict(train_options or {}, VERSION_1_OPTIONS))
     tolerances = {**DEFAULT_TOLERANCES, **dict(tolerances or {})}
+    check_correction(drift_correction)  # before any work
     reg = Registry(registry, name=name, storage_options=storage_options)
     check_location(reg.url, "the model registry", storage_options=storage_options,
                    inputs={"the new data": data, "the holdout data": holdout_data})
@@ -332,6 +340,8 @@ def retrain(
     # features and train options only change version 1 (later ones reuse the recorded)
     run = {"name": name, "holdout": None if holdout_data is not None else holdout,
            "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on}
+    if drift_correction != "holm":  # keys of runs with the default are those of earlier runs
+        run["drift_correction"] = drift_correction
     later_key = inputs_key([window_id, holdout_id], run)
     first_key = inputs_key([window_id, holdout_id], {
         **run, "target": target, "features": list(features or []) or None,
@@ -357,7 +367,8 @@ def retrain(
             lineage["data"] = [window_id]
         else:
             model, meta, record = _challenger(reg, parent, data, holdout, holdout_data,
-                                              window_id, drift_threshold, tolerances,
+                                              window_id, (drift_threshold, drift_correction),
+                                              tolerances,
                                               refit_on, client, progress, storage_options)
             lineage["data"] = record.pop("data")
         lineage["params"] = meta["lineage_params"]
@@ -407,7 +418,7 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
 
 
 def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
-                holdout_data: str | None, window_id: dict, drift_threshold: float,
+                holdout_data: str | None, window_id: dict, drift_rule: tuple[float, str],
                 tolerances: dict, refit_on: str, client: distributed.Client,
                 progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
     from ebf.artifact import load
@@ -427,8 +438,8 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     meta = dict(open_artifact(path, storage_options).training)
     columns = [*features, target]
     window = _window(data, columns, holdout, holdout_data, options, client, storage_options)
-    drift = _drift(champion, window, features, target, drift_threshold,
-                   options.random_state, client)
+    drift = _drift(champion, window, features, target, drift_rule, options.random_state,
+                   client)
     action, reason = drift.decision, drift.reason
     online = get_learner(champion.branch).online
     if action == "update" and (not online or champion.compact_):

@@ -67,6 +67,7 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     second = retrain(reg_url, windows["feb"], client=dask_client)
     assert second.version == 2 and second.action == "update", second.record["reason"]
     assert second.record["drift"]["decision"] == "update"
+    assert second.record["drift"]["correction"] == "holm"  # the family-wise default
     assert second.record["lineage"]["parent"] == 1
     assert [d["rows"] for d in second.record["lineage"]["data"]] == [4000, 3000]
     checks = second.record["gate"]["checks"]
@@ -159,6 +160,8 @@ def test_schema_and_option_errors_before_any_work(tmp_path, windows, dask_client
     pd.read_parquet(windows["feb"]).drop(columns="x2").to_parquet(bad / "p.parquet")
     with pytest.raises(ValueError, match="x2"):
         retrain(reg_url, str(bad), client=dask_client)
+    with pytest.raises(ValueError, match="correction must be one of"):
+        retrain(reg_url, windows["feb"], drift_correction="sidak", client=dask_client)
     assert Registry(reg_url).versions() == [1]
 
 
