@@ -120,8 +120,8 @@ def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str,
     >>> r = {"task": "regression", "n": 10, "rmse": 1.0, "nlpd": 1.5, "crps": 0.5,
     ...      "coverage": {0.9: 0.88}, "max_calibration_gap": 0.04}
     >>> print(format_comparison_table(["v0001"], [r]))
-    version  rows   rmse   nlpd   crps  cover 90%  max gap
-    v0001      10  1.000  1.500  0.500      0.880    0.040
+    version    rows   rmse   nlpd   crps  cover 90%  max gap
+    v0001        10  1.000  1.500  0.500      0.880    0.040
     """
     width = max(7, *(len(n) for n in names))
     if results and results[0]["task"] == "classification":
