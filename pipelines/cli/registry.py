@@ -161,6 +161,15 @@ def _listing(registry: Any) -> tuple[int | None, list[tuple[int, dict | None]], 
     return current, records, warnings
 
 
+def _whole_registry(args: argparse.Namespace, advice: str = "") -> Any:
+    """The registry of a command that takes no version (``REGISTRY@N`` is a usage error)."""
+    registry, version = _open(args)
+    if version is not None:
+        raise UsageError(f"ebf registry {args.action} takes a registry, not a version "
+                         f"({args.registry}){'; ' + advice if advice else ''}")
+    return registry
+
+
 def _open(args: argparse.Namespace) -> tuple[Any, int | None]:
     from pipelines.registry.store import Registry
 
@@ -168,10 +177,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, int | None]:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    registry, version = _open(args)
-    if version is not None:
-        raise UsageError(f"ebf registry list takes a registry, not a version ({args.registry}); "
-                         f"use ebf registry show {args.registry}")
+    registry = _whole_registry(args, f"use ebf registry show {args.registry}")
     if args.json:
         current, records, warnings = _listing(registry)
         print_result(args, "registry", {
@@ -198,14 +204,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.report.compare import compare, format_comparison_table
     from pipelines.report.metrics import result_to_json
 
-    registry, version = _open(args)
-    if version is not None:
-        raise UsageError(f"ebf registry compare takes a registry and --versions, not a version "
-                         f"({args.registry})")
-    versions = args.versions or registry.versions()
+    registry = _whole_registry(args, "name versions with --versions")
+    known = registry.versions()  # one listing
+    versions = args.versions or known
     if not versions:
         raise UsageError(f"{registry.url} has no version to compare")
-    known = set(registry.versions())
     missing = [v for v in versions if v not in known]
     if missing:
         raise UsageError(f"version(s) {missing} are not in {registry.url}; it has "
@@ -237,10 +240,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
 
 
 def _cmd_rollback(args: argparse.Namespace) -> int:
-    registry, version = _open(args)
-    if version is not None:
-        raise UsageError(f"ebf registry rollback takes a registry, not a version "
-                         f"({args.registry}); to pick a version use ebf registry promote")
+    registry = _whole_registry(args, "to pick a version use ebf registry promote")
     before = _current_or_none(registry)
     now = registry.rollback()
     print(f"{registry.url}: rolled back from {_version_cell(before)} to {_version_cell(now)}")
@@ -248,9 +248,7 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def _cmd_unlock(args: argparse.Namespace) -> int:
-    registry, version = _open(args)
-    if version is not None:
-        raise UsageError(f"ebf registry unlock takes a registry, not a version ({args.registry})")
+    registry = _whole_registry(args)
     holder = registry.unlock()
     if holder is None:
         print(f"{registry.url}: not locked")

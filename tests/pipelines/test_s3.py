@@ -117,40 +117,11 @@ def processes(s3, tmp_path):
     """A scheduler and two workers started as separate processes from a scheduler file;
     they reach the S3 API through the environment, as workers of a real cluster would."""
     import os
-    import signal
-    import subprocess
-    import sys
-    import time
 
-    from distributed import Client
+    from tests.pipelines.processes import process_cluster
 
-    address = tmp_path / "scheduler.json"
-    logs = open(tmp_path / "cluster.log", "w")
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
-         str(address), "--port", "0", "--dashboard-address", ":0"],
-        env=dict(os.environ), stdout=logs, stderr=logs)]
-    deadline = time.monotonic() + 60
-    while not address.exists():
-        assert time.monotonic() < deadline, "the scheduler did not start"
-        time.sleep(0.2)
-    procs += [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(address),
-         "--nthreads", "1", "--memory-limit", "3GB", "--no-dashboard"],
-        env=dict(os.environ), stdout=logs, stderr=logs) for _ in range(2)]
-    with Client(scheduler_file=str(address), timeout=60) as client:
-        client.wait_for_workers(2, timeout=120)
-    try:
-        yield str(address)
-    finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        logs.close()
+    with process_cluster(tmp_path, dict(os.environ)) as address:
+        yield address
 
 
 @pytest.mark.slow

@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.pipelines.processes import process_cluster
+
 pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.timeout(0)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,35 +64,9 @@ def cluster(tmp_path):
     """A scheduler and two workers (each under a nanny), separate processes."""
     from distributed import Client
 
-    address_file = tmp_path / "scheduler.json"
-    logs = open(tmp_path / "cluster.log", "w")
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
-         str(address_file), "--port", "0", "--dashboard-address", ":0"],
-        env=_env(), stdout=logs, stderr=logs)]
-    deadline = time.monotonic() + 60
-    while not address_file.exists():
-        assert time.monotonic() < deadline, "the scheduler did not start"
-        time.sleep(0.2)
-    for _ in range(2):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(address_file), "--nthreads", "1", "--memory-limit", "3GB",
-             "--no-dashboard"], env=_env(), stdout=logs, stderr=logs))
-    client = Client(scheduler_file=str(address_file), timeout=60)
-    client.wait_for_workers(2, timeout=120)
-    try:
-        yield str(address_file), client
-    finally:
-        client.close()
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        logs.close()
+    with process_cluster(tmp_path, _env()) as address_file, \
+            Client(scheduler_file=address_file, timeout=60) as client:
+        yield address_file, client
 
 
 def _kill_a_worker(client, rng: random.Random) -> bool:
