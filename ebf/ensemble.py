@@ -34,6 +34,7 @@ from ._base import (
 from .artifact.classes import estimator_state
 from .branches import BranchSpec, fit_branch
 from .features import FeatureEncoder
+from .importance import normalised, total_decrease, trunk_decrease
 from .learners import check_branch_task, get_learner
 from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
@@ -291,6 +292,20 @@ class _BranchedEnsemble(BaseEstimator):
         if self._task != CLASSIFICATION:
             out.set_recalibration(self.recalibration_)
         return out
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Impurity importances (:mod:`ebf.importance`): each feature's share of the impurity
+        decrease of the trunk's splits (EBF) and of every branch forest's average tree,
+        shape (n_features_in_,), summing to 1. Only models whose branches are CART forests
+        (``branch="bayesian"`` or ``"random"``) have it."""
+        check_is_fitted(self, "encoder_")
+        branches, trunk, _, _ = self._compact_parts()
+        d = self.encoder_.n_features_in_
+        total = total_decrease(branches, d, type(self).__name__)
+        if trunk is not None:
+            total += trunk_decrease(trunk)
+        return normalised(total)
 
     @property
     def compact_(self) -> bool:

@@ -55,6 +55,7 @@ from ._base import (
 from .bootstrap import WEIGHT_KINDS
 from .config import MAX_WIDE_BINS
 from .features import FeatureEncoder
+from .importance import forest_decrease, normalised
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
 
@@ -168,6 +169,18 @@ class _BaseBayesianForest(BaseEstimator):
         """Number of leaves of every tree, shape (n_estimators,)."""
         check_is_fitted(self, "forest_")
         return self.forest_.n_leaves
+
+    def _impurity_decrease(self) -> np.ndarray:
+        """Mean over the trees of each feature's impurity decrease (:mod:`ebf.importance`)."""
+        check_is_fitted(self, "forest_")
+        return forest_decrease(self.forest_, self.n_features_in_)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Impurity importances: each feature's share of the impurity decrease of the splits,
+        averaged over the trees (:mod:`ebf.importance`), shape (n_features_in_,), summing to
+        1 (all zero if no tree split)."""
+        return normalised(self._impurity_decrease())
 
     # ------------------------------------------------------------------ persistence
 
