@@ -297,7 +297,7 @@ class _BranchedEnsemble(BaseEstimator):
     def feature_importances_(self) -> np.ndarray:
         """Impurity importances (:mod:`ebf.importance`): each feature's share of the impurity
         decrease of the trunk's splits (EBF) and of every branch forest's average tree,
-        shape (n_features_in_,), summing to 1. Only models whose branches are CART forests
+        shape ``(n_features_in_,)``, summing to 1. Only models whose branches are CART forests
         (``branch="bayesian"`` or ``"random"``) have it."""
         check_is_fitted(self, "encoder_")
         branches, trunk, _, _ = self._compact_parts()

@@ -178,7 +178,7 @@ class _BaseBayesianForest(BaseEstimator):
     @property
     def feature_importances_(self) -> np.ndarray:
         """Impurity importances: each feature's share of the impurity decrease of the splits,
-        averaged over the trees (:mod:`ebf.importance`), shape (n_features_in_,), summing to
+        averaged over the trees (:mod:`ebf.importance`), shape ``(n_features_in_,)``, summing to
         1 (all zero if no tree split)."""
         return normalised(self._impurity_decrease())
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from .config import with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
 from .failures import report_failure, signals_raise
+from .importance import add_importance_parser
 from .models import (
     DATA_HELP,
     add_evaluate_parser,
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_predict_parser(sub)
     add_evaluate_parser(sub)
+    add_importance_parser(sub)
     add_migrate_parser(sub)
     add_registry_parser(sub)
     add_demo_parser(sub)

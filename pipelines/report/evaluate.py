@@ -300,9 +300,11 @@ def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target:
         for i, part in enumerate(ddf.to_delayed())]
 
 
-def _run(tasks: list, client: distributed.Client, progress: Report | None) -> list:
-    """The evaluation tasks' sums, in partition order."""
-    with distributed.span("ebf-evaluate"):
+def _run(tasks: list, client: distributed.Client, progress: Report | None,
+         span: str = "ebf-evaluate") -> list:
+    """The evaluation tasks' sums, in partition order (``span`` names them on the
+    dashboard)."""
+    with distributed.span(span):
         with model_in_graph():
             futures = client.compute(tasks)
     try:
