@@ -21,7 +21,15 @@ import numpy as np
 MAX_ABS_TARGET = 1e100
 
 
-def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str) -> None:
+#: What to do about missing values a model cannot take: the advice of its error message.
+NAN_FIX = ("drop or impute those values, or use a model that learns where missing values go: "
+           "ebf's CART forests (BayesianForestRegressor / Classifier, or an Empirical Bayesian "
+           "or sub-sample forest with branch='bayesian' or 'random'); Mondrian, SMC and BART "
+           "models refuse them.")
+
+
+def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str, *,
+                 allow_nan: bool = False, fix: str | None = None) -> None:
     """Raise ``ValueError`` naming every column of ``A`` that holds NaN or inf.
 
     Parameters
@@ -29,14 +37,19 @@ def check_finite(A: np.ndarray, names: Sequence[str] | None, what: str) -> None:
     A : ndarray of shape (n_rows, n_columns)
     names : column names, or None for ``column 0, column 1, ...``
     what : what the array is (``"X"``, ``"y"``), used in the message.
+    allow_nan : bool, default=False
+        NaN (a missing value) is accepted; only infinities raise.
+    fix : str, optional
+        Replaces the message's advice (see :func:`raise_nonfinite`).
     """
     if A.size == 0 or np.isfinite(A).all():
         return
-    raise_nonfinite(np.isnan(A).sum(axis=0), np.isinf(A).sum(axis=0), names, A.shape[0], what)
+    nan = np.zeros(A.shape[1], np.int64) if allow_nan else np.isnan(A).sum(axis=0)
+    raise_nonfinite(nan, np.isinf(A).sum(axis=0), names, A.shape[0], what, fix)
 
 
 def raise_nonfinite(nan: np.ndarray, inf: np.ndarray, names: Sequence[str] | None, n_rows: int,
-                    what: str) -> None:
+                    what: str, fix: str | None = None) -> None:
     """Raise ``ValueError`` naming every column with NaN or inf counts (no-op if none).
 
     Parameters
@@ -47,6 +60,8 @@ def raise_nonfinite(nan: np.ndarray, inf: np.ndarray, names: Sequence[str] | Non
     n_rows : int
         Rows the counts are out of.
     what : what the array is (``"X"``, ``"y"``), used in the message.
+    fix : str, optional
+        What to do about it (default: drop or impute those values).
     """
     parts = []
     for c in np.flatnonzero(np.asarray(nan) + np.asarray(inf)):
@@ -60,7 +75,7 @@ def raise_nonfinite(nan: np.ndarray, inf: np.ndarray, names: Sequence[str] | Non
     if parts:
         raise ValueError(
             f"{what} contains NaN or inf in {len(parts)} column(s) ({'; '.join(parts)}) out of "
-            f"{n_rows} rows; drop or impute those values before fitting or predicting."
+            f"{n_rows} rows; {fix or 'drop or impute those values before fitting or predicting.'}"
         )
 
 

@@ -169,11 +169,16 @@ def classes_from_state(state: dict[str, Any]) -> np.ndarray:
 
 class EncodedInputMixin:
     """The rows of the predictive API (:mod:`basics.predictive`): ``X`` encoded by the
-    fitted ``encoder_``, in the given order."""
+    fitted ``encoder_``, in the given order.
+
+    A model that learns where missing values (NaN in a numeric feature) go says so with
+    ``_missing_values = True`` (a class attribute or property of its base); its encoder then
+    keeps them instead of refusing them."""
 
     def _transform(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "encoder_")
-        return self.encoder_.transform(X, caller=type(self).__name__)
+        return self.encoder_.transform(X, caller=type(self).__name__,
+                                       allow_nan=getattr(self, "_missing_values", False))
 
     def _predict_rows(self, X: Any) -> tuple[np.ndarray, None]:
         return self._transform(X), None

@@ -9,6 +9,13 @@ every distinct value. Edges are the contract between binning, splitting and rout
 ``MAX_BINS`` bins (the trunk's limit), else two (the forests' histogram trees, up to
 ``MAX_WIDE_BINS``).
 
+Missing values (NaN) get their own code, one past the last bin of the widest feature:
+:func:`missing_code` ``= n_bins_of(edges) - 1``, the last slot of every histogram. A split
+sends them to the side that decreases the impurity most (``splitting.scan_node``, as
+scikit-learn's ``HistGradientBoosting``); edges are computed from the finite values only.
+A split that sends every finite value left and the missing values right has the threshold
+:data:`ALL_VALUES` (its bin is the feature's last, ``len(edges[f])``).
+
 How edges are computed, in one process or on a cluster:
 
 * a feature with at most ``max_bins`` distinct values gets the midpoints between
@@ -32,6 +39,10 @@ import numpy as np
 from basics.jit import JIT
 
 from .config import BIN_DTYPE, BIN_SUBSAMPLE, MAX_BINS, MAX_WIDE_BINS, WIDE_BIN_DTYPE
+
+#: The threshold of a split whose left side holds every finite value (the missing values go
+#: right): the largest float64, so ``x <= ALL_VALUES`` for every finite ``x``.
+ALL_VALUES = float(np.finfo(np.float64).max)
 
 
 def _check_max_bins(max_bins: int) -> int:
@@ -125,7 +136,7 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS,
     Parameters
     ----------
     values : array-like of shape (n_values,)
-        Finite values of one feature.
+        Values of one feature; NaN (missing) values are left out, infinities refused.
     max_bins : int, default=255
         Number of bins.
     exact_bins : int or None, default=None
@@ -144,7 +155,10 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS,
     """
     max_bins = _check_max_bins(max_bins)
     exact = max_bins if exact_bins is None else max(max_bins, _check_max_bins(exact_bins))
-    v = _finite_values(values, "feature values")
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = _finite_values(v[~np.isnan(v)], "feature values")
+    if v.size == 0:
+        return np.empty(0)
     distinct = np.unique(v)
     if distinct.size <= exact:
         return edges_from_quantiles(0.5 * (distinct[:-1] + distinct[1:]), exact)
@@ -256,7 +270,8 @@ def check_bin_edges(edges: Sequence[Any], n_features: int) -> list[np.ndarray]:
 
 
 def n_bins_of(edges: Sequence[np.ndarray]) -> int:
-    """Number of bins a histogram needs for these edges: ``1 + max(len(edges[f]))``.
+    """Number of slots a histogram needs for these edges: ``1 + max(len(edges[f]))`` bins
+    and the missing-value slot (:func:`missing_code`).
 
     Parameters
     ----------
@@ -271,9 +286,33 @@ def n_bins_of(edges: Sequence[np.ndarray]) -> int:
     --------
     >>> import numpy as np
     >>> n_bins_of([np.array([0.5]), np.array([1.0, 2.0, 3.0])])
+    5
+    """
+    return 2 + max((len(e) for e in edges), default=0)
+
+
+def missing_code(edges: Sequence[np.ndarray]) -> int:
+    """The bin code of a missing value (NaN): ``n_bins_of(edges) - 1``, above every bin.
+
+    Examples
+    --------
+    >>> missing_code([np.array([0.5]), np.array([1.0, 2.0, 3.0])])
     4
     """
-    return 1 + max((len(e) for e in edges), default=0)
+    return n_bins_of(edges) - 1
+
+
+def split_threshold(edges: Sequence[np.ndarray], feature: int, bin_: int) -> float:
+    """The raw threshold of split bin ``bin_`` of ``feature``: ``edges[feature][bin_]``,
+    or :data:`ALL_VALUES` for the feature's last bin (every finite value left).
+
+    Examples
+    --------
+    >>> split_threshold([np.array([0.5, 1.5])], 0, 1), split_threshold([np.array([0.5])], 0, 1)
+    (1.5, 1.7976931348623157e+308)
+    """
+    e = edges[feature]
+    return float(e[bin_]) if bin_ < len(e) else ALL_VALUES
 
 
 def pack_edges(edges: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -305,12 +344,16 @@ def pack_edges(edges: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(**JIT)
-def _bin_kernel(X, packed, n_edges, out):
-    """``out[i, f] = searchsorted(packed[f, :n_edges[f]], X[i, f], side="left")``."""
+def _bin_kernel(X, packed, n_edges, missing, out):
+    """``out[i, f] = searchsorted(packed[f, :n_edges[f]], X[i, f], side="left")``, and
+    ``missing`` for NaN."""
     n, d = X.shape
     for i in range(n):
         for f in range(d):
             x = X[i, f]
+            if x != x:
+                out[i, f] = missing
+                continue
             lo = 0
             hi = n_edges[f]
             while lo < hi:
@@ -328,7 +371,7 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        Finite raw values (NaN would go to bin 0; validate first); float32 values are
+        Raw values, NaN for missing (no infinities: validate first); float32 values are
         compared with the float64 edges exactly, as scikit-learn's trees compare them.
     edges : sequence of ndarray
         Bin edges per feature, e.g. from :func:`bin_edges`.
@@ -336,14 +379,14 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
     Returns
     -------
     binned : ndarray of shape (n_samples, n_features), uint8 or uint16, C-contiguous
-        ``binned[i, f] <= b`` iff ``X[i, f] <= edges[f][b]``; uint16 if a feature has more
-        than ``MAX_BINS - 1`` edges.
+        ``binned[i, f] <= b`` iff ``X[i, f] <= edges[f][b]``; :func:`missing_code` where
+        ``X[i, f]`` is NaN; uint16 if a feature has more than ``MAX_BINS - 1`` edges.
 
     Examples
     --------
     >>> import numpy as np
-    >>> bin_data(np.array([[0.0], [0.5], [0.7], [9.0]]), [np.array([0.5, 1.0])]).ravel()
-    array([0, 0, 1, 2], dtype=uint8)
+    >>> bin_data(np.array([[0.0], [0.5], [0.7], [9.0], [np.nan]]), [np.array([0.5, 1.0])]).ravel()
+    array([0, 0, 1, 2, 3], dtype=uint8)
     """
     X = np.asarray(X)
     if X.dtype not in (np.float32, np.float64):  # float32 is binned as is, without a copy
@@ -355,5 +398,5 @@ def bin_data(X: Any, edges: Sequence[np.ndarray]) -> np.ndarray:
     packed, n_edges = pack_edges(edges)
     wide = int(n_edges.max(initial=0)) > MAX_BINS - 1
     out = np.empty(X.shape, dtype=WIDE_BIN_DTYPE if wide else BIN_DTYPE)
-    _bin_kernel(X, packed, n_edges, out)
+    _bin_kernel(X, packed, n_edges, missing_code(edges), out)
     return out

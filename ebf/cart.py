@@ -66,6 +66,10 @@ class CartForest:
         Split feature (``-1`` at leaves).
     threshold : ndarray of shape (n_nodes,), float64
         ``float32(x[feature]) <= threshold`` goes left (scikit-learn's rule).
+    missing_left : ndarray of shape (n_nodes,), int64
+        1 where a missing value (NaN) goes left, else 0 (0 at leaves): the side the split
+        search chose for the training rows' missing values, or, without any, the child with
+        more rows (:func:`ebf.splitting.scan_node`; scikit-learn's ``missing_go_to_left``).
     value : ndarray of shape (n_nodes, k), float64
         Weighted mean (k = 1) or weighted class fractions (k = n_classes).
     variance : ndarray of shape (n_nodes,), float64
@@ -91,14 +95,15 @@ class CartForest:
     right: np.ndarray
     feature: np.ndarray
     threshold: np.ndarray
+    missing_left: np.ndarray
     value: np.ndarray
     variance: np.ndarray
     weight: np.ndarray
     count: np.ndarray
     offsets: np.ndarray
 
-    ARRAYS = ("left", "right", "feature", "threshold", "value", "variance", "weight", "count",
-              "offsets")
+    ARRAYS = ("left", "right", "feature", "threshold", "missing_left", "value", "variance",
+              "weight", "count", "offsets")
 
     @property
     def n_trees(self) -> int:
@@ -176,7 +181,7 @@ def _chunk_rows(n_features):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb,
+def _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
                   leaves):  # pragma: no cover - jitted
     for i in range(start, stop):
         for f in range(X.shape[1]):
@@ -186,7 +191,8 @@ def _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb,
         for i in range(stop - start):
             node = roots[t]
             while left[node] != NO_NODE:
-                if xb[i, feature[node]] <= threshold[node]:
+                x = xb[i, feature[node]]
+                if x <= threshold[node] or (x != x and missing_left[node] != 0):
                     node = left[node]
                 else:
                     node = right[node]
@@ -194,17 +200,19 @@ def _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb,
 
 
 @njit(**JIT)
-def _apply_kernel(X, left, right, feature, threshold, roots, out):  # pragma: no cover
+def _apply_kernel(X, left, right, feature, threshold, missing_left, roots,
+                  out):  # pragma: no cover
     chunk = _chunk_rows(X.shape[1])
     xb = np.empty((chunk, X.shape[1]))
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb,
-                      out[start:stop])
+        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots,
+                      xb, out[start:stop])
 
 
 @njit(**JIT)
-def _mean_value_kernel(X, left, right, feature, threshold, roots, value, out):  # pragma: no cover
+def _mean_value_kernel(X, left, right, feature, threshold, missing_left, roots, value,
+                       out):  # pragma: no cover
     n_trees = roots.shape[0]
     k = value.shape[1]
     chunk = _chunk_rows(X.shape[1])
@@ -212,7 +220,8 @@ def _mean_value_kernel(X, left, right, feature, threshold, roots, value, out):  
     leaves = np.empty((chunk, n_trees), INDEX)
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb, leaves)
+        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
+                      leaves)
         for i in range(stop - start):
             for c in range(k):
                 acc = 0.0
@@ -222,7 +231,8 @@ def _mean_value_kernel(X, left, right, feature, threshold, roots, value, out):  
 
 
 @njit(**JIT)
-def _moments_kernel(X, left, right, feature, threshold, roots, mean, variance, floor,
+def _moments_kernel(X, left, right, feature, threshold, missing_left, roots, mean, variance,
+                    floor,
                     mean_out, spread_out, within_out):  # pragma: no cover
     n_trees = roots.shape[0]
     chunk = _chunk_rows(X.shape[1])
@@ -230,7 +240,8 @@ def _moments_kernel(X, left, right, feature, threshold, roots, mean, variance, f
     leaves = np.empty((chunk, n_trees), INDEX)
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb, leaves)
+        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
+                      leaves)
         for i in range(stop - start):
             s = 0.0
             v = 0.0
@@ -248,7 +259,8 @@ def _moments_kernel(X, left, right, feature, threshold, roots, mean, variance, f
 
 
 @njit(**JIT)
-def _components_kernel(X, left, right, feature, threshold, roots, mean, variance, floor,
+def _components_kernel(X, left, right, feature, threshold, missing_left, roots, mean,
+                       variance, floor,
                        means_out, vars_out):  # pragma: no cover - jitted
     n_trees = roots.shape[0]
     chunk = _chunk_rows(X.shape[1])
@@ -256,7 +268,8 @@ def _components_kernel(X, left, right, feature, threshold, roots, mean, variance
     leaves = np.empty((chunk, n_trees), INDEX)
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, roots, xb, leaves)
+        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
+                      leaves)
         for i in range(stop - start):
             for t in range(n_trees):
                 node = leaves[i, t]
@@ -268,7 +281,8 @@ def _components_kernel(X, left, right, feature, threshold, roots, mean, variance
 
 
 def _tree_args(forest: CartForest) -> tuple:
-    return forest.left, forest.right, forest.feature, forest.threshold, forest.roots
+    return (forest.left, forest.right, forest.feature, forest.threshold, forest.missing_left,
+            forest.roots)
 
 
 def _as_rows(X: np.ndarray, forest: CartForest) -> np.ndarray:

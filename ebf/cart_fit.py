@@ -24,7 +24,7 @@ from basics.leaf_noise import leaf_predictive_variance, pooled_variance
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import thread_map
 
-from .binning import bin_data, bin_edges, pack_edges
+from .binning import ALL_VALUES, bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
 from .config import EXACT_BINS, MAX_BINS
@@ -47,7 +47,7 @@ def as_float32(X: np.ndarray, names: Any = None) -> np.ndarray:
     Parameters
     ----------
     X : ndarray of shape (n_rows, n_features)
-        Finite values.
+        Finite values, or NaN for missing ones (kept).
     names : sequence of str, optional
         Column names for the error message (``column j`` otherwise).
 
@@ -67,7 +67,7 @@ def as_float32(X: np.ndarray, names: Any = None) -> np.ndarray:
     """
     with np.errstate(over="ignore"):
         X32 = np.ascontiguousarray(X, dtype=np.float32)
-    bad = ~np.isfinite(X32)
+    bad = np.isinf(X32)
     if bad.any():
         counts = bad.sum(axis=0)
         cols = np.flatnonzero(counts)
@@ -114,7 +114,9 @@ def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
         "left": left,
         "right": t.children_right.astype(INDEX),
         "feature": np.where(leaf, NO_NODE, t.feature).astype(INDEX),
-        "threshold": np.where(leaf, np.nan, t.threshold),
+        # scikit-learn's "every value left, the missing ones right" split has threshold inf
+        "threshold": np.where(leaf, np.nan, np.minimum(t.threshold, ALL_VALUES)),
+        "missing_left": np.where(leaf, 0, t.missing_go_to_left).astype(INDEX),
         "weight": t.weighted_n_node_samples.astype(np.float64),
         "count": t.n_node_samples.astype(INDEX),
     }
@@ -169,10 +171,14 @@ class _HistForest:
                       max_features=self.max_features, seed=seed)
         split = t["feature"] != NO_NODE
         threshold = np.full(split.shape, np.nan)
-        threshold[split] = self.packed[t["feature"][split], t["bin"][split]]
+        f, b = t["feature"][split], t["bin"][split]
+        # the last bin of a feature (every value left, the missing ones right): ALL_VALUES
+        threshold[split] = np.where(b < self.n_bins[f] - 1,
+                                    self.packed[f, np.minimum(b, self.packed.shape[1] - 1)],
+                                    ALL_VALUES)
         stats = node_statistics(t, y, w, n_classes if classification else 0)
         return {"left": t["left"], "right": t["right"], "feature": t["feature"],
-                "threshold": threshold, **stats}
+                "threshold": threshold, "missing_left": t["missing_left"], **stats}
 
 
 def effective_rows(weight: np.ndarray, weight_sq: np.ndarray) -> np.ndarray:
@@ -416,6 +422,7 @@ def fit_cart_trees(
     if splitter not in SPLITTERS:
         raise ValueError(f"splitter must be one of {SPLITTERS}; got {splitter!r}.")
     Tree = DecisionTreeRegressor if task == REGRESSION else DecisionTreeClassifier
+    has_nan = bool(np.isnan(X32).any())
     hist = (_HistForest(X32, max_bins, max_features, min_samples_leaf, max_depth)
             if splitter == "hist" else None)
 
@@ -432,7 +439,8 @@ def fit_cart_trees(
             return hist.tree(y, w, task, n_classes, seed)
         est = Tree(min_samples_leaf=min_samples_leaf, max_features=max_features,
                    max_depth=max_depth, random_state=seed)
-        est.fit(X32, y, sample_weight=w, check_input=False)
+        # scikit-learn learns where missing values go only when it checks the input
+        est.fit(X32, y, sample_weight=w, check_input=has_nan)
         return _flatten(est, X32, y, w, task, n_classes)
 
     trees = thread_map(fit_one, range(n_estimators), n_jobs)

@@ -152,7 +152,7 @@ class _BranchedEnsemble(BaseEstimator):
         self._validate_params()
         check_target_not_in_features(X, y)
         encoder = FeatureEncoder()
-        A = encoder.fit_transform(X)
+        A = encoder.fit_transform(X, allow_nan=self._missing_values)
         classes = None
         if self._task == CLASSIFICATION:
             y, classes = classification_target(self, y, A.shape[0])
@@ -334,9 +334,19 @@ class _BranchedEnsemble(BaseEstimator):
                 estimator_state(value) if hasattr(value, "_get_state") else value)
         return state
 
+    @property
+    def _missing_values(self) -> bool:
+        """Whether ``X`` may hold missing values: the branch learner takes them (the trunk
+        always does)."""
+        return get_learner(self.branch).missing_values
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        try:
+            tags.input_tags.allow_nan = self._missing_values
+        except ValueError:  # an unknown branch: fit will say so
+            pass
         return tags
 
 

@@ -12,8 +12,10 @@ Numeric columns are copied as float64.
 Fallback for categorical values that cannot be coded: a category unseen at fit, or a missing
 value (NaN / None / NA) in a categorical column, takes the code of the column's most frequent
 training category (ties: the smaller code). Such rows are counted and logged (``logging``,
-level WARNING, naming the column); they never raise. Missing or infinite values in *numeric*
-columns raise ``ValueError`` naming the column and the count.
+level WARNING, naming the column); they never raise. Infinite values in *numeric* columns
+raise ``ValueError`` naming the column and the count, and so do missing ones unless the model
+learns where they go (``allow_nan=True``: the CART forests, whose histogram trees give them a
+bin of their own; they stay NaN in the encoded matrix).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pandas.api.types import infer_dtype, is_bool_dtype
 from sklearn.utils import check_array
 
 from basics.columns import CATEGORICAL, NUMERIC, encoding
-from basics.validation import check_finite, raise_nonfinite, state_array
+from basics.validation import NAN_FIX, check_finite, raise_nonfinite, state_array
 
 __all__ = ["CATEGORICAL", "NUMERIC", "ColumnSummary", "FeatureEncoder"]
 
@@ -130,40 +132,44 @@ class FeatureEncoder:
     [[1.0, 1.0], [2.0, 0.0], [3.0, 1.0]]
     """
 
-    def fit(self, X: Any) -> FeatureEncoder:
+    def fit(self, X: Any, allow_nan: bool = False) -> FeatureEncoder:
         """Learn the columns of ``X`` (at least one row and one column).
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_rows, n_features)
+        allow_nan : bool, default=False
+            Accept missing values in numeric columns (the model learns where they go).
 
         Returns
         -------
         self
         """
-        self._fit_transform(X)
+        self._fit_transform(X, allow_nan)
         return self
 
-    def fit_transform(self, X: Any) -> np.ndarray:
+    def fit_transform(self, X: Any, allow_nan: bool = False) -> np.ndarray:
         """``fit(X)`` and return the encoded ``X``.
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_rows, n_features)
+        allow_nan : bool, default=False
+            Accept missing values in numeric columns (kept as NaN).
 
         Returns
         -------
         ndarray of shape (n_rows, n_features), float64, C-contiguous
         """
-        return self._fit_transform(X)
+        return self._fit_transform(X, allow_nan)
 
-    def _fit_transform(self, X: Any) -> np.ndarray:
+    def _fit_transform(self, X: Any, allow_nan: bool) -> np.ndarray:
         if not isinstance(X, pd.DataFrame):
             A = check_array(X, dtype=np.float64, order="C", ensure_all_finite=False)
-            self._learn([self.summarize(A)])
+            self._learn([self.summarize(A)], allow_nan)
             return A  # what ``transform`` would return: the checked float64 copy
-        self._learn([self.summarize(X)])
-        return self.transform(X)
+        self._learn([self.summarize(X)], allow_nan)
+        return self.transform(X, allow_nan=allow_nan)
 
     @staticmethod
     def summarize(X: Any) -> ColumnSummary:
@@ -223,7 +229,8 @@ class FeatureEncoder:
         return out
 
     @classmethod
-    def from_summaries(cls, summaries: Sequence[ColumnSummary]) -> FeatureEncoder:
+    def from_summaries(cls, summaries: Sequence[ColumnSummary],
+                       allow_nan: bool = False) -> FeatureEncoder:
         """The encoder that ``fit`` learns on the concatenation of the summarised blocks.
 
         Numeric columns stay as they are; a ``category`` column keeps its categories (the
@@ -236,6 +243,8 @@ class FeatureEncoder:
         ----------
         summaries : sequence of ColumnSummary
             :meth:`summarize` of every block, in row order; all of the same columns.
+        allow_nan : bool, default=False
+            Accept missing values in numeric columns.
 
         Returns
         -------
@@ -255,9 +264,9 @@ class FeatureEncoder:
         >>> enc.categories_[0].tolist(), int(enc.fallback_[0])
         (['a', 'b'], 1)
         """
-        return cls()._learn(summaries)
+        return cls()._learn(summaries, allow_nan)
 
-    def _learn(self, summaries: Sequence[ColumnSummary]) -> FeatureEncoder:
+    def _learn(self, summaries: Sequence[ColumnSummary], allow_nan: bool) -> FeatureEncoder:
         if not summaries:
             raise ValueError("from_summaries needs the summary of at least one block of rows.")
         first = summaries[0]
@@ -274,8 +283,10 @@ class FeatureEncoder:
         if n == 0:
             raise ValueError(f"Found 0 rows (shape=(0, {d})) in {len(summaries)} block(s) "
                              "while a minimum of 1 is required.")
-        raise_nonfinite(np.sum([s.nan for s in summaries], axis=0),
-                        np.sum([s.inf for s in summaries], axis=0), first.names, n, "X")
+        nan = np.sum([s.nan for s in summaries], axis=0)
+        raise_nonfinite(np.zeros_like(nan) if allow_nan else nan,
+                        np.sum([s.inf for s in summaries], axis=0), first.names, n, "X",
+                        None if allow_nan else NAN_FIX)
         cats, fallback = [], []
         for j, name in enumerate(first.names):
             if first.kinds[j] == NUMERIC:
@@ -321,7 +332,8 @@ class FeatureEncoder:
             codes = np.where(bad, top, codes)
         return codes.astype(np.float64)
 
-    def transform(self, X: Any, caller: str | None = None) -> np.ndarray:
+    def transform(self, X: Any, caller: str | None = None,
+                  allow_nan: bool = False) -> np.ndarray:
         """Encode ``X`` with the columns learnt at fit (zero rows are allowed).
 
         Parameters
@@ -330,6 +342,8 @@ class FeatureEncoder:
             A DataFrame is matched by column name; an array by position.
         caller : str, optional
             Name of the estimator, used in messages.
+        allow_nan : bool, default=False
+            Keep missing values of numeric columns as NaN instead of raising.
 
         Returns
         -------
@@ -359,7 +373,7 @@ class FeatureEncoder:
                     )
                 warnings.warn(f"X does not have valid feature names, but {caller} was fitted "
                               "with feature names", UserWarning, stacklevel=3)
-            check_finite(A, self.names_, "X")
+            check_finite(A, self.names_, "X", allow_nan=allow_nan, fix=NAN_FIX)
             return A
         if fitted_names:
             X = self._select(X)
@@ -383,7 +397,7 @@ class FeatureEncoder:
             categories = self.categories_[j]
             codes = _lookup(categories, uniques)[local]
             A[:, j] = self._fill(name, codes, local, uniques, int(self.fallback_[j]), categories)
-        check_finite(A, self.names_, "X")
+        check_finite(A, self.names_, "X", allow_nan=allow_nan, fix=NAN_FIX)
         return A
 
     def _check_width(self, d: int, caller: str) -> None:

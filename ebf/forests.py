@@ -64,6 +64,9 @@ class _BaseBayesianForest(BaseEstimator):
     """Shared machinery: validation, fitting the flat forest, row blocks, persistence."""
 
     _task: str = REGRESSION
+    #: Missing values get a bin of their own in the histogram trees (scikit-learn's exact
+    #: trees learn their side too): they are accepted in ``X``.
+    _missing_values = True
 
     _parameter_constraints: dict = {
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -98,7 +101,7 @@ class _BaseBayesianForest(BaseEstimator):
         self._validate_params()
         check_target_not_in_features(X, y)
         encoder = FeatureEncoder()
-        A = encoder.fit_transform(X)
+        A = encoder.fit_transform(X, allow_nan=True)  # histogram and scikit-learn trees
         codes, extra = self._encode_target(y, A.shape[0], n_classes)
         sw = None
         if sample_weight is not None:
@@ -216,6 +219,7 @@ class _BaseBayesianForest(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.allow_nan = True
         return tags
 
 

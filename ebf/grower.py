@@ -86,20 +86,29 @@ SUBTRACT_MAX_COND = 32.0
 
 
 @numba.njit(**JIT)
-def _descend_binned(binned, feature, threshold_bin, left, right, node_of_row):
-    """Move every row from its current node down to a leaf (in place)."""
+def _descend_binned(binned, feature, threshold_bin, missing_left, left, right, missing,
+                    node_of_row):
+    """Move every row from its current node down to a leaf (in place); the code
+    ``missing`` (a missing value) goes left where ``missing_left``."""
     for i in range(binned.shape[0]):
         j = node_of_row[i]
         while feature[j] >= 0:
-            if binned[i, feature[j]] <= threshold_bin[j]:
+            code = binned[i, feature[j]]
+            if code <= threshold_bin[j] or (code == missing and missing_left[j] != 0):
                 j = left[j]
             else:
                 j = right[j]
         node_of_row[i] = j
 
 
+def _descend(trunk: TrunkArrays, binned: np.ndarray, n_bins: int, nodes: np.ndarray) -> None:
+    _descend_binned(binned, trunk.feature, trunk.threshold_bin, trunk.missing_left,
+                    trunk.left, trunk.right, int(n_bins) - 1, nodes)
+
+
 def apply_binned(
-    trunk: TrunkArrays, binned: np.ndarray, start_nodes: np.ndarray | None = None
+    trunk: TrunkArrays, binned: np.ndarray, n_bins: int,
+    start_nodes: np.ndarray | None = None,
 ) -> np.ndarray:
     """Node (not leaf id) that every binned row reaches in a trunk, partial or final.
 
@@ -109,6 +118,8 @@ def apply_binned(
         Any trunk, including a partial one handed to a histogram source.
     binned : ndarray of shape (n_samples, n_features), uint8
         Rows binned with the trunk's edges (``binning.bin_data``).
+    n_bins : int
+        ``binning.n_bins_of(edges)``: the code ``n_bins - 1`` is a missing value.
     start_nodes : ndarray of shape (n_samples,), optional
         Current node of every row in an earlier stage of the same growing trunk; rows
         continue from there instead of the root.
@@ -122,7 +133,7 @@ def apply_binned(
     --------
     >>> import numpy as np
     >>> from ebf.trunk_arrays import TrunkArrays
-    >>> apply_binned(TrunkArrays.root(4), np.zeros((3, 2), np.uint8)).tolist()
+    >>> apply_binned(TrunkArrays.root(4), np.zeros((3, 2), np.uint8), 2).tolist()
     [0, 0, 0]
     """
     binned = np.ascontiguousarray(binned)
@@ -130,7 +141,7 @@ def apply_binned(
         nodes = np.zeros(binned.shape[0], INDEX)
     else:
         nodes = np.array(start_nodes, dtype=INDEX)
-    _descend_binned(binned, trunk.feature, trunk.threshold_bin, trunk.left, trunk.right, nodes)
+    _descend(trunk, binned, n_bins, nodes)
     return nodes
 
 
@@ -174,7 +185,7 @@ def node_histograms(
     [2.0, 2.0, 4.0, 10.0]
     """
     if nodes is None:
-        nodes = apply_binned(trunk, binned)
+        nodes = apply_binned(trunk, binned, n_bins)
     open_nodes = np.asarray(open_nodes, dtype=INDEX)
     slot_of_node = np.full(trunk.n_nodes, -1, INDEX)
     slot_of_node[open_nodes] = np.arange(open_nodes.size)
@@ -213,8 +224,7 @@ class BinnedSource:
     def __call__(self, trunk: TrunkArrays, open_nodes: np.ndarray) -> np.ndarray:
         if trunk.n_nodes == 1:
             self.nodes[:] = 0
-        _descend_binned(self.binned, trunk.feature, trunk.threshold_bin, trunk.left,
-                        trunk.right, self.nodes)
+        _descend(trunk, self.binned, self.n_bins, self.nodes)
         return node_histograms(trunk, open_nodes, self.binned, self.S, self.n_bins, self.nodes)
 
 
@@ -311,6 +321,7 @@ class _LevelSplits:
         self.gain = np.zeros(ask.size)
         self.feat = np.full(ask.size, NO_NODE, INDEX)
         self.bins = np.full(ask.size, NO_NODE, INDEX)
+        self.missing_left = np.zeros(ask.size, INDEX)
         self.lefts = np.zeros((ask.size, k))
         self.rights = np.zeros((ask.size, k))
         self.task, self.min_rows, self.kept = task, min_rows, kept
@@ -323,6 +334,7 @@ class _LevelSplits:
         if s is None:
             return  # asked for only to derive its sibling
         self.gain[s], self.feat[s], self.bins[s] = res.gain[i], res.feature[i], res.bin[i]
+        self.missing_left[s] = res.missing_left[i]
         left, right = res.left[i], res.right[i]
         self.lefts[s], self.rights[s] = left, right
         if res.feature[i] < 0 or max(left[0], right[0]) < 2 * self.min_rows:
@@ -468,8 +480,9 @@ def grow_trunk(
         if max_leaves is not None:
             cand = cand[: int(budget)]
         cand = np.sort(cand)  # ask is increasing, so this is node-id order
-        trunk = _split_nodes(trunk, ask[cand], feat[cand], found.bins[cand], gain[cand],
-                             found.lefts[cand], found.rights[cand], edges, task)
+        trunk = _split_nodes(trunk, ask[cand], feat[cand], found.bins[cand],
+                             found.missing_left[cand], gain[cand], found.lefts[cand],
+                             found.rights[cand], edges, task)
         logger.debug("trunk level %d: %d open nodes, %d asked for, %d derived, %d split",
                      level, open_nodes.size, request.size, n_derived, cand.size)
         parents = ask[cand]
@@ -487,13 +500,15 @@ def _set_node_stats(trunk: TrunkArrays, j: int, totals: np.ndarray, task: str) -
     trunk.weight[j] = totals[1] if task == "regression" else totals[1:].sum()
 
 
-def _split_nodes(trunk, nodes, feat, bins, gain, lefts, rights, edges, task) -> TrunkArrays:
+def _split_nodes(trunk, nodes, feat, bins, missing_left, gain, lefts, rights, edges,
+                 task) -> TrunkArrays:
     """A new trunk with ``nodes`` split and their children appended (in node order)."""
     m = nodes.size
     n0 = trunk.n_nodes
     kids = type(trunk)(
         feature=np.full(2 * m, NO_NODE, INDEX), threshold_bin=np.full(2 * m, NO_NODE, INDEX),
-        threshold=np.full(2 * m, np.nan), left=np.full(2 * m, NO_NODE, INDEX),
+        threshold=np.full(2 * m, np.nan), missing_left=np.zeros(2 * m, INDEX),
+        left=np.full(2 * m, NO_NODE, INDEX),
         right=np.full(2 * m, NO_NODE, INDEX),
         depth=np.repeat(trunk.depth[nodes] + 1, 2).astype(INDEX),
         n_rows=np.zeros(2 * m, INDEX), weight=np.zeros(2 * m),
@@ -509,7 +524,9 @@ def _split_nodes(trunk, nodes, feat, bins, gain, lefts, rights, edges, task) -> 
     })
     out.feature[nodes] = feat
     out.threshold_bin[nodes] = bins
-    out.threshold[nodes] = [edges[f][b] for f, b in zip(feat, bins, strict=True)]
+    out.threshold[nodes] = [binning.split_threshold(edges, f, b)
+                            for f, b in zip(feat, bins, strict=True)]
+    out.missing_left[nodes] = missing_left
     out.gain[nodes] = gain
     out.left[nodes] = n0 + 2 * np.arange(m)
     out.right[nodes] = n0 + 2 * np.arange(m) + 1

@@ -126,19 +126,24 @@ def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
         n_bins_of[f] = nd
 
 
+@numba.njit(inline="always", **JIT)
+def _goes_left(code, b, missing_left, missing):
+    return code <= b or (missing_left and code == missing)
+
+
 @numba.njit(**JIT)
-def _partition(codes, S, rows, lo, hi, f, b):  # pragma: no cover - numba
+def _partition(codes, S, rows, lo, hi, f, b, missing_left, missing):  # pragma: no cover
     """Partition rows ``lo .. hi - 1`` in place (codes, statistics and ids together): those
-    with ``codes[:, f] <= b`` first (Hoare's scheme, no scratch). Returns where the others
-    start."""
+    with ``codes[:, f] <= b`` (and the code ``missing`` if ``missing_left``) first (Hoare's
+    scheme, no scratch). Returns where the others start."""
     d = codes.shape[1]
     k = S.shape[1]
     a = lo
     z = hi - 1
     while True:
-        while a <= z and codes[a, f] <= b:
+        while a <= z and _goes_left(codes[a, f], b, missing_left, missing):
             a += 1
-        while a <= z and codes[z, f] > b:
+        while a <= z and not _goes_left(codes[z, f], b, missing_left, missing):
             z -= 1
         if a >= z:
             return a
@@ -158,19 +163,20 @@ def _partition(codes, S, rows, lo, hi, f, b):  # pragma: no cover - numba
 
 
 @numba.njit(**JIT)
-def _node_totals(h, n_bins0, total):
-    """Statistic totals of a node: the sum over the bins of feature 0."""
+def _node_totals(h, n_bins0, miss0, total):
+    """Statistic totals of a node: the sum over the bins of feature 0 and its missing
+    values (slot ``miss0``, -1: none)."""
     for c in range(h.shape[2]):
         acc = 0.0
         for b in range(n_bins0):
             acc += h[0, b, c]
-        total[c] = acc
+        total[c] = acc + h[0, miss0, c] if miss0 >= 0 else acc
 
 
 @numba.njit(**JIT)
 def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                  max_features, seed, small_rows, rtol,
-                 left, right, feature, bin_, start, end):  # pragma: no cover - numba
+                 left, right, feature, bin_, missing_left, start, end):  # pragma: no cover
     # ``codes``, ``S`` and ``rows`` hold the tree's rows in node order: every split
     # partitions its node's range of all three, so histograms read memory in order
     n_rows = rows.shape[0]
@@ -179,6 +185,11 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
     nb = 1
     for f in range(d):
         nb = max(nb, n_bins_f[f])
+    missing = nb  # the code of a missing value (binning.missing_code), the pool's last slot
+    nb += 1
+    pool_miss = np.full(d, missing, np.int64)
+    cmiss = np.full(d, -1, np.int64)
+    creal = np.zeros(d, np.int64)
     signed_col = -1 if classification else 2
     # histograms of the open nodes with at least ``small_rows`` rows: a pool of slots
     pool = np.zeros((4, d, nb, k))
@@ -227,15 +238,22 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
         m = hi - lo
         best_f = -1
         best_b = -1
+        best_ml = False
         if m >= 2 * min_rows and depth < max_depth:
             if slot >= 0:
                 h = pool[slot]
                 nbf = n_bins_f
+                mf = pool_miss
             else:
                 _compact_histogram(codes, S, lo, hi, scratch, seen, chist, cbin, cnb)
+                for f in range(d):  # a missing value is the largest code: the last slot
+                    has = cnb[f] > 0 and cbin[f, cnb[f] - 1] == missing
+                    cmiss[f] = cnb[f] - 1 if has else -1
+                    creal[f] = cnb[f] - 1 if has else cnb[f]
                 h = chist
-                nbf = cnb
-            _node_totals(h, nbf[0], total)
+                nbf = creal
+                mf = cmiss
+            _node_totals(h, nbf[0], mf[0], total)
             q_p, scale = split_scale(total, classification)
             if shuffle:  # Fisher-Yates from the tree's counter-based stream
                 for a in range(d - 1, 0, -1):
@@ -244,17 +262,18 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                     if c > a:
                         c = a
                     features[a], features[c] = features[c], features[a]
-            best, f, jb = scan_node(h, nbf, features, max_features, classification,
-                                    min_rows, 0.0, q_p, suffix, cur)
+            best, f, jb, ml = scan_node(h, nbf, mf, features, max_features, classification,
+                                        min_rows, 0.0, q_p, suffix, cur)
             if f >= 0 and best > rtol * scale:
                 best_f = f
                 best_b = jb if slot >= 0 else cbin[f, jb]
+                best_ml = ml
         if best_f < 0:
             if slot >= 0:
                 free[n_free] = slot
                 n_free += 1
             continue
-        mid = _partition(codes, S, rows, lo, hi, best_f, best_b)
+        mid = _partition(codes, S, rows, lo, hi, best_f, best_b, best_ml, missing)
         lc = n_nodes
         rc = n_nodes + 1
         n_nodes += 2
@@ -262,6 +281,7 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
         right[j] = rc
         feature[j] = best_f
         bin_[j] = best_b
+        missing_left[j] = 1 if best_ml else 0
         start[lc] = lo
         end[lc] = mid
         start[rc] = mid
@@ -338,7 +358,8 @@ def grow_tree(
     Parameters
     ----------
     binned : ndarray of shape (n_samples, n_features), uint8, C-contiguous
-        Bin codes (``binning.bin_data``); ``binned[:, f] < n_bins[f]``.
+        Bin codes (``binning.bin_data``); ``binned[:, f] < n_bins[f]``, or
+        ``max(n_bins)`` for a missing value (``binning.missing_code``).
     S : ndarray of shape (n_rows, k), float64, C-contiguous
         Per-row statistics (:func:`~ebf.histogram.row_statistics`) of the rows ``rows``, in
         that order, column 0 the row count; permuted in place into node order.
@@ -361,9 +382,10 @@ def grow_tree(
     Returns
     -------
     dict
-        ``left``, ``right``, ``feature``, ``bin``, ``start``, ``end``: int64 arrays of
-        length ``n_nodes`` (-1 children and feature at leaves; ``bin`` is the split bin),
-        and ``rows``, the rows in node order: node ``j`` holds ``rows[start[j]:end[j]]``.
+        ``left``, ``right``, ``feature``, ``bin``, ``missing_left``, ``start``, ``end``:
+        int64 arrays of length ``n_nodes`` (-1 children and feature at leaves; ``bin`` is
+        the split bin, ``missing_left`` 1 where the missing values go left), and ``rows``,
+        the rows in node order: node ``j`` holds ``rows[start[j]:end[j]]``.
 
     Examples
     --------
@@ -388,16 +410,20 @@ def grow_tree(
     cap = 2 * (rows.size // min_rows) + 1  # a binary tree with leaves of >= min_rows rows
     out = {name: np.full(cap, NO_NODE, INDEX)
            for name in ("left", "right", "feature", "bin", "start", "end")}
+    out["missing_left"] = np.zeros(cap, INDEX)
     codes = np.take(binned, rows, axis=0)  # the tree's own copies, kept in node order
-    if codes.size and np.any(codes.max(axis=0) >= n_bins):
-        raise ValueError("binned holds codes >= n_bins for some feature.")
+    missing = int(n_bins.max(initial=1))
+    if codes.size and np.any((codes.max(axis=0) >= n_bins) & (codes.max(axis=0) != missing)):
+        raise ValueError("binned holds codes >= n_bins for some feature (other than the "
+                         "missing-value code max(n_bins)).")
     n_nodes = _grow_kernel(
         codes, S, rows, n_bins,
         bool(classification), min_rows,
         _NO_DEPTH_LIMIT if max_depth is None else int(max_depth),
         d if max_features is None else int(max_features), int(seed) % 2**64,
         int(n_bins.max(initial=1)) if small_rows is None else int(small_rows), float(rtol),
-        out["left"], out["right"], out["feature"], out["bin"], out["start"], out["end"])
+        out["left"], out["right"], out["feature"], out["bin"], out["missing_left"],
+        out["start"], out["end"])
     return {**{name: a[:n_nodes] for name, a in out.items()}, "rows": rows}
 
 

@@ -116,6 +116,9 @@ class BranchLearner:
         ``model_bytes(n_features, compact=, min_samples_split=, n_trees=,
         min_samples_leaf=)``: saved bytes per training row per tree; None when the model
         grows with its particles or kept draws rather than its rows.
+    missing_values : bool
+        Whether its branches learn where missing values (NaN) go; an ensemble of the
+        others refuses them in ``X``.
     """
 
     name: str
@@ -127,6 +130,7 @@ class BranchLearner:
     set_by_ensemble: frozenset
     working_bytes: Callable
     model_bytes: Callable | None = None
+    missing_values: bool = False
 
     def accepted_params(self, task: str | None = None) -> list[str]:
         """The ``branch_params`` names this learner takes for ``task`` (None: any task)."""
@@ -253,10 +257,10 @@ _CART_SET = frozenset({"n_estimators", "weights", "min_samples_leaf", "max_featu
 LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
     BranchLearner("bayesian", "CART forests with Exp(1) bootstrap weights (the paper's "
                   "Bayesian forest)", _cart("exponential"), _FORESTS, 100, False, _CART_SET,
-                  _node_working_bytes, _cart_model_bytes),
+                  _node_working_bytes, _cart_model_bytes, missing_values=True),
     BranchLearner("random", "CART forests with Poisson(1) weights (Breiman's random forest)",
                   _cart("poisson"), _FORESTS, 100, False, _CART_SET, _node_working_bytes,
-                  _cart_model_bytes),
+                  _cart_model_bytes, missing_values=True),
     BranchLearner("mondrian", "Mondrian forests, extended online by partial_fit",
                   _mondrian, dict(zip(_BOTH, (MondrianForestRegressor,
                                               MondrianForestClassifier), strict=True)),

@@ -25,7 +25,10 @@ from basics.bounds import (
 from basics.flat_tree import INDEX, NO_NODE, check_tree_structure, preorder_leaf_ids
 from basics.validation import state_array
 
-__all__ = ["check_nodes", "check_trunk", "checked_forest_arrays", "tree_of"]
+from .binning import ALL_VALUES
+
+__all__ = ["check_nodes", "check_trunk", "checked_forest_arrays", "larger_child_left",
+           "tree_of"]
 
 
 def tree_of(offsets: np.ndarray, node: int) -> int:
@@ -52,7 +55,24 @@ def check_nodes(bad: np.ndarray, message: Callable[[int], str], offsets: np.ndar
 #: Leaf class fractions are scikit-learn's normalised float64 counts; their sum is one up to
 #: rounding.
 _FRACTION_TOL = 1e-6
-_FOREST_INTS = frozenset({"left", "right", "feature", "count", "offsets"})
+_FOREST_INTS = frozenset({"left", "right", "feature", "missing_left", "count", "offsets"})
+
+
+def larger_child_left(left: np.ndarray, right: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``missing_left`` of a tree stored before missing values were learned (it saw none):
+    1 where the left child has at least as many training rows as the right, the rule of a
+    split without missing values (:func:`ebf.splitting.scan_node`); 0 at leaves. The tree
+    must be well formed.
+
+    Examples
+    --------
+    >>> larger_child_left(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([5, 3, 2]))
+    array([1, 0, 0])
+    """
+    split = left != NO_NODE
+    out = np.zeros(left.shape[0], INDEX)
+    out[split] = rows[left[split]] >= rows[right[split]]
+    return out
 
 
 def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_features: int,
@@ -70,6 +90,9 @@ def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_feature
     ValueError
         Naming the array, or the tree and node, and what is wrong.
     """
+    derive = "missing_left" not in state  # a model saved before missing values were learned
+    if derive and "left" in state:
+        state = {**state, "missing_left": np.zeros(np.shape(state["left"]), INDEX)}
     missing = [name for name in names if name not in state]
     if missing:
         raise ValueError(f"CartForest state lacks the arrays {missing}.")
@@ -104,6 +127,11 @@ def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_feature
     for name in ("variance", "weight", "count"):
         a = arrs[name]
         check_nodes(~(np.isfinite(a) & (a >= 0)), says(name, "is negative or not finite"), off)
+    if derive:
+        arrs["missing_left"] = larger_child_left(arrs["left"], arrs["right"], arrs["count"])
+    ml = arrs["missing_left"]
+    check_nodes((ml != 0) & ((ml != 1) | (arrs["left"] == NO_NODE)),
+                says("missing_left", "is not 0 or 1 (0 at leaves)"), off)
     if n_classes is None:  # weighted means and variances of the targets (basics.bounds)
         check_locations("value", value)
         check_variances("variance", arrs["variance"])
@@ -116,7 +144,8 @@ def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
 
     For trunks read from files, before a descent kernel sees them: the structure
     (:func:`basics.flat_tree.check_tree_structure`), split bins within the feature's
-    ``edges`` with ``threshold == edges[feature][threshold_bin]``, leaf ids numbering the
+    ``edges`` with ``threshold == edges[feature][threshold_bin]`` (``ALL_VALUES`` for the
+    bin past the last edge), ``missing_left`` 0 or 1 (0 at leaves), leaf ids numbering the
     leaves in preorder (left first), depths counting from the root, and finite statistics that are
     non-negative (rows, weights, sums of squares, class weights), with positive leaf weight.
     """
@@ -131,14 +160,19 @@ def check_trunk(trunk: Any, edges: Sequence[np.ndarray], task: str) -> None:
     f = np.where(split, trunk.feature, 0)
     b = trunk.threshold_bin
     n_edges = np.array([e.size for e in edges], INDEX)
-    check_nodes(np.where(split, (b < 0) | (b >= n_edges[f]), b != NO_NODE), lambda j: (
+    check_nodes(np.where(split, (b < 0) | (b > n_edges[f]), b != NO_NODE), lambda j: (
         f"threshold_bin {b[j]} is not a bin of feature {trunk.feature[j]}" if split[j]
         else f"leaf with threshold_bin {b[j]} (leaves have -1)"), off, where)
-    start = np.concatenate([[0], np.cumsum(n_edges)])
-    edge = np.concatenate([*edges, [np.nan]])[np.where(split, start[f] + b, -1)]
+    # a feature's last bin (every value left, the missing ones right): ALL_VALUES
+    start = np.concatenate([[0], np.cumsum(n_edges + 1)])
+    edge = np.concatenate([*(np.append(e, ALL_VALUES) for e in edges), [np.nan]])[
+        np.where(split, start[f] + b, -1)]
     check_nodes(split & (trunk.threshold != edge), lambda j: (
         f"threshold {trunk.threshold[j]} differs from edge {b[j]} of feature "
         f"{trunk.feature[j]} ({edge[j]})"), off, where)
+    ml = trunk.missing_left
+    check_nodes((ml != 0) & ((ml != 1) | ~split), lambda j: (
+        f"missing_left {ml[j]} is not 0 or 1 (0 at leaves)"), off, where)
     leaf_id = preorder_leaf_ids(trunk.left, trunk.right)  # a valid tree: every node, once
     check_nodes(trunk.leaf_id != leaf_id, lambda j: (
         f"leaf_id {trunk.leaf_id[j]} is not the preorder leaf number {leaf_id[j]}"), off, where)

@@ -35,7 +35,7 @@ from . import binning
 from .config import MAX_BINS
 from .grower import BinnedSource, grow_trunk
 from .histogram import n_stats, row_statistics
-from .tree_validation import check_trunk
+from .tree_validation import check_trunk, larger_child_left
 from .trunk_arrays import TrunkArrays
 
 __all__ = ["Trunk", "TrunkArrays"]
@@ -45,11 +45,12 @@ __all__ = ["Trunk", "TrunkArrays"]
 
 
 @numba.njit(**JIT)
-def _apply_raw(X, feature, threshold, left, right, leaf_id, out):
+def _apply_raw(X, feature, threshold, missing_left, left, right, leaf_id, out):
     for i in range(X.shape[0]):
         j = 0
         while feature[j] >= 0:
-            if X[i, feature[j]] <= threshold[j]:
+            x = X[i, feature[j]]
+            if x <= threshold[j] or (x != x and missing_left[j] != 0):
                 j = left[j]
             else:
                 j = right[j]
@@ -145,7 +146,8 @@ class Trunk(BaseEstimator):
 
     def _check_X(self, X: Any, reset: bool) -> np.ndarray:
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
+        # a missing value (NaN) has its own bin and goes where the split search sends it
+        check_finite(X, getattr(self, "feature_names_in_", None), "X", allow_nan=True)
         return X
 
     def _check_y(self, y: Any, n: int) -> tuple[np.ndarray, int | None]:
@@ -205,7 +207,7 @@ class Trunk(BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-            Finite numeric features.
+            Numeric features, NaN for a missing value (no infinities).
         y : array-like of shape (n_samples,)
             Labels (regression) or class codes ``0 .. C-1`` (classification).
         sample_weight : array-like of shape (n_samples,), optional
@@ -309,7 +311,7 @@ class Trunk(BaseEstimator):
         X = self._check_X(X, reset=False)
         t = self.trunk_
         out = np.empty(X.shape[0], INDEX)
-        _apply_raw(X, t.feature, t.threshold, t.left, t.right, t.leaf_id, out)
+        _apply_raw(X, t.feature, t.threshold, t.missing_left, t.left, t.right, t.leaf_id, out)
         return out
 
     # ------------------------------------------------------------------ rules
@@ -331,6 +333,9 @@ class Trunk(BaseEstimator):
         Returns
         -------
         text : str
+            A split of the missing values from all others reads ``x is not missing`` /
+            ``x is missing``; at the other splits missing values go where
+            ``trunk_.missing_left`` says.
 
         Examples
         --------
@@ -361,8 +366,10 @@ class Trunk(BaseEstimator):
         while stack:
             j, depth, header = stack.pop()
             bar = "|   " * depth + "|--- "
+            every = header and t.threshold[j] == binning.ALL_VALUES
             if header:
-                lines.append(f"{bar}{names[t.feature[j]]} >  {fmt.format(t.threshold[j])}")
+                rule = "is missing" if every else f">  {fmt.format(t.threshold[j])}"
+                lines.append(f"{bar}{names[t.feature[j]]} {rule}")
                 stack.append((int(t.right[j]), depth + 1, False))
             elif t.feature[j] == NO_NODE:
                 leaf = int(t.leaf_id[j])
@@ -374,7 +381,9 @@ class Trunk(BaseEstimator):
                 lines.append(f"{bar}leaf {leaf}: value {value} "
                              f"(rows {t.n_rows[j]}, weight {fmt.format(t.weight[j])})")
             else:
-                lines.append(f"{bar}{names[t.feature[j]]} <= {fmt.format(t.threshold[j])}")
+                rule = ("is not missing" if t.threshold[j] == binning.ALL_VALUES
+                        else f"<= {fmt.format(t.threshold[j])}")
+                lines.append(f"{bar}{names[t.feature[j]]} {rule}")
                 stack.append((j, depth, True))
                 stack.append((int(t.left[j]), depth + 1, False))
         return "\n".join(lines)
@@ -399,6 +408,11 @@ class Trunk(BaseEstimator):
         missing = [key for key in ("n_features_in_", "bin_edges_", "trunk_") if key not in state]
         if missing:
             raise ValueError(f"Trunk state is missing {missing}.")
+        derive = isinstance(state["trunk_"], dict) and "missing_left" not in state["trunk_"]
+        if derive:  # saved before missing values were learned: placeholder, derived below
+            n = len(state["trunk_"].get("feature", ()))
+            state = {**state, "trunk_": {**state["trunk_"],
+                                         "missing_left": np.zeros(n, INDEX)}}
         trunk = TrunkArrays.from_dict(state["trunk_"])
         d = state_int(state, "n_features_in_", 1)
         edges = binning.check_bin_edges(state["bin_edges_"], d)
@@ -412,6 +426,8 @@ class Trunk(BaseEstimator):
                 f"for task={self.task!r}."
             )
         check_trunk(trunk, edges, self.task)
+        if derive:
+            trunk.missing_left = larger_child_left(trunk.left, trunk.right, trunk.n_rows)
         max_leaves = state.get("max_leaves_", self.max_leaves)
         if "max_leaves_" in state and max_leaves is not None:  # a JSON inf must not reach int()
             max_leaves = state_int(state, "max_leaves_", 1)

@@ -25,7 +25,9 @@ class TrunkArrays:
 
     ``feature``, ``threshold_bin``, ``left``, ``right``: int64, -1 at leaves;
     ``threshold``: float64, ``edges[feature][threshold_bin]`` in raw units
-    (``x <= threshold`` goes left), NaN at leaves; ``depth``, ``n_rows``: int64;
+    (``x <= threshold`` goes left; ``binning.ALL_VALUES`` for the feature's last bin),
+    NaN at leaves; ``missing_left``: int64, 1 where a missing value goes left (0 at
+    leaves); ``depth``, ``n_rows``: int64;
     ``weight``: float64 total weight; ``stats``: float64 ``(n_nodes, k)`` statistic totals
     (the totals row of the node's histogram); ``gain``: impurity decrease of the split,
     0 at leaves; ``leaf_id``: 0 .. L-1 in preorder at leaves, -1 at internal nodes (and
@@ -35,6 +37,7 @@ class TrunkArrays:
     feature: np.ndarray
     threshold_bin: np.ndarray
     threshold: np.ndarray
+    missing_left: np.ndarray
     left: np.ndarray
     right: np.ndarray
     depth: np.ndarray
@@ -44,15 +47,16 @@ class TrunkArrays:
     gain: np.ndarray
     leaf_id: np.ndarray
 
-    ARRAYS = ("feature", "threshold_bin", "threshold", "left", "right", "depth", "n_rows",
-              "weight", "stats", "gain", "leaf_id")
+    ARRAYS = ("feature", "threshold_bin", "threshold", "missing_left", "left", "right",
+              "depth", "n_rows", "weight", "stats", "gain", "leaf_id")
 
     @classmethod
     def root(cls, k: int) -> TrunkArrays:
         """A one-node trunk whose statistics are not known yet (all zero)."""
         return cls(
             feature=np.full(1, NO_NODE, INDEX), threshold_bin=np.full(1, NO_NODE, INDEX),
-            threshold=np.full(1, np.nan), left=np.full(1, NO_NODE, INDEX),
+            threshold=np.full(1, np.nan), missing_left=np.zeros(1, INDEX),
+            left=np.full(1, NO_NODE, INDEX),
             right=np.full(1, NO_NODE, INDEX), depth=np.zeros(1, INDEX),
             n_rows=np.zeros(1, INDEX), weight=np.zeros(1), stats=np.zeros((1, k)),
             gain=np.zeros(1), leaf_id=np.full(1, NO_NODE, INDEX),

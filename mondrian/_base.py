@@ -21,6 +21,7 @@ from basics.seeds import resolve_entropy
 from basics.tasks import REGRESSION
 from basics.threads import N_JOBS, thread_map
 from basics.validation import (
+    NAN_FIX,
     check_classes,
     check_finite,
     check_numeric_columns,
@@ -148,11 +149,11 @@ class _BaseMondrianForest(BaseEstimator):
             and not hasattr(self, "feature_names_in_")
         ):
             # fast path for online use (one row per call): nothing for validate_data to do
-            check_finite(X, None, "X")
+            check_finite(X, None, "X", fix=NAN_FIX)
             return X
         check_numeric_columns(X, type(self).__name__)  # strings, datetimes: name the column
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
-        check_finite(X, getattr(self, "feature_names_in_", None), "X")
+        check_finite(X, getattr(self, "feature_names_in_", None), "X", fix=NAN_FIX)
         return X
 
     def _init_state(self, X: np.ndarray) -> None:

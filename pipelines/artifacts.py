@@ -60,6 +60,20 @@ class ModelArtifact:
         return user if isinstance(user, dict) else {}
 
     @property
+    def missing_values(self) -> bool:
+        """Whether the model takes missing values in its numeric features (its estimator's
+        ``_missing_values``: the CART forests do), from the manifest alone."""
+        from ebf.artifact.classes import resolve_class
+
+        branch = (self.manifest.get("params") or {}).get("branch")
+        try:
+            est = resolve_class(self.manifest["class"])(
+                **({"branch": branch} if isinstance(branch, str) else {}))
+            return bool(getattr(est, "_missing_values", False))
+        except (TypeError, ValueError):  # an unknown learner: the model's load says why
+            return False
+
+    @property
     def is_classifier(self) -> bool:
         """Whether the model predicts classes (its manifest records a number of classes)."""
         return "n_classes" in (self.manifest.get("training") or {})

@@ -249,8 +249,9 @@ class Footers:
         if parts:
             raise ValueError(
                 f"{what}: {len(parts)} numeric feature column(s) have missing values (null) "
-                f"out of {self.rows} rows: {'; '.join(parts)}; the models cannot use missing "
-                "numbers: drop or impute those rows first")
+                f"out of {self.rows} rows: {'; '.join(parts)}; this model cannot use missing "
+                "numbers: drop or impute those rows first, or train with --branch bayesian "
+                "or random, whose trees learn where missing values go")
 
     def check_rows(self, minimum: int, why: str) -> None:
         """Refuse fewer than ``minimum`` rows; ``why`` says what needs them and the fix."""

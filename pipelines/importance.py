@@ -128,7 +128,8 @@ def permutation_importance(
     share = 1.0
     if not isinstance(data, dd.DataFrame):
         footers = read_footers(data, storage_options)
-        check_schema(data, target, features, storage_options=storage_options, footers=footers)
+        check_schema(data, target, features, storage_options=storage_options, footers=footers,
+                     allow_nulls=loaded.missing_values)
         if max_rows is not None and footers.rows > int(max_rows):
             share = int(max_rows) / footers.rows
     elif max_rows is not None:

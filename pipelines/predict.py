@@ -54,10 +54,11 @@ logger = logging.getLogger(__name__)
 
 
 def _check_columns(data: Source, features: Sequence[str], needed: Sequence[str],
-                   storage_options: Any, footers: Footers | None = None) -> None:
+                   storage_options: Any, footers: Footers | None = None,
+                   allow_nulls: bool = False) -> None:
     """Every column in ``needed`` is in every file of ``data`` with one kind, and no numeric
-    feature holds nulls (footers only, read here unless given), else a SchemaError /
-    ValueError naming them."""
+    feature holds nulls unless ``allow_nulls`` (footers only, read here unless given), else
+    a SchemaError / ValueError naming them."""
     if footers is None:
         footers = read_footers(data, storage_options)
     columns = inspect_schema(data, storage_options=storage_options)
@@ -74,7 +75,9 @@ def _check_columns(data: Source, features: Sequence[str], needed: Sequence[str],
     if problems:
         raise SchemaError("; ".join(message for _, message in problems),
                           columns=[c for c, _ in problems])
-    footers.check_no_nulls(numeric_columns(columns, features), f"the data {footers.source}")
+    if not allow_nulls:
+        footers.check_no_nulls(numeric_columns(columns, features),
+                               f"the data {footers.source}")
 
 
 
@@ -150,7 +153,8 @@ def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] 
                           storage_options: Mapping[str, Any] | None = None,
                           footers: Footers | None = None) -> list[str]:
     """The columns a prediction of ``data`` reads; raises before any Dask work if a file lacks
-    one, holds it with another type, or has nulls in a numeric feature (footers only).
+    one, holds it with another type, or has nulls in a numeric feature that the model cannot
+    take (footers only).
 
     ``model`` is a model directory or what :func:`pipelines.artifacts.open_artifact` returned;
     the ``ebf predict`` command calls this before it starts the cluster. ``footers``: the
@@ -160,7 +164,8 @@ def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] 
         model = open_artifact(model, storage_options)
     needed = _needed_columns(model.features, keep_columns)
     if not isinstance(data, dd.DataFrame):
-        _check_columns(data, model.features, needed, storage_options, footers)
+        _check_columns(data, model.features, needed, storage_options, footers,
+                       model.missing_values)
     return needed
 
 

@@ -204,13 +204,14 @@ def check_schema(
     *,
     storage_options: Mapping[str, Any] | None = None,
     footers: Footers | None = None,
+    allow_nulls: bool = False,
 ) -> tuple[list[str], ColumnInfo]:
     """Check features and target against a dataset's schema, reading no rows.
 
     Run it before any heavy work: it reads Parquet footers / hive directory names (or a
     DataFrame's dtypes) and reports every problem at once. The footer of every file is read
     (:func:`pipelines.footers.read_footers`): each must be Parquet, hold the features and the
-    target with the same kinds, and no null in a numeric feature.
+    target with the same kinds, and no null in a numeric feature (unless ``allow_nulls``).
 
     Parameters
     ----------
@@ -225,6 +226,8 @@ def check_schema(
         fsspec options for a URL.
     footers : pipelines.footers.Footers, optional
         The dataset's footers if the caller read them already (for their row count).
+    allow_nulls : bool, default=False
+        Accept nulls in numeric features (the model learns where missing values go).
 
     Returns
     -------
@@ -324,7 +327,7 @@ def check_schema(
             columns=[column for column, _ in problems if column],
         )
     assert target_info is not None
-    if footers is not None:
+    if footers is not None and not allow_nulls:
         footers.check_no_nulls(numeric_columns(columns, chosen), f"the data {footers.source}")
     logger.info(
         "schema ok: %d features, target %r (%s, %s)",

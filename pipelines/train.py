@@ -45,6 +45,7 @@ from cluster import current_client
 from ebf.calibration import min_training_rows
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
+from ebf.learners import get_learner
 from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.options import TrainOptions
@@ -307,11 +308,12 @@ class _Inputs:
 
 
 def _read_inputs(data: Source, target: str, features: Sequence[str] | None,
-                 storage_options: Mapping[str, Any] | None) -> _Inputs:
-    """Schema check (footers only, before any row is read), then the projected read."""
+                 storage_options: Mapping[str, Any] | None, allow_nulls: bool) -> _Inputs:
+    """Schema check (footers only, before any row is read), then the projected read;
+    ``allow_nulls``: the learner takes missing values."""
     footers = None if isinstance(data, dd.DataFrame) else read_footers(data, storage_options)
     chosen, target_info = check_schema(data, target, features, storage_options=storage_options,
-                                       footers=footers)
+                                       footers=footers, allow_nulls=allow_nulls)
     ddf = read_columns(data, [*chosen, target], storage_options)
     return _Inputs(ddf, list(chosen), target, target_info, footers, describe_source(data))
 
@@ -488,7 +490,8 @@ def train(
                          "(baseline=True), or neither.")
     client = current_client(client)
     t0 = time.perf_counter()
-    inputs = _read_inputs(data, target, features, storage_options)
+    inputs = _read_inputs(data, target, features, storage_options,
+                          get_learner(options.branch).missing_values)
     options = _resolve(options, inputs, client)
     if inputs.footers is not None:  # before any pass over the rows
         _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)

@@ -27,7 +27,7 @@ from numba import njit
 
 from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
 from basics.jit import JIT
-from basics.validation import check_finite
+from basics.validation import NAN_FIX, check_finite
 
 __all__ = ["BayesTree", "apply", "check_X", "partition_rows"]
 
@@ -136,7 +136,7 @@ def check_X(X: np.ndarray) -> np.ndarray:
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X is empty (shape {X.shape}); a tree prior needs at least one row "
                          "and one feature")
-    check_finite(X, None, "X")
+    check_finite(X, None, "X", fix=NAN_FIX)
     return X
 
 

@@ -118,7 +118,8 @@ class _DaskEnsemble(BaseEstimator):
             with phases("schema"):
                 frame, layout = check_inputs(X, y, sample_weight, task)
             with phases("summary"):
-                summary = summarize(client, frame, layout, phases.report("summary"))
+                summary = summarize(client, frame, layout, phases.report("summary"),
+                                    allow_nan=local._missing_values)
             plan = local._fit_plan(summary.encoder, summary.classes, summary.n)
             with phases("encode"):
                 data = encode(client, frame, layout, summary, phases.report("encode"))

@@ -216,11 +216,13 @@ def _summarize_partition(part: pd.DataFrame, layout: InputLayout) -> PartitionSu
 
 @dataclass
 class InputSummary:
-    """Result of the summary pass: partition lengths, the encoder, the classes."""
+    """Result of the summary pass: partition lengths, the encoder, the classes, and whether
+    the model takes missing values in ``X`` (the encoder then keeps them as NaN)."""
 
     lengths: np.ndarray
     encoder: FeatureEncoder
     classes: np.ndarray | None
+    allow_nan: bool = False
 
     @property
     def n(self) -> int:
@@ -228,7 +230,7 @@ class InputSummary:
 
 
 def summarize(client: Client, frame: Any, layout: InputLayout,
-              report: Report | None = None) -> InputSummary:
+              report: Report | None = None, allow_nan: bool = False) -> InputSummary:
     """One pass over the partitions; raises every input error with global counts.
 
     The encoder is ``FeatureEncoder.from_summaries`` of the partitions' summaries, which
@@ -240,6 +242,8 @@ def summarize(client: Client, frame: Any, layout: InputLayout,
     frame, layout :
         From :func:`check_inputs`.
     report : callable ``report(done, total)``, optional
+    allow_nan : bool, default=False
+        The model takes missing values in numeric features (its ``_missing_values``).
 
     Returns
     -------
@@ -252,7 +256,7 @@ def summarize(client: Client, frame: Any, layout: InputLayout,
     if n == 0:
         raise ValueError(f"no rows to fit on: the data has 0 rows in {len(parts)} "
                          "partition(s) and a fit needs at least 1; add rows.")
-    encoder = FeatureEncoder.from_summaries([p.columns for p in parts])
+    encoder = FeatureEncoder.from_summaries([p.columns for p in parts], allow_nan)
     classes = _check_target(layout, parts, n)
     if layout.has_weight:
         bad = sum(p.w_bad for p in parts)
@@ -262,7 +266,7 @@ def summarize(client: Client, frame: Any, layout: InputLayout,
                              f"out of {n} rows; weights must be finite and non-negative.")
         if not sum(p.w_sum for p in parts) > 0:
             raise ValueError("sample_weight sums to zero: the trunk has no weight to split.")
-    return InputSummary(lengths, encoder, classes)
+    return InputSummary(lengths, encoder, classes, allow_nan)
 
 
 def _check_target(layout: InputLayout, parts: list[PartitionSummary],
@@ -322,10 +326,10 @@ class EncodedData:
 
 
 def encode_partition(part: pd.DataFrame, encoder: FeatureEncoder, layout: InputLayout,
-                     classes: np.ndarray | None) -> tuple:
+                     classes: np.ndarray | None, allow_nan: bool = False) -> tuple:
     """One partition to ``(A, y, w)``: encoded features, targets (class codes if
     ``classes``) and weights, as every later pass reads them."""
-    A = encoder.transform(part, caller="ebf.dask")
+    A = encoder.transform(part, caller="ebf.dask", allow_nan=allow_nan)
     y = _target_values(part)
     if classes is None:
         y = y.astype(np.float64)
@@ -354,7 +358,8 @@ def encode(client: Client, frame: Any, layout: InputLayout, summary: InputSummar
     -------
     EncodedData
     """
-    tasks = [delayed(encode_partition)(p, summary.encoder, layout, summary.classes)
+    tasks = [delayed(encode_partition)(p, summary.encoder, layout, summary.classes,
+                                       summary.allow_nan)
              for p in frame.to_delayed()]
     futures = client.compute(tasks)
     wait_for(client, futures, report)

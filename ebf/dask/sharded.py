@@ -149,7 +149,8 @@ def _route(part: Any, head: Any, n_parts: int, target: str | None,
     if isinstance(part, _Read):
         part = part.run()
     y = None if target is None else part[target].to_numpy()
-    A = head.encoder.transform(part, caller=type(head.estimator).__name__)
+    A = head.encoder.transform(part, caller=type(head.estimator).__name__,
+                               allow_nan=getattr(head.estimator, "_missing_values", False))
     if head.trunk is None:  # SSF: every row to every sub-sample forest
         every = (np.arange(A.shape[0]), A, y)
         return part.index, [every] * n_parts

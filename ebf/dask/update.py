@@ -63,11 +63,13 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
         # a window is small next to the model: read it once for the two passes below
         frame = client.persist(frame)
     with phases("summary"):
-        summary = summarize(client, frame, layout, phases.report("summary"))
+        summary = summarize(client, frame, layout, phases.report("summary"),
+                            allow_nan=model._missing_values)
         check_known_labels(layout, summary, classes)
     with phases("encode"):
         data = encode(client, frame, layout,
-                      InputSummary(summary.lengths, model.encoder_, classes),
+                      InputSummary(summary.lengths, model.encoder_, classes,
+                                   model._missing_values),
                       phases.report("encode"))
     with phases("route"):
         routed = route_by_trunk(client, data, model.trunk_)

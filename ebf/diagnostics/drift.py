@@ -410,16 +410,17 @@ def _refit_trunk(model: Any, binned: np.ndarray, S: np.ndarray) -> Any:
                       min_leaf_weight=trunk.min_leaf_weight, max_depth=trunk.max_depth)
 
 
-def _heldout_loss(t: Any, binned: np.ndarray, S: np.ndarray, half: int, task: str) -> float:
+def _heldout_loss(t: Any, binned: np.ndarray, S: np.ndarray, half: int, task: str,
+                  n_bins: int) -> float:
     """Loss on rows ``half:`` of trunk ``t``'s leaf predictions learnt on rows ``:half``:
     squared error of the leaf means (regression), log loss of the leaf class frequencies
     with add-one smoothing (classification); a leaf without learning rows predicts from
     all of them."""
     first, second = slice(0, half), slice(half, None)
-    node_a = apply_binned(t, binned[first])
+    node_a = apply_binned(t, binned[first], n_bins)
     sums = np.zeros((t.n_nodes, S.shape[1]))
     np.add.at(sums, node_a, S[first])
-    node_b = apply_binned(t, binned[second])
+    node_b = apply_binned(t, binned[second], n_bins)
     known = sums[node_b, 0] > 0
     learnt = np.where(known[:, None], sums[node_b], S[first].sum(axis=0))
     Sb = S[second]
@@ -445,10 +446,11 @@ def replicated_gain(model: Any, binned: np.ndarray, S: np.ndarray) -> float:
         return math.nan
     half = n // 2
     refit = _refit_trunk(model, binned[:half], S[:half])
-    stored = _heldout_loss(model.trunk_.trunk_, binned, S, half, model._task)
+    n_bins = n_bins_of(model.trunk_.bin_edges_)
+    stored = _heldout_loss(model.trunk_.trunk_, binned, S, half, model._task, n_bins)
     if stored <= 0:
         return 0.0
-    return 1.0 - _heldout_loss(refit, binned, S, half, model._task) / stored
+    return 1.0 - _heldout_loss(refit, binned, S, half, model._task, n_bins) / stored
 
 
 def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
@@ -468,7 +470,7 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
     w = np.ones(n_win)
     S = row_statistics(target, w, task, n_classes or None)
     refit = _splits(_refit_trunk(model, binned, S)) if n_win else {}
-    node_of_row = apply_binned(t, binned)
+    node_of_row = apply_binned(t, binned, n_bins)
     rows = []
     for j, path in enumerate(_paths(t)):
         if t.feature[j] < 0:

@@ -386,7 +386,7 @@ def trunk_posterior(
 
     S = row_statistics(y, w, task, n_classes or None)
     t = sample.trunk_
-    node_of_row = apply_binned(t, binned)
+    node_of_row = apply_binned(t, binned, n_bins)
     paths = _paths(t)
     rows, locations = [], {}
     for j in range(t.n_nodes):

@@ -215,7 +215,8 @@ def evaluate(
     keep = [str(c) for c in keep_columns] if predictions is not None else []
     if not isinstance(data, dd.DataFrame):
         footers = read_footers(data, storage_options)  # once, for both checks
-        check_schema(data, target, features, storage_options=storage_options, footers=footers)
+        check_schema(data, target, features, storage_options=storage_options, footers=footers,
+                     allow_nulls=loaded.missing_values)
         if keep:
             check_prediction_data(loaded, data, keep, storage_options, footers)
     with input_partitions():  # one task (and output file) per input partition

@@ -35,7 +35,7 @@ def _data(n=600, d=4, seed=0):
 
 def _naive_forest(f, X, y, w_of_tree, n_classes=0):
     per_tree = [naive_tree_decrease(f.left, f.right, f.feature, f.threshold, f.offsets[b],
-                                    X, y, w_of_tree(b), X.shape[1], n_classes)
+                                    X, y, w_of_tree(b), X.shape[1], n_classes, f.missing_left)
                 for b in range(f.n_trees)]
     return np.mean(per_tree, axis=0)
 
@@ -45,6 +45,7 @@ def _naive_forest(f, X, y, w_of_tree, n_classes=0):
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_forest_decrease_equals_the_rows_oracle(splitter, kind, task):
     X, y = _data(300)
+    X[np.random.default_rng(1).random(300) < 0.2, 1] = np.nan  # missing values count too
     n_classes = 0
     if task == "classification":
         y = np.digitize(y, np.quantile(y, [0.3, 0.7])).astype(np.float64)

@@ -165,8 +165,9 @@ def test_best_splits_equal_brute_force(task, min_rows, min_weight):
         res = best_splits(hist, task, min_rows, min_weight)
         for j in range(n_nodes):
             r = node_of_row == j
-            g, f, b = naive_best_split(X[r], y[r], w[r], edges, task, 3, min_rows, min_weight)
-            assert (res.feature[j], res.bin[j]) == (f, b), (seed, j)
+            g, f, b, ml = naive_best_split(X[r], y[r], w[r], edges, task, 3, min_rows,
+                                           min_weight)
+            assert (res.feature[j], res.bin[j], res.missing_left[j]) == (f, b, ml), (seed, j)
             np.testing.assert_allclose(res.gain[j], g, rtol=1e-8, atol=1e-10)
             np.testing.assert_allclose(res.total[j], naive_stats(y[r], w[r], task, 3))
             if f >= 0:
@@ -190,7 +191,7 @@ def test_best_splits_ties_lowest_feature_then_lowest_bin():
     res = best_splits(hist)
     # edges 2.5 and 3.5 give the same partition (no value 3): the lowest bin wins
     assert (res.feature[0], res.bin[0]) == (1, 2)
-    assert naive_best_split(X, y, np.ones(200), edges, "regression", None)[1:] == (1, 2)
+    assert naive_best_split(X, y, np.ones(200), edges, "regression", None)[1:3] == (1, 2)
 
 
 def test_best_splits_no_split_cases():
@@ -199,7 +200,7 @@ def test_best_splits_no_split_cases():
     # constant labels: every decrease is rounding noise
     hist = build_histograms(binned, np.zeros(4, np.int64), one,
                             row_statistics(np.full(4, 0.1), np.array([0.3, 1.7, 0.2, 2.9])),
-                            1, 4)
+                            1, 5)  # 4 bins, then the missing values' slot
     assert best_splits(hist).feature[0] == -1
     # pure class node
     hist = build_histograms(binned, np.zeros(4, np.int64), one,
@@ -208,7 +209,7 @@ def test_best_splits_no_split_cases():
     # zero weight on one side is never valid
     hist = build_histograms(binned, np.zeros(4, np.int64), one,
                             row_statistics(np.arange(4.0), np.array([0.0, 0.0, 1.0, 1.0])),
-                            1, 4)
+                            1, 5)  # 4 bins, then the missing values' slot
     res = best_splits(hist)
     assert res.bin[0] == 2  # only {0,1,2} | {3} has weight on both sides
     # min_leaf_rows larger than half the node: no split
@@ -226,7 +227,7 @@ def test_apply_raw_equals_binned_routing_and_leaf_ids():
     X, y, w = trunk_data(11, n=2000)
     t = Trunk(min_leaf_rows=150, max_leaves=9).fit(X, y, w)
     leaves = t.apply(X)
-    nodes = apply_binned(t.trunk_, bin_data(X, t.bin_edges_))
+    nodes = apply_binned(t.trunk_, bin_data(X, t.bin_edges_), n_bins_of(t.bin_edges_))
     np.testing.assert_array_equal(leaves, t.trunk_.leaf_id[nodes])
     np.testing.assert_array_equal(leaves, naive_trunk_apply(X, t.trunk_.to_dict()))
     # unseen values, including values equal to the thresholds
@@ -234,7 +235,8 @@ def test_apply_raw_equals_binned_routing_and_leaf_ids():
     internal = np.flatnonzero(t.trunk_.feature >= 0)
     Z[: internal.size, t.trunk_.feature[internal]] = t.trunk_.threshold[internal]
     np.testing.assert_array_equal(
-        t.apply(Z), t.trunk_.leaf_id[apply_binned(t.trunk_, bin_data(Z, t.bin_edges_))])
+        t.apply(Z), t.trunk_.leaf_id[apply_binned(t.trunk_, bin_data(Z, t.bin_edges_),
+                                                n_bins_of(t.bin_edges_))])
     # leaf ids are 0 .. L-1, every leaf is big enough, preorder numbering
     assert sorted(np.unique(leaves)) == list(range(t.n_leaves_))
     counts = np.bincount(leaves, minlength=t.n_leaves_)
@@ -331,8 +333,8 @@ def test_state_round_trip(task):
 def test_errors_and_failed_fit_leaves_model_unchanged():
     X, y, w = trunk_data(16, n=300)
     df = pd.DataFrame(X, columns=["rooms", "income", "age", "latitude"])
-    df.iloc[[3, 7], 1] = np.nan
-    with pytest.raises(ValueError, match=r"'income': 2 NaN"):
+    df.iloc[[3, 7], 1] = np.inf  # NaN is a missing value (its own bin); inf is refused
+    with pytest.raises(ValueError, match=r"'income': 2 inf"):
         Trunk().fit(df, y)
     t = Trunk(min_leaf_rows=30).fit(X, y)
     before = t.trunk_.to_dict()

@@ -73,7 +73,7 @@ def test_trunk_unweighted_regression_equals_naive_and_grows_to_the_end():
     # no budget, no depth: every leaf is unsplittable
     trunk, edges = _grow(X[:80], np.round(y[:80]), w[:80], "regression")
     S = row_statistics(np.round(y[:80]))
-    nodes = apply_binned(trunk, bin_data(X[:80], edges))
+    nodes = apply_binned(trunk, bin_data(X[:80], edges), n_bins_of(edges))
     for j in np.flatnonzero(trunk.feature < 0):
         slot = np.where(np.arange(trunk.n_nodes) == j, 0, -1)
         hist = build_histograms(bin_data(X[:80], edges), nodes, slot, S, 1, n_bins_of(edges))

@@ -8,23 +8,28 @@ import numpy as np
 # ---------------------------------------------------------------- weighted CART (ebf.cart)
 
 
-def naive_path(left, right, feature, threshold, root, x) -> list[int]:
-    """Nodes visited by row ``x`` from ``root`` to its leaf (scikit-learn's float32 rule)."""
+def naive_path(left, right, feature, threshold, root, x, missing_left=None) -> list[int]:
+    """Nodes visited by row ``x`` from ``root`` to its leaf (scikit-learn's float32 rule; a
+    missing value, NaN, goes left where ``missing_left``, right elsewhere or without it)."""
     node = int(root)
     path = [node]
     while left[node] != -1:
         xv = float(np.float32(x[feature[node]]))  # scikit-learn stores X as float32
-        node = int(left[node]) if xv <= threshold[node] else int(right[node])
+        go_left = xv <= threshold[node]
+        if np.isnan(xv) and missing_left is not None:
+            go_left = bool(missing_left[node])
+        node = int(left[node]) if go_left else int(right[node])
         path.append(node)
     return path
 
 
-def naive_apply(left, right, feature, threshold, root, X) -> np.ndarray:
+def naive_apply(left, right, feature, threshold, root, X, missing_left=None) -> np.ndarray:
     """Leaf of every row of ``X`` in one tree."""
-    return np.array([naive_path(left, right, feature, threshold, root, x)[-1] for x in X])
+    return np.array([naive_path(left, right, feature, threshold, root, x, missing_left)[-1]
+                     for x in X])
 
 
-def naive_node_stats(left, right, feature, threshold, root, X, y, w):
+def naive_node_stats(left, right, feature, threshold, root, X, y, w, missing_left=None):
     """Weighted mean and weighted variance of the training rows that reach every node.
 
     Returns dicts ``node -> mean`` and ``node -> variance`` over the nodes reached by at
@@ -34,7 +39,7 @@ def naive_node_stats(left, right, feature, threshold, root, X, y, w):
     for i, x in enumerate(X):
         if w[i] <= 0:
             continue
-        for node in naive_path(left, right, feature, threshold, root, x):
+        for node in naive_path(left, right, feature, threshold, root, x, missing_left):
             rows.setdefault(node, []).append(i)
     mean, var = {}, {}
     for node, idx in rows.items():

@@ -21,12 +21,12 @@ def _impurity(y: np.ndarray, w: np.ndarray, n_classes: int) -> float:
 
 
 def naive_tree_decrease(left, right, feature, threshold, root, X, y, w, n_features,
-                        n_classes=0) -> np.ndarray:
+                        n_classes=0, missing_left=None) -> np.ndarray:
     """Per feature, the sum over one tree's splits of ``I_P - I_L - I_R``, each impurity
     computed from the rows (weights ``w > 0``) that reach the node."""
     members: dict[int, list[int]] = {}
     for i in np.flatnonzero(w > 0):
-        for node in naive_path(left, right, feature, threshold, root, X[i]):
+        for node in naive_path(left, right, feature, threshold, root, X[i], missing_left):
             members.setdefault(node, []).append(i)
     out = np.zeros(n_features)
     for node, rows in members.items():

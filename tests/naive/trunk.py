@@ -138,34 +138,56 @@ def naive_scale(y, w, task):
 
 
 def naive_best_split(X, y, w, edges, task, n_classes, min_rows=1, min_weight=0.0):
-    """Brute force over every (feature f, edge b): rows with ``x <= edges[f][b]`` go left.
+    """Brute force over every (feature f, edge b, side of the missing values): rows with
+    ``x <= edges[f][b]`` go left, rows with a missing ``x`` (NaN) right or left; with missing
+    values in the node also ``b = len(edges[f])``: every value left, the missing ones right.
 
-    Returns ``(gain, f, b)`` of the valid split with the largest impurity decrease (within
-    a relative 1e-9, the lowest feature then the lowest edge), or ``(0.0, -1, -1)``.
+    Returns ``(gain, f, b, missing_left)`` of the valid split with the largest impurity
+    decrease (within a relative 1e-9, the lowest feature, then the lowest edge, then the
+    missing values right), or ``(0.0, -1, -1, 0)``. The missing values go left only beside
+    some values (the split of the missing values from all others has one form). Without
+    missing values in the node, ``missing_left`` says whether the left child has at least
+    as many rows.
     """
     parent = naive_impurity(y, w, task, n_classes)
     scale = naive_scale(y, w, task)
     cands = []
     for f in range(X.shape[1]):
-        for b, t in enumerate(edges[f]):
-            go_left = X[:, f] <= t
-            nl, nr = go_left.sum(), (~go_left).sum()
-            wl, wr = w[go_left].sum(), w[~go_left].sum()
-            if nl < min_rows or nr < min_rows:
-                continue
-            if wl <= 0 or wr <= 0 or wl < min_weight or wr < min_weight:
-                continue
-            gain = (parent - naive_impurity(y[go_left], w[go_left], task, n_classes)
-                    - naive_impurity(y[~go_left], w[~go_left], task, n_classes))
-            cands.append((gain, f, b))
+        miss = np.isnan(X[:, f])
+        thresholds = list(edges[f]) + ([np.inf] if miss.any() else [])
+        for b, t in enumerate(thresholds):
+            for ml in ((0, 1) if miss.any() and b < len(edges[f]) else (0,)):
+                go_left = (X[:, f] <= t) | (miss & bool(ml))
+                if ml and not (X[:, f] <= t).any():
+                    continue  # missing values alone on the left: the form with ml = 0
+                nl, nr = go_left.sum(), (~go_left).sum()
+                wl, wr = w[go_left].sum(), w[~go_left].sum()
+                if nl < min_rows or nr < min_rows:
+                    continue
+                if wl <= 0 or wr <= 0 or wl < min_weight or wr < min_weight:
+                    continue
+                gain = (parent - naive_impurity(y[go_left], w[go_left], task, n_classes)
+                        - naive_impurity(y[~go_left], w[~go_left], task, n_classes))
+                side = ml if miss.any() else int(nl >= nr)
+                cands.append((gain, f, b, ml, side))
     if not cands:
-        return 0.0, -1, -1
-    best = max(g for g, _, _ in cands)
+        return 0.0, -1, -1, 0
+    best = max(c[0] for c in cands)
     if not best > 1e-9 * scale:
-        return 0.0, -1, -1
-    tied = [(f, b, g) for g, f, b in cands if g >= best - 1e-9 * abs(best)]
-    f, b, g = min(tied)
-    return g, f, b
+        return 0.0, -1, -1, 0
+    tied = [(f, b, ml, side, g) for g, f, b, ml, side in cands if g >= best - 1e-9 * abs(best)]
+    f, b, _, side, g = min(tied)
+    return g, f, b, side
+
+
+def _naive_threshold(edges, f, b):
+    """The raw threshold of bin ``b`` of feature ``f``: its edge, or the largest float64."""
+    return edges[f][b] if b < len(edges[f]) else np.finfo(np.float64).max
+
+
+def _naive_left(x, threshold, missing_left):
+    """Rows that go left: ``x <= threshold``, and the missing ones where ``missing_left``."""
+    return (x <= threshold) | (np.isnan(x) & bool(missing_left))
 
 
 def naive_grow(X, y, w, edges, task="regression", n_classes=None, max_leaves=None,
@@ -176,7 +198,8 @@ def naive_grow(X, y, w, edges, task="regression", n_classes=None, max_leaves=Non
     within the leaf budget; children appended in parent-id order; leaf ids in preorder.
     """
     rows = [np.arange(len(y))]
-    nodes = [dict(feature=-1, bin=-1, threshold=np.nan, left=-1, right=-1, depth=0, gain=0.0)]
+    nodes = [dict(feature=-1, bin=-1, threshold=np.nan, left=-1, right=-1, depth=0, gain=0.0,
+                  missing_left=0)]
     open_nodes = [0]
     n_closed = 0
     while open_nodes:
@@ -188,25 +211,26 @@ def naive_grow(X, y, w, edges, task="regression", n_classes=None, max_leaves=Non
         found = []
         for j in open_nodes:
             r = rows[j]
-            g, f, b = naive_best_split(X[r], y[r], w[r], edges, task, n_classes,
-                                       min_rows, min_weight)
+            g, f, b, ml = naive_best_split(X[r], y[r], w[r], edges, task, n_classes,
+                                           min_rows, min_weight)
             if f >= 0:
-                found.append((-g, j, f, b, g))
+                found.append((-g, j, f, b, ml, g))
         found.sort()
         if max_leaves is not None:
             found = found[: max_leaves - n_closed - len(open_nodes)]
         found.sort(key=lambda t: t[1])
         new_open = []
-        for _, j, f, b, g in found:
+        for _, j, f, b, ml, g in found:
             r = rows[j]
-            go_left = X[r, f] <= edges[f][b]
-            nodes[j].update(feature=f, bin=b, threshold=edges[f][b], gain=g,
+            t = _naive_threshold(edges, f, b)
+            go_left = _naive_left(X[r, f], t, ml)
+            nodes[j].update(feature=f, bin=b, threshold=t, gain=g, missing_left=ml,
                             left=len(nodes), right=len(nodes) + 1)
             for part in (r[go_left], r[~go_left]):
                 new_open.append(len(nodes))
                 rows.append(part)
                 nodes.append(dict(feature=-1, bin=-1, threshold=np.nan, left=-1, right=-1,
-                                  depth=depth + 1, gain=0.0))
+                                  depth=depth + 1, gain=0.0, missing_left=0))
         n_closed += len(open_nodes) - len(found)
         open_nodes = new_open
 
@@ -227,6 +251,7 @@ def naive_grow(X, y, w, edges, task="regression", n_classes=None, max_leaves=Non
         feature=np.array([n["feature"] for n in nodes]),
         threshold_bin=np.array([n["bin"] for n in nodes]),
         threshold=np.array([n["threshold"] for n in nodes], dtype=float),
+        missing_left=np.array([n["missing_left"] for n in nodes]),
         left=np.array([n["left"] for n in nodes]),
         right=np.array([n["right"] for n in nodes]),
         depth=np.array([n["depth"] for n in nodes]),
@@ -245,7 +270,9 @@ def naive_trunk_apply(X, arrays):
         j = 0
         while arrays["feature"][j] >= 0:
             f = arrays["feature"][j]
-            j = arrays["left"][j] if X[i, f] <= arrays["threshold"][j] else arrays["right"][j]
+            ml = arrays["missing_left"][j] if "missing_left" in arrays else 0
+            left = _naive_left(X[i, f], arrays["threshold"][j], ml)
+            j = arrays["left"][j] if left else arrays["right"][j]
         out[i] = arrays["leaf_id"][j]
     return out
 

@@ -173,10 +173,13 @@ def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
     assert {"summary", "encode", "bin_edges", "trunk", "route", "branches", "fit"} <= set(timings)
 
 
+@pytest.mark.parametrize("missing", [0.0, 0.15])
 @pytest.mark.parametrize("splitter", ["hist", "exact"])
-def test_ebf_branch_splitter_equals_local_ebf(dask_client, splitter):
-    """Bayesian branches of either splitter (``branch_params``) are the local ones."""
+def test_ebf_branch_splitter_equals_local_ebf(dask_client, splitter, missing):
+    """Bayesian branches of either splitter (``branch_params``) are the local ones, with
+    missing values in a feature too (trunk and branches learn where they go)."""
     df = make_frame(1500, seed=12)
+    df.loc[np.random.default_rng(0).random(len(df)) < missing, "b"] = np.nan
     params = dict(n_estimators=3, trunk_max_leaves=4, random_state=13,
                   branch_params={"splitter": splitter, "max_bins": 32})
     model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, 3, dask_client, **params)
@@ -372,8 +375,9 @@ def test_schema_errors_name_the_column(dask_client):
     holes = df.copy()
     holes.loc[[3, 200], "b"] = np.nan
     dholes = dd.from_pandas(holes, npartitions=2)
-    with pytest.raises(ValueError, match=r"'b': 2 NaN"):
-        model.fit(dholes[FEATURES], dholes["y"])
+    mondrian = DaskEmpiricalBayesianForestRegressor(branch="mondrian", n_estimators=2)
+    with pytest.raises(ValueError, match=r"'b': 2 NaN.*branch='bayesian' or 'random'"):
+        mondrian.fit(dholes[FEATURES], dholes["y"])
     model.fit(ddf[FEATURES], ddf["y"])
     with pytest.raises(ValueError, match=r"lacks 1 column\(s\) seen at fit: \['colour'\]"):
         model.predict_frame(ddf[["a", "b", "flag", "size"]])
