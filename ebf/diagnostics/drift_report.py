@@ -106,7 +106,8 @@ class DriftReport:
         Returns
         -------
         dict
-            The scalar attributes, ``splits`` and ``branches`` as lists of records;
+            The scalar attributes, ``splits`` and ``branches`` as lists of records,
+            ``performance`` as :meth:`PerformanceDrift.to_dict` (or None);
             ``json.dumps(report.to_dict(), allow_nan=False)`` works, and
             :meth:`from_dict` reads it back.
         """
