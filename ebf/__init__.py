@@ -10,10 +10,13 @@ from .artifact import load, open_model, save
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .diagnostics import (
     DriftReport,
+    PerformanceDrift,
     TrunkPosterior,
+    performance_drift,
     plot_split_posterior,
     trunk_drift,
     trunk_posterior,
+    with_performance,
 )
 from .estimators import (
     EmpiricalBayesianForestClassifier,
@@ -33,6 +36,7 @@ __all__ = [
     "DriftReport",
     "EmpiricalBayesianForestClassifier",
     "EmpiricalBayesianForestRegressor",
+    "PerformanceDrift",
     "SMCTreeClassifier",
     "SMCTreeRegressor",
     "SubsampleForestClassifier",
@@ -41,8 +45,10 @@ __all__ = [
     "TrunkPosterior",
     "load",
     "open_model",
+    "performance_drift",
     "plot_split_posterior",
     "save",
     "trunk_drift",
     "trunk_posterior",
+    "with_performance",
 ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any
 
@@ -28,7 +27,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 
-from basics.familywise import check_correction, rejected
+from basics.familywise import check_correction
 from basics.metrics import class_rows, nlpd, rmse
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.validation import is_missing
@@ -39,156 +38,30 @@ from ..ensemble import _EBF
 from ..grower import BinnedSource, apply_binned, grow_trunk
 from ..histogram import row_statistics
 from ..subsample import _SSF
+from .drift_report import (
+    COUNTED,
+    SPLIT_COLUMNS,
+    TOO_FEW,
+    DriftReport,
+    _decided,
+    _unseen,
+    with_performance,
+)
 from .stability import _paths, _splits, node_rows, split_match_at
+from .window import DEFAULT_BLOCKS, DEFAULT_THRESHOLD, MIN_ROWS, block_ids
 
 __all__ = ["DEFAULT_BLOCKS", "DEFAULT_MIN_GAIN", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS",
-           "DriftReport", "replicated_gain", "trunk_drift"]
+           "DriftReport", "replicated_gain", "trunk_drift", "with_performance"]
 
 logger = logging.getLogger(__name__)
 
-#: A stored split whose eq. (11) probability falls below this fails (see :func:`trunk_drift`).
-DEFAULT_THRESHOLD = 0.05
-
 #: A node needs at least this many window rows (and twice the scaled minimum leaf size) for
 #: its probability to be computed and counted: eq. (11) is a central-limit approximation.
-MIN_NODE_ROWS = 30
+MIN_NODE_ROWS = MIN_ROWS
 
 #: A refit must pay: the trunk refit on the window's first half must predict its second
 #: half this much better than the stored trunk (:func:`replicated_gain`).
 DEFAULT_MIN_GAIN = 0.01
-
-#: Blocks of consecutive window rows the Bayesian bootstrap weights (see :func:`trunk_drift`,
-#: "Dependent rows"): a month of flights in blocks of about 14 hours.
-DEFAULT_BLOCKS = 50
-
-_TOO_FEW = "too few rows"
-_COUNTED = "counted"
-
-
-@dataclass
-class DriftReport:
-    """Result of :func:`trunk_drift`.
-
-    Attributes
-    ----------
-    splits : DataFrame
-        One row per internal node of the stored trunk, level by level: ``path`` (``""``
-        the root, then ``L`` / ``R`` moves, as :func:`ebf.diagnostics.stability.trunk_posterior`),
-        ``feature`` (name), ``threshold`` (stored, raw units), ``n_window`` (window rows
-        at the node), ``probability`` (eq. 11 that the stored split keeps its variable;
-        NaN with too few rows), ``status`` (``"counted"`` or ``"too few rows"``),
-        ``refit_feature`` / ``refit_threshold`` (the trunk refit on the window at the same
-        path; None / NaN where it does not split that path) and ``same_feature``.
-    branches : DataFrame
-        One row per branch (trunk leaf): ``branch``, ``n_fit``, ``share_fit``, ``n``
-        (window rows), ``share_window``, ``share_change`` (window minus fit), then the
-        window's errors: regression ``rmse``, ``nlpd`` (of the predictive distribution the
-        model gives), ``bias`` (mean of ``y - mean``); classification ``log_loss``,
-        ``accuracy``. NaN for a branch without window rows.
-    share_statistic, share_pvalue : float
-        Pearson chi-square of the window's branch counts against the fit's shares
-        (``L - 1`` degrees of freedom); informational, not part of the rule.
-    threshold : float
-        The rule's threshold on the split probabilities: the family-wise level of the
-        ``correction``.
-    correction : {"holm", "bonferroni", "none"}
-        How the counted splits were tested together (:func:`basics.familywise.rejected`).
-    decision : {"update", "refit"}
-    reason : str
-        One line saying why.
-    n_rows : int
-        Window rows analysed (after ``max_rows`` sub-sampling).
-    failing : list of str
-        Paths of the counted splits that fail the corrected test.
-    task : {"regression", "classification"}
-    n_unseen_labels : int
-        Window rows whose label the classifier never saw (0 for regression).
-    min_node_rows : int
-        Window rows a node needed for its probability to count.
-    replicated_gain : float
-        :func:`replicated_gain`: how much better a trunk refit on the window's first half
-        predicts its second half than the stored trunk (NaN: too few rows).
-    min_gain : float
-        The rule's threshold on it.
-    """
-
-    splits: pd.DataFrame
-    branches: pd.DataFrame
-    share_statistic: float
-    share_pvalue: float
-    threshold: float
-    decision: str
-    reason: str
-    n_rows: int
-    failing: list = field(default_factory=list)
-    task: str = REGRESSION
-    n_unseen_labels: int = 0
-    min_node_rows: int = MIN_NODE_ROWS
-    replicated_gain: float = math.nan
-    min_gain: float = 0.0
-    correction: str = "none"
-
-    _SCALARS = ("decision", "reason", "threshold", "n_rows", "failing", "task",
-                "n_unseen_labels", "min_node_rows", "share_statistic", "share_pvalue",
-                "replicated_gain", "min_gain", "correction")
-
-    def to_dict(self) -> dict:
-        """The report as JSON-ready dicts and lists (NaN becomes None).
-
-        Returns
-        -------
-        dict
-            The scalar attributes, ``splits`` and ``branches`` as lists of records;
-            ``json.dumps(report.to_dict(), allow_nan=False)`` works, and
-            :meth:`from_dict` reads it back.
-        """
-        out = {name: _native(getattr(self, name)) for name in self._SCALARS}
-        out["splits"] = _records(self.splits)
-        out["branches"] = _records(self.branches)
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict) -> DriftReport:
-        """Inverse of :meth:`to_dict` (e.g. of a report read from a version record)."""
-        kw = {name: d[name] for name in cls._SCALARS if name != "correction"}
-        kw["correction"] = d.get("correction", "none")  # reports written before it existed
-        for name in ("share_statistic", "share_pvalue", "replicated_gain"):
-            kw[name] = math.nan if kw[name] is None else float(kw[name])
-        return cls(splits=pd.DataFrame.from_records(d["splits"], columns=_SPLIT_COLUMNS),
-                   branches=pd.DataFrame.from_records(d["branches"]), **kw)
-
-    def __str__(self) -> str:
-        splits = self.splits.assign(path=self.splits["path"].replace("", "root"))
-        return "\n".join([
-            f"trunk drift: {self.decision.upper()} ({self.n_rows:,} window rows, "
-            f"threshold {self.threshold:g}, {self.correction} correction)",
-            self.reason,
-            "splits:",
-            splits.to_string(index=False) if len(splits) else "  (the trunk has no splits)",
-            "branches:",
-            self.branches.to_string(index=False),
-            f"branch shares: chi-square {self.share_statistic:.4g}, "
-            f"p-value {self.share_pvalue:.4g}",
-        ])
-
-
-_SPLIT_COLUMNS = ["path", "feature", "threshold", "n_window", "probability", "status",
-                  "refit_feature", "refit_threshold", "same_feature"]
-
-
-def _native(v: Any) -> Any:
-    """A JSON value: numpy scalars as Python ones, NaN / inf as None."""
-    if isinstance(v, (list, tuple)):
-        return [_native(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: _native(v) for k, v in row.items()} for row in df.to_dict("records")]
 
 
 def _check_model(model: Any) -> None:
@@ -295,6 +168,11 @@ def trunk_drift(
     branch's share of rows at fit and in the window, with a chi-square statistic over the
     branches. Each branch's error on the window, from the model's own predictions.
 
+    **With a performance test.** The splits can hold while the model predicts worse (the
+    noise grew, the target moved): :func:`ebf.diagnostics.drift_report.with_performance`
+    adds a holdout-score test (:func:`ebf.diagnostics.performance.performance_drift`) to
+    the family, so that the family-wise level covers both kinds of test.
+
     Parameters
     ----------
     model : EmpiricalBayesianForestRegressor or EmpiricalBayesianForestClassifier
@@ -374,23 +252,16 @@ def trunk_drift(
         n_classes = 0
         target = y
     n_unseen = int(n - seen.sum())
-    block = None if blocks is None else (np.arange(n) * int(blocks) // n)[seen]
+    block = None if blocks is None else block_ids(n, blocks)[seen]
     splits, min_node, gain = _split_table(model, A[seen], target, n_classes, block)
-    counted = splits[splits["status"] == _COUNTED]
-    failing = counted.loc[rejected(counted["probability"].to_numpy(), threshold, correction),
-                          "path"].tolist()
     branches, statistic, pvalue = _branch_table(model, X, y, trunk.apply(A), recalibrated)
-    level = (f"{threshold:g}" if correction == "none" else
-             f"the {correction}-corrected level (family-wise {threshold:g} over "
-             f"{len(counted)} tested splits)")
-    decision, reason = _decide(splits, counted, failing, level, n_unseen, y[~seen], gain,
-                               min_gain)
-    logger.info("trunk drift on %d rows: %s (%s)", n, decision, reason)
-    return DriftReport(splits=splits, branches=branches, share_statistic=statistic,
-                       share_pvalue=pvalue, threshold=threshold, decision=decision,
-                       reason=reason, n_rows=n, failing=failing, task=task,
-                       n_unseen_labels=n_unseen, min_node_rows=min_node,
-                       replicated_gain=gain, min_gain=min_gain, correction=correction)
+    report = _decided(DriftReport(
+        splits=splits, branches=branches, share_statistic=statistic, share_pvalue=pvalue,
+        threshold=threshold, decision="", reason="", n_rows=n, task=task,
+        n_unseen_labels=n_unseen, min_node_rows=min_node, replicated_gain=gain,
+        min_gain=min_gain, correction=correction), _unseen(y[~seen]))
+    logger.info("trunk drift on %d rows: %s (%s)", n, report.decision, report.reason)
+    return report
 
 
 def _scaled_min_leaf(trunk: Any, n: int) -> int:
@@ -486,11 +357,11 @@ def _split_table(model: Any, A: np.ndarray, target: np.ndarray, n_classes: int,
         rows.append({
             "path": path, "feature": names[f], "threshold": float(t.threshold[j]),
             "n_window": count, "probability": prob,
-            "status": _COUNTED if count >= min_node else _TOO_FEW,
+            "status": COUNTED if count >= min_node else TOO_FEW,
             "refit_feature": names[rf] if rf >= 0 else None, "refit_threshold": rt,
             "same_feature": rf == f,
         })
-    return (pd.DataFrame.from_records(rows, columns=_SPLIT_COLUMNS), min_node,
+    return (pd.DataFrame.from_records(rows, columns=SPLIT_COLUMNS), min_node,
             replicated_gain(model, binned, S))
 
 
@@ -526,37 +397,3 @@ def _branch_table(model: Any, X: Any, y: np.ndarray, leaf: np.ndarray,
     errors = [scores(leaf == b) if c else dict.fromkeys(keys, math.nan)
               for b, c in enumerate(counts)]
     return pd.concat([table, pd.DataFrame(errors, columns=list(keys))], axis=1), statistic, pvalue
-
-
-def _decide(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, level: str,
-            n_unseen: int, unseen: np.ndarray, gain: float,
-            min_gain: float) -> tuple[str, str]:
-    """The rule of :func:`trunk_drift`: ``(decision, reason)``."""
-    if n_unseen:
-        labels = sorted({str(v) for v in unseen})
-        shown = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
-        return "refit", (f"{n_unseen} window rows have labels the model never saw ({shown}); "
-                         "an update of the branches cannot add a class")
-    if failing:
-        worst = counted.set_index("path").loc[failing, "probability"]
-        where = ", ".join(f"{p or 'root'} ({splits.set_index('path').loc[p, 'feature']}: "
-                          f"{v:.3g})" for p, v in worst.items())
-        if min_gain <= 0 or not gain < min_gain:  # NaN (too few rows to check): refit
-            return "refit", (f"split probability below {level} at {where}: the window "
-                             "is strong evidence that another variable now splits there "
-                             f"better, and a trunk refit on its first half predicts its "
-                             f"second half {gain:.1%} better (at least {min_gain:.1%})")
-        return "update", (f"split probability below {level} at {where}, but a trunk "
-                          f"refit on the window's first half predicts its second half only "
-                          f"{gain:.1%} better (less than {min_gain:.1%}): the evidence does "
-                          "not carry over in time")
-    too_few = int((splits["status"] == _TOO_FEW).sum())
-    note = f"; {too_few} split(s) had too few window rows to test" if too_few else ""
-    if counted.empty:
-        if splits.empty:
-            return "update", "the trunk has no splits to test"
-        return "update", f"no split had enough window rows to test{note}"
-    low = counted.loc[counted["probability"].idxmin()]
-    return "update", (f"every tested split holds (lowest probability {low['probability']:.3g} "
-                      f"at {low['path'] or 'root'}){note}")
-

@@ -20,7 +20,12 @@ __all__ = ["add_retrain_parser"]
 
 def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     """Add ``ebf retrain`` to the subcommands ``sub``."""
-    from pipelines.registry.retrain import DEFAULT_HOLDOUT, DEFAULT_TOLERANCES, EXIT_KEPT
+    from pipelines.registry.retrain import (
+        DEFAULT_HOLDOUT,
+        DEFAULT_PERFORMANCE_TOLERANCE,
+        DEFAULT_TOLERANCES,
+        EXIT_KEPT,
+    )
 
     rt = sub.add_parser(
         "retrain", help="retrain a registry's model on new data: update or refit, gate, version",
@@ -46,14 +51,22 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     rt.add_argument("--target", metavar="COL", help="target column (version 1; later versions "
                     "use the recorded one)")
     rt.add_argument("--drift-threshold", type=fraction(False), default=None, metavar="P",
-                    help="refit when a stored split holds with probability below P, Holm-"
-                    "corrected for the number of splits tested: P is the chance of a false "
-                    "alarm on a stationary window (default: "
+                    help="refit when a stored split holds with probability below P (or the "
+                    "holdout score worsens), Holm-corrected for the number of tests: P is the "
+                    "chance of a false alarm on a stationary window (default: "
                     "ebf.diagnostics.drift.DEFAULT_THRESHOLD, 0.05)")
     rt.add_argument("--drift-correction", choices=("holm", "bonferroni", "none"),
-                    default="holm", help="how the trunk's splits are tested together: Holm's "
-                    "step-down (default) or Bonferroni hold the chance of any false alarm at "
-                    "the threshold; none tests each split at it")
+                    default="holm", help="how the splits and the holdout score are tested "
+                    "together: Holm's step-down (default) or Bonferroni hold the chance of any "
+                    "false alarm at the threshold; none tests each at it")
+    rt.add_argument("--performance-drift", choices=("on", "off"), default="on",
+                    help="also refit when the champion's holdout NLPD (log loss) is worse than "
+                    "on its own holdout when it was made, tested in the same family as the "
+                    "splits (default: on)")
+    rt.add_argument("--performance-tolerance", type=non_negative_float, metavar="X",
+                    default=DEFAULT_PERFORMANCE_TOLERANCE, help="a worsening of the holdout "
+                    "score (nats per row) that does not count (default: "
+                    f"{DEFAULT_PERFORMANCE_TOLERANCE})")
     rt.add_argument("--refit-on", choices=("all", "window"), default="all",
                     help="data of a refit: everything the model has seen plus NEW_DATA, or "
                     "NEW_DATA alone (default: all)")
@@ -84,7 +97,9 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
             drift_threshold=DEFAULT_THRESHOLD if args.drift_threshold is None
             else args.drift_threshold,
             tolerances=tolerances, refit_on=args.refit_on,
-            drift_correction=args.drift_correction, client=client, progress=bars)
+            drift_correction=args.drift_correction,
+            performance_drift=args.performance_drift == "on",
+            performance_tolerance=args.performance_tolerance, client=client, progress=bars)
     rec = res.record
     body = {"version": res.version, "decision": res.decision, "action": res.action,
             "reused": res.reused, "record": rec}

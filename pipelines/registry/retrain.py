@@ -9,13 +9,18 @@
 2. **Version 1.** On an empty registry, an EBF is trained on the window
    (:func:`pipelines.train.train`, with ``train_options``) and promoted.
 3. **Otherwise** the current version (the champion) is loaded and the window is checked
-   against its features and target. The trunk-drift check (:func:`ebf.trunk_drift`,
-   Taddy et al. 2015 eq. 6-11 on a sample of the window) decides:
+   against its features and target. The champion is scored on the holdout (below), and
+   the drift check decides, two kinds of test in one family at the family-wise level
+   ``drift_threshold``: the trunk-drift check (:func:`ebf.trunk_drift`, Taddy et al. 2015
+   eq. 6-11 on a sample of the window) and, with ``performance_drift``, the holdout-score
+   test (:func:`ebf.diagnostics.performance.performance_drift`: is the champion's NLPD or
+   log loss on the holdout worse than on its own holdout when it was made, by more than
+   ``performance_tolerance``?), joined by :func:`ebf.with_performance`:
 
    - ``update``: the champion's Mondrian branches are extended online with the window's rows
      under its trunk (Dask ``partial_fit``), and the model is recalibrated on the most recent
      rows as at training (``calibrate``);
-   - ``refit``: a new model on all the data of the lineage plus the window
+   - ``refit`` (a test fired): a new model on all the data of the lineage plus the window
      (``refit_on="all"``) or on the window alone (``"window"``), with the champion's
      training options. A model that cannot be updated (CART or predict-only branches) is
      always refit.
@@ -37,9 +42,11 @@ pointer is replaced atomically after it).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 import dask.dataframe as dd
@@ -51,7 +58,9 @@ from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
+from ebf.diagnostics import performance
 from ebf.diagnostics.drift import DEFAULT_THRESHOLD, trunk_drift
+from ebf.diagnostics.drift_report import with_performance
 from ebf.learners import get_learner
 from pipelines.io import read_dataset
 from pipelines.options import TrainOptions
@@ -61,8 +70,8 @@ from pipelines.report.evaluate import evaluate_model
 from pipelines.schema import check_schema
 from pipelines.train import infer_task, train
 
-__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TOLERANCES", "EXIT_KEPT", "VERSION_1_OPTIONS",
-           "RetrainResult", "gate", "retrain"]
+__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_PERFORMANCE_TOLERANCE", "DEFAULT_TOLERANCES", "EXIT_KEPT",
+           "VERSION_1_OPTIONS", "RetrainResult", "gate", "retrain"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +83,8 @@ DEFAULT_TOLERANCES = {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02,
                       "log_loss": 0.01, "accuracy": 0.005}
 #: Rows of the window the drift check samples (eq. 11 needs a sample, not every row).
 DRIFT_ROWS = 200_000
+#: Worsening of the champion's holdout NLPD / log loss the holdout-score test lets pass.
+DEFAULT_PERFORMANCE_TOLERANCE = performance.DEFAULT_TOLERANCE
 #: Exit status of ``ebf retrain`` when the champion is kept.
 EXIT_KEPT = 10
 #: The training options of version 1 where none are given: Mondrian branches (which later
@@ -225,15 +236,65 @@ def _carried(parent_record: Mapping[str, Any], columns: list[str], options: Trai
     return parent.excluded
 
 
+@dataclass(frozen=True)
+class _DriftRule:
+    """The options of the drift check: family-wise level and correction, and whether (and
+    with which tolerance) the holdout-score test joins the split tests."""
+
+    threshold: float
+    correction: str
+    performance: bool
+    tolerance: float
+
+
 def _drift(model: Any, window: _Window, features: list[str], target: str,
-           rule: tuple[float, str], seed: int, client: distributed.Client) -> Any:
-    """The trunk-drift report of the window's fit rows; ``rule``: (threshold, correction)."""
+           rule: _DriftRule, seed: int, client: distributed.Client) -> Any:
+    """The trunk-drift report of the window's fit rows."""
     frame = window.fit[[*features, target]]
     if window.n_rows > DRIFT_ROWS:  # n_rows bounds the fit rows: at most DRIFT_ROWS sampled
         frame = frame.sample(frac=DRIFT_ROWS / window.n_rows, random_state=seed)
     sample = client.compute(frame).result()
-    return trunk_drift(model, sample[features], sample[target], threshold=rule[0],
-                       correction=rule[1], random_state=seed)
+    return trunk_drift(model, sample[features], sample[target], threshold=rule.threshold,
+                       correction=rule.correction, random_state=seed)
+
+
+def _holdout_kind(fraction: float | None) -> str:
+    return ("a separate dataset" if fraction is None
+            else f"the most recent {fraction:g} of its window")
+
+
+def _reference(parent_record: Mapping[str, Any], fraction: float | None,
+               score: str) -> tuple[float, int] | str:
+    """The champion's mean ``score`` on its own holdout when it was made, and its rows
+    (its record's challenger metrics); or why there is no comparable one: its holdout must
+    be cut as this run's is (the same most recent share of a window, or both separate
+    datasets), else the two means differ by the rows they cover."""
+    own = (parent_record.get("metrics") or {}).get("challenger") or {}
+    if own.get(score) is None or not own.get("n"):
+        return f"the champion's record has no holdout {score}"
+    then = (parent_record.get("lineage") or {}).get("holdout") or {}
+    if then.get("fraction") != fraction:
+        return (f"the champion's holdout was {_holdout_kind(then.get('fraction'))}, this "
+                f"run's is {_holdout_kind(fraction)}")
+    return float(own[score]), int(own["n"])
+
+
+def _with_holdout_test(drift: Any, rule: _DriftRule, parent_record: Mapping[str, Any],
+                       fraction: float | None, held: Mapping[str, Any],
+                       seed: int | None) -> tuple[Any, str]:
+    """The drift report with the holdout-score test in its family (``rule.performance``),
+    and a note for the reason when the test could not run."""
+    if not rule.performance:
+        return drift, ""
+    score = "nlpd" if held["task"] == "regression" else "log_loss"
+    reference = _reference(parent_record, fraction, score)
+    if isinstance(reference, str):
+        logger.warning("retrain: the holdout score is not tested: %s", reference)
+        return drift, f"; holdout {score} not tested: {reference}"
+    test = performance.performance_drift(
+        held["row_scores"], *reference, score=score, level=rule.threshold,
+        tolerance=rule.tolerance, random_state=seed)
+    return with_performance(drift, test), ""
 
 
 def _recalibrate(model: Any, window: _Window, features: list[str], target: str,
@@ -268,6 +329,8 @@ def retrain(
     tolerances: Mapping[str, float] | None = None,
     refit_on: str = "all",
     drift_correction: str = "holm",
+    performance_drift: bool = True,
+    performance_tolerance: float = DEFAULT_PERFORMANCE_TOLERANCE,
     client: distributed.Client | None = None,
     progress: PhaseReport | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -296,11 +359,18 @@ def retrain(
         :data:`VERSION_1_OPTIONS` (Mondrian branches, ``calibrate="auto"``). Later versions
         refit with the options version 1 recorded.
     drift_threshold : float, default=ebf.diagnostics.drift.DEFAULT_THRESHOLD
-        Refit when a stored split's probability of still holding is below it, after the
-        ``drift_correction`` for testing every split at once: the chance of a false alarm
-        on a stationary window.
+        The family-wise level of the drift check: refit when a stored split's probability
+        of still holding (or the holdout-score test's p-value) is below it, after the
+        ``drift_correction`` for testing every split and the holdout score at once: the
+        chance of a false alarm on a stationary window.
     drift_correction : {"holm", "bonferroni", "none"}, default="holm"
-        How the trunk's splits are tested together (:func:`basics.familywise.rejected`).
+        How the drift check's tests (the trunk's splits and the holdout score) are tested
+        together (:func:`basics.familywise.rejected`).
+    performance_drift : bool, default=True
+        Also refit when the champion's holdout score (NLPD, or log loss) is worse than on
+        its own holdout when it was made (the family-wise level covers both tests).
+    performance_tolerance : float, default=DEFAULT_PERFORMANCE_TOLERANCE (0.01)
+        A worsening of the mean score that does not count (nats per row).
     tolerances : mapping, optional
         Overrides of :data:`DEFAULT_TOLERANCES`.
     refit_on : {"all", "window"}, default="all"
@@ -331,6 +401,15 @@ def retrain(
                else TrainOptions.from_dict(train_options or {}, VERSION_1_OPTIONS))
     tolerances = {**DEFAULT_TOLERANCES, **dict(tolerances or {})}
     check_correction(drift_correction)  # before any work
+    if not isinstance(performance_drift, bool):
+        raise ValueError(f"performance_drift must be True or False; got "
+                         f"{performance_drift!r}.")
+    if isinstance(performance_tolerance, bool) or not isinstance(performance_tolerance, Real) \
+            or not 0 <= performance_tolerance < math.inf:
+        raise ValueError(f"performance_tolerance must be a finite number >= 0 (nats per row); "
+                         f"got {performance_tolerance!r}.")
+    rule = _DriftRule(drift_threshold, drift_correction, performance_drift,
+                      float(performance_tolerance))
     reg = Registry(registry, name=name, storage_options=storage_options)
     check_location(reg.url, "the model registry", storage_options=storage_options,
                    inputs={"the new data": data, "the holdout data": holdout_data})
@@ -340,8 +419,13 @@ def retrain(
     # features and train options only change version 1 (later ones reuse the recorded)
     run = {"name": name, "holdout": None if holdout_data is not None else holdout,
            "drift_threshold": drift_threshold, "tolerances": tolerances, "refit_on": refit_on}
-    if drift_correction != "holm":  # keys of runs with the default are those of earlier runs
-        run["drift_correction"] = drift_correction
+    # keys of runs with the defaults are those of earlier runs
+    for name, value, default in (("drift_correction", drift_correction, "holm"),
+                                 ("performance_drift", performance_drift, True),
+                                 ("performance_tolerance", rule.tolerance,
+                                  DEFAULT_PERFORMANCE_TOLERANCE)):
+        if value != default:
+            run[name] = value
     later_key = inputs_key([window_id, holdout_id], run)
     first_key = inputs_key([window_id, holdout_id], {
         **run, "target": target, "features": list(features or []) or None,
@@ -367,8 +451,7 @@ def retrain(
             lineage["data"] = [window_id]
         else:
             model, meta, record = _challenger(reg, parent, data, holdout, holdout_data,
-                                              window_id, (drift_threshold, drift_correction),
-                                              tolerances,
+                                              window_id, rule, tolerances,
                                               refit_on, client, progress, storage_options)
             lineage["data"] = record.pop("data")
         lineage["params"] = meta["lineage_params"]
@@ -418,7 +501,7 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
 
 
 def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
-                holdout_data: str | None, window_id: dict, drift_rule: tuple[float, str],
+                holdout_data: str | None, window_id: dict, drift_rule: _DriftRule,
                 tolerances: dict, refit_on: str, client: distributed.Client,
                 progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
     from ebf.artifact import load
@@ -438,9 +521,16 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     meta = dict(open_artifact(path, storage_options).training)
     columns = [*features, target]
     window = _window(data, columns, holdout, holdout_data, options, client, storage_options)
+    # the champion's holdout scores, row by row for the holdout-score test: before the fit,
+    # whose kind the test decides
+    held = evaluate_model(champion, window.holdout, target=target, features=features,
+                          client=client, row_scores=True)
     drift = _drift(champion, window, features, target, drift_rule, options.random_state,
                    client)
-    action, reason = drift.decision, drift.reason
+    drift, note = _with_holdout_test(drift, drift_rule, parent_record,
+                                     holdout if holdout_data is None else None, held,
+                                     options.random_state)
+    action, reason = drift.decision, drift.reason + note
     online = get_learner(champion.branch).online
     if action == "update" and (not online or champion.compact_):
         action = "refit"
@@ -468,9 +558,9 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     meta["calibration"] = _recalibrate(challenger, window, features, target, options, client)
     meta.update(data=data, trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     fit_seconds = time.perf_counter() - t_fit
-    scores = {who: _metrics(evaluate_model(m, window.holdout, target=target,
-                                           features=features, client=client))
-              for who, m in (("champion", champion), ("challenger", challenger))}
+    scores = {"champion": _metrics(held),
+              "challenger": _metrics(evaluate_model(challenger, window.holdout, target=target,
+                                                    features=features, client=client))}
     promote, checks = gate(scores["champion"], scores["challenger"], tolerances)
     meta["lineage_params"] = params
     record = {"decision": "promoted" if promote else "kept", "action": action,

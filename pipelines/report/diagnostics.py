@@ -144,6 +144,15 @@ class EvaluationJob:
         out[known, self.predicted + 1:] = np.column_stack(cols)
         return out
 
+    def row_scores(self, block: np.ndarray | None) -> np.ndarray:
+        """The main per-row score of a block of :meth:`rows`, in row order, for the rows with
+        a target: ``-log p(y)`` of the model as it predicts (regressors; its mean is the
+        result's ``nlpd``) or the log loss (classifiers; ``log_loss``)."""
+        if block is None:
+            return np.empty(0)
+        known = block[:, self.predicted] == 1.0
+        return block[known, self.predicted + 2]  # after [target known, squared error | correct]
+
     def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
         """:meth:`rows` of one part's (an EBF branch's) output on its rows ``A``."""
         return self.rows(part_output(part, A), y)

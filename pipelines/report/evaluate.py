@@ -106,6 +106,12 @@ def _sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
     return job.reduce(assembled[1])
 
 
+def _sums_and_scores(assembled: tuple, job: EvaluationJob) -> tuple[np.ndarray, np.ndarray]:
+    """The job's sums of a partition's block, and its rows' main score
+    (:meth:`EvaluationJob.row_scores`)."""
+    return job.reduce(assembled[1]), job.row_scores(assembled[1])
+
+
 def _prediction_part(assembled: tuple, job: EvaluationJob, meta: pd.DataFrame, classes: Any,
                      part: pd.DataFrame | None, keep: list[str]) -> pd.DataFrame:
     """The predictions of a partition: the first columns of its block, the kept columns in
@@ -350,6 +356,7 @@ def evaluate_model(
     client: distributed.Client | None = None,
     progress: Report | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    row_scores: bool = False,
 ) -> dict[str, Any]:
     """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
 
@@ -368,11 +375,16 @@ def evaluate_model(
         The model's feature columns.
     levels, client, progress, storage_options
         As in :func:`evaluate`.
+    row_scores : bool, default=False
+        Also return every scored row's main score from the same pass (8 bytes a row come
+        to this process): ``-log p(y)`` of the model as it predicts (regressors) or the
+        log loss (classifiers), whose mean is the result's ``nlpd`` / ``log_loss``.
 
     Returns
     -------
     dict
-        As :func:`evaluate`.
+        As :func:`evaluate`; with ``row_scores``, also ``row_scores``: ndarray of shape
+        ``(n,)`` in the data's row order.
     """
     t0 = time.perf_counter()
     client = current_client(client)
@@ -382,15 +394,19 @@ def evaluate_model(
         check_schema(data, target, features, storage_options=storage_options)
     ddf = read_columns(data, [*features, target], storage_options)
     job = EvaluationJob(lv, *_model_facts(model)[:2])
+    reduce = _sums_and_scores if row_scores else _sums
     rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
     if rows is not None:
-        parts = in_threads(lambda block: _sums(_partition_rows(block, model, features, target,
-                                                                job, False), job), rows)
+        parts = in_threads(lambda block: reduce(_partition_rows(block, model, features, target,
+                                                                 job, False), job), rows)
     else:
-        parts = _run([dask.delayed(_sums, pure=True)(a, job) for a in _partition_tasks(
+        parts = _run([dask.delayed(reduce, pure=True)(a, job) for a in _partition_tasks(
             ddf, shared_model(model), features, target, job)], client, progress)
     info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
-    return _score(parts, job, data, target, t0, info)
+    if not row_scores:
+        return _score(parts, job, data, target, t0, info)
+    result = _score([p[0] for p in parts], job, data, target, t0, info)
+    return {**result, "row_scores": np.concatenate([p[1] for p in parts])}
 
 
 def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:

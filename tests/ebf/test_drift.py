@@ -15,7 +15,9 @@ from ebf import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
+    performance_drift,
     trunk_drift,
+    with_performance,
 )
 from ebf.binning import bin_data, bin_edges, n_bins_of
 from ebf.diagnostics.stability import clt_split_match
@@ -226,6 +228,39 @@ def test_a_stretch_of_the_window_that_does_not_recur_updates(reg):
     assert planted.replicated_gain > 0.1
 
 
+def _nlpd(model, X, y):
+    """Per-row NLPD of the model's predictive distribution."""
+    return -model.predict_distribution(X).logpdf(y)
+
+
+def _holdout_test(model, X, y, reference):
+    return performance_drift(_nlpd(model, X, y), reference.mean(), reference.size,
+                             score="nlpd")
+
+
+def test_a_worse_holdout_score_joins_the_split_tests(reg):
+    """The target shifted by 2 noise sds: no split moves (a constant shift changes no
+    impurity comparison), but the model predicts worse than on rows like its fit's."""
+    reference = _nlpd(reg, *_regression(N_WINDOW, 20))
+    X, y = _regression(N_WINDOW, 1)
+    same = with_performance(trunk_drift(reg, X, y), _holdout_test(reg, X, y, reference))
+    assert same.decision == "update" and not same.performance.fired
+    assert same.reason.startswith("no test fired: every tested split holds")
+    shifted = trunk_drift(reg, X, y + 2.0)
+    assert shifted.decision == "update" and shifted.failing == []
+    worse = with_performance(shifted, _holdout_test(reg, X, y + 2.0, reference))
+    assert worse.decision == "refit" and worse.performance.fired and worse.failing == []
+    assert worse.reason.startswith("the holdout-score test fired: every tested split holds")
+    assert worse.performance.difference > 1.0 and "holdout NLPD" in worse.reason
+    assert worse.performance.tests == 4 and worse.performance.correction == "holm"
+    Xc, yc = _regression(N_WINDOW, 1, changed=True)
+    both = with_performance(trunk_drift(reg, Xc, yc), _holdout_test(reg, Xc, yc, reference))
+    assert both.reason.startswith("the split and holdout-score tests fired: split prob")
+    assert "over 3 tested splits and the holdout score" in both.reason
+    assert DriftReport.from_dict(json.loads(json.dumps(both.to_dict()))).to_dict() == \
+        both.to_dict()
+
+
 def test_covariate_shift_moves_shares_but_not_the_decision(reg):
     rng = np.random.default_rng(100)
     X = rng.random((N_WINDOW, 4))
@@ -370,7 +405,9 @@ def test_stationary_windows_refit_at_most_at_the_chosen_level():
     """200 windows of 2,000 rows from the fit's own distribution, against a trunk of 7
     splits, several of them close contests (effects 0.6, 0.48, 0.36 of one noise sd on 3 of 5
     features): the full rule (Holm-corrected splits, then the replicated gain) refits in at
-    most 0.05 + 0.02 of them."""
+    most 0.05 + 0.02 of them; so does the rule with the holdout-score test on (the model's
+    NLPD on the window's rows against its NLPD on 2,000 fresh rows, no tolerance), Holm over
+    the 7 splits and it."""
     def data(n, seed):
         rng = np.random.default_rng(seed)
         X = rng.random((n, 5))
@@ -380,7 +417,16 @@ def test_stationary_windows_refit_at_most_at_the_chosen_level():
 
     model = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=8,
                                              random_state=0).fit(*data(20_000, 0))
-    reports = [trunk_drift(model, *data(2000, seed)) for seed in range(1, 201)]
+    reference = _nlpd(model, *data(2000, 1000))
+    reports, combined = [], []
+    for seed in range(1, 201):
+        window = data(2000, seed)
+        reports.append(trunk_drift(model, *window))
+        combined.append(with_performance(reports[-1], performance_drift(
+            _nlpd(model, *window), reference.mean(), reference.size, tolerance=0.0,
+            random_state=seed)))
     assert all(len(r.splits) == 7 and r.correction == "holm" for r in reports)
     refits = np.mean([r.decision == "refit" for r in reports])
     assert refits <= 0.05 + 0.02
+    assert all(r.performance.tests == 8 for r in combined)
+    assert np.mean([r.decision == "refit" for r in combined]) <= 0.05 + 0.02

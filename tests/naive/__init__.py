@@ -12,6 +12,7 @@ module belongs to one area of the library:
 - ``posterior``: Mondrian posterior: dense Gaussian conditioning, branch-off moments, IKN.
 - ``noise``: per-node noise variances, the Gamma test, the CART leaf-noise prior.
 - ``bayestrees``: Bayesian trees and BART: prior, marginals, enumeration, SMC, MCMC.
+- ``drift``: the performance-drift test (a block Bayesian bootstrap of a mean difference).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .cart import (
     naive_node_stats,
     naive_path,
 )
+from .drift import naive_performance_drift
 from .mixture import (
     naive_aci,
     naive_crps_mixture,
@@ -150,6 +152,7 @@ __all__ = [
     "naive_normal_marginal_quad",
     "naive_optimal_proposal",
     "naive_path",
+    "naive_performance_drift",
     "naive_pit_knots",
     "naive_pooled_leaf_variance",
     "naive_preorder_structure",

@@ -2,7 +2,8 @@
 ``predict_to_parquet`` bit for bit, the scores those of a scores-only ``evaluate``, and the
 metrics equal the metrics computed from the saved predictions, for EBF and SSF regressors
 (recalibrated or not, Bayesian-CART and Mondrian branches) and classifiers, whole on every
-worker or branch by branch, with rows whose target is missing."""
+worker or branch by branch, with rows whose target is missing. Per-row scores from the
+scoring pass (``evaluate_model(..., row_scores=True)``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from basics.metrics import class_rows
 from ebf import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
@@ -19,7 +21,7 @@ from ebf import (
 from ebf.artifact import save
 from pipelines.io import read_parquet_metadata
 from pipelines.predict import predict_to_parquet
-from pipelines.report.evaluate import evaluate
+from pipelines.report.evaluate import evaluate, evaluate_model
 from pipelines.schema import SchemaError
 from tests.ebf.dask.test_dask import FEATURES, make_frame
 
@@ -138,3 +140,39 @@ def test_one_pass_checks_its_destination_before_any_work(saved, test_data, tmp_p
         evaluate(saved["ebf_mondrian"], test_data, target="y", predictions=tmp_path / "p2",
                  keep_columns=["row_id"], client=dask_client)
     assert not (tmp_path / "p2").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize("name", ["ebf_reg_recal", "ebf_clf"])
+def test_row_scores_come_from_the_same_pass(saved, test_data, dask_client, monkeypatch,
+                                            name, gather):
+    """``evaluate_model(..., row_scores=True)``: every scored row's -log p(y) as the model
+    predicts (recalibrated) or its log loss, in the data's order, whose mean is the result's
+    NLPD / log loss; the other scores are unchanged. Rows brought to the model, or the
+    model sent to the workers."""
+    from ebf.artifact import load
+    from pipelines.report import evaluate as evaluate_module
+
+    if not gather:
+        monkeypatch.setattr(evaluate_module, "small_frame", lambda *a, **k: None)
+    model, target = load(saved[name]), _target(name)
+    plain = evaluate_model(model, test_data, target=target, features=FEATURES,
+                           client=dask_client)
+    res = evaluate_model(model, test_data, target=target, features=FEATURES,
+                         client=dask_client, row_scores=True)
+    rows = pd.read_parquet(test_data)
+    rows = rows[rows[target].notna()]
+    if "clf" in name:
+        want = class_rows(model.predict_proba(rows[FEATURES]), model.classes_, rows[target])[1]
+        key = "log_loss"
+    else:
+        want = -model.predict_distribution(rows[FEATURES]).logpdf(rows[target].to_numpy())
+        key = "nlpd"
+    np.testing.assert_allclose(res["row_scores"], want, rtol=1e-9)
+    assert res["row_scores"].mean() == pytest.approx(res[key], rel=1e-12)
+    assert res["n"] == len(want) == plain["n"]
+    for k, v in plain.items():
+        if isinstance(v, float) and k != "seconds":
+            assert res[k] == pytest.approx(v, rel=1e-12), k
+    assert "row_scores" not in plain

@@ -17,15 +17,16 @@ from pipelines.registry.store import Registry, RegistryBusyError
 OPTIONS = {"n_estimators": 3, "trunk_leaves": 3, "calibrate": "recent"}
 
 
-def _window(root, name, n, seed, planted=False, files=2):
+def _window(root, name, n, seed, planted=False, files=2, shift=0.0):
     """Friedman-like rows: y depends on x0 through the root split; ``planted`` changes the
-    relation where x1 > 0.5 so that x1 splits the root better."""
+    relation where x1 > 0.5 so that x1 splits the root better; ``shift`` is added to y (no
+    split moves, every prediction is off)."""
     rng = np.random.default_rng(seed)
     X = rng.random((n, 4))
     y = 4 * (X[:, 0] > 0.5) + np.sin(6 * X[:, 2]) + 0.3 * rng.normal(size=n)
     if planted:
         y = np.where(X[:, 1] > 0.5, y + 8 * (X[:, 3] > 0.5) - 4 * (X[:, 0] > 0.5), y)
-    df = pd.DataFrame(X, columns=["x0", "x1", "x2", "x3"]).assign(y=y)
+    df = pd.DataFrame(X, columns=["x0", "x1", "x2", "x3"]).assign(y=y + shift)
     path = os.path.join(root, name)
     os.makedirs(path)
     bounds = np.linspace(0, n, files + 1).astype(int)
@@ -220,3 +221,61 @@ def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
                  "--versions", "2"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[1].split()[:2] == ["version", "rows"] and table[2].startswith("v0002")
+
+
+@pytest.mark.slow
+def test_the_decision_line_names_the_drift_test_that_fired(tmp_path, windows, monkeypatch,
+                                                           capsys):
+    """February is like January: no test fires. April's target is shifted by 1.5 (5 noise
+    sds): every split holds, the holdout-score test fires and the model is refit; the
+    record, the human output and --json say so. With --performance-drift off, April only
+    updates."""
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    reg_url = str(tmp_path / "registry")
+    april = _window(tmp_path, "apr", 3000, 3, shift=1.5)
+    base = ["--quiet", "--n-workers", "1"]
+    assert main(["retrain", reg_url, windows["jan"], *base, "--target", "y",
+                 "--n-estimators", "3", "--trunk-leaves", "3"]) == 0
+    capsys.readouterr()
+    assert main(["retrain", reg_url, windows["feb"], *base]) in (0, EXIT_KEPT)
+    why = [line for line in capsys.readouterr().out.splitlines() if "why:" in line]
+    assert why[0].startswith("  why: no test fired: every tested split holds"), why
+    assert "holdout NLPD" in why[0]
+    feb = Registry(reg_url).record(2)
+    perf = feb["drift"]["performance"]
+    assert not perf["fired"] and perf["score"] == "nlpd" and perf["correction"] == "holm"
+    assert perf["n"] == 300 and perf["n_reference"] == 400  # the holdouts of Feb and Jan
+    assert perf["tests"] == sum(s["status"] == "counted" for s in feb["drift"]["splits"]) + 1
+    assert feb["metrics"]["champion"]["nlpd"] == pytest.approx(perf["mean"], rel=1e-12)
+
+    assert main(["retrain", reg_url, april, *base]) in (0, EXIT_KEPT)
+    out = capsys.readouterr().out
+    assert "  why: the holdout-score test fired: every tested split holds" in out
+    assert main(["retrain", reg_url, april, *base, "--json"]) in (0, EXIT_KEPT)  # a re-run
+    record = json.loads(capsys.readouterr().out)["record"]
+    assert record["action"] == "refit" and record["drift"]["decision"] == "refit"
+    assert record["reason"].startswith("the holdout-score test fired")
+    assert record["drift"]["failing"] == [] and record["drift"]["performance"]["fired"]
+    assert record["drift"]["performance"]["difference"] > 1.0
+
+    assert main(["retrain", reg_url, april, *base, "--performance-drift", "off", "--json"]) \
+        in (0, EXIT_KEPT)
+    record = json.loads(capsys.readouterr().out)["record"]
+    assert record["action"] == "update" and record["drift"]["performance"] is None
+    assert "holdout" not in record["reason"]
+
+
+def test_the_holdout_score_needs_a_holdout_cut_alike():
+    from pipelines.registry.retrain import _reference
+
+    parent = {"metrics": {"challenger": {"n": 400, "nlpd": 1.25, "rmse": 0.9}},
+              "lineage": {"holdout": {"fraction": 0.1}}}
+    assert _reference(parent, 0.1, "nlpd") == (1.25, 400)
+    assert _reference(parent, 0.2, "nlpd") == ("the champion's holdout was the most recent "
+                                               "0.1 of its window, this run's is the most "
+                                               "recent 0.2 of its window")
+    assert "a separate dataset" in _reference(parent, None, "nlpd")
+    assert _reference(parent, 0.1, "log_loss") == "the champion's record has no holdout log_loss"
+    separate = {**parent, "lineage": {"holdout": {"data": {"path": "h"}}}}
+    assert _reference(separate, None, "nlpd") == (1.25, 400)
