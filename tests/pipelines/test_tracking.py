@@ -51,6 +51,12 @@ def _data(path, n: int, seed: int):
     return str(path)
 
 
+@pytest.fixture(autouse=True)
+def no_telemetry(monkeypatch):
+    """MLflow's usage telemetry stays off (it is off under pytest too: belt and braces)."""
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
 @pytest.fixture
 def cli(monkeypatch):
     """In-process threads for the local cluster; MLflow 3 opens a file store only when
