@@ -346,6 +346,33 @@ def test_run_contents_are_valid_mlflow_keys_and_leave_out_what_is_not_a_number()
     assert first.metrics == {"challenger/n": 5.0, "challenger/rmse": 2.0, "seconds/fit": 3.0,
                              "seconds/total": 4.0}
     assert "ebf.drift" not in first.tags
+    # a training run with its baseline
+    trained = train_run({
+        "model_url": "s3://b/models/ebf", "model_hash": "h", "class": "C", "branches": 4,
+        "data": "s3://b/data", "target": "y", "task": "regression", "rows": 9,
+        "n_partitions": 2, "features": ["a", "b"], "ebf_version": "0.1",
+        "params": {"branch": "mondrian", "branch_params": {"lifetime": None, "k": 2}},
+        "timings": {"fit": 2.0, "bin_edges": 0.5},
+        "calibration": {"method": "recent", "fraction": 0.1, "seconds": 0.25,
+                        "ebf": {"knots": 6, "max_deviation": 0.04},
+                        "ssf": {"knots": 5, "max_deviation": 0.05}},
+        "baseline": {"model_url": "s3://b/models/ssf", "subsamples": 4,
+                     "timings": {"fit": 1.0}}})
+    assert trained.name == "train ebf" and trained.same == {}
+    assert trained.params == {"data": "s3://b/data", "target": "y", "task": "regression",
+                              "rows": "9", "n_partitions": "2", "n_features": "2",
+                              "ebf_version": "0.1", "branch": "mondrian",
+                              "branch_params/k": "2", "calibration/method": "recent",
+                              "calibration/fraction": "0.1"}
+    assert trained.metrics == {"branches": 4.0, "seconds/fit": 2.0, "seconds/bin_edges": 0.5,
+                               "calibration/seconds": 0.25, "calibration/ebf/knots": 6.0,
+                               "calibration/ebf/max_deviation": 0.04,
+                               "calibration/ssf/knots": 5.0,
+                               "calibration/ssf/max_deviation": 0.05,
+                               "baseline/subsamples": 4.0, "baseline/seconds/fit": 1.0}
+    assert trained.tags == {"ebf.command": "train", "ebf.model_url": "s3://b/models/ebf",
+                            "ebf.model_hash": "h", "ebf.class": "C",
+                            "ebf.baseline_url": "s3://b/models/ssf"}
     assert metric_key("seconds", "baseline trunk") == "seconds/baseline trunk"
     assert metric_key("a:b", "", ".") == "a_b/_/_"
     assert all(_valid_key(metric_key(*parts)) for parts in
