@@ -8,6 +8,11 @@ champion is a successful run (the version is written, the pointer stays); a miss
 partition, bad data or a busy registry fail the run. The retrain task may be retried
 safely: a re-run on the same partition is a no-op that reports the version it made.
 
+Each run publishes a table artifact, key :data:`ARTIFACT_KEY` (``ebf-retrain-metrics``): the
+champion's and the challenger's holdout metrics, one row per metric, described by the
+version, its action (update / refit) and decision (promoted / kept). Prefect keeps the
+artifacts of a key as its history, so the UI shows the metrics night by night.
+
 Run it once, or serve it on a schedule (Prefect 3)::
 
     python examples/prefect_flow.py REGISTRY ROOT --day 2013-08-01 --target arr_delay
@@ -34,13 +39,16 @@ try:
 except ImportError:  # the schedule extra is optional: plain functions then
     prefect = None
 
-__all__ = ["find_partition", "nightly_retrain", "retrain_partition"]
+__all__ = ["ARTIFACT_KEY", "find_partition", "metrics_description", "metrics_table",
+           "nightly_retrain", "publish_metrics", "retrain_partition"]
 
 logger = logging.getLogger(__name__)
 
 #: The retrain task's retries (a re-run is a no-op, so a retry is safe) and their delay:
 #: long enough for a concurrent run holding the registry's lock to finish.
 RETRIES, RETRY_DELAY_S = 1, 300
+#: The key of the metrics artifact of every run (lowercase letters, digits and dashes).
+ARTIFACT_KEY = "ebf-retrain-metrics"
 
 
 def _prefect(kind: str, **kwargs: Any) -> Callable[[Callable], Callable]:
@@ -113,6 +121,72 @@ def retrain_partition(registry: str, root: str, day: str,
     return summary
 
 
+def metrics_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The artifact's table: one row per holdout metric, the champion's and the challenger's
+    values (None where a model has none: version 1 has no champion).
+
+    Parameters
+    ----------
+    summary : mapping
+        The retrain task's summary (``retrain_job.summarize``).
+
+    Returns
+    -------
+    list of dict
+        ``metric``, ``champion``, ``challenger``.
+
+    Examples
+    --------
+    >>> metrics_table({"metrics": {"champion": None, "challenger": {"n": 150, "rmse": 1.2}}})
+    [{'metric': 'n', 'champion': None, 'challenger': 150}, \
+{'metric': 'rmse', 'champion': None, 'challenger': 1.2}]
+    """
+    metrics = summary.get("metrics") or {}
+    champion, challenger = metrics.get("champion") or {}, metrics.get("challenger") or {}
+    return [{"metric": name, "champion": champion.get(name), "challenger": challenger.get(name)}
+            for name in dict.fromkeys([*challenger, *champion])]
+
+
+def metrics_description(summary: Mapping[str, Any]) -> str:
+    """The artifact's description (Markdown): the day, the version, what was done and why.
+
+    Examples
+    --------
+    >>> print(metrics_description({"day": "2024-03-02", "version": 2, "action": "update",
+    ...                            "decision": "kept", "reason": "the gate failed on nlpd",
+    ...                            "drift": "update", "reused": False}))
+    ebf retrain of 2024-03-02: version 2, update, **kept** (the gate failed on nlpd); drift \
+check: update
+    """
+    again = " (a re-run: the version was made before)" if summary.get("reused") else ""
+    return (f"ebf retrain of {summary['day']}: version {summary['version']}, "
+            f"{summary['action']}, **{summary['decision']}** ({summary['reason']}); drift "
+            f"check: {summary.get('drift') or 'none (version 1)'}{again}")
+
+
+@_prefect("task", name="publish metrics")
+def publish_metrics(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Publish the run's metrics as the table artifact :data:`ARTIFACT_KEY` (with Prefect).
+
+    Parameters
+    ----------
+    summary : mapping
+        The retrain task's summary.
+
+    Returns
+    -------
+    list of dict
+        The table (:func:`metrics_table`), published or not.
+    """
+    table = metrics_table(summary)
+    if prefect is not None:
+        from prefect.artifacts import create_table_artifact
+
+        create_table_artifact(table=table, key=ARTIFACT_KEY,
+                              description=metrics_description(summary))
+    return table
+
+
 @_prefect("flow", name="ebf-nightly-retrain")
 def nightly_retrain(registry: str, root: str, day: str | None = None,
                     scheduler: str | None = None,
@@ -145,9 +219,11 @@ def nightly_retrain(registry: str, root: str, day: str | None = None,
     find_partition(root, day)  # fails before a cluster is started
     client = cluster.connect(scheduler, processes=local_processes())
     try:
-        return retrain_partition(registry, root, day, options)
+        summary = retrain_partition(registry, root, day, options)
     finally:
         client.close()
+    publish_metrics(summary)
+    return summary
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -1,6 +1,7 @@
 """The scheduled retraining examples: ``examples/retrain_job.py``, the task functions of
 ``examples/prefect_flow.py`` (called directly: Prefect is an optional extra, not installed
-for the tests), the cron wrapper ``examples/retrain_daily.sh`` and the lines of
+for the tests; with it, the flow's metrics artifact on a temporary Prefect server), the cron
+wrapper ``examples/retrain_daily.sh`` and the lines of
 ``examples/crontab``, run on tiny date-partitioned datasets."""
 
 from __future__ import annotations
@@ -144,6 +145,62 @@ def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeyp
     if flow.prefect is None:
         assert flow.main([reg_url, str(root), "--serve"]) == 2
         assert "pip install -e '.[schedule]'" in capsys.readouterr().err
+
+
+_SUMMARIES = [  # the retrain task's summaries (retrain_job.summarize) of version 1 and 2
+    {"day": "2024-03-01", "data": "d1", "version": 1, "decision": "trained", "action": "train",
+     "exit_code": 0, "reused": False, "reason": "empty registry", "drift": None,
+     "metrics": {"challenger": {"n": 150, "rmse": 1.5, "nlpd": 1.9}, "champion": None}},
+    {"day": "2024-03-02", "data": "d2", "version": 2, "decision": "kept", "action": "update",
+     "exit_code": EXIT_KEPT, "reused": True, "reason": "every tested split holds",
+     "drift": "update", "metrics": {"champion": {"n": 160, "rmse": 1.4, "nlpd": 1.8},
+                                    "challenger": {"n": 160, "rmse": 1.3, "nlpd": 1.85}}},
+]
+
+
+def test_the_metrics_artifact_table_and_description(examples):
+    """What the flow publishes as its table artifact, built without Prefect."""
+    _, flow = examples
+    first, second = _SUMMARIES
+    assert flow.metrics_table(first) == [
+        {"metric": "n", "champion": None, "challenger": 150},
+        {"metric": "rmse", "champion": None, "challenger": 1.5},
+        {"metric": "nlpd", "champion": None, "challenger": 1.9}]
+    assert flow.metrics_table(second) == [
+        {"metric": m, "champion": second["metrics"]["champion"][m],
+         "challenger": second["metrics"]["challenger"][m]} for m in ("n", "rmse", "nlpd")]
+    assert flow.metrics_description(first) == (
+        "ebf retrain of 2024-03-01: version 1, train, **trained** (empty registry); drift "
+        "check: none (version 1)")
+    assert flow.metrics_description(second).endswith(
+        "version 2, update, **kept** (every tested split holds); drift check: update (a "
+        "re-run: the version was made before)")
+    assert re.fullmatch(r"[a-z0-9-]+", flow.ARTIFACT_KEY)  # Prefect's rule for keys
+    json.dumps(flow.metrics_table(second), allow_nan=False)
+    if flow.prefect is None:  # the task function runs without Prefect and gives the table
+        assert _plain(flow.publish_metrics)(second) == flow.metrics_table(second)
+
+
+@pytest.mark.slow
+def test_the_flow_publishes_the_metrics_artifact(examples):
+    """With Prefect installed (the schedule extra), on a temporary Prefect server."""
+    pytest.importorskip("prefect")
+    from prefect import flow as prefect_flow
+    from prefect.artifacts import Artifact
+    from prefect.testing.utilities import prefect_test_harness
+
+    _, flow = examples
+
+    @prefect_flow
+    def publish(summary):
+        return flow.publish_metrics(summary)
+
+    with prefect_test_harness(server_startup_timeout=120):  # a busy machine starts it slowly
+        assert publish(_SUMMARIES[1]) == flow.metrics_table(_SUMMARIES[1])
+        artifact = Artifact.get(flow.ARTIFACT_KEY)
+        assert artifact.type == "table" and artifact.flow_run_id is not None
+        assert json.loads(artifact.data) == flow.metrics_table(_SUMMARIES[1])
+        assert artifact.description == flow.metrics_description(_SUMMARIES[1])
 
 
 def _crontab() -> tuple[dict[str, str], str, str]:

@@ -13,7 +13,9 @@ Subcommands
     Fit an Empirical Bayesian Forest on Parquet on Dask and save it atomically
     (``pipelines.train``); predict to Parquet with the model hash in the schema metadata, or
     score (RMSE, NLPD, coverage, calibration; accuracy, log loss) streaming the partitions
-    (``pipelines.report.evaluate``).
+    (``pipelines.report.evaluate``). With ``--mlflow-uri``, ``train`` (and ``retrain``) log
+    the job as one MLflow run once the model is written (``pipelines.cli.tracking``,
+    ``pipelines.tracking``).
 ``ebf registry list|show|promote|rollback|unlock``
     The versions of a model registry and its current-version pointer
     (``pipelines.cli.registry``); ``ebf predict`` and ``ebf evaluate`` take

@@ -16,6 +16,8 @@ Exit statuses (also in :func:`pipelines.cli.main`):
       I/O error, or an unexpected error
 2     usage error: a bad option, an output that exists or may not be replaced, an output
       overlapping an input, a missing input (or registry version), a schema that does not fit
+3     ``train`` / ``retrain`` with ``--mlflow-uri``: the model was written, but its MLflow run
+      could not be logged (:mod:`pipelines.cli.tracking`)
 130   interrupted (Ctrl-C, SIGINT)
 143   terminated (SIGTERM); temporary files were removed
 ====  =====================================================================================
@@ -33,12 +35,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["Terminated", "UsageError", "describe_failure", "report_failure", "signals_raise"]
+__all__ = ["TRACKING_FAILED", "Terminated", "UsageError", "describe_failure", "report_failure",
+           "signals_raise"]
 
 logger = logging.getLogger(__name__)
 
 #: Exit statuses of the ``ebf`` command.
 OK, FAILED, USAGE, INTERRUPTED, TERMINATED = 0, 1, 2, 130, 128 + signal.SIGTERM
+#: Exit status of ``train`` / ``retrain`` when the model was written but its MLflow run was
+#: not logged: a job that tracks its runs is told, and the model is not lost.
+TRACKING_FAILED = 3
 
 _TRACEBACK_HINT = "run with -v for the traceback"
 

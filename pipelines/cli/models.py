@@ -16,6 +16,7 @@ from .arguments import add_training_arguments, columns, level, train_options
 from .failures import UsageError
 from .output import add_json_flag, print_result, to_json
 from .session import finish_job_parser, job
+from .tracking import add_tracking_arguments, track, tracker, tracking_line, tracking_status
 
 __all__ = ["DATA_HELP", "add_evaluate_parser", "add_migrate_parser", "add_predict_parser",
            "add_train_parser"]
@@ -43,6 +44,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing model")
     add_json_flag(tr, "the training summary (the model's metadata, hash and URL)")
+    add_tracking_arguments(tr)
     finish_job_parser(tr, _cmd_train)
 
 
@@ -151,6 +153,8 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from basics.locations import check_destination
+    from basics.places import Place
+    from pipelines.tracking import train_run
     from pipelines.train import ensemble_facts, train
 
     options = train_options(args)  # checked before any work
@@ -159,6 +163,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.baseline_out is not None:
         check_destination(args.baseline_out, "model", overwrite=args.overwrite,
                           inputs={**inputs, "the model's --out": args.out})
+    where = tracker(args, {**inputs, "the model's --out": args.out,
+                           "the --baseline-out": args.baseline_out})
     with job(args) as (client, bars):
         # the workers write the branches; the models appear whole when train returns
         res = train(args.data, args.target, options, features=columns(args.features),
@@ -177,18 +183,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
         lines.append(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows "
                      f"(held out of the fit): PIT map of {cal['ebf']['knots']} segments, max "
                      f"|R(p) - p| {cal['ebf']['max_deviation']:.3f}")
-    body = {"model": args.out, "model_hash": res.model.model_hash, "class": name,
-            "branches": branches, **res.metadata(), "size_plan": None if res.size_plan is None
-            else res.size_plan.message, "baseline": None}
+    # the metadata's "model" is the kind ("ebf"): the class says it; "model" is the --out
+    body = {**res.metadata(), "model": args.out, "model_url": Place.of(args.out, None).url,
+            "model_hash": res.model.model_hash, "class": name, "branches": branches,
+            "size_plan": None if res.size_plan is None else res.size_plan.message,
+            "baseline": None}
     if res.baseline is not None:
         ssf, subsamples = ensemble_facts(res.baseline)
         lines.append(f"baseline {ssf} ({subsamples} sub-samples) in "
                      f"{res.baseline_timings['fit']:.1f}s, saved to {args.baseline_out}")
-        body["baseline"] = {"model": args.baseline_out, "model_hash": res.baseline.model_hash,
-                            "class": ssf, "subsamples": subsamples,
-                            "timings": res.baseline_timings}
-    print_result(args, "training", body, "\n".join(lines))
-    return 0
+        body["baseline"] = {"model": args.baseline_out,
+                            "model_url": Place.of(args.baseline_out, None).url,
+                            "model_hash": res.baseline.model_hash, "class": ssf,
+                            "subsamples": subsamples, "timings": res.baseline_timings}
+    # the models are written: a tracking failure loses no model
+    error = track(where, train_run, "training", body)
+    print_result(args, "training", body, "\n".join([*lines, *tracking_line(body)]))
+    return tracking_status(args, error, body["model_url"])
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:

@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parameters, a worker that kept dying, a lost connection, out of memory, an I/O
         error or an unexpected error); 2 on a usage error (a bad option, an output that
         exists or may not be replaced, an output overlapping an input or the current
-        directory, a missing input, a schema that does not fit); 130 if interrupted
+        directory, a missing input, a schema that does not fit); 3 if ``train`` or
+        ``retrain`` wrote its model but could not log its MLflow run; 130 if interrupted
         (Ctrl-C); 143 on SIGTERM, after removing the temporary files. Every failure is one
         line on stderr naming the cause and the fix; ``-v`` adds the traceback.
 

@@ -2,18 +2,22 @@
 (:mod:`pipelines.registry.retrain`).
 
 Exit status: 0 when the challenger is promoted (or version 1 is trained), 10 when the
-champion is kept, the statuses of :func:`pipelines.cli.main` on failure. A re-run with the
-same inputs reports the version it made and exits as that run did.
+champion is kept, the statuses of :func:`pipelines.cli.main` on failure, and 3 when the
+version was written but its MLflow run (``--mlflow-uri``) could not be logged. A re-run with
+the same inputs reports the version it made and exits as that run did; with
+``--mlflow-uri`` it logs the version's run if no finished run holds it yet.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from .arguments import add_training_arguments, fraction, non_negative_float, train_options
 from .output import add_json_flag, print_result
 from .session import finish_job_parser, job
+from .tracking import add_tracking_arguments, track, tracker, tracking_line, tracking_status
 
 __all__ = ["add_retrain_parser"]
 
@@ -77,7 +81,9 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
                         type=non_negative_float, default=tol, metavar="X",
                         help=f"promotion tolerance: {what} of {name} (default: {tol})")
     add_training_arguments(rt, branch="mondrian")
-    add_json_flag(rt, "the version made: number, decision, action and its whole record")
+    add_json_flag(rt, "the version made: number, decision, action, its model's URL and its "
+                  "whole record")
+    add_tracking_arguments(rt)
     finish_job_parser(rt, _cmd_retrain)
 
 
@@ -85,29 +91,47 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
     from ebf.diagnostics.drift import DEFAULT_THRESHOLD
     from pipelines.cli.arguments import columns
     from pipelines.registry.retrain import DEFAULT_TOLERANCES, retrain
+    from pipelines.registry.store import Registry
+    from pipelines.tracking import retrain_run
 
     options = train_options(args)
     tolerances = {k: getattr(args, f"tol_{k}") for k in DEFAULT_TOLERANCES}
+    run = {"holdout": None if args.holdout_data else args.holdout,
+           "drift_threshold": DEFAULT_THRESHOLD if args.drift_threshold is None
+           else args.drift_threshold, "drift_correction": args.drift_correction,
+           "performance_drift": args.performance_drift == "on",
+           "performance_tolerance": args.performance_tolerance, "refit_on": args.refit_on}
+    registry = Registry(args.registry, name=args.name)
+    where = tracker(args, {"the new data": args.data, "the holdout data": args.holdout_data,
+                           "the model registry": registry.url})
     with job(args) as (client, bars):
         res = retrain(
             args.registry, args.data, name=args.name, target=args.target,
-            features=columns(args.features),
-            holdout=None if args.holdout_data else args.holdout, holdout_data=args.holdout_data,
-            train_options=options,
-            drift_threshold=DEFAULT_THRESHOLD if args.drift_threshold is None
-            else args.drift_threshold,
-            tolerances=tolerances, refit_on=args.refit_on,
-            drift_correction=args.drift_correction,
-            performance_drift=args.performance_drift == "on",
+            features=columns(args.features), holdout=run["holdout"],
+            holdout_data=args.holdout_data, train_options=options,
+            drift_threshold=run["drift_threshold"], tolerances=tolerances,
+            refit_on=args.refit_on, drift_correction=args.drift_correction,
+            performance_drift=run["performance_drift"],
             performance_tolerance=args.performance_tolerance, client=client, progress=bars)
-    rec = res.record
     body = {"version": res.version, "decision": res.decision, "action": res.action,
-            "reused": res.reused, "record": rec}
+            "reused": res.reused, "model_url": registry.model_path(res.version),
+            "record": res.record}
+    # the version is written: a tracking failure loses no model
+    error = track(where, lambda summary: retrain_run(
+        summary, registry=registry.url, options={**run, "tolerance": tolerances}),
+        "retraining", body)
     if res.reused:
-        print_result(args, "retraining", body,
-                     f"version {res.version} was made from the same inputs ({res.decision}, "
-                     f"{res.action}); nothing to do")
-        return res.exit_code
+        print_result(args, "retraining", body, "\n".join([
+            f"version {res.version} was made from the same inputs ({res.decision}, "
+            f"{res.action}); nothing to do", *tracking_line(body)]))
+    else:
+        print_result(args, "retraining", body, _report(res, body))
+    return tracking_status(args, error, body["model_url"], res.exit_code)
+
+
+def _report(res: Any, body: dict) -> str:
+    """The text report of a new version."""
+    rec = res.record
     lines = [f"version {res.version}: {res.action}, {res.decision}",
              f"  why: {rec.get('reason')}"]
     metrics = rec.get("metrics") or {}
@@ -128,6 +152,6 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
         lines.append(f"  drift: {drift.get('decision')}; failing splits: {failing}; a trunk "
                      f"refit on the window's first half predicts its second half "
                      f"{(drift.get('replicated_gain') or 0.0):.1%} better")
-    lines.append(json.dumps({"version": res.version, "decision": res.decision}))
-    print_result(args, "retraining", body, "\n".join(lines))
-    return res.exit_code
+    lines += [*tracking_line(body), json.dumps({"version": res.version,
+                                                "decision": res.decision})]
+    return "\n".join(lines)

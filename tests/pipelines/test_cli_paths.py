@@ -31,6 +31,8 @@ ROLES = {
     ("train", "features"): "word",
     ("train", "baseline_out"): "output",
     ("train", "out"): "output",
+    ("train", "mlflow_uri"): "output",  # a file store is written (tests/pipelines/test_tracking.py)
+    ("train", "mlflow_experiment"): "word",
     ("predict", "model"): "input",
     ("predict", "data"): "input",
     ("predict", "out"): "output",
@@ -65,6 +67,8 @@ ROLES = {
     ("retrain", "holdout_data"): "input",
     ("retrain", "target"): "word",
     ("retrain", "features"): "word",
+    ("retrain", "mlflow_uri"): "output",
+    ("retrain", "mlflow_experiment"): "word",
 }
 _CLUSTER = ("scheduler", "scheduler_file")  # every job's: an address, a file read
 _GLOBAL = ("config",)  # every command's: a TOML file read (tests/pipelines/test_cli_config.py)
@@ -124,6 +128,9 @@ def _argv(command: tuple[str, ...], dest: str, target: str, world, fresh: str) -
     if command == ("make-data", "friedman"):
         return [*command, "--rows", "500", "--out", target, "--overwrite", "--quiet"]
     if command == ("train",):
+        if dest == "mlflow_uri":
+            return ["train", str(data), "--target", "y", "--out", fresh, "--mlflow-uri", target,
+                    "--overwrite", "--quiet"]
         out, base = (target, fresh) if dest == "out" else (fresh, target)
         return ["train", str(data), "--target", "y", "--n-estimators", "2", "--trunk-leaves",
                 "2", "--out", out, "--baseline-out", base, "--overwrite", "--quiet"]
@@ -136,6 +143,9 @@ def _argv(command: tuple[str, ...], dest: str, target: str, world, fresh: str) -
     if command == ("demo",):
         return ["demo", "--rows", "2000", "--out", target, "--quiet"]
     if command == ("retrain",):
+        if dest == "mlflow_uri":
+            return ["retrain", fresh, str(data), "--target", "y", "--mlflow-uri", target,
+                    "--quiet"]
         return ["retrain", target, str(data), "--target", "y", "--n-estimators", "2", "--quiet"]
     if command[0] == "registry":
         return [*command, f"{target}@1" if command[1] == "promote" else target]
@@ -152,9 +162,9 @@ _TARGETS = ("data", "model", "member-dir", "member-file", ".")
 def test_writers_aimed_at_what_must_stay_are_refused(world, option, target, tmp_path,
                                                      monkeypatch, capsys):
     root, data, model, reg = world
-    if option[0] == "retrain" and target == ".":
+    if option == ("retrain", "registry") and target == ".":
         pytest.skip("a registry root only gains models/NAME: the current folder is one")
-    if option[0] == "train" and target == "model":
+    if option[0] == "train" and option[-1] != "mlflow_uri" and target == "model":
         pytest.skip("train --overwrite replaces an ebf model that is not its input: wanted")
     member = os.path.dirname(reg.model_path(1))
     path = {"data": str(data), "model": str(model), "member-dir": reg.model_path(1),
