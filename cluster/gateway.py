@@ -252,13 +252,14 @@ def gateway_cluster(
             raise ValueError(f"adapt must be (minimum, maximum) workers, got {adapt!r}")
     dask_gateway = optional_module("dask_gateway", "dask-gateway", "gateway_cluster")
     gateway = dask_gateway.Gateway(address, auth=auth, **gateway_kwargs)
-    try:
-        probe_gateway(gateway.address, timeout)
-        options = set_gateway_options(gateway.cluster_options(), wanted, gateway.address)
-    finally:
-        gateway.close()  # the cluster opens its own connection to the gateway
-    cluster = dask_gateway.GatewayCluster(address=gateway.address, auth=auth,
-                                          cluster_options=options, **gateway_kwargs)
+    address = gateway.address
+    probe_gateway(address, timeout)
+    options = set_gateway_options(gateway.cluster_options(), wanted, address)
+    # the cluster opens its own connection; this one is closed when dropped (Gateway.__del__:
+    # closing it here too would make that second close fail)
+    del gateway
+    cluster = dask_gateway.GatewayCluster(address=address, auth=auth, cluster_options=options,
+                                          **gateway_kwargs)
     if adapt is not None:
         cluster.adapt(minimum=adapt[0], maximum=adapt[1])
     elif n_workers:

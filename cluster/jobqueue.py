@@ -223,9 +223,6 @@ def jobqueue_options(
 def _cluster(system: str, options: dict[str, Any], extra: dict[str, Any]) -> Any:
     name = SYSTEMS[system]
     jobqueue = optional_module("dask_jobqueue", "dask-jobqueue", f"{system}_cluster")
-    clash = sorted(set(options) & set(extra))
-    if clash:
-        raise TypeError(f"{', '.join(clash)} given twice to {system}_cluster")
     return getattr(jobqueue, name)(**options, **extra)
 
 
@@ -241,7 +238,8 @@ def slurm_cluster(*, cores: int, memory: int | str, **options: Any) -> Any:
         Per job (see :func:`jobqueue_options`).
     **options
         The other parameters of :func:`jobqueue_options`; anything else (``security=``,
-        ``job_directives_skip=``, ...) goes to ``SLURMCluster`` as is.
+        ``job_directives_skip=``, ...) goes to ``SLURMCluster`` as is, and
+        ``scheduler_options=`` (``{"host": ...}``) is merged with the recipe's.
 
     Returns
     -------
@@ -285,4 +283,7 @@ def _split(system: str, cores: int, memory: int | str,
     ours = set(inspect.signature(jobqueue_options).parameters) - {"system", "cores", "memory"}
     recipe = {k: v for k, v in options.items() if k in ours}
     extra = {k: v for k, v in options.items() if k not in ours}
-    return jobqueue_options(system, cores=cores, memory=memory, **recipe), extra
+    built = jobqueue_options(system, cores=cores, memory=memory, **recipe)
+    # the caller's scheduler options (host=, port=, ...) on top of the recipe's
+    built["scheduler_options"].update(extra.pop("scheduler_options", None) or {})
+    return built, extra

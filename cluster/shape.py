@@ -25,9 +25,9 @@ __all__ = ["CLUSTER_EXTRA", "WorkerShape", "memory_bytes", "memory_text", "optio
 #: How to install the optional packages of the recipes.
 CLUSTER_EXTRA = "pip install 'ebf[cluster]'"
 
-#: Binary then decimal units, largest first: (bytes, Dask's suffix, Kubernetes' suffix).
-_UNITS = ((2**40, "TiB", "Ti"), (2**30, "GiB", "Gi"), (2**20, "MiB", "Mi"), (2**10, "KiB", "Ki"),
-          (10**12, "TB", "T"), (10**9, "GB", "G"), (10**6, "MB", "M"), (10**3, "kB", "k"))
+#: Binary and decimal units, largest first: (bytes, Dask's suffix, Kubernetes' suffix).
+_UNITS = ((2**40, "TiB", "Ti"), (10**12, "TB", "T"), (2**30, "GiB", "Gi"), (10**9, "GB", "G"),
+          (2**20, "MiB", "Mi"), (10**6, "MB", "M"), (2**10, "KiB", "Ki"), (10**3, "kB", "k"))
 
 
 def memory_bytes(value: int | str, name: str) -> int:
@@ -52,7 +52,7 @@ def memory_bytes(value: int | str, name: str) -> int:
 
 
 def memory_text(n_bytes: int, style: str = "dask") -> str:
-    """``n_bytes`` exactly, in the largest unit that divides it (bytes if none does).
+    """``n_bytes`` exactly, in the largest unit, binary or decimal, that divides it.
 
     Parameters
     ----------
@@ -68,8 +68,8 @@ def memory_text(n_bytes: int, style: str = "dask") -> str:
     --------
     >>> memory_text(4 * 2**30), memory_text(4 * 2**30, "kubernetes"), memory_text(3 * 10**9)
     ('4GiB', '4Gi', '3GB')
-    >>> memory_text(1234567, "kubernetes")
-    '1234567'
+    >>> memory_text(6 * 10**9), memory_text(1234567, "kubernetes")
+    ('6GB', '1234567')
     """
     if style not in ("dask", "kubernetes"):
         raise ValueError(f"style must be 'dask' or 'kubernetes', got {style!r}")
