@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from basics.locations import file_kind
 from pipelines.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,10 @@ def test_k8s_out_follows_the_output_policy(tmp_path, capsys):
     base = ["cluster", "k8s", "--image", "ebf:0.1.0", "--out", str(out)]
     assert main(base) == 0
     first = out.read_text()
+    assert file_kind(out) == "cluster-spec"  # the tag on its first line says ebf wrote it
+    tagged_later = tmp_path / "later.yaml"
+    tagged_later.write_text("kind: Deployment\n" + first)
+    assert file_kind(tagged_later) is None
     assert main(base + ["--workers", "5"]) == 2  # exists
     assert "already exists; pass --overwrite" in capsys.readouterr().err
     assert out.read_text() == first
