@@ -50,20 +50,23 @@ API_VERSION = "kubernetes.dask.org/v1"
 #: The first line of every manifest file ``ebf`` writes (its output policy reads it).
 FILE_TAG = SPEC_TAG.decode()
 
-# A DNS-1123 label; the operator names the scheduler service "<name>-scheduler" (a label
-# too, at most 63 characters), so a name has at most 53.
+# A cluster's name is a DNS-1123 label, and so is "<name>-scheduler", the operator's name of
+# its service (at most 63 characters): a name has at most 53. A namespace is a label, a
+# Secret's name a DNS-1123 subdomain (dots allowed, at most 253).
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _MAX_NAME = 63 - len("-scheduler")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SCHEDULER_PORT, _DASHBOARD_PORT, _WORKER_DASHBOARD_PORT = 8786, 8787, 8788
 
 
-def _check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value) or len(value) > _MAX_NAME:
+def _check_name(value: str, what: str, longest: int = _MAX_NAME, dots: bool = False) -> str:
+    pattern = _SUBDOMAIN if dots else _NAME
+    if not isinstance(value, str) or not pattern.match(value) or len(value) > longest:
         raise ValueError(
-            f"{what} must be lower-case letters, digits and '-', starting and ending with a "
-            f"letter or digit, at most {_MAX_NAME} characters (a Kubernetes name), got "
-            f"{value!r}")
+            f"{what} must be lower-case letters, digits{', dots' if dots else ''} and '-', "
+            f"starting and ending with a letter or digit, at most {longest} characters (a "
+            f"Kubernetes name), got {value!r}")
     return value
 
 
@@ -100,7 +103,8 @@ def _env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
 def _env_from(secrets: Sequence[str]) -> list[dict[str, Any]]:
     if isinstance(secrets, str):
         raise TypeError(f"secrets must be a sequence of Secret names, got the string {secrets!r}")
-    return [{"secretRef": {"name": _check_name(s, "a secret's name")}} for s in secrets]
+    return [{"secretRef": {"name": _check_name(s, "a secret's name", 253, dots=True)}}
+            for s in secrets]
 
 
 def _ports(*ports: tuple[str, int]) -> list[dict[str, Any]]:
@@ -220,7 +224,7 @@ def daskcluster_manifest(
     }
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
-        metadata["namespace"] = _check_name(namespace, "namespace")
+        metadata["namespace"] = _check_name(namespace, "namespace", 63)
     return {
         "apiVersion": API_VERSION,
         "kind": "DaskCluster",
@@ -323,7 +327,7 @@ def daskjob_manifest(
         "metadata": metadata,
         "spec": {
             "job": {"spec": {"restartPolicy": "Never", "containers": [runner]}},
-            "cluster": {"spec": cluster["spec"]},
+            "cluster": {"spec": copy.deepcopy(cluster["spec"])},
         },
     }
 

@@ -81,7 +81,7 @@ def test_daskcluster_manifest_holds_what_was_asked():
         "ebf-big", image="registry.local/ebf:0.1.0", n_workers=6, worker_cores=4,
         worker_memory="16GiB", threads_per_worker=2, scheduler_cores=0.5,
         scheduler_memory="1536MiB", env={"EBF_CONFIG": "/etc/ebf.toml"},
-        secrets=["s3-credentials", "gcs-key"], namespace="science", idle_timeout=600,
+        secrets=["s3-credentials", "gcs.key"], namespace="science", idle_timeout=600,
         image_pull_policy="Always", branch_memory="6GiB")
     check_daskcluster(manifest)
     assert manifest["metadata"] == {"name": "ebf-big", "namespace": "science"}
@@ -94,7 +94,7 @@ def test_daskcluster_manifest_holds_what_was_asked():
     assert worker["env"] == scheduler["env"] == [{"name": "EBF_CONFIG",
                                                   "value": "/etc/ebf.toml"}]
     assert worker["envFrom"] == [{"secretRef": {"name": "s3-credentials"}},
-                                 {"secretRef": {"name": "gcs-key"}}]
+                                 {"secretRef": {"name": "gcs.key"}}]
     assert worker["imagePullPolicy"] == scheduler["imagePullPolicy"] == "Always"
     assert worker["env"] is not scheduler["env"]  # no shared objects (YAML anchors)
 
@@ -118,6 +118,8 @@ def test_decimal_memory_stays_decimal():
     ({"env": {"1X": "a"}}, "'1X' is not a valid environment variable name"),
     ({"image_pull_policy": "always"}, "image_pull_policy must be"),
     ({"namespace": "Prod"}, "namespace must be lower-case"),
+    ({"namespace": "n" * 64}, "at most 63 characters"),
+    ({"secrets": ["s3_keys"]}, "a secret's name must be lower-case letters, digits, dots"),
     ({"branch_memory": "4GiB"}, "give each worker at least 5GiB"),
 ])
 def test_bad_cluster_options_say_what_to_do(kwargs, match):
@@ -141,6 +143,7 @@ def test_daskjob_runs_the_command_once_against_its_cluster():
     assert job["apiVersion"] == API_VERSION and job["kind"] == "DaskJob"
     assert job["metadata"] == {"name": "train", "namespace": "science"}
     assert job["spec"]["cluster"] == {"spec": cluster["spec"]}
+    assert job["spec"]["cluster"]["spec"] is not cluster["spec"]  # a copy: no YAML aliases
     pod = job["spec"]["job"]["spec"]
     assert pod["restartPolicy"] == "Never"  # a failed training job is not run again
     (runner,) = pod["containers"]
@@ -211,6 +214,24 @@ def test_same_layout_as_the_operators_make_cluster_spec():
             container.pop("imagePullPolicy", None)
         _scheduler(manifest)["args"] = ["<scheduler command>"]  # `dask scheduler`, not the
     assert ours == theirs                                       # deprecated dask-scheduler
+
+
+@pytest.mark.parametrize("kind", ["DaskCluster", "DaskJob"])
+def test_manifests_validate_against_the_operators_crds(kind):
+    """The examples against the OpenAPI schema of the operator's CustomResourceDefinitions
+    (which dask-kubernetes ships), with jsonschema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    dask_kubernetes = pytest.importorskip("dask_kubernetes",
+                                          reason="needs dask-kubernetes (ebf[cluster])")
+    crds = (Path(dask_kubernetes.__file__).parent / "operator" / "deployment" / "helm"
+            / "dask-kubernetes-operator" / "crds")
+    crd = yaml.safe_load((crds / f"{kind.lower()}.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    (path,) = [p for p in EXAMPLES if yaml.safe_load(p.read_text())["kind"] == kind]
+    manifest = yaml.safe_load(path.read_text())
+    errors = [f"{list(e.path)}: {e.message}" for e in
+              jsonschema.Draft7Validator(schema).iter_errors(manifest)]
+    assert not errors, errors
 
 
 def test_dockerfile_builds_the_package_the_manifests_run():
