@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,6 +157,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+@pytest.mark.skipif(not (shutil.which("bash") and shutil.which("setsid")),
+                    reason="the stand-in sbatch needs bash and setsid")
 def test_jobs_hold_a_cluster_that_ebf_connects_to(tmp_path):
     """``ebf cluster slurm --jobs 1 --scheduler-file F``: the job script, run by a stand-in
     sbatch, starts a worker that joins the scheduler and imports this ebf; a client connects
