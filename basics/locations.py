@@ -9,9 +9,9 @@ Which outputs may be replaced
   the ebf version, the time), which :func:`atomic_dir` writes into every directory it
   commits. Parquet readers (pyarrow, Dask, Spark) skip names starting with ``_``.
 
-Single files (``ebf evaluate --json`` and ``--report``) follow the same rule: ``overwrite``
-replaces only a file of the same kind that ebf wrote, which says so inside
-(:data:`FILE_KINDS`; :func:`check_file_destination`).
+Single files (``ebf evaluate --json`` and ``--report``, ``ebf cluster k8s --out``) follow the
+same rule: ``overwrite`` replaces only a file of the same kind that ebf wrote, which says so
+inside (:data:`FILE_KINDS`; :func:`check_file_destination`).
 
 Where nothing may be written
 ----------------------------
@@ -55,6 +55,7 @@ __all__ = [
     "KINDS",
     "MARKER",
     "REPORT_TAG",
+    "SPEC_TAG",
     "UnsafeOutputError",
     "begin_writing",
     "check_destination",
@@ -78,10 +79,13 @@ _MODEL_FORMAT = "ebf-model"
 #: A registry is never replaced; its marker tells every writer to keep out.
 KINDS = ("model", "predictions", "dataset", "figures", "registry")
 #: Single files ebf writes, and the mark each carries: an evaluation's JSON has the top-level
-#: entry ``"ebf_output": "evaluation"``, a report the tag :data:`REPORT_TAG` in its head.
-FILE_KINDS = ("evaluation", "report")
+#: entry ``"ebf_output": "evaluation"``, a report the tag :data:`REPORT_TAG` in its head, a
+#: cluster manifest (``cluster.kubernetes``) :data:`SPEC_TAG` as its first line.
+FILE_KINDS = ("evaluation", "report", "cluster-spec")
 #: The tag that marks an HTML report (``pipelines.report``).
 REPORT_TAG = b'<meta name="ebf-output" content="report">'
+#: The first line of a cluster manifest ebf writes (a YAML comment).
+SPEC_TAG = b"# ebf-output: cluster-spec"
 _FILE_HEAD_BYTES = 4096  # where a report's tag is; a JSON file is read whole up to 16 MB
 _FILE_JSON_BYTES = 16 << 20
 
@@ -397,6 +401,8 @@ def file_kind(path: str | os.PathLike) -> str | None:
         data = f.read(_FILE_JSON_BYTES + 1)
     if REPORT_TAG in data[:_FILE_HEAD_BYTES]:
         return "report"
+    if data.startswith(SPEC_TAG + b"\n"):
+        return "cluster-spec"
     if len(data) <= _FILE_JSON_BYTES:
         try:
             obj = json.loads(data)
@@ -415,7 +421,7 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     ----------
     path : str or path-like
         A local file.
-    kind : {"evaluation", "report"}
+    kind : {"evaluation", "report", "cluster-spec"}
     overwrite : bool, default=False
         Whether an existing ebf file of the same kind may be replaced.
     inputs : mapping of str to path, optional

@@ -5,6 +5,12 @@ to an existing scheduler (an address, ``scheduler_file=``, ``DASK_SCHEDULER_ADDR
 Dask config); ``current_client()`` resolves the ``client=None`` argument of library functions.
 Logs go to the ``ebf.cluster`` logger.
 
+Recipes for clusters beyond one machine, sized for ``ebf`` (their packages are the optional
+``cluster`` extra, imported only when a recipe runs): :mod:`cluster.jobqueue` (SLURM and PBS
+through dask-jobqueue), :mod:`cluster.kubernetes` (manifests for the Dask Kubernetes
+operator; no package needed), :mod:`cluster.gateway` (dask-gateway); :mod:`cluster.shape`
+holds what they share.
+
 Examples
 --------
 >>> from cluster import connect

