@@ -53,7 +53,7 @@ from pipelines.report.tables import (
     units,
 )
 
-__all__ = [*figures.__all__, "SECTIONS", "write_evaluation_report", "write_html_report"]
+__all__ = [*figures.__all__, "write_evaluation_report", "write_html_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def _branch_section(page: _Page) -> str:
 #: The report's sections in order: heading, anchor and builder (its HTML, or "" to leave the
 #: section out). A new section (feature importances, say) is one more builder here: a
 #: function of the page returning its tables or figures.
-SECTIONS: list[tuple[str, str, Callable[[_Page], str]]] = [
+_SECTIONS: list[tuple[str, str, Callable[[_Page], str]]] = [
     ("Run and models", "run", _run_section),
     ("Summary", "summary", _summary_section),
     ("Classifiers", "classifiers", _classifier_section),
@@ -228,7 +228,7 @@ def write_html_report(
 ) -> str:
     """Write one self-contained HTML report of evaluation results, atomically.
 
-    In order, after the title and links to the sections (:data:`SECTIONS`): *Run and
+    In order, after the title and links to the sections (:data:`_SECTIONS`): *Run and
     models* (one column per model: class, branch learner, trees, trunk leaves, features,
     recalibration, path, version, hash, size, training data, fit time, evaluated data,
     target and its unit, rows, evaluation time); *Summary* of the regressors (rows, RMSE,
@@ -289,7 +289,7 @@ def write_html_report(
         raise ValueError("write_html_report needs at least one result; results is empty")
     extra = _check_sections(sections)
     page = _Page(results, before_after(results), target_unit, figures)
-    drawn = [(heading, anchor, build(page)) for heading, anchor, build in SECTIONS]
+    drawn = [(heading, anchor, build(page)) for heading, anchor, build in _SECTIONS]
     drawn = [d for d in drawn if d[2]]
     drawn += [(heading, f"section-{i}", f"<pre>{esc(text)}</pre>")
               for i, (heading, text) in enumerate(extra, 1)]

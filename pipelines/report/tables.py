@@ -26,6 +26,7 @@ __all__ = [
     "branch_table",
     "calibration_table",
     "classifier_table",
+    "esc",
     "is_classifier",
     "regression_table",
     "run_table",
@@ -261,18 +262,14 @@ def run_table(results: Results, unit: str | None) -> str:
     return table(["", *names], rows, kind="info") if rows else ""
 
 
-def _branch_cell_class(frame: Mapping[str, Any]) -> Callable[[int, int], str | None]:
-    """Shade a branch's 90% coverage outside the 95% range of a calibrated branch with its
-    rows (binomial, normal approximation)."""
-    n = np.asarray(frame["n"], dtype=np.float64)
-    coverage = frame.get("coverage_90")
-    if coverage is None:
-        return lambda i, j: None
-    cov = np.array([np.nan if c is None else c for c in coverage], dtype=np.float64)
+def _coverage_off(col: Mapping[str, list], column: int) -> Callable[[int, int], str | None]:
+    """Shade a branch's 90% coverage (in table column ``column``) outside the 95% range of a
+    calibrated branch with as many rows (binomial, normal approximation)."""
+    n = np.asarray(col["n"], dtype=np.float64)
+    cov = np.array([np.nan if c is None else c for c in col["coverage_90"]], dtype=np.float64)
     half = 1.96 * np.sqrt(BRANCH_LEVEL * (1 - BRANCH_LEVEL) / np.maximum(n, 1))
     off = (n > 0) & (np.abs(cov - BRANCH_LEVEL) > half)
-    last = 7  # the coverage column
-    return lambda i, j: "off" if j == last and off[i] else None
+    return lambda i, j: "off" if j == column and off[i] else None
 
 
 def branch_table(result: Mapping[str, Any], unit: str | None) -> str:
@@ -304,5 +301,5 @@ def branch_table(result: Mapping[str, Any], unit: str | None) -> str:
     note = "" if shown == total else (
         f'<p class="note">The first {shown:,} of {total:,} branches; the --json output '
         "has every branch.</p>")
-    shade = None if classify else _branch_cell_class(col)
+    shade = None if classify else _coverage_off(col, len(header) - 1)
     return table(header, rows, shade, kind="tall" if shown > 15 else "") + note

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -220,6 +221,15 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client,
     dist = load_model(models["reg"]).model.predict_distribution(test[FEATURES])
     assert res["task"] == "regression" and res["n"] == 1500 and res["target"] == "y"
     assert res["model_hash"] == model_hash(models["reg"])
+    trained = models["reg_result"]
+    assert (res["model"], res["data"]) == (models["reg"], data["regression", "test"])
+    assert res["model_info"] == {
+        "version": f"ebf-model/2 ebf/{trained.metadata()['ebf_version']}",
+        "bytes": sum(f.stat().st_size for f in Path(models["reg"]).rglob("*.pack")),
+        "learner": "mondrian", "n_estimators": 4, "n_parts": 4, "features": FEATURES,
+        "trained_on": data["regression", "train"], "training_rows": trained.rows,
+        "trained_utc": trained.trained_utc, "fit_seconds": pytest.approx(trained.fit_seconds),
+        "calibration": trained.calibration["method"]}
     assert res["rmse"] == pytest.approx(metrics.rmse(y, dist.mean), rel=1e-12)
     assert res["nlpd"] == pytest.approx(metrics.nlpd(y, dist), rel=1e-12)
     # coverage from the predictive CDF at y equals the exact mixture intervals
