@@ -503,7 +503,7 @@ def test_cli_demo(tmp_path, capsys, local_threads):
     assert embedded == {(out / png).read_bytes() for png in  # drawn once, for both
                         ("calibration.png", "pit.png", "width_error.png")}
     results = json.loads((out / "results.json").read_text())
-    assert results["timings"]["total"] >= wall
+    assert results["timings"]["total"] >= wall - 0.05  # the report's is rounded to 0.1 s
     assert set(results["results"]) == {"EBF", "SSF"}
     ebf_result = results["results"]["EBF"]
     assert ebf_result["calibrated"] and "crps" in ebf_result["uncalibrated"]
