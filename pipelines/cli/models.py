@@ -258,7 +258,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
         written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}",
                                           target_unit=args.target_unit)
-        lines.append(f"report: {args.report} (figures: {', '.join(written)})")
+        figures = ", ".join(written) or "none: a classifier's scores have no figure"
+        lines.append(f"report: {args.report} (figures: {figures})")
     print_result(args, "evaluation", body, "\n".join(lines))
     return 0
 

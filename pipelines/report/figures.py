@@ -244,7 +244,7 @@ def _pit_figure(results: Results, title: str | None = None) -> Figure:
 def _width_error_figure(results: Results, title: str | None = None,
                         unit: str | None = None) -> Figure:
     chosen = _require(results, ("width_error",), "width-error table")
-    fig = _new_figure(5.4, 5.0)
+    fig = _new_figure(5.4, 5.8)
     ax = fig.add_subplot()
     top = 0.0
     for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
@@ -267,7 +267,7 @@ def _width_error_figure(results: Results, title: str | None = None,
     ax.set_title(title or "Interval width against absolute error (rising = width is informative)",
                  fontsize=9)
     ax.grid(True, linewidth=0.5, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 

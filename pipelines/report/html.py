@@ -178,18 +178,20 @@ def _figures_section(page: _Page) -> str:
 
 
 def _branch_section(page: _Page) -> str:
-    parts = []
+    parts, shaded = [], False
     for name, result in page.models.items():
         table = branch_table(result, page.unit)
         if table:
             parts.append(f"<h3>{esc(name)}</h3>{table}")
+            shaded = shaded or not is_classifier(result)
     if not parts:
         return ""
+    coverage = (" A 90% coverage outside the 95% range of a calibrated branch with as many "
+                "rows is shaded." if shaded else "")
     return ('<p class="note">One row per branch (trunk leaf) of each Empirical Bayesian '
             "Forest: its training rows, the evaluated rows the trunk routed to it, the size of "
             "its shard and its scores as the model predicts (recalibrated if the model "
-            "recalibrates). A 90% coverage outside the 95% range of a calibrated branch with "
-            "as many rows is shaded; \u201cno rows\u201d: no evaluated row reached the "
+            f"recalibrates).{coverage} \u201cNo rows\u201d: no evaluated row reached the "
             "branch.</p>" + "".join(parts))
 
 

@@ -194,6 +194,8 @@ def _trained(r: Mapping[str, Any]) -> str | None:
 def _target(r: Mapping[str, Any], unit: str | None) -> str | None:
     if r.get("target") is None:
         return None
+    if is_classifier(r):
+        return f"{r['target']} (classes)"
     return f"{r['target']} ({unit or 'unit not given: target units'})"
 
 

@@ -241,10 +241,16 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
     assert "recalibrated" not in page.lower()  # no result says
     assert len(_data_uris(page)) == 1  # the calibration figure only
     assert "<td>0.8750</td>" in page and "<td>0.3125</td>" in page and "<td>1,234</td>" in page
+    clf.update(target="label", branches=pd.DataFrame({
+        "branch": [0, 1], "training_rows": [700, 300], "bytes": [1000, 2000], "n": [1000, 234],
+        "accuracy": [0.9, 0.75], "log_loss": [0.25, 0.5]}))
     only_clf = Path(report.write_html_report({"clf": clf}, tmp_path / "c.html", title="c"))
     text = only_clf.read_text(encoding="utf-8")
-    assert '<h2 id="classifiers">Classifiers</h2>' in text and "data:image" not in text
-    assert "Calibration" not in text and "RMSE" not in text
+    assert re.findall(r'<h2 id="([a-z]+)">', text) == ["run", "classifiers", "branches"]
+    assert "data:image" not in text and "<td>label (classes)</td>" in text
+    assert "Calibration" not in text and "RMSE" not in text and "coverage" not in text
+    assert "<tr><th>1</th><td>300</td><td>234</td><td>0.002</td><td>0.7500</td>" \
+        "<td>0.5000</td></tr>" in text
 
 
 @pytest.mark.slow
