@@ -150,6 +150,11 @@ def test_models_without_a_key_are_left_out(tmp_path: Path, results: dict[str, di
     assert sorted(os.listdir(tmp_path)) == ["width_error.png"]
 
 
+def _text(page: str) -> str:
+    """The page without its images (whose base64 may hold any three letters)."""
+    return re.sub(r'base64,[^"]+', "", page)
+
+
 def _data_uris(page: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
 
@@ -225,7 +230,7 @@ def test_html_report_of_a_run(tmp_path: Path) -> None:
     assert '<td class="off">0.500</td>' in branches and '<td class="off">' not in \
         branches.replace('<td class="off">0.500</td>', "")
     assert "<td>0.625</td>" in branches  # MB
-    assert "n/a" not in page
+    assert "n/a" not in _text(page)
     unnamed = Path(report.write_html_report(runs, tmp_path / "u.html", title="t")).read_text()
     assert "<small>target units</small>" in unnamed and "y (unit not given" in unnamed
 
@@ -237,7 +242,7 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
     clf = {"task": "classification", "n": 1234, "accuracy": 0.875, "log_loss": 0.3125}
     page = Path(report.write_html_report({"old": old, "clf": clf}, tmp_path / "r.html",
                                          title="mixed")).read_text(encoding="utf-8")
-    assert "<td>not computed</td>" in page and "n/a" not in page  # no CRPS
+    assert "<td>not computed</td>" in page and "n/a" not in _text(page)  # no CRPS
     assert "recalibrated" not in page.lower()  # no result says
     assert len(_data_uris(page)) == 1  # the calibration figure only
     assert "<td>0.8750</td>" in page and "<td>0.3125</td>" in page and "<td>1,234</td>" in page
