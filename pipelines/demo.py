@@ -23,10 +23,11 @@ Steps, all under one output directory (default ``ebf-demo/``):
    width against error), each model before and after its recalibration (``ebf train
    --calibrate recent``: the models are fit on the first 90% of the training flights and
    learn the map of their PIT on the last 10%);
-5. ``calibration.png (observed against nominal coverage of the central intervals, both
-   models before and after), ``reliability.png``, ``pit.png``, ``width_error.png``
+5. ``calibration.png`` (the reliability diagram: observed against nominal coverage of the
+   central intervals, both models before and after), ``pit.png``, ``width_error.png``
    (:mod:`pipelines.report.figures`; matplotlib's Agg canvas, no display needed), ``report.html``
-   (self-contained: tables and figures) and ``results.json``.
+   (self-contained: the run and models, tables, figures, the EBF's branches; delays in
+   minutes) and ``results.json``.
 
 An existing output directory is reused only if an earlier demo made it (it holds
 ``.ebf-demo``); its outputs are then replaced. The CLI prints :func:`format_comparison`.
@@ -64,7 +65,8 @@ from pipelines.io import write_parquet_atomic
 from pipelines.report.diagnostics import before_after
 from pipelines.report.html import (
     plot_calibration,  # noqa: F401  (re-exported: pipelines.demo API)
-    write_figures,
+    render_figures,
+    save_figures,
     write_html_report,
 )
 from pipelines.report.metrics import format_calibration
@@ -103,6 +105,8 @@ class DemoData:
         Files per dataset.
     features : list of str
     target : str
+    target_unit : str
+        The target's unit (``"minutes"``), for the report.
     """
 
     train: str
@@ -112,6 +116,7 @@ class DemoData:
     partitions: int
     features: list[str]
     target: str
+    target_unit: str = ""
 
 
 @dataclass
@@ -220,7 +225,12 @@ def write_flight_data(
     >>> data.n_train, data.n_test  # doctest: +SKIP
     (16000, 4000)
     """
-    from pipelines.datasets import FLIGHT_FEATURES, FLIGHT_TARGET, load_flight_delays
+    from pipelines.datasets import (
+        FLIGHT_FEATURES,
+        FLIGHT_TARGET,
+        FLIGHT_TARGET_UNIT,
+        load_flight_delays,
+    )
 
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
@@ -245,7 +255,7 @@ def write_flight_data(
     logger.info("flight data: %d train and %d test rows in %s", n_train, len(frame) - n_train,
                 work)
     return DemoData(paths["train"], paths["test"], n_train, len(frame) - n_train, partitions,
-                    list(FLIGHT_FEATURES), FLIGHT_TARGET)
+                    list(FLIGHT_FEATURES), FLIGHT_TARGET, FLIGHT_TARGET_UNIT)
 
 
 def _warm_up(branch: str) -> bool:
@@ -408,13 +418,15 @@ def run_demo(
     nthreads = client.nthreads()
     result = DemoResult(str(out), data, results, str(out / "calibration.png"), timings,
                         workers=len(nthreads), threads=sum(nthreads.values()), branch=branch)
-    shown = before_after(results)
-    write_figures(shown, out, title=_title(result))
+    unit = data.target_unit or None
+    pngs = render_figures(before_after(results), title=_title(result), unit=unit)
+    save_figures(pngs, out)  # and the same PNGs in the report: drawn once
     # the report's comparison gives the wall time up to the report (it was 0.0 s: the total
     # was set after the report was written); results.json and the console the whole run
     timings["total"] = time.perf_counter() - t_start
-    write_html_report(shown, out / "report.html", title=_title(result).replace("\n", ": "),
-                      sections=[("Comparison", format_comparison(result))])
+    write_html_report(results, out / "report.html", title=_title(result).split("\n")[0],
+                      sections=[("Comparison", format_comparison(result, report=True))],
+                      target_unit=unit, figures=pngs)
     timings["plot"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     _write_json(out / "results.json", result)
@@ -448,12 +460,15 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def format_comparison(result: DemoResult) -> str:
+def format_comparison(result: DemoResult, *, report: bool = False) -> str:
     """The demo's report: the comparison table and the calibration table, as text.
 
     Parameters
     ----------
     result : DemoResult
+    report : bool, default=False
+        For the HTML report, written before the run ends: its wall time is the time up to
+        the report.
 
     Returns
     -------
@@ -498,9 +513,10 @@ def format_comparison(result: DemoResult) -> str:
     tables = {label: s["calibration"] for label, s in shown.items()}
     lines += ["", *format_calibration(tables, w, "exact mixture intervals; ")]
     t = result.timings
+    wall = "wall time up to the report" if report else "wall time"
     lines += [
         "",
-        f"wall time {t.get('total', 0.0):.1f}s (data {t.get('data', 0.0):.1f}s, warm-up "
+        f"{wall} {t.get('total', 0.0):.1f}s (data {t.get('data', 0.0):.1f}s, warm-up "
         f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict and score "
         f"{t.get('predict', 0.0):.1f}s)",
         f"outputs in {result.out_dir}/: data/, models/, predictions/, results.json, "

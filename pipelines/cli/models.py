@@ -104,9 +104,13 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                     help="the results as one JSON object: alone, on stdout instead of the text; "
                     "with PATH, also written to that file")
     ev.add_argument("--report", metavar="HTML",
-                    help="also write a self-contained HTML report (tables, PIT histogram, "
-                    "reliability diagram, interval width vs error), and its figures as PNGs "
-                    "in HTML_STEM_figures/ next to it (regressors; needs the examples extra)")
+                    help="also write a self-contained HTML report (the run and model, tables, "
+                    "reliability diagram, PIT histogram, interval width vs error, per-branch "
+                    "scores), and its figures as PNGs in HTML_STEM_figures/ next to it (needs "
+                    "the examples extra)")
+    ev.add_argument("--target-unit", metavar="UNIT",
+                    help="the target's unit, for the --report's RMSE, CRPS and axes (e.g. "
+                    "minutes; default: 'target units')")
     ev.add_argument("--predictions", metavar="PRED_DIR",
                     help="also write the predictions there, as ebf predict does, from the same "
                     "pass (rows without a target are predicted, not scored)")
@@ -263,8 +267,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.report:
         from pipelines.report.html import write_evaluation_report
 
-        written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}")
-        lines.append(f"report: {args.report} (figures: {', '.join(written)})")
+        written = write_evaluation_report(res, args.report, title=f"{args.model} on {args.data}",
+                                          target_unit=args.target_unit)
+        figures = ", ".join(written) or "none: a classifier's scores have no figure"
+        lines.append(f"report: {args.report} (figures: {figures})")
     print_result(args, "evaluation", body, "\n".join(lines))
     return 0
 
@@ -284,6 +290,8 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
         inputs["the predictions"] = args.predictions
     elif args.keep:
         raise UsageError("--keep copies columns into --predictions; give --predictions too")
+    if args.target_unit is not None and not args.report:
+        raise UsageError("--target-unit labels the --report; give --report too")
     for path, kind in ((args.json, "evaluation"), (args.report, "report")):
         if path and path != "-":
             check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)

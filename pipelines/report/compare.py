@@ -26,7 +26,14 @@ from ebf.dask.graph import input_partitions
 from pipelines.artifacts import open_artifact
 from pipelines.io import Source, read_columns
 from pipelines.report.diagnostics import EvaluationJob
-from pipelines.report.evaluate import _model_parts, _partition_tasks, _run, _score, _sums
+from pipelines.report.evaluate import (
+    _model_parts,
+    _partition_tasks,
+    _run,
+    _score,
+    _sums,
+    model_info,
+)
 from pipelines.report.metrics import DEFAULT_LEVELS
 from pipelines.schema import check_schema
 
@@ -106,8 +113,7 @@ def compare(
     for a, job, per_model in zip(loaded, jobs, tasks, strict=True):
         parts = sums[at:at + len(per_model)]
         at += len(per_model)
-        info = {"model": str(a.path), "model_hash": a.digest, "model_class": a.model_class}
-        out.append(_score(parts, job, data, target, t0, info))
+        out.append(_score(parts, job, data, target, t0, model_info(a)))
     return out
 
 

@@ -16,6 +16,11 @@ recalibration. Per map: NLPD (log-density by the change of variables), CRPS
 table's levels and at 5% steps, and its histogram in 20 bins); for the model as it predicts,
 the width of the central 90% interval and the absolute error of the median (counted in fixed
 log-spaced width bins, merged into about ten groups of similar width for the report).
+
+Per branch of an EBF (``n_branches``; the rows' branches come with their block), a few sums of
+the model as it predicts: rows, squared error, NLPD, CRPS and rows inside the central 90%
+interval (regressors), rows, correct predictions and log loss (classifiers), for the report's
+per-branch table.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
 from ebf.dask.sharded import part_output
 
-__all__ = ["PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob", "before_after"]
+__all__ = ["BRANCH_LEVEL", "PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob",
+           "before_after"]
 
 #: Bins of the PIT histogram.
 PIT_BINS = 20
@@ -41,6 +47,8 @@ RELIABILITY_LEVELS: np.ndarray = np.round(np.arange(1, 20) * 0.05, 2)
 #: first or last bin), scale-free so that any target's units are resolved.
 WIDTH_EDGES: np.ndarray = 2.0 ** (np.arange(-120, 121) / 4.0)
 _WIDTH_GROUPS = 10
+#: Nominal coverage of the central interval whose per-branch coverage is reported.
+BRANCH_LEVEL = 0.9
 _SUMMARY_LEVELS = np.array([0.05, 0.5, 0.95])
 
 
@@ -73,9 +81,11 @@ class EvaluationJob:
     """
 
     def __init__(self, levels: np.ndarray, classes: np.ndarray | None,
-                 pit_map: PITMap | None = None, quantiles: np.ndarray | None = None) -> None:
+                 pit_map: PITMap | None = None, quantiles: np.ndarray | None = None,
+                 n_branches: int = 0) -> None:
         self.levels = np.asarray(levels, dtype=np.float64)
         self.classes = classes
+        self.n_branches = int(n_branches)
         self.maps: list[PITMap | None] = [None] if pit_map is None else [pit_map, None]
         self.quantiles = None if quantiles is None else np.atleast_1d(
             np.asarray(quantiles, dtype=np.float64))
@@ -165,23 +175,35 @@ class EvaluationJob:
             WIDTH_EDGES.size + 1)
 
     @property
-    def size(self) -> int:
-        """Length of :meth:`reduce`'s vector: ``[scored rows, rows without a target]``, then
-        the sums."""
+    def _totals(self) -> int:
+        """Length of the sums over all rows, before the per-branch ones."""
         if self.classes is not None:
             return 5
         return 3 + len(self.maps) * self._per_map
 
-    def reduce(self, block: np.ndarray | None) -> np.ndarray:
-        """Row counts, sums and histograms of a block of :meth:`rows` (None: no rows)."""
+    @property
+    def _per_branch(self) -> int:
+        return 3 if self.classes is not None else 5
+
+    @property
+    def size(self) -> int:
+        """Length of :meth:`reduce`'s vector: ``[scored rows, rows without a target]``, then
+        the sums, then ``n_branches`` rows of per-branch sums."""
+        return self._totals + self.n_branches * self._per_branch
+
+    def reduce(self, block: np.ndarray | None, branch: np.ndarray | None = None) -> np.ndarray:
+        """Row counts, sums and histograms of a block of :meth:`rows` (None: no rows), and
+        per branch if the job has branches and ``branch`` gives every row's."""
         out = np.zeros(self.size)
         if block is None or block.shape[0] == 0:
             return out
         known = block[:, self.predicted] == 1.0
         out[0], out[1] = known.sum(), (~known).sum()
         block = block[known, self.predicted + 1:]
+        if self.n_branches and branch is not None:
+            out[self._totals:] = self._branch_sums(block, np.asarray(branch)[known]).ravel()
         if self.classes is not None:
-            out[2:] = block.sum(axis=0)
+            out[2:self._totals] = block.sum(axis=0)
             return out
         out[2] = block[:, 0].sum()
         at = 3
@@ -206,22 +228,55 @@ class EvaluationJob:
             at += vec.size
         return out
 
+    def _branch_sums(self, scored: np.ndarray, branch: np.ndarray) -> np.ndarray:
+        """``(n_branches, k)`` sums of the scored rows by branch: ``[rows, correct, log
+        loss]`` or ``[rows, squared error, -log p, CRPS, inside the BRANCH_LEVEL interval]`` of
+        the model as it predicts."""
+        if self.classes is not None:
+            cols = [scored[:, 0], scored[:, 1]]
+        else:
+            inside = _inside(scored[:, 3], np.array([BRANCH_LEVEL]))[:, 0]
+            cols = [scored[:, 0], scored[:, 1], scored[:, 2], inside]
+        branch = branch.astype(np.int64)
+        return np.column_stack([np.bincount(branch, minlength=self.n_branches)] + [
+            np.bincount(branch, weights=np.asarray(c, dtype=np.float64),
+                        minlength=self.n_branches) for c in cols])
+
     # ------------------------------------------------------------------ result
 
     def result(self, sums: np.ndarray) -> dict[str, Any]:
         """The scores from the summed vector of :meth:`reduce` (keys of
-        :func:`pipelines.report.evaluate.evaluate` after ``n`` and ``n_missing_target``)."""
-        n, sums = sums[0], sums[2:]
+        :func:`pipelines.report.evaluate.evaluate` after ``n`` and ``n_missing_target``; with
+        branches, ``branches``: a DataFrame of :meth:`branch_table`)."""
+        per_branch = {} if not self.n_branches else {"branches": self.branch_table(
+            sums[self._totals:].reshape(self.n_branches, self._per_branch))}
+        n, sums = sums[0], sums[2:self._totals]
         if self.classes is not None:
             return {"accuracy": float(sums[0] / n), "log_loss": float(sums[1] / n),
-                    "n_unseen_labels": int(sums[2]), "classes": list(self.classes.tolist())}
+                    "n_unseen_labels": int(sums[2]), "classes": list(self.classes.tolist()),
+                    **per_branch}
         rmse = float(np.sqrt(sums[0] / n))
         scored = [self._map_result(sums[1 + j * self._per_map: 1 + (j + 1) * self._per_map],
                                    n, rmse) for j in range(len(self.maps))]
         out = {**scored[0], "calibrated": self.maps[0] is not None}
         if len(scored) > 1:
             out["uncalibrated"] = scored[1]
-        return out
+        return {**out, **per_branch}
+
+    def branch_table(self, sums: np.ndarray) -> pd.DataFrame:
+        """One row per branch from its ``(n_branches, k)`` sums: ``branch``, ``n`` (rows
+        scored), then ``accuracy``, ``log_loss`` (classifiers) or ``rmse``, ``nlpd``,
+        ``crps``, ``coverage_90`` (the fraction of rows inside their central 90% interval;
+        regressors, the model as it predicts). A branch no row reached has ``n`` 0 and NaN
+        scores."""
+        n = sums[:, 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = sums[:, 1:] / n[:, None]
+        table = {"branch": np.arange(sums.shape[0]), "n": n.astype(np.int64)}
+        if self.classes is not None:
+            return pd.DataFrame({**table, "accuracy": mean[:, 0], "log_loss": mean[:, 1]})
+        return pd.DataFrame({**table, "rmse": np.sqrt(mean[:, 0]), "nlpd": mean[:, 1],
+                             "crps": mean[:, 2], "coverage_90": mean[:, 3]})
 
     def _map_result(self, v: np.ndarray, n: int, rmse: float) -> dict[str, Any]:
         k, r = self.levels.size, RELIABILITY_LEVELS.size
@@ -270,9 +325,14 @@ def _width_groups(counts: np.ndarray, widths: np.ndarray, errors: np.ndarray,
                          "mean_abs_error": data[:, 2] / np.maximum(data[:, 0], 1)})
 
 
+#: What the scores of a model's own mixture share with the model's result (the rows scored).
+_SHARED = ("task", "target", "n", "n_missing_target")
+
+
 def before_after(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Results with every recalibrated model shown twice: ``"<name> recalibrated"`` and
-    ``"<name> uncalibrated"`` (its ``uncalibrated`` scores), for tables and figures.
+    ``"<name> uncalibrated"`` (its ``uncalibrated`` scores, with the rows scored and
+    ``calibrated=False``), for tables and figures.
 
     Examples
     --------
@@ -283,7 +343,9 @@ def before_after(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[
     for name, result in results.items():
         if "uncalibrated" in result:
             out[f"{name} recalibrated"] = result
-            out[f"{name} uncalibrated"] = result["uncalibrated"]
+            out[f"{name} uncalibrated"] = {
+                **{k: result[k] for k in _SHARED if k in result},
+                **result["uncalibrated"], "calibrated": False}
         else:
             out[name] = result
     return out

@@ -70,7 +70,7 @@ from pipelines.report.diagnostics import EvaluationJob, before_after
 from pipelines.report.metrics import DEFAULT_LEVELS
 from pipelines.schema import check_schema
 
-__all__ = ["evaluate", "evaluate_model", "format_evaluation"]
+__all__ = ["evaluate", "evaluate_model", "format_evaluation", "model_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +102,8 @@ def _partition_rows(part: pd.DataFrame, model: Any, features: list[str], target:
 
 
 def _sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
-    """The job's sums of a partition's block."""
-    return job.reduce(assembled[1])
+    """The job's sums of a partition's block (per branch too, if the job has branches)."""
+    return job.reduce(assembled[1], assembled[2])
 
 
 def _sums_and_scores(assembled: tuple, job: EvaluationJob) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +170,14 @@ def evaluate(
     -------
     dict
         Always ``task``, ``n`` (scored rows), ``n_missing_target`` (rows skipped), ``target``,
-        ``model_hash``, ``model_class``, ``seconds``. Regressors: ``rmse``, ``nlpd`` (mean
+        ``data`` (:func:`pipelines.io.describe_source`), the model's ``model``,
+        ``model_hash``, ``model_class`` and ``model_info`` (:func:`model_info`),
+        ``warnings`` and ``seconds`` (the wall time of the evaluation). An EBF saved with
+        its branches in shards (format 2) also has ``branches``: a DataFrame of one row per
+        branch, ``branch``, ``training_rows``, ``bytes`` (its shard), ``n`` (rows scored)
+        and the scores of the model as it predicts
+        (:meth:`pipelines.report.diagnostics.EvaluationJob.branch_table`).
+        Regressors: ``rmse``, ``nlpd`` (mean
         negative log predictive density), ``calibration`` (DataFrame ``level``,
         ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
         with the exact mixture intervals), ``coverage`` (level -> observed fraction),
@@ -230,21 +237,23 @@ def evaluate(
 
         strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
         classes, pit_map, has_trunk, whole = _model_parts(loaded.reader)
-        job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q)
+        branches = loaded.reader.n_parts if has_trunk else 0  # a sharded EBF's
+        job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q,
+                            n_branches=branches)
         if strategy == "sharded" and loaded.reader.n_parts:
             assembled = sharded_blocks(loaded.reader, ddf, job, target=target)
         else:
-            assembled = _partition_tasks(ddf, whole, features, target, job,
-                                         branch=has_trunk and predictions is not None)
+            assembled = _partition_tasks(ddf, whole, features, target, job, branch=has_trunk)
         token = uuid.uuid4().hex[:12]
         sums = [dask.delayed(_sums, pure=True)(a, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
                 for i, a in enumerate(assembled)]
         logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                     describe_source(data), len(sums), target, strategy)
-        info = {"model_hash": loaded.digest, "model_class": loaded.model_class,
+        info = {**model_info(loaded), "data": describe_source(data),
                 "warnings": _training_overlap(loaded, data, storage_options)}
         if predictions is None:
-            return _score(_run(sums, client, progress), job, data, target, t0, info)
+            return _with_branch_facts(_score(_run(sums, client, progress), job, data, target,
+                                             t0, info), loaded.reader)
         meta = prediction_meta(classes, has_trunk, q)
         check_kept(keep, meta.columns)
         rows = ddf.to_delayed()
@@ -255,7 +264,56 @@ def evaluate(
         written, parts = write_predictions(pred, predictions, loaded, q, source=data,
                                            overwrite=overwrite, client=client, progress=progress,
                                            storage_options=storage_options, others=sums)
-        return {**_score(parts, job, data, target, t0, info), "predictions": written}
+        return {**_with_branch_facts(_score(parts, job, data, target, t0, info), loaded.reader),
+                "predictions": written}
+
+
+def model_info(loaded: Any) -> dict[str, Any]:
+    """What a result says of the saved model it scores (JSON-ready): ``model`` (its path),
+    ``model_hash``, ``model_class`` and ``model_info``: ``version`` (format and the ebf that
+    saved it), ``bytes`` (its files), ``learner`` (the branch learner), ``n_estimators``
+    (trees per branch or sub-sample), ``n_parts`` (branches or sub-samples; None for a
+    format 1 model), ``features``, and from the training metadata (None where the model does
+    not record it): ``trained_on`` (the data), ``training_rows``, ``trained_utc``,
+    ``fit_seconds``, ``calibration`` (the recalibration method).
+
+    Parameters
+    ----------
+    loaded : pipelines.artifacts.ModelArtifact
+
+    Returns
+    -------
+    dict
+    """
+    training = loaded.training
+    params = loaded.manifest.get("params") or {}
+    try:
+        size: int | None = loaded.reader.nbytes
+    except OSError:  # a format 1 model behind a URL: its files are not sized here
+        size = None
+    timings = training.get("timings") if isinstance(training.get("timings"), dict) else {}
+    calibration = training.get("calibration")
+    return {"model": str(loaded.path), "model_hash": loaded.digest,
+            "model_class": loaded.model_class,
+            "model_info": {
+                "version": loaded.version, "bytes": size, "learner": params.get("branch"),
+                "n_estimators": params.get("n_estimators"),
+                "n_parts": loaded.reader.n_parts or None, "features": list(loaded.features),
+                "trained_on": training.get("data"), "training_rows": training.get("rows"),
+                "trained_utc": training.get("trained_utc"), "fit_seconds": timings.get("fit"),
+                "calibration": calibration.get("method") if isinstance(calibration, dict)
+                else None}}
+
+
+def _with_branch_facts(result: dict[str, Any], reader: Any) -> dict[str, Any]:
+    """The per-branch table with each branch's training rows and bytes (from the model's head
+    and manifest) after its ``branch`` column."""
+    table = result.get("branches")
+    if table is not None:
+        rows = reader.head().attrs.get("branch_rows_")
+        table.insert(1, "training_rows", np.asarray(rows, dtype=np.int64))
+        table.insert(2, "bytes", np.asarray(reader.part_bytes, dtype=np.int64))
+    return result
 
 
 def _training_overlap(loaded: Any, data: Source,

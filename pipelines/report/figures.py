@@ -1,19 +1,20 @@
-"""Figures of probabilistic evaluation results: calibration, reliability, PIT, width vs error.
+"""Figures of probabilistic evaluation results: calibration (reliability), PIT, width vs error.
 
 Every function takes ``results``, a mapping of a model name (``"EBF"``, ``"EBF recalibrated"``,
 ``"SSF"``, ...) to a result dict of :func:`pipelines.report.evaluate.evaluate` (or
-:func:`pipelines.report.metrics.evaluate_regression`), and reads only the key it draws:
+:func:`pipelines.report.metrics.evaluate_regression`), and reads only the keys it draws:
 
-- ``calibration`` (DataFrame ``level``, ``observed``, ``observed_minus_nominal`` at
-  10%..90%): :func:`plot_calibration`;
-- ``reliability`` (the same columns at 5%..95%): :func:`plot_reliability`;
+- ``calibration`` (DataFrame ``level``, ``observed``, ``observed_minus_nominal`` at the
+  levels asked for, 10%..90% by default) and ``reliability`` (the same columns at 5%..95%):
+  :func:`plot_calibration`, the reliability diagram of both tables' levels
+  (:func:`coverage_by_level`);
 - ``pit_histogram`` (20 counts of the PIT ``u = F(y | x)`` in ``[k/20, (k+1)/20)``):
   :func:`plot_pit_histogram`;
 - ``width_error`` (DataFrame ``n``, ``mean_width`` of the central 90% interval,
   ``mean_abs_error`` about the predictive median, one row per group of rows of similar
   width): :func:`plot_width_error`.
 
-A model without the key is left out of that figure. The figures use matplotlib's Agg canvas
+A model without the keys is left out of that figure. The figures use matplotlib's Agg canvas
 directly (no pyplot, no display, the global backend is left alone); matplotlib is in the
 ``examples`` extra and imported only when a figure is drawn. Files are written to a temporary
 name next to the target and renamed into place, so a reader never sees half a file.
@@ -27,12 +28,14 @@ import io
 import logging
 import math
 import os
+import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from basics.atomic import write_bytes
 
@@ -42,12 +45,13 @@ if TYPE_CHECKING:
 __all__ = [
     "FIGURES",
     "GAUSSIAN_ABS_ERROR_PER_WIDTH",
+    "coverage_by_level",
     "plot_calibration",
     "plot_pit_histogram",
-    "plot_reliability",
     "plot_width_error",
     "render_figures",
     "require_matplotlib",
+    "save_figures",
     "write_figures",
 ]
 
@@ -107,18 +111,62 @@ def _label(name: str) -> str:
     return str(name).replace("$", r"\$")
 
 
-def _with(results: Results, key: str) -> dict[str, Mapping[str, Any]]:
-    return {name: r for name, r in results.items() if r.get(key) is not None}
+def _with(results: Results, keys: tuple[str, ...]) -> dict[str, Mapping[str, Any]]:
+    return {name: r for name, r in results.items()
+            if any(r.get(key) is not None for key in keys)}
 
 
-def _require(results: Results, key: str, what: str) -> dict[str, Mapping[str, Any]]:
-    chosen = _with(results, key)
+def _require(results: Results, keys: tuple[str, ...], what: str) -> dict[str, Mapping[str, Any]]:
+    chosen = _with(results, keys)
     if not chosen:
+        named = " or ".join(repr(k) for k in keys)
         raise ValueError(
-            f"no result among {sorted(results)!r} has {key!r}, so there is no {what} to draw; "
-            f"pass results of pipelines.report.evaluate.evaluate that include {key!r}"
+            f"no result among {sorted(results)!r} has {named}, so there is no {what} to draw; "
+            f"pass results of pipelines.report.evaluate.evaluate that include {named}"
         )
     return chosen
+
+
+def _units(unit: str | None) -> str:
+    return unit or "target units"
+
+
+def coverage_by_level(result: Mapping[str, Any]) -> pd.DataFrame | None:
+    """Observed coverage of the central intervals at every level a result has: its
+    ``calibration`` table (the levels asked for) and ``reliability`` table (5% steps), each
+    level once (the calibration table's where both have it).
+
+    Parameters
+    ----------
+    result : mapping
+        A result of :func:`pipelines.report.evaluate.evaluate`, or one read back from JSON
+        (tables as dicts of lists).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        ``level``, ``observed``, ``observed_minus_nominal`` by increasing level; None if the
+        result has neither table.
+
+    Examples
+    --------
+    >>> coverage_by_level({"calibration": {"level": [0.5], "observed": [0.4],
+    ...                                    "observed_minus_nominal": [-0.1]}})
+       level  observed  observed_minus_nominal
+    0    0.5       0.4                    -0.1
+    """
+    found: dict[float, tuple[float, float]] = {}
+    for key in ("reliability", "calibration"):  # the calibration table's level wins
+        table = result.get(key)
+        if table is not None:
+            for level, observed, gap in zip(table["level"], table["observed"],
+                                            table["observed_minus_nominal"], strict=True):
+                found[round(float(level), 6)] = (float(observed), float(gap))
+    if not found:
+        return None
+    levels = sorted(found)
+    return pd.DataFrame({"level": levels, "observed": [found[z][0] for z in levels],
+                         "observed_minus_nominal": [found[z][1] for z in levels]})
 
 
 def _png_bytes(fig: Figure) -> bytes:
@@ -127,42 +175,37 @@ def _png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _coverage_figure(results: Results, key: str, title: str, ylabel: str) -> Figure:
-    chosen = _require(results, key, "coverage table")
-    fig = _new_figure(6.0, 5.2)
+def _calibration_figure(results: Results, title: str | None = None) -> Figure:
+    chosen = _require(results, ("calibration", "reliability"), "coverage table")
+    fig = _new_figure(5.4, 5.8)
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="calibrated")
     for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
-        table = result[key]
+        table = coverage_by_level(result)
         gap = float(np.max(np.abs(table["observed_minus_nominal"])))
         ax.plot(table["level"], table["observed"], marker=marker, markersize=4, linewidth=1.5,
                 label=f"{_label(name)} (max |gap| {gap:.3f})")
+    ax.text(0.03, 0.97, "above the diagonal: intervals too wide\n(under-confident)",
+            transform=ax.transAxes, va="top", fontsize=7, color="0.35")
+    ax.text(0.97, 0.03, "below: too narrow\n(over-confident)", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize=7, color="0.35")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
     ax.set_xlabel("nominal coverage of the central prediction interval")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    ax.set_ylabel("observed coverage (fraction of rows inside)")
+    ax.set_title(textwrap.fill(title or "Calibration (reliability diagram) of the central "
+                               "prediction intervals", 70), fontsize=9)
     ax.grid(True, linewidth=0.5, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=8)
+    # below the axes, where it hides no point
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
 
-def _calibration_figure(results: Results, title: str | None = None) -> Figure:
-    return _coverage_figure(results, "calibration",
-                            title or "Calibration of the central prediction intervals",
-                            "observed coverage on the test set")
-
-
-def _reliability_figure(results: Results, title: str | None = None) -> Figure:
-    return _coverage_figure(results, "reliability",
-                            title or "Reliability: coverage of the central intervals, 5% steps",
-                            "observed coverage on the test set")
-
-
 def _pit_figure(results: Results, title: str | None = None) -> Figure:
-    chosen = _require(results, "pit_histogram", "PIT histogram")
-    cols = min(len(chosen), 3)
+    chosen = _require(results, ("pit_histogram",), "PIT histogram")
+    cols = 2 if len(chosen) == 4 else min(len(chosen), 3)  # 2 x 2, not 3 + 1
     rows = math.ceil(len(chosen) / cols)
     fig = _new_figure(3.2 * cols + 0.4, 2.7 * rows + 0.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
@@ -182,23 +225,26 @@ def _pit_figure(results: Results, title: str | None = None) -> Figure:
                edgecolor="white", linewidth=0.5)
         ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1, label="uniform")
         ax.set_xlim(0, 1)
-        ax.set_title(f"{_label(name)} ({int(n):,} rows)", fontsize=9)
+        ax.set_title(textwrap.fill(f"{_label(name)} ({int(n):,} rows)", 34), fontsize=8)
         ax.set_xlabel("PIT  u = F(y | x)", fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in axes[:, 0]:
         ax.set_ylabel("density", fontsize=8)
     for ax in list(axes.flat)[len(chosen):]:
         ax.set_visible(False)
-    axes.flat[0].legend(loc="upper center", fontsize=7)
+    # below the panels, where it hides no bar
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=2,
+               fontsize=7, frameon=False)
     fig.suptitle(title or "PIT histograms (flat = calibrated; U = too narrow, hump = too wide)",
                  fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
     return fig
 
 
-def _width_error_figure(results: Results, title: str | None = None) -> Figure:
-    chosen = _require(results, "width_error", "width-error table")
-    fig = _new_figure(6.0, 5.2)
+def _width_error_figure(results: Results, title: str | None = None,
+                        unit: str | None = None) -> Figure:
+    chosen = _require(results, ("width_error",), "width-error table")
+    fig = _new_figure(5.4, 5.8)
     ax = fig.add_subplot()
     top = 0.0
     for (name, result), marker in zip(chosen.items(), _MARKERS * len(chosen), strict=False):
@@ -215,34 +261,42 @@ def _width_error_figure(results: Results, title: str | None = None) -> Figure:
             label=f"calibrated Gaussian (slope {GAUSSIAN_ABS_ERROR_PER_WIDTH:.3f})")
     ax.set_xlim(0, top)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("mean width of the central 90% interval (group of rows of similar width)")
-    ax.set_ylabel("mean |y - predictive median|")
+    ax.set_xlabel(f"mean width of the central 90% interval ({_units(unit)}; groups of rows "
+                  "of similar width)", fontsize=8)
+    ax.set_ylabel(f"mean |y - predictive median| ({_units(unit)})")
     ax.set_title(title or "Interval width against absolute error (rising = width is informative)",
                  fontsize=9)
     ax.grid(True, linewidth=0.5, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
 
-#: File name, result key and figure builder of each figure :func:`write_figures` writes.
-FIGURES: dict[str, tuple[str, Callable[..., Figure]]] = {
-    "calibration.png": ("calibration", _calibration_figure),
-    "reliability.png": ("reliability", _reliability_figure),
-    "pit.png": ("pit_histogram", _pit_figure),
-    "width_error.png": ("width_error", _width_error_figure),
+#: File name, result keys (a result with any of them is drawn) and figure builder of each
+#: figure :func:`write_figures` writes.
+FIGURES: dict[str, tuple[tuple[str, ...], Callable[..., Figure]]] = {
+    "calibration.png": (("calibration", "reliability"), _calibration_figure),
+    "pit.png": (("pit_histogram",), _pit_figure),
+    "width_error.png": (("width_error",), _width_error_figure),
 }
 
 
 def plot_calibration(results: Results, path: str | os.PathLike[str], *,
                      title: str | None = None) -> str:
-    """Plot observed against nominal coverage of the central intervals, one line per model.
+    """Reliability diagram: observed against nominal coverage of the central prediction
+    intervals, one line per model, at every level of its ``calibration`` and ``reliability``
+    tables (:func:`coverage_by_level`: 5% steps and the levels asked for).
+
+    The dashed diagonal is a calibrated model; a line above it means intervals too wide
+    (under-confident), below it too narrow (over-confident). The legend, below the axes,
+    gives each model's largest ``|observed - nominal|`` over the levels plotted.
 
     Parameters
     ----------
     results : mapping of str to dict
-        Model name to a result with a ``calibration`` DataFrame (``level``, ``observed``,
-        ``observed_minus_nominal``), e.g. :func:`pipelines.report.evaluate.evaluate`'s.
+        Model name to a result with a ``calibration`` or ``reliability`` DataFrame
+        (``level``, ``observed``, ``observed_minus_nominal``), e.g.
+        :func:`pipelines.report.evaluate.evaluate`'s; models with neither are left out.
     path : str or path-like
         PNG file to write (atomically).
     title : str, optional
@@ -255,7 +309,7 @@ def plot_calibration(results: Results, path: str | os.PathLike[str], *,
     Raises
     ------
     ValueError
-        If no result has a ``calibration`` table.
+        If no result has a ``calibration`` or ``reliability`` table.
     ImportError
         If matplotlib (the ``examples`` extra) is missing.
 
@@ -265,43 +319,6 @@ def plot_calibration(results: Results, path: str | os.PathLike[str], *,
     'calibration.png'
     """
     return write_bytes(path, _png_bytes(_calibration_figure(results, title)))
-
-
-def plot_reliability(results: Results, path: str | os.PathLike[str], *,
-                     title: str | None = None) -> str:
-    """Reliability diagram: observed against nominal coverage at 5% steps, one line per model.
-
-    The dashed diagonal is a calibrated model; a line above it means intervals too wide
-    (under-confident), below it too narrow. The legend gives each model's largest
-    ``|observed - nominal|`` over the plotted levels (5% to 95%).
-
-    Parameters
-    ----------
-    results : mapping of str to dict
-        Model name to a result with a ``reliability`` DataFrame (``level``, ``observed``,
-        ``observed_minus_nominal``); models without one are left out.
-    path : str or path-like
-        PNG file to write (atomically).
-    title : str, optional
-
-    Returns
-    -------
-    str
-        ``path``.
-
-    Raises
-    ------
-    ValueError
-        If no result has a ``reliability`` table.
-    ImportError
-        If matplotlib (the ``examples`` extra) is missing.
-
-    Examples
-    --------
-    >>> plot_reliability({"EBF": res_ebf, "SSF": res_ssf}, "reliability.png")  # doctest: +SKIP
-    'reliability.png'
-    """
-    return write_bytes(path, _png_bytes(_reliability_figure(results, title)))
 
 
 def plot_pit_histogram(results: Results, path: str | os.PathLike[str], *,
@@ -343,7 +360,7 @@ def plot_pit_histogram(results: Results, path: str | os.PathLike[str], *,
 
 
 def plot_width_error(results: Results, path: str | os.PathLike[str], *,
-                     title: str | None = None) -> str:
+                     title: str | None = None, unit: str | None = None) -> str:
     """Mean absolute error against mean 90% interval width per group of rows, one line per model.
 
     Rows are grouped by predicted width (``width_error``); a model whose width tells how
@@ -361,6 +378,8 @@ def plot_width_error(results: Results, path: str | os.PathLike[str], *,
     path : str or path-like
         PNG file to write (atomically).
     title : str, optional
+    unit : str, optional
+        The target's unit, for the axes (default: "target units").
 
     Returns
     -------
@@ -379,10 +398,11 @@ def plot_width_error(results: Results, path: str | os.PathLike[str], *,
     >>> plot_width_error({"EBF": res_ebf, "SSF": res_ssf}, "width_error.png")  # doctest: +SKIP
     'width_error.png'
     """
-    return write_bytes(path, _png_bytes(_width_error_figure(results, title)))
+    return write_bytes(path, _png_bytes(_width_error_figure(results, title, unit)))
 
 
-def render_figures(results: Results, *, title: str | None = None) -> dict[str, bytes]:
+def render_figures(results: Results, *, title: str | None = None,
+                   unit: str | None = None) -> dict[str, bytes]:
     """Draw every figure the results have data for, as PNG bytes.
 
     Parameters
@@ -391,12 +411,14 @@ def render_figures(results: Results, *, title: str | None = None) -> dict[str, b
         Model name to a result of :func:`pipelines.report.evaluate.evaluate`.
     title : str, optional
         Title of the calibration figure (the others keep their explanatory titles).
+    unit : str, optional
+        The target's unit, for the width-error figure's axes (default: "target units").
 
     Returns
     -------
     dict of str to bytes
         File name (the keys of :data:`FIGURES`, in that order) to the PNG; a figure no
-        result has the key for is left out (a classifier's results give none).
+        result has the keys for is left out (a classifier's results give none).
 
     Raises
     ------
@@ -406,20 +428,21 @@ def render_figures(results: Results, *, title: str | None = None) -> dict[str, b
     Examples
     --------
     >>> sorted(render_figures({"EBF": res_ebf}))  # doctest: +SKIP
-    ['calibration.png', 'pit.png', 'reliability.png', 'width_error.png']
+    ['calibration.png', 'pit.png', 'width_error.png']
     """
-    return {name: _png_bytes(build(results, title if key == "calibration" else None))
-            for name, (key, build) in FIGURES.items() if _with(results, key)}
+    options: dict[str, dict[str, Any]] = {"calibration.png": {"title": title},
+                                          "width_error.png": {"unit": unit}}
+    return {name: _png_bytes(build(results, **options.get(name, {})))
+            for name, (keys, build) in FIGURES.items() if _with(results, keys)}
 
 
 def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
-                  title: str | None = None) -> dict[str, str]:
+                  title: str | None = None, unit: str | None = None) -> dict[str, str]:
     """Write every figure the results have data for, as PNGs in ``out_dir``.
 
-    ``calibration.png`` (:func:`plot_calibration`), ``reliability.png``
-    (:func:`plot_reliability`), ``pit.png`` (:func:`plot_pit_histogram`) and
-    ``width_error.png`` (:func:`plot_width_error`); a figure no result has the key for is
-    skipped (so a classifier's results write none). Each file is written atomically.
+    ``calibration.png`` (:func:`plot_calibration`), ``pit.png`` (:func:`plot_pit_histogram`)
+    and ``width_error.png`` (:func:`plot_width_error`); a figure no result has the keys for
+    is skipped (so a classifier's results write none). Each file is written atomically.
 
     Parameters
     ----------
@@ -429,6 +452,8 @@ def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
         Created if missing; existing files of these names are replaced.
     title : str, optional
         Title of the calibration figure (the others keep their explanatory titles).
+    unit : str, optional
+        The target's unit (:func:`render_figures`).
 
     Returns
     -------
@@ -443,9 +468,27 @@ def write_figures(results: Results, out_dir: str | os.PathLike[str], *,
     Examples
     --------
     >>> write_figures({"EBF": res_ebf, "SSF": res_ssf}, "ebf-demo")  # doctest: +SKIP
-    {'calibration.png': 'ebf-demo/calibration.png', 'reliability.png': ..., ...}
+    {'calibration.png': 'ebf-demo/calibration.png', 'pit.png': ..., ...}
     """
-    written = {name: write_bytes(Path(out_dir) / name, png)
-               for name, png in render_figures(results, title=title).items()}
+    return save_figures(render_figures(results, title=title, unit=unit), out_dir)
+
+
+def save_figures(pngs: Mapping[str, bytes], out_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Write figures drawn by :func:`render_figures` into ``out_dir``, each atomically (a
+    report that embeds the same PNGs draws them once).
+
+    Parameters
+    ----------
+    pngs : mapping of str to bytes
+        File name to PNG, as :func:`render_figures` returns them.
+    out_dir : str or path-like
+        Created if missing; existing files of these names are replaced.
+
+    Returns
+    -------
+    dict of str to str
+        File name to the path written.
+    """
+    written = {name: write_bytes(Path(out_dir) / name, png) for name, png in pngs.items()}
     logger.info("wrote %d figure(s) to %s: %s", len(written), out_dir, ", ".join(written))
     return written

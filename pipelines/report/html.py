@@ -1,31 +1,33 @@
 """Diagnostics where people look: the figures and one self-contained HTML report.
 
-``results`` maps a model name (``"EBF"``, ``"EBF recalibrated"``, ``"SSF"``, ...) to a result
-dict of :func:`pipelines.report.evaluate.evaluate`. The figures (calibration, reliability, PIT
-histogram, interval width against absolute error) are drawn by :mod:`pipelines.report.figures` and
-re-exported here; :func:`write_html_report` puts the summary tables, the calibration table,
-the figures (as base64 PNG data URIs) and free text sections into one HTML file that needs
-nothing else (no external CSS, script or font), so it can be mailed or attached to a run.
+``results`` maps a model name (``"EBF"``, ``"SSF"``, ...) to a result dict of
+:func:`pipelines.report.evaluate.evaluate`. :func:`write_html_report` writes one HTML file
+that needs nothing else (no external CSS, script or font), so it can be mailed or attached to
+a run: what was run on what (model, learner, trees, trunk leaves, version, hash, features,
+data, rows, wall times), the scores, the calibration table, the figures of
+:mod:`pipelines.report.figures` (re-exported here) as base64 PNG data URIs, the per-branch
+table and free text sections. The tables are :mod:`pipelines.report.tables`'; every number
+says its unit and the page fits a 1280-pixel-wide window.
 
 The report reads, when present: ``n``, ``rmse``, ``nlpd``, ``crps``,
 ``max_calibration_gap``, ``coverage``, ``calibration``, ``reliability``, ``pit_histogram``,
-``width_error``, ``calibrated`` (regressors) or ``n``, ``accuracy``, ``log_loss``
-(classifiers, told apart by ``task == "classification"`` or an ``accuracy`` key). A missing
-key shows as "n/a" or leaves its figure out, so older results (no ``crps``) and classifiers
-get a report too.
+``width_error``, ``calibrated``, ``uncalibrated``, ``branches`` and the run facts
+(``model``, ``model_hash``, ``model_class``, ``model_info``, ``data``, ``target``,
+``seconds``) of regressors, or ``n``, ``accuracy``, ``log_loss`` of classifiers (told apart
+by ``task == "classification"`` or an ``accuracy`` key). A missing score reads "not
+computed", a missing fact "not recorded", and a figure without data is left out, so older
+results (no ``crps``) and classifiers get a report too.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from basics.atomic import write_bytes
 from basics.locations import REPORT_TAG, mark_output
@@ -35,8 +37,20 @@ from pipelines.report.figures import *  # noqa: F403  (the figures are part of t
 from pipelines.report.figures import (
     GAUSSIAN_ABS_ERROR_PER_WIDTH,
     Results,
+    coverage_by_level,
     render_figures,
-    write_figures,
+    save_figures,
+)
+from pipelines.report.tables import (
+    GAP_SHADE,
+    branch_table,
+    calibration_table,
+    classifier_table,
+    esc,
+    is_classifier,
+    regression_table,
+    run_table,
+    units,
 )
 
 __all__ = [*figures.__all__, "write_evaluation_report", "write_html_report"]
@@ -44,144 +58,154 @@ __all__ = [*figures.__all__, "write_evaluation_report", "write_html_report"]
 logger = logging.getLogger(__name__)
 
 _STYLE = """
-body { font-family: sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+body { font-family: sans-serif; margin: 1.5em auto; padding: 0 1.5em; max-width: 72em;
+       color: #222; line-height: 1.35; }
+nav { font-size: 0.9em; margin-bottom: 1em; } nav a { margin-right: 1.2em; }
+.table { max-width: 100%; overflow-x: auto; margin: 0.5em 0 1.5em; }
+.table.tall { max-height: 32em; overflow-y: auto; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; vertical-align: top; }
 th:first-child, td:first-child { text-align: left; }
-thead th { background: #f0f0f0; }
+th small { display: block; font-weight: normal; color: #666; font-size: 0.85em; }
+thead th { background: #f0f0f0; vertical-align: bottom; position: sticky; top: 0; z-index: 1;
+           overflow-wrap: anywhere; }
+tbody th { background: #fafafa; position: sticky; left: 0; }
+thead th:first-child { left: 0; z-index: 2; }
+.info th, .info td { text-align: left; } .info td { max-width: 36em; overflow-wrap: break-word; }
+code { font-size: 0.95em; word-break: break-all; }
 td.off { background: #fde0dc; }
-figure { margin: 1em 0 2em; }
-figure img { max-width: 100%; border: 1px solid #eee; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em 2em; align-items: flex-start; }
+figure { margin: 0 0 1em; max-width: 100%; }
+figure img { width: 100%; height: auto; border: 1px solid #eee; }
 figcaption, p.note { font-size: 0.85em; color: #555; max-width: 60em; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 """
 
-#: Calibration cells with ``|observed - nominal|`` above this are shaded.
-_GAP_SHADE = 0.05
-
-#: Which figure of :data:`pipelines.report.figures.FIGURES` the report shows, with its caption. The
-#: reliability diagram holds the calibration figure's points and more, so the calibration
-#: figure is shown only for results without one.
+#: The caption of each figure of :data:`pipelines.report.figures.FIGURES`.
 _CAPTIONS = {
-    "reliability.png": (
-        "Reliability: observed against nominal coverage of the central prediction intervals "
-        "at 5% steps. On the diagonal: calibrated; above: intervals too wide "
-        "(under-confident); below: too narrow (over-confident)."),
     "calibration.png": (
-        "Calibration: observed against nominal coverage of the central prediction intervals "
-        "at 10% steps. On the diagonal: calibrated; above: too wide; below: too narrow."),
+        "Calibration (reliability diagram): observed against nominal coverage of the central "
+        "prediction intervals, at 5% steps and the levels of the calibration table. On the "
+        "diagonal: calibrated; above: intervals too wide (under-confident); below: too narrow "
+        "(over-confident). The legend gives each model's largest |observed - nominal|."),
     "pit.png": (
         "PIT histograms: the predictive CDF at the observed target, u = F(y | x), is uniform "
         "for a calibrated model (bars at density 1, inside the grey 95% band). A U shape: "
         "predictive distributions too narrow; a hump: too wide; a slope: biased."),
     "width_error.png": (
         "Interval width against error: rows grouped by the width of their central 90% "
-        "interval; mean |y - median| per group. The dashed line is a calibrated Gaussian "
+        "interval; mean |y - median| per group, both in the target's units. The dashed line "
+        "is a calibrated Gaussian "
         f"(slope sqrt(2/pi) / (2 z_0.95) = {GAUSSIAN_ABS_ERROR_PER_WIDTH:.3f}); a line "
         "that rises with the width means the width tells which predictions to trust."),
 }
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+@dataclass(frozen=True)
+class _Page:
+    """What the sections are drawn from: the results as given (one per model), as shown
+    (a recalibrated model before and after, :func:`before_after`), the target's unit and
+    the figures if they are drawn already."""
+
+    models: Results
+    shown: Results
+    unit: str | None
+    figures: Mapping[str, bytes] | None = None
+
+    @property
+    def regressors(self) -> dict[str, Mapping[str, Any]]:
+        return {n: r for n, r in self.shown.items() if not is_classifier(r)}
+
+    @property
+    def classifiers(self) -> dict[str, Mapping[str, Any]]:
+        return {n: r for n, r in self.shown.items() if is_classifier(r)}
 
 
-def _number(value: Any, spec: str) -> str:
-    if value is None:
-        return "n/a"
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return _esc(value)
-    return format(x, spec) if np.isfinite(x) else _esc(x)
+def _run_section(page: _Page) -> str:
+    return run_table(page.models, page.unit)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], cell_class: Any = None) -> str:
-    """An HTML table; ``header`` is escaped here, the cells must already be escaped."""
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
-    body = []
-    for i, row in enumerate(rows):
-        cells = []
-        for j, cell in enumerate(row):
-            tag = "th" if j == 0 else "td"
-            cls = cell_class(i, j) if cell_class is not None else None
-            attr = f' class="{cls}"' if cls else ""
-            cells.append(f"<{tag}{attr}>{cell}</{tag}>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+def _summary_section(page: _Page) -> str:
+    if not page.regressors:
+        return ""
+    u = units(page.unit)
+    recalibrated = (" Recalibrated: the model maps its predictive CDF by a PIT map learnt at "
+                    "training; a model that does is also shown without the map (uncalibrated)."
+                    if any("calibrated" in r for r in page.regressors.values()) else "")
+    return regression_table(page.regressors, page.unit) + (
+        f'<p class="note">RMSE, and CRPS (continuous ranked probability score), in {esc(u)}; '
+        "NLPD: mean negative log predictive density, in nats; lower is better for all "
+        "three. max |coverage gap|: the largest |observed - nominal| coverage of the central "
+        f"intervals at the calibration table's levels (10%..90% by default).{recalibrated}</p>")
 
 
-def _is_classifier(result: Mapping[str, Any]) -> bool:
-    return result.get("task") == "classification" or "accuracy" in result
+def _classifier_section(page: _Page) -> str:
+    return classifier_table(page.classifiers) if page.classifiers else ""
 
 
-def _level_gaps(result: Mapping[str, Any]) -> dict[float, float]:
-    """Nominal level -> observed minus nominal, from ``calibration`` and ``reliability``."""
-    gaps: dict[float, float] = {}
-    for key in ("calibration", "reliability"):
-        table = result.get(key)
-        if table is not None:
-            for level, gap in zip(table["level"], table["observed_minus_nominal"], strict=True):
-                gaps[round(float(level), 6)] = float(gap)
-    return gaps
+def _calibration_section(page: _Page) -> str:
+    rows = {n: r for n, r in page.regressors.items() if coverage_by_level(r) is not None}
+    if not rows:
+        return ""
+    return ('<p class="note">Observed minus nominal coverage of the central prediction '
+            "intervals, as a fraction of the rows: 0 is calibrated, &lt; 0 over-confident "
+            "(too narrow), &gt; 0 under-confident (too wide); |gap| &gt; "
+            f"{GAP_SHADE} shaded.</p>" + calibration_table(rows))
 
 
-def _coverage_90(result: Mapping[str, Any]) -> float | None:
-    coverage = result.get("coverage") or {}
-    for level, observed in coverage.items():
-        if abs(float(level) - 0.9) < 1e-9:
-            return float(observed)
-    gap = _level_gaps(result).get(0.9)
-    return None if gap is None else 0.9 + gap
+def _png_size(png: bytes) -> tuple[int, int]:
+    """Width and height in pixels, from the PNG's header chunk."""
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def _regression_table(results: Results) -> str:
-    flagged = any("calibrated" in r for r in results.values())
-    header = ["model", "rows", "RMSE", "NLPD", "CRPS", "max |gap| 10-90%", "90% coverage"]
-    header += ["recalibrated"] if flagged else []
-    rows = []
-    for name, r in results.items():
-        row = [_esc(name), _number(r.get("n"), ",.0f"), _number(r.get("rmse"), ".4f"),
-               _number(r.get("nlpd"), ".4f"), _number(r.get("crps"), ".4f"),
-               _number(r.get("max_calibration_gap"), ".3f"), _number(_coverage_90(r), ".3f")]
-        if flagged:
-            row.append({True: "yes", False: "no"}.get(r.get("calibrated"), "n/a"))
-        rows.append(row)
-    return _table(header, rows)
-
-
-def _classifier_table(results: Results) -> str:
-    rows = [[_esc(name), _number(r.get("n"), ",.0f"), _number(r.get("accuracy"), ".4f"),
-             _number(r.get("log_loss"), ".4f")] for name, r in results.items()]
-    return _table(["model", "rows", "accuracy", "log loss"], rows)
-
-
-def _calibration_table(results: Results) -> str:
-    gaps = {name: _level_gaps(r) for name, r in results.items()}
-    levels = sorted({level for g in gaps.values() for level in g})
-    rows = [[_esc(name)] + [_number(g.get(level), "+.3f") for level in levels]
-            for name, g in gaps.items()]
-    names = list(gaps)
-
-    def shade(i: int, j: int) -> str | None:
-        gap = gaps[names[i]].get(levels[j - 1]) if j else None
-        return "off" if gap is not None and abs(gap) > _GAP_SHADE else None
-
-    return _table(["model"] + [f"{level:.0%}" for level in levels], rows, shade)
-
-
-def _figures_html(results: Results) -> str:
-    pngs = render_figures(results)
-    if "reliability.png" in pngs:
-        pngs.pop("calibration.png", None)
+def _figures_section(page: _Page) -> str:
+    if not page.regressors:
+        return ""
     parts = []
-    for name, png in pngs.items():
+    pngs = page.figures if page.figures is not None else render_figures(page.regressors,
+                                                                         unit=page.unit)
+    # the two square figures side by side at 1280 pixels, then the PIT panels
+    order = [n for n in ("calibration.png", "width_error.png") if n in pngs]
+    for name in order + [n for n in pngs if n not in order]:
+        png = pngs[name]
         data = base64.b64encode(png).decode("ascii")
         caption = _CAPTIONS[name]
-        parts.append(f'<figure><img src="data:image/png;base64,{data}" '
-                     f'alt="{_esc(caption.split(":")[0])}">'
-                     f"<figcaption>{_esc(caption)}</figcaption></figure>")
-    return "\n".join(parts)
+        width, height = _png_size(png)
+        parts.append(f'<figure style="width: {width}px"><img src="data:image/png;base64,{data}" '
+                     f'width="{width}" height="{height}" alt="{esc(caption.split(":")[0])}">'
+                     f"<figcaption>{esc(caption)}</figcaption></figure>")
+    return f'<div class="figures">{"".join(parts)}</div>' if parts else ""
+
+
+def _branch_section(page: _Page) -> str:
+    parts, shaded = [], False
+    for name, result in page.models.items():
+        table = branch_table(result, page.unit)
+        if table:
+            parts.append(f"<h3>{esc(name)}</h3>{table}")
+            shaded = shaded or not is_classifier(result)
+    if not parts:
+        return ""
+    coverage = (" A 90% coverage outside the 95% range of a calibrated branch with as many "
+                "rows is shaded." if shaded else "")
+    return ('<p class="note">One row per branch (trunk leaf) of each Empirical Bayesian '
+            "Forest: its training rows, the evaluated rows the trunk routed to it, the size of "
+            "its shard and its scores as the model predicts (recalibrated if the model "
+            f"recalibrates).{coverage} \u201cNo rows\u201d: no evaluated row reached the "
+            "branch.</p>" + "".join(parts))
+
+
+#: The report's sections in order: heading, anchor and builder (its HTML, or "" to leave the
+#: section out). A new section (feature importances, say) is one more builder here: a
+#: function of the page returning its tables or figures.
+_SECTIONS: list[tuple[str, str, Callable[[_Page], str]]] = [
+    ("Run and models", "run", _run_section),
+    ("Summary", "summary", _summary_section),
+    ("Classifiers", "classifiers", _classifier_section),
+    ("Calibration", "calibration", _calibration_section),
+    ("Figures", "figures", _figures_section),
+    ("Branches", "branches", _branch_section),
+]
 
 
 def _check_sections(sections: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
@@ -201,31 +225,46 @@ def write_html_report(
     *,
     title: str,
     sections: Sequence[tuple[str, str]] | None = None,
+    target_unit: str | None = None,
+    figures: Mapping[str, bytes] | None = None,
 ) -> str:
     """Write one self-contained HTML report of evaluation results, atomically.
 
-    In order: the title; a summary table of the regressors (rows, RMSE, NLPD, CRPS, the
-    largest ``|observed - nominal|`` coverage gap at 10-90%, the 90% interval coverage and,
-    if any result says, whether a recalibration map was applied); a table of the
-    classifiers (rows, accuracy, log loss); the calibration table (observed minus nominal
-    coverage per level, from ``calibration`` and ``reliability``; gaps above 0.05 shaded);
-    the figures of :func:`pipelines.report.figures.render_figures` (the reliability diagram, or the
-    calibration figure for results without one, the PIT histograms, width against error)
-    embedded as base64 PNG data URIs; then ``sections``. Every string from the arguments is
-    HTML-escaped. Nothing is fetched when the file is opened.
+    In order, after the title and links to the sections (:data:`_SECTIONS`): *Run and
+    models* (one column per model: class, branch learner, trees, trunk leaves, features,
+    recalibration, path, version, hash, size, training data, fit time, evaluated data,
+    target and its unit, rows, evaluation time); *Summary* of the regressors (rows, RMSE,
+    NLPD, CRPS, the largest ``|observed - nominal|`` coverage gap, the 90% coverage and, if
+    any result says, whether it is recalibrated), a recalibrated model before and after
+    (:func:`pipelines.report.diagnostics.before_after`); *Classifiers* (rows, accuracy, log
+    loss); *Calibration* (observed minus nominal coverage, one row per level of
+    ``calibration`` and ``reliability``, one column per model; gaps above 0.05 shaded);
+    *Figures* (:func:`pipelines.report.figures.render_figures`: the reliability diagram, the
+    PIT histograms, width against error, as base64 PNG data URIs); *Branches* (one table per
+    model with ``branches``); then ``sections``. A section with nothing to show is left
+    out. Every string from the arguments is HTML-escaped. Nothing is fetched when the file
+    is opened.
 
     Parameters
     ----------
     results : mapping of str to dict
         Model name to a result of :func:`pipelines.report.evaluate.evaluate` (regression or
-        classification); missing keys show as "n/a" or leave their figure out.
+        classification), one per model: a recalibrated model's ``uncalibrated`` scores are
+        shown here; missing keys read "not computed" / "not recorded" or leave their figure
+        out.
     path : str or path-like
         HTML file to write (local; its directory is created if missing).
     title : str
         Heading and ``<title>`` of the page.
     sections : sequence of (str, str), optional
-        Extra sections after the figures: a heading and preformatted text each (e.g. the
+        Extra sections after the others: a heading and preformatted text each (e.g. the
         CLI's text report, the command line, timings).
+    target_unit : str, optional
+        The target's unit (``"minutes"``), for RMSE, CRPS and the width-error axes; "target
+        units" when not given.
+    figures : mapping of str to bytes, optional
+        The figures to embed, already drawn by :func:`pipelines.report.figures.render_figures`
+        of ``before_after(results)`` (e.g. for PNG files too); drawn here if not given.
 
     Returns
     -------
@@ -244,52 +283,41 @@ def write_html_report(
     Examples
     --------
     >>> write_html_report({"EBF": res_ebf, "SSF": res_ssf}, "report.html",
-    ...                   title="Flight delays, test months")  # doctest: +SKIP
+    ...                   title="Flight delays, test months", target_unit="minutes")
+    ... # doctest: +SKIP
     'report.html'
     """
     if not results:
         raise ValueError("write_html_report needs at least one result; results is empty")
     extra = _check_sections(sections)
-    classifiers = {n: r for n, r in results.items() if _is_classifier(r)}
-    regressors = {n: r for n, r in results.items() if n not in classifiers}
-    body = [f"<h1>{_esc(title)}</h1>"]
-    if regressors:
-        body += ["<h2>Summary</h2>", _regression_table(regressors),
-                 '<p class="note">CRPS: continuous ranked probability score, in the units of '
-                 "the target (lower is better). NLPD: mean negative log predictive density. "
-                 "max |gap|: the largest |observed - nominal| coverage of the central "
-                 "intervals at 10%..90%.</p>"]
-    if classifiers:
-        body += ["<h2>Classifiers</h2>", _classifier_table(classifiers)]
-    if any(_level_gaps(r) for r in regressors.values()):
-        body += ["<h2>Calibration</h2>",
-                 '<p class="note">Observed minus nominal coverage of the central prediction '
-                 "intervals: 0 is calibrated, &lt; 0 over-confident (too narrow), &gt; 0 "
-                 f"under-confident (too wide); |gap| &gt; {_GAP_SHADE} shaded.</p>",
-                 _calibration_table({n: r for n, r in regressors.items() if _level_gaps(r)})]
-    figures = _figures_html(regressors) if regressors else ""
-    if figures:
-        body += ["<h2>Figures</h2>", figures]
-    for heading, text in extra:
-        body += [f"<h2>{_esc(heading)}</h2>", f"<pre>{_esc(text)}</pre>"]
-    page = "\n".join([
+    page = _Page(results, before_after(results), target_unit, figures)
+    drawn = [(heading, anchor, build(page)) for heading, anchor, build in _SECTIONS]
+    drawn = [d for d in drawn if d[2]]
+    drawn += [(heading, f"section-{i}", f"<pre>{esc(text)}</pre>")
+              for i, (heading, text) in enumerate(extra, 1)]
+    links = " ".join(f'<a href="#{anchor}">{esc(heading)}</a>' for heading, anchor, _ in drawn)
+    body = [f"<h1>{esc(title)}</h1>", f"<nav>{links}</nav>"]
+    for heading, anchor, content in drawn:
+        body += [f'<h2 id="{anchor}">{esc(heading)}</h2>', content]
+    html_page = "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         REPORT_TAG.decode("ascii"),  # marks the file as ebf's (basics.locations.file_kind)
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>",
         *body,
         "</body></html>",
         "",
     ])
-    write_bytes(path, page.encode("utf-8"))
-    logger.info("wrote the HTML report %s (%d model(s), %d bytes)", path, len(results), len(page))
+    write_bytes(path, html_page.encode("utf-8"))
+    logger.info("wrote the HTML report %s (%d model(s), %d bytes)", path, len(results),
+                len(html_page))
     return str(path)
 
 
 def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[str], *,
-                            title: str, sections: Sequence[tuple[str, str]] | None = None
-                            ) -> dict[str, str]:
+                            title: str, sections: Sequence[tuple[str, str]] | None = None,
+                            target_unit: str | None = None) -> dict[str, str]:
     """The HTML report of evaluation results plus their figures as PNGs next to it.
 
     A recalibrated model shows twice, before and after (:func:`pipelines.report.diagnostics.
@@ -304,6 +332,8 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
         The HTML file.
     title : str
     sections : sequence of (str, str), optional
+    target_unit : str, optional
+        As in :func:`write_html_report`.
 
     Returns
     -------
@@ -312,12 +342,13 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
     """
     if "model_class" in results:
         results = {str(results["model_class"]).rsplit(".", 1)[-1]: results}
-    shown = before_after(results)
     folder = figures_dir(path)
     folder.mkdir(parents=True, exist_ok=True)
     mark_output(folder, "figures")  # an ebf output: --overwrite may replace it
-    written = write_figures(shown, folder, title=title)
-    write_html_report(shown, Path(path), title=title, sections=sections)
+    pngs = render_figures(before_after(results), unit=target_unit)  # once, for both
+    written = save_figures(pngs, folder)
+    write_html_report(results, Path(path), title=title, sections=sections,
+                      target_unit=target_unit, figures=pngs)
     return written
 
 

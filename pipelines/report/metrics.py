@@ -245,8 +245,9 @@ def fit_and_evaluate(
 def result_to_json(result: Mapping[str, Any]) -> dict[str, Any]:
     """Make a result of :func:`evaluate_regression` JSON-serialisable.
 
-    DataFrames (calibration, reliability, width groups) become dicts of lists, numpy scalars
-    Python ones, nested results (``uncalibrated``) likewise.
+    DataFrames (calibration, reliability, width groups, branches) become dicts of lists (NaN
+    as None, so the JSON is strict), numpy scalars Python ones, nested results
+    (``uncalibrated``, ``model_info``) likewise.
 
     Parameters
     ----------
@@ -259,8 +260,9 @@ def result_to_json(result: Mapping[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for key, value in result.items():
-        if isinstance(value, pd.DataFrame):
-            out[key] = {col: value[col].tolist() for col in value.columns}
+        if isinstance(value, pd.DataFrame):  # NaN (a branch no row reached) as null
+            out[key] = {col: [None if isinstance(v, float) and not np.isfinite(v) else v
+                              for v in value[col].tolist()] for col in value.columns}
         elif isinstance(value, np.generic):
             out[key] = value.item()
         elif isinstance(value, Mapping) and key != "coverage":

@@ -44,6 +44,7 @@ ROLES = {
     ("evaluate", "report"): "output",
     ("evaluate", "predictions"): "output",
     ("evaluate", "keep"): "word",
+    ("evaluate", "target_unit"): "word",
     ("migrate-model", "old"): "input",
     ("migrate-model", "new"): "output",
     ("registry", "list", "registry"): "input",

@@ -125,6 +125,39 @@ def test_one_pass_writes_the_predictions_and_the_scores(saved, test_data, tmp_pa
         inside = ((rows["q05"] <= y) & (y <= rows["q95"])).mean()
         assert both["coverage"][0.9] == pytest.approx(inside, abs=1.5 / len(rows))
         assert both["calibrated"] == ("recal" in name)
+    _check_branches(name, path, rows, target, scores, both)
+
+
+def _check_branches(name, path, rows, target, *results) -> None:
+    """An EBF's per-branch table: its training rows and shard sizes, and the rows and scores
+    of the rows each branch predicted (the files' ``branch`` column)."""
+    from ebf.artifact import load, open_model
+
+    if not name.startswith("ebf"):  # a sub-sample forest pools its forests: no branches
+        assert all("branches" not in r for r in results)
+        return
+    model, groups = load(path), rows.groupby("branch")
+    for r in results:
+        t = r["branches"].set_index("branch")
+        assert t.index.tolist() == list(range(len(model.branches_)))
+        assert t["training_rows"].tolist() == model.branch_rows_.tolist()
+        assert t["bytes"].tolist() == open_model(path).part_bytes
+        assert t["n"].tolist() == groups.size().reindex(t.index, fill_value=0).tolist()
+        assert t["n"].sum() == r["n"]
+        for b, g in groups:
+            if "clf" in name:
+                expected = (g["predicted"] == g[target]).mean()
+                assert t.loc[b, "accuracy"] == pytest.approx(expected, rel=1e-12)
+            else:
+                y = g[target].to_numpy()
+                assert t.loc[b, "rmse"] == pytest.approx(
+                    np.sqrt(np.mean((y - g["mean"]) ** 2)), rel=1e-9)
+                inside = ((g["q05"] <= y) & (y <= g["q95"])).mean()
+                assert t.loc[b, "coverage_90"] == pytest.approx(inside, abs=1.5 / len(g))
+        if "clf" not in name:  # the branches' rows add up to the whole
+            assert (t["n"] * t["crps"]).sum() / t["n"].sum() == pytest.approx(r["crps"])
+            assert (t["n"] * t["rmse"] ** 2).sum() / t["n"].sum() == pytest.approx(
+                r["rmse"] ** 2)
 
 
 def test_one_pass_checks_its_destination_before_any_work(saved, test_data, tmp_path,

@@ -8,10 +8,12 @@ training and a held-out dataset of three partitions each.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -219,6 +221,15 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client,
     dist = load_model(models["reg"]).model.predict_distribution(test[FEATURES])
     assert res["task"] == "regression" and res["n"] == 1500 and res["target"] == "y"
     assert res["model_hash"] == model_hash(models["reg"])
+    trained = models["reg_result"]
+    assert (res["model"], res["data"]) == (models["reg"], data["regression", "test"])
+    assert res["model_info"] == {
+        "version": f"ebf-model/2 ebf/{trained.metadata()['ebf_version']}",
+        "bytes": sum(f.stat().st_size for f in Path(models["reg"]).rglob("*.pack")),
+        "learner": "mondrian", "n_estimators": 4, "n_parts": 4, "features": FEATURES,
+        "trained_on": data["regression", "train"], "training_rows": trained.rows,
+        "trained_utc": trained.trained_utc, "fit_seconds": pytest.approx(trained.fit_seconds),
+        "calibration": trained.calibration["method"]}
     assert res["rmse"] == pytest.approx(metrics.rmse(y, dist.mean), rel=1e-12)
     assert res["nlpd"] == pytest.approx(metrics.nlpd(y, dist), rel=1e-12)
     # coverage from the predictive CDF at y equals the exact mixture intervals
@@ -351,15 +362,36 @@ def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
     model = tmp_path / "model"
     save(models["reg_result"].model, model, metadata=models["reg_result"].metadata())
     html = tmp_path / "out" / "eval.html"
-    assert main(["evaluate", str(model), data["regression", "test"], "--quiet",
-                 "--report", str(html)]) == 0
+    test = data["regression", "test"]
+    assert main(["evaluate", str(model), test, "--target-unit", "mm"]) == 2
+    assert "--target-unit labels the --report" in capsys.readouterr().err
+    assert main(["evaluate", str(model), test, "--quiet", "--report", str(html),
+                 "--target-unit", "mm"]) == 0
     out = capsys.readouterr().out
     assert f"report: {html}" in out
     page = html.read_text()
-    assert page.count("data:image/png;base64,") >= 3 and "CRPS" in page
+    assert page.count("data:image/png;base64,") == 3 and "CRPS" in page
     figures = sorted(p.name for p in (tmp_path / "out" / "eval_figures").iterdir())
-    assert figures == ["_ebf_output.json", "calibration.png", "pit.png", "reliability.png",
+    assert figures == ["_ebf_output.json", "calibration.png", "pit.png",
                        "width_error.png"]  # the marker: an ebf figures folder
+    # every section, and the run's facts as the model records them
+    assert re.findall(r'<h2 id="([a-z]+)">', page) == ["run", "summary", "calibration",
+                                                       "figures", "branches"]
+    manifest, reg = read_manifest(model), models["reg_result"]
+    name = "EmpiricalBayesianForestRegressor"
+    for fact in (f"<code>{model_hash(model)}</code>", f"<code>{model}</code>",
+                 f"ebf-model/2 ebf/{manifest['metadata']['library_version']}",
+                 "<td>mondrian</td>", "<td>4 branches (trunk leaves)</td>", "<td>4</td>",
+                 f"5: {', '.join(reg.features)}", f"<code>{test}</code>", "<td>y (mm)</td>",
+                 f"{data['regression', 'train']} ({reg.rows:,} rows", "<td>1,500</td>",
+                 f"<td>{reg.fit_seconds:,.2f}</td>", f"<h3>{name}</h3>", f"<th>{name}</th>",
+                 f"<td>{reg.calibration['method']}</td>"):
+        assert fact in page, fact
+    assert "n/a" not in re.sub(r'base64,[^"]+', "", page)  # not in the text (a PNG may)
+    branches = page[page.index('id="branches"'):]
+    assert branches.count("<tr>") == 1 + 4 and "<small>mm</small>" in branches
+    training = [f"<td>{n:,}</td>" for n in load(model).branch_rows_]
+    assert all(cell in branches for cell in training)
 
 
 def test_cli_classification_and_errors(data, tmp_path, capsys, local_threads):
@@ -455,13 +487,23 @@ def test_cli_demo(tmp_path, capsys, local_threads):
                  "SSF (8 sub-samples)", "Calibration"):
         assert word in text
     assert "EBF (8 branches), recalibrated" in text and "SSF (8 sub-samples), uncalibrated" in text
-    for png in ("calibration.png", "reliability.png", "pit.png", "width_error.png"):
+    for png in ("calibration.png", "pit.png", "width_error.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (out / "reliability.png").exists()  # one reliability diagram: calibration.png
     report = (out / "report.html").read_text()
-    assert "data:image/png;base64," in report
-    wall = float(re.search(r"wall time ([0-9.]+)s", report).group(1))
+    assert report.count("data:image/png;base64,") == 3
+    assert re.findall(r'<h2 id="([a-z0-9-]+)">', report) == [
+        "run", "summary", "calibration", "figures", "branches", "section-1"]
+    assert report.count("<small>minutes</small>") >= 4 and "arr_delay (minutes)" in report
+    assert f"<code>{model_hash(out / 'models' / 'ebf')}</code>" in report
+    assert "<h3>EBF</h3>" in report and "<h3>SSF</h3>" not in report
+    wall = float(re.search(r"wall time up to the report ([0-9.]+)s", report).group(1))
     assert wall > 1.0  # the time up to the report (it showed 0.0 s)
+    embedded = {base64.b64decode(m) for m in re.findall(r'base64,([^"]+)"', report)}
+    assert embedded == {(out / png).read_bytes() for png in  # drawn once, for both
+                        ("calibration.png", "pit.png", "width_error.png")}
     results = json.loads((out / "results.json").read_text())
+    assert results["timings"]["total"] >= wall - 0.05  # the report's is rounded to 0.1 s
     assert set(results["results"]) == {"EBF", "SSF"}
     ebf_result = results["results"]["EBF"]
     assert ebf_result["calibrated"] and "crps" in ebf_result["uncalibrated"]

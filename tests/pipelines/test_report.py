@@ -1,9 +1,9 @@
 """Figures and the HTML report of evaluation results (pipelines.report.figures,
-pipelines.report.html).
+pipelines.report.tables, pipelines.report.html).
 
-The result dicts are built here, with NumPy, from Gaussian predictions of data whose noise
-is known: a calibrated model (the true scale) and a miscalibrated one (twice the true scale:
-intervals too wide, as the flight-delay demo's are).
+The result dicts are built with NumPy (tests/pipelines/reports.py), from Gaussian predictions
+of data whose noise is known: a calibrated model (the true scale) and a miscalibrated one
+(twice the true scale: intervals too wide, as the flight-delay demo's are).
 """
 
 from __future__ import annotations
@@ -22,67 +22,19 @@ import pytest
 
 pytest.importorskip("matplotlib")  # the examples extra
 
-from scipy.special import ndtr, ndtri  # noqa: E402
+from scipy.special import ndtri  # noqa: E402
 
 from pipelines.report import figures  # noqa: E402
 from pipelines.report import html as report  # noqa: E402
+from pipelines.report.diagnostics import before_after  # noqa: E402
+from tests.pipelines.reports import EBF_HASH, run_results, synthetic_results  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CALIBRATION_LEVELS = np.round(np.arange(1, 10) * 0.1, 2)
-RELIABILITY_LEVELS = np.round(np.arange(1, 20) * 0.05, 2)
-
-
-def _coverage_table(u: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
-    # y is inside the central interval of level a iff its PIT is within a/2 of 1/2.
-    observed = np.array([np.mean(np.abs(u - 0.5) <= a / 2) for a in levels])
-    return pd.DataFrame({"level": levels, "observed": observed,
-                         "observed_minus_nominal": observed - levels})
-
-
-def gaussian_result(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict:
-    """The result dict of pipelines.report.evaluate.evaluate for Gaussian predictions, by hand."""
-    z = (y - mean) / std
-    u = ndtr(z)
-    pdf = np.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
-    crps = std * (z * (2 * u - 1) + 2 * pdf - 1 / math.sqrt(math.pi))  # Gneiting & Raftery
-    calibration = _coverage_table(u, CALIBRATION_LEVELS)
-    groups = np.array_split(np.argsort(std, kind="stable"), 10)
-    width = 2 * ndtri(0.95) * std
-    return {
-        "task": "regression",
-        "target": "y",
-        "model_class": "synthetic.Gaussian",
-        "seconds": 0.0,
-        "n": int(y.size),
-        "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
-        "nlpd": float(np.mean(0.5 * z**2 + np.log(std) + 0.5 * math.log(2 * math.pi))),
-        "crps": float(np.mean(crps)),
-        "calibration": calibration,
-        "coverage": dict(zip(calibration["level"].tolist(), calibration["observed"].tolist(),
-                             strict=True)),
-        "max_calibration_gap": float(np.max(np.abs(calibration["observed_minus_nominal"]))),
-        "pit_histogram": np.histogram(u, bins=20, range=(0.0, 1.0))[0].tolist(),
-        "reliability": _coverage_table(u, RELIABILITY_LEVELS),
-        "width_error": pd.DataFrame({
-            "n": [g.size for g in groups],
-            "mean_width": [width[g].mean() for g in groups],
-            "mean_abs_error": [np.abs(y - mean)[g].mean() for g in groups],
-        }),
-    }
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, dict]:
-    rng = np.random.default_rng(20240611)
-    n = 6000
-    x = rng.uniform(size=n)
-    mean, scale = 10 * x, 0.5 + 2 * x
-    y = mean + scale * rng.standard_normal(n)
-    calibrated = gaussian_result(y, mean, scale)
-    calibrated["calibrated"] = True
-    wide = gaussian_result(y, mean, 2 * scale)
-    wide["calibrated"] = False
-    return {"calibrated": calibrated, "too wide": wide}
+    return synthetic_results()
 
 
 def _pngs_ok(paths: list[Path]) -> None:
@@ -119,7 +71,7 @@ def test_write_figures_writes_valid_pngs_atomically(tmp_path: Path,
                                                     results: dict[str, dict]) -> None:
     out = tmp_path / "figs"
     written = report.write_figures(results, out, title="synthetic")
-    assert list(written) == ["calibration.png", "reliability.png", "pit.png", "width_error.png"]
+    assert list(written) == ["calibration.png", "pit.png", "width_error.png"]
     assert {Path(p) for p in written.values()} == {out / name for name in written}
     _pngs_ok([Path(p) for p in written.values()])
     before = {name: (out / name).read_bytes() for name in written}
@@ -128,8 +80,8 @@ def test_write_figures_writes_valid_pngs_atomically(tmp_path: Path,
     assert (out / "pit.png").read_bytes() == before["pit.png"]
 
 
-@pytest.mark.parametrize("plot", [report.plot_calibration, report.plot_reliability,
-                                  report.plot_pit_histogram, report.plot_width_error])
+@pytest.mark.parametrize("plot", [report.plot_calibration, report.plot_pit_histogram,
+                                  report.plot_width_error])
 def test_each_plot_function_writes_one_png(tmp_path: Path, results: dict[str, dict],
                                            plot) -> None:
     path = tmp_path / "sub" / "figure.png"
@@ -138,18 +90,32 @@ def test_each_plot_function_writes_one_png(tmp_path: Path, results: dict[str, di
     _pngs_ok([path])
 
 
-def test_reliability_legend_gives_each_models_largest_gap(results: dict[str, dict]) -> None:
-    fig = figures._reliability_figure(results)
+def test_calibration_figure_draws_both_tables_levels(results: dict[str, dict]) -> None:
+    # One reliability diagram: every model's 5% steps and the levels it was asked for (a
+    # 99% level only the calibration table has), the legend with its largest gap over them.
+    asked = dict(results["too wide"])
+    extra = pd.DataFrame({"level": [0.99], "observed": [1.0], "observed_minus_nominal": [0.01]})
+    asked["calibration"] = pd.concat([asked["calibration"], extra], ignore_index=True)
+    shown = {"calibrated": results["calibrated"], "too wide": asked}
+    fig = figures._calibration_figure(shown)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[0] == "calibrated"  # the diagonal comes first
-    for name, label in zip(results, labels[1:], strict=True):
-        table = results[name]["reliability"]
+    lines = ax.get_lines()
+    assert len(lines) == 1 + len(shown)
+    for name, label, line in zip(shown, labels[1:], lines[1:], strict=True):
+        table = figures.coverage_by_level(shown[name])
         gap = np.max(np.abs(table["observed_minus_nominal"]))
         assert label == f"{name} (max |gap| {gap:.3f})"
-    lines = ax.get_lines()
-    assert len(lines) == 1 + len(results)
-    np.testing.assert_allclose(lines[2].get_ydata(), results["too wide"]["reliability"]["observed"])
+        np.testing.assert_allclose(line.get_xdata(), table["level"])
+        np.testing.assert_allclose(line.get_ydata(), table["observed"])
+    levels = lines[2].get_xdata()
+    assert len(levels) == 20 and levels[-1] == 0.99  # 5%..95% once each, and 99%
+    np.testing.assert_allclose(lines[1].get_ydata()[1::2],  # 10%..90%: the same numbers
+                               results["calibrated"]["calibration"]["observed"])
+    # the legend is below the axes, where it hides no point
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert legend.y1 <= ax.get_window_extent().y0
 
 
 def test_pit_figure_has_one_panel_of_densities_per_model(results: dict[str, dict]) -> None:
@@ -167,19 +133,26 @@ def test_pit_figure_has_one_panel_of_densities_per_model(results: dict[str, dict
 
 
 def test_models_without_a_key_are_left_out(tmp_path: Path, results: dict[str, dict]) -> None:
-    old = {k: v for k, v in results["too wide"].items() if k not in ("reliability",
-                                                                      "pit_histogram")}
-    mixed = {"new": results["calibrated"], "old": old}
-    fig = figures._reliability_figure(mixed)
-    assert len(fig.axes[0].get_lines()) == 2  # the diagonal and "new"
+    old = {k: v for k, v in results["too wide"].items() if k not in (
+        "calibration", "reliability", "pit_histogram")}
+    only_10 = {k: v for k, v in results["too wide"].items() if k != "reliability"}
+    mixed = {"new": results["calibrated"], "old": old, "10% steps": only_10}
+    lines = figures._calibration_figure(mixed).axes[0].get_lines()
+    assert len(lines) == 3 and len(lines[2].get_xdata()) == 9  # the diagonal, new, 10% steps
     with pytest.raises(ValueError, match="'pit_histogram'"):
         report.plot_pit_histogram({"old": old}, tmp_path / "pit.png")
+    with pytest.raises(ValueError, match="'calibration' or 'reliability'"):
+        report.plot_calibration({"old": old}, tmp_path / "c.png")
     assert report.write_figures({"old": old}, tmp_path) == {
-        "calibration.png": str(tmp_path / "calibration.png"),
         "width_error.png": str(tmp_path / "width_error.png")}
     with pytest.raises(ValueError, match="empty"):
         report.plot_pit_histogram({"x": {"pit_histogram": [0] * 20}}, tmp_path / "e.png")
-    assert sorted(os.listdir(tmp_path)) == ["calibration.png", "width_error.png"]
+    assert sorted(os.listdir(tmp_path)) == ["width_error.png"]
+
+
+def _text(page: str) -> str:
+    """The page without its images (whose base64 may hold any three letters)."""
+    return re.sub(r'base64,[^"]+', "", page)
 
 
 def _data_uris(page: str) -> list[bytes]:
@@ -201,11 +174,11 @@ def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
     assert 'src="http' not in page and "<link" not in page and "<script" not in page
     assert "url(" not in page and "@import" not in page
     images = _data_uris(page)
-    assert len(images) == 3  # reliability (it supersedes calibration), PIT, width-error
+    assert len(images) == 3  # the reliability diagram, PIT, width-error
     assert all(png[:8] == PNG_MAGIC for png in images)
     assert "&lt;b&gt;&amp; $\\frac{$" in page and "<b>" not in page
     assert "<title>Test &lt; set</title>" in page
-    assert "<h2>Command &lt;line&gt;</h2>" in page
+    assert '<h2 id="section-1">Command &lt;line&gt;</h2>' in page
     assert "&#x27;a&amp;b&#x27; &lt;/pre&gt;</pre>" in page
     for r in models.values():  # the summary table has every model's numbers
         for key, spec in (("rmse", ".4f"), ("nlpd", ".4f"), ("crps", ".4f"),
@@ -219,6 +192,49 @@ def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
     assert f'<td class="off">{gap:+.3f}</td>' in page
 
 
+@pytest.mark.slow
+def test_html_report_of_a_run(tmp_path: Path) -> None:
+    """The run and its models, with units; the recalibrated model before and after; the
+    calibration table one row per level; the EBF's branches."""
+    runs = run_results()
+    page = Path(report.write_html_report(runs, tmp_path / "r.html", title="t",
+                                         target_unit="minutes")).read_text(encoding="utf-8")
+    headings = re.findall(r'<h2 id="([a-z]+)">', page)
+    assert headings == ["run", "summary", "calibration", "figures", "branches"]
+    for anchor in headings:
+        assert f'href="#{anchor}"' in page
+    run = page[page.index('id="run"'):page.index('id="summary"')]
+    for fact in (f"<code>{EBF_HASH}</code>", "<code>models/ebf</code>", "ebf-model/2 ebf/0.1.0",
+                 "<td>mondrian</td>", "<td>10</td>", "<td>4 branches (trunk leaves)</td>",
+                 "<td>4 sub-samples</td>", "40: x0, x1", "x29, and 10 more", "<td>2.500</td>",
+                 "<td>data/train (24,000 rows, 2026-01-02T03:04:05Z UTC)</td>",
+                 "<td>7.25</td>", "<td>12.50</td>", "<td>30.00</td>", "<code>data/test</code>",
+                 "<td>y (minutes)</td>", "<td>6,000</td>", "<td>none</td>",
+                 "<td>recent (PIT map learnt at training)</td>",
+                 "<th>model size (MB)</th>", "<th>evaluation wall time (seconds)</th>",
+                 "<th>EBF</th>", "<th>SSF</th>"):
+        assert fact in run, fact
+    assert "uncalibrated" not in run  # one column per model
+    summary = page[page.index('id="summary"'):page.index('id="calibration"')]
+    assert summary.count("<small>minutes</small>") == 2  # RMSE and CRPS
+    assert "<small>nats</small>" in summary and "in minutes" in summary
+    for name, r in before_after(runs).items():  # both rows of the EBF count their rows
+        row = summary[summary.index(f"<th>{name}</th>"):].split("</tr>")[0]
+        assert "<td>6,000</td>" in row and f"<td>{r['nlpd']:.4f}</td>" in row
+        assert row.endswith("<td>yes</td>" if name == "EBF recalibrated" else "<td>no</td>")
+    calibration = page[page.index('id="calibration"'):page.index('id="figures"')]
+    assert calibration.count("<tr>") == 1 + 19  # the header, then 5%..95%
+    branches = page[page.index('id="branches"'):]
+    assert "<h3>EBF</h3>" in branches and "<h3>SSF</h3>" not in branches
+    assert branches.count("<tr>") == 1 + 4
+    assert '<td class="off">0.500</td>' in branches and '<td class="off">' not in \
+        branches.replace('<td class="off">0.500</td>', "")
+    assert "<td>0.625</td>" in branches  # MB
+    assert "n/a" not in _text(page)
+    unnamed = Path(report.write_html_report(runs, tmp_path / "u.html", title="t")).read_text()
+    assert "<small>target units</small>" in unnamed and "y (unit not given" in unnamed
+
+
 def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
                                                         results: dict[str, dict]) -> None:
     old = {k: v for k, v in results["calibrated"].items()
@@ -226,14 +242,20 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
     clf = {"task": "classification", "n": 1234, "accuracy": 0.875, "log_loss": 0.3125}
     page = Path(report.write_html_report({"old": old, "clf": clf}, tmp_path / "r.html",
                                          title="mixed")).read_text(encoding="utf-8")
-    assert "<td>n/a</td>" in page  # no CRPS
-    assert "recalibrated" not in page  # no result says
+    assert "<td>not computed</td>" in page and "n/a" not in _text(page)  # no CRPS
+    assert "recalibrated" not in page.lower()  # no result says
     assert len(_data_uris(page)) == 1  # the calibration figure only
     assert "<td>0.8750</td>" in page and "<td>0.3125</td>" in page and "<td>1,234</td>" in page
+    clf.update(target="label", branches=pd.DataFrame({
+        "branch": [0, 1], "training_rows": [700, 300], "bytes": [1000, 2000], "n": [1000, 234],
+        "accuracy": [0.9, 0.75], "log_loss": [0.25, 0.5]}))
     only_clf = Path(report.write_html_report({"clf": clf}, tmp_path / "c.html", title="c"))
     text = only_clf.read_text(encoding="utf-8")
-    assert "<h2>Classifiers</h2>" in text and "data:image" not in text
-    assert "Calibration" not in text and "RMSE" not in text
+    assert re.findall(r'<h2 id="([a-z]+)">', text) == ["run", "classifiers", "branches"]
+    assert "data:image" not in text and "<td>label (classes)</td>" in text
+    assert "Calibration" not in text and "RMSE" not in text and "coverage" not in text
+    assert "<tr><th>1</th><td>300</td><td>234</td><td>0.002</td><td>0.7500</td>" \
+        "<td>0.5000</td></tr>" in text
 
 
 @pytest.mark.slow
@@ -242,12 +264,20 @@ def test_results_read_back_from_json_give_the_same_report(tmp_path: Path,
     # results.json stores tables as dicts of lists and the coverage levels as strings.
     from pipelines.report.metrics import result_to_json
 
-    stored = {name: json.loads(json.dumps(result_to_json(r))) for name, r in results.items()}
+    results = {**results, **run_results()}
+    no_rows = results["EBF"]["branches"].copy()  # a branch no evaluated row reached
+    no_rows.loc[3, ["n", "rmse", "nlpd", "crps", "coverage_90"]] = [0, np.nan, np.nan, np.nan,
+                                                                    np.nan]
+    results["EBF"] = {**results["EBF"], "branches": no_rows}
+    stored = {name: json.loads(json.dumps(result_to_json(r), allow_nan=False))
+              for name, r in results.items()}  # strict JSON: NaN is null
     assert isinstance(stored["calibrated"]["coverage"], dict)
+    assert stored["EBF"]["branches"]["rmse"][3] is None
     a = report.write_html_report(results, tmp_path / "a.html", title="t")
     b = report.write_html_report(stored, tmp_path / "b.html", title="t")
     text = [re.sub(r"base64,[^\"]+", "", Path(p).read_text()) for p in (a, b)]
     assert text[0] == text[1]
+    assert text[0].count("<td>no rows</td>") == 4
     assert len(_data_uris(Path(b).read_text())) == 3
     with pytest.raises(ValueError, match="no rows"):
         report.plot_width_error({"x": {"width_error": {"n": [], "mean_width": [],
@@ -292,6 +322,17 @@ def test_bad_arguments(tmp_path: Path, results: dict[str, dict]) -> None:
         report.write_html_report(results, tmp_path / "r.html", title="t",
                                  sections=[("ok", "text"), ("heading only",)])
     assert os.listdir(tmp_path) == []
+
+
+def test_before_after_keeps_the_rows_and_says_uncalibrated(results: dict[str, dict]) -> None:
+    recal = {**results["calibrated"], "n_missing_target": 3,
+             "uncalibrated": {"rmse": 1.0, "nlpd": 2.0}, "model_hash": "abc"}
+    shown = before_after({"m": recal, "other": results["too wide"]})
+    assert list(shown) == ["m recalibrated", "m uncalibrated", "other"]
+    assert shown["m recalibrated"] is recal and shown["other"] is results["too wide"]
+    assert shown["m uncalibrated"] == {"task": "regression", "target": "y", "n": 6000,
+                                       "n_missing_target": 3, "rmse": 1.0, "nlpd": 2.0,
+                                       "calibrated": False}
 
 
 def test_demo_keeps_plot_calibration() -> None:

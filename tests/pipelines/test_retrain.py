@@ -217,6 +217,8 @@ def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
                      "--n-workers", "1", "--json"]) == 0
         alone = json.loads(capsys.readouterr().out)
         assert (v["n"], v["rmse"], v["nlpd"]) == (alone["n"], alone["rmse"], alone["nlpd"])
+        for key in ("model", "model_hash", "model_info"):  # the same facts of the model
+            assert v[key] == alone[key], key
     assert main(["registry", "compare", reg_url, windows["mar"], "--quiet", "--n-workers", "1",
                  "--versions", "2"]) == 0
     table = capsys.readouterr().out.splitlines()
