@@ -137,6 +137,10 @@ class ConstantBranch:
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         return np.tile(self.value_, (X.shape[0], 1))
 
+    def _impurity_decrease(self) -> float:
+        """No split, no impurity removed (:func:`ebf.importance.total_decrease`)."""
+        return 0.0
+
     def get_params(self, deep: bool = False) -> dict:
         return {"task": self.task}
 

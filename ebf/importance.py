@@ -124,16 +124,12 @@ def total_decrease(parts: Iterable[Any], n_features: int, owner: str) -> np.ndar
     """Sum of the impurity decreases of an ensemble's parts (its trunk's, when it has one,
     then every branch's).
 
-    A part offers ``_impurity_decrease()`` (the CART forests) or is a constant branch
-    (no split: nothing to add); any other part has no impurity decrease and raises
-    ``AttributeError``, so that ``hasattr(model, "feature_importances_")`` is False.
+    A part offers ``_impurity_decrease()`` (the CART forests; a constant branch's is 0.0);
+    any other part has no impurity decrease and raises ``AttributeError``, so that
+    ``hasattr(model, "feature_importances_")`` is False.
     """
-    from .branches import ConstantBranch
-
     out = np.zeros(int(n_features))
     for part in parts:
-        if isinstance(part, ConstantBranch):
-            continue
         decrease = getattr(part, "_impurity_decrease", None)
         if decrease is None:
             raise AttributeError(

@@ -39,7 +39,8 @@ from pipelines.io import Source, describe_source, read_columns
 from pipelines.report.evaluate import _model_parts, _run
 from pipelines.schema import check_schema
 
-__all__ = ["DEFAULT_MAX_ROWS", "DEFAULT_REPEATS", "permutation_importance"]
+__all__ = ["DEFAULT_MAX_ROWS", "DEFAULT_REPEATS", "format_importances",
+           "permutation_importance"]
 
 logger = logging.getLogger(__name__)
 
@@ -149,3 +150,17 @@ def permutation_importance(
     return {"importances": table, "scoring": scoring, "baseline": table.attrs["baseline"],
             "n": table.attrs["n"], "n_repeats": int(n_repeats), "target": target,
             "model_hash": loaded.digest, "seconds": time.perf_counter() - t0}
+
+
+def format_importances(res: dict) -> str:
+    """The importance table of :func:`permutation_importance`'s result (its ``importances``
+    a DataFrame or records) as text, most important first."""
+    table = pd.DataFrame(res["importances"])
+    width = max(7, *(len(f) for f in table["feature"]))
+    lines = [f"permutation importance: increase of the mean {res['scoring']} over "
+             f"{res['n']:,} rows ({res['n_repeats']} shuffles per feature; baseline "
+             f"{res['baseline']:.4g})",
+             f"{'feature':<{width}}  {'importance':>11}  {'std':>9}"]
+    lines += [f"{r.feature:<{width}}  {r.importance:>11.4g}  {r.std:>9.2g}"
+              for r in table.itertuples()]
+    return "\n".join(lines)

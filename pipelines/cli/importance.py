@@ -10,7 +10,7 @@ from .models import _MODEL_HELP, DATA_HELP
 from .output import add_json_flag, print_result
 from .session import finish_job_parser, job
 
-__all__ = ["add_importance_parser", "format_importances"]
+__all__ = ["add_importance_parser"]
 
 
 def add_importance_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,21 +43,8 @@ def add_importance_parser(sub: argparse._SubParsersAction) -> None:
     finish_job_parser(im, _cmd_importance)
 
 
-def format_importances(res: dict) -> str:
-    """The importance table as text, most important first."""
-    table = res["importances"]
-    width = max(7, *(len(f) for f in table["feature"]))
-    lines = [f"permutation importance: increase of the mean {res['scoring']} over "
-             f"{res['n']:,} rows ({res['n_repeats']} shuffles per feature; baseline "
-             f"{res['baseline']:.4g})",
-             f"{'feature':<{width}}  {'importance':>11}  {'std':>9}"]
-    lines += [f"{r.feature:<{width}}  {r.importance:>11.4g}  {r.std:>9.2g}"
-              for r in table.itertuples()]
-    return "\n".join(lines)
-
-
 def _cmd_importance(args: argparse.Namespace) -> int:
-    from pipelines.importance import permutation_importance
+    from pipelines.importance import format_importances, permutation_importance
     from pipelines.registry.resolve import resolve_model
 
     model = resolve_model(args.model)

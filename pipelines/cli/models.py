@@ -114,6 +114,10 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--predictions", metavar="PRED_DIR",
                     help="also write the predictions there, as ebf predict does, from the same "
                     "pass (rows without a target are predicted, not scored)")
+    ev.add_argument("--importance", action="store_true",
+                    help="also compute permutation importances on the same data (ebf "
+                    "importance with its defaults, in the same session) and show them in the "
+                    "text, --json and --report")
     _add_prediction_arguments(ev)
     ev.add_argument("--overwrite", action="store_true",
                     help="replace an existing --json / --report (and its figures) or "
@@ -249,9 +253,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             predictions=args.predictions, quantiles=tuple(args.quantiles),
             keep_columns=args.keep, overwrite=args.overwrite,
         )
+        if args.importance:
+            from pipelines.importance import permutation_importance
+
+            imp = permutation_importance(
+                model, args.data, target=args.target, client=client,
+                progress=lambda done, total: bars("importance", done, total))
+            res["importance"] = {**imp, "importances": imp["importances"].to_dict("records")}
     for warning in res.get("warnings", []):
         print(f"ebf evaluate: warning: {warning}", file=sys.stderr)
     lines = [format_evaluation(res, title=f"{args.model} on {args.data}")]
+    if args.importance:
+        from pipelines.importance import format_importances
+
+        lines.append(format_importances(res["importance"]))
     body = {k: v for k, v in result_to_json(res).items() if k not in ("coverage", "predictions")}
     if args.predictions:
         pred = res["predictions"]

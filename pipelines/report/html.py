@@ -11,7 +11,7 @@ says its unit and the page fits a 1280-pixel-wide window.
 
 The report reads, when present: ``n``, ``rmse``, ``nlpd``, ``crps``,
 ``max_calibration_gap``, ``coverage``, ``calibration``, ``reliability``, ``pit_histogram``,
-``width_error``, ``calibrated``, ``uncalibrated``, ``branches`` and the run facts
+``width_error``, ``calibrated``, ``uncalibrated``, ``branches``, ``importance`` and the run facts
 (``model``, ``model_hash``, ``model_class``, ``model_info``, ``data``, ``target``,
 ``seconds``) of regressors, or ``n``, ``accuracy``, ``log_loss`` of classifiers (told apart
 by ``task == "classification"`` or an ``accuracy`` key). A missing score reads "not
@@ -47,7 +47,9 @@ from pipelines.report.tables import (
     calibration_table,
     classifier_table,
     esc,
+    importance_table,
     is_classifier,
+    number,
     regression_table,
     run_table,
     units,
@@ -74,6 +76,8 @@ thead th:first-child { left: 0; z-index: 2; }
 .info th, .info td { text-align: left; } .info td { max-width: 36em; overflow-wrap: break-word; }
 code { font-size: 0.95em; word-break: break-all; }
 td.off { background: #fde0dc; }
+td:last-child .bar { background: #4c72b0; height: 0.8em; min-width: 1px; }
+.importance td:last-child { width: 16em; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em 2em; align-items: flex-start; }
 figure { margin: 0 0 1em; max-width: 100%; }
 figure img { width: 100%; height: auto; border: 1px solid #eee; }
@@ -195,9 +199,29 @@ def _branch_section(page: _Page) -> str:
             "branch.</p>" + "".join(parts))
 
 
+def _importance_section(page: _Page) -> str:
+    parts = []
+    for name, result in page.models.items():
+        table = importance_table(result, page.unit)
+        if table:
+            imp = result["importance"]
+            parts.append(f"<h3>{esc(name)}</h3>" + table.replace(
+                'class="table', 'class="importance table', 1) + (
+                f'<p class="note">On {int(imp.get("n", 0)):,} rows, each feature shuffled '
+                f'{int(imp.get("n_repeats", 1))} time(s); mean {esc(imp.get("scoring"))} '
+                f'of the rows as given: {number(imp.get("baseline"), ".4g")}.</p>'))
+    if not parts:
+        return ""
+    return ('<p class="note">Permutation importance: how much the model\'s mean loss grows '
+            "when one feature's values are shuffled among the rows (breaking its link with "
+            "the target); near zero or below: the model does not rely on it. Computed on "
+            "the evaluated rows (ebf evaluate --importance, ebf importance).</p>"
+            + "".join(parts))
+
+
 #: The report's sections in order: heading, anchor and builder (its HTML, or "" to leave the
-#: section out). A new section (feature importances, say) is one more builder here: a
-#: function of the page returning its tables or figures.
+#: section out). A new section is one more builder here: a function of the page returning
+#: its tables or figures.
 _SECTIONS: list[tuple[str, str, Callable[[_Page], str]]] = [
     ("Run and models", "run", _run_section),
     ("Summary", "summary", _summary_section),
@@ -205,6 +229,7 @@ _SECTIONS: list[tuple[str, str, Callable[[_Page], str]]] = [
     ("Calibration", "calibration", _calibration_section),
     ("Figures", "figures", _figures_section),
     ("Branches", "branches", _branch_section),
+    ("Feature importance", "importance", _importance_section),
 ]
 
 
@@ -241,9 +266,10 @@ def write_html_report(
     ``calibration`` and ``reliability``, one column per model; gaps above 0.05 shaded);
     *Figures* (:func:`pipelines.report.figures.render_figures`: the reliability diagram, the
     PIT histograms, width against error, as base64 PNG data URIs); *Branches* (one table per
-    model with ``branches``); then ``sections``. A section with nothing to show is left
-    out. Every string from the arguments is HTML-escaped. Nothing is fetched when the file
-    is opened.
+    model with ``branches``); *Feature importance* (the permutation importances of a
+    result's ``importance``, a table with bars); then ``sections``. A section with nothing
+    to show is left out. Every string from the arguments is HTML-escaped. Nothing is fetched
+    when the file is opened.
 
     Parameters
     ----------

@@ -305,3 +305,34 @@ def branch_table(result: Mapping[str, Any], unit: str | None) -> str:
         "has every branch.</p>")
     shade = None if classify else _coverage_off(col, len(header) - 1)
     return table(header, rows, shade, kind="tall" if shown > 15 else "") + note
+
+
+#: The unit of an increase of each permutation-importance loss (``ebf.importance.SCORINGS``).
+_LOSS_UNITS = {"crps": None, "squared_error": "squared", "nlpd": "nats", "log_loss": "nats",
+               "error": "fraction"}
+
+
+def importance_table(result: Mapping[str, Any], unit: str | None) -> str:
+    """Permutation importances of ``result["importance"]`` (what
+    :func:`pipelines.importance.permutation_importance` returns): one row per feature, the
+    increase of the mean loss when it is shuffled, its spread over the repeats and a bar;
+    "" if the result has none."""
+    imp = result.get("importance")
+    if not imp:
+        return ""
+    rows_in = imp["importances"]
+    records = (rows_in.to_dict(orient="records") if hasattr(rows_in, "to_dict")
+               else list(rows_in))
+    scoring = str(imp.get("scoring", "loss"))
+    kind = _LOSS_UNITS.get(scoring, None)
+    u = units(unit) if kind is None else (f"{units(unit)}²" if kind == "squared" else kind)
+    top = max([float(r["importance"]) for r in records] + [0.0])
+    rows = []
+    for r in records:
+        value = float(r["importance"])
+        width = 0.0 if top <= 0 or value <= 0 else 100.0 * value / top
+        rows.append([esc(r["feature"]), number(value, ".4g"), number(r.get("std"), ".2g"),
+                     f'<div class="bar" style="width: {width:.1f}%"></div>'])
+    header: list[Header] = ["feature", (f"increase of mean {scoring}", u),
+                            ("std", "over repeats"), "relative"]
+    return table(header, rows, kind="tall" if len(rows) > 15 else "")

@@ -82,7 +82,7 @@ def naive_stored_split_match(X, y, w, edges, task, n_classes, min_rows, chosen, 
     for j in range(X.shape[1]):
         if j == f1:
             continue
-        _, f, b = naive_best_split(X[:, [j]], y, w, [edges[j]], task, n_classes, min_rows)
+        _, f, b, _ = naive_best_split(X[:, [j]], y, w, [edges[j]], task, n_classes, min_rows)
         if f < 0:
             continue
         d = g1 - naive_impurity_terms(y, w, X[:, j] <= edges[j][b], task, n_classes)

@@ -70,6 +70,17 @@ ROLES = {
     ("retrain", "features"): "word",
     ("retrain", "mlflow_uri"): "output",
     ("retrain", "mlflow_experiment"): "word",
+    ("importance", "model"): "input",
+    ("importance", "data"): "input",
+    ("importance", "target"): "word",
+    ("cluster", "k8s", "out"): "output",
+    **{("cluster", "k8s", dest): "word"
+       for dest in ("env", "image", "job", "name", "namespace", "secret")},
+    # paths on the cluster's machines, written into the job script, never opened here
+    **{("cluster", system, dest): "word" for system in ("slurm", "pbs")
+       for dest in ("account", "dashboard_address", "interface", "job_extra",
+                    "local_directory", "log_directory", "prologue", "queue", "walltime",
+                    "worker_extra")},
 }
 _CLUSTER = ("scheduler", "scheduler_file")  # every job's: an address, a file read
 _GLOBAL = ("config",)  # every command's: a TOML file read (tests/pipelines/test_cli_config.py)
@@ -148,6 +159,8 @@ def _argv(command: tuple[str, ...], dest: str, target: str, world, fresh: str) -
             return ["retrain", fresh, str(data), "--target", "y", "--mlflow-uri", target,
                     "--quiet"]
         return ["retrain", target, str(data), "--target", "y", "--n-estimators", "2", "--quiet"]
+    if command == ("cluster", "k8s"):
+        return ["cluster", "k8s", "--image", "ebf:latest", "--out", target, "--overwrite"]
     if command[0] == "registry":
         return [*command, f"{target}@1" if command[1] == "promote" else target]
     raise AssertionError(f"no command line for {command}")

@@ -102,3 +102,20 @@ def test_cli_importance_json_and_errors(saved, capsys, monkeypatch):
     assert "must be a positive integer" in capsys.readouterr().err
     assert main(["importance", path, data, "--scoring", "log_loss", "--quiet"]) != 0
     assert "not a loss of a regression model" in capsys.readouterr().err
+
+
+def test_evaluate_importance_in_the_text_json_and_report(saved, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    _, path, data, _ = saved
+    report = tmp_path / "r.html"
+    assert main(["evaluate", path, data, "--importance", "--report", str(report),
+                 "--target-unit", "metres", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "permutation importance: increase of the mean crps" in out
+    html = report.read_text()
+    assert 'id="importance"' in html and "increase of mean crps" in html
+    assert html.index(">a<") < html.index(">c<")  # most important first, in the table
+    assert main(["evaluate", path, data, "--importance", "--json", "--quiet"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["importance"]["importances"][0]["feature"] == "a"
