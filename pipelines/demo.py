@@ -135,7 +135,8 @@ class DemoResult:
         The calibration plot (PNG).
     timings : dict of str to float
         Seconds per step (``data``, ``warm_up``, ``train``, ``predict`` (predicting and
-        scoring both models in one pass each), ``plot``) and ``total``.
+        scoring both models in one pass each), ``importance`` (the EBF's permutation
+        importance), ``plot``) and ``total``.
     workers : int
     threads : int
     branch : str
@@ -527,7 +528,7 @@ def format_comparison(result: DemoResult, *, report: bool = False) -> str:
         "",
         f"{wall} {t.get('total', 0.0):.1f}s (data {t.get('data', 0.0):.1f}s, warm-up "
         f"{t.get('warm_up', 0.0):.1f}s, train {t.get('train', 0.0):.1f}s, predict and score "
-        f"{t.get('predict', 0.0):.1f}s)",
+        f"{t.get('predict', 0.0):.1f}s, importance {t.get('importance', 0.0):.1f}s)",
         f"outputs in {result.out_dir}/: data/, models/, predictions/, results.json, "
         f"report.html, {Path(result.plot).name} and the other figures",
     ]

@@ -493,7 +493,8 @@ def test_cli_demo(tmp_path, capsys, local_threads):
     report = (out / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 3
     assert re.findall(r'<h2 id="([a-z0-9-]+)">', report) == [
-        "run", "summary", "calibration", "figures", "branches", "section-1"]
+        "run", "summary", "calibration", "figures", "branches", "importance", "section-1"]
+    assert "increase of mean crps" in report and 'class="bar"' in report  # the EBF's
     assert report.count("<small>minutes</small>") >= 4 and "arr_delay (minutes)" in report
     assert f"<code>{model_hash(out / 'models' / 'ebf')}</code>" in report
     assert "<h3>EBF</h3>" in report and "<h3>SSF</h3>" not in report
