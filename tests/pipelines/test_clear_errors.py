@@ -336,10 +336,12 @@ def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_during_a_fit_on_worker_processes_exits_130_in_one_line(tmp_path):
     path = tmp_path / "d.parquet"
-    _frame(600).to_parquet(path, index=False)
+    # a fit of several seconds after the trunk: the interrupt lands before it ends (a fit of
+    # 600 rows and 2 trees could finish between the trunk's line and the signal)
+    _frame(20_000).to_parquet(path, index=False)
     out = tmp_path / "m"
     status, err = _interrupt(
-        ["train", str(path), "--target", "y", "--n-estimators", "2", "--trunk-leaves", "2",
+        ["train", str(path), "--target", "y", "--n-estimators", "100", "--trunk-leaves", "2",
          "--out", str(out), "--n-workers", "1"],
         lambda pid, err: "growing the trunk" in err, processes=True)
     assert status == INTERRUPTED, err
@@ -347,7 +349,7 @@ def test_ctrl_c_during_a_fit_on_worker_processes_exits_130_in_one_line(tmp_path)
     assert lines[-1] == STOPPED, err
     progress = ("starting a local Dask cluster", "dask: ", "reading partitions",
                 "encoding partitions", "\rencoding", "\rreading", "growing the trunk",
-                "\rgrowing", "\rmoving", "moving rows", " ")
+                "\rgrowing", "\rmoving", "moving rows", "fitting branches", "\rfitting", " ")
     # stderr is a pipe: progress lines start with the time
     bodies = [re.sub(r"^\d\d:\d\d:\d\d ", "", line) for line in lines[:-1]]
     assert all(body.startswith(progress) for body in bodies), err  # no log, no traceback
