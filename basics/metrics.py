@@ -6,6 +6,14 @@ A predictive distribution ``dist`` is a :class:`~basics.mixture.GaussianMixture`
 or a ``(mean, std)`` pair of arrays describing one Gaussian per row. The calibration table follows
 the paper's Table 2: the observed fraction of targets inside the central ``z`` interval minus
 ``z``.
+
+Central intervals can look calibrated while the whole distribution sits too low or too high
+(as many targets above the interval as should be, but too few below it). The one-sided table
+checks each quantile: the observed fraction of targets at or below the predictive ``q``
+quantile minus ``q`` (:func:`one_sided_coverage`); :func:`pit_distance` sums all of them up as
+the Kolmogorov-Smirnov distance of the PIT values ``F(y|x)`` from the uniform distribution, and
+:func:`interval_score` is the proper score of a central interval (Gneiting & Raftery (2007),
+Sec. 6.2, eq. (43)).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from .pit import PITMap, RecalibratedDistribution
 __all__ = [
     "CRPS_GRID",
     "CRPS_TOLERANCE",
+    "ONE_SIDED_LEVELS",
     "as_mixture",
     "calibration_table",
     "class_rows",
@@ -34,7 +43,14 @@ __all__ = [
     "crps_many",
     "crps_rows",
     "gaussian_nlpd",
+    "interval_score",
+    "interval_score_rows",
     "nlpd",
+    "one_sided_coverage",
+    "one_sided_table",
+    "pit_distance",
+    "pit_distance_binned",
+    "quantile_coverage",
     "rmse",
 ]
 
@@ -54,6 +70,8 @@ _IDENTITY = PITMap.identity(1)
 _EPS = float(np.finfo(np.float64).eps)
 
 _DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: Quantile levels of the one-sided calibration table: 5% to 95% in steps of 5%.
+ONE_SIDED_LEVELS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
 
 
 def _targets(y: Any, n: int | None = None) -> np.ndarray:
@@ -344,3 +362,173 @@ def calibration_table(
     return pd.DataFrame(
         {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}
     )
+
+
+def quantile_coverage(y: Any, quantiles: Any) -> np.ndarray:
+    """Fraction of targets at or below each column of predicted quantiles.
+
+    For models that predict quantiles rather than a distribution (quantile regression).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    quantiles : array-like of shape (n_rows, n_levels)
+        Each row's predicted quantiles, one column per level.
+
+    Returns
+    -------
+    ndarray of shape (n_levels,)
+
+    Examples
+    --------
+    >>> quantile_coverage([0.0, 2.0], [[1.0, 3.0], [1.0, 3.0]]).tolist()
+    [0.5, 1.0]
+    """
+    q = np.asarray(quantiles, dtype=np.float64)
+    if q.ndim != 2:
+        raise ValueError(f"quantiles must be a 2-D array (rows, levels); got shape {q.shape}.")
+    y = _targets(y, q.shape[0])
+    return (y[:, None] <= q).mean(axis=0)
+
+
+def one_sided_coverage(y: Any, dist: Distribution, levels: Any = ONE_SIDED_LEVELS
+                       ) -> float | np.ndarray:
+    """Fraction of targets at or below the predictive quantile of each level.
+
+    ``y <= F^-1(q)`` exactly when the PIT ``F(y)`` is at most ``q`` (a continuous, strictly
+    increasing ``F``), so this costs one CDF evaluation per row and no quantile search.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_rows,)
+    dist : GaussianMixture, RecalibratedDistribution or tuple (mean, std)
+    levels : float or array-like of shape (n_levels,), default 0.05, 0.10, ..., 0.95
+        Quantile levels in (0, 1).
+
+    Returns
+    -------
+    float for a scalar level, else ndarray of shape (n_levels,)
+
+    Examples
+    --------
+    >>> one_sided_coverage([-1.0, 0.5, 3.0], ([0.0] * 3, [1.0] * 3), [0.5, 0.95]).tolist()
+    [0.3333333333333333, 0.6666666666666666]
+    """
+    lv = coverage_levels(levels)
+    gm = as_mixture(dist)
+    u = gm.cdf(_targets(y, gm.n_rows))
+    frac = (u[:, None] <= np.atleast_1d(lv)[None, :]).mean(axis=0)
+    return float(frac[0]) if lv.ndim == 0 else frac
+
+
+def one_sided_table(y: Any, dist: Distribution, levels: Any = ONE_SIDED_LEVELS) -> pd.DataFrame:
+    """One-sided calibration: for each level ``q``, the fraction of targets at or below the
+    predictive ``q`` quantile.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``level``, ``observed`` and ``observed_minus_nominal``: negative values mean
+        the distribution sits too low at that level (too few targets below its quantile).
+
+    Examples
+    --------
+    >>> one_sided_table([0.0, 5.0], ([0.0] * 2, [1.0] * 2), [0.5]).observed.tolist()
+    [0.5]
+    """
+    lv = np.atleast_1d(coverage_levels(levels))
+    observed = np.atleast_1d(one_sided_coverage(y, dist, lv))
+    return pd.DataFrame(
+        {"level": lv, "observed": observed, "observed_minus_nominal": observed - lv}
+    )
+
+
+def pit_distance(u: Any) -> float:
+    """Kolmogorov-Smirnov distance of PIT values from the uniform distribution.
+
+    ``sup_t |G(t) - t|`` over ``t`` in [0, 1], with ``G`` the empirical CDF of ``u = F(y|x)``:
+    0 for a calibrated model on many rows (about ``0.87 / sqrt(n)`` by chance), and the largest
+    one-sided coverage gap over all levels at once.
+
+    Parameters
+    ----------
+    u : array-like of shape (n_rows,)
+        PIT values in [0, 1] (``dist.cdf(y)``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> pit_distance([0.1, 0.2, 0.3])
+    0.7
+    """
+    u = np.sort(np.asarray(u, dtype=np.float64).ravel())
+    n = u.size
+    if n == 0:
+        raise ValueError("u is empty; the PIT distance needs at least one value.")
+    if np.any(~((u >= 0.0) & (u <= 1.0))):
+        raise ValueError("PIT values must lie in [0, 1]; drop rows with missing targets or "
+                         "predictions first.")
+    i = np.arange(1, n + 1)
+    return float(max(np.max(i / n - u), np.max(u - (i - 1) / n)))
+
+
+def pit_distance_binned(counts: Any) -> float:
+    """:func:`pit_distance` from a histogram of PIT values on ``len(counts)`` equal bins.
+
+    The empirical CDF is known at the bin edges only, so this is the largest ``|G(t) - t|``
+    over the edges ``t = k / m``: within ``1 / m`` of the exact distance. Histograms add up
+    over partitions, so a cluster job gets this number from its sums.
+
+    Examples
+    --------
+    >>> pit_distance_binned([3, 0, 0, 1])
+    0.5
+    """
+    c = np.asarray(counts, dtype=np.float64).ravel()
+    if c.size == 0 or c.sum() <= 0 or np.any(c < 0):
+        raise ValueError("counts must be non-negative with a positive total.")
+    cum = np.concatenate([[0.0], np.cumsum(c) / c.sum()])
+    return float(np.max(np.abs(cum - np.linspace(0.0, 1.0, c.size + 1))))
+
+
+def interval_score_rows(y: Any, lower: Any, upper: Any, level: float = 0.9) -> np.ndarray:
+    """Interval score of central ``level`` intervals, per row (lower is better).
+
+    ``(u - l) + (2 / a) (l - y)_+ + (2 / a) (y - u)_+`` with ``a = 1 - level``: Gneiting &
+    Raftery (2007), Sec. 6.2, eq. (43), a proper score of the pair of ``a / 2`` and
+    ``1 - a / 2`` quantiles, in the target's units.
+
+    Parameters
+    ----------
+    y, lower, upper : array-like of shape (n_rows,)
+    level : float, default 0.9
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+
+    Examples
+    --------
+    >>> interval_score_rows([0.0, 3.0], [-1.0, -1.0], [1.0, 1.0], level=0.5).tolist()
+    [2.0, 10.0]
+    """
+    alpha = 1.0 - float(coverage_levels(level))
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    y = _targets(y, lo.shape[0] if lo.ndim == 1 else None)
+    if lo.shape != y.shape or hi.shape != y.shape:
+        raise ValueError(f"lower {lo.shape} and upper {hi.shape} must have the shape of y "
+                         f"{y.shape}.")
+    return (hi - lo) + (2.0 / alpha) * (np.maximum(lo - y, 0.0) + np.maximum(y - hi, 0.0))
+
+
+def interval_score(y: Any, dist: Distribution, level: float = 0.9) -> float:
+    """Mean interval score of the central ``level`` intervals of a predictive distribution
+    (:func:`interval_score_rows`)."""
+    gm = as_mixture(dist)
+    lower, upper = gm.interval(np.atleast_1d(coverage_levels(level)))
+    return float(np.mean(interval_score_rows(_targets(y, gm.n_rows), lower[:, 0], upper[:, 0],
+                                             level)))

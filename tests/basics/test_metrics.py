@@ -8,15 +8,28 @@ import pytest
 from scipy import stats
 
 from basics.metrics import (
+    ONE_SIDED_LEVELS,
     as_mixture,
     calibration_table,
     coverage,
     gaussian_nlpd,
+    interval_score,
+    interval_score_rows,
     nlpd,
+    one_sided_coverage,
+    one_sided_table,
+    pit_distance,
+    pit_distance_binned,
+    quantile_coverage,
     rmse,
 )
 from basics.mixture import GaussianMixture
-from tests.naive import naive_mixture_logpdf
+from tests.naive import (
+    naive_interval_score,
+    naive_mixture_logpdf,
+    naive_one_sided,
+    naive_pit_distance,
+)
 
 
 @pytest.fixture
@@ -148,3 +161,86 @@ def test_class_rows_agree_with_scikit_learn():
     correct, loss, unseen = class_rows(proba[:2], classes, ["a", "zzz"])
     assert unseen.tolist() == [False, True] and not correct[1]
     assert loss[1] == pytest.approx(-np.log(np.finfo(float).eps))
+
+
+# ------------------------------------------------ one-sided coverage, PIT distance, interval score
+
+
+def test_one_sided_coverage_matches_the_oracle(mixture):
+    """One-sided coverage from the CDF equals counting targets below each quantile."""
+    rng = np.random.default_rng(1)
+    sub = mixture[:300]
+    y = sub.sample(1, random_state=2)[:, 0] + rng.normal(0.0, 0.5, sub.n_rows)
+    levels = np.array(ONE_SIDED_LEVELS)
+    q = sub.quantile(levels)
+    expected = naive_one_sided(y, lambda i, j: q[i, list(levels).index(j)], levels)
+    np.testing.assert_allclose(one_sided_coverage(y, sub, levels), expected, atol=1e-12)
+    np.testing.assert_allclose(quantile_coverage(y, q), expected, atol=1e-12)
+    table = one_sided_table(y, sub)
+    np.testing.assert_allclose(table.observed_minus_nominal, expected - levels, atol=1e-12)
+    assert one_sided_coverage(y, sub, 0.5) == pytest.approx(expected[9])
+
+
+def test_one_sided_coverage_sees_a_shift_that_central_coverage_hides():
+    """A distribution too low: every central interval near nominal, the lower tail empty."""
+    rng = np.random.default_rng(3)
+    n = 20000
+    y = rng.standard_normal(n) + 0.3
+    dist = (np.zeros(n), np.full(n, 1.0))
+    assert abs(coverage(y, dist, 0.9) - 0.9) < 0.02
+    below_5 = one_sided_coverage(y, dist, 0.05)
+    assert below_5 == pytest.approx(stats.norm.cdf(stats.norm.ppf(0.05) - 0.3), abs=0.005)
+    assert below_5 < 0.03
+
+
+def test_pit_distance_matches_the_oracle_and_kstest():
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 17, 400):
+        u = rng.beta(1.3, 0.8, n)
+        d = pit_distance(u)
+        assert d == pytest.approx(naive_pit_distance(list(u)), abs=1e-12)
+        assert d == pytest.approx(stats.kstest(u, "uniform").statistic, abs=1e-12)
+    with pytest.raises(ValueError, match="lie in"):
+        pit_distance([0.2, 1.5])
+
+
+def test_pit_distance_binned_is_within_one_bin():
+    """Statistical: on 5,000 beta PIT values, the histogram's distance is within a bin width of
+    the exact one; a calibrated model's distance is below the KS test's 1% critical value."""
+    rng = np.random.default_rng(5)
+    u = rng.beta(1.2, 1.0, 5000)
+    counts = np.histogram(u, bins=1000, range=(0.0, 1.0))[0]
+    assert abs(pit_distance_binned(counts) - pit_distance(u)) <= 1e-3 + 1e-12
+    calibrated = rng.uniform(size=5000)
+    assert pit_distance(calibrated) < stats.kstwo.ppf(0.99, 5000)
+    with pytest.raises(ValueError, match="positive total"):
+        pit_distance_binned([0, 0])
+
+
+def test_interval_score_matches_scoringrules_and_the_oracle(mixture):
+    scoringrules = pytest.importorskip("scoringrules")
+    rng = np.random.default_rng(6)
+    sub = mixture[:500]
+    y = rng.normal(0.0, 3.0, sub.n_rows)
+    lo, hi = sub.interval(np.array([0.8]))
+    rows = interval_score_rows(y, lo[:, 0], hi[:, 0], 0.8)
+    np.testing.assert_allclose(rows, naive_interval_score(y, lo[:, 0], hi[:, 0], 0.8),
+                               rtol=1e-12)
+    np.testing.assert_allclose(
+        rows, scoringrules.interval_score(y, lo[:, 0], hi[:, 0], 0.2, backend="numpy"),
+        rtol=1e-10)
+    assert interval_score(y, sub, 0.8) == pytest.approx(rows.mean(), rel=1e-12)
+
+
+def test_interval_score_of_a_gaussian_closed_form():
+    """E[IS] of the central interval of the true N(0, 1): width plus the expected excess,
+    (2/a) * 2 * (phi(z) - z * a / 2), Gneiting & Raftery (2007), Sec. 6.2."""
+    rng = np.random.default_rng(7)
+    n, level = 200_000, 0.9
+    y = rng.standard_normal(n)
+    z, a = stats.norm.ppf(0.95), 0.1
+    expected = 2 * z + (2 / a) * 2 * (stats.norm.pdf(z) - z * a / 2)
+    got = interval_score(y, (np.zeros(n), np.ones(n)), level)
+    assert got == pytest.approx(expected, rel=0.01)
+    with pytest.raises(ValueError, match="values but the prediction has"):
+        interval_score_rows(y[:3], np.zeros(2), np.zeros(2))

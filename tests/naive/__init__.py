@@ -4,7 +4,8 @@ Every function here is written for clarity, not speed: loops, dense linear algeb
 enumeration. Tests import them from this package (``from tests.naive import ...``); each
 module belongs to one area of the library:
 
-- ``mixture``: predictive Gaussian mixtures and recalibration (CRPS, PIT knots, ACI).
+- ``mixture``: predictive Gaussian mixtures and recalibration (CRPS, PIT knots, ACI), and
+  calibration scores (one-sided coverage, PIT distance, interval score).
 - ``cart``: weighted CART routing and node statistics, flat-tree structure checks.
 - ``trunk``: EBF trunk: split stability, histograms, best splits, growth, subtraction; the
   family-wise (Holm) test of its drift check.
@@ -48,11 +49,14 @@ from .mixture import (
     naive_aci,
     naive_crps_mixture,
     naive_crps_numeric,
+    naive_interval_score,
     naive_mixture_cdf,
     naive_mixture_logpdf,
     naive_mixture_moments,
     naive_mixture_pdf,
     naive_mixture_quantile,
+    naive_one_sided,
+    naive_pit_distance,
     naive_pit_knots,
 )
 from .mondrian import (
@@ -126,6 +130,7 @@ __all__ = [
     "naive_conditional_smc",
     "naive_crps_mixture",
     "naive_crps_numeric",
+    "naive_interval_score",
     "naive_dirichlet_multinomial_polya",
     "naive_draws_predict",
     "naive_enumerate_trees_1d",
@@ -153,6 +158,8 @@ __all__ = [
     "naive_optimal_proposal",
     "naive_path",
     "naive_performance_drift",
+    "naive_one_sided",
+    "naive_pit_distance",
     "naive_pit_knots",
     "naive_pooled_leaf_variance",
     "naive_preorder_structure",

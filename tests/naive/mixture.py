@@ -123,3 +123,46 @@ def naive_aci(u, nominal, levels, step):
         for j in range(1, len(levels) - 1):
             levels[j] += step * (nominal[j] - (1.0 if ut <= levels[j] else 0.0))
     return levels
+
+
+# ---------------------------------------------------------------- calibration scores (oracles)
+
+
+def naive_one_sided(y, quantile_fn, levels):
+    """Fraction of targets at or below each level's quantile, by a loop over rows and levels
+    (``quantile_fn(i, q)``: row ``i``'s predictive quantile at level ``q``)."""
+    out = []
+    for q in levels:
+        below = 0
+        for i, yi in enumerate(y):
+            if yi <= quantile_fn(i, q):
+                below += 1
+        out.append(below / len(y))
+    return np.array(out)
+
+
+def naive_pit_distance(u):
+    """sup_t |G(t) - t| of the empirical CDF ``G`` of ``u``: at every value and just below it
+    (the supremum of a step function minus the identity is reached at a jump), counted by
+    loops."""
+    n = len(u)
+    best = 0.0
+    for t in u:
+        at = sum(1 for v in u if v <= t) / n
+        below = sum(1 for v in u if v < t) / n
+        best = max(best, abs(at - t), abs(below - t))
+    return best
+
+
+def naive_interval_score(y, lower, upper, level):
+    """Interval score (Gneiting & Raftery (2007), eq. (43)) row by row."""
+    alpha = 1.0 - level
+    out = []
+    for yi, lo, hi in zip(y, lower, upper, strict=True):
+        s = hi - lo
+        if yi < lo:
+            s += 2.0 / alpha * (lo - yi)
+        elif yi > hi:
+            s += 2.0 / alpha * (yi - hi)
+        out.append(s)
+    return np.array(out)
