@@ -14,13 +14,21 @@ map of the PIT ``F(y|x)`` on rows the model was not fit on. This module chooses 
 Out-of-bag rows are not offered: a Bayesian forest's trees weight every row by an Exp(1)
 draw (Taddy et al. (2015), Algorithm 1), which is never zero, so no row is out of any bag; and
 a Mondrian branch sees all its rows.
+
+:func:`rolling_recalibration` is the protocol of a scheduled job on drifting data: each
+period is predicted with the map as it stands, then the map is updated with that period's
+outcomes by adaptive conformal inference (:meth:`~basics.recalibration.RecalibrationMixin.
+update_recalibration`, Gibbs & Candes (2021), eq. (2)) before the next period is predicted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+from basics.pit import ACI_STEP
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -30,7 +38,9 @@ __all__ = [
     "fit_recalibrated",
     "holdout_mask",
     "min_training_rows",
+    "period_blocks",
     "recent_start",
+    "rolling_recalibration",
 ]
 
 #: What ``ebf train --calibrate`` and :func:`fit_recalibrated` accept.
@@ -202,3 +212,89 @@ def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent
               for k, v in fit_params.items()}
     estimator.fit(_rows(X, fit_rows), _rows(y, fit_rows), **params)
     return estimator.recalibrate(_rows(X, cal_rows), _rows(y, cal_rows))
+
+
+def period_blocks(periods: Any) -> list[slice]:
+    """The runs of equal labels in ``periods``, in order, as slices of rows.
+
+    Parameters
+    ----------
+    periods : array-like of shape (n_samples,)
+        A period label per row (a month, a day...), rows in time order: each label's rows
+        must be consecutive.
+
+    Returns
+    -------
+    list of slice
+
+    Raises
+    ------
+    ValueError
+        If a label comes back after another one (the rows are not in period order).
+
+    Examples
+    --------
+    >>> period_blocks(["2013-01", "2013-01", "2013-02"])
+    [slice(0, 2, None), slice(2, 3, None)]
+    """
+    labels = np.asarray(periods)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError(f"periods must be a non-empty 1-D array of labels; got shape "
+                         f"{labels.shape}.")
+    change = np.flatnonzero(labels[1:] != labels[:-1]) + 1
+    starts, stops = np.r_[0, change], np.r_[change, labels.size]
+    firsts = labels[starts]
+    if np.unique(firsts).size != firsts.size:
+        raise ValueError(f"periods has {firsts.size} runs of {np.unique(firsts).size} labels: "
+                         "a period's rows are not consecutive. Sort the rows by time first.")
+    return [slice(int(a), int(b)) for a, b in zip(starts, stops, strict=True)]
+
+
+def rolling_recalibration(estimator: Any, X: Any, y: Any, periods: Any, *,
+                          step: float = ACI_STEP) -> Iterator[tuple[slice, Any]]:
+    """Predict period after period, updating the recalibration map with each period's
+    outcomes before the next, as a scheduled scoring job would.
+
+    For period ``p``, yields its rows and ``estimator.predict_distribution`` of them with the
+    map as it stands, then calls ``estimator.update_recalibration`` with the period's rows and
+    targets (adaptive conformal inference on the map's knots, Gibbs & Candes (2021), eq.
+    (2)). The estimator's map is updated in place: after the loop it holds the map of the
+    last update. The model itself is not refit.
+
+    Parameters
+    ----------
+    estimator : fitted regressor with ``update_recalibration``
+        Usually recalibrated first on the rows just before the first period.
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Rows in time order.
+    y : array-like of shape (n_samples,)
+    periods : array-like of shape (n_samples,)
+        A period label per row (:func:`period_blocks`).
+    step : float, default=0.005
+        The adaptive update's step.
+
+    Yields
+    ------
+    rows : slice
+        The period's rows.
+    distribution : RecalibratedDistribution
+        Their predictive distribution before the period's outcomes were seen.
+
+    Examples
+    --------
+    >>> from ebf import BayesianForestRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((900, 2)); y = X[:, 0] + rng.normal(0, 0.1, 900)
+    >>> bf = BayesianForestRegressor(n_estimators=5, random_state=0).fit(X[:600], y[:600])
+    >>> months = np.repeat([1, 2, 3], 100)
+    >>> [d.n_rows for _, d in rolling_recalibration(bf, X[600:], y[600:], months)]
+    [100, 100, 100]
+    """
+    blocks = period_blocks(periods)
+    n = len(y)
+    if blocks[-1].stop != n:
+        raise ValueError(f"periods has {blocks[-1].stop} labels for {n} rows.")
+    for rows in blocks:
+        X_p, y_p = _rows(X, np.arange(rows.start, rows.stop)), np.asarray(y)[rows]
+        yield rows, estimator.predict_distribution(X_p)
+        estimator.update_recalibration(X_p, y_p, step=step)

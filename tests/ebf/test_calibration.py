@@ -15,7 +15,14 @@ from ebf import (
     SubsampleForestRegressor,
 )
 from ebf.artifact import load, save
-from ebf.calibration import calibration_split, fit_recalibrated, holdout_mask, recent_start
+from ebf.calibration import (
+    calibration_split,
+    fit_recalibrated,
+    holdout_mask,
+    period_blocks,
+    recent_start,
+    rolling_recalibration,
+)
 from mondrian import MondrianForestRegressor
 
 LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 1)
@@ -92,7 +99,7 @@ def test_map_survives_compact_and_partial_fit(data):
                                            trunk_max_leaves=2, random_state=0).fit(X, y)
     ebf.recalibrate(X[:500], y[:500])
     assert ebf.compact().recalibration_ == ebf.recalibration_
-    mf = MondrianForestRegressor(n_estimators=2, random_state=0).fit(X[:1000], y[:1000])
+    mf = MondrianForestRegressor(n_estimators=2, random_state=0).fit(X.iloc[:1000], y[:1000])
     mf.recalibrate(X[1000:2000], y[1000:2000])
     kept = mf.recalibration_
     mf.partial_fit(X[2000:2500], y[2000:2500])
@@ -148,3 +155,37 @@ def test_a_crafted_map_in_a_model_state_is_refused(est, data):
     state["recalibration"] = {"nominal": np.array([0.0, 1.0])}
     with pytest.raises(ValueError, match="recalibration"):
         estimator_from_state(d)
+
+
+def test_rolling_recalibration_equals_the_loop_by_hand():
+    """Predict a period with the current map, then update it with the period's outcomes: the
+    protocol equals that loop written out, and the model ends with the last map."""
+    X, y = heavy_tailed(3000, 11)
+    y[1800:] += 0.6  # the later periods drift upwards
+    X = pd.DataFrame(X, columns=["x0", "x1"])
+    fit, cal, test = slice(0, 800), slice(800, 1800), slice(1800, 3000)
+    rolled = BayesianForestRegressor(n_estimators=5, random_state=0).fit(X[fit], y[fit])
+    rolled.recalibrate(X[cal], y[cal])  # 20 knots: one at the 5% level
+    by_hand = clone(rolled).fit(X[fit], y[fit]).recalibrate(X[cal], y[cal])
+    periods = np.repeat(["a", "b", "c", "d"], 300)
+    Xt, yt = X[test], y[test]
+    got = list(rolling_recalibration(rolled, Xt, yt, periods, step=0.02))
+    assert [(r.start, r.stop) for r, _ in got] == [(0, 300), (300, 600), (600, 900), (900, 1200)]
+    below = []
+    for rows, dist in got:
+        expected = by_hand.predict_distribution(Xt.iloc[rows])
+        np.testing.assert_array_equal(dist.cdf(yt[rows]), expected.cdf(yt[rows]))
+        by_hand.update_recalibration(Xt.iloc[rows], yt[rows], step=0.02)
+        below.append(metrics.one_sided_coverage(yt[rows], dist, 0.5))
+    assert rolled.recalibration_ == by_hand.recalibration_
+    # the drift leaves few targets below the median at first; the updates bring the fraction
+    # back near one half in the next periods
+    assert below[0] < 0.25 and np.all(np.abs(np.array(below[1:]) - 0.5) < 0.1), below
+
+
+def test_period_blocks_refuses_labels_out_of_order():
+    assert period_blocks(np.array([3, 3, 1])) == [slice(0, 2), slice(2, 3)]
+    with pytest.raises(ValueError, match="not consecutive"):
+        period_blocks([1, 2, 1])
+    with pytest.raises(ValueError, match="labels for"):
+        next(rolling_recalibration(None, np.zeros((3, 1)), np.zeros(3), [1, 1]))
