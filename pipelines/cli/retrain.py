@@ -38,9 +38,10 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
             "(the training options below apply to it). Otherwise the current version is "
             "loaded, the trunk-drift check (eq. 11 per stored split) decides between extending "
             "its Mondrian branches online and a refit, and the challenger is compared with the "
-            "champion on the holdout (RMSE, NLPD, calibration gap). A new version is written "
-            "either way, with its metrics, decision and lineage; it becomes current only if it "
-            f"is promoted. Exit status 0: promoted or version 1; {EXIT_KEPT}: champion kept."
+            "champion on the holdout (RMSE, NLPD, central and one-sided calibration gaps). A "
+            "new version is written either way, with its metrics, decision and lineage; it "
+            "becomes current only if it is promoted. Exit status 0: promoted or version 1; "
+            f"{EXIT_KEPT}: champion kept."
         ),
     )
     rt.add_argument("registry", metavar="REGISTRY", help="registry root (path or fsspec URL)")

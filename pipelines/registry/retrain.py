@@ -28,7 +28,9 @@
    ``holdout`` fraction of the window (kept out of the challenger's training) or
    ``holdout_data``. The challenger is promoted unless it is worse than the champion by more
    than the tolerances: RMSE by a relative ``rmse``, NLPD by ``nlpd``, the maximum
-   calibration gap by ``max_calibration_gap`` (classifiers: log loss by ``log_loss``,
+   central calibration gap by ``max_calibration_gap`` and the maximum one-sided gap (the
+   fraction of targets below a predictive quantile, at 5%..95%) by ``max_one_sided_gap``
+   (classifiers: log loss by ``log_loss``,
    accuracy by ``accuracy``).
 5. **Version.** The challenger is written as a new version either way, with its metrics,
    the decision and its lineage (parent version, data with row counts and hashes, code
@@ -80,7 +82,7 @@ DEFAULT_HOLDOUT = 0.1
 #: How much worse than the champion the challenger may be and still be promoted: RMSE
 #: relative, the others absolute.
 DEFAULT_TOLERANCES = {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02,
-                      "log_loss": 0.01, "accuracy": 0.005}
+                      "max_one_sided_gap": 0.02, "log_loss": 0.01, "accuracy": 0.005}
 #: Rows of the window the drift check samples (eq. 11 needs a sample, not every row).
 DRIFT_ROWS = 200_000
 #: Worsening of the champion's holdout NLPD / log loss the holdout-score test lets pass.
@@ -122,7 +124,8 @@ class RetrainResult:
 
 
 def _metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    keys = (("rmse", "nlpd", "max_calibration_gap", "crps") if result["task"] == "regression"
+    keys = (("rmse", "nlpd", "max_calibration_gap", "max_one_sided_gap", "pit_distance",
+             "crps", "interval_score_90") if result["task"] == "regression"
             else ("log_loss", "accuracy"))
     return {"n": int(result["n"]), **{k: float(result[k]) for k in keys}}
 
@@ -134,7 +137,8 @@ def gate(champion: Mapping[str, float], challenger: Mapping[str, float],
     Parameters
     ----------
     champion, challenger : mapping
-        Holdout metrics (``rmse``, ``nlpd``, ``max_calibration_gap`` for regressors;
+        Holdout metrics (``rmse``, ``nlpd``, ``max_calibration_gap``,
+        ``max_one_sided_gap`` for regressors;
         ``log_loss``, ``accuracy`` for classifiers).
     tolerances : mapping
         :data:`DEFAULT_TOLERANCES` keys: ``rmse`` relative, the others absolute.

@@ -13,9 +13,13 @@ model as it predicts (its :class:`basics.pit.PITMap` ``R``, if it has one) and, 
 recalibrated model, ``F`` itself too, so one pass gives the scores before and after
 recalibration. Per map: NLPD (log-density by the change of variables), CRPS
 (:func:`basics.metrics.crps_many`), the PIT ``R(F(y))`` (central-interval coverage at the
-table's levels and at 5% steps, and its histogram in 20 bins); for the model as it predicts,
-the width of the central 90% interval and the absolute error of the median (counted in fixed
-log-spaced width bins, merged into about ten groups of similar width for the report).
+table's levels and at 5% steps, one-sided coverage ``P(u <= q)`` at 5% steps, and its
+histogram in 1,000 bins, from which come the 20-bin histogram of the report and the PIT's
+Kolmogorov-Smirnov distance from uniform, :func:`basics.metrics.pit_distance_binned`); for the
+model as it predicts, the interval score of the central 90% interval
+(:func:`basics.metrics.interval_score_rows`), its width and the absolute error of the median
+(counted in fixed log-spaced width bins, merged into about ten groups of similar width for
+the report).
 
 Per branch of an EBF (``n_branches``; the rows' branches come with their block), a few sums of
 the model as it predicts: rows, squared error, NLPD, CRPS and rows inside the central 90%
@@ -31,16 +35,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from basics.metrics import class_rows, crps_many
+from basics.metrics import (
+    ONE_SIDED_LEVELS,
+    class_rows,
+    crps_many,
+    interval_score_rows,
+    pit_distance_binned,
+)
 from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
 from ebf.dask.sharded import part_output
 
-__all__ = ["BRANCH_LEVEL", "PIT_BINS", "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob",
-           "before_after"]
+__all__ = ["BRANCH_LEVEL", "INTERVAL_LEVEL", "ONE_SIDED", "PIT_BINS", "PIT_FINE_BINS",
+           "RELIABILITY_LEVELS", "WIDTH_EDGES", "EvaluationJob", "before_after"]
 
-#: Bins of the PIT histogram.
+#: Bins of the PIT histogram of the report, and of the one the job counts (each report bin
+#: the sum of ``PIT_FINE_BINS / PIT_BINS`` of them): the PIT distance is within ``1 /
+#: PIT_FINE_BINS`` of the exact one.
 PIT_BINS = 20
+PIT_FINE_BINS = 1000
+#: Levels of the one-sided calibration table (5% steps).
+ONE_SIDED: np.ndarray = np.array(ONE_SIDED_LEVELS)
+#: Nominal coverage of the central interval whose interval score is reported.
+INTERVAL_LEVEL = 0.9
 #: Nominal coverages of the reliability diagram (5% steps).
 RELIABILITY_LEVELS: np.ndarray = np.round(np.arange(1, 20) * 0.05, 2)
 #: Edges of the interval-width bins: quarter powers of two (a width outside them falls in the
@@ -50,6 +67,10 @@ _WIDTH_GROUPS = 10
 #: Nominal coverage of the central interval whose per-branch coverage is reported.
 BRANCH_LEVEL = 0.9
 _SUMMARY_LEVELS = np.array([0.05, 0.5, 0.95])
+
+
+#: Score columns per map in :meth:`EvaluationJob.rows`.
+_PER_ROW = 6
 
 
 def _inside(u: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -101,15 +122,15 @@ class EvaluationJob:
     @property
     def _scores(self) -> int:
         """Score columns of :meth:`rows` after the predictions (the first: target known)."""
-        return 4 if self.classes is not None else 2 + 5 * len(self.maps)
+        return 4 if self.classes is not None else 2 + _PER_ROW * len(self.maps)
 
     # ------------------------------------------------------------------ per row
 
     def rows(self, output: Any, y: Any) -> np.ndarray:
         """One row of floats per row: the :attr:`predicted` prediction columns, then
         ``[target known (1/0), scores]``: regressors ``[squared error, then per map: -log p,
-        CRPS, PIT, 90% width, |error of the median|]``, classifiers as the class says. The
-        scores of a row without a target are NaN."""
+        CRPS, PIT, 90% width, |error of the median|, 90% interval score]``, classifiers as the
+        class says. The scores of a row without a target are NaN."""
         y = np.asarray(y)
         known = ~pd.isna(y)
         out = np.full((y.shape[0], self.predicted + self._scores), np.nan)
@@ -146,11 +167,12 @@ class EvaluationJob:
         logpdf = scored.logpdf(y)
         crps = crps_many(scored, y, self.maps)
         width, abs_err = q[:, k + 2] - q[:, k], np.abs(y - q[:, k + 1])
+        score = interval_score_rows(y, q[:, k], q[:, k + 2], INTERVAL_LEVEL)
         cols = [(y - mean) ** 2]
         for j, r in enumerate(self.maps):
             cols += [-logpdf if r is None else -(logpdf + r.log_slope(f)), crps[:, j],
                      f if r is None else r(f)]
-            cols += [width, abs_err] if j == 0 else [np.full(y.shape, np.nan)] * 2
+            cols += [width, abs_err, score] if j == 0 else [np.full(y.shape, np.nan)] * 3
         out[known, self.predicted + 1:] = np.column_stack(cols)
         return out
 
@@ -171,8 +193,8 @@ class EvaluationJob:
 
     @property
     def _per_map(self) -> int:
-        return 2 + self.levels.size + RELIABILITY_LEVELS.size + PIT_BINS + 3 * (
-            WIDTH_EDGES.size + 1)
+        return 3 + self.levels.size + RELIABILITY_LEVELS.size + ONE_SIDED.size + \
+            PIT_FINE_BINS + 3 * (WIDTH_EDGES.size + 1)
 
     @property
     def _totals(self) -> int:
@@ -208,17 +230,18 @@ class EvaluationJob:
         out[2] = block[:, 0].sum()
         at = 3
         for j in range(len(self.maps)):
-            nll, crps, u, width, err = block[:, 1 + 5 * j: 6 + 5 * j].T
-            pit_bin = np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1)
+            nll, crps, u, width, err, score = block[:, 1 + _PER_ROW * j: 1 + _PER_ROW * (j + 1)].T
+            pit_bin = np.minimum((u * PIT_FINE_BINS).astype(np.int64), PIT_FINE_BINS - 1)
             seen = ~np.isnan(width)
             width, err = width[seen], err[seen]
             width_bin = np.searchsorted(WIDTH_EDGES, width, side="right")
             nb = WIDTH_EDGES.size + 1
             parts = [
-                [nll.sum(), crps.sum()],
+                [nll.sum(), crps.sum(), score[seen].sum()],
                 _inside(u, self.levels).sum(axis=0),
                 _inside(u, RELIABILITY_LEVELS).sum(axis=0),
-                np.bincount(pit_bin, minlength=PIT_BINS),
+                (u[:, None] <= ONE_SIDED[None, :]).sum(axis=0),
+                np.bincount(pit_bin, minlength=PIT_FINE_BINS),
                 np.bincount(width_bin, minlength=nb),
                 np.bincount(width_bin, weights=width, minlength=nb),
                 np.bincount(width_bin, weights=err, minlength=nb),
@@ -279,12 +302,14 @@ class EvaluationJob:
                              "crps": mean[:, 2], "coverage_90": mean[:, 3]})
 
     def _map_result(self, v: np.ndarray, n: int, rmse: float) -> dict[str, Any]:
-        k, r = self.levels.size, RELIABILITY_LEVELS.size
-        observed = v[2:2 + k] / n
-        reliability = v[2 + k:2 + k + r] / n
-        pit = v[2 + k + r:2 + k + r + PIT_BINS]
+        k, r, o = self.levels.size, RELIABILITY_LEVELS.size, ONE_SIDED.size
+        observed = v[3:3 + k] / n
+        reliability = v[3 + k:3 + k + r] / n
+        below = v[3 + k + r:3 + k + r + o] / n
+        at = 3 + k + r + o
+        pit = v[at:at + PIT_FINE_BINS]
         nb = WIDTH_EDGES.size + 1
-        counts, widths, errors = v[2 + k + r + PIT_BINS:].reshape(3, nb)
+        counts, widths, errors = v[at + PIT_FINE_BINS:].reshape(3, nb)
         out = {
             "rmse": rmse,
             "nlpd": float(v[0] / n),
@@ -294,9 +319,13 @@ class EvaluationJob:
             "max_calibration_gap": float(np.max(np.abs(observed - self.levels))),
             "intervals": "mixture",
             "reliability": _table(RELIABILITY_LEVELS, reliability),
-            "pit_histogram": [int(c) for c in pit],
+            "one_sided": _table(ONE_SIDED, below),
+            "max_one_sided_gap": float(np.max(np.abs(below - ONE_SIDED))),
+            "pit_distance": pit_distance_binned(pit),
+            "pit_histogram": [int(c) for c in pit.reshape(PIT_BINS, -1).sum(axis=1)],
         }
         if counts.sum():  # the model as predicted only
+            out["interval_score_90"] = float(v[2] / counts.sum())
             out["width_error"] = _width_groups(counts, widths, errors)
         return out
 

@@ -182,8 +182,13 @@ def evaluate(
         ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
         with the exact mixture intervals), ``coverage`` (level -> observed fraction),
         ``max_calibration_gap`` (max ``|observed - nominal|``), ``intervals="mixture"``,
-        ``crps`` (mean CRPS), ``reliability`` (the table at 5% steps), ``pit_histogram``
-        (20 counts of the PIT), ``width_error`` (DataFrame ``n``, ``mean_width`` of the
+        ``crps`` (mean CRPS), ``reliability`` (the table at 5% steps), ``one_sided``
+        (the fraction of targets below the predictive quantile at 5%..95%, as
+        :func:`basics.metrics.one_sided_table`), ``max_one_sided_gap``, ``pit_distance``
+        (the PIT's Kolmogorov-Smirnov distance from uniform, from 1,000 bins: within 0.001 of
+        :func:`basics.metrics.pit_distance`), ``pit_histogram`` (20 counts of the PIT),
+        ``interval_score_90`` (mean interval score of the central 90% interval, the model as
+        it predicts only), ``width_error`` (DataFrame ``n``, ``mean_width`` of the
         central 90% interval, ``mean_abs_error`` of the median, about ten groups by width),
         ``calibrated`` (whether the model recalibrates its CDF) and, if it does,
         ``uncalibrated`` (the same scores of the model's own mixture, from the same pass);
@@ -500,13 +505,22 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
     head = f"{title}: {head}" if title else head
     if result["task"] != "classification":
         cover = ", ".join(f"{z:.0%}: {o:.3f}" for z, o in result["coverage"].items())
+        below = ", ".join(f"{q:.0%}: {o:.3f}" for q, o in zip(
+            result["one_sided"]["level"], result["one_sided"]["observed"], strict=True)
+            if round(q * 100) in (5, 25, 50, 75, 95))
         lines = [format_report(before_after({name: result}), title=head), "",
                  f"interval coverage (nominal: observed): {cover}",
-                 f"max |calibration gap|: {result['max_calibration_gap']:.3f}"]
+                 f"below the predictive quantile (level: observed): {below}",
+                 f"90% interval score: {result['interval_score_90']:.4g}"]
+        gaps = [f"max |calibration gap|: {result['max_calibration_gap']:.3f}, "
+                f"max |one-sided gap|: {result['max_one_sided_gap']:.3f}, "
+                f"PIT distance: {result['pit_distance']:.3f}"]
         if "uncalibrated" in result:
-            lines[-1] += (f" (uncalibrated: {result['uncalibrated']['max_calibration_gap']:.3f}"
-                          "; the model recalibrates its predictive CDF)")
-        return "\n".join(lines)
+            own = result["uncalibrated"]
+            gaps.append(f"(uncalibrated: {own['max_calibration_gap']:.3f}, "
+                        f"{own['max_one_sided_gap']:.3f}, {own['pit_distance']:.3f}; the "
+                        "model recalibrates its predictive CDF)")
+        return "\n".join([*lines, " ".join(gaps)])
     width = max(5, len(name))
     header = f"{'model':<{width}}  {'rows':>10}  {'accuracy':>8}  {'log loss':>8}"
     lines = [head, "", header, "-" * len(header),

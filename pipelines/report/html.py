@@ -50,6 +50,7 @@ from pipelines.report.tables import (
     importance_table,
     is_classifier,
     number,
+    one_sided_by_level,
     regression_table,
     run_table,
     units,
@@ -138,9 +139,13 @@ def _summary_section(page: _Page) -> str:
                     if any("calibrated" in r for r in page.regressors.values()) else "")
     return regression_table(page.regressors, page.unit) + (
         f'<p class="note">RMSE, and CRPS (continuous ranked probability score), in {esc(u)}; '
-        "NLPD: mean negative log predictive density, in nats; lower is better for all "
-        "three. max |coverage gap|: the largest |observed - nominal| coverage of the central "
-        f"intervals at the calibration table's levels (10%..90% by default).{recalibrated}</p>")
+        "NLPD: mean negative log predictive density, in nats; 90% interval score: the width "
+        "of the central 90% interval plus 20 times the distance by which a target falls "
+        f"outside it, in {esc(u)}; lower is better for all four. max |central gap|: the "
+        "largest |observed - nominal| coverage of the central intervals at the calibration "
+        "table's levels (10%..90% by default); max |one-sided gap|: the largest |fraction "
+        "below the predictive quantile - level| at 5%..95%."
+        f"{recalibrated}</p>")
 
 
 def _classifier_section(page: _Page) -> str:
@@ -151,10 +156,22 @@ def _calibration_section(page: _Page) -> str:
     rows = {n: r for n, r in page.regressors.items() if coverage_by_level(r) is not None}
     if not rows:
         return ""
-    return ('<p class="note">Observed minus nominal coverage of the central prediction '
-            "intervals, as a fraction of the rows: 0 is calibrated, &lt; 0 over-confident "
-            "(too narrow), &gt; 0 under-confident (too wide); |gap| &gt; "
-            f"{GAP_SHADE} shaded.</p>" + calibration_table(rows))
+    central = ('<p class="note">Observed minus nominal coverage of the central prediction '
+               "intervals, as a fraction of the rows: 0 is calibrated, &lt; 0 over-confident "
+               "(too narrow), &gt; 0 under-confident (too wide); |gap| &gt; "
+               f"{GAP_SHADE} shaded.</p>" + calibration_table(rows))
+    sided = {n: r for n, r in rows.items() if one_sided_by_level(r) is not None}
+    if not sided:
+        return central
+    return central + (
+        '<p class="note">One-sided: the fraction of targets below the predictive quantile '
+        "of each level, minus the level. Central intervals can look calibrated while the "
+        "whole distribution sits too low (gaps &lt; 0 at every level: targets above their "
+        "quantiles too often) or too high (gaps &gt; 0). PIT distance: the largest of these "
+        "gaps over all levels at once (Kolmogorov-Smirnov): "
+        + ", ".join(f"{esc(n)} {r['pit_distance']:.3f}" for n, r in sided.items()
+                    if r.get("pit_distance") is not None)
+        + ".</p>" + calibration_table(sided, one_sided=True))
 
 
 def _png_size(png: bytes) -> tuple[int, int]:

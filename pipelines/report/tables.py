@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipelines.report.diagnostics import BRANCH_LEVEL
 from pipelines.report.figures import coverage_by_level
@@ -28,6 +29,7 @@ __all__ = [
     "classifier_table",
     "esc",
     "is_classifier",
+    "one_sided_by_level",
     "regression_table",
     "run_table",
     "units",
@@ -107,18 +109,23 @@ def _coverage_90(result: Mapping[str, Any]) -> float | None:
 
 
 def regression_table(results: Results, unit: str | None) -> str:
-    """Rows, RMSE, NLPD, CRPS, the largest coverage gap, the 90% coverage and (if any result
-    says) whether the model recalibrates, one row per model."""
+    """Rows, RMSE, NLPD, CRPS, the 90% interval score, the largest central and one-sided
+    coverage gaps, the 90% coverage and (if any result says) whether the model recalibrates,
+    one row per model."""
     u = units(unit)
     flagged = any("calibrated" in r for r in results.values())
     header: list[Header] = ["model", "rows", ("RMSE", u), ("NLPD", "nats"), ("CRPS", u),
-                            ("max |coverage gap|", "fraction"), ("90% coverage", "fraction")]
+                            ("90% interval score", u), ("max |central gap|", "fraction"),
+                            ("max |one-sided gap|", "fraction"), ("90% coverage", "fraction")]
     header += ["recalibrated"] if flagged else []
     rows = []
     for name, r in results.items():
         row = [esc(name), number(r.get("n"), ",.0f", "not recorded"),
                number(r.get("rmse"), ".4f"), number(r.get("nlpd"), ".4f"),
-               number(r.get("crps"), ".4f"), number(r.get("max_calibration_gap"), ".3f"),
+               number(r.get("crps"), ".4f"), number(r.get("interval_score_90"), ".4g",
+                                                    "not computed"),
+               number(r.get("max_calibration_gap"), ".3f"),
+               number(r.get("max_one_sided_gap"), ".3f", "not computed"),
                number(_coverage_90(r), ".3f")]
         if flagged:
             row.append("yes" if r.get("calibrated") else "no")
@@ -134,12 +141,14 @@ def classifier_table(results: Results) -> str:
     return table(["model", "rows", ("accuracy", "fraction"), ("log loss", "nats")], rows)
 
 
-def calibration_table(results: Results) -> str:
+def calibration_table(results: Results, one_sided: bool = False) -> str:
     """Observed minus nominal coverage: one row per nominal level (the union of every
-    model's levels), one column per model, so that it stays narrow whatever the levels."""
+    model's levels), one column per model, so that it stays narrow whatever the levels.
+    ``one_sided``: the fraction of targets below each predictive quantile instead (the
+    results' ``one_sided`` tables)."""
     gaps = {}
     for name, r in results.items():
-        t = coverage_by_level(r)
+        t = one_sided_by_level(r) if one_sided else coverage_by_level(r)
         if t is not None:
             gaps[name] = dict(zip(t["level"], t["observed_minus_nominal"], strict=True))
     if not gaps:
@@ -154,7 +163,21 @@ def calibration_table(results: Results) -> str:
         gap = gaps[names[j - 1]].get(levels[i]) if j else None
         return "off" if gap is not None and abs(gap) > GAP_SHADE else None
 
-    return table([("nominal coverage", "fraction")] + names, rows, shade)
+    first = ("quantile level", "fraction") if one_sided else ("nominal coverage", "fraction")
+    return table([first] + names, rows, shade)
+
+
+def one_sided_by_level(result: Mapping[str, Any]) -> pd.DataFrame | None:
+    """A result's ``one_sided`` table as a DataFrame (also one read back from JSON), or None.
+
+    Examples
+    --------
+    >>> one_sided_by_level({"one_sided": {"level": [0.5], "observed": [0.4],
+    ...                                   "observed_minus_nominal": [-0.1]}}).level.tolist()
+    [0.5]
+    """
+    t = result.get("one_sided")
+    return None if t is None else pd.DataFrame(t)
 
 
 def _info(r: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -28,6 +28,12 @@ def _coverage_table(u: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
                          "observed_minus_nominal": observed - levels})
 
 
+def _one_sided_table(u: np.ndarray, levels: np.ndarray) -> pd.DataFrame:
+    observed = np.array([np.mean(u <= q) for q in levels])  # y below its q quantile
+    return pd.DataFrame({"level": levels, "observed": observed,
+                         "observed_minus_nominal": observed - levels})
+
+
 def gaussian_result(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict:
     """The result dict of pipelines.report.evaluate.evaluate for Gaussian predictions, by hand."""
     z = (y - mean) / std
@@ -52,6 +58,13 @@ def gaussian_result(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict:
         "max_calibration_gap": float(np.max(np.abs(calibration["observed_minus_nominal"]))),
         "pit_histogram": np.histogram(u, bins=20, range=(0.0, 1.0))[0].tolist(),
         "reliability": _coverage_table(u, RELIABILITY_LEVELS),
+        "one_sided": _one_sided_table(u, RELIABILITY_LEVELS),
+        "max_one_sided_gap": float(np.max(np.abs(
+            [np.mean(u <= q) - q for q in RELIABILITY_LEVELS]))),
+        "pit_distance": float(np.max(np.abs(np.sort(u) - (np.arange(u.size) + 0.5) / u.size))
+                              + 0.5 / u.size),
+        "interval_score_90": float(np.mean(width + 20 * (
+            np.maximum(mean - width / 2 - y, 0) + np.maximum(y - mean - width / 2, 0)))),
         "width_error": pd.DataFrame({
             "n": [g.size for g in groups],
             "mean_width": [width[g].mean() for g in groups],

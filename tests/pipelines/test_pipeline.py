@@ -238,6 +238,14 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client,
     assert res["coverage"] == {z: table["observed"][i] for i, z in enumerate(levels)}
     gap = np.abs(table["observed_minus_nominal"]).max()
     assert res["max_calibration_gap"] == pytest.approx(gap)
+    # one-sided coverage, the PIT distance (from 1,000 bins) and the 90% interval score
+    one_sided = metrics.one_sided_table(y, dist)
+    pd.testing.assert_frame_equal(res["one_sided"], one_sided, rtol=0, atol=1e-12)
+    assert res["max_one_sided_gap"] == pytest.approx(
+        np.abs(one_sided["observed_minus_nominal"]).max())
+    assert abs(res["pit_distance"] - metrics.pit_distance(dist.cdf(y))) <= 1e-3
+    assert res["interval_score_90"] == pytest.approx(metrics.interval_score(y, dist, 0.9),
+                                                     rel=1e-9)
 
 
 @pytest.mark.parametrize("strategy", ["broadcast", "sharded"])
@@ -345,11 +353,13 @@ def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client
               for s in ("broadcast", "sharded")}
     a, b = scores["broadcast"], scores["sharded"]
     assert a["calibrated"] and "uncalibrated" in a
-    for key in ("rmse", "nlpd", "crps", "max_calibration_gap"):
+    for key in ("rmse", "nlpd", "crps", "max_calibration_gap", "max_one_sided_gap",
+                "pit_distance"):
         assert a[key] == pytest.approx(b[key], rel=1e-9)
         assert a["uncalibrated"][key] == pytest.approx(b["uncalibrated"][key], rel=1e-9)
     assert a["pit_histogram"] == b["pit_histogram"] and sum(a["pit_histogram"]) == 1500
     assert a["width_error"]["n"].sum() == 1500 and "width_error" not in a["uncalibrated"]
+    assert "interval_score_90" in a and "interval_score_90" not in a["uncalibrated"]
     assert a["rmse"] == a["uncalibrated"]["rmse"]
     with pytest.raises(ValueError, match="recalibrates regressors"):
         train(data["classification", "train"], "y", TrainOptions(calibrate="recent"),

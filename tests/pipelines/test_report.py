@@ -182,14 +182,22 @@ def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
     assert "&#x27;a&amp;b&#x27; &lt;/pre&gt;</pre>" in page
     for r in models.values():  # the summary table has every model's numbers
         for key, spec in (("rmse", ".4f"), ("nlpd", ".4f"), ("crps", ".4f"),
-                          ("max_calibration_gap", ".3f")):
+                          ("max_calibration_gap", ".3f"), ("interval_score_90", ".4g"),
+                          ("max_one_sided_gap", ".3f")):
             assert f"<td>{r[key]:{spec}}</td>" in page
         assert f"<td>{r['coverage'][0.9]:.3f}</td>" in page
     assert "<td>yes</td>" in page and "<td>no</td>" in page
-    # The calibration table has the union of the 10% and 5% levels, shaded where off.
-    assert page.count("<th>5%</th>") == 1 and page.count("<th>95%</th>") == 1
+    # The calibration table has the union of the 10% and 5% levels, shaded where off; the
+    # one-sided table the 5% levels, after it, and the PIT distances.
+    central = page[page.index('id="calibration"'):page.index("One-sided")]
+    assert central.count("<th>5%</th>") == 1 and central.count("<th>95%</th>") == 1
     gap = results["too wide"]["reliability"]["observed_minus_nominal"].iloc[9]
-    assert f'<td class="off">{gap:+.3f}</td>' in page
+    assert f'<td class="off">{gap:+.3f}</td>' in central
+    sided = page[page.index("One-sided"):page.index('id="figures"')]
+    assert sided.count("<th>5%</th>") == 1 and sided.count("<th>95%</th>") == 1
+    low = results["too wide"]["one_sided"]["observed_minus_nominal"].iloc[1]
+    assert f'<td class="off">{low:+.3f}</td>' in sided  # 10% quantile far too low
+    assert f"too wide {results['too wide']['pit_distance']:.3f}" in sided
 
 
 @pytest.mark.slow
@@ -216,14 +224,14 @@ def test_html_report_of_a_run(tmp_path: Path) -> None:
         assert fact in run, fact
     assert "uncalibrated" not in run  # one column per model
     summary = page[page.index('id="summary"'):page.index('id="calibration"')]
-    assert summary.count("<small>minutes</small>") == 2  # RMSE and CRPS
+    assert summary.count("<small>minutes</small>") == 3  # RMSE, CRPS, interval score
     assert "<small>nats</small>" in summary and "in minutes" in summary
     for name, r in before_after(runs).items():  # both rows of the EBF count their rows
         row = summary[summary.index(f"<th>{name}</th>"):].split("</tr>")[0]
         assert "<td>6,000</td>" in row and f"<td>{r['nlpd']:.4f}</td>" in row
         assert row.endswith("<td>yes</td>" if name == "EBF recalibrated" else "<td>no</td>")
     calibration = page[page.index('id="calibration"'):page.index('id="figures"')]
-    assert calibration.count("<tr>") == 1 + 19  # the header, then 5%..95%
+    assert calibration.count("<tr>") == 2 * (1 + 19)  # central, one-sided: header, 5%..95%
     branches = page[page.index('id="branches"'):]
     assert "<h3>EBF</h3>" in branches and "<h3>SSF</h3>" not in branches
     assert branches.count("<tr>") == 1 + 4

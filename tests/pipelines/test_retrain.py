@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
-from pipelines.registry.retrain import EXIT_KEPT, gate, retrain
+from pipelines.registry.retrain import DEFAULT_TOLERANCES, EXIT_KEPT, gate, retrain
 from pipelines.registry.store import Registry, RegistryBusyError
 
 OPTIONS = {"n_estimators": 3, "trunk_leaves": 3, "calibrate": "recent"}
@@ -72,7 +72,7 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     assert second.record["lineage"]["parent"] == 1
     assert [d["rows"] for d in second.record["lineage"]["data"]] == [4000, 3000]
     checks = second.record["gate"]["checks"]
-    assert set(checks) == {"rmse", "nlpd", "max_calibration_gap"}
+    assert set(checks) == {"rmse", "nlpd", "max_calibration_gap", "max_one_sided_gap"}
     assert (reg.current() == 2) == (second.decision == "promoted")
     assert second.exit_code == (0 if second.decision == "promoted" else EXIT_KEPT)
     from ebf.artifact import load
@@ -174,6 +174,11 @@ def test_gate_rules():
     ok, checks = gate(champ, {"rmse": 10.2, "nlpd": 2.0, "max_calibration_gap": 0.0},
                       {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02})
     assert not ok and not checks["rmse"]["ok"] and checks["nlpd"]["ok"]
+    # a challenger whose distribution sits too low is kept out even with central intervals
+    # as good as the champion's
+    ok, checks = gate({**champ, "max_one_sided_gap": 0.01},
+                      {**champ, "max_one_sided_gap": 0.04}, DEFAULT_TOLERANCES)
+    assert not ok and not checks["max_one_sided_gap"]["ok"] and checks["rmse"]["ok"]
     ok, checks = gate({"accuracy": 0.9, "log_loss": 0.3}, {"accuracy": 0.894, "log_loss": 0.3},
                       {"accuracy": 0.005, "log_loss": 0.01})
     assert not ok and not checks["accuracy"]["ok"]
