@@ -16,9 +16,8 @@ draw (Taddy et al. (2015), Algorithm 1), which is never zero, so no row is out o
 a Mondrian branch sees all its rows.
 
 :func:`rolling_recalibration` is the protocol of a scheduled job on drifting data: each
-period is predicted with the map as it stands, then the map is updated with that period's
-outcomes by adaptive conformal inference (:meth:`~basics.recalibration.RecalibrationMixin.
-update_recalibration`, Gibbs & Candes (2021), eq. (2)) before the next period is predicted.
+period is predicted with the map as it stands, then the map is refit on a window of the most
+recent outcomes (or moved by adaptive conformal inference) before the next period.
 """
 
 from __future__ import annotations
@@ -28,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from basics.pit import ACI_STEP
+from basics.pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
 
 __all__ = [
     "CALIBRATION_METHODS",
     "DEFAULT_FRACTION",
+    "DEFAULT_WINDOW",
     "calibration_split",
     "check_fraction",
     "fit_recalibrated",
@@ -47,6 +47,9 @@ __all__ = [
 CALIBRATION_METHODS = ("none", "holdout", "recent")
 #: Default share of the rows kept for calibration.
 DEFAULT_FRACTION = 0.1
+
+#: Rows of the window of :func:`rolling_recalibration` when no history gives it.
+DEFAULT_WINDOW = 5000
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -251,50 +254,87 @@ def period_blocks(periods: Any) -> list[slice]:
 
 
 def rolling_recalibration(estimator: Any, X: Any, y: Any, periods: Any, *,
+                          update: str = "window", window: int | None = None,
+                          history: tuple[Any, Any] | None = None,
                           step: float = ACI_STEP) -> Iterator[tuple[slice, Any]]:
     """Predict period after period, updating the recalibration map with each period's
     outcomes before the next, as a scheduled scoring job would.
 
     For period ``p``, yields its rows and ``estimator.predict_distribution`` of them with the
-    map as it stands, then calls ``estimator.update_recalibration`` with the period's rows and
-    targets (adaptive conformal inference on the map's knots, Gibbs & Candes (2021), eq.
-    (2)). The estimator's map is updated in place: after the loop it holds the map of the
-    last update. The model itself is not refit.
+    map as it stands, then updates the map with the period's targets. The model itself is
+    not refit; its map is replaced in place (after the loop it holds the last one).
+
+    ``update="window"`` (the default) refits the map (Kuleshov et al. (2018), Algorithm 1, as
+    :meth:`~basics.recalibration.RecalibrationMixin.recalibrate` does) on the PIT values of
+    the most recent periods, dropping the oldest ones while the rest still hold ``window``
+    rows: the map follows drift at the pace of the window and keeps the shape of a fitted
+    map. ``update="aci"`` instead moves every knot by adaptive conformal inference
+    (:meth:`~basics.recalibration.RecalibrationMixin.update_recalibration`, Gibbs & Candes
+    (2021), eq. (2)): its guarantee is on long-run coverage when each row is predicted with
+    the map of all rows before it; applied a period at a time, the knots overshoot within a
+    large period, and the density (NLPD, CRPS) is not what it controls.
 
     Parameters
     ----------
-    estimator : fitted regressor with ``update_recalibration``
-        Usually recalibrated first on the rows just before the first period.
+    estimator : fitted regressor with ``recalibrate`` and ``update_recalibration``
     X : array-like or DataFrame of shape (n_samples, n_features)
         Rows in time order.
     y : array-like of shape (n_samples,)
     periods : array-like of shape (n_samples,)
         A period label per row (:func:`period_blocks`).
+    update : {"window", "aci"}, default="window"
+    window : int, optional
+        Rows the refitted map is fit on (``"window"``); default: the rows of ``history``,
+        else 5,000.
+    history : tuple (X, y), optional
+        The rows just before the first period (the model's calibration rows): the map is
+        refit on them first and they start the window. Without it the first period is
+        predicted with the estimator's map as it is and the window starts with it.
     step : float, default=0.005
-        The adaptive update's step.
+        The adaptive update's step (``"aci"``).
 
     Yields
     ------
     rows : slice
         The period's rows.
-    distribution : RecalibratedDistribution
+    distribution : RecalibratedDistribution or GaussianMixture
         Their predictive distribution before the period's outcomes were seen.
 
     Examples
     --------
     >>> from ebf import BayesianForestRegressor
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.random((900, 2)); y = X[:, 0] + rng.normal(0, 0.1, 900)
+    >>> X = rng.random((1200, 2)); y = X[:, 0] + rng.normal(0, 0.1, 1200)
     >>> bf = BayesianForestRegressor(n_estimators=5, random_state=0).fit(X[:600], y[:600])
     >>> months = np.repeat([1, 2, 3], 100)
-    >>> [d.n_rows for _, d in rolling_recalibration(bf, X[600:], y[600:], months)]
+    >>> got = rolling_recalibration(bf, X[900:], y[900:], months, history=(X[600:900],
+    ...                                                                      y[600:900]))
+    >>> [d.n_rows for _, d in got]
     [100, 100, 100]
     """
+    if update not in ("window", "aci"):
+        raise ValueError(f"update must be 'window' or 'aci'; got {update!r}.")
     blocks = period_blocks(periods)
     n = len(y)
     if blocks[-1].stop != n:
         raise ValueError(f"periods has {blocks[-1].stop} labels for {n} rows.")
+    counts: list[np.ndarray] = []
+    if history is not None:
+        estimator.recalibrate(*history)
+        counts.append(pit_counts(estimator.pit(*history)))
+    window = int(window) if window is not None else (
+        int(counts[0].sum()) if counts else DEFAULT_WINDOW)
+    if window < MIN_ROWS:
+        raise ValueError(f"window must be at least {MIN_ROWS} rows; got {window}.")
     for rows in blocks:
         X_p, y_p = _rows(X, np.arange(rows.start, rows.stop)), np.asarray(y)[rows]
-        yield rows, estimator.predict_distribution(X_p)
-        estimator.update_recalibration(X_p, y_p, step=step)
+        dist = estimator.predict_distribution(X_p)
+        yield rows, dist
+        if update == "aci":
+            estimator.update_recalibration(X_p, y_p, step=step)
+            continue
+        base = dist.base if isinstance(dist, RecalibratedDistribution) else dist
+        counts.append(pit_counts(np.clip(base.cdf(np.asarray(y_p, dtype=np.float64)), 0, 1)))
+        while len(counts) > 1 and sum(int(c.sum()) for c in counts[1:]) >= window:
+            counts.pop(0)
+        estimator.set_recalibration(PITMap.from_counts(np.sum(counts, axis=0)))

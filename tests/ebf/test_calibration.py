@@ -157,9 +157,10 @@ def test_a_crafted_map_in_a_model_state_is_refused(est, data):
         estimator_from_state(d)
 
 
-def test_rolling_recalibration_equals_the_loop_by_hand():
-    """Predict a period with the current map, then update it with the period's outcomes: the
-    protocol equals that loop written out, and the model ends with the last map."""
+def test_rolling_aci_equals_the_loop_by_hand():
+    """Predict a period with the current map, then update it by ACI with the period's
+    outcomes: the protocol equals that loop written out, and the model ends with the last
+    map."""
     X, y = heavy_tailed(3000, 11)
     y[1800:] += 0.6  # the later periods drift upwards
     X = pd.DataFrame(X, columns=["x0", "x1"])
@@ -169,7 +170,7 @@ def test_rolling_recalibration_equals_the_loop_by_hand():
     by_hand = clone(rolled).fit(X[fit], y[fit]).recalibrate(X[cal], y[cal])
     periods = np.repeat(["a", "b", "c", "d"], 300)
     Xt, yt = X[test], y[test]
-    got = list(rolling_recalibration(rolled, Xt, yt, periods, step=0.02))
+    got = list(rolling_recalibration(rolled, Xt, yt, periods, update="aci", step=0.02))
     assert [(r.start, r.stop) for r, _ in got] == [(0, 300), (300, 600), (600, 900), (900, 1200)]
     below = []
     for rows, dist in got:
@@ -183,9 +184,43 @@ def test_rolling_recalibration_equals_the_loop_by_hand():
     assert below[0] < 0.25 and np.all(np.abs(np.array(below[1:]) - 0.5) < 0.1), below
 
 
+def test_rolling_window_equals_the_loop_by_hand():
+    """The default update: after each period the map is refit on the PIT values of the most
+    recent periods holding ``window`` rows (the history first); written out by hand with
+    PITMap.fit on the concatenated PIT values."""
+    X, y = heavy_tailed(3400, 12)
+    y[2000:] += 0.6  # drift after the history
+    fit, hist, test = slice(0, 1000), slice(1000, 2000), slice(2000, 3400)
+    model = BayesianForestRegressor(n_estimators=5, random_state=1).fit(X[fit], y[fit])
+    periods = np.repeat([1, 2, 3, 4, 5, 6, 7], 200)
+    got = list(rolling_recalibration(model, X[test], y[test], periods, window=500,
+                                     history=(X[hist], y[hist])))
+    by_hand = clone(model).fit(X[fit], y[fit])
+    us = [by_hand.pit(X[hist], y[hist])]
+    Xt, yt = X[test], y[test]
+    below = []
+    for k, (rows, dist) in enumerate(got):
+        assert (rows.start, rows.stop) == (200 * k, 200 * (k + 1))
+        by_hand.set_recalibration(PITMap.fit(np.concatenate(us)))
+        expected = by_hand.predict_distribution(Xt[rows])
+        np.testing.assert_array_equal(dist.cdf(yt[rows]), expected.cdf(yt[rows]))
+        us.append(by_hand.pit(Xt[rows], yt[rows]))
+        while len(us) > 1 and sum(u.size for u in us[1:]) >= 500:
+            us.pop(0)
+        below.append(metrics.one_sided_coverage(yt[rows], dist, 0.5))
+    assert model.recalibration_ == PITMap.fit(np.concatenate(us))
+    # the history window does not see the drift; three periods later the window holds only
+    # drifted rows and the median is right again
+    assert below[0] < 0.25 and np.all(np.abs(np.array(below[3:]) - 0.5) < 0.1), below
+
+
 def test_period_blocks_refuses_labels_out_of_order():
     assert period_blocks(np.array([3, 3, 1])) == [slice(0, 2), slice(2, 3)]
     with pytest.raises(ValueError, match="not consecutive"):
         period_blocks([1, 2, 1])
     with pytest.raises(ValueError, match="labels for"):
         next(rolling_recalibration(None, np.zeros((3, 1)), np.zeros(3), [1, 1]))
+    with pytest.raises(ValueError, match="update must be"):
+        next(rolling_recalibration(None, np.zeros((2, 1)), np.zeros(2), [1, 1], update="x"))
+    with pytest.raises(ValueError, match="window must be at least"):
+        next(rolling_recalibration(None, np.zeros((2, 1)), np.zeros(2), [1, 1], window=3))
