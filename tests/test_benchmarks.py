@@ -16,7 +16,7 @@ import pytest
                                   "bench_noise", "bench_calibration", "bench_retrain",
                                   "bench_bart", "bench_bart_hypercube", "bench_smc",
                                   "bench_bayesopt", "bench_mondrian_kernel", "bench_leaf_prior",
-                                  "bench_mondrian_noise"])
+                                  "bench_mondrian_noise", "rolling_calibration"])
 def test_benchmark_imports_and_parses_its_options(name):
     module = importlib.import_module(f"benchmarks.{name}")
     cfg = module.parse_args([])
@@ -33,3 +33,15 @@ def test_paper_models_are_the_papers_line_up():
         paper_model("GBM", 3, 0)
     with pytest.raises(ValueError, match="task must be"):
         paper_model("BF", 3, 0, task="ranking")
+
+
+def test_rolling_periods_are_days_weeks_and_months():
+    import numpy as np
+
+    from benchmarks.rolling_calibration import periods
+
+    X = np.zeros((4, 8))
+    X[:, 6], X[:, 7] = [30, 31, 1, 2], [12, 12, 1, 1]  # 2013-12-30 (a Monday) .. 2013-01-02
+    assert periods(X, "month").tolist() == [12, 12, 1, 1]
+    assert periods(X, "day").tolist() == [364, 365, 1, 2]
+    assert periods(X, "week").tolist() == [1, 1, 1, 1]  # ISO week 1 of 2014 / of 2013
