@@ -87,7 +87,7 @@ def peer(name: str, cfg: argparse.Namespace) -> Any:
         from catboost import CatBoostRegressor
 
         return CatBoostRegressor(iterations=cfg.boost_iter, random_seed=cfg.seed, verbose=0,
-                                 thread_count=2)
+                                 thread_count=2, allow_writing_files=False)
     if name == "LightGBM":
         from lightgbm import LGBMRegressor
 
