@@ -119,6 +119,13 @@ def ratio(ours: float | None, peer: float | None) -> float | None:
 # ---------------------------------------------------------------- timing
 
 
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and its wall time in seconds."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
 def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
     """Median wall time of ``fn()`` over ``repeats`` calls, and all the times."""
     times = paired_times({"fn": fn}, repeats)["fn"]

@@ -16,7 +16,7 @@ import pytest
                                   "bench_noise", "bench_calibration", "bench_retrain",
                                   "bench_bart", "bench_bart_hypercube", "bench_smc",
                                   "bench_bayesopt", "bench_mondrian_kernel", "bench_leaf_prior",
-                                  "bench_mondrian_noise"])
+                                  "bench_mondrian_noise", "bench_peers"])
 def test_benchmark_imports_and_parses_its_options(name):
     module = importlib.import_module(f"benchmarks.{name}")
     cfg = module.parse_args([])
