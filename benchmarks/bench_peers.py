@@ -71,14 +71,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from basics import atomic
-from benchmarks.common import parse_with_sizes, print_table, run_parts
+from benchmarks.common import parse_with_sizes, print_table, run_parts, versions
 from benchmarks.peers_models import (
     CLASSIFIERS,
     OURS,
@@ -245,21 +244,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return cfg
 
 
-def _peer_versions() -> dict[str, str]:
-    out = {}
-    for name in PEER_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     cfg.output.parent.mkdir(parents=True, exist_ok=True)
-    cfg.peer_versions = _peer_versions()
+    cfg.peer_versions = versions(PEER_PACKAGES)
     warm_up(cfg, cfg.models)
     status = run_parts("bench_peers", cfg,
                        {name: lambda c, name=name: run_task(name, c) for name in TASKS})

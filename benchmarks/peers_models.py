@@ -181,7 +181,15 @@ def warm_up(cfg: argparse.Namespace, models: list[str]) -> None:
                 X[:50])
 
 
-# ---------------------------------------------------------------- density peers
+# ---------------------------------------------------------------- peers
+
+
+def _classifier_rows(name: str, model: Any, task: PeerTask) -> list[dict[str, Any]]:
+    """A peer classifier fit on all the training rows and scored on the test rows."""
+    fit_s = timed(lambda: model.fit(task.X_train, task.y_train))[1]
+    proba, pred_s = timed(lambda: model.predict_proba(task.X_test))
+    return [_row(name, name, "raw", classification_scores(task.y_test, proba), fit_s, 0.0,
+                 pred_s, n_fit=int(task.y_train.size))]
 
 
 def _density_rows(name: str, task: PeerTask, raw: tuple[Any, float, float],
@@ -213,11 +221,7 @@ def run_catboost(task: PeerTask, cfg: argparse.Namespace) -> list[dict[str, Any]
     common = dict(iterations=cfg.catboost_iterations, random_seed=cfg.seed, verbose=0,
                   thread_count=cfg.n_jobs, allow_writing_files=False)
     if task.kind == "classification":
-        model = catboost.CatBoostClassifier(**common)
-        fit_s = timed(lambda: model.fit(task.X_train, task.y_train))[1]
-        proba, pred_s = timed(lambda: model.predict_proba(task.X_test))
-        return [_row("CatBoost", "CatBoost", "raw", classification_scores(task.y_test, proba),
-                     fit_s, 0.0, pred_s, n_fit=int(task.y_train.size))]
+        return _classifier_rows("CatBoost", catboost.CatBoostClassifier(**common), task)
 
     def fit(rows: np.ndarray) -> tuple[Any, float]:
         model = catboost.CatBoostRegressor(loss_function="RMSEWithUncertainty",
@@ -334,11 +338,7 @@ def run_lightgbm(task: PeerTask, cfg: argparse.Namespace) -> list[dict[str, Any]
     common = dict(n_estimators=cfg.lgbm_iterations, random_state=cfg.seed,
                   n_jobs=cfg.peer_threads, verbose=-1)
     if task.kind == "classification":
-        model = lgb.LGBMClassifier(**common)
-        fit_s = timed(lambda: model.fit(task.X_train, task.y_train))[1]
-        proba, pred_s = timed(lambda: model.predict_proba(task.X_test))
-        return [_row("LightGBM", "LightGBM", "raw", classification_scores(task.y_test, proba),
-                     fit_s, 0.0, pred_s, n_fit=int(task.y_train.size))]
+        return _classifier_rows("LightGBM", lgb.LGBMClassifier(**common), task)
 
     def fit(rows: np.ndarray) -> list[Any]:
         X, y = task.part(rows)

@@ -227,7 +227,7 @@ def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
     out = tmp_path / "peers.json"
     argv = ["--quick", "--tasks", "chronological", "magic04", "--rows", "1500",
             "--max-rows", "600", "--models", "EBF-bayesian", "EBF-mondrian", "BF", *peers,
-            "--trees", "3", "--catboost-iterations", "10", "--qrf-trees", "5",
+            "--trees", "3", "--catboost-iterations", "30", "--qrf-trees", "5",
             "--lgbm-iterations", "5", "--output", str(out)]
     assert bench_peers.main(argv) == 0
     report = json.loads(out.read_text())
