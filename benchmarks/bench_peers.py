@@ -31,7 +31,8 @@ iterations, fit on at most ``--bart-rows`` rows), ``BayesianForestRegressor`` (B
 the EBF's 5 trunk leaves by default), each raw (all training rows) and ``+recal`` (the fit
 rows, then ``recalibrate`` on the calibration rows), and on ``chronological`` ``+rolling``
 (the ``+recal`` model predicting the test rows month by month, its map updated by ACI with
-each month's outcomes, :func:`ebf.calibration.rolling_recalibration`). Peers: CatBoost
+each month's outcomes, row by row with step ``--aci-step``,
+:func:`ebf.calibration.rolling_recalibration`). Peers: CatBoost
 (``RMSEWithUncertainty``, ``--catboost-iterations``, Gaussian with the virtual ensembles'
 total variance), NGBoost (Normal and Laplace, ``--ngboost-iterations``, at most
 ``--ngboost-rows`` rows; run by ``benchmarks/peer_ngboost.py`` in the environment of
@@ -44,7 +45,10 @@ residuals'). The calibration rows (:func:`ebf.calibration.calibration_split`, 10
 recent for ``chronological``, a seeded holdout elsewhere. Classification: our EBF
 (bayesian, mondrian) and BF classifiers, CatBoost and LightGBM classifiers.
 
-Scores (:func:`benchmarks.predictive.regression_scores`): RMSE; NLPD (``n/a`` without a
+Scores (:func:`benchmarks.predictive.regression_scores`): RMSE of the point prediction (the
+predictive distribution's mean for ours and the density peers, recalibrated or conformal in
+the ``+recal`` / ``+CPS`` rows; the mean model of the quantile peers: quantile-forest's mean,
+LightGBM's L2 model); NLPD (``n/a`` without a
 density: the step CDF of a CPS, the quantile peers); CRPS (exact: ours and Gaussians in
 closed form or by :mod:`basics`' quadrature, the Laplace in closed form, a CPS's step
 CDF exactly, a quantile peer's piecewise-linear CDF through its quantiles exactly,
@@ -77,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from basics import atomic
+from basics.pit import ACI_STEP
 from benchmarks.common import parse_with_sizes, print_table, run_parts, versions
 from benchmarks.peers_models import (
     CLASSIFIERS,
@@ -222,6 +227,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="BART iterations per branch, the first third burn-in (300)")
     p.add_argument("--bart-rows", type=int,
                    help="rows the EBF-bart is fit on at most, a seeded subset (5k; 0 = all)")
+    p.add_argument("--aci-step", type=float, default=ACI_STEP,
+                   help=f"step of the rolling recalibration's updates, per row ({ACI_STEP})")
     p.add_argument("--catboost-iterations", type=int, help="CatBoost iterations (1000)")
     p.add_argument("--qrf-trees", type=int, help="quantile-forest trees (100)")
     p.add_argument("--lgbm-iterations", type=int, help="LightGBM iterations per model (100)")

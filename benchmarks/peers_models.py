@@ -158,7 +158,7 @@ def run_ours(name: str, task: PeerTask, cfg: argparse.Namespace) -> list[dict[st
     if task.periods is not None:
         def rolling() -> Pooled:
             return Pooled([Mixture(d) for _, d in rolling_recalibration(
-                model, task.X_test, task.y_test, task.periods)])
+                model, task.X_test, task.y_test, task.periods, step=cfg.aci_step)])
         dist, pred_s = timed(rolling)
         rows.append(_row(f"{name}+rolling", name, "rolling",
                          regression_scores(task.y_test, dist), fit_s, cal_s, pred_s, **extra))
