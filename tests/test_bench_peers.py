@@ -135,6 +135,21 @@ def test_laplace_crps_and_density():
     np.testing.assert_allclose(lap.quantile([0.5])[:, 0], loc)
 
 
+def test_student_t_crps_std_and_quantiles():
+    rng = np.random.default_rng(12)
+    loc, scale, df = rng.normal(size=4), rng.gamma(2.0, size=4), np.array([1.5, 3.0, 5.0, 30.0])
+    y = loc + scale * rng.standard_t(4, size=4)
+    t = Parametric("t", loc, scale, df)
+    expected = _crps_by_integration(lambda i, x: stats.t.cdf(x, df[i], loc[i], scale[i]), y,
+                                    -4000.0, 4000.0)
+    np.testing.assert_allclose(t.crps_rows(y), expected, rtol=1e-3)
+    np.testing.assert_allclose(t.std[1:], stats.t.std(df[1:], loc[1:], scale[1:]))
+    assert t.std[0] == scale[0]  # no finite std below df = 2: the scale
+    np.testing.assert_allclose(t.quantile([0.9])[:, 0], stats.t.ppf(0.9, df, loc, scale))
+    with pytest.raises(ValueError, match="family must be"):
+        Parametric("normal", loc, scale)
+
+
 def test_regression_scores_of_a_mixture_are_basics_scores():
     rng = np.random.default_rng(7)
     n = 3000
