@@ -318,14 +318,14 @@ def rolling_recalibration(estimator: Any, X: Any, y: Any, periods: Any, *,
     n = len(y)
     if blocks[-1].stop != n:
         raise ValueError(f"periods has {blocks[-1].stop} labels for {n} rows.")
+    if window is not None and int(window) < MIN_ROWS:
+        raise ValueError(f"window must be at least {MIN_ROWS} rows; got {window}.")
     counts: list[np.ndarray] = []
-    if history is not None:
-        estimator.recalibrate(*history)
+    if history is not None:  # recalibrate on it, as the window's first counts
         counts.append(pit_counts(estimator.pit(*history)))
+        estimator.set_recalibration(PITMap.from_counts(counts[0]))
     window = int(window) if window is not None else (
         int(counts[0].sum()) if counts else DEFAULT_WINDOW)
-    if window < MIN_ROWS:
-        raise ValueError(f"window must be at least {MIN_ROWS} rows; got {window}.")
     for rows in blocks:
         X_p, y_p = _rows(X, np.arange(rows.start, rows.stop)), np.asarray(y)[rows]
         dist = estimator.predict_distribution(X_p)
