@@ -254,4 +254,7 @@ def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
     assert {r["method"] for r in report["magic04"]["rows"]} >= {"EBF-bayesian", "BF"}
     md = out.with_suffix(".md").read_text()
     assert "## chronological" in md and "## magic04" in md and "**" in md
-    assert "lowest CRPS: ours" in md and "log loss: ours" in md
+    if peers:  # the targets compare ours with the peers that ran
+        assert "lowest CRPS: ours" in md and "log loss: ours" in md
+    else:  # CI installs no peer: the targets say so
+        assert "lowest CRPS: not compared" in md and "log loss: not compared" in md
