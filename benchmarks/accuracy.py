@@ -9,7 +9,7 @@ Five regression data sets, seeded splits:
     Friedman #1, 10 features, N(0, 1) noise, 20,000 train / 10,000 test rows.
 ``housing`` / ``wine``
     California housing (target in $1,000) and white wine quality
-    (:mod:`benchmarks.papers.taddy_data`), a seeded 80/20 split.
+    (:mod:`benchmarks.papers.taddy_data`), the seeded 80/20 split of ``bench_peers.py``.
 
 Configurations of ours, all fit on the same training rows: BF (a Bayesian forest, 100
 trees), the EBF with Bayesian branches (100 trees; default options, then ``max_features``
@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_calibration import load_task
 from benchmarks.common import parse_with_sizes, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "issue31"
@@ -54,16 +53,11 @@ COLUMNS = [("task", "data", "s"), ("model", "model", "s"), ("rmse", "RMSE", ".4g
 
 
 def load(name: str, cfg: argparse.Namespace) -> tuple[np.ndarray, ...]:
-    """``(X_train, y_train, X_test, y_test)`` of data set ``name``."""
-    if name in ("housing", "wine"):
-        from benchmarks.papers import taddy_data
+    """``(X_train, y_train, X_test, y_test)`` of data set ``name``: the rows of
+    :func:`benchmarks.bench_peers.load_task` (the same splits as the peers benchmark)."""
+    from benchmarks.bench_peers import load_task
 
-        X, y = getattr(taddy_data, name)()
-        X = np.asarray(X, dtype=np.float64)
-        order = np.random.default_rng(cfg.seed).permutation(y.size)
-        k = int(0.8 * y.size)
-        return X[order[:k]], y[order[:k]], X[order[k:]], y[order[k:]]
-    task = load_task(name, cfg)
+    task = load_task(name, argparse.Namespace(**vars(cfg), max_rows=0, cal_fraction=0.1))
     return task.X_train, task.y_train, task.X_test, task.y_test
 
 
