@@ -26,14 +26,13 @@ best peer's, CRPS and NLPD of ours, fit seconds. Writes
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import parse_with_sizes, write_rows
+from benchmarks.common import parse_with_sizes, timed, write_rows
 
 OUT = Path(__file__).resolve().parent / "results" / "issue31"
 TASKS = ("chronological", "shuffled", "friedman", "housing", "wine")
@@ -93,24 +92,18 @@ def peer(name: str, cfg: argparse.Namespace) -> Any:
                                          random_state=cfg.seed)
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
-
-
 def run_task(task: str, cfg: argparse.Namespace) -> list[dict]:
     from basics import metrics
 
     X, y, Xt, yt = load(task, cfg)
     rows = []
     for name in cfg.peers:
-        model, fit_s = _timed(lambda name=name: peer(name, cfg).fit(X, y))
+        model, fit_s = timed(lambda name=name: peer(name, cfg).fit(X, y))
         rows.append({"task": task, "model": name, "rmse": metrics.rmse(yt, model.predict(Xt)),
                      "fit_seconds": fit_s})
     best = min((r["rmse"] for r in rows), default=None)
     for name in cfg.configs:
-        model, fit_s = _timed(lambda name=name: ours(name, cfg).fit(X, y))
+        model, fit_s = timed(lambda name=name: ours(name, cfg).fit(X, y))
         dist = model.predict_distribution(Xt)
         rows.append({"task": task, "model": name, "rmse": metrics.rmse(yt, dist.mean),
                      "crps": metrics.crps(yt, dist), "nlpd": metrics.nlpd(yt, dist),

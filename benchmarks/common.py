@@ -235,20 +235,13 @@ def scores(dist: Any, y: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
-    """RMSE, NLPD, CRPS, rows below log densities -20, -30 and -50, the worst row, the
+    """RMSE, NLPD, CRPS, rows below log densities -20, -30 and -50, the worst row, and the
     signed / largest coverage gaps of the exact central intervals at :data:`LEVELS` (from
-    the PIT), the one-sided gaps at 5%..95% (``one_sided``, and the largest) and the PIT's
-    distance from uniform."""
-    from basics.metrics import ONE_SIDED_LEVELS, pit_distance
-
+    the PIT)."""
     lp, pit = rows["logpdf"], rows["pit"]
     covered = np.abs(pit[:, None] - 0.5) <= LEVELS[None, :] / 2
     gaps = covered.mean(axis=0) - LEVELS
-    sided = np.array(ONE_SIDED_LEVELS)
-    below = (pit[:, None] <= sided[None, :]).mean(axis=0) - sided
-    return {"max_one_sided_gap": float(np.abs(below).max()), "one_sided": below.tolist(),
-            "pit_distance": pit_distance(np.clip(pit, 0.0, 1.0)),
-            "rmse": float(np.sqrt(np.mean((rows["mean"] - rows["y"]) ** 2))),
+    return {"rmse": float(np.sqrt(np.mean((rows["mean"] - rows["y"]) ** 2))),
             "nlpd": float(-lp.mean()), "crps": float(rows["crps"].mean()),
             "below_20": int(np.sum(lp < -20)), "below_30": int(np.sum(lp < -30)),
             "below_50": int(np.sum(lp < -50)), "worst": float(lp.min()),

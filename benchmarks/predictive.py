@@ -123,14 +123,8 @@ class Parametric:
         return self._dist.cdf(y)
 
     def quantile(self, levels: Any) -> np.ndarray:
-        q = np.asarray(levels, dtype=np.float64)[None, :]
-        if self.family == "t":
-            from scipy import stats
-
-            return stats.t.ppf(q, self.df[:, None], self.loc[:, None], self.scale[:, None])
-        from scipy import stats
-
-        return stats.laplace.ppf(q, self.loc[:, None], self.scale[:, None])
+        q = np.asarray(levels, dtype=np.float64)
+        return self._dist.ppf(q[:, None]).T  # (levels, rows) by broadcasting
 
     def logpdf(self, y: np.ndarray) -> np.ndarray:
         return self._dist.logpdf(y)
@@ -169,8 +163,7 @@ def step_crps(y: np.ndarray, loc: np.ndarray, scale: np.ndarray, atoms: np.ndarr
     return float(np.mean(step_crps_rows(y, loc, scale, atoms)))
 
 
-def fit_cps(y_cal: np.ndarray, mean_cal: np.ndarray,
-                                std_cal: np.ndarray) -> Any:
+def fit_cps(y_cal: np.ndarray, mean_cal: np.ndarray, std_cal: np.ndarray) -> Any:
     """crepes' normalized conformal predictive system: the calibration residuals
     ``y - mean`` scaled by the difficulty ``std`` (its ``alphas`` are the sorted scaled
     residuals, the atoms of :class:`StepDistribution`)."""
