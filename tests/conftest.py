@@ -1,8 +1,27 @@
-"""Shared fixtures: one in-process Dask cluster for the whole test session."""
+"""Shared fixtures: one in-process Dask cluster for the whole test session; numba's kernel
+cache warmed once before the worker processes of ``pytest -n`` start."""
 
 from __future__ import annotations
 
+import sys
+import time
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``pytest -n N`` (the README's command, CI), compile or load every kernel once
+    here, in the controller, before the workers start: each worker then loads the kernels
+    from numba's on-disk cache instead of compiling them inside whichever test touches one
+    first, so that a test's time (and its ``slow`` mark) is its own, not the compiler's."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from pipelines.warm import warm_kernels
+
+    t0 = time.perf_counter()
+    seconds = warm_kernels()
+    parts = ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
+    sys.stderr.write(f"numba kernels ready in {time.perf_counter() - t0:.1f} s ({parts})\n")
 
 
 @pytest.fixture(scope="session")

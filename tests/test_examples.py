@@ -110,7 +110,6 @@ def _outputs(nb: nbformat.NotebookNode) -> tuple[list, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.soak  # 30-45 s: on demand (-m soak), to keep CI under 20 min
 def test_retraining_runs(tmp_path):
     work_dir = tmp_path / "work"
     nb = _run(RETRAINING, tmp_path, _kernel_env(work_dir))

@@ -259,7 +259,6 @@ def _gnu_yesterday() -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.soak  # 30-45 s: on demand (-m soak), to keep CI under 20 min
 def test_crontab_lines_and_the_wrapper_run_the_job(tmp_path, examples):
     job, _ = examples
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "ebf")):

@@ -72,7 +72,6 @@ def test_default_initial_points_are_a_tenth_of_the_budget():
 
 
 @pytest.mark.slow
-@pytest.mark.soak  # 30-45 s: on demand (-m soak), to keep CI under 20 min
 def test_five_initial_points_leave_a_seed_climbing_on_a_fine_grid():
     """The Table 3 outlier (seed 0 of grid 0 ended at -3.70 after 200 evaluations): on the
     paper's 250,000-point Branin grid, with 5 random points first the UCB steps about one

@@ -239,8 +239,7 @@ def _laplace_gp(n, lam, seed):
 
 
 @pytest.mark.slow
-# lam=3.0 (16 s) on demand (-m soak), to keep CI under 20 min
-@pytest.mark.parametrize("lam", [1.0, pytest.param(3.0, marks=pytest.mark.soak)])
+@pytest.mark.parametrize("lam", [1.0, 3.0])
 def test_width_is_recovered_from_a_laplace_gp(lam):
     """Fig. 7: on a draw of a GP with the Laplace kernel of lifetime lambda (500 points in
     the unit square, noise sd 0.05), the width chosen by the evidence is within a factor of

@@ -125,8 +125,7 @@ def test_duplicate_column_names_name_the_file_and_column(tmp_path):
 
 
 @pytest.mark.slow
-# rows=0 (19 s) on demand (-m soak), to keep CI under 20 min; rows=1 takes the same path
-@pytest.mark.parametrize("rows", [pytest.param(0, marks=pytest.mark.soak), 1])
+@pytest.mark.parametrize("rows", [0, 1])
 def test_too_few_rows_are_refused_with_the_count_and_the_fix(tmp_path, rows):
     path = tmp_path / "small.parquet"
     _frame(rows).to_parquet(path, index=False)
@@ -246,7 +245,6 @@ def _lock_holder(root: Path) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-@pytest.mark.soak  # 24 s: on demand (-m soak), to keep CI under 20 min
 def test_stale_lock_of_a_killed_writer_is_removed_by_registry_unlock(tmp_path):
     root = tmp_path / "reg"
     holder = _lock_holder(root)

@@ -237,7 +237,6 @@ def _paused_messages(client: Client) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.soak  # 30-45 s: on demand (-m soak), to keep CI under 20 min
 def test_a_worker_limit_just_above_one_part_completes_without_pausing(tmp_path):
     """Workers with Dask's memory management on and a limit of their idle size plus twice
     (the largest part as it predicts + a partition's rows): sharded prediction completes,

@@ -1,0 +1,180 @@
+"""Compile (or load from numba's on-disk cache) the kernels of every model family at once.
+
+Every kernel is compiled with ``cache=True`` (:data:`basics.jit.JIT`), so a machine compiles
+each one once and later processes load it from ``__pycache__``. On a fresh checkout the first
+process to call a kernel pays its compilation (about 170 kernels, a minute or more in all),
+and processes that start together each pay it again. :func:`warm_kernels` pays it once, up
+front, in one process: a tiny fit, prediction, recalibration, save and load, and scoring of
+every family and task, with the array types the library passes its kernels. The test suite
+calls it in the controller before its worker processes start, so that they load the kernels
+instead of each compiling them (and a test's time is its own, not the compiler's); the
+demo's workers call it before the first fit.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["FAMILIES", "warm_kernels"]
+
+logger = logging.getLogger(__name__)
+
+
+def _data(n: int = 240, d: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.random((n, d))
+    y = X[:, 0] + 0.1 * rng.standard_normal(n)
+    classes = (X[:, 1] > 0.5).astype(np.int64)
+    return X, y, classes
+
+
+def _with_missing(X: np.ndarray) -> np.ndarray:
+    X = X.copy()
+    X[::7, 0] = np.nan
+    return X
+
+
+def _regressor(model, X: np.ndarray, y: np.ndarray) -> None:
+    """Fit, recalibrate, predict every summary of a regressor, score it, and load it back."""
+    from basics.metrics import crps
+    from ebf import load, save
+
+    half = len(X) * 3 // 4
+    model.fit(X[:half], y[:half])
+    model.predict(X[:20], return_std=True)
+    if hasattr(model, "apply"):
+        model.apply(X[:20])
+    if hasattr(model, "recalibrate"):
+        model.recalibrate(X[half:], y[half:])
+    model.predict(X[:20], return_std=True)
+    model.predict_summary(X[:20])
+    dist = model.predict_distribution(X[:20])
+    dist.logpdf(y[:20])
+    dist.cdf(y[:20])
+    crps(y[:20], dist)
+    _round_trip(model, X, save, load)
+
+
+def _classifier(model, X: np.ndarray, classes: np.ndarray) -> None:
+    from ebf import load, save
+
+    model.fit(X, classes)
+    model.predict_proba(X[:20])
+    _round_trip(model, X, save, load)
+
+
+def _round_trip(model, X: np.ndarray, save: Callable, load: Callable) -> None:
+    """Save and load (the structure checks of a load are kernels too), then predict."""
+    with tempfile.TemporaryDirectory() as tmp:
+        save(model, f"{tmp}/model")
+        loaded = load(f"{tmp}/model")
+    (loaded.predict_proba if hasattr(loaded, "predict_proba") else loaded.predict)(X[:5])
+
+
+def _forests() -> None:
+    from ebf import (
+        BayesianForestClassifier,
+        BayesianForestRegressor,
+        EmpiricalBayesianForestClassifier,
+        EmpiricalBayesianForestRegressor,
+        SubsampleForestRegressor,
+        Trunk,
+    )
+
+    X, y, classes = _data()
+    Xm = _with_missing(X)
+    _regressor(BayesianForestRegressor(n_estimators=2, random_state=0), Xm, y)
+    _classifier(BayesianForestClassifier(n_estimators=2, random_state=0), Xm, classes)
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=2, random_state=0)
+    _regressor(ebf, Xm, y)
+    ebf.compact().predict_summary(Xm[:20])
+    _classifier(EmpiricalBayesianForestClassifier(n_estimators=2, trunk_max_leaves=2,
+                                                  random_state=0), Xm, classes)
+    _regressor(SubsampleForestRegressor(n_estimators=2, n_subsamples=2, random_state=0), X, y)
+    Trunk(max_leaves=3).fit(Xm, y).apply(Xm)
+
+
+def _mondrian() -> None:
+    from ebf import EmpiricalBayesianForestRegressor
+    from mondrian import (
+        MondrianForestClassifier,
+        MondrianForestRegressor,
+        MondrianKernelClassifier,
+        MondrianKernelRegressor,
+    )
+
+    X, y, classes = _data()
+    for posterior in ("exact", "empirical"):
+        reg = MondrianForestRegressor(n_estimators=2, posterior=posterior, random_state=0)
+        _regressor(reg, X, y)
+        reg.partial_fit(X[:40], y[:40])
+        reg.compact().predict_summary(X[:20])
+    clf = MondrianForestClassifier(n_estimators=2, random_state=0)
+    _classifier(clf, X, classes)
+    clf.partial_fit(X[:40], classes[:40])
+    ebf = EmpiricalBayesianForestRegressor(n_estimators=2, branch="mondrian",
+                                           trunk_max_leaves=2, random_state=0)
+    _regressor(ebf, X, y)
+    ebf.compact().predict_summary(X[:20])
+    kernel = MondrianKernelRegressor(n_mondrians=3, random_state=0).fit(X, y)
+    kernel.predict(X[:20])
+    kernel.partial_fit(X[:40], y[:40])
+    MondrianKernelClassifier(n_mondrians=3, random_state=0).fit(X, classes).predict_proba(X[:5])
+
+
+def _bayesian_trees() -> None:
+    from ebf import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
+
+    X, y, classes = _data(200)
+    for proposal in ("prior", "optimal", "empirical"):
+        _regressor(SMCTreeRegressor(n_particles=4, n_islands=1, proposal=proposal,
+                                    random_state=0), X, y)
+    _classifier(SMCTreeClassifier(n_particles=4, n_islands=1, random_state=0), X, classes)
+    for sampler in ("pg", "cgm", "growprune"):
+        _regressor(BARTRegressor(n_trees=2, n_iter=4, burn_in=1, sampler=sampler,
+                                 random_state=0), X, y)
+
+
+#: The families :func:`warm_kernels` runs, by name.
+FAMILIES: dict[str, Callable[[], None]] = {
+    "forests": _forests,
+    "mondrian": _mondrian,
+    "bayesian trees": _bayesian_trees,
+}
+
+
+def warm_kernels(families: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Compile or load every numba kernel that fitting, predicting, recalibrating, saving,
+    loading and scoring the given families use.
+
+    Parameters
+    ----------
+    families : tuple of str, optional
+        Names from :data:`FAMILIES`; all of them by default.
+
+    Returns
+    -------
+    dict
+        Seconds per family: mostly compilation the first time on a machine, loading from
+        the cache after.
+
+    Examples
+    --------
+    >>> seconds = warm_kernels(("forests",))  # doctest: +SKIP
+    """
+    names = tuple(FAMILIES) if families is None else families
+    unknown = sorted(set(names) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown families {unknown}: choose from {sorted(FAMILIES)}")
+    seconds = {}
+    for name in names:
+        t0 = time.perf_counter()
+        FAMILIES[name]()
+        seconds[name] = time.perf_counter() - t0
+        logger.info("kernels of %s ready in %.1f s", name, seconds[name])
+    return seconds
