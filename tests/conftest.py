@@ -8,6 +8,9 @@ import time
 
 import pytest
 
+#: tests/data holds files, and the script that wrote them (not to be run by a collection)
+collect_ignore = ["data"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under ``pytest -n N`` (the README's command, CI), compile or load every kernel once
