@@ -27,7 +27,7 @@ from basics.threads import thread_map
 from .binning import ALL_VALUES, bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import EXACT_BINS, MAX_BINS
+from .config import EXACT_BINS, MAX_BINS, MIN_SAMPLES_LEAF
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
@@ -331,7 +331,7 @@ def fit_cart_trees(
     n_classes: int = 0,
     n_estimators: int = 100,
     weights: str = "exponential",
-    min_samples_leaf: int | float = 5,
+    min_samples_leaf: int | float = MIN_SAMPLES_LEAF,
     max_features: int | float | str | None = 1.0,
     max_depth: int | None = None,
     entropy: int,
