@@ -378,8 +378,9 @@ def fit_cart_trees(
         computed once for all trees (:mod:`ebf.hist_tree`; exact CART when every feature
         has a bin per value).
     max_bins : int or "auto", default "auto"
-        Bins per feature of ``splitter="hist"`` (at most 65535); ``"auto"``: one bin per
-        value for a feature with at most 4096 distinct values, else 255 quantile bins.
+        Bins per feature of ``splitter="hist"`` (at most ``MAX_WIDE_BINS``); ``"auto"``: one
+        bin per value for a feature with at most ``EXACT_BINS`` distinct values, else
+        ``MAX_BINS`` quantile bins (:mod:`ebf.config`).
     Returns
     -------
     forest : CartForest

@@ -250,12 +250,12 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         value, its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
         every distinct value, the paper's implementation.
     max_bins : int or "auto", default="auto"
-        Bins per feature of ``splitter="hist"``. ``"auto"``: a feature with at most 4096
-        distinct values (times in minutes, categorical codes) keeps one bin per value, so
-        its thresholds are those of exact CART; a continuous one gets 255 quantile bins
-        (finer ones measured no better, and every bin is a candidate threshold). An int
-        (2 to 65535) caps every feature at that many bins. Codes take one byte per value up
-        to 255 bins, two beyond.
+        Bins per feature of ``splitter="hist"`` (:mod:`ebf.config`). ``"auto"``: a feature
+        with at most ``EXACT_BINS`` distinct values (times in minutes, categorical codes)
+        keeps one bin per value, so its thresholds are those of exact CART; a continuous
+        one gets ``MAX_BINS`` quantile bins (finer ones measured no better, and every bin
+        is a candidate threshold). An int (2 to ``MAX_WIDE_BINS``) caps every feature at
+        that many bins. Codes take one byte per value up to ``MAX_BINS`` bins, two beyond.
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, leaf predictive variance). ``"tree_spread"``:
