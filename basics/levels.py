@@ -20,9 +20,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_levels"]
+__all__ = ["DEFAULT_QUANTILES", "check_levels"]
 
-_EXAMPLES = {False: "0.05, 0.5, 0.95", True: "0.5, 0.9"}
+#: The quantile levels every prediction reports unless told otherwise: the median and the
+#: ends of the central 90% interval (``predict_quantiles``, ``predict_summary``, the Dask
+#: layer's quantile columns, ``ebf predict --quantiles``, ...).
+DEFAULT_QUANTILES = (0.05, 0.5, 0.95)
+
+_EXAMPLES = {False: ", ".join(map(str, DEFAULT_QUANTILES)), True: "0.5, 0.9"}
 
 
 def check_levels(levels: Any, name: str = "q", *, interior: bool = False,

@@ -24,7 +24,7 @@ from scipy import special
 from sklearn.utils import check_random_state
 
 from . import mixture_kernels as _k
-from .levels import check_levels
+from .levels import DEFAULT_QUANTILES, check_levels
 
 __all__ = ["GaussianMixture", "MixtureSummary", "check_errors", "moments", "solver_levels",
            "summarize"]
@@ -142,7 +142,7 @@ class MixtureSummary(NamedTuple):
     quantiles: np.ndarray
 
 
-def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> MixtureSummary:
+def summarize(mixture: GaussianMixture, levels: Any = DEFAULT_QUANTILES) -> MixtureSummary:
     """Mean, standard deviation and quantiles of every row of a mixture, in one kernel call.
 
     Per row, one numba pass gathers the live components; the moments follow by the law of
@@ -154,7 +154,7 @@ def summarize(mixture: GaussianMixture, levels: Any = (0.05, 0.5, 0.95)) -> Mixt
     Parameters
     ----------
     mixture : GaussianMixture
-    levels : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+    levels : float or array-like of shape (n_levels,), default=DEFAULT_QUANTILES
         Quantile levels in [0, 1] (0 and 1 give -inf and +inf); may be empty.
 
     Returns

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .levels import check_levels
+from .levels import DEFAULT_QUANTILES, check_levels
 from .mixture import GaussianMixture, MixtureSummary, summarize
 from .pit import RecalibratedDistribution
 from .recalibration import RecalibrationMixin
@@ -147,7 +147,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         whose kernels summarise without building the mixture overrides it."""
         return tuple(summarize(self._mixture(A), levels))
 
-    def summarize_mixture(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> MixtureSummary:
+    def summarize_mixture(self, X: Any, quantiles: Any = DEFAULT_QUANTILES) -> MixtureSummary:
         """Mean, standard deviation and quantiles of the model's own predictive mixture.
 
         The numbers of ``summarize(self.predict_distribution(X, recalibrated=False),
@@ -158,7 +158,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
-        quantiles : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+        quantiles : float or array-like of shape (n_levels,), default=DEFAULT_QUANTILES
             Levels in [0, 1] (:func:`basics.levels.check_levels`); may be empty.
 
         Returns
@@ -175,7 +175,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         return PredictiveSummary(*self._blockwise(X, lambda A: self._summary(A, base),
                                                   lambda: _no_rows(levels)))
 
-    def predict_summary(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> PredictiveSummary:
+    def predict_summary(self, X: Any, quantiles: Any = DEFAULT_QUANTILES) -> PredictiveSummary:
         """Mean, standard deviation, quantiles (and branch ids) of every row, in one pass.
 
         Each block of rows is prepared, routed and turned into its predictive mixture once;
@@ -186,7 +186,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
-        quantiles : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+        quantiles : float or array-like of shape (n_levels,), default=DEFAULT_QUANTILES
             Levels in [0, 1] (:func:`basics.levels.check_levels`); may be empty.
 
         Returns
@@ -198,7 +198,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         """
         return self._summaries(X, np.atleast_1d(check_levels(quantiles, "quantiles")))
 
-    def predict(self, X: Any, return_std: bool = False):
+    def predict(self, X: Any, *, return_std: bool = False):
         """Predictive mean (and standard deviation) of every row.
 
         Parameters
@@ -245,14 +245,14 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
                 mixture.weights, mixture.means, mixture.variances)))
         return self._recalibrated(mixture) if recalibrated else mixture
 
-    def predict_quantiles(self, X: Any, q: Any = (0.05, 0.5, 0.95)) -> np.ndarray:
+    def predict_quantiles(self, X: Any, q: Any = DEFAULT_QUANTILES) -> np.ndarray:
         """Quantiles of the predictive distribution (recalibrated, if the model has a map),
         computed in blocks of rows.
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
-        q : float or array-like of shape (n_levels,), default=(0.05, 0.5, 0.95)
+        q : float or array-like of shape (n_levels,), default=DEFAULT_QUANTILES
             Levels in [0, 1] (:func:`basics.levels.check_levels`).
 
         Returns

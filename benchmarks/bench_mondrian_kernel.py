@@ -114,7 +114,8 @@ def chosen_width(data: tuple, cfg: argparse.Namespace, m: int = 50) -> float:
     from mondrian.kernel_sweep import probe_lifetime, width_sweep
 
     X, y, Xv, yv = data[:4]
-    f = MondrianKernelFeatures(m, probe_lifetime(X, cfg.max_features / m, cfg.seed),
+    f = MondrianKernelFeatures(n_mondrians=m,
+                               lifetime=probe_lifetime(X, cfg.max_features / m, cfg.seed),
                                random_state=cfg.seed).fit(X)
     sweep = width_sweep(f, y[:, None], Xv, yv[:, None], cfg.alpha, cfg.max_features, 40)
     return float(sweep["lifetime"][np.argmin(sweep["validation_mse"])])
@@ -203,7 +204,7 @@ def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str,
     m, rows = 50, []
     for solver, cap in (("exact", cfg.max_features), ("cg", 4 * cfg.max_features)):
         t0 = time.perf_counter()
-        f = MondrianKernelFeatures(m, probe_lifetime(X, cap / m, cfg.seed),
+        f = MondrianKernelFeatures(n_mondrians=m, lifetime=probe_lifetime(X, cap / m, cfg.seed),
                                    random_state=cfg.seed).fit(X)
         sweep = width_sweep(f, y[:, None], Xv, yv[:, None], cfg.alpha, cap, 40, solver)
         seconds = time.perf_counter() - t0
@@ -216,7 +217,7 @@ def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str,
 
     def score(lam: float) -> float:
         t0 = time.perf_counter()
-        f = MondrianKernelFeatures(m, lam, random_state=cfg.seed).fit(X)
+        f = MondrianKernelFeatures(n_mondrians=m, lifetime=lam, random_state=cfg.seed).fit(X)
         layout = f.cell_layout(lam)
         mse = math.inf  # too many cells for a dense solve: the width is out of range
         if layout[1][-1] <= 4 * cfg.max_features:
@@ -253,7 +254,7 @@ def run_forest(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str
     rows = []
     for factor in (0.25, 0.5, 1.0, 2.0, 4.0):
         lam = lam_star * factor
-        f = MondrianKernelFeatures(50, lam, random_state=cfg.seed).fit(X)
+        f = MondrianKernelFeatures(n_mondrians=50, lifetime=lam, random_state=cfg.seed).fit(X)
         layout = f.cell_layout(lam)
         Z, Zt = f.cells_matrix(X, lam, layout), f.cells_matrix(Xt, lam, layout)
         kernel = None  # too many cells for a dense solve

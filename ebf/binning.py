@@ -59,7 +59,7 @@ def quantile_levels(max_bins: int = MAX_BINS) -> np.ndarray:
 
     Parameters
     ----------
-    max_bins : int, default=255
+    max_bins : int, default=MAX_BINS
         Number of bins; there are ``max_bins - 1`` inner levels ``j / max_bins``.
 
     Returns
@@ -99,7 +99,7 @@ def edges_from_quantiles(quantiles: Any, max_bins: int = MAX_BINS) -> np.ndarray
     quantiles : array-like of shape (n_values,)
         Quantile values of one feature, e.g. at :func:`quantile_levels`; order and
         repeats do not matter. Must be finite.
-    max_bins : int, default=255
+    max_bins : int, default=MAX_BINS
         Number of bins; at most ``max_bins - 1`` distinct values are accepted.
 
     Returns
@@ -137,7 +137,7 @@ def edges_from_sample(values: Any, max_bins: int = MAX_BINS,
     ----------
     values : array-like of shape (n_values,)
         Values of one feature; NaN (missing) values are left out, infinities refused.
-    max_bins : int, default=255
+    max_bins : int, default=MAX_BINS
         Number of bins.
     exact_bins : int or None, default=None
         A feature with up to this many distinct values gets one bin per value even beyond
@@ -179,7 +179,7 @@ def bin_edges(
     ----------
     X : array-like of shape (n_samples, n_features)
         Finite numeric data.
-    max_bins : int, default=255
+    max_bins : int, default=MAX_BINS
         Number of bins per feature (at most ``MAX_WIDE_BINS``).
     subsample : int or None, default=200_000
         If ``X`` has more rows, the edges are computed on this many rows drawn without

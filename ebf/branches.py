@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from basics.bounds import check_locations, check_variances
+from basics.levels import DEFAULT_QUANTILES
 from basics.mixture import GaussianMixture, MixtureSummary, summarize
 from basics.tasks import CLASSIFICATION, REGRESSION
 
@@ -130,7 +131,7 @@ class ConstantBranch:
         n = X.shape[0]
         return GaussianMixture.from_moments(np.full(n, self.value_[0]), np.full(n, self.value_[1]))
 
-    def summarize_mixture(self, X: np.ndarray, quantiles: Any = (0.05, 0.5, 0.95)
+    def summarize_mixture(self, X: np.ndarray, quantiles: Any = DEFAULT_QUANTILES
                           ) -> MixtureSummary:
         return summarize(self.predict_distribution(X), quantiles)
 

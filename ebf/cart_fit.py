@@ -27,7 +27,7 @@ from basics.threads import thread_map
 from .binning import ALL_VALUES, bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .cart import CartForest
-from .config import EXACT_BINS, MAX_BINS
+from .config import EXACT_BINS, MAX_BINS, MIN_SAMPLES_LEAF
 from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
@@ -331,7 +331,7 @@ def fit_cart_trees(
     n_classes: int = 0,
     n_estimators: int = 100,
     weights: str = "exponential",
-    min_samples_leaf: int | float = 5,
+    min_samples_leaf: int | float = MIN_SAMPLES_LEAF,
     max_features: int | float | str | None = 1.0,
     max_depth: int | None = None,
     entropy: int,
@@ -378,8 +378,9 @@ def fit_cart_trees(
         computed once for all trees (:mod:`ebf.hist_tree`; exact CART when every feature
         has a bin per value).
     max_bins : int or "auto", default "auto"
-        Bins per feature of ``splitter="hist"`` (at most 65535); ``"auto"``: one bin per
-        value for a feature with at most 4096 distinct values, else 255 quantile bins.
+        Bins per feature of ``splitter="hist"`` (at most ``MAX_WIDE_BINS``); ``"auto"``: one
+        bin per value for a feature with at most ``EXACT_BINS`` distinct values, else
+        ``MAX_BINS`` quantile bins (:mod:`ebf.config`).
     Returns
     -------
     forest : CartForest

@@ -18,6 +18,11 @@ WIDE_BIN_DTYPE = np.uint16
 MAX_WIDE_BINS = 65535
 EXACT_BINS = 4096
 
+#: Minimum rows per leaf of branch trees, the default of every forest and ensemble estimator
+#: and of every branch learner's record (:data:`ebf.learners.LEARNERS`; Mondrian branches
+#: split at ``2 * MIN_SAMPLES_LEAF`` rows, the Mondrian paper's 10).
+MIN_SAMPLES_LEAF = 5
+
 #: Regression per-row statistics of histograms, ``[1, w, w*y, w*y**2]`` (``docs/architecture.md``).
 ROW_REG_STATS = 4
 

@@ -33,6 +33,7 @@ from ._base import (
 )
 from .artifact.classes import estimator_state
 from .branches import BranchSpec, fit_branch
+from .config import MAX_BINS
 from .features import FeatureEncoder
 from .importance import normalised, total_decrease, trunk_decrease
 from .learners import check_branch_task, get_learner
@@ -356,7 +357,7 @@ class _EBF(_BranchedEnsemble):
         **_BranchedEnsemble._parameter_constraints,
         "trunk_max_leaves": [Interval(Integral, 1, None, closed="left"), None],
         "trunk_min_leaf_rows": [Interval(Integral, 1, None, closed="left"), None],
-        "trunk_max_bins": [Interval(Integral, 2, 255, closed="both")],
+        "trunk_max_bins": [Interval(Integral, 2, MAX_BINS, closed="both")],
     }
 
     def _plan_parts(self, n_rows: int, n_classes: int) -> dict:

@@ -24,6 +24,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from basics.tasks import CLASSIFICATION
 
 from ._base import ProbabilisticClassifierMixin, ProbabilisticRegressorMixin
+from .config import MAX_BINS, MIN_SAMPLES_LEAF
 from .ensemble import _EBF
 from .subsample import _SSF
 
@@ -59,7 +60,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         Minimum rows per trunk leaf (the paper's minimum leaf size, e.g. 3500 of 20640);
         default ``2 * min_samples_leaf``, so that a tree can split every branch. With
         neither this nor ``trunk_max_leaves`` the trunk has up to 5 leaves (Sec. 4.1).
-    min_samples_leaf : int, default=5
+    min_samples_leaf : int, default=MIN_SAMPLES_LEAF
         Minimum rows per leaf of branch trees (Mondrian: ``min_samples_split = 2 * this``).
         A branch with fewer than ``2 * min_samples_leaf`` rows predicts its own weighted
         mean and variance (:class:`~ebf.branches.ConstantBranch`).
@@ -67,7 +68,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         Features considered per split by CART branches.
     max_depth : int, optional
         Maximum depth of CART branch trees.
-    trunk_max_bins : int, default=255
+    trunk_max_bins : int, default=MAX_BINS
         Quantile bins per feature for the trunk's histogram split search.
     branch_params : dict, optional
         Extra parameters of the branch learner (e.g. ``{"lifetime": 5.0}`` for Mondrian
@@ -112,14 +113,15 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
-        trunk_max_bins: int = 255,
+        trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -138,7 +140,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         self.n_jobs = n_jobs
         self.predict_only = predict_only
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> EmpiricalBayesianForestRegressor:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> EmpiricalBayesianForestRegressor:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
         return self._fit(X, y, sample_weight)
 
@@ -169,14 +171,15 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,
-        trunk_max_bins: int = 255,
+        trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -195,7 +198,8 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         self.n_jobs = n_jobs
         self.predict_only = predict_only
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> EmpiricalBayesianForestClassifier:
+    def fit(self, X: Any, y: Any, *,
+            sample_weight: Any = None) -> EmpiricalBayesianForestClassifier:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
         return self._fit(X, y, sample_weight)
 
@@ -204,7 +208,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
     _predicts_branch = True
 
 
-    def partial_fit(self, X: Any, y: Any, classes: Any = None, *,
+    def partial_fit(self, X: Any, y: Any, *, classes: Any = None,
                     previous: tuple | None = None) -> EmpiricalBayesianForestClassifier:
         """:meth:`EmpiricalBayesianForestRegressor.partial_fit` for labels.
 
@@ -255,10 +259,11 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
         branch_params: dict | None = None,
@@ -277,7 +282,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
         self.n_jobs = n_jobs
         self.predict_only = predict_only
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SubsampleForestRegressor:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SubsampleForestRegressor:
         """Fit one forest per random sub-sample."""
         return self._fit(X, y, sample_weight)
 
@@ -301,10 +306,11 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,
         branch_params: dict | None = None,
@@ -323,6 +329,6 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         self.n_jobs = n_jobs
         self.predict_only = predict_only
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SubsampleForestClassifier:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SubsampleForestClassifier:
         """Fit one forest per random sub-sample."""
         return self._fit(X, y, sample_weight)

@@ -53,7 +53,7 @@ from ._base import (
     variance_floor,
 )
 from .bootstrap import WEIGHT_KINDS
-from .config import MAX_WIDE_BINS
+from .config import MAX_WIDE_BINS, MIN_SAMPLES_LEAF
 from .features import FeatureEncoder
 from .importance import forest_decrease, normalised
 
@@ -237,7 +237,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         Number of trees ``B``.
     weights : {"exponential", "poisson", "none"}, default="exponential"
         Bootstrap weights: Bayesian bootstrap (BF), Poisson counts (RF) or none.
-    min_samples_leaf : int or float, default=5
+    min_samples_leaf : int or float, default=MIN_SAMPLES_LEAF
         Minimum number of positively weighted rows in a leaf (a fraction of the rows if
         float), as in scikit-learn.
     max_features : int, float, {"sqrt", "log2"} or None, default=1.0
@@ -250,12 +250,12 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         value, its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
         every distinct value, the paper's implementation.
     max_bins : int or "auto", default="auto"
-        Bins per feature of ``splitter="hist"``. ``"auto"``: a feature with at most 4096
-        distinct values (times in minutes, categorical codes) keeps one bin per value, so
-        its thresholds are those of exact CART; a continuous one gets 255 quantile bins
-        (finer ones measured no better, and every bin is a candidate threshold). An int
-        (2 to 65535) caps every feature at that many bins. Codes take one byte per value up
-        to 255 bins, two beyond.
+        Bins per feature of ``splitter="hist"`` (:mod:`ebf.config`). ``"auto"``: a feature
+        with at most ``EXACT_BINS`` distinct values (times in minutes, categorical codes)
+        keeps one bin per value, so its thresholds are those of exact CART; a continuous
+        one gets ``MAX_BINS`` quantile bins (finer ones measured no better, and every bin
+        is a candidate threshold). An int (2 to ``MAX_WIDE_BINS``) caps every feature at
+        that many bins. Codes take one byte per value up to ``MAX_BINS`` bins, two beyond.
     uncertainty : {"leaf", "tree_spread"}, default="leaf"
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, leaf predictive variance). ``"tree_spread"``:
@@ -320,9 +320,10 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         weights: str = "exponential",
-        min_samples_leaf: int | float = 5,
+        min_samples_leaf: int | float = MIN_SAMPLES_LEAF,
         max_features: int | float | str | None = 1.0,
         max_depth: int | None = None,
         splitter: str = "hist",
@@ -348,7 +349,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         y = regression_target(self, y, n)
         return y, {"var_floor_": variance_floor(y), "recalibration_": None}  # a fit drops a map
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesianForestRegressor:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestRegressor:
         """Fit ``n_estimators`` weighted CART trees (Algorithm 1).
 
         Parameters
@@ -423,7 +424,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         Number of trees ``B``.
     weights : {"exponential", "poisson", "none"}, default="exponential"
         Bootstrap weights: Bayesian bootstrap (BF), Poisson counts (RF) or none.
-    min_samples_leaf : int or float, default=5
+    min_samples_leaf : int or float, default=MIN_SAMPLES_LEAF
         Minimum number of positively weighted rows in a leaf.
     max_features : int, float, {"sqrt", "log2"} or None, default="sqrt"
         Features considered per split, as in scikit-learn.
@@ -469,9 +470,10 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         weights: str = "exponential",
-        min_samples_leaf: int | float = 5,
+        min_samples_leaf: int | float = MIN_SAMPLES_LEAF,
         max_features: int | float | str | None = "sqrt",
         max_depth: int | None = None,
         splitter: str = "hist",
@@ -495,7 +497,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         codes, classes = classification_target(self, y, n)
         return codes, {"classes_": classes}
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesianForestClassifier:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestClassifier:
         """Fit ``n_estimators`` weighted CART classification trees (Algorithm 1).
 
         Parameters

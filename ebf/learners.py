@@ -4,10 +4,10 @@ Taddy et al. (2015), Sec. 4: "sample a BF ensemble of branches at each terminal 
 trunk"; each branch is fit without communication with the others, so it only needs its own
 rows and a seed derived from ``(random_state, branch id)``. Every fact about a learner lives
 in its :class:`BranchLearner` record: how one branch is fit, its estimator class per task,
-its default trees, whether it is extended online, its memory estimates, the
-``branch_params`` it accepts and its one-line help. The estimators (``ebf``, ``ebf.dask``),
-model sizing and the ``ebf`` command line all read this table; adding a learner is adding
-one record.
+its default trees and leaf sizes, whether it is extended online, its memory estimates and
+how a model budget sizes it, the ``branch_params`` it accepts and its one-line help. The
+estimators (``ebf``, ``ebf.dask``), model sizing and the ``ebf`` command line all read this
+table; adding a learner is adding one record.
 
 Fitting one returns an estimator that offers ``predict_distribution(X)`` (regression) or
 ``predict_proba(X)`` with one column per class of the *whole* training set
@@ -23,8 +23,9 @@ Fitting one returns an estimator that offers ``predict_distribution(X)`` (regres
     the same with Poisson(1) weights (Breiman's random forest).
 ``"mondrian"``
     :class:`mondrian.MondrianForestRegressor` / ``...Classifier`` (Lakshminarayanan, Roy &
-    Teh, 2016). ``min_samples_split`` is ``2 * min_samples_leaf`` (so the default 5 gives
-    the Mondrian default 10); ``branch_params`` may set ``lifetime``, ``posterior``, ...
+    Teh, 2016). ``min_samples_split`` is ``2 * min_samples_leaf``
+    (:func:`mondrian_min_samples_split`: the default leaf size gives the Mondrian paper's
+    10); ``branch_params`` may set ``min_samples_split``, ``lifetime``, ``posterior``, ...
 ``"smc"``
     :class:`~ebf.bayestrees.SMCTreeRegressor` / ``...Classifier``: a posterior over single
     Bayesian decision trees by sequential Monte Carlo (Lakshminarayanan, thesis Ch. 3),
@@ -57,6 +58,7 @@ from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .bootstrap import branch_seed
+from .config import MIN_SAMPLES_LEAF
 from .forests import BayesianForestClassifier, BayesianForestRegressor
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ __all__ = [
     "check_branch_task",
     "get_learner",
     "learner_names",
+    "mondrian_min_samples_split",
     "mondrian_model_terms",
     "online_learners",
 ]
@@ -81,10 +84,14 @@ NODE_BYTES = 160
 #: (~10-12 bytes per row), a BART tree its row partition (~5); their trees are not bounded by
 #: ``min_samples_leaf``, so the per-node estimate does not apply.
 SMC_ROW_BYTES, BART_ROW_BYTES = 12.0, 8.0
-#: Saved bytes per training row per tree of a CART forest with leaves of 5 rows (measured
-#: with the histogram trees at 1M rows: 0.32 nodes per row of 64 bytes, whatever the number
-#: of features), in inverse proportion to ``min_samples_leaf``.
+#: Saved bytes per training row per tree of a CART forest with leaves of
+#: :data:`CART_MEASURED_LEAF` rows (measured with the histogram trees at 1M rows: 0.32 nodes
+#: per row of 64 bytes, whatever the number of features), in inverse proportion to
+#: ``min_samples_leaf``.
 CART_BYTES_PER_ROW_PER_TREE = 21.0
+#: The leaf size of that measurement (the default leaf size then; a measured fact, so it
+#: stays if the default changes).
+CART_MEASURED_LEAF = 5
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,23 @@ class BranchLearner:
     missing_values : bool
         Whether its branches learn where missing values (NaN) go; an ensemble of the
         others refuses them in ``X``.
+    default_min_samples_leaf : int
+        The ensemble's ``min_samples_leaf`` by default (:data:`ebf.config.MIN_SAMPLES_LEAF`,
+        the estimators' signature default): rows per leaf of CART branch trees; a branch
+        with fewer than twice as many rows is a constant.
+    default_min_samples_split : int or None
+        The ``min_samples_split`` its branches get by default (Mondrian:
+        :func:`mondrian_min_samples_split` of the default leaf size); None when its trees
+        take no such parameter.
+    sized_leaf : {"min_samples_leaf", "min_samples_split"} or None
+        The leaf-size parameter a model budget raises (``ebf train --model-memory``): the
+        saved bytes per row (``model_bytes``) fall as it grows. ``"min_samples_leaf"`` is
+        the ensemble's own parameter, ``"min_samples_split"`` a ``branch_params`` entry.
+        None for the learners not sized by rows.
+    budget_trims_trees : bool
+        Whether a model budget may give it fewer than ``default_trees`` trees before it
+        raises the leaf size (Mondrian: yes; a Bayesian forest's posterior needs its
+        draws, so only the leaf size gives).
     """
 
     name: str
@@ -131,6 +155,10 @@ class BranchLearner:
     working_bytes: Callable
     model_bytes: Callable | None = None
     missing_values: bool = False
+    default_min_samples_leaf: int = MIN_SAMPLES_LEAF
+    default_min_samples_split: int | None = None
+    sized_leaf: str | None = None
+    budget_trims_trees: bool = False
 
     def accepted_params(self, task: str | None = None) -> list[str]:
         """The ``branch_params`` names this learner takes for ``task`` (None: any task)."""
@@ -172,10 +200,22 @@ def _check_unweighted(learner: str, sample_weight: np.ndarray | None) -> None:
         )
 
 
+def mondrian_min_samples_split(min_samples_leaf: int) -> int:
+    """``min_samples_split`` of Mondrian branches for the ensemble's ``min_samples_leaf``:
+    twice it (at least 2), so that a split may leave about that many rows on each side.
+
+    Examples
+    --------
+    >>> mondrian_min_samples_split(5)
+    10
+    """
+    return max(2, 2 * int(min_samples_leaf))
+
+
 def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
     _check_unweighted(spec.learner, sample_weight)
     params = dict(n_estimators=spec.n_estimators,
-                  min_samples_split=max(2, 2 * int(spec.min_samples_leaf)),
+                  min_samples_split=mondrian_min_samples_split(spec.min_samples_leaf),
                   random_state=branch_seed(entropy, branch), n_jobs=spec.n_jobs)
     params.update(spec.params)
     if spec.task == REGRESSION:
@@ -196,7 +236,7 @@ def _smc(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
 
 def _bart(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
     return BARTRegressor(n_trees=spec.n_estimators, random_state=branch_seed(entropy, branch),
-                         n_jobs=spec.n_jobs, **spec.params).fit(X, y, sample_weight)
+                         n_jobs=spec.n_jobs, **spec.params).fit(X, y, sample_weight=sample_weight)
 
 
 def _node_working_bytes(spec: BranchSpec, n_features: int) -> float:
@@ -216,10 +256,10 @@ def _bart_working_bytes(spec: BranchSpec, n_features: int) -> float:
     return BART_ROW_BYTES
 
 
-def _cart_model_bytes(n_features: int, *, compact: bool = False, min_samples_split: int = 10,
-                      n_trees: int = 10, min_samples_leaf: int = 5) -> float:
-    """:data:`CART_BYTES_PER_ROW_PER_TREE` at leaves of 5 rows, scaled by ``5 / leaf``."""
-    return CART_BYTES_PER_ROW_PER_TREE * 5 / max(min_samples_leaf, 1)
+def _cart_model_bytes(n_features: int, *, compact: bool, min_samples_split: int | None,
+                      n_trees: int, min_samples_leaf: int) -> float:
+    """:data:`CART_BYTES_PER_ROW_PER_TREE`, scaled by ``CART_MEASURED_LEAF / leaf``."""
+    return CART_BYTES_PER_ROW_PER_TREE * CART_MEASURED_LEAF / max(min_samples_leaf, 1)
 
 
 def mondrian_model_terms(n_features: int, compact: bool, n_trees: int) -> tuple[float, float]:
@@ -235,9 +275,8 @@ def mondrian_model_terms(n_features: int, compact: bool, n_trees: int) -> tuple[
     return 80.0 + 16.0 * n_features, 8.0 + 8.0 * (n_features + 2) / max(n_trees, 1)
 
 
-def _mondrian_model_bytes(n_features: int, *, compact: bool = False,
-                          min_samples_split: int = 10, n_trees: int = 10,
-                          min_samples_leaf: int = 5) -> float:
+def _mondrian_model_bytes(n_features: int, *, compact: bool, min_samples_split: int,
+                          n_trees: int, min_samples_leaf: int) -> float:
     """About ``4 / min_samples_split`` nodes per training row (measured: 0.40 at the default
     10, 0.20 at 20, 0.10 at 40, for 5 to 20 features), of :func:`mondrian_model_terms`."""
     per_node, per_row = mondrian_model_terms(n_features, compact, n_trees)
@@ -257,15 +296,18 @@ _CART_SET = frozenset({"n_estimators", "weights", "min_samples_leaf", "max_featu
 LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
     BranchLearner("bayesian", "CART forests with Exp(1) bootstrap weights (the paper's "
                   "Bayesian forest)", _cart("exponential"), _FORESTS, 100, False, _CART_SET,
-                  _node_working_bytes, _cart_model_bytes, missing_values=True),
+                  _node_working_bytes, _cart_model_bytes, missing_values=True,
+                  sized_leaf="min_samples_leaf"),
     BranchLearner("random", "CART forests with Poisson(1) weights (Breiman's random forest)",
                   _cart("poisson"), _FORESTS, 100, False, _CART_SET, _node_working_bytes,
-                  _cart_model_bytes, missing_values=True),
+                  _cart_model_bytes, missing_values=True, sized_leaf="min_samples_leaf"),
     BranchLearner("mondrian", "Mondrian forests, extended online by partial_fit",
                   _mondrian, dict(zip(_BOTH, (MondrianForestRegressor,
                                               MondrianForestClassifier), strict=True)),
                   10, True, frozenset({"n_estimators", "random_state", "n_jobs"}),
-                  _node_working_bytes, _mondrian_model_bytes),
+                  _node_working_bytes, _mondrian_model_bytes,
+                  default_min_samples_split=mondrian_min_samples_split(MIN_SAMPLES_LEAF),
+                  sized_leaf="min_samples_split", budget_trims_trees=True),
     BranchLearner("smc", "Bayesian decision trees by sequential Monte Carlo (n_estimators "
                   "particles per island)", _smc,
                   dict(zip(_BOTH, (SMCTreeRegressor, SMCTreeClassifier), strict=True)),

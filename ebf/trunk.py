@@ -79,8 +79,8 @@ class Trunk(BaseEstimator):
     max_depth : int or None, default=None
         Maximum depth (root at depth 0). If ``max_leaves`` and ``min_leaf_rows`` are both
         None, the trunk grows until ``max_depth`` or until no node has a valid split.
-    max_bins : int, default=255
-        Quantile bins per feature (at most 255); ignored when ``fit`` gets ``bin_edges``.
+    max_bins : int, default=MAX_BINS
+        Quantile bins per feature (at most ``MAX_BINS``); ignored when ``fit`` gets ``bin_edges``.
     task : {"regression", "classification"}, default="regression"
         Classification expects ``y`` as integer class codes ``0 .. C-1``.
     n_classes : int or None, default=None
@@ -126,6 +126,7 @@ class Trunk(BaseEstimator):
 
     def __init__(
         self,
+        *,
         max_leaves: int | None = None,
         min_leaf_rows: int | None = None,
         min_leaf_weight: float | None = None,
@@ -199,6 +200,7 @@ class Trunk(BaseEstimator):
         self,
         X: Any,
         y: Any,
+        *,
         sample_weight: Any = None,
         bin_edges: Sequence[Any] | None = None,
     ) -> Trunk:

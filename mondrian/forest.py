@@ -157,6 +157,7 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
 
     def __init__(
         self,
+        *,
         n_estimators: int = 10,
         lifetime: float = math.inf,
         min_samples_split: int = 10,
@@ -390,6 +391,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
 
     def __init__(
         self,
+        *,
         n_estimators: int = 10,
         lifetime: float = math.inf,
         min_samples_split: int = 2,
@@ -448,7 +450,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         self._update(X, np.zeros(X.shape[0]), labels)
         return self
 
-    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MondrianForestClassifier:
+    def partial_fit(self, X: Any, y: Any, *, classes: Any = None) -> MondrianForestClassifier:
         """Extend every tree with (X, y) (thesis Alg. 5.5, 5.10).
 
         ``classes`` (all classes that will ever be seen) is required on the first call.

@@ -138,7 +138,7 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         "n_jobs": N_JOBS,
     }
 
-    def __init__(self, n_mondrians: int = 50, lifetime: float = 1.0, random_state: Any = None,
+    def __init__(self, *, n_mondrians: int = 50, lifetime: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = None) -> None:
         self.n_mondrians = n_mondrians
         self.lifetime = lifetime

@@ -52,7 +52,7 @@ class _MondrianKernelRidge(BaseEstimator):
         "n_jobs": N_JOBS,
     }
 
-    def __init__(self, n_mondrians: int = 50, lifetime: Any = "auto", alpha: float = 0.1,
+    def __init__(self, *, n_mondrians: int = 50, lifetime: Any = "auto", alpha: float = 0.1,
                  max_features: int = 2000, n_widths: int = 40, select: str = "validation",
                  solver: str = "exact", validation_fraction: float = 0.2,
                  random_state: Any = None, n_jobs: int | None = None) -> None:
@@ -91,7 +91,8 @@ class _MondrianKernelRidge(BaseEstimator):
         X, y = self._check_input(X, y, reset=True)
         Y, task = self._encode(y)
         entropy = resolve_entropy(self.random_state)
-        features = MondrianKernelFeatures(self.n_mondrians, 1.0, entropy, self.n_jobs)
+        features = MondrianKernelFeatures(n_mondrians=self.n_mondrians, lifetime=1.0,
+                                          random_state=entropy, n_jobs=self.n_jobs)
         sweep = None
         if self.lifetime == "auto":
             if X.shape[0] < 4:
@@ -217,7 +218,8 @@ class _MondrianKernelRidge(BaseEstimator):
             raise ValueError(f"lifetime_={lam} is past lifetime_max_={lam_max}")
         if not isinstance(state["features"], dict):
             raise ValueError("features must be the partitions' state")
-        features = MondrianKernelFeatures(self.n_mondrians, lam_max, None, self.n_jobs)
+        features = MondrianKernelFeatures(n_mondrians=self.n_mondrians, lifetime=lam_max,
+                                          n_jobs=self.n_jobs)
         features._set_state(state["features"])
         task = self._task_from_state(state)
         k = len(task["intercept_"])
@@ -352,7 +354,7 @@ class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
         check_locations("intercept_", centre)
         return {"intercept_": centre}
 
-    def predict(self, X: Any, return_std: bool = False):
+    def predict(self, X: Any, *, return_std: bool = False):
         """Posterior mean (and standard deviation of the Gaussian predictive)."""
         cols = self._cells(X)
         mean = self._scores(cols)[:, 0]
@@ -379,7 +381,7 @@ class MondrianKernelClassifier(ClassifierMixin, _MondrianKernelRidge):
     classes_ : ndarray of shape (n_classes,)
     """
 
-    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> MondrianKernelClassifier:
+    def partial_fit(self, X: Any, y: Any, *, classes: Any = None) -> MondrianKernelClassifier:
         """As :meth:`_MondrianKernelRidge.partial_fit`; ``classes`` (all the labels there
         will be) may be given on the first call, as scikit-learn's online classifiers take
         it."""

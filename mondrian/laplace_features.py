@@ -45,7 +45,7 @@ class _LaplaceFeatures(TransformerMixin, BaseEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components: int = 100, lifetime: float = 1.0,
+    def __init__(self, *, n_components: int = 100, lifetime: float = 1.0,
                  random_state: Any = None) -> None:
         self.n_components = n_components
         self.lifetime = lifetime

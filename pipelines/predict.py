@@ -28,6 +28,7 @@ import fsspec
 import pandas as pd
 import pyarrow.dataset as pads
 
+from basics.levels import DEFAULT_QUANTILES
 from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
@@ -191,7 +192,7 @@ def predict_to_parquet(
     data: Source,
     out: str | os.PathLike[str],
     *,
-    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
     keep_columns: Sequence[str] = (),
     overwrite: bool = False,
     client: distributed.Client | None = None,
@@ -211,7 +212,7 @@ def predict_to_parquet(
         model's feature columns (other columns are not read).
     out : str or path-like
         Output directory; it appears only when every file is written.
-    quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+    quantiles : sequence of float, default=DEFAULT_QUANTILES
         Regressors: levels of the quantile columns (``q05``, ``q50``, ``q95``).
     keep_columns : sequence of str, default=()
         Input columns copied in front of the predictions (row ids, keys, the target...).

@@ -7,9 +7,10 @@ or kept draws instead of its rows): Mondrian forests hold about ``4 / min_sample
 nodes per training row, CART forests about 21 bytes per row per tree at leaves of 5 rows,
 in inverse proportion to ``min_samples_leaf``.
 
-:func:`plan_model_size` picks the trees per branch, or the leaf size (``min_samples_split``
-of Mondrian branches, ``min_samples_leaf`` of CART branches), so that the estimate fits a
-budget (``ebf train --model-memory``).
+:func:`plan_model_size` picks the trees per branch, or the leaf size (the record's
+``sized_leaf``: ``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART
+branches), so that the estimate fits a budget (``ebf train --model-memory``); the defaults
+it starts from are the record's too.
 """
 
 from __future__ import annotations
@@ -27,11 +28,6 @@ __all__ = ["DEFAULT_MODEL_MEMORY", "SizePlan", "bytes_per_row_per_tree", "check_
 #: million rows, which the driver gathers, so without a budget 10M rows would not fit in
 #: memory; with it they get larger leaves.
 DEFAULT_MODEL_MEMORY = "2GB"
-#: ``min_samples_split`` of Mondrian branches by default (the EBF's ``min_samples_leaf`` 5,
-#: doubled) and per paper (Sec. 5: 10).
-DEFAULT_MIN_SAMPLES_SPLIT = 10
-#: ``min_samples_leaf`` of CART branches by default (the estimators' default).
-DEFAULT_MIN_SAMPLES_LEAF = 5
 
 
 def sized_by_rows() -> list[str]:
@@ -63,9 +59,8 @@ def default_model_memory(branch: str, given: int | str | None) -> int | str | No
 
 
 def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = False,
-                           min_samples_split: int = DEFAULT_MIN_SAMPLES_SPLIT,
-                           n_trees: int = 10,
-                           min_samples_leaf: int = DEFAULT_MIN_SAMPLES_LEAF) -> float:
+                           min_samples_split: int | None = None, n_trees: int | None = None,
+                           min_samples_leaf: int | None = None) -> float:
     """Estimated model bytes per training row per tree (the learner's ``model_bytes``).
 
     Parameters
@@ -75,12 +70,13 @@ def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = Fals
     n_features : int
     compact : bool, default=False
         Mondrian: the compact, predict-only form.
-    min_samples_split : int, default=10
-        Mondrian leaf size.
-    n_trees : int, default=10
-        Trees per branch (a full Mondrian forest shares its data buffer among them).
-    min_samples_leaf : int, default=5
-        CART leaf size.
+    min_samples_split : int, optional
+        Mondrian leaf size; by default the learner's ``default_min_samples_split``.
+    n_trees : int, optional
+        Trees per branch (a full Mondrian forest shares its data buffer among them); by
+        default the learner's ``default_trees``.
+    min_samples_leaf : int, optional
+        CART leaf size; by default the learner's ``default_min_samples_leaf``.
 
     Returns
     -------
@@ -91,9 +87,14 @@ def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = Fals
     >>> round(bytes_per_row_per_tree("mondrian", 10, compact=True))
     26
     """
-    return get_learner(branch).model_bytes(
-        n_features, compact=compact, min_samples_split=min_samples_split, n_trees=n_trees,
-        min_samples_leaf=min_samples_leaf)
+    learner = get_learner(branch)
+    return learner.model_bytes(
+        n_features, compact=compact,
+        min_samples_split=(learner.default_min_samples_split if min_samples_split is None
+                           else min_samples_split),
+        n_trees=learner.default_trees if n_trees is None else n_trees,
+        min_samples_leaf=(learner.default_min_samples_leaf if min_samples_leaf is None
+                          else min_samples_leaf))
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,13 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                     n_estimators: int | None = None, compact: bool = False) -> SizePlan:
     """Trees per branch (or leaf size) for a model of at most ``budget`` bytes.
 
-    Mondrian branches with ``n_estimators`` None: the default 10 trees, fewer if they do
-    not fit, then larger leaves if one tree does not fit. Otherwise (trees given, or CART
-    branches, whose default 100 bootstrap draws make the posterior): the leaf size that
-    fits them (``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART
-    branches).
+    The learner's record (:data:`ebf.learners.LEARNERS`) says how: a learner whose record
+    has ``budget_trims_trees`` (Mondrian) with ``n_estimators`` None gets its default trees,
+    fewer if they do not fit, then larger leaves if one tree does not fit. Otherwise (trees
+    given, or CART branches, whose default 100 bootstrap draws make the posterior): the
+    smallest leaf size that fits them, in the record's ``sized_leaf`` parameter
+    (``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART branches),
+    from the record's default.
 
     Raises
     ------
@@ -132,32 +135,33 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     53
     """
     check_sized_by_rows(branch)
-    mondrian = branch == "mondrian"
-    mss = DEFAULT_MIN_SAMPLES_SPLIT if mondrian else None
+    learner = get_learner(branch)
+    by_split = learner.sized_leaf == "min_samples_split"
+    mss = learner.default_min_samples_split if by_split else None
+    leaf = None if by_split else learner.default_min_samples_leaf
     trees = n_estimators
-    if trees is None and not mondrian:  # a Bayesian forest's posterior needs its draws
-        trees = get_learner(branch).default_trees
+    if trees is None and not learner.budget_trims_trees:
+        trees = learner.default_trees
     if trees is None:
         per_row = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=1)
         fit = int(budget // (n_rows * per_row))
-        trees = max(1, min(get_learner(branch).default_trees, fit))
+        trees = max(1, min(learner.default_trees, fit))
         for t in range(trees, 0, -1):  # the shared buffer of full Mondrian trees counts too
             if n_rows * t * bytes_per_row_per_tree(branch, n_features, compact=compact,
                                                    n_trees=t) <= budget:
                 trees = t
                 break
     per = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=trees)
-    leaf = None if mondrian else DEFAULT_MIN_SAMPLES_LEAF
     if n_rows * trees * per > budget:
-        if not mondrian:  # bytes per row fall as 1 / leaf: the smallest leaf that fits
-            leaf = math.ceil(DEFAULT_MIN_SAMPLES_LEAF * n_rows * trees * per / budget)
+        if not by_split:  # bytes per row fall as 1 / leaf: the smallest leaf that fits
+            base = learner.default_min_samples_leaf
+            leaf = math.ceil(base * n_rows * trees * per / budget)
             if 2 * leaf > n_rows:
                 raise ValueError(
                     f"a model of {trees} {branch} tree(s) per branch on {n_rows:,} rows needs "
-                    f"about {n_rows * trees * per / 1e6:,.0f} MB with leaves of "
-                    f"{DEFAULT_MIN_SAMPLES_LEAF} rows and cannot fit the --model-memory "
-                    f"budget of {budget / 1e6:,.0f} MB even with one leaf per tree; raise the "
-                    "budget or use fewer trees")
+                    f"about {n_rows * trees * per / 1e6:,.0f} MB with leaves of {base} rows "
+                    f"and cannot fit the --model-memory budget of {budget / 1e6:,.0f} MB even "
+                    "with one leaf per tree; raise the budget or use fewer trees")
             per = bytes_per_row_per_tree(branch, n_features, min_samples_leaf=leaf)
         else:
             per_node, per_row = mondrian_model_terms(n_features, compact, trees)
@@ -167,13 +171,12 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                     f"{trees} full Mondrian tree(s) per branch on {n_rows:,} rows cannot fit "
                     f"{budget / 1e6:,.0f} MB: their data buffer alone needs more; save "
                     "compact models (--compact) or raise the budget")
-            mss = max(DEFAULT_MIN_SAMPLES_SPLIT, math.ceil(4.0 * per_node / room))
+            mss = max(learner.default_min_samples_split, math.ceil(4.0 * per_node / room))
             per = bytes_per_row_per_tree(branch, n_features, compact=compact,
                                          min_samples_split=mss, n_trees=trees)
     total = n_rows * trees * per
-    form = " compact" if compact and mondrian else ""
-    leaves = (f" with min_samples_split={mss}" if mondrian
-              else f" with min_samples_leaf={leaf}")
+    form = " compact" if compact and learner.online else ""
+    leaves = f" with {learner.sized_leaf}={mss if by_split else leaf}"
     message = (f"model memory {budget / 1e6:,.0f} MB for {n_rows:,} rows x {n_features} "
                f"features: {trees}{form} {branch} tree(s) per branch{leaves}, about "
                f"{per:.0f} bytes per row per tree, an estimated {total / 1e6:,.0f} MB model")

@@ -379,10 +379,10 @@ def _fit_baseline(ssf_class: type, params: dict[str, Any], n_subsamples: int,
                   ddf: dd.DataFrame, inputs: _Inputs, client: distributed.Client,
                   progress: PhaseReport | None, stage: Any) -> tuple[Any, dict[str, float]]:
     """The sub-sample forest with the EBF's learner and trees, one sub-sample per branch."""
-    keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only")
-    ssf = ssf_class(**{k: params[k] for k in keep}, n_subsamples=n_subsamples,
-                    branch_params=params.get("branch_params"),
-                    min_samples_leaf=params.get("min_samples_leaf", 5), client=client)
+    keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only",
+            "branch_params", "min_samples_leaf")  # the last two only if set: else defaults
+    ssf = ssf_class(**{k: params[k] for k in keep if k in params},
+                    n_subsamples=n_subsamples, client=client)
     ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "),
             stage=stage)
     logger.info("SSF fit: %d sub-samples in %.2fs", ssf.n_subsamples, ssf.fit_timings_["fit"])

@@ -191,7 +191,7 @@ def _fig7_run(budget: str, seed: int, out_dir: Path) -> dict:
     n = FIG7_N[budget]
     X, y = _laplace_gp(n, seed)
     tr, va, te = slice(0, n), slice(n, 2 * n), slice(2 * n, 3 * n)
-    f = MondrianKernelFeatures(50, 2 * LAMBDA0, random_state=seed).fit(X[tr])
+    f = MondrianKernelFeatures(n_mondrians=50, lifetime=2 * LAMBDA0, random_state=seed).fit(X[tr])
     cap = int(f.n_features_out_)
     sweep = width_sweep(f, y[tr, None], X[va], y[va, None], NOISE_VAR, cap, 40, "cg")
     lams = sweep["lifetime"]
@@ -326,7 +326,8 @@ def _fig9_run(budget: str, seed: int, out_dir: Path) -> dict:
     lam_star, _ = kr.laplace_width(train, valid, LIFETIMES)
     lams = lam_star * np.geomspace(1 / 16, 4, 9)
     m = 50
-    f = MondrianKernelFeatures(m, float(lams[-1]), random_state=seed).fit(train[0])
+    f = MondrianKernelFeatures(n_mondrians=m, lifetime=float(lams[-1]),
+                               random_state=seed).fit(train[0])
     rows = []
     for lam in lams:
         Z, Zt = f.transform(train[0], lifetime=lam), f.transform(test[0], lifetime=lam)

@@ -194,7 +194,7 @@ def timed_sweep(m: int, train: tuple, valid: tuple, max_features: int,
     X, y = train
     t0 = time.perf_counter()
     centre = float(np.mean(y))
-    f = MondrianKernelFeatures(m, probe_lifetime(X, max_features / m, seed),
+    f = MondrianKernelFeatures(n_mondrians=m, lifetime=probe_lifetime(X, max_features / m, seed),
                                random_state=seed).fit(X)
     sweep = width_sweep(f, (y - centre)[:, None], valid[0], (valid[1] - centre)[:, None],
                         DELTA, max_features, 40, "cg")

@@ -124,7 +124,7 @@ def run_dataset(name: str, parts, size: dict, seed: int) -> dict:
     curves = {}
     views = {"": slice(None)} if name != "dna" else {"": slice(None), "-rel": RELEVANT_DNA}
     for suffix, cols in views.items():
-        mf = MondrianForestClassifier(size["trees"], random_state=seed, n_jobs=1)
+        mf = MondrianForestClassifier(n_estimators=size["trees"], random_state=seed, n_jobs=1)
         curves["MF" + suffix] = _online(
             lambda Xb, yb, mf=mf: mf.partial_fit(Xb, yb, classes=classes),
             lambda mf=mf, cols=cols: float(np.mean(mf.predict(X_te[:, cols]) == y_te)),
@@ -240,7 +240,7 @@ def run_table5_1(budget: str, seed: int, out_dir: Path) -> dict:
     rows = {}
     for ds in DATASETS:
         X, _, y, _ = _data(ds, "full" if budget != "smoke" else "smoke", seed)
-        model = MondrianForestClassifier(trees, random_state=seed, n_jobs=1)
+        model = MondrianForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1)
         for chunk in np.array_split(np.random.default_rng(seed).permutation(len(y)), 100):
             model.partial_fit(X[chunk], y[chunk], classes=np.unique(y))
         d = average_depths(model, X)

@@ -146,6 +146,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         sampler: str = "pg",
         n_trees: int = 200,
         n_particles: int = DEFAULT_PARTICLES,
@@ -182,7 +183,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
                              "iterations; make burn_in smaller than n_iter")
         return len(range(self.burn_in, self.n_iter, self.thin))
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BARTRegressor:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BARTRegressor:
         """Run the Bayesian backfitting MCMC (Algorithm 4.1) and keep the posterior draws.
 
         Parameters

@@ -99,7 +99,7 @@ class _SMCTree(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _SMCTree:
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> _SMCTree:
         """Run the SMC of Algorithm 3.1 on ``(X, y)``.
 
         Parameters
@@ -300,7 +300,7 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
         "alpha": [Interval(Real, 0.0, None, closed="neither")],
     }
 
-    def __init__(self, n_particles: int = 100, n_islands: int = 5, proposal: str = "prior",
+    def __init__(self, *, n_particles: int = 100, n_islands: int = 5, proposal: str = "prior",
                  expansion: str = "node", ess_threshold: float = 0.1,
                  resampling: str = "multinomial", max_stages: int | None = None,
                  alpha_s: float = SMC_ALPHA_S, beta_s: float = SMC_BETA_S,
@@ -399,7 +399,7 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
         "q": [Interval(Real, 0.0, 1.0, closed="neither")],
     }
 
-    def __init__(self, n_particles: int = 100, n_islands: int = 5, proposal: str = "prior",
+    def __init__(self, *, n_particles: int = 100, n_islands: int = 5, proposal: str = "prior",
                  expansion: str = "node", ess_threshold: float = 0.1,
                  resampling: str = "multinomial", max_stages: int | None = None,
                  alpha_s: float = SMC_ALPHA_S, beta_s: float = SMC_BETA_S,

@@ -29,7 +29,10 @@ from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from basics.levels import DEFAULT_QUANTILES
+
 from ..artifact import ModelStage
+from ..config import MAX_BINS, MIN_SAMPLES_LEAF
 from ..ensemble import FitPlan
 from ..estimators import (
     EmpiricalBayesianForestClassifier,
@@ -72,8 +75,8 @@ class _DaskEnsemble(BaseEstimator):
                   if k not in self._dask_params}
         return self._local_class(**{**params, **overrides})
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None,
-            progress: PhaseReport | None = None, *, stage: ModelStage | None = None
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None,
+            progress: PhaseReport | None = None, stage: ModelStage | None = None
             ) -> _DaskEnsemble:
         """Fit on a dask DataFrame; see the module docstring for the phases.
 
@@ -170,13 +173,13 @@ class _DaskEnsemble(BaseEstimator):
         check_is_fitted(self, "model_")
         return self.model_
 
-    def predict_frame(self, X: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> Any:
+    def predict_frame(self, X: Any, quantiles: Any = DEFAULT_QUANTILES) -> Any:
         """Lazy predictions per row (:func:`ebf.dask.predict.predict_frame`).
 
         Parameters
         ----------
         X : dask.dataframe.DataFrame
-        quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+        quantiles : sequence of float, default=DEFAULT_QUANTILES
 
         Returns
         -------
@@ -199,7 +202,7 @@ class _DaskEnsemble(BaseEstimator):
         """
         return predict_series(self.to_local(), X, client=self.client)
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+    def score(self, X: Any, y: Any, *, sample_weight: Any = None) -> float:
         """R² (regressors) or accuracy (classifiers) on Dask collections, in one pass
         (:func:`ebf.dask.scoring.score`): scikit-learn's ``score`` on the computed data.
 
@@ -256,7 +259,7 @@ class _DaskEBF(_DaskEnsemble):
         return local, plan, branches, trunk
 
 
-    def partial_fit(self, X: Any, y: Any,
+    def partial_fit(self, X: Any, y: Any, *,
                     progress: PhaseReport | None = None) -> _DaskEBF:
         """Take new rows under the stored trunk, on the cluster; unfitted: :meth:`fit`.
 
@@ -389,14 +392,15 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
-        trunk_max_bins: int = 255,
+        trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -458,14 +462,15 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         branch: str = "bayesian",
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,
-        trunk_max_bins: int = 255,
+        trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -512,10 +517,11 @@ branch_params, random_state, n_jobs
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
         branch_params: dict | None = None,
@@ -559,10 +565,11 @@ branch_params, random_state, n_jobs
 
     def __init__(
         self,
+        *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
         branch: str = "bayesian",
-        min_samples_leaf: int = 5,
+        min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,
         branch_params: dict | None = None,

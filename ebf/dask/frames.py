@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import is_classifier
 
-from basics.levels import check_levels
+from basics.levels import DEFAULT_QUANTILES, check_levels
 
 __all__ = ["checked_levels", "class_dtype", "output_meta", "prediction_meta",
            "quantile_columns"]
@@ -56,7 +56,7 @@ def class_dtype(classes: np.ndarray) -> Any:
     return np.dtype(object)
 
 
-def output_meta(model: Any, quantiles: Any = (0.05, 0.5, 0.95)) -> pd.DataFrame:
+def output_meta(model: Any, quantiles: Any = DEFAULT_QUANTILES) -> pd.DataFrame:
     """Empty frame with the columns and dtypes :func:`ebf.dask.predict_frame` produces.
 
     Parameters

@@ -26,6 +26,8 @@ import pandas as pd
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from basics.levels import DEFAULT_QUANTILES
+
 from ..artifact import ModelReader, open_model
 from .cache import settle_whole, whole_model
 from .client import current_client
@@ -80,7 +82,7 @@ def _checked(model: Any, X: Any) -> Any:
     return shared_model(model)
 
 
-def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   client: Any = None, strategy: str = "auto") -> Any:
     """Lazy per-row predictions of a fitted EBF / SSF model, in memory or saved.
 
@@ -94,7 +96,7 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = (0.05, 0.5, 0
         only, and ``strategy`` says how the workers get the branches.
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
-    quantiles : sequence of float, default=(0.05, 0.5, 0.95)
+    quantiles : sequence of float, default=DEFAULT_QUANTILES
         Levels of the predictive quantile columns (regressors).
     client : distributed.Client, optional
         Where the memory limits are read for ``strategy="auto"``; the default client if

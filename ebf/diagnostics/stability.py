@@ -41,6 +41,7 @@ from basics.threads import thread_map
 
 from ..binning import bin_data, n_bins_of
 from ..bootstrap import draw_weights
+from ..config import MAX_BINS
 from ..features import FeatureEncoder
 from ..grower import BinnedSource, apply_binned, grow_trunk, node_histograms
 from ..histogram import row_statistics
@@ -297,7 +298,7 @@ def trunk_posterior(
     max_leaves: int | None = None,
     min_leaf_rows: int | None = None,
     max_depth: int | None = None,
-    max_bins: int = 255,
+    max_bins: int = MAX_BINS,
     task: str = "regression",
     sample_weight: Any = None,
     random_state: Any = None,

@@ -9,7 +9,7 @@ for every command; keys are the commands' long options, with dashes or underscor
     [train]
     branch = "mondrian"
     n-estimators = 20
-    quantiles = [0.05, 0.5, 0.95]   # a list for an option that takes several values
+    quantiles = [0.1, 0.5, 0.9]     # a list for an option that takes several values
     overwrite = true                # a flag: true gives it, false leaves it out
 
 The values become options added after the command line's own, so they are checked by the

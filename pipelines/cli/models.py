@@ -69,8 +69,12 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quantiles", nargs="+", type=level(False), default=[0.05, 0.5, 0.95],
-                        metavar="Q", help="regressors: quantile levels (default: 0.05 0.5 0.95)")
+    from basics.levels import DEFAULT_QUANTILES  # numpy: imported once a parser is built
+
+    parser.add_argument("--quantiles", nargs="+", type=level(False),
+                        default=list(DEFAULT_QUANTILES), metavar="Q",
+                        help="regressors: quantile levels (default: "
+                        f"{' '.join(map(str, DEFAULT_QUANTILES))})")
     parser.add_argument("--keep", nargs="+", default=[], metavar="COL",
                         help="input columns copied into the predictions (ids, keys, the "
                         "target...)")

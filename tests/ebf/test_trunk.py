@@ -225,7 +225,7 @@ def test_best_splits_no_split_cases():
 
 def test_apply_raw_equals_binned_routing_and_leaf_ids():
     X, y, w = trunk_data(11, n=2000)
-    t = Trunk(min_leaf_rows=150, max_leaves=9).fit(X, y, w)
+    t = Trunk(min_leaf_rows=150, max_leaves=9).fit(X, y, sample_weight=w)
     leaves = t.apply(X)
     nodes = apply_binned(t.trunk_, bin_data(X, t.bin_edges_), n_bins_of(t.bin_edges_))
     np.testing.assert_array_equal(leaves, t.trunk_.leaf_id[nodes])
@@ -260,12 +260,12 @@ def test_sample_weight_two_gives_the_same_trunk():
 
 def test_classification_trunk_and_reused_edges():
     X, y, w = trunk_data(13, n=900, task="classification")
-    t = Trunk(task="classification", min_leaf_rows=50, max_leaves=6).fit(X, y, w)
+    t = Trunk(task="classification", min_leaf_rows=50, max_leaves=6).fit(X, y, sample_weight=w)
     assert t.n_classes_ == 3 and t.leaf_values_.shape == (t.n_leaves_, 3)
     np.testing.assert_allclose(t.leaf_values_.sum(axis=1), 1.0)
     assert t.n_leaves_ > 1
     again = Trunk(task="classification", min_leaf_rows=50, max_leaves=6)
-    again.fit(X, y, w, bin_edges=t.bin_edges_)
+    again.fit(X, y, sample_weight=w, bin_edges=t.bin_edges_)
     assert_same_trunk(t.trunk_, again.trunk_, exact_sums=True)
     five = Trunk(task="classification", n_classes=5, max_leaves=3).fit(X, y)
     assert five.leaf_values_.shape[1] == 5 and (five.leaf_values_[:, 3:] == 0).all()
@@ -316,7 +316,7 @@ def _json_roundtrip(state):
 def test_state_round_trip(task):
     X, y, w = trunk_data(15, task=task)
     df = pd.DataFrame(X, columns=list("abcd"))
-    t = Trunk(task=task, min_leaf_rows=40, max_leaves=6).fit(df, y, w)
+    t = Trunk(task=task, min_leaf_rows=40, max_leaves=6).fit(df, y, sample_weight=w)
     u = Trunk(**t.get_params())
     u._set_state(_json_roundtrip(t._get_state()))
     assert_same_trunk(t.trunk_, u.trunk_, exact_sums=True)

@@ -75,7 +75,8 @@ def test_kernel_estimate_is_unbiased():
     lam, reps, m = 2.0, 40, 50
     exact = _laplace(X, X, lam)
     ours = np.mean([(Z @ Z.T).toarray() for Z in (
-        MondrianKernelFeatures(m, lam, random_state=s).fit_transform(X) for s in range(reps))],
+        MondrianKernelFeatures(n_mondrians=m, lifetime=lam, random_state=s).fit_transform(X)
+        for s in range(reps))],
         axis=0)
     rng = np.random.default_rng(0)
     naive = np.zeros_like(exact)
@@ -95,7 +96,7 @@ def test_approximation_error_falls_as_one_over_sqrt_m():
     exact = _laplace(X, X, 2.0)
     ms = np.array([10, 40, 160, 640])
     err = [np.mean([np.abs((Z @ Z.T).toarray() - exact).max() for Z in (
-        MondrianKernelFeatures(int(m), 2.0, random_state=s).fit_transform(X)
+        MondrianKernelFeatures(n_mondrians=int(m), lifetime=2.0, random_state=s).fit_transform(X)
         for s in range(4))]) for m in ms]
     slope = np.polyfit(np.log(ms), np.log(err), 1)[0]
     assert -0.65 < slope < -0.35, (slope, err)
@@ -111,10 +112,11 @@ def test_new_rows_have_the_law_of_rows_in_the_fit():
     lam, m = 2.0, 4000
     exact = _laplace(new, X, lam)
     sd = np.sqrt(exact * (1 - exact) / m) + 1e-12
-    f = MondrianKernelFeatures(m, lam, random_state=3).fit(X)
+    f = MondrianKernelFeatures(n_mondrians=m, lifetime=lam, random_state=3).fit(X)
     K_new = (f.transform(new) @ f.transform(X).T).toarray()
     assert np.max(np.abs(K_new - exact) / sd) < 5
-    Z = MondrianKernelFeatures(m, lam, random_state=4).fit_transform(np.vstack([X, new]))
+    Z = MondrianKernelFeatures(n_mondrians=m, lifetime=lam,
+                               random_state=4).fit_transform(np.vstack([X, new]))
     K_fit = (Z[30:] @ Z[:30].T).toarray()
     assert np.max(np.abs(K_fit - exact) / sd) < 5
 
@@ -154,7 +156,7 @@ def test_partial_fit_extends_the_partitions():
     X = _square(40)
     X2 = np.random.default_rng(9).uniform(-0.5, 1.5, (20, 2))
     lam, m = 2.0, 3000
-    f = MondrianKernelFeatures(m, lam, random_state=5).fit(X)
+    f = MondrianKernelFeatures(n_mondrians=m, lifetime=lam, random_state=5).fit(X)
     before = f.transform(X)
     f.partial_fit(X2)
     assert f.n_samples_seen_ == 60
@@ -195,7 +197,7 @@ def _smooth(n=600, seed=0):
 
 def test_ridge_solve_against_numpy():
     X, y = _smooth(300)
-    Z = MondrianKernelFeatures(10, 3.0, random_state=0).fit_transform(X)
+    Z = MondrianKernelFeatures(n_mondrians=10, lifetime=3.0, random_state=0).fit_transform(X)
     W, G_inv, log_det = ridge_solve(Z, np.column_stack([y, -2 * y]), 0.3)
     G = (Z.T @ Z).toarray() + 0.3 * np.eye(Z.shape[1])
     np.testing.assert_allclose(G_inv, np.linalg.inv(G), rtol=1e-8, atol=1e-10)
@@ -211,7 +213,8 @@ def test_sweep_equals_a_refit_at_every_width(solver):
     partitions at that width."""
     X, y = _smooth()
     Xf, Yf, Xv, Yv = X[:500], y[:500, None], X[500:], y[500:, None]
-    f = MondrianKernelFeatures(20, probe_lifetime(Xf, 30, 0), random_state=0).fit(Xf)
+    f = MondrianKernelFeatures(n_mondrians=20, lifetime=probe_lifetime(Xf, 30, 0),
+                               random_state=0).fit(Xf)
     sweep = width_sweep(f, Yf, Xv, Yv, 0.1, 600, 8, solver)
     assert sweep["n_features"][-1] > 300 and len(sweep["lifetime"]) == 8
     for lam, n_feat, mse, evidence in zip(*(sweep[k] for k in (
