@@ -222,6 +222,8 @@ _RECORDS = [
     Score("crps", REGRESSION, "CRPS", "target", ".4f", "lower", lambda r: r.crps, SUM, _mean),
     Score("interval_score_90", REGRESSION, "90% interval score", "target", ".4g", "lower",
           _interval_score(0.9), SUM, _mean, quantiles=(0.05, 0.95)),
+    Score("interval_score_50", REGRESSION, "50% interval score", "target", ".4g", "lower",
+          _interval_score(0.5), SUM, _mean, quantiles=(0.25, 0.75)),
     Score("max_calibration_gap", REGRESSION, "max |calibration gap|", "fraction", ".3f", "lower",
           lambda r: r.pit, CENTRAL, _max_central_gap, tolerance=0.02),
     Score("max_one_sided_gap", REGRESSION, "max |one-sided gap|", "fraction", ".3f", "lower",

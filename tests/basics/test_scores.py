@@ -55,6 +55,7 @@ def test_records_are_the_plain_metrics(scored):
     assert got["nlpd"] == pytest.approx(nlpd(y, gm), rel=1e-12)
     assert got["crps"] == pytest.approx(crps(y, gm), rel=1e-12)
     assert got["interval_score_90"] == pytest.approx(interval_score(y, gm, 0.9), rel=1e-12)
+    assert got["interval_score_50"] == pytest.approx(interval_score(y, gm, 0.5), rel=1e-12)
     gaps = calibration_table(y, gm, CALIBRATION_LEVELS)["observed_minus_nominal"]
     assert got["max_calibration_gap"] == pytest.approx(np.abs(gaps).max(), abs=1e-12)
     below = one_sided_table(y, gm)["observed_minus_nominal"]
