@@ -43,7 +43,8 @@ from .tasks import CLASSIFICATION, REGRESSION
 
 __all__ = ["BELOW", "CENTRAL", "HISTOGRAM", "PIT_FINE_BINS", "SCORES", "SUM", "ClassRows",
            "Combine", "Layout", "RegressionRows", "Score", "central_inside", "finish",
-           "gate_check", "partial_sums", "quantile_levels", "scores_of", "value", "values"]
+           "gate_check", "partial_sums", "pit_of", "quantile_levels", "scores_of", "value",
+           "values"]
 
 #: Bins of the PIT histogram the scores count: the PIT distance is within ``1 /
 #: PIT_FINE_BINS`` of the exact one (:func:`basics.metrics.pit_distance`).
@@ -210,6 +211,12 @@ def _interval_score(level: float) -> Callable[[RegressionRows], np.ndarray]:
     return rows_score
 
 
+def pit_of(rows: RegressionRows) -> np.ndarray:
+    """The PIT of every row: the per-row values of the coverage and PIT records (a scorer
+    that keeps per-row values keeps it once for all of them)."""
+    return rows.pit
+
+
 def _negative_log(rows: RegressionRows) -> np.ndarray | None:
     return None if rows.logpdf is None else -rows.logpdf
 
@@ -225,11 +232,11 @@ _RECORDS = [
     Score("interval_score_50", REGRESSION, "50% interval score", "target", ".4g", "lower",
           _interval_score(0.5), SUM, _mean, quantiles=(0.25, 0.75)),
     Score("max_calibration_gap", REGRESSION, "max |calibration gap|", "fraction", ".3f", "lower",
-          lambda r: r.pit, CENTRAL, _max_central_gap, tolerance=0.02),
+          pit_of, CENTRAL, _max_central_gap, tolerance=0.02),
     Score("max_one_sided_gap", REGRESSION, "max |one-sided gap|", "fraction", ".3f", "lower",
-          lambda r: r.pit, BELOW, _max_below_gap, tolerance=0.02),
+          pit_of, BELOW, _max_below_gap, tolerance=0.02),
     Score("pit_distance", REGRESSION, "PIT distance", "fraction", ".3f", "lower",
-          lambda r: r.pit, HISTOGRAM, _pit_distance),
+          pit_of, HISTOGRAM, _pit_distance),
     Score("log_loss", CLASSIFICATION, "log loss", "nats", ".4f", "lower",
           lambda r: r.log_loss, SUM, _mean, tolerance=0.01),
     Score("accuracy", CLASSIFICATION, "accuracy", "fraction", ".4f", "higher",

@@ -50,6 +50,7 @@ from basics.scores import (
     central_inside,
     finish,
     partial_sums,
+    pit_of,
     quantile_levels,
     scores_of,
 )
@@ -74,8 +75,9 @@ WIDTH_EDGES: np.ndarray = 2.0 ** (np.arange(-120, 121) / 4.0)
 _WIDTH_GROUPS = 10
 #: Nominal coverage of the central interval whose per-branch coverage is reported.
 BRANCH_LEVEL = 0.9
-#: Quantile levels of the width-against-error counts: the central 90% interval and the median.
-_WIDTH_LEVELS = ((1 - INTERVAL_LEVEL) / 2, 0.5, (1 + INTERVAL_LEVEL) / 2)
+#: Quantile levels of the width-against-error counts: the central 90% interval and the median
+#: (rounded, so that a record asking for the same level shares its solve).
+_WIDTH_LEVELS = (round((1 - INTERVAL_LEVEL) / 2, 6), 0.5, round((1 + INTERVAL_LEVEL) / 2, 6))
 #: Per-branch sums of the model as it predicts: the sums of these records' per-row values.
 _BRANCH_SCORES = {REGRESSION: ("rmse", "nlpd", "crps"), CLASSIFICATION: ("accuracy", "log_loss")}
 
@@ -132,12 +134,18 @@ class EvaluationJob:
             return 0
         return len(self.classes) if self.classes is not None else 2 + self.quantiles.size
 
+    def _column(self, score: Score, j: int) -> str:
+        """The column of :meth:`rows` that holds ``score``'s per-row values under map ``j``:
+        the PIT records share the PIT's."""
+        return f"pit@{j}" if score.row is pit_of else f"{score.name}@{j}"
+
     def _row_fields(self) -> list[tuple[str, int]]:
         fields = [("prediction", self.predicted), ("known", 1)]
         if self.classes is not None:
             return [*fields, *((f"{s.name}@0", 1) for s in self._scores(0)), ("unseen", 1)]
         for j in range(len(self.maps)):
-            fields += [(f"{s.name}@{j}", 1) for s in self._scores(j)]
+            fields += [(name, 1) for name in dict.fromkeys(
+                self._column(s, j) for s in self._scores(j)) if name != f"pit@{j}"]
             fields.append((f"pit@{j}", 1))
         return [*fields, ("width", 1), ("abs_error", 1)]
 
@@ -216,7 +224,8 @@ class EvaluationJob:
                 crps=crps[:, j], pit=f if r is None else r(f),
                 quantiles=quantiles if j == 0 else None)
             for s in self._scores(j):
-                out[known, lay.index(f"{s.name}@{j}")] = s.row(rows)
+                if s.row is not pit_of:
+                    out[known, lay.index(self._column(s, j))] = s.row(rows)
             out[known, lay.index(f"pit@{j}")] = rows.pit
         lo, mid, hi = (quantiles[float(level)] for level in _WIDTH_LEVELS)
         out[known, lay.index("width")] = hi - lo
@@ -256,7 +265,7 @@ class EvaluationJob:
         parts: dict[str, Any] = {"n": known.sum(), "n_missing": (~known).sum()}
         for j in range(len(self.maps) if self.classes is None else 1):
             for s in self._scores(j):
-                parts[f"{s.name}@{j}"] = partial_sums(s, col(f"{s.name}@{j}"), self.levels)
+                parts[f"{s.name}@{j}"] = partial_sums(s, col(self._column(s, j)), self.levels)
             if self.classes is None:
                 parts[f"reliability@{j}"] = central_inside(col(f"pit@{j}"),
                                                            RELIABILITY_LEVELS).sum(axis=0)
