@@ -127,8 +127,8 @@ def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str,
     --------
     >>> r = {"task": "classification", "n": 10, "accuracy": 0.9, "log_loss": 0.25}
     >>> print(format_comparison_table(["v0001"], [r]))
-    version    rows  accuracy  log loss
-    v0001        10     0.900     0.250
+    version    rows  log loss  accuracy
+    v0001        10     0.250     0.900
     """
     width = max(7, *(len(n) for n in names))
     classify = bool(results) and results[0]["task"] == "classification"
