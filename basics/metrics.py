@@ -31,6 +31,7 @@ from .mixture import GaussianMixture
 from .pit import PITMap, RecalibratedDistribution
 
 __all__ = [
+    "CALIBRATION_LEVELS",
     "CRPS_GRID",
     "CRPS_TOLERANCE",
     "ONE_SIDED_LEVELS",
@@ -69,7 +70,9 @@ _IDENTITY = PITMap.identity(1)
 
 _EPS = float(np.finfo(np.float64).eps)
 
-_DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: Nominal coverages of the central intervals of the calibration table (the paper's Table 2:
+#: 10% to 90% in steps of 10%).
+CALIBRATION_LEVELS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 10))
 #: Quantile levels of the one-sided calibration table: 5% to 95% in steps of 5%.
 ONE_SIDED_LEVELS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
 
@@ -335,7 +338,7 @@ def coverage(y: Any, dist: Distribution, levels: Any = 0.9) -> float | np.ndarra
 
 
 def calibration_table(
-    y: Any, dist: Distribution, levels: Any = _DEFAULT_LEVELS
+    y: Any, dist: Distribution, levels: Any = CALIBRATION_LEVELS
 ) -> pd.DataFrame:
     """Calibration of central predictive intervals, as in the paper's Table 2.
 

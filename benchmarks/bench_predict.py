@@ -43,8 +43,8 @@ def measure(demo_dir: Path, rows: int, models: Sequence[str]) -> dict[str, dict[
     import pandas as pd
 
     from ebf.artifact import load
-    from pipelines.report.diagnostics import EvaluationJob
     from pipelines.report.metrics import DEFAULT_LEVELS
+    from pipelines.scoring.job import EvaluationJob
 
     files = sorted(glob.glob(str(demo_dir / "data" / "test" / "*.parquet")))
     test = pd.concat([pd.read_parquet(f) for f in files]).iloc[:rows]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from basics import atomic
+from basics.metrics import CALIBRATION_LEVELS
 
 # ---------------------------------------------------------------- environment and output
 
@@ -222,7 +223,7 @@ def write_markdown(output: Path, columns: Sequence[tuple[str, str, str]],
 # ---------------------------------------------------------------- scoring predictive distributions
 
 #: Central-interval levels of the calibration gaps.
-LEVELS = np.round(np.arange(1, 10) / 10, 1)
+LEVELS = np.asarray(CALIBRATION_LEVELS)
 
 
 def scores(dist: Any, y: np.ndarray) -> dict[str, np.ndarray]:
@@ -235,14 +236,17 @@ def scores(dist: Any, y: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
-    """RMSE, NLPD, CRPS, rows below log densities -20, -30 and -50, the worst row, and the
-    signed / largest coverage gaps of the exact central intervals at :data:`LEVELS` (from
-    the PIT)."""
-    lp, pit = rows["logpdf"], rows["pit"]
-    covered = np.abs(pit[:, None] - 0.5) <= LEVELS[None, :] / 2
-    gaps = covered.mean(axis=0) - LEVELS
-    return {"rmse": float(np.sqrt(np.mean((rows["mean"] - rows["y"]) ** 2))),
-            "nlpd": float(-lp.mean()), "crps": float(rows["crps"].mean()),
+    """RMSE, NLPD, CRPS (the records of :mod:`basics.scores`), rows below log densities
+    -20, -30 and -50, the worst row, and the signed / largest coverage gaps of the exact
+    central intervals at :data:`LEVELS` (from the PIT, as the ``max_calibration_gap``
+    record counts them)."""
+    from basics.scores import SCORES, RegressionRows, partial_sums, value
+
+    lp = rows["logpdf"]
+    scored = RegressionRows(y=rows["y"], point=rows["mean"], logpdf=lp, crps=rows["crps"],
+                            pit=rows["pit"], quantiles=None)
+    gaps = partial_sums(SCORES["max_calibration_gap"], rows["pit"], LEVELS) / lp.size - LEVELS
+    return {**{name: value(name, scored, LEVELS) for name in ("rmse", "nlpd", "crps")},
             "below_20": int(np.sum(lp < -20)), "below_30": int(np.sum(lp < -30)),
             "below_50": int(np.sum(lp < -50)), "worst": float(lp.min()),
             "max_gap": float(np.abs(gaps).max()), "gaps": gaps.tolist(), "n_test": int(lp.size)}

@@ -32,20 +32,24 @@ from typing import Any
 
 import numpy as np
 
-from basics.metrics import (
-    ONE_SIDED_LEVELS,
-    as_mixture,
-    class_rows,
-    crps_rows,
-    interval_score_rows,
-    pit_distance,
-    quantile_coverage,
-    rmse,
+from basics.metrics import CALIBRATION_LEVELS, ONE_SIDED_LEVELS, as_mixture, class_rows, crps_rows
+from basics.scores import (
+    SCORES,
+    ClassRows,
+    RegressionRows,
+    finish,
+    partial_sums,
+    quantile_levels,
+    scores_of,
+    values,
 )
 
 #: Central-interval levels of the coverage gaps (10%, ..., 90%).
-CENTRAL_LEVELS = np.round(np.arange(1, 10) / 10, 1)
+CENTRAL_LEVELS = np.asarray(CALIBRATION_LEVELS)
 _ONE_SIDED = np.asarray(ONE_SIDED_LEVELS)
+#: The benchmarks' names of two score records (their tables and stored results predate the
+#: records); every other score is under its record's name.
+RESULT_NAMES = {"interval_score_90": "interval_score", "max_calibration_gap": "max_central_gap"}
 #: Bins of the expected calibration error (Guo et al. 2017 use 15).
 ECE_BINS = 15
 
@@ -348,34 +352,37 @@ class Pooled:
 
 def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None
                       ) -> dict[str, Any]:
-    """Every score of one predictive distribution on the test rows.
+    """Every regression score of :data:`basics.scores.SCORES` of one predictive distribution
+    on the test rows, as the evaluation job computes them (the same records, per-row functions,
+    sums and finishing steps), under :data:`RESULT_NAMES`.
 
-    ``rmse`` (of ``point``, else of the distribution's mean), ``nlpd`` (None without a
-    density), ``crps``, ``interval_score`` (central 90%, :func:`basics.metrics.
-    interval_score_rows`), the observed minus nominal coverage of the central intervals at
-    :data:`CENTRAL_LEVELS` (``central_gaps``, from the quantiles at ``(1 +- z) / 2``) and of
-    the one-sided quantiles at :data:`basics.metrics.ONE_SIDED_LEVELS` (``one_sided_gaps``,
-    :func:`basics.metrics.quantile_coverage`), their largest absolute values, and the PIT's
-    Kolmogorov-Smirnov distance from uniform (:func:`basics.metrics.pit_distance`).
+    ``rmse`` is of ``point`` (else of the distribution's mean), ``nlpd`` None without a
+    density; the coverage gaps come from the PIT ``F(y)`` (``y`` inside the central ``z``
+    interval when ``(1 - z) / 2 <= F(y) <= (1 + z) / 2``, below the ``q`` quantile when
+    ``F(y) <= q``) and the PIT distance from its 1,000-bin histogram, as for a model of ours.
+    Also ``central_gaps`` (observed minus nominal coverage of the central intervals at
+    :data:`CENTRAL_LEVELS`) and ``one_sided_gaps`` (at
+    :data:`basics.metrics.ONE_SIDED_LEVELS`).
     """
     y = np.asarray(y, dtype=np.float64)
-    q = dist.quantile(_ONE_SIDED)
-    below = quantile_coverage(y, q)
-    col = {round(float(t), 2): j for j, t in enumerate(_ONE_SIDED)}
-    central = np.array([below[col[round((1 + z) / 2, 2)]] - below[col[round((1 - z) / 2, 2)]]
-                        for z in CENTRAL_LEVELS]) - CENTRAL_LEVELS
-    one_sided = below - _ONE_SIDED
-    nlpd = None
-    if dist.has_density:
-        nlpd = float(-np.mean(dist.logpdf(y)))
-    point = dist.mean if point is None else point
-    return {"rmse": rmse(y, point), "nlpd": nlpd, "crps": float(np.mean(dist.crps_rows(y))),
-            "interval_score": float(np.mean(interval_score_rows(
-                y, q[:, col[0.05]], q[:, col[0.95]], 0.9))),
-            "max_central_gap": float(np.max(np.abs(central))),
-            "max_one_sided_gap": float(np.max(np.abs(one_sided))),
-            "pit_distance": pit_distance(np.clip(dist.cdf(y), 0.0, 1.0)),
-            "central_gaps": central.tolist(), "one_sided_gaps": one_sided.tolist()}
+    scores = scores_of("regression")
+    levels = quantile_levels(scores)
+    q = dist.quantile(np.asarray(levels))
+    rows = RegressionRows(
+        y=y, point=np.asarray(dist.mean if point is None else point, dtype=np.float64),
+        logpdf=dist.logpdf(y) if dist.has_density else None, crps=dist.crps_rows(y),
+        pit=np.clip(dist.cdf(y), 0.0, 1.0),
+        quantiles={float(level): q[:, j] for j, level in enumerate(levels)})
+    out: dict[str, Any] = {}
+    for s in scores:
+        values = s.row(rows)
+        out[RESULT_NAMES.get(s.name, s.name)] = None if values is None else finish(
+            s, partial_sums(s, values, CENTRAL_LEVELS), y.size, CENTRAL_LEVELS)
+    n = float(y.size)
+    central = partial_sums(SCORES["max_calibration_gap"], rows.pit, CENTRAL_LEVELS) / n
+    below = partial_sums(SCORES["max_one_sided_gap"], rows.pit, CENTRAL_LEVELS) / n
+    return {**out, "central_gaps": (central - CENTRAL_LEVELS).tolist(),
+            "one_sided_gaps": (below - _ONE_SIDED).tolist()}
 
 
 def expected_calibration_error(proba: Any, y: Any, n_bins: int = ECE_BINS) -> float:
@@ -406,7 +413,8 @@ def expected_calibration_error(proba: Any, y: Any, n_bins: int = ECE_BINS) -> fl
 
 
 def classification_scores(y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
-    """Log loss (:func:`basics.metrics.class_rows`), Brier score (the squared error of the
+    """Log loss and accuracy (the records of :mod:`basics.scores` over
+    :func:`basics.metrics.class_rows`), Brier score (the squared error of the
     positive class's probability, scikit-learn's binary one; ``y`` are codes 0 / 1),
     :func:`expected_calibration_error` and accuracy."""
     proba = np.asarray(proba, dtype=np.float64)
@@ -415,6 +423,7 @@ def classification_scores(y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
         raise ValueError(f"classification_scores is for binary tasks; got {proba.shape[1]} "
                          "classes.")
     correct, log_loss, _ = class_rows(proba, np.arange(2), y)
-    return {"log_loss": float(log_loss.mean()),
+    scores = values(ClassRows(correct, log_loss))  # log loss and accuracy, by their records
+    return {"log_loss": scores["log_loss"],
             "brier": float(np.mean((proba[:, 1] - y) ** 2)),
-            "ece": expected_calibration_error(proba, y), "accuracy": float(correct.mean())}
+            "ece": expected_calibration_error(proba, y), "accuracy": scores["accuracy"]}

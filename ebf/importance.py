@@ -53,15 +53,21 @@ import pandas as pd
 
 from basics.flat_tree import NO_NODE
 from basics.metrics import class_rows, crps_rows
+from basics.scores import SCORES, ClassRows, RegressionRows
 from basics.tasks import CLASSIFICATION, REGRESSION
 
-__all__ = ["SCORINGS", "check_scoring", "forest_decrease", "importance_table", "normalised",
-           "permutation_importance", "permuted_losses", "row_losses", "total_decrease",
-           "trunk_decrease"]
+__all__ = ["LOSS_SCORES", "SCORINGS", "check_scoring", "forest_decrease", "importance_table",
+           "normalised", "permutation_importance", "permuted_losses", "row_losses",
+           "total_decrease", "trunk_decrease"]
 
 #: Per-row losses of permutation importance, by task; the first is the default.
 SCORINGS = {REGRESSION: ("crps", "nlpd", "squared_error"),
             CLASSIFICATION: ("log_loss", "error")}
+#: The score record (:data:`basics.scores.SCORES`) whose per-row values each loss is: the
+#: values as they are where lower is better, else one minus them (``error``: one minus the
+#: rows counted correct by ``accuracy``).
+LOSS_SCORES = {"crps": "crps", "nlpd": "nlpd", "squared_error": "rmse", "log_loss": "log_loss",
+               "error": "accuracy"}
 
 
 def forest_decrease(forest: Any, n_features: int) -> np.ndarray:
@@ -172,19 +178,24 @@ def check_scoring(task: str, scoring: str | None) -> str:
 
 
 def row_losses(model: Any, X: pd.DataFrame, y: np.ndarray, scoring: str) -> np.ndarray:
-    """Loss of every row (lower is better): CRPS, negative log density or squared error of
-    the mean (regressors, through ``predict_distribution``, recalibrated if the model is),
-    log loss or 0/1 error (classifiers, :func:`basics.metrics.class_rows`)."""
+    """Loss of every row (lower is better): the per-row values of the score record
+    :data:`LOSS_SCORES` names, CRPS, negative log density or squared error of the mean
+    (regressors, through ``predict_distribution``, recalibrated if the model is), log loss
+    or 0/1 error (classifiers, :func:`basics.metrics.class_rows`)."""
+    score = SCORES[LOSS_SCORES[scoring]]
     if scoring in SCORINGS[CLASSIFICATION]:
         correct, log_loss, _ = class_rows(model.predict_proba(X), model.classes_, y)
-        return log_loss if scoring == "log_loss" else (~correct).astype(np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    dist = model.predict_distribution(X)
-    if scoring == "crps":
-        return crps_rows(dist, y)
-    if scoring == "nlpd":
-        return -dist.logpdf(y)
-    return (y - dist.mean()) ** 2
+        rows: Any = ClassRows(correct, log_loss)
+    else:
+        y = np.asarray(y, dtype=np.float64)
+        dist = model.predict_distribution(X)
+        # only what the loss reads is computed (a CRPS pass costs more than the prediction)
+        rows = RegressionRows(
+            y=y, point=np.asarray(dist.mean) if scoring == "squared_error" else None,
+            logpdf=dist.logpdf(y) if scoring == "nlpd" else None,
+            crps=crps_rows(dist, y) if scoring == "crps" else None, pit=None, quantiles=None)
+    values = np.asarray(score.row(rows), dtype=np.float64)
+    return values if score.better == "lower" else 1.0 - values
 
 
 def permuted_losses(model: Any, X: pd.DataFrame, y: np.ndarray, scoring: str,

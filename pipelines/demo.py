@@ -62,14 +62,13 @@ from basics.locations import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
 from pipelines.io import write_parquet_atomic
-from pipelines.report.diagnostics import before_after
 from pipelines.report.html import (
     plot_calibration,  # noqa: F401  (re-exported: pipelines.demo API)
     render_figures,
     save_figures,
     write_html_report,
 )
-from pipelines.report.metrics import format_calibration
+from pipelines.report.metrics import before_after, format_calibration
 
 __all__ = [
     "DEMO_MARKER",
@@ -263,8 +262,8 @@ def _warm_up(branch: str) -> bool:
     """Compile the kernels of a fit, a recalibration, a prediction and an evaluation on this
     worker (a tiny local fit)."""
     from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
-    from pipelines.report.diagnostics import EvaluationJob
     from pipelines.report.metrics import DEFAULT_LEVELS
+    from pipelines.scoring.job import EvaluationJob
 
     rng = np.random.default_rng(0)
     X = rng.random((400, 3))

@@ -36,8 +36,8 @@ from ebf.importance import check_scoring, importance_table, permuted_losses
 from pipelines.artifacts import open_artifact
 from pipelines.footers import read_footers
 from pipelines.io import Source, describe_source, read_columns
-from pipelines.report.evaluate import _model_parts, _run
 from pipelines.schema import check_schema
+from pipelines.scoring.tasks import model_parts, run_tasks
 
 __all__ = ["DEFAULT_MAX_ROWS", "DEFAULT_REPEATS", "format_importances",
            "permutation_importance"]
@@ -123,7 +123,7 @@ def permutation_importance(
     if not isinstance(target, str):
         raise ValueError(f"the model at {loaded.path!r} does not record its target; pass "
                          "target= (CLI: --target)")
-    classes, _, _, whole = _model_parts(loaded.reader)
+    classes, _, _, whole = model_parts(loaded.reader)
     scoring = check_scoring(REGRESSION if classes is None else CLASSIFICATION, scoring)
     features = list(loaded.features)
     share = 1.0
@@ -145,7 +145,7 @@ def permutation_importance(
         dask_key_name=f"ebf-importance-{token}-{i}") for i, part in enumerate(ddf.to_delayed())]
     logger.info("permutation importance of %s on %s (%d partitions, %s, share %.3g)",
                 loaded.path, describe_source(data), len(tasks), scoring, share)
-    sums = np.sum(_run(tasks, client, progress, span="ebf-importance"), axis=0)
+    sums = np.sum(run_tasks(tasks, client, progress, span="ebf-importance"), axis=0)
     table = importance_table(sums, features, int(n_repeats))
     return {"importances": table, "scoring": scoring, "baseline": table.attrs["baseline"],
             "n": table.attrs["n"], "n_repeats": int(n_repeats), "target": target,

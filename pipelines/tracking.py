@@ -2,7 +2,8 @@
 extra, ``pip install "ebf[mlflow]"``).
 
 What a run holds is read off the job's result as the CLI's ``--json`` prints it, nothing is
-computed for it: :func:`train_run` and :func:`retrain_run` turn that summary into a
+computed for it (a retraining run's scores are the score records of :mod:`basics.scores`,
+named as the records name them): :func:`train_run` and :func:`retrain_run` turn that summary into a
 :class:`RunContent` (parameters, metrics, tags and the summary itself), and :func:`log_run`
 logs it. The model is never uploaded (a model can take gigabytes): its URL is the tag
 ``ebf.model_url``, its content hash ``ebf.model_hash``, and the summary is a small JSON
@@ -401,7 +402,8 @@ def retrain_run(summary: Mapping[str, Any], *, registry: str,
         Parameters: ``registry``, ``name``, ``version``, ``parent``, ``data`` and
         ``data_rows`` (the new window), ``target``, ``task``, ``n_features``,
         ``code_version``, ``train_options/<option>`` and ``options``. Metrics: the holdout
-        scores ``challenger/<metric>`` and ``champion/<metric>``, the gate's
+        scores ``challenger/<score>`` and ``champion/<score>`` (``n`` and every score
+        record of the task, :data:`basics.scores.SCORES`, by its name), the gate's
         ``gate/<metric>/limit``, the drift check's ``drift/...`` (smallest split
         probability, tested and failing splits, branch-share p-value...) and
         ``seconds/<phase>`` (``seconds/total``: the whole run). Tags: ``ebf.command``,

@@ -1,5 +1,6 @@
-"""The house plan holds: imports point down, nobody reaches into another package's private
-names, and no module imports itself round a circle.
+"""The house plan holds: imports point down, nobody reaches into another package's (or
+another subpackage's) private names, no module imports itself round a circle and no two
+folders import each other.
 
 The layers, bottom first (``docs/architecture.md``)::
 
@@ -212,6 +213,67 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
+def folder_of(module: str, modules: dict[str, tuple[ast.Module, bool]]) -> str:
+    """The package (folder) holding ``module``: itself for a package ``__init__``."""
+    if module in modules and modules[module][1]:
+        return module
+    return module.rpartition(".")[0]
+
+
+def _inside(folder: str, owner: str) -> bool:
+    return folder == owner or folder.startswith(owner + ".")
+
+
+def private_across(found: Iterable[Import], modules: dict[str, tuple[ast.Module, bool]]
+                   ) -> list[str]:
+    """Imports of a private module or name from outside the subpackage that owns it.
+
+    A private part (``_mod`` or ``_name``) belongs to the package (folder) that holds it: a
+    private module to its package, a private name to its module's package. Modules of that
+    package and of its subpackages may import it; a sibling or a parent package may not
+    (``pipelines.importance`` importing ``pipelines.report.evaluate._run``), so every
+    subpackage offers the others a public seam.
+    """
+    bad = []
+    for imp in found:
+        if layer_of(imp.module) is None:
+            continue
+        target = imp.module if imp.name is None else f"{imp.module}.{imp.name}"
+        parts = target.split(".")
+        first = next((i for i, p in enumerate(parts)
+                      if p.startswith("_") and not p.startswith("__")), None)
+        if first is None:
+            continue
+        owner = folder_of(".".join(parts[:first]), modules)
+        if not _inside(folder_of(imp.source, modules), owner):
+            bad.append(f"{imp.source}:{imp.line} imports {target} (private to {owner})")
+    return bad
+
+
+def folder_circles(found: Iterable[Import], modules: dict[str, tuple[ast.Module, bool]]
+                   ) -> list[list[str]]:
+    """Strongly connected groups of the folder (subpackage) import graph: an edge goes from
+    the importing module's folder to the imported module's (the deepest repository module
+    an import names, as in :func:`circles`). Edges between a package and its own
+    subpackages are left out (a package uses its parts, a part its package's helpers); two
+    sibling folders that import each other (``pipelines.report`` <-> ``pipelines.registry``)
+    are a circle."""
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for imp in found:
+        target = f"{imp.module}.{imp.name}" if imp.name else imp.module
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if not target or imp.source not in known:
+            continue
+        a, b = folder_of(imp.source, modules), folder_of(target, modules)
+        graph.setdefault(a, set())
+        graph.setdefault(b, set())
+        if not (_inside(a, b) or _inside(b, a)):
+            graph[a].add(b)
+    return _strongly_connected(graph)
+
+
 MODULES = read_modules()
 IMPORTS = all_imports(MODULES)
 
@@ -234,6 +296,17 @@ def test_no_private_names_of_other_packages():
 def test_no_import_circles():
     found = circles(IMPORTS, MODULES)
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(g) for g in found)
+
+
+def test_no_private_names_of_other_subpackages():
+    bad = private_across(IMPORTS, MODULES)
+    assert not bad, "imports of another subpackage's private names:\n" + "\n".join(bad)
+
+
+def test_no_folder_circles():
+    found = folder_circles(IMPORTS, MODULES)
+    assert not found, "folders importing each other:\n" + "\n".join(" <-> ".join(g)
+                                                                     for g in found)
 
 
 def _fake(tmp_path: Path, files: dict[str, str]) -> dict[str, tuple[ast.Module, bool]]:
@@ -276,6 +349,43 @@ def test_the_checks_can_fail(tmp_path):
     assert circles(found, modules) == [["ebf.model", "ebf.reader"]]  # not peek <-> typed
     for check in (test_imports_point_down, test_no_private_names_of_other_packages,
                   test_no_import_circles):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(__name__ + ".IMPORTS", found)
+            mp.setattr(__name__ + ".MODULES", modules)
+            with pytest.raises(AssertionError):
+                check()
+
+
+def test_the_subpackage_checks_can_fail(tmp_path):
+    """A private name reached into from a sibling or parent folder, and two sibling folders
+    importing each other, are reported; a subpackage using its parent's private parts, and a
+    package using its subpackages, are not."""
+    modules = _fake(tmp_path, {
+        **{f"{top}/__init__.py": "" for top in ("basics", "mondrian", "ebf", "cluster",
+                                                "benchmarks")},
+        "ebf/_base.py": "def _helper():\n    pass\n",
+        "ebf/dask/__init__.py": "",
+        "ebf/dask/fit.py": "from ebf._base import _helper\nfrom .._base import x\n",
+        "pipelines/__init__.py": "",
+        "pipelines/job.py": "from pipelines.report.evaluate import _run, evaluate\n",
+        "pipelines/report/__init__.py": "",
+        "pipelines/report/evaluate.py": "def f():\n    from pipelines.registry.lineage import y\n",
+        "pipelines/report/compare.py": "from pipelines.report.evaluate import _run\n"
+                                       "from pipelines.io import read\n",
+        "pipelines/registry/__init__.py": "",
+        "pipelines/registry/lineage.py": "",
+        "pipelines/registry/retrain.py": "from pipelines.report import evaluate\n"
+                                         "from pipelines.report._cache import z\n",
+        "pipelines/io.py": "",
+    })
+    found = all_imports(modules)
+    assert private_across(found, modules) == [
+        "pipelines.job:1 imports pipelines.report.evaluate._run (private to pipelines.report)",
+        "pipelines.registry.retrain:2 imports pipelines.report._cache.z (private to "
+        "pipelines.report)",
+    ]
+    assert folder_circles(found, modules) == [["pipelines.registry", "pipelines.report"]]
+    for check in (test_no_private_names_of_other_subpackages, test_no_folder_circles):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(__name__ + ".IMPORTS", found)
             mp.setattr(__name__ + ".MODULES", modules)

@@ -75,9 +75,12 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     rt.add_argument("--refit-on", choices=("all", "window"), default="all",
                     help="data of a refit: everything the model has seen plus NEW_DATA, or "
                     "NEW_DATA alone (default: all)")
+    from basics.scores import SCORES
+
     for name, tol in DEFAULT_TOLERANCES.items():
-        what = "relative increase" if name == "rmse" else (
-            "decrease" if name == "accuracy" else "increase")
+        score = SCORES[name]  # the direction that is worse, and whether it is relative
+        what = ("relative " if score.relative else "") + (
+            "decrease" if score.better == "higher" else "increase")
         rt.add_argument(f"--tolerance-{name.replace('_', '-')}", dest=f"tol_{name}",
                         type=non_negative_float, default=tol, metavar="X",
                         help=f"promotion tolerance: {what} of {name} (default: {tol})")

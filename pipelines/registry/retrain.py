@@ -56,6 +56,7 @@ import distributed
 
 from basics.familywise import check_correction
 from basics.locations import check_location
+from basics.scores import SCORES, gate_check, scores_of
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.calibration import calibration_rows, recalibrate
@@ -68,8 +69,8 @@ from pipelines.io import read_dataset
 from pipelines.options import TrainOptions
 from pipelines.registry.lineage import data_identity, inputs_key
 from pipelines.registry.store import Registry
-from pipelines.report.evaluate import evaluate_model
 from pipelines.schema import check_schema
+from pipelines.scoring.tasks import evaluate_model
 from pipelines.train import infer_task, train
 
 __all__ = ["DEFAULT_HOLDOUT", "DEFAULT_PERFORMANCE_TOLERANCE", "DEFAULT_TOLERANCES", "EXIT_KEPT",
@@ -79,10 +80,10 @@ logger = logging.getLogger(__name__)
 
 #: Share of the window's most recent rows held out to compare champion and challenger.
 DEFAULT_HOLDOUT = 0.1
-#: How much worse than the champion the challenger may be and still be promoted: RMSE
-#: relative, the others absolute.
-DEFAULT_TOLERANCES = {"rmse": 0.01, "nlpd": 0.01, "max_calibration_gap": 0.02,
-                      "max_one_sided_gap": 0.02, "log_loss": 0.01, "accuracy": 0.005}
+#: How much worse than the champion the challenger may be and still be promoted: the
+#: tolerances of the score records that have one (:data:`basics.scores.SCORES`; RMSE
+#: relative, the others absolute).
+DEFAULT_TOLERANCES = {s.name: s.tolerance for s in SCORES.values() if s.tolerance is not None}
 #: Rows of the window the drift check samples (eq. 11 needs a sample, not every row).
 DRIFT_ROWS = 200_000
 #: Worsening of the champion's holdout NLPD / log loss the holdout-score test lets pass.
@@ -124,10 +125,9 @@ class RetrainResult:
 
 
 def _metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    keys = (("rmse", "nlpd", "max_calibration_gap", "max_one_sided_gap", "pit_distance",
-             "crps", "interval_score_90") if result["task"] == "regression"
-            else ("log_loss", "accuracy"))
-    return {"n": int(result["n"]), **{k: float(result[k]) for k in keys}}
+    """The rows and every score of the result's task (:func:`basics.scores.scores_of`)."""
+    return {"n": int(result["n"]), **{s.name: float(result[s.name])
+                                      for s in scores_of(result["task"]) if s.name in result}}
 
 
 def gate(champion: Mapping[str, float], challenger: Mapping[str, float],
@@ -141,7 +141,9 @@ def gate(champion: Mapping[str, float], challenger: Mapping[str, float],
         ``max_one_sided_gap`` for regressors;
         ``log_loss``, ``accuracy`` for classifiers).
     tolerances : mapping
-        :data:`DEFAULT_TOLERANCES` keys: ``rmse`` relative, the others absolute.
+        Score name to tolerance (:data:`DEFAULT_TOLERANCES` keys): each score worsens in
+        the direction its record (:data:`basics.scores.SCORES`) says is worse, relative to the
+        champion's value if the record says so (``rmse``), else absolute.
 
     Returns
     -------
@@ -162,12 +164,8 @@ def gate(champion: Mapping[str, float], challenger: Mapping[str, float],
         if name not in champion or name not in challenger:
             continue
         a, b = float(champion[name]), float(challenger[name])
-        if name == "accuracy":
-            limit, ok = a - tol, b >= a - tol
-        else:
-            limit = a * (1 + tol) if name == "rmse" else a + tol
-            ok = b <= limit
-        checks[name] = {"champion": a, "challenger": b, "limit": limit, "ok": bool(ok)}
+        limit, ok = gate_check(name, a, b, tol)
+        checks[name] = {"champion": a, "challenger": b, "limit": limit, "ok": ok}
     return all(c["ok"] for c in checks.values()), checks
 
 

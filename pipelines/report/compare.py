@@ -4,7 +4,8 @@ The versions of a registry are each scored on their own holdout when made, so th
 recorded metrics do not compare. :func:`compare` scores chosen models on one dataset: the
 partitions are read once (every model's tasks share the same read tasks of one graph) and
 each model's per-partition sums are reduced as :func:`pipelines.report.evaluate.evaluate`
-reduces them, so every model's result is what ``evaluate`` gives it on that data.
+reduces them (:mod:`pipelines.scoring.tasks`), so every model's result is what ``evaluate``
+gives it on that data, every score of :mod:`basics.scores` included.
 """
 
 from __future__ import annotations
@@ -20,22 +21,23 @@ import distributed
 import numpy as np
 
 from basics.metrics import coverage_levels
+from basics.scores import scores_of
 from cluster import current_client
 from ebf.dask.client import Report
 from ebf.dask.graph import input_partitions
 from pipelines.artifacts import open_artifact
 from pipelines.io import Source, read_columns
-from pipelines.report.diagnostics import EvaluationJob
-from pipelines.report.evaluate import (
-    _model_parts,
-    _partition_tasks,
-    _run,
-    _score,
-    _sums,
-    model_info,
-)
+from pipelines.report.evaluate import model_info
 from pipelines.report.metrics import DEFAULT_LEVELS
 from pipelines.schema import check_schema
+from pipelines.scoring.job import EvaluationJob
+from pipelines.scoring.tasks import (
+    block_sums,
+    model_parts,
+    partition_tasks,
+    run_tasks,
+    scored_result,
+)
 
 __all__ = ["compare", "format_comparison_table"]
 
@@ -103,43 +105,45 @@ def compare(
         ddf = read_columns(data, [*features, target], storage_options)
         jobs, tasks = [], []
         for a in loaded:
-            classes, pit_map, _, whole = _model_parts(a.reader)
+            classes, pit_map, _, whole = model_parts(a.reader)
             job = EvaluationJob(lv, classes, pit_map)
             jobs.append(job)
-            tasks.append([dask.delayed(_sums, pure=True)(p, job) for p in
-                          _partition_tasks(ddf, whole, list(a.features), target, job)])
-        sums = _run([t for per_model in tasks for t in per_model], client, progress)
+            tasks.append([dask.delayed(block_sums, pure=True)(p, job) for p in
+                          partition_tasks(ddf, whole, list(a.features), target, job)])
+        sums = run_tasks([t for per_model in tasks for t in per_model], client, progress)
     out, at = [], 0
     for a, job, per_model in zip(loaded, jobs, tasks, strict=True):
         parts = sums[at:at + len(per_model)]
         at += len(per_model)
-        out.append(_score(parts, job, data, target, t0, model_info(a)))
+        out.append(scored_result(parts, job, data, target, t0, model_info(a)))
     return out
 
 
 def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str, Any]]) -> str:
-    """One line per model: regressors RMSE, NLPD, CRPS, 90% coverage and the largest
-    calibration gap; classifiers accuracy and log loss.
+    """One line per model: its rows and every score of its task in
+    :data:`basics.scores.SCORES` (regressors also the 90% coverage).
 
     Examples
     --------
-    >>> r = {"task": "regression", "n": 10, "rmse": 1.0, "nlpd": 1.5, "crps": 0.5,
-    ...      "coverage": {0.9: 0.88}, "max_calibration_gap": 0.04}
+    >>> r = {"task": "classification", "n": 10, "accuracy": 0.9, "log_loss": 0.25}
     >>> print(format_comparison_table(["v0001"], [r]))
-    version    rows   rmse   nlpd   crps  cover 90%  max gap
-    v0001        10  1.000  1.500  0.500      0.880    0.040
+    version    rows  log loss  accuracy
+    v0001        10     0.250     0.900
     """
     width = max(7, *(len(n) for n in names))
-    if results and results[0]["task"] == "classification":
-        lines = [f"{'version':<{width}}  {'rows':>6}  {'accuracy':>8}  {'log loss':>8}"]
-        lines += [f"{n:<{width}}  {r['n']:>6}  {r['accuracy']:>8.3f}  {r['log_loss']:>8.3f}"
-                  for n, r in zip(names, results, strict=True)]
-        return "\n".join(lines)
-    lines = [f"{'version':<{width}}  {'rows':>6}  {'rmse':>5}  {'nlpd':>5}  {'crps':>5}  "
-             f"{'cover 90%':>9}  {'max gap':>7}"]
+    classify = bool(results) and results[0]["task"] == "classification"
+    scores = scores_of("classification" if classify else "regression")
+    columns = [(s.label, lambda r, s=s: r.get(s.name), ".3f" if s.fmt.endswith("f")
+                else s.fmt) for s in scores]
+    if not classify:
+        columns.append(("cover 90%", lambda r: r["coverage"].get(0.9), ".3f"))
+    sizes = [max(5, len(label)) for label, _, _ in columns]
+    lines = [f"{'version':<{width}}  {'rows':>6}" + "".join(
+        f"  {label:>{w}}" for (label, _, _), w in zip(columns, sizes, strict=True))]
     for n, r in zip(names, results, strict=True):
-        cover = r["coverage"].get(0.9, float("nan"))
-        lines.append(f"{n:<{width}}  {r['n']:>6}  {r['rmse']:>5.3f}  {r['nlpd']:>5.3f}  "
-                     f"{r.get('crps', float('nan')):>5.3f}  {cover:>9.3f}  "
-                     f"{r['max_calibration_gap']:>7.3f}")
+        cells = []
+        for (_, get, spec), w in zip(columns, sizes, strict=True):
+            v = get(r)
+            cells.append(f"  {'n/a' if v is None else format(v, spec):>{w}}")
+        lines.append(f"{n:<{width}}  {r['n']:>6}" + "".join(cells))
     return "\n".join(lines)

@@ -1,12 +1,8 @@
 """The evaluation job that ``ebf evaluate`` runs: a saved model scored on a labelled dataset.
 
-:func:`evaluate` streams a labelled dataset through the model, partition by partition: each
-task reduces its rows to a few sums (squared errors, log densities, counts inside each central
-interval; for classifiers correct predictions and log losses) and only those sums reach the
-driver. Interval coverage needs one number per row, the predictive CDF at the observed value
-``u = F(y)``: ``y`` lies in the central ``z`` interval ``[F^-1((1 - z) / 2), F^-1((1 + z) /
-2)]`` exactly when ``(1 - z) / 2 <= u <= (1 + z) / 2`` (``F`` is continuous and strictly
-increasing), so the exact intervals of the predictive mixture cost no quantile search. RMSE and
+:func:`evaluate` streams a labelled dataset through the model, partition by partition, with
+the tasks of :mod:`pipelines.scoring.tasks`: each task reduces its rows to the sums of the
+:class:`~pipelines.scoring.job.EvaluationJob` and only those sums reach the driver. RMSE and
 NLPD equal :mod:`basics.metrics` on the whole dataset (``rmse``, ``nlpd`` of
 ``model.predict_distribution(X)``) up to the order of summation, and so does
 ``calibration_table`` except for a row whose ``y`` lies in a flat stretch of the CDF exactly at
@@ -39,17 +35,11 @@ import pandas as pd
 
 from basics.locations import check_destination
 from basics.metrics import coverage_levels
+from basics.scores import scores_of
 from cluster import current_client
-from ebf.dask.cache import settle_whole, whole_model
-from ebf.dask.client import Report, gather
+from ebf.dask.client import Report
 from ebf.dask.frames import checked_levels, prediction_meta
-from ebf.dask.graph import (
-    in_threads,
-    input_partitions,
-    model_in_graph,
-    shared_model,
-    small_frame,
-)
+from ebf.dask.graph import input_partitions
 from ebf.dask.sharded import (
     block_frame,
     choose_strategy,
@@ -66,50 +56,21 @@ from pipelines.predict import (
     prediction_inputs,
     write_predictions,
 )
-from pipelines.report.diagnostics import EvaluationJob, before_after
-from pipelines.report.metrics import DEFAULT_LEVELS
+from pipelines.report.metrics import DEFAULT_LEVELS, before_after, format_report
 from pipelines.schema import check_schema
+from pipelines.scoring.job import EvaluationJob
+from pipelines.scoring.tasks import (
+    block_sums,
+    evaluate_model,
+    model_parts,
+    partition_tasks,
+    run_tasks,
+    scored_result,
+)
 
 __all__ = ["evaluate", "evaluate_model", "format_evaluation", "model_info"]
 
 logger = logging.getLogger(__name__)
-
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-def _model_output(model: Any, X: pd.DataFrame, job: EvaluationJob) -> Any:
-    """A whole model's class probabilities, or its own mixture (the job applies the map)."""
-    if job.classes is not None:
-        return model.predict_proba(X)
-    return model.predict_distribution(X, recalibrated=False)
-
-
-def _partition_rows(part: pd.DataFrame, model: Any, features: list[str], target: str,
-                    job: EvaluationJob, branch: bool) -> tuple:
-    """``(index, block, branch)`` of a partition predicted by a whole model: the job's rows
-    and, if ``branch``, the trunk leaf of every row (as :func:`ebf.dask.sharded.sharded_blocks`
-    gives them)."""
-    if len(part) == 0:
-        return part.index, None, None
-    X = part[features]
-    whole = whole_model(model)  # a saved model: loaded once per worker
-    block = job.rows(_model_output(whole, X, job), part[target].to_numpy())
-    out = part.index, block, whole.apply(X) if branch else None
-    settle_whole(model, whole)
-    return out
-
-
-def _sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
-    """The job's sums of a partition's block (per branch too, if the job has branches)."""
-    return job.reduce(assembled[1], assembled[2])
-
-
-def _sums_and_scores(assembled: tuple, job: EvaluationJob) -> tuple[np.ndarray, np.ndarray]:
-    """The job's sums of a partition's block, and its rows' main score
-    (:meth:`EvaluationJob.row_scores`)."""
-    return job.reduce(assembled[1]), job.row_scores(assembled[1])
 
 
 def _prediction_part(assembled: tuple, job: EvaluationJob, meta: pd.DataFrame, classes: Any,
@@ -176,7 +137,7 @@ def evaluate(
         its branches in shards (format 2) also has ``branches``: a DataFrame of one row per
         branch, ``branch``, ``training_rows``, ``bytes`` (its shard), ``n`` (rows scored)
         and the scores of the model as it predicts
-        (:meth:`pipelines.report.diagnostics.EvaluationJob.branch_table`).
+        (:meth:`pipelines.scoring.job.EvaluationJob.branch_table`).
         Regressors: ``rmse``, ``nlpd`` (mean
         negative log predictive density), ``calibration`` (DataFrame ``level``,
         ``observed``, ``observed_minus_nominal``, as :func:`basics.metrics.calibration_table`
@@ -192,7 +153,8 @@ def evaluate(
         central 90% interval, ``mean_abs_error`` of the median, about ten groups by width),
         ``calibrated`` (whether the model recalibrates its CDF) and, if it does,
         ``uncalibrated`` (the same scores of the model's own mixture, from the same pass);
-        see :mod:`pipelines.report.diagnostics`. Classifiers: ``accuracy``,
+        see :mod:`pipelines.scoring.job` (the scores are the records of
+        :mod:`basics.scores`, one key each). Classifiers: ``accuracy``,
         ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
         does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
         probability ``eps``) and ``classes``. With ``predictions``: ``predictions``
@@ -241,24 +203,24 @@ def evaluate(
         ddf = read_columns(data, list(dict.fromkeys([*features, target, *keep])), storage_options)
 
         strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
-        classes, pit_map, has_trunk, whole = _model_parts(loaded.reader)
+        classes, pit_map, has_trunk, whole = model_parts(loaded.reader)
         branches = loaded.reader.n_parts if has_trunk else 0  # a sharded EBF's
         job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q,
                             n_branches=branches)
         if strategy == "sharded" and loaded.reader.n_parts:
             assembled = sharded_blocks(loaded.reader, ddf, job, target=target)
         else:
-            assembled = _partition_tasks(ddf, whole, features, target, job, branch=has_trunk)
+            assembled = partition_tasks(ddf, whole, features, target, job, branch=has_trunk)
         token = uuid.uuid4().hex[:12]
-        sums = [dask.delayed(_sums, pure=True)(a, job, dask_key_name=f"ebf-evaluate-{token}-{i}")
-                for i, a in enumerate(assembled)]
+        sums = [dask.delayed(block_sums, pure=True)(
+            a, job, dask_key_name=f"ebf-evaluate-{token}-{i}") for i, a in enumerate(assembled)]
         logger.info("evaluating %s on %s (%d partitions, target %r, %s)", loaded.path,
                     describe_source(data), len(sums), target, strategy)
         info = {**model_info(loaded), "data": describe_source(data),
                 "warnings": _training_overlap(loaded, data, storage_options)}
         if predictions is None:
-            return _with_branch_facts(_score(_run(sums, client, progress), job, data, target,
-                                             t0, info), loaded.reader)
+            return _with_branch_facts(scored_result(run_tasks(sums, client, progress), job, data,
+                                                    target, t0, info), loaded.reader)
         meta = prediction_meta(classes, has_trunk, q)
         check_kept(keep, meta.columns)
         rows = ddf.to_delayed()
@@ -269,7 +231,8 @@ def evaluate(
         written, parts = write_predictions(pred, predictions, loaded, q, source=data,
                                            overwrite=overwrite, client=client, progress=progress,
                                            storage_options=storage_options, others=sums)
-        return {**_with_branch_facts(_score(parts, job, data, target, t0, info), loaded.reader),
+        return {**_with_branch_facts(scored_result(parts, job, data, target, t0, info),
+                                     loaded.reader),
                 "predictions": written}
 
 
@@ -343,141 +306,20 @@ def _training_overlap(loaded: Any, data: Source,
     return [message]
 
 
-def _model_parts(reader: Any) -> tuple:
-    """``(classes or None, recalibration map or None, whether it has a trunk, the model for
-    the tasks)``: from the head of a sharded model (its reader: every worker loads it, once,
-    if it is broadcast), or from the model loaded here (format 1 or a single forest: small,
-    one graph key)."""
-    if reader.n_parts:
-        head = reader.head()
-        return head.classes, head.recalibration, head.trunk is not None, reader
-    model = reader.load()
-    return (*_model_facts(model), shared_model(model))
-
-
-def _model_facts(model: Any) -> tuple:
-    """``(classes or None, recalibration map or None, whether it has a trunk)`` of a model
-    held in this process."""
-    return (getattr(model, "classes_", None), getattr(model, "recalibration_", None),
-            hasattr(model, "trunk_"))
-
-
-def _partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,
-                     job: EvaluationJob, branch: bool = False) -> list:
-    token = uuid.uuid4().hex[:12]
-    return [dask.delayed(_partition_rows, pure=True)(
-        part, whole, features, target, job, branch, dask_key_name=f"ebf-rows-{token}-{i}")
-        for i, part in enumerate(ddf.to_delayed())]
-
-
-def _run(tasks: list, client: distributed.Client, progress: Report | None,
-         span: str = "ebf-evaluate") -> list:
-    """The evaluation tasks' sums, in partition order (``span`` names them on the
-    dashboard)."""
-    with distributed.span(span):
-        with model_in_graph():
-            futures = client.compute(tasks)
-    try:
-        return gather(client, futures, progress)
-    finally:
-        del futures, tasks  # release the model on the workers
-
-
-def _score(parts: list, job: EvaluationJob, data: Source, target: str, t0: float,
-           model_info: dict) -> dict[str, Any]:
-    """Reduce the partitions' sums to :func:`evaluate`'s result."""
-    sums = np.sum(parts, axis=0) if parts else np.zeros(job.size)
-    n, missing = int(sums[0]), int(sums[1])
-    if n == 0:
-        raise ValueError(f"no row of {describe_source(data)} has a value in the target {target!r}; "
-                         "nothing to score")
-    if missing:
-        logger.warning("evaluate: %d row(s) with a missing %r were skipped", missing, target)
-    classify = job.classes is not None
-    result: dict[str, Any] = {
-        "task": "classification" if classify else "regression",
-        "target": target,
-        "n": n,
-        "n_missing_target": missing,
-        **model_info,
-        **job.result(sums),
-    }
-    if classify and result["n_unseen_labels"]:
-        logger.warning("evaluate: %d row(s) have labels the model never saw",
-                       result["n_unseen_labels"])
-    result["seconds"] = time.perf_counter() - t0
-    return result
-
-
-def evaluate_model(
-    model: Any,
-    data: Source,
-    *,
-    target: str,
-    features: Sequence[str],
-    levels: Sequence[float] = DEFAULT_LEVELS,
-    client: distributed.Client | None = None,
-    progress: Report | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    row_scores: bool = False,
-) -> dict[str, Any]:
-    """Score a fitted model held in this process, as :func:`evaluate` scores a saved one.
-
-    Small data comes to the model (:func:`ebf.dask.predict.small_frame`), else the model
-    travels in the graph to the workers (one copy per worker); the sums and the result are
-    those of :func:`evaluate` (``model_hash`` is None). For a model not saved
-    yet, e.g. the challenger of :func:`pipelines.registry.retrain.retrain`.
-
-    Parameters
-    ----------
-    model : estimator
-        A fitted EBF / SSF (or any model with ``predict_distribution`` / ``predict_proba``).
-    data : str, path-like, list of str or dask.dataframe.DataFrame
-    target : str
-    features : sequence of str
-        The model's feature columns.
-    levels, client, progress, storage_options
-        As in :func:`evaluate`.
-    row_scores : bool, default=False
-        Also return every scored row's main score from the same pass (8 bytes a row come
-        to this process): ``-log p(y)`` of the model as it predicts (regressors) or the
-        log loss (classifiers), whose mean is the result's ``nlpd`` / ``log_loss``.
-
-    Returns
-    -------
-    dict
-        As :func:`evaluate`; with ``row_scores``, also ``row_scores``: ndarray of shape
-        ``(n,)`` in the data's row order.
-    """
-    t0 = time.perf_counter()
-    client = current_client(client)
-    lv = np.atleast_1d(coverage_levels(levels))
-    features = list(features)
-    if not isinstance(data, dd.DataFrame):
-        check_schema(data, target, features, storage_options=storage_options)
-    ddf = read_columns(data, [*features, target], storage_options)
-    job = EvaluationJob(lv, *_model_facts(model)[:2])
-    reduce = _sums_and_scores if row_scores else _sums
-    rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
-    if rows is not None:
-        parts = in_threads(lambda block: reduce(_partition_rows(block, model, features, target,
-                                                                 job, False), job), rows)
-    else:
-        parts = _run([dask.delayed(reduce, pure=True)(a, job) for a in _partition_tasks(
-            ddf, shared_model(model), features, target, job)], client, progress)
-    info = {"model_hash": None, "model_class": f"ebf.{type(model).__name__}"}
-    if not row_scores:
-        return _score(parts, job, data, target, t0, info)
-    result = _score([p[0] for p in parts], job, data, target, t0, info)
-    return {**result, "row_scores": np.concatenate([p[1] for p in parts])}
+def _score_line(result: Mapping[str, Any]) -> str:
+    """``label: value`` of every score record the result has, in the records' order."""
+    task = "classification" if result.get("task") == "classification" else "regression"
+    return ", ".join(f"{s.label}: {result[s.name]:{s.fmt}}" for s in scores_of(task)
+                     if result.get(s.name) is not None)
 
 
 def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:
     """Format :func:`evaluate`'s result as text.
 
-    Regressors: :func:`pipelines.report.metrics.format_report` (RMSE, NLPD, the calibration table),
-    then the coverage per level and the largest calibration gap. Classifiers: rows,
-    accuracy and log loss.
+    Regressors: :func:`pipelines.report.metrics.format_report` (RMSE, NLPD, CRPS, the
+    calibration table), the coverage per level and below the predictive quantiles, then every
+    score of :data:`basics.scores.SCORES` (and of the model's own mixture, for a model that
+    recalibrates). Classifiers: rows and every classification score.
 
     Parameters
     ----------
@@ -496,8 +338,6 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
     >>> res = evaluate("model/", "data/test")  # doctest: +SKIP
     >>> print(format_evaluation(res, title="test set"))  # doctest: +SKIP
     """
-    from pipelines.report.metrics import format_report
-
     name = str(result["model_class"]).rsplit(".", 1)[-1]
     head = f"target {result['target']!r}, {result['n']:,} rows"
     if result["n_missing_target"]:
@@ -511,21 +351,18 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
         lines = [format_report(before_after({name: result}), title=head), "",
                  f"interval coverage (nominal: observed): {cover}",
                  f"below the predictive quantile (level: observed): {below}",
-                 f"90% interval score: {result['interval_score_90']:.4g}"]
-        gaps = [f"max |calibration gap|: {result['max_calibration_gap']:.3f}, "
-                f"max |one-sided gap|: {result['max_one_sided_gap']:.3f}, "
-                f"PIT distance: {result['pit_distance']:.3f}"]
+                 _score_line(result)]
         if "uncalibrated" in result:
-            own = result["uncalibrated"]
-            gaps.append(f"(uncalibrated: {own['max_calibration_gap']:.3f}, "
-                        f"{own['max_one_sided_gap']:.3f}, {own['pit_distance']:.3f}; the "
-                        "model recalibrates its predictive CDF)")
-        return "\n".join([*lines, " ".join(gaps)])
+            lines.append(f"uncalibrated (the model recalibrates its predictive CDF): "
+                         f"{_score_line({'task': result['task'], **result['uncalibrated']})}")
+        return "\n".join(lines)
     width = max(5, len(name))
-    header = f"{'model':<{width}}  {'rows':>10}  {'accuracy':>8}  {'log loss':>8}"
-    lines = [head, "", header, "-" * len(header),
-             f"{name:<{width}}  {result['n']:>10,}  {result['accuracy']:>8.4f}  "
-             f"{result['log_loss']:>8.4f}"]
+    scores = scores_of("classification")
+    header = f"{'model':<{width}}  {'rows':>10}" + "".join(
+        f"  {s.label:>{max(8, len(s.label))}}" for s in scores)
+    row = f"{name:<{width}}  {result['n']:>10,}" + "".join(
+        f"  {result[s.name]:>{max(8, len(s.label))}{s.fmt}}" for s in scores)
+    lines = [head, "", header, "-" * len(header), row]
     if result["n_unseen_labels"]:
         lines.append(f"{result['n_unseen_labels']:,} rows have labels the model never saw")
     return "\n".join(lines)

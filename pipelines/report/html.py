@@ -9,12 +9,13 @@ data, rows, wall times), the scores, the calibration table, the figures of
 table and free text sections. The tables are :mod:`pipelines.report.tables`'; every number
 says its unit and the page fits a 1280-pixel-wide window.
 
-The report reads, when present: ``n``, ``rmse``, ``nlpd``, ``crps``,
-``max_calibration_gap``, ``coverage``, ``calibration``, ``reliability``, ``pit_histogram``,
-``width_error``, ``calibrated``, ``uncalibrated``, ``branches``, ``importance`` and the run facts
-(``model``, ``model_hash``, ``model_class``, ``model_info``, ``data``, ``target``,
-``seconds``) of regressors, or ``n``, ``accuracy``, ``log_loss`` of classifiers (told apart
-by ``task == "classification"`` or an ``accuracy`` key). A missing score reads "not
+The report reads, when present: ``n``, the scores of :data:`basics.scores.SCORES` (one
+column each in the summary table), ``coverage``, ``calibration``, ``reliability``,
+``pit_histogram``, ``width_error``, ``calibrated``, ``uncalibrated``, ``branches``,
+``importance`` and the run facts (``model``, ``model_hash``, ``model_class``,
+``model_info``, ``data``, ``target``, ``seconds``) of regressors, or ``n``, ``accuracy``,
+``log_loss`` of classifiers (told apart by ``task == "classification"`` or an ``accuracy``
+key). A missing score reads "not
 computed", a missing fact "not recorded", and a figure without data is left out, so older
 results (no ``crps``) and classifiers get a report too.
 """
@@ -32,7 +33,6 @@ from typing import Any
 from basics.atomic import write_bytes
 from basics.locations import REPORT_TAG, mark_output
 from pipelines.report import figures
-from pipelines.report.diagnostics import before_after
 from pipelines.report.figures import *  # noqa: F403  (the figures are part of this module's API)
 from pipelines.report.figures import (
     GAUSSIAN_ABS_ERROR_PER_WIDTH,
@@ -41,6 +41,7 @@ from pipelines.report.figures import (
     render_figures,
     save_figures,
 )
+from pipelines.report.metrics import before_after
 from pipelines.report.tables import (
     GAP_SHADE,
     branch_table,
@@ -278,7 +279,7 @@ def write_html_report(
     target and its unit, rows, evaluation time); *Summary* of the regressors (rows, RMSE,
     NLPD, CRPS, the largest ``|observed - nominal|`` coverage gap, the 90% coverage and, if
     any result says, whether it is recalibrated), a recalibrated model before and after
-    (:func:`pipelines.report.diagnostics.before_after`); *Classifiers* (rows, accuracy, log
+    (:func:`pipelines.report.metrics.before_after`); *Classifiers* (rows, accuracy, log
     loss); *Calibration* (observed minus nominal coverage, one row per level of
     ``calibration`` and ``reliability``, one column per model; gaps above 0.05 shaded);
     *Figures* (:func:`pipelines.report.figures.render_figures`: the reliability diagram, the
@@ -363,7 +364,7 @@ def write_evaluation_report(results: Mapping[str, Any], path: str | os.PathLike[
                             target_unit: str | None = None) -> dict[str, str]:
     """The HTML report of evaluation results plus their figures as PNGs next to it.
 
-    A recalibrated model shows twice, before and after (:func:`pipelines.report.diagnostics.
+    A recalibrated model shows twice, before and after (:func:`pipelines.report.metrics.
     before_after`); the PNGs go to the directory ``<stem>_figures`` beside ``path``.
 
     Parameters

@@ -19,11 +19,13 @@ import numpy as np
 import pandas as pd
 
 from basics import metrics
+from basics.metrics import CALIBRATION_LEVELS
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "before_after",
     "evaluate_regression",
     "fit_and_evaluate",
     "fit_with_posterior",
@@ -34,8 +36,8 @@ __all__ = [
 ]
 
 #: Nominal coverages of the central prediction intervals in the calibration table
-#: (paper Table 2: 10% to 90% in steps of 10%).
-DEFAULT_LEVELS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 10))
+#: (paper Table 2: 10% to 90% in steps of 10%; :data:`basics.metrics.CALIBRATION_LEVELS`).
+DEFAULT_LEVELS: tuple[float, ...] = CALIBRATION_LEVELS
 
 #: A predictive distribution: a ``basics.mixture.GaussianMixture`` (anything with a
 #: ``.mean`` attribute that :mod:`basics.metrics` accepts) or a Gaussian ``(mean, std)``.
@@ -362,3 +364,29 @@ def format_calibration(tables: Mapping[str, pd.DataFrame], width: int = 5,
         diffs = table["observed_minus_nominal"].tolist()
         lines.append(f"{name:<{width}}" + "".join(f"  {d:>+6.3f}" for d in diffs))
     return lines
+
+
+#: What the scores of a model's own mixture share with the model's result (the rows scored).
+_SHARED = ("task", "target", "n", "n_missing_target")
+
+
+def before_after(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Results with every recalibrated model shown twice: ``"<name> recalibrated"`` and
+    ``"<name> uncalibrated"`` (its ``uncalibrated`` scores, with the rows scored and
+    ``calibrated=False``), for tables and figures.
+
+    Examples
+    --------
+    >>> list(before_after({"EBF": {"uncalibrated": {}}, "SSF": {}}))
+    ['EBF recalibrated', 'EBF uncalibrated', 'SSF']
+    """
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, result in results.items():
+        if "uncalibrated" in result:
+            out[f"{name} recalibrated"] = result
+            out[f"{name} uncalibrated"] = {
+                **{k: result[k] for k in _SHARED if k in result},
+                **result["uncalibrated"], "calibrated": False}
+        else:
+            out[name] = result
+    return out

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.report.diagnostics import BRANCH_LEVEL
+from basics.scores import SCORES, Score, scores_of
+from ebf.importance import LOSS_SCORES
 from pipelines.report.figures import coverage_by_level
+from pipelines.scoring.job import BRANCH_LEVEL
 
 __all__ = [
     "BRANCH_ROWS_SHOWN",
@@ -108,24 +110,27 @@ def _coverage_90(result: Mapping[str, Any]) -> float | None:
     return float(table_["observed"][hit].iloc[0]) if hit.any() else None
 
 
+def _unit(score: Score, unit: str | None) -> str:
+    """A score's unit as a header says it: the target's, or the record's (nats, fraction)."""
+    return units(unit) if score.unit == "target" else score.unit
+
+
+def _score_cells(r: Mapping[str, Any], scores: Sequence[Score]) -> list[str]:
+    return [number(r.get(s.name), s.fmt) for s in scores]
+
+
 def regression_table(results: Results, unit: str | None) -> str:
-    """Rows, RMSE, NLPD, CRPS, the 90% interval score, the largest central and one-sided
-    coverage gaps, the 90% coverage and (if any result says) whether the model recalibrates,
-    one row per model."""
-    u = units(unit)
+    """Rows, every regression score of :data:`basics.scores.SCORES` (RMSE, NLPD, CRPS, the
+    90% interval score, the largest central and one-sided coverage gaps, ...), the 90%
+    coverage and (if any result says) whether the model recalibrates, one row per model."""
+    scores = scores_of("regression")
     flagged = any("calibrated" in r for r in results.values())
-    header: list[Header] = ["model", "rows", ("RMSE", u), ("NLPD", "nats"), ("CRPS", u),
-                            ("90% interval score", u), ("max |central gap|", "fraction"),
-                            ("max |one-sided gap|", "fraction"), ("90% coverage", "fraction")]
-    header += ["recalibrated"] if flagged else []
+    header: list[Header] = ["model", "rows"]
+    header += [(s.label, _unit(s, unit)) for s in scores]
+    header += [("90% coverage", "fraction")] + (["recalibrated"] if flagged else [])
     rows = []
     for name, r in results.items():
-        row = [esc(name), number(r.get("n"), ",.0f", "not recorded"),
-               number(r.get("rmse"), ".4f"), number(r.get("nlpd"), ".4f"),
-               number(r.get("crps"), ".4f"), number(r.get("interval_score_90"), ".4g",
-                                                    "not computed"),
-               number(r.get("max_calibration_gap"), ".3f"),
-               number(r.get("max_one_sided_gap"), ".3f", "not computed"),
+        row = [esc(name), number(r.get("n"), ",.0f", "not recorded"), *_score_cells(r, scores),
                number(_coverage_90(r), ".3f")]
         if flagged:
             row.append("yes" if r.get("calibrated") else "no")
@@ -134,11 +139,11 @@ def regression_table(results: Results, unit: str | None) -> str:
 
 
 def classifier_table(results: Results) -> str:
-    """Rows, accuracy and log loss, one row per classifier."""
-    rows = [[esc(name), number(r.get("n"), ",.0f", "not recorded"),
-             number(r.get("accuracy"), ".4f"), number(r.get("log_loss"), ".4f")]
+    """Rows and every classification score (accuracy, log loss), one row per classifier."""
+    scores = scores_of("classification")
+    rows = [[esc(name), number(r.get("n"), ",.0f", "not recorded"), *_score_cells(r, scores)]
             for name, r in results.items()]
-    return table(["model", "rows", ("accuracy", "fraction"), ("log loss", "nats")], rows)
+    return table(["model", "rows", *((s.label, s.unit) for s in scores)], rows)
 
 
 def calibration_table(results: Results, one_sided: bool = False) -> str:
@@ -330,9 +335,14 @@ def branch_table(result: Mapping[str, Any], unit: str | None) -> str:
     return table(header, rows, shade, kind="tall" if shown > 15 else "") + note
 
 
-#: The unit of an increase of each permutation-importance loss (``ebf.importance.SCORINGS``).
-_LOSS_UNITS = {"crps": None, "squared_error": "squared", "nlpd": "nats", "log_loss": "nats",
-               "error": "fraction"}
+def _loss_unit(scoring: str, unit: str | None) -> str:
+    """The unit of an increase of a permutation-importance loss: its score record's
+    (:data:`ebf.importance.LOSS_SCORES`), squared for the squared error."""
+    name = LOSS_SCORES.get(scoring)
+    if name is None:
+        return units(unit)
+    u = _unit(SCORES[name], unit)
+    return f"{u}²" if scoring == "squared_error" else u
 
 
 def importance_table(result: Mapping[str, Any], unit: str | None) -> str:
@@ -347,8 +357,7 @@ def importance_table(result: Mapping[str, Any], unit: str | None) -> str:
     records = (rows_in.to_dict(orient="records") if hasattr(rows_in, "to_dict")
                else list(rows_in))
     scoring = str(imp.get("scoring", "loss"))
-    kind = _LOSS_UNITS.get(scoring, None)
-    u = units(unit) if kind is None else (f"{units(unit)}²" if kind == "squared" else kind)
+    u = _loss_unit(scoring, unit)
     top = max([float(r["importance"]) for r in records] + [0.0])
     rows = []
     for r in records:

@@ -144,3 +144,21 @@ def test_dask_estimator_has_the_local_importances(dask_client):
     est.fit(ddf[list(df.columns[:4])], ddf["y"])
     np.testing.assert_array_equal(est.feature_importances_,
                                   est.to_local().feature_importances_)
+
+
+@pytest.mark.parametrize("scoring", ["crps", "nlpd", "squared_error"])
+def test_every_regression_loss_is_its_records_rows(scoring):
+    """Each permutation loss is the per-row values of its score record (the squared error:
+    the RMSE record's rows, from the predictive mean)."""
+    from basics.metrics import crps_rows
+    from ebf import BayesianForestRegressor
+    from ebf.importance import row_losses
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.random((300, 2)), columns=["a", "b"])
+    y = 4 * X["a"].to_numpy() + rng.normal(size=300)
+    model = BayesianForestRegressor(n_estimators=3, random_state=0).fit(X[:200], y[:200])
+    dist = model.predict_distribution(X[200:])
+    want = {"crps": lambda: crps_rows(dist, y[200:]), "nlpd": lambda: -dist.logpdf(y[200:]),
+            "squared_error": lambda: (y[200:] - dist.mean) ** 2}[scoring]()
+    np.testing.assert_allclose(row_losses(model, X[200:], y[200:], scoring), want, rtol=1e-12)

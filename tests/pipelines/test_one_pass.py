@@ -185,10 +185,10 @@ def test_row_scores_come_from_the_same_pass(saved, test_data, dask_client, monke
     NLPD / log loss; the other scores are unchanged. Rows brought to the model, or the
     model sent to the workers."""
     from ebf.artifact import load
-    from pipelines.report import evaluate as evaluate_module
+    from pipelines.scoring import tasks as scoring_tasks
 
     if not gather:
-        monkeypatch.setattr(evaluate_module, "small_frame", lambda *a, **k: None)
+        monkeypatch.setattr(scoring_tasks, "small_frame", lambda *a, **k: None)
     model, target = load(saved[name]), _target(name)
     plain = evaluate_model(model, test_data, target=target, features=FEATURES,
                            client=dask_client)

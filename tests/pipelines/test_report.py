@@ -24,9 +24,10 @@ pytest.importorskip("matplotlib")  # the examples extra
 
 from scipy.special import ndtri  # noqa: E402
 
+from basics.scores import scores_of  # noqa: E402
 from pipelines.report import figures  # noqa: E402
 from pipelines.report import html as report  # noqa: E402
-from pipelines.report.diagnostics import before_after  # noqa: E402
+from pipelines.report.metrics import before_after  # noqa: E402
 from tests.pipelines.reports import EBF_HASH, run_results, synthetic_results  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -224,7 +225,9 @@ def test_html_report_of_a_run(tmp_path: Path) -> None:
         assert fact in run, fact
     assert "uncalibrated" not in run  # one column per model
     summary = page[page.index('id="summary"'):page.index('id="calibration"')]
-    assert summary.count("<small>minutes</small>") == 3  # RMSE, CRPS, interval score
+    # one column per score record in the target's units (RMSE, CRPS, interval score, ...)
+    in_target_units = [s for s in scores_of("regression") if s.unit == "target"]
+    assert summary.count("<small>minutes</small>") == len(in_target_units) >= 3
     assert "<small>nats</small>" in summary and "in minutes" in summary
     for name, r in before_after(runs).items():  # both rows of the EBF count their rows
         row = summary[summary.index(f"<th>{name}</th>"):].split("</tr>")[0]

@@ -1,0 +1,91 @@
+"""One scoring core (:mod:`basics.scores`): every score record is computed identically by the
+evaluation job (``ebf evaluate``), the registry comparison (``ebf registry compare``), the
+retrain gate's metrics and the benchmark scorer on the same predictions; and every scorer
+lists every record of its task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from basics.metrics import class_rows
+from basics.scores import SCORES, ClassRows, scores_of, values
+from benchmarks.predictive import RESULT_NAMES, Mixture, classification_scores, regression_scores
+from ebf import EmpiricalBayesianForestClassifier, EmpiricalBayesianForestRegressor
+from ebf.artifact import save
+from pipelines.registry.retrain import DEFAULT_TOLERANCES, _metrics
+from pipelines.report.compare import compare, format_comparison_table
+from pipelines.report.evaluate import evaluate, format_evaluation
+from pipelines.report.tables import classifier_table, regression_table
+from tests.ebf.dask.test_dask import FEATURES, make_frame
+
+
+def _binary(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(label=np.where(df["label"] == "high", "high", "other"))
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory) -> dict:
+    fit, cal = make_frame(1200, seed=21), make_frame(400, seed=22)
+    test = _binary(make_frame(900, seed=23))
+    root = tmp_path_factory.mktemp("scores")
+    reg = EmpiricalBayesianForestRegressor(n_estimators=3, trunk_max_leaves=3, random_state=5)
+    reg.fit(fit[FEATURES], fit["y"]).recalibrate(cal[FEATURES], cal["y"])
+    clf = EmpiricalBayesianForestClassifier(n_estimators=3, trunk_max_leaves=3, random_state=6)
+    clf.fit(fit[FEATURES], _binary(fit)["label"])
+    for i, rows in enumerate(np.array_split(np.arange(len(test)), 3)):
+        (root / "test").mkdir(exist_ok=True)
+        test.iloc[rows].to_parquet(root / "test" / f"part.{i}.parquet", index=False)
+    return {"reg": (reg, save(reg, root / "reg"), "y"),
+            "clf": (clf, save(clf, root / "clf"), "label"),
+            "data": str(root / "test"), "test": test}
+
+
+@pytest.mark.parametrize("kind", ["reg", "clf"])
+def test_every_score_is_the_same_in_every_scorer(setting, dask_client, kind):
+    model, path, target = setting[kind]
+    test = setting["test"]
+    evaluated = evaluate(path, setting["data"], target=target, client=dask_client)
+    compared = compare([path], setting["data"], target=target, client=dask_client)[0]
+    gated = _metrics(evaluated)
+    X, y = test[FEATURES], test[target].to_numpy()
+    task = evaluated["task"]
+    if kind == "reg":
+        bench = regression_scores(y, Mixture(model.predict_distribution(X)))
+        bench = {name: bench[RESULT_NAMES.get(name, name)] for name in SCORES
+                 if SCORES[name].task == task}
+    else:
+        proba = model.predict_proba(X)
+        codes = pd.Index(model.classes_).get_indexer(y)
+        bench = classification_scores(codes, proba)
+        # the records on the rows of the benchmark's class_rows, for every class count
+        assert values(ClassRows(*class_rows(proba, model.classes_, y)[:2])) == {
+            k: bench[k] for k in ("log_loss", "accuracy")}
+    names = [s.name for s in scores_of(task)]
+    assert set(gated) == {"n", *names}
+    for name in names:
+        want = evaluated[name]
+        assert isinstance(want, float), name
+        assert compared[name] == want, name  # the same tasks and sums
+        assert gated[name] == want, name
+        assert bench[name] == pytest.approx(want, rel=1e-12, abs=1e-15), name
+
+
+def test_every_scorer_shows_every_record(setting, dask_client):
+    """The text of ``ebf evaluate`` and ``registry compare``, the report's summary tables and
+    the gate's tolerances all come from the records."""
+    for kind in ("reg", "clf"):
+        _, path, target = setting[kind]
+        result = evaluate(path, setting["data"], target=target, client=dask_client)
+        text = format_evaluation(result)
+        table = format_comparison_table(["v0001"], [result])
+        html = (regression_table if kind == "reg" else classifier_table)(
+            {"m": result}, *([None] if kind == "reg" else []))
+        for s in scores_of(result["task"]):
+            assert s.label in text and f"{result[s.name]:{s.fmt}}" in text, s.name
+            assert s.label in table.splitlines()[0], s.name
+            assert f"<th>{s.label}<small>" in html.replace("&#x27;", "'"), s.name
+            assert f"<td>{result[s.name]:{s.fmt}}</td>" in html, s.name
+    assert DEFAULT_TOLERANCES == {s.name: s.tolerance for s in SCORES.values()
+                                  if s.tolerance is not None}
