@@ -33,6 +33,7 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.levels import DEFAULT_QUANTILES
 from basics.locations import check_destination
 from basics.metrics import coverage_levels
 from basics.scores import scores_of
@@ -94,7 +95,7 @@ def evaluate(
     storage_options: Mapping[str, Any] | None = None,
     strategy: str = "auto",
     predictions: str | os.PathLike[str] | None = None,
-    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
     keep_columns: Sequence[str] = (),
     overwrite: bool = False,
 ) -> dict[str, Any]:
