@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, NamedTuple
 
@@ -75,16 +74,17 @@ EXPANSIONS = ("node", "layer")
 _INITIAL_CAPACITY = 63
 
 
-@dataclass(frozen=True)
-class SMCOptions:
-    """Checked settings of :func:`run_smc` (see its parameters)."""
+class SMCOptions(NamedTuple):
+    """Checked settings of :func:`run_smc` (see its parameters), the record :func:`_advance`
+    takes: codes for the proposal and the resampling scheme, ``max_stages`` -1 for no
+    limit."""
 
     n_particles: int
     proposal: int
     layer: bool
     ess_threshold: float
     resampling: int
-    max_stages: int | None
+    max_stages: int
     alpha_s: float
     beta_s: float
 
@@ -104,7 +104,7 @@ class SMCOptions:
         a, b = check_prior_params(alpha_s, beta_s)
         return cls(int(n_particles), proposal_code(proposal), expansion == "layer",
                    float(ess_threshold), resampling_code(resampling),
-                   None if max_stages is None else int(max_stages), a, b)
+                   -1 if max_stages is None else int(max_stages), a, b)
 
 
 def _is_int(v: Any) -> bool:
@@ -257,17 +257,6 @@ class ParticleSet(NamedTuple):
         return self._replace(**new)
 
 
-class Schedule(NamedTuple):
-    """The settings of :class:`SMCOptions` a stage reads, as :func:`_advance` takes them
-    (``max_stages`` -1: no limit)."""
-
-    proposal: int
-    layer: bool
-    ess_threshold: float
-    scheme: int
-    max_stages: int
-
-
 def _run_island(X: np.ndarray, S: np.ndarray, likelihood: LeafLikelihood, opts: SMCOptions,
                 seed: np.random.SeedSequence, ranks: np.ndarray | None) -> dict:
     """Algorithm 3.1 for one island: its distinct final particles, weights, log evidence.
@@ -287,10 +276,8 @@ def _run_island(X: np.ndarray, S: np.ndarray, likelihood: LeafLikelihood, opts: 
     work = scratch(n, X.shape[1], S.shape[1])
     counters = np.zeros(3, INDEX)  # stages, resampling steps, stream position
     stream = rng.random(_UNIFORM_BLOCK)
-    schedule = Schedule(opts.proposal, opts.layer, opts.ess_threshold, opts.resampling,
-                        -1 if opts.max_stages is None else opts.max_stages)
     while True:
-        status, need = _advance(schedule, p, data, model, stream, counters, work)
+        status, need = _advance(opts, p, data, model, stream, counters, work)
         if status == _DONE:
             break
         if status == _GROW:
@@ -362,7 +349,7 @@ def _particle(p, c):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _advance(schedule, p, data, model, stream, counters, work):  # pragma: no cover - numba
+def _advance(opts, p, data, model, stream, counters, work):  # pragma: no cover - numba
     """Run stages of Algorithm 3.1 on the :class:`ParticleSet` ``p`` until done, or until
     the next one needs more node slots (``(_GROW, slots)``) or more uniforms than
     ``stream`` has left (``(_REFILL, count)``).
@@ -374,9 +361,9 @@ def _advance(schedule, p, data, model, stream, counters, work):  # pragma: no co
     head = p.head
     log_w = p.log_w
     w = p.w
-    layer = schedule.layer
-    scheme = schedule.scheme
-    max_stages = schedule.max_stages
+    layer = opts.layer
+    scheme = opts.resampling
+    max_stages = opts.max_stages
     n_part = n_nodes.shape[0]
     while max_stages < 0 or counters[0] < max_stages:
         need_u = 0
@@ -403,7 +390,7 @@ def _advance(schedule, p, data, model, stream, counters, work):  # pragma: no co
             for j in range(head[c], end):
                 u = stream[counters[2]: counters[2] + PROPOSAL_UNIFORMS]
                 counters[2] += PROPOSAL_UNIFORMS
-                n, log_inc = expand_node(schedule.proposal, t, n, data, j, model, u, work)
+                n, log_inc = expand_node(opts.proposal, t, n, data, j, model, u, work)
                 log_w[c] += log_inc
             n_nodes[c] = n
             head[c] = end
@@ -412,7 +399,7 @@ def _advance(schedule, p, data, model, stream, counters, work):  # pragma: no co
         growing = False
         for c in range(n_part):
             growing = growing or n_nodes[c] > head[c]
-        if growing and effective_sample_size(w) < schedule.ess_threshold * n_part:  # 13-15
+        if growing and effective_sample_size(w) < opts.ess_threshold * n_part:  # 13-15
             m = n_part if scheme == MULTINOMIAL else 1
             resample(w, stream[counters[2]: counters[2] + m], scheme, p.anc)
             counters[2] += m
