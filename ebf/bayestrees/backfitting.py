@@ -49,7 +49,7 @@ from .pgbart import (
     particle_tree,
     pg_workspace,
 )
-from .records import Data, Model, Tree
+from .records import Data, Model, Tree, small_scratch
 from .trees import _partition
 
 __all__ = ["BackfitResult", "SAMPLER_NAMES", "backfit", "noise_prior", "scale_target",
@@ -281,11 +281,14 @@ def _leaf_means(t, n, mu, R, resid, sigma2, sigma_mu2):  # pragma: no cover - nu
     -= fit. ``t`` is any record with a tree's ``feature`` and its row partition ``order,
     start, count``; ``n`` its live slots."""
     rows = t.order
+    feature = t.feature
+    start = t.start
+    count = t.count
     for j in range(n):
-        if t.feature[j] != NO_NODE:
+        if feature[j] != NO_NODE:
             continue
-        s = t.start[j]
-        c = t.count[j]
+        s = start[j]
+        c = count[j]
         total = 0.0
         for i in range(s, s + c):
             total += R[rows[i]]
@@ -315,6 +318,7 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
     model = Model(settings.alpha_s, settings.beta_s, np.int64(NORMAL),
                   np.array([sigma2, 0.0, sigma_mu2]))
     data = Data(X, S, np.empty((0, 0), INDEX))
+    w = small_scratch(X.shape[1], S.shape[1])
     u = np.empty(UNIFORMS_PER_MOVE)
     for m in range(M):
         cap = T_int.shape[2]
@@ -334,8 +338,9 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
         start[0] = 0
         count[0] = N
         _partition(t, n, X)
+        feature = t.feature
         for j in range(n):
-            if t.feature[j] == NO_NODE:
+            if feature[j] == NO_NODE:
                 mu = T_float[m, MU, j]
                 for i in range(start[j], start[j] + count[j]):
                     row = order[i]
@@ -358,7 +363,7 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
         else:
             for i in range(UNIFORMS_PER_MOVE):
                 u[i] = np.random.random()
-            n_new = mh_step(t, n, data, model, settings.move_p, u)[0]
+            n_new = mh_step(t, n, data, model, settings.move_p, u, w)[0]
             n_nodes[m] = n_new
             _leaf_means(t, n_new, T_float[m, MU], R, resid, sigma2, sigma_mu2)
     ss = 0.0

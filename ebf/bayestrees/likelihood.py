@@ -198,7 +198,7 @@ def nig_posterior(params: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, ..
 # ---------------------------------------------------------------------------------- kernels
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def segment_stats(S, t, j, out):  # pragma: no cover - numba
     """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``
     (``t`` any record with the row partition ``order, start, count`` of a

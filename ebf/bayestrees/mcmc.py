@@ -141,13 +141,10 @@ def mh_update(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: LeafLik
     t = out.record(X.shape[0], *partition_rows(out, X))
     data = data_record(X, S)
     model = model_record(alpha_s, beta_s, likelihood.code, likelihood.params)
+    w = small_scratch(X.shape[1], S.shape[1])
     u = np.random.default_rng(rng).random((int(n_steps), UNIFORMS_PER_MOVE))
     log = np.empty((int(n_steps), 3))
-    n = out.n_nodes
-    for i in range(int(n_steps)):
-        n, move, accepted, log_alpha = mh_step(t, n, data, model, SAMPLERS[sampler], u[i])
-        log[i] = move, accepted, log_alpha
-    out.n_nodes = int(n)
+    out.n_nodes = int(_mh_steps(t, out.n_nodes, data, model, SAMPLERS[sampler], u, w, log))
     return out, log
 
 
@@ -176,8 +173,13 @@ def relabel(t, n_nodes):  # pragma: no cover - numba
     partition of the tree) move with their nodes.
     """
     feature = t.feature
+    threshold = t.threshold
     left = t.left
     right = t.right
+    parent = t.parent
+    depth = t.depth
+    start = t.start
+    count = t.count
     old_at = np.empty(n_nodes, INDEX)
     new_of = np.full(n_nodes, NO_NODE, INDEX)
     old_at[0] = 0
@@ -193,66 +195,61 @@ def relabel(t, n_nodes):  # pragma: no cover - numba
                 new_of[c] = tail
                 tail += 1
     f = feature[:n_nodes].copy()
-    th = t.threshold[:n_nodes].copy()
+    th = threshold[:n_nodes].copy()
     lc = left[:n_nodes].copy()
     rc = right[:n_nodes].copy()
-    pa = t.parent[:n_nodes].copy()
-    de = t.depth[:n_nodes].copy()
-    st = t.start[:n_nodes].copy()
-    co = t.count[:n_nodes].copy()
+    pa = parent[:n_nodes].copy()
+    de = depth[:n_nodes].copy()
+    st = start[:n_nodes].copy()
+    co = count[:n_nodes].copy()
     for k in range(tail):
         o = old_at[k]
         feature[k] = f[o]
-        t.threshold[k] = th[o]
+        threshold[k] = th[o]
         left[k] = new_of[lc[o]] if lc[o] != NO_NODE else NO_NODE
         right[k] = new_of[rc[o]] if rc[o] != NO_NODE else NO_NODE
-        t.parent[k] = new_of[pa[o]] if pa[o] != NO_NODE else NO_NODE
-        t.depth[k] = de[o]
-        t.start[k] = st[o]
-        t.count[k] = co[o]
+        parent[k] = new_of[pa[o]] if pa[o] != NO_NODE else NO_NODE
+        depth[k] = de[o]
+        start[k] = st[o]
+        count[k] = co[o]
     return tail
 
 
-@njit(**JIT)
-def _is_nog(t, j):  # pragma: no cover - numba
-    return (t.feature[j] != NO_NODE and t.feature[t.left[j]] == NO_NODE
-            and t.feature[t.right[j]] == NO_NODE)
-
-
-@njit(**JIT)
-def _acts_on(t, j, kind):  # pragma: no cover - numba
-    """Whether a move of ``kind`` can act on node ``j``: a leaf (grow), a NOG node (prune),
-    an internal node (change), an internal non-root node (swap)."""
+@njit(inline="always", **JIT)
+def _acts_on(feature, left, right, j, kind):  # pragma: no cover - numba
+    """Whether a move of ``kind`` can act on node ``j``: a leaf (grow), a NOG node (prune,
+    both children leaves), an internal node (change), an internal non-root node (swap)."""
     if kind == GROW:
-        return t.feature[j] == NO_NODE
+        return feature[j] == NO_NODE
     if kind == PRUNE:
-        return _is_nog(t, j)
-    return t.feature[j] != NO_NODE and (kind == CHANGE or j > 0)
+        return (feature[j] != NO_NODE and feature[left[j]] == NO_NODE
+                and feature[right[j]] == NO_NODE)
+    return feature[j] != NO_NODE and (kind == CHANGE or j > 0)
 
 
 @njit(**JIT)
-def _count(t, n_nodes, kind):  # pragma: no cover - numba
+def _count(feature, left, right, n_nodes, kind):  # pragma: no cover - numba
     """Nodes a move of ``kind`` can act on."""
     total = 0
     for j in range(n_nodes):
-        total += _acts_on(t, j, kind)
+        total += _acts_on(feature, left, right, j, kind)
     return total
 
 
 @njit(**JIT)
-def _pick(t, n_nodes, kind, u):  # pragma: no cover - numba
+def _pick(feature, left, right, n_nodes, kind, u):  # pragma: no cover - numba
     """The ``floor(u n)``-th of the ``n`` nodes of ``kind`` (slot order)."""
-    n = _count(t, n_nodes, kind)
+    n = _count(feature, left, right, n_nodes, kind)
     k = min(int(u * n), n - 1)
     for j in range(n_nodes):
-        if _acts_on(t, j, kind):
+        if _acts_on(feature, left, right, j, kind):
             if k == 0:
                 return j
             k -= 1
     return NO_NODE
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def _loglik(S, t, j, model, stat):  # pragma: no cover - numba
     segment_stats(S, t, j, stat)
     return leaf_loglik(model.code, model.params, stat)
@@ -298,6 +295,7 @@ def _subtree(parent, n_nodes, top, mask):  # pragma: no cover - numba
 @njit(**JIT)
 def _subtree_terms(t, n_nodes, data, model, mask, w):  # pragma: no cover - numba
     """(log prior, log likelihood) of the subtree's nodes: eq. (3.4) and (4.8) restricted."""
+    feature = t.feature
     lp = 0.0
     ll = 0.0
     for k in range(n_nodes):
@@ -306,7 +304,7 @@ def _subtree_terms(t, n_nodes, data, model, mask, w):  # pragma: no cover - numb
         lp += node_log_prior(t, data.X, k, model, w)
         if lp == -np.inf:
             return lp, ll
-        if t.feature[k] == NO_NODE:
+        if feature[k] == NO_NODE:
             ll += _loglik(data.S, t, k, model, w.s_left)
     return lp, ll
 
@@ -328,8 +326,9 @@ def _rearrange(t, n_nodes, data, model, rules, u_accept, w):  # pragma: no cover
     saved_threshold = t.threshold[nodes]
     t.feature[nodes] = rules.feature
     t.threshold[nodes] = rules.threshold
+    feature = t.feature
     for k in range(top, n_nodes):  # parents first: each split reads its node's new rows
-        if mask[k] and t.feature[k] != NO_NODE:
+        if mask[k] and feature[k] != NO_NODE:
             split_segment(data.X, t, k)
     lp_new, ll_new = _subtree_terms(t, n_nodes, data, model, mask, w)
     log_alpha = -np.inf
@@ -354,30 +353,45 @@ def _make_leaf(t, j):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def mh_step(t, n_nodes, data, model, move_p, u):  # pragma: no cover - numba
+def _mh_steps(t, n_nodes, data, model, move_p, u, w, log):  # pragma: no cover - numba
+    """:func:`mh_step` with every row of ``u``, in one call (a call from Python unpacks
+    the records, which costs more than a move); ``log[i]`` gets step i's move, acceptance
+    and log alpha. Returns ``n_nodes``."""
+    for i in range(u.shape[0]):
+        n_nodes, move, accepted, log_alpha = mh_step(t, n_nodes, data, model, move_p, u[i], w)
+        log[i, 0] = move
+        log[i, 1] = accepted
+        log[i, 2] = log_alpha
+    return n_nodes
+
+
+@njit(**JIT)
+def mh_step(t, n_nodes, data, model, move_p, u, w):  # pragma: no cover - numba
     """One Metropolis-Hastings move of the canonical :class:`~.records.Tree` ``t`` (its row
     partition kept in step); returns ``(n_nodes, move, accepted, log alpha)``.
 
     ``data`` is the :class:`~.records.Data` (rows, per-row statistics), ``model`` the
     :class:`~.records.Model`, ``move_p`` the probabilities of (grow, prune, change, swap)
-    and ``u`` the move's five uniforms (``UNIFORMS_PER_MOVE``). The node arrays need room
+    and ``u`` the move's five uniforms (``UNIFORMS_PER_MOVE``), ``w`` an
+    :class:`~.records.Extent` (:func:`~.records.small_scratch`). The node arrays need room
     for two more nodes.
     """
     X = data.X
-    w = small_scratch(X.shape[1], data.S.shape[1])
     lower = w.lower
     upper = w.upper
     feature = t.feature
     threshold = t.threshold
+    left = t.left
+    right = t.right
     move = 0
     cum = move_p[0]
     while move < 3 and u[0] >= cum:
         move += 1
         cum += move_p[move]
-    n_kind = _count(t, n_nodes, move)
+    n_kind = _count(feature, left, right, n_nodes, move)
     if n_kind == 0:
         return n_nodes, move, False, -np.inf
-    j = _pick(t, n_nodes, move, u[1])
+    j = _pick(feature, left, right, n_nodes, move, u[1])
     if move == GROW:
         n_valid = node_extent(X, t, j, lower, upper)
         if n_valid == 0:
@@ -387,7 +401,7 @@ def mh_step(t, n_nodes, data, model, move_p, u):  # pragma: no cover - numba
         log_q_fwd = math.log(move_p[GROW]) - math.log(n_kind) - math.log(n_valid) - math.log(
             width)
         n_new = split_node(t, n_nodes, X, j, f, thr)
-        log_q_rev = math.log(move_p[PRUNE]) - math.log(_count(t, n_new, PRUNE))
+        log_q_rev = math.log(move_p[PRUNE]) - math.log(_count(feature, left, right, n_new, PRUNE))
         log_alpha = _split_gain(t, data, model, j, n_valid, width, w) + log_q_rev - log_q_fwd
         if u[4] < math.exp(min(log_alpha, 0.0)):
             return relabel(t, n_new), move, True, log_alpha
@@ -397,7 +411,7 @@ def mh_step(t, n_nodes, data, model, move_p, u):  # pragma: no cover - numba
         f = feature[j]
         n_valid = node_extent(X, t, j, lower, upper)
         width = upper[f] - lower[f]
-        n_leaves = _count(t, n_nodes, GROW)
+        n_leaves = _count(feature, left, right, n_nodes, GROW)
         log_q_rev = (math.log(move_p[GROW]) - math.log(n_leaves - 1) - math.log(n_valid)
                      - math.log(width))
         log_q_fwd = math.log(move_p[PRUNE]) - math.log(n_kind)

@@ -209,7 +209,7 @@ def particle_tree(P_int, P_float, c, pool, buf):  # pragma: no cover - numba
                 P_int[c, PAR], P_int[c, DEP], pool, P_int[c, START], P_int[c, COUNT], buf)
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def _node_loglik(S, t, j, model, stat):  # pragma: no cover - numba
     segment_stats(S, t, j, stat)
     return leaf_loglik(model.code, model.params, stat)
@@ -238,6 +238,8 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
     C = P_int.shape[0]
     N = X.shape[0]
     cap = P_int.shape[2]
+    alpha_s = model.alpha_s
+    beta_s = model.beta_s
     w = small_scratch(X.shape[1], S.shape[1])
     stat = w.s_left
     u = np.empty(UNIFORMS_PER_NODE)
@@ -290,7 +292,6 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
             if j == n_nodes[c]:
                 continue  # E(t-1) empty: T(t) = T(t-1), weight unchanged
             head[c] = j + 1
-            t = particle_tree(P_int, P_float, c, pool, buf)
             if c == 0:
                 f = old_feature[j]
                 if f == NO_NODE:
@@ -298,8 +299,9 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
             else:
                 for i in range(UNIFORMS_PER_NODE):
                     u[i] = np.random.random()
-                if u[0] >= split_probability(t.depth[j], model.alpha_s, model.beta_s):
+                if u[0] >= split_probability(P_int[c, DEP, j], alpha_s, beta_s):
                     continue  # expand_prior would stop it too; skip the extent
+            t = particle_tree(P_int, P_float, c, pool, buf)  # only for a node that may split
             s = t.start[j]
             n = t.count[j]
             pool[top: top + n] = pool[s: s + n]  # copy on split: the segment may be shared

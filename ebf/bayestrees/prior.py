@@ -139,7 +139,7 @@ def _log_prior(t, n_nodes, X, model):  # pragma: no cover - numba
     return total
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def node_log_prior(t, X, j, model, w):  # pragma: no cover - numba
     """Node ``j``'s factor of eq. (3.4) on the log scale, from its rows' extent.
 

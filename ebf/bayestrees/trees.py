@@ -205,8 +205,13 @@ def descend(t, X, i, j):  # pragma: no cover - numba
     """The leaf row ``i`` of ``X`` reaches from node ``j`` of the flat tree ``t`` (any record
     with the fields of :class:`~.records.Splits`; ``x[feature] <= threshold`` goes left):
     the one descent of every Bayesian-tree kernel."""
-    while t.feature[j] != NO_NODE:
-        j = t.left[j] if X[i, t.feature[j]] <= t.threshold[j] else t.right[j]
+    # fields bound once: read through the record in the loop, the descent is ~25% slower
+    feature = t.feature
+    threshold = t.threshold
+    left = t.left
+    right = t.right
+    while feature[j] != NO_NODE:
+        j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
     return j
 
 
@@ -218,7 +223,7 @@ def _apply(t, X):  # pragma: no cover - numba
     return out
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def split_segment(X, t, j):  # pragma: no cover - numba
     """Stable in-place partition of node ``j``'s row segment by its rule
     ``X[:, feature[j]] <= threshold[j]`` between its children ``left[j]``, ``right[j]``.
@@ -251,8 +256,9 @@ def split_segment(X, t, j):  # pragma: no cover - numba
 
 @njit(**JIT)
 def _partition(t, n_nodes, X):  # pragma: no cover - numba
+    feature = t.feature
     for j in range(n_nodes):  # parents before children: a node's segment is set first
-        if t.feature[j] != NO_NODE:
+        if feature[j] != NO_NODE:
             split_segment(X, t, j)
 
 
@@ -282,7 +288,7 @@ def split_node(t, n_nodes, X, j, f, thr):  # pragma: no cover - numba
     return n_nodes + 2
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def node_extent(X, t, j, lower, upper):  # pragma: no cover - numba
     """Extent of node ``j``'s rows per dimension into ``lower``, ``upper``; return |V_j|.
 
@@ -306,7 +312,7 @@ def node_extent(X, t, j, lower, upper):  # pragma: no cover - numba
     return n_valid
 
 
-@njit(**JIT)
+@njit(inline="always", **JIT)
 def node_varies(X, t, j):  # pragma: no cover - numba
     """Whether node ``j``'s rows vary along some dimension (|V_j| > 0 of eq. 3.4).
 
