@@ -147,7 +147,8 @@ def node_log_prior(t, X, j, model, w):  # pragma: no cover - numba
     node ``log p_j - log|V_j| - log|e_{j, delta_j}|``, or ``-inf`` if the prior cannot make
     its split (a dimension outside V_j, or a location outside ``[min, max)`` of its rows,
     which leaves a child empty). ``t`` is a :class:`~.records.Tree`, ``model`` a
-    :class:`~.records.Model`, ``w`` a :class:`~.records.Scratch` (its extent is used). The
+    :class:`~.records.Model`, ``w`` an :class:`~.records.Extent` (or a
+    :class:`~.records.Scratch`: its ``lower``, ``upper`` are used). The
     Metropolis-Hastings moves of BART (thesis Sec. 4.3.2) sum it over the nodes a move
     touches.
     """
