@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -36,19 +37,19 @@ from basics.jit import JIT
 from .likelihood import NORMAL
 from .mcmc import SAMPLERS, UNIFORMS_PER_MOVE, mh_step
 from .pgbart import (
-    COUNT,
     DEP,
     FEAT,
     LEFT,
     PAR,
     RIGHT,
-    START,
     THR,
+    PGWork,
     csmc,
-    data_extent,
     grow_slots,
+    particle_tree,
     pg_workspace,
 )
+from .records import Data, Model, Tree, small_scratch
 from .trees import _partition
 
 __all__ = ["BackfitResult", "SAMPLER_NAMES", "backfit", "noise_prior", "scale_target",
@@ -159,7 +160,6 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
     -------
     BackfitResult
     """
-    n, d = X.shape
     M = int(n_trees)
     cap = 8
     T_int = np.zeros((M, N_TREE_INTS, cap), INDEX)
@@ -170,49 +170,86 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
     T_float = np.zeros((M, 2, cap))
     T_float[:, THR] = np.nan
     T_float[:, MU, 0] = rng.normal(0.0, math.sqrt(sigma_mu2), M)  # mu(0) from eq. (4.5)
-    n_nodes = np.ones(M, INDEX)
+    forest = Forest(T_int, T_float, np.ones(M, INDEX))
     resid = y - T_float[:, MU, 0].sum()
-    work = _Work(n, d, M, int(n_particles), cap)
-    move_p = SAMPLERS["growprune" if sampler == "growprune" else "cgm"]
-    code = SAMPLER_NAMES[sampler]
+    work = sweep_work(X, M, int(n_particles), cap)
+    settings = Settings(SAMPLER_NAMES[sampler],
+                        SAMPLERS["growprune" if sampler == "growprune" else "cgm"],
+                        float(alpha_s), float(beta_s), float(sigma_mu2), float(nu), float(lam))
     loglik = np.empty(n_iter)
     sigma2_trace = np.empty(n_iter)
     draws, kept_sigma2 = [], []
     sigma2 = lam
-    extent = data_extent(X)
     for it in range(n_iter):
-        out = _sweep(int(rng.integers(2**32)), X, resid, T_int, T_float, n_nodes, code, move_p,
-                     alpha_s, beta_s, sigma_mu2, nu, lam, *extent, work.ws, work.scratch)
-        T_int, T_float, sigma2, loglik[it], work.ws, work.scratch = out
+        forest, sigma2, loglik[it], work = _sweep(int(rng.integers(2**32)), X, resid, forest,
+                                                  settings, work)
         sigma2_trace[it] = sigma2
         if it >= burn_in and (it - burn_in) % thin == 0:
-            draws.append(_pack(T_int, T_float, n_nodes))
+            draws.append(_pack(forest))
             kept_sigma2.append(sigma2)
         if (it + 1) % max(n_iter // 10, 1) == 0:
             logger.info("BART (%s): iteration %d / %d, sigma2 %.4g, mean nodes per tree %.2f",
-                        sampler, it + 1, n_iter, sigma2, float(n_nodes.mean()))
+                        sampler, it + 1, n_iter, sigma2, float(forest.n_nodes.mean()))
     return BackfitResult(draws, np.asarray(kept_sigma2, np.float64), loglik, sigma2_trace)
 
 
-class _Work:
-    """The scratch of :func:`_sweep`, allocated once per fit."""
+class Forest(NamedTuple):
+    """The M trees of a chain in slot arrays of one capacity: ``T_int`` (M, N_TREE_INTS,
+    capacity) the integer fields, ``T_float`` (M, 2, capacity) threshold and leaf mean,
+    ``n_nodes`` (M,) the live slots of every tree."""
 
-    def __init__(self, n: int, d: int, n_trees: int, n_particles: int, cap: int) -> None:
-        self.ws = pg_workspace(n, n_particles, cap)
-        S = np.zeros((n, 3))
-        S[:, 0] = 1.0
-        # order, start, count, buf, S, R
-        self.scratch = (np.empty(n, INDEX), np.zeros(cap, INDEX), np.zeros(cap, INDEX),
-                        np.empty(n, INDEX), S, np.empty(n))
+    T_int: np.ndarray
+    T_float: np.ndarray
+    n_nodes: np.ndarray
+
+
+class Settings(NamedTuple):
+    """The tree update (``PG``, ``CGM`` or ``GROWPRUNE``), the move probabilities of the
+    Metropolis-Hastings samplers and the priors of :func:`backfit`."""
+
+    sampler: int
+    move_p: np.ndarray
+    alpha_s: float
+    beta_s: float
+    sigma_mu2: float
+    nu: float
+    lam: float
+
+
+class SweepWork(NamedTuple):
+    """The scratch of :func:`_sweep`, allocated once per fit (grown on demand): the
+    conditional SMC's :class:`~.pgbart.PGWork`, a row partition (``order, start, count,
+    buf``), the per-row statistics ``S`` of the residual R_m and R_m itself."""
+
+    pg: PGWork
+    order: np.ndarray
+    start: np.ndarray
+    count: np.ndarray
+    buf: np.ndarray
+    S: np.ndarray
+    R: np.ndarray
+
+
+def sweep_work(X: np.ndarray, n_trees: int, n_particles: int, cap: int) -> SweepWork:
+    """:class:`SweepWork` for the rows ``X``."""
+    n = X.shape[0]
+    S = np.zeros((n, 3))
+    S[:, 0] = 1.0
+    return SweepWork(pg_workspace(X, n_particles, cap), np.empty(n, INDEX),
+                     np.zeros(cap, INDEX), np.zeros(cap, INDEX), np.empty(n, INDEX), S,
+                     np.empty(n))
 
 
 # ---------------------------------------------------------------------------------- kernels
 
 
 @njit(**JIT)
-def _pack(T_int, T_float, n_nodes):  # pragma: no cover - numba
+def _pack(forest):  # pragma: no cover - numba
     """The live slots of every tree back to back, children as global slots; returns
     ``(feature, threshold, left, right, value, n_nodes)`` (``value``: leaf means, 0 inside)."""
+    T_int = forest.T_int
+    T_float = forest.T_float
+    n_nodes = forest.n_nodes
     total = 0
     for m in range(n_nodes.shape[0]):
         total += n_nodes[m]
@@ -239,38 +276,49 @@ def _pack(T_int, T_float, n_nodes):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _leaf_means(T_float, m, R, resid, rows, start, count, feature, n, sigma2,
-                sigma_mu2):  # pragma: no cover - numba
-    """Alg. 4.1 line 8: every leaf's mean from N(post mean, post var); residual -= fit."""
+def _leaf_means(t, n, mu, R, resid, sigma2, sigma_mu2):  # pragma: no cover - numba
+    """Alg. 4.1 line 8: every leaf's mean ``mu[j]`` from N(post mean, post var); residual
+    -= fit. ``t`` is any record with a tree's ``feature`` and its row partition ``order,
+    start, count``; ``n`` its live slots."""
+    rows = t.order
+    feature = t.feature
+    start = t.start
+    count = t.count
     for j in range(n):
         if feature[j] != NO_NODE:
             continue
         s = start[j]
+        c = count[j]
         total = 0.0
-        for i in range(s, s + count[j]):
+        for i in range(s, s + c):
             total += R[rows[i]]
-        prec = count[j] / sigma2 + 1.0 / sigma_mu2
-        mu = total / sigma2 / prec + np.random.standard_normal() / math.sqrt(prec)
-        T_float[m, MU, j] = mu
-        for i in range(s, s + count[j]):
-            resid[rows[i]] = R[rows[i]] - mu
+        prec = c / sigma2 + 1.0 / sigma_mu2
+        m = total / sigma2 / prec + np.random.standard_normal() / math.sqrt(prec)
+        mu[j] = m
+        for i in range(s, s + c):
+            resid[rows[i]] = R[rows[i]] - m
 
 
 @njit(**JIT)
-def _sweep(seed, X, resid, T_int, T_float, n_nodes, sampler, move_p, alpha_s, beta_s,
-           sigma_mu2, nu, lam, root_lower, root_upper, ws, scratch):  # pragma: no cover
-    """One iteration of Algorithm 4.1; returns ``(T_int, T_float, sigma2, loglik, ws,
-    scratch)`` (the arrays grown if a tree or a particle needed more slots)."""
+def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
+    """One iteration of Algorithm 4.1; returns ``(forest, sigma2, loglik, work)`` (the
+    arrays grown if a tree or a particle needed more slots)."""
     np.random.seed(seed)
-    order, start, count, buf, S, R = scratch
+    T_int, T_float, n_nodes = forest
+    ws, order, start, count, buf, S, R = work
     N = X.shape[0]
     M = T_int.shape[0]
+    nu = settings.nu
     ss = 0.0
     for i in range(N):
         ss += resid[i] * resid[i]
     # line 4: sigma^2 | trees, means ~ IG((nu + N) / 2, (nu lam + SSR) / 2)
-    sigma2 = 0.5 * (nu * lam + ss) / np.random.gamma(0.5 * (nu + N), 1.0)
-    params = np.array([sigma2, 0.0, sigma_mu2])
+    sigma2 = 0.5 * (nu * settings.lam + ss) / np.random.gamma(0.5 * (nu + N), 1.0)
+    sigma_mu2 = settings.sigma_mu2
+    model = Model(settings.alpha_s, settings.beta_s, np.int64(NORMAL),
+                  np.array([sigma2, 0.0, sigma_mu2]))
+    data = Data(X, S, np.empty((0, 0), INDEX))
+    w = small_scratch(X.shape[1], S.shape[1])
     u = np.empty(UNIFORMS_PER_MOVE)
     for m in range(M):
         cap = T_int.shape[2]
@@ -281,15 +329,16 @@ def _sweep(seed, X, resid, T_int, T_float, n_nodes, sampler, move_p, alpha_s, be
         if start.shape[0] < cap:
             start = np.zeros(cap, INDEX)
             count = np.zeros(cap, INDEX)
-        feature = T_int[m, FEAT]
+        t = Tree(T_int[m, FEAT], T_float[m, THR], T_int[m, LEFT], T_int[m, RIGHT],
+                 T_int[m, PAR], T_int[m, DEP], order, start, count, buf)
         n = n_nodes[m]
         # line 6: R_m = residual + the tree's own fit (eq. 4.7), row by row of its leaves
         for i in range(N):
             order[i] = i
         start[0] = 0
         count[0] = N
-        _partition(feature, T_float[m, THR], T_int[m, LEFT], T_int[m, RIGHT], n, X, order, start,
-                   count, buf)
+        _partition(t, n, X)
+        feature = t.feature
         for j in range(n):
             if feature[j] == NO_NODE:
                 mu = T_float[m, MU, j]
@@ -300,31 +349,26 @@ def _sweep(seed, X, resid, T_int, T_float, n_nodes, sampler, move_p, alpha_s, be
                     S[row, 1] = r
                     S[row, 2] = r * r
         # line 7: T_m | R_m, sigma^2
-        if sampler == PG:
-            k, n_new, P_int, P_float, Q_int, Q_float, pool, pbuf = csmc(
-                X, S, NORMAL, params, alpha_s, beta_s, feature, T_float[m, THR], root_lower,
-                root_upper, -1, ws)
-            ws = (P_int, P_float, Q_int, Q_float, pool, pbuf)
+        if settings.sampler == PG:
+            k, n_new, ws = csmc(data, model, t, -1, ws)
             while n_new > T_int.shape[2]:
                 T_int = grow_slots(T_int, 2 * T_int.shape[2])
                 T_float = grow_slots(T_float, 2 * T_float.shape[2])
             for f in (FEAT, LEFT, RIGHT, PAR, DEP):
-                T_int[m, f, :n_new] = P_int[k, f, :n_new]
-            T_float[m, THR, :n_new] = P_float[k, THR, :n_new]
+                T_int[m, f, :n_new] = ws.P_int[k, f, :n_new]
+            T_float[m, THR, :n_new] = ws.P_float[k, THR, :n_new]
             n_nodes[m] = n_new
-            _leaf_means(T_float, m, R, resid, pool, P_int[k, START], P_int[k, COUNT],
-                        T_int[m, FEAT], n_new, sigma2, sigma_mu2)
+            drawn = particle_tree(ws.P_int, ws.P_float, k, ws.pool, buf)
+            _leaf_means(drawn, n_new, T_float[m, MU], R, resid, sigma2, sigma_mu2)
         else:
             for i in range(UNIFORMS_PER_MOVE):
                 u[i] = np.random.random()
-            n_new = mh_step(feature, T_float[m, THR], T_int[m, LEFT], T_int[m, RIGHT],
-                            T_int[m, PAR], T_int[m, DEP], n, X, order, start, count, S, NORMAL,
-                            params, alpha_s, beta_s, move_p, u)[0]
+            n_new = mh_step(t, n, data, model, settings.move_p, u, w)[0]
             n_nodes[m] = n_new
-            _leaf_means(T_float, m, R, resid, order, start, count, feature, n_new, sigma2,
-                        sigma_mu2)
+            _leaf_means(t, n_new, T_float[m, MU], R, resid, sigma2, sigma_mu2)
     ss = 0.0
     for i in range(N):
         ss += resid[i] * resid[i]
     loglik = -0.5 * N * math.log(2.0 * math.pi * sigma2) - 0.5 * ss / sigma2
-    return T_int, T_float, sigma2, loglik, ws, (order, start, count, buf, S, R)
+    return (Forest(T_int, T_float, n_nodes), sigma2, loglik,
+            SweepWork(ws, order, start, count, buf, S, R))

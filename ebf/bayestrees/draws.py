@@ -22,6 +22,8 @@ from basics.jit import JIT
 from basics.validation import state_array
 
 from ..tree_validation import check_nodes
+from .records import Splits
+from .trees import descend
 
 __all__ = ["ForestDraws"]
 
@@ -126,14 +128,14 @@ class ForestDraws:
         ``X`` is float64 of shape (n_rows, n_features) with the training columns.
         """
         out = np.zeros((X.shape[0], self.n_draws))
-        _predict(np.ascontiguousarray(X, dtype=np.float64), self.feature, self.threshold,
-                 self.left, self.right, self.value, self.offsets, self.n_trees, out)
+        _predict(np.ascontiguousarray(X, dtype=np.float64),
+                 Splits(self.feature, self.threshold, self.left, self.right), self.value,
+                 self.offsets, self.n_trees, out)
         return out
 
 
 @njit(**JIT)
-def _predict(X, feature, threshold, left, right, value, offsets, n_trees,
-             out):  # pragma: no cover - numba
+def _predict(X, splits, value, offsets, n_trees, out):  # pragma: no cover - numba
     """``out[i, s] = sum over draw s's trees of the leaf mean of row i``; rows outer, so a
     row stays in cache while every tree descends it."""
     n_draws = out.shape[1]
@@ -141,8 +143,5 @@ def _predict(X, feature, threshold, left, right, value, offsets, n_trees,
         for s in range(n_draws):
             total = 0.0
             for t in range(s * n_trees, (s + 1) * n_trees):
-                j = offsets[t]
-                while feature[j] != NO_NODE:
-                    j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
-                total += value[j]
+                total += value[descend(splits, X, i, offsets[t])]
             out[i, s] = total

@@ -166,7 +166,7 @@ def log_likelihood(tree: BayesTree, X: np.ndarray, y: np.ndarray,
     if S.shape[0] != X.shape[0]:
         raise ValueError(f"y has {S.shape[0]} rows but X has {X.shape[0]}; pass one label per row")
     order, start, count = partition_rows(tree, X)
-    return float(_tree_loglik(tree.feature, tree.n_nodes, S, order, start, count,
+    return float(_tree_loglik(tree.record(X.shape[0], order, start, count), tree.n_nodes, S,
                               likelihood.code, likelihood.params))
 
 
@@ -198,13 +198,18 @@ def nig_posterior(params: np.ndarray, stats: np.ndarray) -> tuple[np.ndarray, ..
 # ---------------------------------------------------------------------------------- kernels
 
 
-@njit(**JIT)
-def segment_stats(S, order, start, count, j, out):  # pragma: no cover - numba
-    """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``.
+@njit(inline="always", **JIT)
+def segment_stats(S, t, j, out):  # pragma: no cover - numba
+    """Sum of the per-row statistics ``S`` over node ``j``'s row segment into ``out``
+    (``t`` any record with the row partition ``order, start, count`` of a
+    :class:`~.records.Tree`).
 
     The Normal's three statistics ``[1, y, y^2]`` are summed in one pass into scalars (about
     3x faster than accumulating in ``out``, which the compiler must reload every row).
     """
+    order = t.order
+    start = t.start
+    count = t.count
     if S.shape[1] == 3:
         a0 = 0.0
         a1 = 0.0
@@ -273,12 +278,11 @@ def _loglik_rows(code, params, stats):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _tree_loglik(feature, n_nodes, S, order, start, count, code,
-                 params):  # pragma: no cover - numba
+def _tree_loglik(t, n_nodes, S, code, params):  # pragma: no cover - numba
     s = np.empty(S.shape[1])
     total = 0.0
     for j in range(n_nodes):
-        if feature[j] == NO_NODE:
-            segment_stats(S, order, start, count, j, s)
+        if t.feature[j] == NO_NODE:
+            segment_stats(S, t, j, s)
             total += leaf_loglik(code, params, s)
     return total

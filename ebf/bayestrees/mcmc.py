@@ -28,6 +28,7 @@ of :mod:`.pgbart` replays, so a chain may mix the samplers.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -46,6 +47,7 @@ from .prior import (
     node_log_prior,
     split_log_prior,
 )
+from .records import data_record, model_record, small_scratch
 from .trees import (
     BayesTree,
     check_X,
@@ -73,8 +75,7 @@ UNIFORMS_PER_MOVE = 5
 def canonical(tree: BayesTree) -> BayesTree:
     """A copy of ``tree`` relabelled breadth first (slot order = expansion order, no holes)."""
     out = tree.copy()
-    dummy = np.zeros(out.feature.shape[0], INDEX)
-    out.n_nodes = int(relabel(*out.args(), dummy, dummy.copy(), out.n_nodes))
+    out.n_nodes = int(relabel(out.record(1), out.n_nodes))  # no rows: a partition of one
     return out
 
 
@@ -137,32 +138,48 @@ def mh_update(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: LeafLik
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler={sampler!r} is not one of {sorted(SAMPLERS)}")
     alpha_s, beta_s, X, S, out = tree_update_inputs(tree, X, y, likelihood, alpha_s, beta_s)
-    order, start, count = partition_rows(out, X)
+    t = out.record(X.shape[0], *partition_rows(out, X))
+    data = data_record(X, S)
+    model = model_record(alpha_s, beta_s, likelihood.code, likelihood.params)
+    w = small_scratch(X.shape[1], S.shape[1])
     u = np.random.default_rng(rng).random((int(n_steps), UNIFORMS_PER_MOVE))
     log = np.empty((int(n_steps), 3))
-    n = out.n_nodes
-    for i in range(int(n_steps)):
-        n, move, accepted, log_alpha = mh_step(
-            *out.args(), n, X, order, start, count, S, likelihood.code, likelihood.params,
-            alpha_s, beta_s, SAMPLERS[sampler], u[i])
-        log[i] = move, accepted, log_alpha
-    out.n_nodes = int(n)
+    out.n_nodes = int(_mh_steps(t, out.n_nodes, data, model, SAMPLERS[sampler], u, w, log))
     return out, log
 
 
 # ---------------------------------------------------------------------------------- kernels
 
 
+class Rules(NamedTuple):
+    """A change or swap proposal: the ``nodes`` (under ``top``) get the rules ``(feature,
+    threshold)``; ``log_q`` is ``log q(T | T') - log q(T' | T)``."""
+
+    top: int
+    nodes: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    log_q: float
+
+
 @njit(**JIT)
-def relabel(feature, threshold, left, right, parent, depth, start, count,
-            n_nodes):  # pragma: no cover - numba
-    """Renumber the tree reachable from slot 0 breadth first, in place; return its n_nodes.
+def relabel(t, n_nodes):  # pragma: no cover - numba
+    """Renumber the tree of the :class:`~.records.Tree` ``t`` reachable from slot 0 breadth
+    first, in place; return its n_nodes.
 
     A FIFO queue from the root: a node's children get the next two numbers when it is
     popped, which is the order the sequential generative process appends them in. Slots not
     reachable from the root (pruned children) are dropped. ``start``, ``count`` (a row
     partition of the tree) move with their nodes.
     """
+    feature = t.feature
+    threshold = t.threshold
+    left = t.left
+    right = t.right
+    parent = t.parent
+    depth = t.depth
+    start = t.start
+    count = t.count
     old_at = np.empty(n_nodes, INDEX)
     new_of = np.full(n_nodes, NO_NODE, INDEX)
     old_at[0] = 0
@@ -178,7 +195,7 @@ def relabel(feature, threshold, left, right, parent, depth, start, count,
                 new_of[c] = tail
                 tail += 1
     f = feature[:n_nodes].copy()
-    t = threshold[:n_nodes].copy()
+    th = threshold[:n_nodes].copy()
     lc = left[:n_nodes].copy()
     rc = right[:n_nodes].copy()
     pa = parent[:n_nodes].copy()
@@ -188,7 +205,7 @@ def relabel(feature, threshold, left, right, parent, depth, start, count,
     for k in range(tail):
         o = old_at[k]
         feature[k] = f[o]
-        threshold[k] = t[o]
+        threshold[k] = th[o]
         left[k] = new_of[lc[o]] if lc[o] != NO_NODE else NO_NODE
         right[k] = new_of[rc[o]] if rc[o] != NO_NODE else NO_NODE
         parent[k] = new_of[pa[o]] if pa[o] != NO_NODE else NO_NODE
@@ -198,24 +215,24 @@ def relabel(feature, threshold, left, right, parent, depth, start, count,
     return tail
 
 
-@njit(**JIT)
-def _is_nog(feature, left, right, j):  # pragma: no cover - numba
-    return (feature[j] != NO_NODE and feature[left[j]] == NO_NODE
-            and feature[right[j]] == NO_NODE)
+@njit(inline="always", **JIT)
+def _acts_on(feature, left, right, j, kind):  # pragma: no cover - numba
+    """Whether a move of ``kind`` can act on node ``j``: a leaf (grow), a NOG node (prune,
+    both children leaves), an internal node (change), an internal non-root node (swap)."""
+    if kind == GROW:
+        return feature[j] == NO_NODE
+    if kind == PRUNE:
+        return (feature[j] != NO_NODE and feature[left[j]] == NO_NODE
+                and feature[right[j]] == NO_NODE)
+    return feature[j] != NO_NODE and (kind == CHANGE or j > 0)
 
 
 @njit(**JIT)
 def _count(feature, left, right, n_nodes, kind):  # pragma: no cover - numba
-    """Nodes a move can act on: leaves (grow), NOG nodes (prune), internal (change),
-    internal non-root (swap)."""
+    """Nodes a move of ``kind`` can act on."""
     total = 0
     for j in range(n_nodes):
-        if kind == GROW:
-            total += feature[j] == NO_NODE
-        elif kind == PRUNE:
-            total += _is_nog(feature, left, right, j)
-        else:
-            total += feature[j] != NO_NODE and (kind == CHANGE or j > 0)
+        total += _acts_on(feature, left, right, j, kind)
     return total
 
 
@@ -225,47 +242,45 @@ def _pick(feature, left, right, n_nodes, kind, u):  # pragma: no cover - numba
     n = _count(feature, left, right, n_nodes, kind)
     k = min(int(u * n), n - 1)
     for j in range(n_nodes):
-        if kind == GROW:
-            ok = feature[j] == NO_NODE
-        elif kind == PRUNE:
-            ok = _is_nog(feature, left, right, j)
-        else:
-            ok = feature[j] != NO_NODE and (kind == CHANGE or j > 0)
-        if ok:
+        if _acts_on(feature, left, right, j, kind):
             if k == 0:
                 return j
             k -= 1
     return NO_NODE
 
 
-@njit(**JIT)
-def _loglik(S, order, start, count, j, code, params, stat):  # pragma: no cover - numba
-    segment_stats(S, order, start, count, j, stat)
-    return leaf_loglik(code, params, stat)
+@njit(inline="always", **JIT)
+def _loglik(S, t, j, model, stat):  # pragma: no cover - numba
+    segment_stats(S, t, j, stat)
+    return leaf_loglik(model.code, model.params, stat)
 
 
 @njit(**JIT)
-def _split_gain(depth, X, order, start, count, S, code, params, alpha_s, beta_s, j, lc, rc,
-                n_valid, width, stat):  # pragma: no cover - numba
-    """log pi(j split into leaves lc, rc) - log pi(j a leaf), eq. (4.8): the prior factors
+def _split_gain(t, data, model, j, n_valid, width, w):  # pragma: no cover - numba
+    """log pi(j split into its leaves) - log pi(j a leaf), eq. (4.8): the prior factors
     of eq. (3.4) that differ (j's, the children's) and the leaves' likelihoods.
 
     ``n_valid`` > 0 and ``width`` are j's |V_j| and the extent along its cut; a child's
     factor only needs whether its rows vary (:func:`~ebf.bayestrees.trees.node_varies`),
     and j's statistics are its children's sum, so the rows of j are read once.
     """
-    d = depth[j]
-    lp = (split_log_prior(d, n_valid, width, alpha_s, beta_s)
-          - leaf_log_prior(d, True, alpha_s, beta_s)
-          + leaf_log_prior(d + 1, node_varies(X, order, start, count, lc), alpha_s, beta_s)
-          + leaf_log_prior(d + 1, node_varies(X, order, start, count, rc), alpha_s, beta_s))
+    a = model.alpha_s
+    b = model.beta_s
+    d = t.depth[j]
+    lc = t.left[j]
+    rc = t.right[j]
+    lp = (split_log_prior(d, n_valid, width, a, b)
+          - leaf_log_prior(d, True, a, b)
+          + leaf_log_prior(d + 1, node_varies(data.X, t, lc), a, b)
+          + leaf_log_prior(d + 1, node_varies(data.X, t, rc), a, b))
+    stat = w.s_left
     total = np.zeros(stat.shape[0])
     ll = 0.0
     for k in (lc, rc):
-        segment_stats(S, order, start, count, k, stat)
-        ll += leaf_loglik(code, params, stat)
+        segment_stats(data.S, t, k, stat)
+        ll += leaf_loglik(model.code, model.params, stat)
         total += stat
-    return lp + ll - leaf_loglik(code, params, total)
+    return lp + ll - leaf_loglik(model.code, model.params, total)
 
 
 @njit(**JIT)
@@ -278,77 +293,96 @@ def _subtree(parent, n_nodes, top, mask):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _subtree_terms(feature, threshold, depth, n_nodes, X, order, start, count, S, code,
-                   params, alpha_s, beta_s, mask, lower, upper, stat):  # pragma: no cover
+def _subtree_terms(t, n_nodes, data, model, mask, w):  # pragma: no cover - numba
     """(log prior, log likelihood) of the subtree's nodes: eq. (3.4) and (4.8) restricted."""
+    feature = t.feature
     lp = 0.0
     ll = 0.0
     for k in range(n_nodes):
         if not mask[k]:
             continue
-        lp += node_log_prior(feature, threshold, depth, X, order, start, count, k, alpha_s,
-                             beta_s, lower, upper)
+        lp += node_log_prior(t, data.X, k, model, w)
         if lp == -np.inf:
             return lp, ll
         if feature[k] == NO_NODE:
-            ll += _loglik(S, order, start, count, k, code, params, stat)
+            ll += _loglik(data.S, t, k, model, w.s_left)
     return lp, ll
 
 
 @njit(**JIT)
-def _rearrange(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
-               count, buf, S, code, params, alpha_s, beta_s, top, nodes, feats, thrs,
-               u_accept, lower, upper, stat, log_q):  # pragma: no cover - numba
-    """Change or swap: give the ``nodes`` the rules ``(feats, thrs)``, re-partition ``top``'s
-    subtree and accept or restore; returns (accepted, log alpha).
-
-    ``log_q`` is ``log q(T | T') - log q(T' | T)``.
-    """
+def _rearrange(t, n_nodes, data, model, rules, u_accept, w):  # pragma: no cover - numba
+    """Change or swap: give ``rules.nodes`` their new rules, re-partition the subtree of
+    ``rules.top`` and accept or restore; returns (accepted, log alpha)."""
+    top = rules.top
+    nodes = rules.nodes
     mask = np.empty(n_nodes, np.bool_)
-    _subtree(parent, n_nodes, top, mask)
-    lp_old, ll_old = _subtree_terms(feature, threshold, depth, n_nodes, X, order, start,
-                                    count, S, code, params, alpha_s, beta_s, mask, lower,
-                                    upper, stat)
-    s, n = start[top], count[top]
-    saved_rows = order[s: s + n].copy()
-    saved_start = start[:n_nodes].copy()
-    saved_count = count[:n_nodes].copy()
-    saved_feature = feature[nodes]
-    saved_threshold = threshold[nodes]
-    feature[nodes] = feats
-    threshold[nodes] = thrs
+    _subtree(t.parent, n_nodes, top, mask)
+    lp_old, ll_old = _subtree_terms(t, n_nodes, data, model, mask, w)
+    s, n = t.start[top], t.count[top]
+    saved_rows = t.order[s: s + n].copy()
+    saved_start = t.start[:n_nodes].copy()
+    saved_count = t.count[:n_nodes].copy()
+    saved_feature = t.feature[nodes]
+    saved_threshold = t.threshold[nodes]
+    t.feature[nodes] = rules.feature
+    t.threshold[nodes] = rules.threshold
+    feature = t.feature
     for k in range(top, n_nodes):  # parents first: each split reads its node's new rows
         if mask[k] and feature[k] != NO_NODE:
-            split_segment(X, order, start, count, buf, k, feature[k], threshold[k], left[k],
-                          right[k])
-    lp_new, ll_new = _subtree_terms(feature, threshold, depth, n_nodes, X, order, start,
-                                    count, S, code, params, alpha_s, beta_s, mask, lower,
-                                    upper, stat)
+            split_segment(data.X, t, k)
+    lp_new, ll_new = _subtree_terms(t, n_nodes, data, model, mask, w)
     log_alpha = -np.inf
     if lp_new > -np.inf:
-        log_alpha = ll_new - ll_old + lp_new - lp_old + log_q
+        log_alpha = ll_new - ll_old + lp_new - lp_old + rules.log_q
     if u_accept < math.exp(min(log_alpha, 0.0)):
         return True, log_alpha
-    feature[nodes] = saved_feature
-    threshold[nodes] = saved_threshold
-    order[s: s + n] = saved_rows
-    start[:n_nodes] = saved_start
-    count[:n_nodes] = saved_count
+    t.feature[nodes] = saved_feature
+    t.threshold[nodes] = saved_threshold
+    t.order[s: s + n] = saved_rows
+    t.start[:n_nodes] = saved_start
+    t.count[:n_nodes] = saved_count
     return False, log_alpha
 
 
 @njit(**JIT)
-def mh_step(feature, threshold, left, right, parent, depth, n_nodes, X, order, start, count,
-            S, code, params, alpha_s, beta_s, move_p, u):  # pragma: no cover - numba
-    """One Metropolis-Hastings move of a canonical tree with row partition ``order``,
-    ``start``, ``count`` (kept in step); returns ``(n_nodes, move, accepted, log alpha)``.
+def _make_leaf(t, j):  # pragma: no cover - numba
+    t.feature[j] = NO_NODE
+    t.threshold[j] = np.nan
+    t.left[j] = NO_NODE
+    t.right[j] = NO_NODE
 
-    ``move_p`` holds the probabilities of (grow, prune, change, swap) and ``u`` the move's
-    five uniforms (``UNIFORMS_PER_MOVE``). The arrays need room for two more nodes.
+
+@njit(**JIT)
+def _mh_steps(t, n_nodes, data, model, move_p, u, w, log):  # pragma: no cover - numba
+    """:func:`mh_step` with every row of ``u``, in one call (a call from Python unpacks
+    the records, which costs more than a move); ``log[i]`` gets step i's move, acceptance
+    and log alpha. Returns ``n_nodes``."""
+    for i in range(u.shape[0]):
+        n_nodes, move, accepted, log_alpha = mh_step(t, n_nodes, data, model, move_p, u[i], w)
+        log[i, 0] = move
+        log[i, 1] = accepted
+        log[i, 2] = log_alpha
+    return n_nodes
+
+
+@njit(**JIT)
+def mh_step(t, n_nodes, data, model, move_p, u, w):  # pragma: no cover - numba
+    """One Metropolis-Hastings move of the canonical :class:`~.records.Tree` ``t`` (its row
+    partition kept in step); returns ``(n_nodes, move, accepted, log alpha)``.
+
+    ``data`` is the :class:`~.records.Data` (rows, per-row statistics), ``model`` the
+    :class:`~.records.Model`, ``move_p`` the probabilities of (grow, prune, change, swap)
+    and ``u`` the move's five uniforms (``UNIFORMS_PER_MOVE``), ``w`` an
+    :class:`~.records.Extent` (:func:`~.records.small_scratch`). The node arrays need room
+    for two more nodes.
     """
-    lower = np.empty(X.shape[1])
-    upper = np.empty(X.shape[1])
-    stat = np.empty(S.shape[1])
+    X = data.X
+    lower = w.lower
+    upper = w.upper
+    feature = t.feature
+    threshold = t.threshold
+    left = t.left
+    right = t.right
     move = 0
     cum = move_p[0]
     while move < 3 and u[0] >= cum:
@@ -359,71 +393,50 @@ def mh_step(feature, threshold, left, right, parent, depth, n_nodes, X, order, s
         return n_nodes, move, False, -np.inf
     j = _pick(feature, left, right, n_nodes, move, u[1])
     if move == GROW:
-        n_valid = node_extent(X, order, start, count, j, lower, upper)
+        n_valid = node_extent(X, t, j, lower, upper)
         if n_valid == 0:
             return n_nodes, move, False, -np.inf
-        f, t = draw_split(n_valid, lower, upper, u[2], u[3])
+        f, thr = draw_split(n_valid, lower, upper, u[2], u[3])
         width = upper[f] - lower[f]
         log_q_fwd = math.log(move_p[GROW]) - math.log(n_kind) - math.log(n_valid) - math.log(
             width)
-        n_new = split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                           start, count, np.empty(count[j], INDEX), j, f, t)
-        log_q_rev = (math.log(move_p[PRUNE])
-                     - math.log(_count(feature, left, right, n_new, PRUNE)))
-        log_alpha = _split_gain(depth, X, order, start, count, S, code, params, alpha_s,
-                                beta_s, j, n_nodes, n_nodes + 1, n_valid, width,
-                                stat) + log_q_rev - log_q_fwd
+        n_new = split_node(t, n_nodes, X, j, f, thr)
+        log_q_rev = math.log(move_p[PRUNE]) - math.log(_count(feature, left, right, n_new, PRUNE))
+        log_alpha = _split_gain(t, data, model, j, n_valid, width, w) + log_q_rev - log_q_fwd
         if u[4] < math.exp(min(log_alpha, 0.0)):
-            n_new = relabel(feature, threshold, left, right, parent, depth, start, count, n_new)
-            return n_new, move, True, log_alpha
-        feature[j] = NO_NODE
-        threshold[j] = np.nan
-        left[j] = NO_NODE
-        right[j] = NO_NODE
+            return relabel(t, n_new), move, True, log_alpha
+        _make_leaf(t, j)
         return n_nodes, move, False, log_alpha
     if move == PRUNE:
         f = feature[j]
-        n_valid = node_extent(X, order, start, count, j, lower, upper)
+        n_valid = node_extent(X, t, j, lower, upper)
         width = upper[f] - lower[f]
         n_leaves = _count(feature, left, right, n_nodes, GROW)
         log_q_rev = (math.log(move_p[GROW]) - math.log(n_leaves - 1) - math.log(n_valid)
                      - math.log(width))
         log_q_fwd = math.log(move_p[PRUNE]) - math.log(n_kind)
-        log_alpha = log_q_rev - log_q_fwd - _split_gain(
-            depth, X, order, start, count, S, code, params, alpha_s, beta_s, j, left[j],
-            right[j], n_valid, width, stat)
+        log_alpha = log_q_rev - log_q_fwd - _split_gain(t, data, model, j, n_valid, width, w)
         if u[4] < math.exp(min(log_alpha, 0.0)):
-            feature[j] = NO_NODE
-            threshold[j] = np.nan
-            left[j] = NO_NODE
-            right[j] = NO_NODE
-            n_new = relabel(feature, threshold, left, right, parent, depth, start, count,
-                            n_nodes)
-            return n_new, move, True, log_alpha
+            _make_leaf(t, j)
+            return relabel(t, n_nodes), move, True, log_alpha
         return n_nodes, move, False, log_alpha
     if move == CHANGE:
-        buf = np.empty(count[j], INDEX)
-        n_valid = node_extent(X, order, start, count, j, lower, upper)
+        n_valid = node_extent(X, t, j, lower, upper)
         f_old = feature[j]
-        f, t = draw_split(n_valid, lower, upper, u[2], u[3])
+        f, thr = draw_split(n_valid, lower, upper, u[2], u[3])
         # q(T'|T) = P_change / I(T) / |V_j| / |e_jf'|: only the extents differ backwards
         log_q = math.log(upper[f] - lower[f]) - math.log(upper[f_old] - lower[f_old])
         accepted, log_alpha = _rearrange(
-            feature, threshold, left, right, parent, depth, n_nodes, X, order, start, count,
-            buf, S, code, params, alpha_s, beta_s, j, np.array([j]), np.array([f]),
-            np.array([t]), u[4], lower, upper, stat, log_q)
+            t, n_nodes, data, model,
+            Rules(j, np.array([j]), np.array([f]), np.array([thr]), log_q), u[4], w)
         return n_nodes, move, accepted, log_alpha
-    p = parent[j]
-    sib = left[p] if right[p] == j else right[p]
+    p = t.parent[j]
+    sib = t.left[p] if t.right[p] == j else t.right[p]
     both = (feature[sib] != NO_NODE and feature[sib] == feature[j]
             and threshold[sib] == threshold[j])
     n_swap = 3 if both else 2
-    nodes = np.array([p, j, sib])[:n_swap]
-    feats = np.array([feature[j], feature[p], feature[p]])[:n_swap]
-    thrs = np.array([threshold[j], threshold[p], threshold[p]])[:n_swap]
-    buf = np.empty(count[p], INDEX)
-    accepted, log_alpha = _rearrange(feature, threshold, left, right, parent, depth, n_nodes,
-                                     X, order, start, count, buf, S, code, params, alpha_s,
-                                     beta_s, p, nodes, feats, thrs, u[4], lower, upper, stat,
-                                     0.0)
+    rules = Rules(p, np.array([p, j, sib])[:n_swap],
+                  np.array([feature[j], feature[p], feature[p]])[:n_swap],
+                  np.array([threshold[j], threshold[p], threshold[p]])[:n_swap], 0.0)
+    accepted, log_alpha = _rearrange(t, n_nodes, data, model, rules, u[4], w)
     return n_nodes, move, accepted, log_alpha

@@ -29,6 +29,8 @@ from basics.jit import JIT
 from basics.validation import state_array
 
 from ..tree_validation import check_nodes
+from .records import Splits
+from .trees import descend
 
 __all__ = ["ParticleTrees", "leaf_values", "weighted_values"]
 
@@ -85,6 +87,10 @@ class ParticleTrees:
     @property
     def n_islands(self) -> int:
         return int(self.islands.shape[0] - 1)
+
+    def splits(self) -> Splits:
+        """The links of every tree as a :class:`~.records.Splits` record (the descent's)."""
+        return Splits(self.feature, self.threshold, self.left, self.right)
 
     @property
     def roots(self) -> np.ndarray:
@@ -233,8 +239,7 @@ def weighted_values(trees: ParticleTrees, X: np.ndarray, tree_weight: np.ndarray
     """
     X = trees.check_rows(X)
     out = np.zeros((X.shape[0], value.shape[1]))
-    _weighted_kernel(X, trees.feature, trees.threshold, trees.left, trees.right, trees.roots,
-                     tree_weight, value, out)
+    _weighted_kernel(X, trees.splits(), trees.roots, tree_weight, value, out)
     return out
 
 
@@ -248,8 +253,7 @@ def leaf_values(trees: ParticleTrees, X: np.ndarray,
     """
     X = trees.check_rows(X)
     out = np.empty((value.shape[1], X.shape[0], trees.n_trees))
-    _gather_kernel(X, trees.feature, trees.threshold, trees.left, trees.right, trees.roots,
-                   value, out)
+    _gather_kernel(X, trees.splits(), trees.roots, value, out)
     return tuple(out)
 
 
@@ -257,29 +261,20 @@ def leaf_values(trees: ParticleTrees, X: np.ndarray,
 
 
 @njit(**JIT)
-def _leaf(X, i, feature, threshold, left, right, node):  # pragma: no cover - numba
-    while feature[node] != NO_NODE:
-        node = left[node] if X[i, feature[node]] <= threshold[node] else right[node]
-    return node
-
-
-@njit(**JIT)
-def _weighted_kernel(X, feature, threshold, left, right, roots, tree_weight, value,
-                     out):  # pragma: no cover - numba
+def _weighted_kernel(X, splits, roots, tree_weight, value, out):  # pragma: no cover - numba
     for t in range(roots.shape[0]):  # tree-major: one tree's nodes stay in cache
         w = tree_weight[t]
         for i in range(X.shape[0]):
-            leaf = _leaf(X, i, feature, threshold, left, right, roots[t])
+            leaf = descend(splits, X, i, roots[t])
             for k in range(value.shape[1]):
                 out[i, k] += w * value[leaf, k]
 
 
 @njit(**JIT)
-def _gather_kernel(X, feature, threshold, left, right, roots, value,
-                   out):  # pragma: no cover - numba
+def _gather_kernel(X, splits, roots, value, out):  # pragma: no cover - numba
     for t in range(roots.shape[0]):
         for i in range(X.shape[0]):
-            leaf = _leaf(X, i, feature, threshold, left, right, roots[t])
+            leaf = descend(splits, X, i, roots[t])
             for k in range(value.shape[1]):
                 out[k, i, t] = value[leaf, k]
 

@@ -28,6 +28,8 @@ uniforms for each free particle that has an eligible node (in particle order), t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -44,10 +46,11 @@ from .prior import (
     expand_prior,
     split_probability,
 )
+from .records import Tree, data_record, model_record, small_scratch
 from .resampling import MULTINOMIAL, normalize, resample
 from .trees import BayesTree, split_node
 
-__all__ = ["DEFAULT_PARTICLES", "conditional_smc", "csmc", "data_extent", "pg_workspace"]
+__all__ = ["DEFAULT_PARTICLES", "PGWork", "conditional_smc", "csmc", "pg_workspace"]
 
 #: Particles per conditional SMC (thesis Sec. 4.4: C = 10 trades mixing against cost).
 DEFAULT_PARTICLES = 10
@@ -69,24 +72,34 @@ POOL_ROWS = 3
 _MIN_CAPACITY = 16
 
 
-def data_extent(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-dimension minimum and maximum of ``X``: the root's extent, an input of :func:`csmc`."""
-    return X.min(axis=0), X.max(axis=0)
+class PGWork(NamedTuple):
+    """The scratch of :func:`csmc`, reused across calls and grown on demand.
 
-
-def pg_workspace(n_rows: int, n_particles: int, capacity: int = _MIN_CAPACITY) -> tuple:
-    """Scratch of :func:`csmc` for ``n_rows`` rows: reused across calls, grown on demand.
-
-    ``(P_int, P_float, Q_int, Q_float, pool, buf)``: the particle arrays (axis 0 the
-    particle, axis 1 the field, axis 2 the slot), their resampling double buffer, the pool
-    of row indices (``POOL_ROWS (C + 1) n_rows``) and the partition scratch of
-    ``split_node``.
+    ``P_int``, ``P_float``: the particle arrays (axis 0 the particle, axis 1 the field,
+    axis 2 the slot); ``Q_int``, ``Q_float`` their resampling double buffer; ``pool`` the
+    row indices (``POOL_ROWS (C + 1) n_rows``); ``buf`` the partition scratch of
+    ``split_node``; ``lower``, ``upper`` the extent of the rows (the root's, the same for
+    every call on the same rows).
     """
+
+    P_int: np.ndarray
+    P_float: np.ndarray
+    Q_int: np.ndarray
+    Q_float: np.ndarray
+    pool: np.ndarray
+    buf: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def pg_workspace(X: np.ndarray, n_particles: int, capacity: int = _MIN_CAPACITY) -> PGWork:
+    """:class:`PGWork` of :func:`csmc` on the rows ``X`` with ``n_particles`` particles."""
     c, cap = int(n_particles), max(int(capacity), _MIN_CAPACITY)
-    return (np.zeros((c, N_INT_FIELDS, cap), INDEX), np.zeros((c, N_FLOAT_FIELDS, cap)),
-            np.zeros((c, N_INT_FIELDS, cap), INDEX), np.zeros((c, N_FLOAT_FIELDS, cap)),
-            np.empty(POOL_ROWS * (c + 1) * max(int(n_rows), 1), INDEX),
-            np.empty(max(int(n_rows), 1), INDEX))
+    n = max(int(X.shape[0]), 1)
+    return PGWork(np.zeros((c, N_INT_FIELDS, cap), INDEX), np.zeros((c, N_FLOAT_FIELDS, cap)),
+                  np.zeros((c, N_INT_FIELDS, cap), INDEX), np.zeros((c, N_FLOAT_FIELDS, cap)),
+                  np.empty(POOL_ROWS * (c + 1) * n, INDEX), np.empty(n, INDEX),
+                  X.min(axis=0), X.max(axis=0))
 
 
 def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: LeafLikelihood,
@@ -130,10 +143,11 @@ def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: L
                          f"uses {DEFAULT_PARTICLES})")
     alpha_s, beta_s, X, S, old = tree_update_inputs(tree, X, y, likelihood, alpha_s, beta_s)
     rng = np.random.default_rng(rng)
-    ws = pg_workspace(X.shape[0], int(n_particles), 2 * old.n_nodes)
-    k, n_new, P_int, P_float = csmc(X, S, likelihood.code, likelihood.params, alpha_s, beta_s,
-                                    old.feature, old.threshold, *data_extent(X),
-                                    int(rng.integers(2**32)), ws)[:4]
+    ws = pg_workspace(X, int(n_particles), 2 * old.n_nodes)
+    k, n_new, ws = csmc(data_record(X, S),
+                        model_record(alpha_s, beta_s, likelihood.code, likelihood.params),
+                        old.splits(), int(rng.integers(2**32)), ws)
+    P_int, P_float = ws.P_int, ws.P_float
     out = BayesTree.root_only(X.shape[0])
     n = int(n_new)
     for name, field in (("feature", FEAT), ("left", LEFT), ("right", RIGHT), ("parent", PAR),
@@ -188,40 +202,53 @@ def _compact(pool, top, P_int, n_nodes, need):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _node_loglik(S, pool, start, count, j, code, params, stat):  # pragma: no cover - numba
-    segment_stats(S, pool, start, count, j, stat)
-    return leaf_loglik(code, params, stat)
+def particle_tree(P_int, P_float, c, pool, buf):  # pragma: no cover - numba
+    """Particle ``c`` of the particle arrays as a :class:`~.records.Tree` over the row
+    ``pool`` (views, no copy)."""
+    return Tree(P_int[c, FEAT], P_float[c, THR], P_int[c, LEFT], P_int[c, RIGHT],
+                P_int[c, PAR], P_int[c, DEP], pool, P_int[c, START], P_int[c, COUNT], buf)
+
+
+@njit(inline="always", **JIT)
+def _node_loglik(S, t, j, model, stat):  # pragma: no cover - numba
+    segment_stats(S, t, j, stat)
+    return leaf_loglik(model.code, model.params, stat)
 
 
 @njit(**JIT)
-def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, root_lower,
-         root_upper, seed, ws):  # pragma: no cover - numba
-    """Algorithm 4.2 on the per-row statistics ``S`` of the residual; seeds numba's generator
-    with ``seed`` unless it is negative (the caller's stream continues).
+def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
+    """Algorithm 4.2 on the :class:`~.records.Data` ``data`` (rows and the per-row
+    statistics of the residual) under the :class:`~.records.Model` ``model``; seeds numba's
+    generator with ``seed`` unless it is negative (the caller's stream continues).
 
-    ``old_feature``, ``old_threshold`` are T*'s slots in breadth-first order (a valid tree
-    on ``X``); ``root_lower``, ``root_upper`` the extent of ``X`` (:func:`data_extent`, the
-    same for every call on ``X``); ``ws`` is :func:`pg_workspace` (its first axis is C). Returns
-    ``(k, n_nodes_k, P_int, P_float, Q_int, Q_float, pool, buf)``: the drawn particle ``k``
-    of the particle arrays, whose leaf segments in ``pool`` are the new tree's rows, and the
-    (possibly grown) workspace to pass to the next call.
+    ``old`` holds T*'s ``feature`` and ``threshold`` slots in breadth-first order (a valid
+    tree on the rows; any record with those fields); ``ws`` is a :class:`PGWork` on the
+    same rows (its first axis is C). Returns ``(k, n_nodes_k, ws)``: the drawn particle
+    ``k`` of the particle arrays ``ws.P_int``, ``ws.P_float``, whose leaf segments in
+    ``ws.pool`` are the new tree's rows, and the (possibly grown) workspace to pass to the
+    next call.
     """
     if seed >= 0:
         np.random.seed(seed)
-    P_int, P_float, Q_int, Q_float, pool, buf = ws
+    X = data.X
+    S = data.S
+    old_feature = old.feature
+    old_threshold = old.threshold
+    P_int, P_float, Q_int, Q_float, pool, buf, root_lower, root_upper = ws
     C = P_int.shape[0]
     N = X.shape[0]
     cap = P_int.shape[2]
-    lower = np.empty(X.shape[1])
-    upper = np.empty(X.shape[1])
-    stat = np.empty(S.shape[1])
+    alpha_s = model.alpha_s
+    beta_s = model.beta_s
+    w = small_scratch(X.shape[1], S.shape[1])
+    stat = w.s_left
     u = np.empty(UNIFORMS_PER_NODE)
     n_nodes = np.ones(C, INDEX)
     head = np.zeros(C, INDEX)
     n_q = np.empty(C, INDEX)
     head_q = np.empty(C, INDEX)
     log_w = np.zeros(C)  # w(0) = p(R | root) for every particle: a common factor
-    w = np.empty(C)
+    wt = np.empty(C)
     anc = np.zeros(C, INDEX)
     u_res = np.empty(max(C - 1, 1))
     if pool.shape[0] < 2 * N:
@@ -238,7 +265,7 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, root_l
         P_int[c, START, 0] = 0
         P_int[c, COUNT, 0] = N
         P_float[c, THR, 0] = np.nan
-    root_ll = _node_loglik(S, pool, P_int[0, START], P_int[0, COUNT], 0, code, params, stat)
+    root_ll = _node_loglik(S, particle_tree(P_int, P_float, 0, pool, buf), 0, model, stat)
     root_valid = 0
     for d in range(X.shape[1]):
         root_valid += root_lower[d] < root_upper[d]
@@ -265,10 +292,6 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, root_l
             if j == n_nodes[c]:
                 continue  # E(t-1) empty: T(t) = T(t-1), weight unchanged
             head[c] = j + 1
-            feat = P_int[c, FEAT]
-            thr = P_float[c, THR]
-            start = P_int[c, START]
-            count = P_int[c, COUNT]
             if c == 0:
                 f = old_feature[j]
                 if f == NO_NODE:
@@ -278,49 +301,45 @@ def csmc(X, S, code, params, alpha_s, beta_s, old_feature, old_threshold, root_l
                     u[i] = np.random.random()
                 if u[0] >= split_probability(P_int[c, DEP, j], alpha_s, beta_s):
                     continue  # expand_prior would stop it too; skip the extent
-            s = start[j]
-            n = count[j]
+            t = particle_tree(P_int, P_float, c, pool, buf)  # only for a node that may split
+            s = t.start[j]
+            n = t.count[j]
             pool[top: top + n] = pool[s: s + n]  # copy on split: the segment may be shared
-            start[j] = top
+            t.start[j] = top
             if c == 0:
-                n_new = split_node(feat, thr, P_int[c, LEFT], P_int[c, RIGHT], P_int[c, PAR],
-                                   P_int[c, DEP], n_nodes[c], X, pool, start, count, buf, j,
-                                   f, old_threshold[j])
+                n_new = split_node(t, n_nodes[c], X, j, f, old_threshold[j])
             elif j == 0:  # the root's extent is the data's: computed once, above
-                lower[:] = root_lower
-                upper[:] = root_upper
-                n_new = expand_at(feat, thr, P_int[c, LEFT], P_int[c, RIGHT], P_int[c, PAR],
-                                  P_int[c, DEP], n_nodes[c], X, pool, start, count, buf, j,
-                                  alpha_s, beta_s, u, root_valid, lower, upper)
+                w.lower[:] = root_lower
+                w.upper[:] = root_upper
+                n_new = expand_at(t, n_nodes[c], X, j, model, u, root_valid, w)
             else:
-                n_new = expand_prior(feat, thr, P_int[c, LEFT], P_int[c, RIGHT],
-                                     P_int[c, PAR], P_int[c, DEP], n_nodes[c], X, pool, start,
-                                     count, buf, j, alpha_s, beta_s, u, lower, upper)
+                n_new = expand_prior(t, n_nodes[c], X, j, model, u, w)
             if n_new == n_nodes[c]:  # no dimension varies: the node stops
-                start[j] = s
+                t.start[j] = s
                 continue
             top += n
             n_nodes[c] = n_new
-            ll_l = _node_loglik(S, pool, start, count, n_new - 2, code, params, stat)
-            ll_r = _node_loglik(S, pool, start, count, n_new - 1, code, params, stat)
+            ll_l = _node_loglik(S, t, n_new - 2, model, stat)
+            ll_r = _node_loglik(S, t, n_new - 1, model, stat)
             P_float[c, LOGLIK, n_new - 2] = ll_l
             P_float[c, LOGLIK, n_new - 1] = ll_r
             log_w[c] += ll_l + ll_r - P_float[c, LOGLIK, j]  # eq. (4.10)
-        normalize(log_w, w)
+        normalize(log_w, wt)
         more = False
         for c in range(C):
             if head[c] < n_nodes[c]:
                 more = True
         if not more:
             u_res[0] = np.random.random()
-            resample(w, u_res[:1], MULTINOMIAL, anc[:1])
+            resample(wt, u_res[:1], MULTINOMIAL, anc[:1])
             k = anc[0]
-            return k, n_nodes[k], P_int, P_float, Q_int, Q_float, pool, buf
+            return k, n_nodes[k], PGWork(P_int, P_float, Q_int, Q_float, pool, buf, root_lower,
+                                         root_upper)
         for i in range(C - 1):
             u_res[i] = np.random.random()
         anc[0] = 0  # the clamped particle keeps its own history
         if C > 1:
-            resample(w, u_res[: C - 1], MULTINOMIAL, anc[1:])
+            resample(wt, u_res[: C - 1], MULTINOMIAL, anc[1:])
         for c in range(C):
             a = anc[c]
             n = n_nodes[a]

@@ -17,9 +17,10 @@ import math
 import numpy as np
 from numba import njit
 
-from basics.flat_tree import INDEX, NO_NODE
+from basics.flat_tree import NO_NODE
 from basics.jit import JIT
 
+from .records import model_record, small_scratch
 from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
@@ -78,8 +79,8 @@ def log_prior(tree: BayesTree, X: np.ndarray, alpha_s: float = DEFAULT_ALPHA_S,
     X = check_X(X)
     tree.check(X.shape[1])
     order, start, count = partition_rows(tree, X)
-    return float(_log_prior(tree.feature, tree.threshold, tree.depth, tree.n_nodes, X, order,
-                            start, count, alpha_s, beta_s))
+    return float(_log_prior(tree.record(X.shape[0], order, start, count), tree.n_nodes, X,
+                            model_record(alpha_s, beta_s)))
 
 
 def sample_prior(X: np.ndarray, alpha_s: float = DEFAULT_ALPHA_S,
@@ -113,8 +114,8 @@ def sample_prior(X: np.ndarray, alpha_s: float = DEFAULT_ALPHA_S,
     rng = np.random.default_rng(rng)
     tree = BayesTree.root_only(X.shape[0])
     u = rng.random((tree.feature.shape[0], UNIFORMS_PER_NODE))
-    order, start, count = partition_rows(tree, X)
-    tree.n_nodes = int(_grow_prior(*tree.args(), X, order, start, count, alpha_s, beta_s, u))
+    tree.n_nodes = int(_grow_prior(tree.record(X.shape[0]), X, model_record(alpha_s, beta_s),
+                                   u))
     return tree
 
 
@@ -128,39 +129,40 @@ def split_probability(depth, alpha_s, beta_s):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _log_prior(feature, threshold, depth, n_nodes, X, order, start, count, alpha_s,
-               beta_s):  # pragma: no cover - numba
-    lower = np.empty(X.shape[1])
-    upper = np.empty(X.shape[1])
+def _log_prior(t, n_nodes, X, model):  # pragma: no cover - numba
+    w = small_scratch(X.shape[1], 0)
     total = 0.0
     for j in range(n_nodes):
-        total += node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s,
-                                beta_s, lower, upper)
+        total += node_log_prior(t, X, j, model, w)
         if total == -np.inf:
             return total
     return total
 
 
-@njit(**JIT)
-def node_log_prior(feature, threshold, depth, X, order, start, count, j, alpha_s, beta_s,
-                   lower, upper):  # pragma: no cover - numba
+@njit(inline="always", **JIT)
+def node_log_prior(t, X, j, model, w):  # pragma: no cover - numba
     """Node ``j``'s factor of eq. (3.4) on the log scale, from its rows' extent.
 
     A leaf gives ``log(1 - p_j)`` if its rows vary (|V_j| > 0) and 0 otherwise; an internal
     node ``log p_j - log|V_j| - log|e_{j, delta_j}|``, or ``-inf`` if the prior cannot make
     its split (a dimension outside V_j, or a location outside ``[min, max)`` of its rows,
-    which leaves a child empty). ``lower``, ``upper`` are scratch of ``n_features`` slots.
-    The Metropolis-Hastings moves of BART (thesis Sec. 4.3.2) sum it over the nodes a move
+    which leaves a child empty). ``t`` is a :class:`~.records.Tree`, ``model`` a
+    :class:`~.records.Model`, ``w`` an :class:`~.records.Extent` (or a
+    :class:`~.records.Scratch`: its ``lower``, ``upper`` are used). The
+    Metropolis-Hastings moves of BART (thesis Sec. 4.3.2) sum it over the nodes a move
     touches.
     """
-    n_valid = node_extent(X, order, start, count, j, lower, upper)
-    f = feature[j]
+    lower = w.lower
+    upper = w.upper
+    n_valid = node_extent(X, t, j, lower, upper)
+    f = t.feature[j]
     if f == NO_NODE:
-        return leaf_log_prior(depth[j], n_valid > 0, alpha_s, beta_s)
-    t = threshold[j]
-    if not lower[f] <= t < upper[f]:  # also covers |V_j| = 0 and f outside V_j
+        return leaf_log_prior(t.depth[j], n_valid > 0, model.alpha_s, model.beta_s)
+    thr = t.threshold[j]
+    if not lower[f] <= thr < upper[f]:  # also covers |V_j| = 0 and f outside V_j
         return -np.inf
-    return split_log_prior(depth[j], n_valid, upper[f] - lower[f], alpha_s, beta_s)
+    return split_log_prior(t.depth[j], n_valid, upper[f] - lower[f], model.alpha_s,
+                           model.beta_s)
 
 
 @njit(**JIT)
@@ -177,31 +179,28 @@ def split_log_prior(depth, n_valid, width, alpha_s, beta_s):  # pragma: no cover
 
 
 @njit(**JIT)
-def expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
-                 count, buf, j, alpha_s, beta_s, u, lower, upper):  # pragma: no cover - numba
-    """Stop or split the eligible leaf ``j`` as the prior does; return the new ``n_nodes``.
+def expand_prior(t, n_nodes, X, j, model, u, w):  # pragma: no cover - numba
+    """Stop or split the eligible leaf ``j`` of ``t`` as the prior does; return the new
+    ``n_nodes``.
 
     ``u`` holds the node's three uniforms (split if ``u[0] < p_j``; the dimension is the
     ``floor(u[1] |V_j|)``-th of V_j; the location ``lower + u[2] (upper - lower)``);
-    ``lower``, ``upper`` are scratch of ``n_features`` slots. This is the prior proposal of
-    the SMC (Sec. 3.3.1) as well.
+    the extent goes to ``w.lower``, ``w.upper``. This is the prior proposal of the SMC
+    (Sec. 3.3.1) as well.
     """
-    n_valid = node_extent(X, order, start, count, j, lower, upper)
-    return expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
-                     count, buf, j, alpha_s, beta_s, u, n_valid, lower, upper)
+    n_valid = node_extent(X, t, j, w.lower, w.upper)
+    return expand_at(t, n_nodes, X, j, model, u, n_valid, w)
 
 
 @njit(**JIT)
-def expand_at(feature, threshold, left, right, parent, depth, n_nodes, X, order, start, count,
-              buf, j, alpha_s, beta_s, u, n_valid, lower, upper):  # pragma: no cover - numba
-    """:func:`expand_prior` given node ``j``'s extent (``n_valid``, ``lower``, ``upper``),
-    for callers that know it already (the root's is the data's, the same for every particle
-    and every tree of PG-BART)."""
-    if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
+def expand_at(t, n_nodes, X, j, model, u, n_valid, w):  # pragma: no cover - numba
+    """:func:`expand_prior` given node ``j``'s extent (``n_valid``, ``w.lower``,
+    ``w.upper``), for callers that know it already (the root's is the data's, the same for
+    every particle and every tree of PG-BART)."""
+    if n_valid == 0 or u[0] >= split_probability(t.depth[j], model.alpha_s, model.beta_s):
         return n_nodes
-    f, t = draw_split(n_valid, lower, upper, u[1], u[2])
-    return split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                      start, count, buf, j, f, t)
+    f, thr = draw_split(n_valid, w.lower, w.upper, u[1], u[2])
+    return split_node(t, n_nodes, X, j, f, thr)
 
 
 @njit(**JIT)
@@ -241,21 +240,16 @@ def uniform_cut(lo, hi, u):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _grow_prior(feature, threshold, left, right, parent, depth, X, order, start, count,
-                alpha_s, beta_s, u):  # pragma: no cover - numba
+def _grow_prior(t, X, model, u):  # pragma: no cover - numba
     """The whole generative process from the root; returns ``n_nodes``.
 
     Children are appended in the order nodes are expanded, so with breadth-first node-wise
     expansion the eligible list E(t) is exactly the slots ``head .. n_nodes - 1``.
     """
-    buf = np.empty(X.shape[0], INDEX)
-    lower = np.empty(X.shape[1])
-    upper = np.empty(X.shape[1])
+    w = small_scratch(X.shape[1], 0)
     n_nodes = 1
     head = 0
     while head < n_nodes:
-        n_nodes = expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X,
-                               order, start, count, buf, head, alpha_s, beta_s, u[head],
-                               lower, upper)
+        n_nodes = expand_prior(t, n_nodes, X, head, model, u[head], w)
         head += 1
     return n_nodes

@@ -22,7 +22,7 @@ change. Randomness is four uniforms per node (``PROPOSAL_UNIFORMS``) drawn by th
   dimension, ``u[2]`` a gap of that dimension, ``u[3]`` the location. The increment is
   ``log Z_j - ll(j)`` with ``Z_j`` the sum of all masses, for a stop as for a split.
 
-Work arrays (:func:`workspace`) are allocated once per particle system and reused.
+Work arrays (:func:`~.records.scratch`) are allocated once per particle system and reused.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from .prior import (
 from .trees import node_extent, split_node
 
 __all__ = ["EMPIRICAL", "OPTIMAL", "PRIOR", "PROPOSALS", "PROPOSAL_UNIFORMS", "expand_node",
-           "dense_ranks", "proposal_code", "scan_dimension", "sort_positions",
-           "workspace"]
+           "dense_ranks", "proposal_code", "scan_dimension", "sort_positions"]
 
 PRIOR, EMPIRICAL, OPTIMAL = 0, 1, 2
 
@@ -78,61 +77,47 @@ def dense_ranks(X: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def workspace(n_rows: int, n_features: int, n_stats: int,
-              ranks: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """Scratch arrays of :func:`expand_node` for data of this shape (one set per thread).
-
-    ``(buf, lower, upper, s_left, s_right, values, cand, dim_mass, perm, counts, keys,
-    ranks)``: row scratch of the stable partition, the node's extent, two statistic vectors,
-    the node's values along one dimension, the log mass of every gap, the log mass of every
-    dimension, the node's rows in sorted order and two sorting scratch arrays, and the
-    :func:`dense_ranks` of the rows, which only ``OPTIMAL`` reads (``None``: empty).
-    """
-    n, d = max(int(n_rows), 1), max(int(n_features), 1)
-    ranks = np.empty((0, 0), INDEX) if ranks is None else ranks
-    return (np.empty(n, INDEX), np.empty(d), np.empty(d), np.empty(n_stats), np.empty(n_stats),
-            np.empty(n), np.empty(n), np.empty(d), np.empty(n, INDEX), np.empty(n + 1, INDEX),
-            np.empty(n, INDEX), ranks)
-
-
 # ---------------------------------------------------------------------------------- kernels
 
 
 @njit(**JIT)
-def split_loglik_ratio(S, order, start, count, lchild, rchild, code, params, s_left,
-                       s_right):  # pragma: no cover - numba
+def split_loglik_ratio(S, t, lchild, rchild, model, w):  # pragma: no cover - numba
     """``ll(left) + ll(right) - ll(parent)`` of a node just split into ``lchild, rchild``.
 
     The parent's statistics are the sum of its children's (its rows are theirs).
     """
-    segment_stats(S, order, start, count, lchild, s_left)
-    segment_stats(S, order, start, count, rchild, s_right)
-    children = leaf_loglik(code, params, s_left) + leaf_loglik(code, params, s_right)
+    s_left = w.s_left
+    s_right = w.s_right
+    segment_stats(S, t, lchild, s_left)
+    segment_stats(S, t, rchild, s_right)
+    children = leaf_loglik(model.code, model.params, s_left) + leaf_loglik(
+        model.code, model.params, s_right)
     for k in range(s_left.shape[0]):
         s_left[k] += s_right[k]
-    return children - leaf_loglik(code, params, s_left)
+    return children - leaf_loglik(model.code, model.params, s_left)
 
 
 @njit(**JIT)
-def _sorted_values(X, order, start, count, j, f, values):  # pragma: no cover - numba
+def _sorted_values(X, t, j, f, values):  # pragma: no cover - numba
     """Node ``j``'s values along ``f``, sorted, in ``values[:count[j]]``; returns the count."""
-    n = count[j]
+    n = t.count[j]
     for i in range(n):
-        values[i] = X[order[start[j] + i], f]
+        values[i] = X[t.order[t.start[j] + i], f]
     values[:n].sort()
     return n
 
 
 @njit(**JIT)
-def _expand_empirical(feature, threshold, left, right, parent, depth, n_nodes, X, S, order,
-                      start, count, j, alpha_s, beta_s, code, params, u,
-                      work):  # pragma: no cover - numba
-    buf, lower, upper, s_left, s_right, values = work[:6]
-    n_valid = node_extent(X, order, start, count, j, lower, upper)
-    if n_valid == 0 or u[0] >= split_probability(depth[j], alpha_s, beta_s):
+def _expand_empirical(t, n_nodes, data, j, model, u, w):  # pragma: no cover - numba
+    X = data.X
+    lower = w.lower
+    upper = w.upper
+    values = w.values
+    n_valid = node_extent(X, t, j, lower, upper)
+    if n_valid == 0 or u[0] >= split_probability(t.depth[j], model.alpha_s, model.beta_s):
         return n_nodes, 0.0
     f = valid_dimension(lower, upper, n_valid, u[1])
-    n = _sorted_values(X, order, start, count, j, f, values)
+    n = _sorted_values(X, t, j, f, values)
     n_gaps = 0
     for i in range(n - 1):
         if values[i] < values[i + 1]:
@@ -147,12 +132,10 @@ def _expand_empirical(feature, threshold, left, right, parent, depth, n_nodes, X
                 hi = values[i + 1]
                 break
             g -= 1
-    t = uniform_cut(lo, hi, u[3])
-    n_new = split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                       start, count, buf, j, f, t)
+    thr = uniform_cut(lo, hi, u[3])
+    n_new = split_node(t, n_nodes, X, j, f, thr)
     log_ratio = math.log(n_gaps) + math.log(hi - lo) - math.log(upper[f] - lower[f])
-    return n_new, log_ratio + split_loglik_ratio(S, order, start, count, n_new - 2, n_new - 1,
-                                                 code, params, s_left, s_right)
+    return n_new, log_ratio + split_loglik_ratio(data.S, t, n_new - 2, n_new - 1, model, w)
 
 
 @njit(**JIT)
@@ -190,24 +173,32 @@ def sort_positions(ranks, order, s, n, d, perm, counts, keys):  # pragma: no cov
 
 
 @njit(**JIT)
-def scan_dimension(X, S, order, start, count, j, d, code, params,
-                   work):  # pragma: no cover - numba
+def scan_dimension(data, t, j, d, model, w):  # pragma: no cover - numba
     """The sorted linear scan of node ``j`` along dimension ``d`` (Sec. 3.3.1, footnote 1).
 
-    Sorts the node's rows by ``X[:, d]`` into ``perm`` (``work[8]``; ``values[:n]``,
-    ``work[5]``, holds the unsorted values, so ``values[perm[:n]]`` is sorted) and sets, for
-    every position ``i < n - 1`` of the sorted order, ``cand[i]`` (``work[6]``) to
-    ``log(v_(i+1) - v_i) + ll(rows <= v_i) + ll(rows > v_i)`` if ``v_i < v_(i+1)`` (a gap:
-    the log mass of a cut there, up to the node's constant ``log p_j - log|V_j| -
-    log|e_j,d|``) and to ``-inf`` otherwise. The left statistics accumulate forwards and the
-    right ones backwards, so neither side is a difference of sums.
+    Sorts the node's rows by ``X[:, d]`` into ``w.perm`` (``w.values[:n]`` holds the
+    unsorted values, so ``values[perm[:n]]`` is sorted) and sets, for every position
+    ``i < n - 1`` of the sorted order, ``w.cand[i]`` to ``log(v_(i+1) - v_i) + ll(rows <=
+    v_i) + ll(rows > v_i)`` if ``v_i < v_(i+1)`` (a gap: the log mass of a cut there, up to
+    the node's constant ``log p_j - log|V_j| - log|e_j,d|``) and to ``-inf`` otherwise. The
+    left statistics accumulate forwards and the right ones backwards, so neither side is a
+    difference of sums.
     """
-    _, _, _, s_left, s_right, values, cand, _, perm, counts, keys, ranks = work
-    n = count[j]
-    s = start[j]
+    X = data.X
+    S = data.S
+    code = model.code
+    params = model.params
+    s_left = w.s_left
+    s_right = w.s_right
+    values = w.values
+    cand = w.cand
+    perm = w.perm
+    order = t.order
+    n = t.count[j]
+    s = t.start[j]
     for i in range(n):
         values[i] = X[order[s + i], d]
-    sort_positions(ranks, order, s, n, d, perm, counts, keys)
+    sort_positions(data.ranks, order, s, n, d, perm, w.counts, w.keys)
     s_left[:] = 0.0
     for i in range(n - 1):
         row = order[s + perm[i]]
@@ -257,38 +248,42 @@ def _pick(log_mass, top, target):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def optimal_masses(X, S, order, start, count, depth, j, alpha_s, beta_s, code, params,
-                   work):  # pragma: no cover - numba
+def optimal_masses(data, t, j, model, w):  # pragma: no cover - numba
     """The one-step optimal proposal's log masses at node ``j`` (eq. 3.5, Sec. 3.3.1).
 
-    Returns ``(log_stop, ll_j, n_valid)`` and fills ``work``'s ``dim_mass[d]`` with the log
-    of the total mass of splits along ``d`` (``-inf`` outside V_j); ``log Z_j`` is the log
-    sum of ``log_stop`` and ``dim_mass``.
+    Returns ``(log_stop, ll_j, n_valid)`` and fills ``w.dim_mass[d]`` with the log of the
+    total mass of splits along ``d`` (``-inf`` outside V_j); ``log Z_j`` is the log sum of
+    ``log_stop`` and ``dim_mass``.
     """
-    _, lower, upper, s_left, _, _, cand, dim_mass = work[:8]
-    n_valid = node_extent(X, order, start, count, j, lower, upper)
-    segment_stats(S, order, start, count, j, s_left)
-    ll_j = leaf_loglik(code, params, s_left)
+    X = data.X
+    lower = w.lower
+    upper = w.upper
+    s_left = w.s_left
+    cand = w.cand
+    dim_mass = w.dim_mass
+    n_valid = node_extent(X, t, j, lower, upper)
+    segment_stats(data.S, t, j, s_left)
+    ll_j = leaf_loglik(model.code, model.params, s_left)
     dim_mass[:] = -np.inf
     if n_valid == 0:
         return ll_j, ll_j, 0
-    p = split_probability(depth[j], alpha_s, beta_s)
+    p = split_probability(t.depth[j], model.alpha_s, model.beta_s)
     base = math.log(p) - math.log(n_valid)
-    n = count[j]
+    n = t.count[j]
     for d in range(X.shape[1]):
         if lower[d] < upper[d]:
-            scan_dimension(X, S, order, start, count, j, d, code, params, work)
+            scan_dimension(data, t, j, d, model, w)
             dim_mass[d] = base - math.log(upper[d] - lower[d]) + _log_sum_exp(cand[: n - 1])
     return math.log1p(-p) + ll_j, ll_j, n_valid
 
 
 @njit(**JIT)
-def _expand_optimal(feature, threshold, left, right, parent, depth, n_nodes, X, S, order,
-                    start, count, j, alpha_s, beta_s, code, params, u,
-                    work):  # pragma: no cover - numba
-    buf, _, _, _, _, values, cand, dim_mass, perm = work[:9]
-    log_stop, ll_j, n_valid = optimal_masses(X, S, order, start, count, depth, j, alpha_s,
-                                             beta_s, code, params, work)
+def _expand_optimal(t, n_nodes, data, j, model, u, w):  # pragma: no cover - numba
+    values = w.values
+    cand = w.cand
+    dim_mass = w.dim_mass
+    perm = w.perm
+    log_stop, ll_j, n_valid = optimal_masses(data, t, j, model, w)
     if n_valid == 0:
         return n_nodes, 0.0
     top = log_stop
@@ -303,8 +298,8 @@ def _expand_optimal(feature, threshold, left, right, parent, depth, n_nodes, X, 
     if target < 0.0:
         return n_nodes, log_z - ll_j
     f = _pick(dim_mass, top, target)
-    n = count[j]
-    scan_dimension(X, S, order, start, count, j, f, code, params, work)
+    n = t.count[j]
+    scan_dimension(data, t, j, f, model, w)
     top_gap = -np.inf
     for i in range(n - 1):
         top_gap = max(top_gap, cand[i])
@@ -313,33 +308,26 @@ def _expand_optimal(feature, threshold, left, right, parent, depth, n_nodes, X, 
         if cand[i] > -np.inf:
             gap_total += math.exp(cand[i] - top_gap)
     i = _pick(cand[: n - 1], top_gap, u[2] * gap_total)
-    t = uniform_cut(values[perm[i]], values[perm[i + 1]], u[3])
-    n_new = split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                       start, count, buf, j, f, t)
+    thr = uniform_cut(values[perm[i]], values[perm[i + 1]], u[3])
+    n_new = split_node(t, n_nodes, data.X, j, f, thr)
     return n_new, log_z - ll_j
 
 
 @njit(**JIT)
-def expand_node(proposal, feature, threshold, left, right, parent, depth, n_nodes, X, S, order,
-                start, count, j, alpha_s, beta_s, code, params, u,
-                work):  # pragma: no cover - numba
-    """Stop or split the eligible leaf ``j`` with ``proposal``; return ``(n_nodes, log w)``.
+def expand_node(proposal, t, n_nodes, data, j, model, u, w):  # pragma: no cover - numba
+    """Stop or split the eligible leaf ``j`` of the :class:`~.records.Tree` ``t`` with
+    ``proposal``; return ``(n_nodes, log w)``.
 
-    ``u`` holds the node's ``PROPOSAL_UNIFORMS`` uniforms, ``S`` the per-row statistics
-    (``LeafLikelihood.row_stats``), ``code, params`` the likelihood, ``work`` a
-    :func:`workspace`; ``log w`` is the log incremental weight of eq. (3.7).
+    ``u`` holds the node's ``PROPOSAL_UNIFORMS`` uniforms, ``data`` the
+    :class:`~.records.Data` (rows, per-row statistics, and dense ranks for ``OPTIMAL``),
+    ``model`` the :class:`~.records.Model`, ``w`` a :class:`~.records.Scratch`; ``log w``
+    is the log incremental weight of eq. (3.7).
     """
     if proposal == OPTIMAL:
-        return _expand_optimal(feature, threshold, left, right, parent, depth, n_nodes, X, S,
-                               order, start, count, j, alpha_s, beta_s, code, params, u, work)
+        return _expand_optimal(t, n_nodes, data, j, model, u, w)
     if proposal == EMPIRICAL:
-        return _expand_empirical(feature, threshold, left, right, parent, depth, n_nodes, X, S,
-                                 order, start, count, j, alpha_s, beta_s, code, params, u,
-                                 work)
-    buf, lower, upper, s_left, s_right = work[:5]
-    n_new = expand_prior(feature, threshold, left, right, parent, depth, n_nodes, X, order,
-                         start, count, buf, j, alpha_s, beta_s, u, lower, upper)
+        return _expand_empirical(t, n_nodes, data, j, model, u, w)
+    n_new = expand_prior(t, n_nodes, data.X, j, model, u, w)
     if n_new == n_nodes:
         return n_nodes, 0.0
-    return n_new, split_loglik_ratio(S, order, start, count, n_new - 2, n_new - 1, code,
-                                     params, s_left, s_right)
+    return n_new, split_loglik_ratio(data.S, t, n_new - 2, n_new - 1, model, w)

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -49,14 +48,8 @@ from basics.threads import thread_map
 from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
 from .particles import ParticleTrees
 from .prior import check_prior_params
-from .proposals import (
-    OPTIMAL,
-    PROPOSAL_UNIFORMS,
-    dense_ranks,
-    expand_node,
-    proposal_code,
-    workspace,
-)
+from .proposals import OPTIMAL, PROPOSAL_UNIFORMS, dense_ranks, expand_node, proposal_code
+from .records import Tree, data_record, model_record, scratch
 from .resampling import (
     MULTINOMIAL,
     effective_sample_size,
@@ -66,7 +59,7 @@ from .resampling import (
 )
 from .trees import check_X
 
-__all__ = ["EXPANSIONS", "SMC_ALPHA_S", "SMC_BETA_S", "SMCOptions", "run_smc"]
+__all__ = ["EXPANSIONS", "SMC_ALPHA_S", "SMC_BETA_S", "ParticleSet", "SMCOptions", "run_smc"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,16 +74,17 @@ EXPANSIONS = ("node", "layer")
 _INITIAL_CAPACITY = 63
 
 
-@dataclass(frozen=True)
-class SMCOptions:
-    """Checked settings of :func:`run_smc` (see its parameters)."""
+class SMCOptions(NamedTuple):
+    """Checked settings of :func:`run_smc` (see its parameters), the record :func:`_advance`
+    takes: codes for the proposal and the resampling scheme, ``max_stages`` -1 for no
+    limit."""
 
     n_particles: int
     proposal: int
     layer: bool
     ess_threshold: float
     resampling: int
-    max_stages: int | None
+    max_stages: int
     alpha_s: float
     beta_s: float
 
@@ -110,7 +104,7 @@ class SMCOptions:
         a, b = check_prior_params(alpha_s, beta_s)
         return cls(int(n_particles), proposal_code(proposal), expansion == "layer",
                    float(ess_threshold), resampling_code(resampling),
-                   None if max_stages is None else int(max_stages), a, b)
+                   -1 if max_stages is None else int(max_stages), a, b)
 
 
 def _is_int(v: Any) -> bool:
@@ -204,38 +198,63 @@ _DONE, _GROW, _REFILL = 0, 1, 2
 _UNIFORM_BLOCK = 1 << 14
 
 
-class _Particles:
-    """The arrays of one particle system (module docstring)."""
+class ParticleSet(NamedTuple):
+    """One particle system (module docstring), the record :func:`_advance` takes.
 
-    TREE = ("feature", "threshold", "left", "right", "parent", "depth", "start", "count")
+    ``feature .. depth``, ``start``, ``count`` are (particles, capacity); ``order`` is
+    (particles, rows); ``n_nodes``, ``head`` and the unnormalised ``log_w`` are per
+    particle, ``w`` (normalised weights) and ``anc`` (ancestors) scratch of one slot per
+    particle, ``buf`` partition scratch of one slot per row.
+    """
 
-    def __init__(self, n_particles: int, n_rows: int, capacity: int) -> None:
-        for name in self.TREE:
-            dtype = np.float64 if name == "threshold" else INDEX
-            setattr(self, name, np.zeros((n_particles, capacity), dtype))
-        self.feature[:, 0] = NO_NODE  # the root, a leaf; children are set by split_node
-        self.threshold[:, 0] = np.nan
-        self.left[:, 0] = self.right[:, 0] = self.parent[:, 0] = NO_NODE
-        self.count[:, 0] = n_rows
-        self.order = np.tile(np.arange(n_rows, dtype=INDEX), (n_particles, 1))
-        self.n_nodes = np.ones(n_particles, INDEX)
-        self.head = np.zeros(n_particles, INDEX)
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    start: np.ndarray
+    count: np.ndarray
+    order: np.ndarray
+    n_nodes: np.ndarray
+    head: np.ndarray
+    log_w: np.ndarray
+    w: np.ndarray
+    anc: np.ndarray
+    buf: np.ndarray
+
+    #: The node-slot fields (grown together).
+    SLOTS = ("feature", "threshold", "left", "right", "parent", "depth", "start", "count")
+
+    @classmethod
+    def root_only(cls, n_particles: int, n_rows: int, capacity: int,
+                  log_w0: float) -> ParticleSet:
+        """Every particle the root alone, holding every row, of log weight ``log_w0``."""
+        arrays = {name: np.zeros((n_particles, capacity),
+                                 np.float64 if name == "threshold" else INDEX)
+                  for name in cls.SLOTS}
+        arrays["feature"][:, 0] = NO_NODE  # the root, a leaf; children are set by split_node
+        arrays["threshold"][:, 0] = np.nan
+        for name in ("left", "right", "parent"):
+            arrays[name][:, 0] = NO_NODE
+        arrays["count"][:, 0] = n_rows
+        return cls(**arrays, order=np.tile(np.arange(n_rows, dtype=INDEX), (n_particles, 1)),
+                   n_nodes=np.ones(n_particles, INDEX), head=np.zeros(n_particles, INDEX),
+                   log_w=np.full(n_particles, log_w0), w=np.empty(n_particles),
+                   anc=np.empty(n_particles, INDEX), buf=np.empty(max(n_rows, 1), INDEX))
 
     @property
     def capacity(self) -> int:
         return self.feature.shape[1]
 
-    def grow(self, capacity: int) -> None:
-        """Room for ``capacity`` nodes per particle (the live slots are kept)."""
-        for name in self.TREE:
+    def grown(self, capacity: int) -> ParticleSet:
+        """The same particles with room for ``capacity`` nodes each (live slots kept)."""
+        new = {}
+        for name in self.SLOTS:
             old = getattr(self, name)
-            new = np.empty((old.shape[0], capacity), old.dtype)
-            new[:, : old.shape[1]] = old
-            setattr(self, name, new)
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        return (*(getattr(self, name) for name in self.TREE), self.order, self.n_nodes,
-                self.head)
+            new[name] = np.empty((old.shape[0], capacity), old.dtype)
+            new[name][:, : old.shape[1]] = old
+        return self._replace(**new)
 
 
 def _run_island(X: np.ndarray, S: np.ndarray, likelihood: LeafLikelihood, opts: SMCOptions,
@@ -249,41 +268,38 @@ def _run_island(X: np.ndarray, S: np.ndarray, likelihood: LeafLikelihood, opts: 
     rng = np.random.default_rng(seed)
     c, n = opts.n_particles, X.shape[0]
     max_capacity = 2 * n - 1
-    p = _Particles(c, n, min(max_capacity, _INITIAL_CAPACITY))
-    work = workspace(n, X.shape[1], S.shape[1], ranks)
     code, params = likelihood.code, likelihood.params
-    log_w = np.full(c, leaf_loglik(code, params, S.sum(axis=0)))  # Alg. 3.1 line 4
-    w = np.empty(c)
-    anc = np.empty(c, INDEX)
+    p = ParticleSet.root_only(c, n, min(max_capacity, _INITIAL_CAPACITY),
+                              leaf_loglik(code, params, S.sum(axis=0)))  # Alg. 3.1 line 4
+    data = data_record(X, S, ranks)
+    model = model_record(opts.alpha_s, opts.beta_s, code, params)
+    work = scratch(n, X.shape[1], S.shape[1])
     counters = np.zeros(3, INDEX)  # stages, resampling steps, stream position
     stream = rng.random(_UNIFORM_BLOCK)
-    max_stages = -1 if opts.max_stages is None else opts.max_stages
     while True:
-        status, need = _advance(opts.proposal, opts.layer, opts.ess_threshold, opts.resampling,
-                                max_stages, *p.arrays(), log_w, w, anc, X, S, opts.alpha_s,
-                                opts.beta_s, code, params, stream, counters, work)
+        status, need = _advance(opts, p, data, model, stream, counters, work)
         if status == _DONE:
             break
         if status == _GROW:
-            p.grow(min(max_capacity, max(int(need), 2 * p.capacity)))
+            p = p.grown(min(max_capacity, max(int(need), 2 * p.capacity)))
         else:
             stream = np.concatenate([stream[counters[2]:],
                                      rng.random(max(int(need), _UNIFORM_BLOCK))])
             counters[2] = 0
-    log_evidence = normalize(log_w, w) - math.log(c)
+    log_evidence = normalize(p.log_w, p.w) - math.log(c)
     logger.debug("SMC island: %d stages, %d resampling steps, log evidence %.6g", counters[0],
                  counters[1], log_evidence)
-    return {**_distinct_particles(p, S, w), "log_evidence": log_evidence,
+    return {**_distinct_particles(p, S), "log_evidence": log_evidence,
             "n_stages": int(counters[0]), "n_resampled": int(counters[1])}
 
 
-def _distinct_particles(p: _Particles, S: np.ndarray, w: np.ndarray) -> dict:
+def _distinct_particles(p: ParticleSet, S: np.ndarray) -> dict:
     """The live nodes of the distinct particles back to back (children as indices into
     them), the statistics of every node, and each one's weight summed over its copies."""
     first = _first_copies(p.feature, p.threshold.view(INDEX), p.n_nodes)
     keep = np.flatnonzero(first == np.arange(first.shape[0]))
     weight = np.zeros(first.shape[0])
-    np.add.at(weight, first, w)
+    np.add.at(weight, first, p.w)
     sizes = p.n_nodes[keep]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(INDEX)
     live = np.arange(p.capacity)[None, :] < sizes[:, None]
@@ -293,7 +309,7 @@ def _distinct_particles(p: _Particles, S: np.ndarray, w: np.ndarray) -> dict:
     for name in ("left", "right"):
         out[name] = np.where(out[name] == NO_NODE, NO_NODE, out[name] + shift)
     stats = np.empty((int(offsets[-1]), S.shape[1]))
-    _node_stats(S, p.order, p.start, p.count, keep, offsets, stats)
+    _node_stats(S, p, keep, offsets, stats)
     return {**out, "stats": stats, "offsets": offsets, "weight": weight[keep]}
 
 
@@ -326,15 +342,28 @@ def _concatenate(islands: list[dict]) -> ParticleTrees:
 
 
 @njit(**JIT)
-def _advance(proposal, layer, ess_threshold, scheme, max_stages, feature, threshold, left, right,
-             parent, depth, start, count, order, n_nodes, head, log_w, w, anc, X, S, alpha_s,
-             beta_s, code, params, stream, counters, work):  # pragma: no cover - numba
-    """Run stages of Algorithm 3.1 until done, or until the next one needs more node slots
-    (``(_GROW, slots)``) or more uniforms than ``stream`` has left (``(_REFILL, count)``).
+def _particle(p, c):  # pragma: no cover - numba
+    """Particle ``c`` of the set ``p`` as a :class:`~.records.Tree` (views, no copy)."""
+    return Tree(p.feature[c], p.threshold[c], p.left[c], p.right[c], p.parent[c], p.depth[c],
+                p.order[c], p.start[c], p.count[c], p.buf)
+
+
+@njit(**JIT)
+def _advance(opts, p, data, model, stream, counters, work):  # pragma: no cover - numba
+    """Run stages of Algorithm 3.1 on the :class:`ParticleSet` ``p`` until done, or until
+    the next one needs more node slots (``(_GROW, slots)``) or more uniforms than
+    ``stream`` has left (``(_REFILL, count)``).
 
     ``counters`` = (stages run, resampling steps, position in ``stream``); a node consumes
     ``PROPOSAL_UNIFORMS`` uniforms, a resampling step ``C`` (multinomial) or 1 (systematic).
     """
+    n_nodes = p.n_nodes
+    head = p.head
+    log_w = p.log_w
+    w = p.w
+    layer = opts.layer
+    scheme = opts.resampling
+    max_stages = opts.max_stages
     n_part = n_nodes.shape[0]
     while max_stages < 0 or counters[0] < max_stages:
         need_u = 0
@@ -349,20 +378,19 @@ def _advance(proposal, layer, ess_threshold, scheme, max_stages, feature, thresh
             break
         need_u += n_part if scheme == MULTINOMIAL else 1
         # a tree over N rows never has more than 2N - 1 nodes, whatever the bound above
-        need_slots = min(need_slots, 2 * X.shape[0] - 1)
-        if need_slots > feature.shape[1]:
+        need_slots = min(need_slots, 2 * data.X.shape[0] - 1)
+        if need_slots > p.feature.shape[1]:
             return _GROW, need_slots
         if counters[2] + need_u > stream.shape[0]:
             return _REFILL, need_u
         for c in range(n_part):  # lines 7-10: expand, update the weights
             end = n_nodes[c] if layer else min(head[c] + 1, n_nodes[c])
             n = n_nodes[c]
+            t = _particle(p, c)
             for j in range(head[c], end):
                 u = stream[counters[2]: counters[2] + PROPOSAL_UNIFORMS]
                 counters[2] += PROPOSAL_UNIFORMS
-                n, log_inc = expand_node(proposal, feature[c], threshold[c], left[c], right[c],
-                                         parent[c], depth[c], n, X, S, order[c], start[c],
-                                         count[c], j, alpha_s, beta_s, code, params, u, work)
+                n, log_inc = expand_node(opts.proposal, t, n, data, j, model, u, work)
                 log_w[c] += log_inc
             n_nodes[c] = n
             head[c] = end
@@ -371,12 +399,11 @@ def _advance(proposal, layer, ess_threshold, scheme, max_stages, feature, thresh
         growing = False
         for c in range(n_part):
             growing = growing or n_nodes[c] > head[c]
-        if growing and effective_sample_size(w) < ess_threshold * n_part:  # lines 13-15
+        if growing and effective_sample_size(w) < opts.ess_threshold * n_part:  # 13-15
             m = n_part if scheme == MULTINOMIAL else 1
-            resample(w, stream[counters[2]: counters[2] + m], scheme, anc)
+            resample(w, stream[counters[2]: counters[2] + m], scheme, p.anc)
             counters[2] += m
-            _copy_ancestors(anc, feature, threshold, left, right, parent, depth, start, count,
-                            order, n_nodes, head)
+            _copy_ancestors(p.anc, p)
             log_w[:] = log_total - math.log(n_part)
             counters[1] += 1
     return _DONE, 0
@@ -389,9 +416,9 @@ def _copy_row(a, src, dst, n):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _copy_ancestors(anc, feature, threshold, left, right, parent, depth, start, count, order,
-                    n_nodes, head):  # pragma: no cover - numba
-    """Make the particles copies of their ancestors ``anc`` (Alg. 3.1 line 15), in place.
+def _copy_ancestors(anc, p):  # pragma: no cover - numba
+    """Make the particles of ``p`` copies of their ancestors ``anc`` (Alg. 3.1 line 15), in
+    place.
 
     Particles are exchangeable, so a particle drawn ``k >= 1`` times keeps its slot and its
     ``k - 1`` extra copies go to the slots of particles drawn zero times; a donor is never
@@ -407,13 +434,13 @@ def _copy_ancestors(anc, feature, threshold, left, right, parent, depth, start, 
         for _ in range(copies[src] - 1):
             while copies[free] != 0:
                 free += 1
-            n = n_nodes[src]
-            for arr in (feature, left, right, parent, depth, start, count):
+            n = p.n_nodes[src]
+            for arr in (p.feature, p.left, p.right, p.parent, p.depth, p.start, p.count):
                 _copy_row(arr, src, free, n)
-            _copy_row(threshold, src, free, n)
-            _copy_row(order, src, free, order.shape[1])
-            n_nodes[free] = n
-            head[free] = head[src]
+            _copy_row(p.threshold, src, free, n)
+            _copy_row(p.order, src, free, p.order.shape[1])
+            p.n_nodes[free] = n
+            p.head[free] = p.head[src]
             copies[free] = 1  # taken: a copy gives no further copies
             made += 1
     return made
@@ -463,10 +490,10 @@ def _same_tree(feature, threshold_bits, n_nodes, r, c):  # pragma: no cover - nu
 
 
 @njit(**JIT)
-def _node_stats(S, order, start, count, keep, offsets, out):  # pragma: no cover - numba
-    """Summed per-row statistics of every live node of the particles ``keep``, into the
-    rows ``offsets[i] ..`` of ``out``."""
+def _node_stats(S, p, keep, offsets, out):  # pragma: no cover - numba
+    """Summed per-row statistics of every live node of the particles ``keep`` of ``p``,
+    into the rows ``offsets[i] ..`` of ``out``."""
     for i in range(keep.shape[0]):
-        c = keep[i]
+        t = _particle(p, keep[i])
         for j in range(offsets[i + 1] - offsets[i]):
-            segment_stats(S, order[c], start[c], count[c], j, out[offsets[i] + j])
+            segment_stats(S, t, j, out[offsets[i] + j])

@@ -29,6 +29,8 @@ from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
 from basics.jit import JIT
 from basics.validation import NAN_FIX, check_finite
 
+from .records import Splits, Tree
+
 __all__ = ["BayesTree", "apply", "check_X", "partition_rows"]
 
 
@@ -72,6 +74,26 @@ class BayesTree:
     def args(self) -> tuple[np.ndarray, ...]:
         """The node arrays in kernel-argument order (``ARRAYS``)."""
         return tuple(getattr(self, name) for name in self.ARRAYS)
+
+    def splits(self) -> Splits:
+        """The links as a :class:`~.records.Splits` record (what a descent reads)."""
+        return Splits(self.feature, self.threshold, self.left, self.right)
+
+    def record(self, n_rows: int, order: np.ndarray | None = None,
+               start: np.ndarray | None = None, count: np.ndarray | None = None) -> Tree:
+        """The node arrays (shared, not copied) and a row partition as a
+        :class:`~.records.Tree` record.
+
+        Without ``order``, ``start``, ``count``: every row in the root (the partition
+        :func:`partition_rows` starts from).
+        """
+        cap = self.feature.shape[0]
+        if order is None:
+            order = np.arange(n_rows, dtype=INDEX)
+            start = np.zeros(cap, INDEX)
+            count = np.zeros(cap, INDEX)
+            count[0] = n_rows
+        return Tree(*self.args(), order, start, count, np.empty(max(int(n_rows), 1), INDEX))
 
     def copy(self) -> BayesTree:
         """A copy of the same capacity (an SMC particle's tree after resampling)."""
@@ -155,13 +177,9 @@ def partition_rows(tree: BayesTree, X: np.ndarray) -> tuple[np.ndarray, np.ndarr
         Segment of every live node (slots beyond ``n_nodes`` are zero).
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
-    order = np.arange(X.shape[0], dtype=INDEX)
-    start = np.zeros(tree.feature.shape[0], INDEX)
-    count = np.zeros(tree.feature.shape[0], INDEX)
-    count[0] = X.shape[0]
-    _partition(tree.feature, tree.threshold, tree.left, tree.right, tree.n_nodes, X, order,
-               start, count, np.empty(X.shape[0], INDEX))
-    return order, start, count
+    t = tree.record(X.shape[0])
+    _partition(t, tree.n_nodes, X)
+    return t.order, t.start, t.count
 
 
 def apply(tree: BayesTree, X: np.ndarray) -> np.ndarray:
@@ -176,37 +194,53 @@ def apply(tree: BayesTree, X: np.ndarray) -> np.ndarray:
     -------
     ndarray of shape (n_rows,), int64
     """
-    return _apply(tree.feature, tree.threshold, tree.left, tree.right,
-                  np.ascontiguousarray(X, dtype=np.float64))
+    return _apply(tree.splits(), np.ascontiguousarray(X, dtype=np.float64))
 
 
 # ---------------------------------------------------------------------------------- kernels
 
 
 @njit(**JIT)
-def _apply(feature, threshold, left, right, X):  # pragma: no cover - numba
-    out = np.empty(X.shape[0], INDEX)
-    for i in range(X.shape[0]):
-        j = 0
-        while feature[j] != NO_NODE:
-            j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
-        out[i] = j
-    return out
+def descend(t, X, i, j):  # pragma: no cover - numba
+    """The leaf row ``i`` of ``X`` reaches from node ``j`` of the flat tree ``t`` (any record
+    with the fields of :class:`~.records.Splits`; ``x[feature] <= threshold`` goes left):
+    the one descent of every Bayesian-tree kernel."""
+    # fields bound once: read through the record in the loop, the descent is ~25% slower
+    feature = t.feature
+    threshold = t.threshold
+    left = t.left
+    right = t.right
+    while feature[j] != NO_NODE:
+        j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
+    return j
 
 
 @njit(**JIT)
-def split_segment(X, order, start, count, buf, j, f, t, lchild, rchild):  # pragma: no cover
-    """Stable in-place partition of node ``j``'s segment by ``X[:, f] <= t``.
+def _apply(t, X):  # pragma: no cover - numba
+    out = np.empty(X.shape[0], INDEX)
+    for i in range(X.shape[0]):
+        out[i] = descend(t, X, i, 0)
+    return out
+
+
+@njit(inline="always", **JIT)
+def split_segment(X, t, j):  # pragma: no cover - numba
+    """Stable in-place partition of node ``j``'s row segment by its rule
+    ``X[:, feature[j]] <= threshold[j]`` between its children ``left[j]``, ``right[j]``.
 
     The left rows keep their order at the front, the right rows follow in order (through
-    ``buf``, scratch of at least ``count[j]`` slots); sets the children's segments.
+    ``t.buf``); sets the children's segments.
     """
-    s = start[j]
+    order = t.order
+    buf = t.buf
+    f = t.feature[j]
+    thr = t.threshold[j]
+    s = t.start[j]
     nl = 0
     nr = 0
-    for i in range(s, s + count[j]):
+    for i in range(s, s + t.count[j]):
         row = order[i]
-        if X[row, f] <= t:
+        if X[row, f] <= thr:
             order[s + nl] = row  # s + nl <= i: never overwrites a row not yet read
             nl += 1
         else:
@@ -214,25 +248,24 @@ def split_segment(X, order, start, count, buf, j, f, t, lchild, rchild):  # prag
             nr += 1
     for i in range(nr):
         order[s + nl + i] = buf[i]
-    start[lchild] = s
-    count[lchild] = nl
-    start[rchild] = s + nl
-    count[rchild] = nr
+    t.start[t.left[j]] = s
+    t.count[t.left[j]] = nl
+    t.start[t.right[j]] = s + nl
+    t.count[t.right[j]] = nr
 
 
 @njit(**JIT)
-def _partition(feature, threshold, left, right, n_nodes, X, order, start,
-               count, buf):  # pragma: no cover - numba
+def _partition(t, n_nodes, X):  # pragma: no cover - numba
+    feature = t.feature
     for j in range(n_nodes):  # parents before children: a node's segment is set first
         if feature[j] != NO_NODE:
-            split_segment(X, order, start, count, buf, j, feature[j], threshold[j], left[j],
-                          right[j])
+            split_segment(X, t, j)
 
 
 @njit(**JIT)
-def split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order, start,
-               count, buf, j, f, t):  # pragma: no cover - numba
-    """Turn leaf ``j`` into an internal node split at ``x[f] <= t``; return the new ``n_nodes``.
+def split_node(t, n_nodes, X, j, f, thr):  # pragma: no cover - numba
+    """Turn leaf ``j`` of the :class:`~.records.Tree` ``t`` into an internal node split at
+    ``x[f] <= thr``; return the new ``n_nodes``.
 
     Appends the two children (left at ``n_nodes``, right at ``n_nodes + 1``) and splits
     ``j``'s row segment between them: the grow step of the generative process (Sec. 3.2.3)
@@ -240,33 +273,35 @@ def split_node(feature, threshold, left, right, parent, depth, n_nodes, X, order
     """
     lchild = n_nodes
     rchild = n_nodes + 1
-    feature[j] = f
-    threshold[j] = t
-    left[j] = lchild
-    right[j] = rchild
+    t.feature[j] = f
+    t.threshold[j] = thr
+    t.left[j] = lchild
+    t.right[j] = rchild
     for c in (lchild, rchild):
-        feature[c] = NO_NODE
-        threshold[c] = np.nan
-        left[c] = NO_NODE
-        right[c] = NO_NODE
-        parent[c] = j
-        depth[c] = depth[j] + 1
-    split_segment(X, order, start, count, buf, j, f, t, lchild, rchild)
+        t.feature[c] = NO_NODE
+        t.threshold[c] = np.nan
+        t.left[c] = NO_NODE
+        t.right[c] = NO_NODE
+        t.parent[c] = j
+        t.depth[c] = t.depth[j] + 1
+    split_segment(X, t, j)
     return n_nodes + 2
 
 
-@njit(**JIT)
-def node_extent(X, order, start, count, j, lower, upper):  # pragma: no cover - numba
+@njit(inline="always", **JIT)
+def node_extent(X, t, j, lower, upper):  # pragma: no cover - numba
     """Extent of node ``j``'s rows per dimension into ``lower``, ``upper``; return |V_j|.
 
     V_j is the set of dimensions along which the rows vary (``lower < upper``), eq. (3.4).
     """
-    s = start[j]
+    order = t.order
+    s = t.start[j]
+    n = t.count[j]
     n_valid = 0
     for d in range(X.shape[1]):  # dimension outer: the running extent stays in registers
         lo = np.inf
         hi = -np.inf
-        for i in range(s, s + count[j]):
+        for i in range(s, s + n):
             v = X[order[i], d]
             lo = min(lo, v)
             hi = max(hi, v)
@@ -277,18 +312,19 @@ def node_extent(X, order, start, count, j, lower, upper):  # pragma: no cover - 
     return n_valid
 
 
-@njit(**JIT)
-def node_varies(X, order, start, count, j):  # pragma: no cover - numba
+@njit(inline="always", **JIT)
+def node_varies(X, t, j):  # pragma: no cover - numba
     """Whether node ``j``'s rows vary along some dimension (|V_j| > 0 of eq. 3.4).
 
     Stops at the first row that differs from the segment's first: O(D) for most nodes, where
     :func:`node_extent` always reads every row.
     """
-    s = start[j]
-    if count[j] < 2:
+    order = t.order
+    s = t.start[j]
+    if t.count[j] < 2:
         return False
     first = order[s]
-    for i in range(s + 1, s + count[j]):
+    for i in range(s + 1, s + t.count[j]):
         row = order[i]
         for d in range(X.shape[1]):
             if X[row, d] != X[first, d]:

@@ -8,6 +8,7 @@ import pytest
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, partition_rows, sample_prior
 from ebf.bayestrees.mcmc import MOVES, SAMPLERS, UNIFORMS_PER_MOVE, mh_step, mh_update
+from ebf.bayestrees.records import data_record, model_record, small_scratch
 from tests.ebf.bayestrees import helpers as h
 from tests.naive import naive_bayestree_log_prior, naive_bayestree_rows, naive_mh_log_ratio
 
@@ -32,8 +33,10 @@ def test_acceptance_ratio_matches_the_whole_tree_oracle(seed, move):
     u[4] = 0.0  # accept whatever has a positive ratio
     before = {k: v.copy() for k, v in tree.trimmed().items()}
     n, got_move, accepted, log_alpha = mh_step(
-        *tree.args(), tree.n_nodes, X, order, start, count, h.NORMAL.row_stats(y), h.NORMAL.code,
-        h.NORMAL.params, 0.95, 0.3, SAMPLERS["cgm"], u)
+        tree.record(X.shape[0], order, start, count), tree.n_nodes,
+        data_record(X, h.NORMAL.row_stats(y)),
+        model_record(0.95, 0.3, h.NORMAL.code, h.NORMAL.params), SAMPLERS["cgm"], u,
+        small_scratch(X.shape[1], 3))
     assert got_move == move
     tree.n_nodes = int(n)
     got, want = _segments(tree, X, order, start, count)
@@ -63,9 +66,10 @@ def test_rejected_moves_restore_tree_and_rows(seed):
         u[0] = (move + 0.5) / 4
         u[4] = 1.0  # reject everything
         lik = h.NORMAL
-        n, _, accepted, _ = mh_step(*tree.args(), tree.n_nodes, X, order, start, count,
-                                    lik.row_stats(y), lik.code, lik.params, 0.95, 0.3,
-                                    SAMPLERS["cgm"], u)
+        n, _, accepted, _ = mh_step(tree.record(X.shape[0], order, start, count),
+                                    tree.n_nodes, data_record(X, lik.row_stats(y)),
+                                    model_record(0.95, 0.3, lik.code, lik.params),
+                                    SAMPLERS["cgm"], u, small_scratch(X.shape[1], 3))
         assert not accepted and n == tree.n_nodes
         for k, v in before.items():
             np.testing.assert_array_equal(tree.trimmed()[k], v)

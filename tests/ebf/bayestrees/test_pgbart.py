@@ -7,7 +7,8 @@ import pytest
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, log_prior, sample_prior
 from ebf.bayestrees.mcmc import canonical, mh_update
-from ebf.bayestrees.pgbart import conditional_smc, csmc, data_extent, pg_workspace
+from ebf.bayestrees.pgbart import conditional_smc, csmc, pg_workspace
+from ebf.bayestrees.records import data_record, model_record
 from tests.ebf.bayestrees import helpers as h
 from tests.naive import naive_conditional_smc, naive_relabel
 
@@ -21,11 +22,12 @@ def test_kernel_matches_the_naive_oracle(seed, n_particles, small_pool):
     X, y = h.mixed_problem(seed)
     old = sample_prior(X, 0.95, 0.5, rng=seed)
     lik = h.NORMAL
-    ws = pg_workspace(X.shape[0], n_particles, 2)
+    ws = pg_workspace(X, n_particles, 2)
     if small_pool:
-        ws = (*ws[:4], np.empty(1, np.int64), ws[5])
-    k, n, P_int, P_float = csmc(X, lik.row_stats(y), lik.code, lik.params, 0.95, 0.5,
-                                old.feature, old.threshold, *data_extent(X), seed, ws)[:4]
+        ws = ws._replace(pool=np.empty(1, np.int64))
+    k, n, ws = csmc(data_record(X, lik.row_stats(y)),
+                    model_record(0.95, 0.5, lik.code, lik.params), old.splits(), seed, ws)
+    P_int, P_float = ws.P_int, ws.P_float
     want = naive_conditional_smc(old.trimmed(), X, h.normal_leaf_ll(y), n_particles, 0.95, 0.5,
                                  seed)
     assert n == want["feature"].size

@@ -18,8 +18,8 @@ from ebf.bayestrees.proposals import (
     optimal_masses,
     proposal_code,
     sort_positions,
-    workspace,
 )
+from ebf.bayestrees.records import data_record, model_record, scratch
 from tests.naive import (
     naive_bayestree_rows,
     naive_dirichlet_multinomial_polya,
@@ -66,9 +66,10 @@ def _nodes(seed, kind):
 def _expand(proposal, tree, X, lik, S, j, u, ranks=None):
     tree = tree.copy()
     order, start, count = partition_rows(tree, X)
-    work = workspace(X.shape[0], X.shape[1], S.shape[1], ranks)
-    n_new, log_inc = expand_node(proposal, *tree.args(), tree.n_nodes, X, S, order, start, count,
-                                 j, ALPHA_S, BETA_S, lik.code, lik.params, u, work)
+    work = scratch(X.shape[0], X.shape[1], S.shape[1])
+    n_new, log_inc = expand_node(proposal, tree.record(X.shape[0], order, start, count),
+                                 tree.n_nodes, data_record(X, S, ranks), j,
+                                 model_record(ALPHA_S, BETA_S, lik.code, lik.params), u, work)
     tree.n_nodes = int(n_new)
     return tree, log_inc, (order, start, count, work)
 
@@ -117,13 +118,14 @@ def test_prior_and_empirical_expansions_match_the_oracle(kind, seed):
 def test_optimal_masses_match_the_oracle(kind, seed):
     X, lik, S, leaf, tree, rows, leaves = _nodes(seed, kind)
     ranks = dense_ranks(X)
-    order, start, count = partition_rows(tree, X)
-    work = workspace(X.shape[0], X.shape[1], S.shape[1], ranks)
+    t = tree.record(X.shape[0], *partition_rows(tree, X))
+    work = scratch(X.shape[0], X.shape[1], S.shape[1])
+    data = data_record(X, S, ranks)
+    model = model_record(ALPHA_S, BETA_S, lik.code, lik.params)
     for j in leaves:
         log_z, choices = naive_optimal_proposal(X, rows[j], tree.depth[j], ALPHA_S, BETA_S, leaf)
-        log_stop, ll_j, n_valid = optimal_masses(X, S, order, start, count, tree.depth, j,
-                                                 ALPHA_S, BETA_S, lik.code, lik.params, work)
-        dim_mass = work[7]
+        log_stop, ll_j, n_valid = optimal_masses(data, t, j, model, work)
+        dim_mass = work.dim_mass
         np.testing.assert_allclose(ll_j, leaf(rows[j]), rtol=1e-9)
         np.testing.assert_allclose(log_stop, choices[0][3], rtol=1e-9)
         for f in range(X.shape[1]):

@@ -10,8 +10,9 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, sample_prior
-from ebf.bayestrees.proposals import OPTIMAL, dense_ranks, optimal_masses, workspace
-from ebf.bayestrees.smc import _copy_ancestors, run_smc
+from ebf.bayestrees.proposals import OPTIMAL, dense_ranks, optimal_masses
+from ebf.bayestrees.records import data_record, model_record, scratch
+from ebf.bayestrees.smc import ParticleSet, _copy_ancestors, run_smc
 from tests.naive import (
     naive_bayestree_rows,
     naive_dirichlet_multinomial_polya,
@@ -217,12 +218,11 @@ def test_one_optimal_stage_weighs_every_particle_by_the_root_predictive():
                     random_state=0)
     S = lik.row_stats(y)
     tree = BayesTree.root_only(30)
-    work = workspace(30, 2, 2, dense_ranks(X))
-    log_stop, _, _ = optimal_masses(X, S, np.arange(30), np.zeros(59, np.int64),
-                                    np.array([30] + [0] * 58), tree.depth, 0, ALPHA_S, BETA_S,
-                                    lik.code, lik.params, work)
+    work = scratch(30, 2, 2)
+    log_stop, _, _ = optimal_masses(data_record(X, S, dense_ranks(X)), tree.record(30), 0,
+                                    model_record(ALPHA_S, BETA_S, lik.code, lik.params), work)
     assert OPTIMAL == 2 and trees.n_stages[0] == 1
-    np.testing.assert_allclose(trees.log_evidence[0], logsumexp([log_stop, *work[7]]),
+    np.testing.assert_allclose(trees.log_evidence[0], logsumexp([log_stop, *work.dim_mass]),
                                rtol=1e-12)
     assert (trees.n_leaves <= 2).all() and trees.n_leaves.max() == 2
 
@@ -296,7 +296,10 @@ def test_copy_ancestors_keeps_survivors_in_place():
     before = ([a.copy() for a in ints], threshold.copy(), order.copy(), n_nodes.copy(),
               head.copy())
     f, le, ri, pa, de, st, co = ints
-    made = _copy_ancestors(anc, f, threshold, le, ri, pa, de, st, co, order, n_nodes, head)
+    p = ParticleSet(f, threshold, le, ri, pa, de, st, co, order, n_nodes, head,
+                    np.zeros(n_part), np.zeros(n_part), np.zeros(n_part, np.int64),
+                    np.zeros(n_rows, np.int64))
+    made = _copy_ancestors(anc, p)
     drawn = Counter(anc.tolist())
     assert made == sum(k - 1 for k in drawn.values())
     source = {c: c for c in drawn}  # survivors keep their slot
