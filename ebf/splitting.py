@@ -167,8 +167,8 @@ def split_scale(total, classification):
 
 
 @numba.njit(**JIT)
-def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
-                        gain, feature, bin_, missing_left, left, right, total):
+def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol, out):
+    gain, feature, bin_, missing_left, left, right, total = out
     m, d, n_slots, k = hist.shape
     nb = n_slots - 1  # the last slot holds the missing values
     suffix = np.zeros((n_slots + 1, k))
@@ -288,6 +288,5 @@ def best_splits(
         total=np.zeros((m, k)),
     )
     _best_splits_kernel(hist, classification, float(min_leaf_rows), float(min_leaf_weight),
-                        float(rtol), out.gain, out.feature, out.bin, out.missing_left,
-                        out.left, out.right, out.total)
+                        float(rtol), out)
     return out
