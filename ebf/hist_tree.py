@@ -43,7 +43,7 @@ from basics.jit import JIT
 from .config import SPLIT_RTOL
 from .histogram import range_histogram, subtract_kernel
 from .routing import goes_left
-from .splitting import scan_node, split_scale
+from .splitting import NodeHistogram, SplitRules, scan_node, split_scale
 
 __all__ = ["grow_tree", "node_statistics", "resolve_max_features"]
 
@@ -268,6 +268,7 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
     seen = np.zeros((nb + 63) // 64, np.uint64)
     suffix = np.zeros((max(nb, width) + 1, k))
     cur = np.zeros(k)
+    rules = SplitRules(classification, min_rows, 0.0)
     total = np.zeros(k)
     features = np.arange(d)
     shuffle = max_features < d
@@ -326,8 +327,8 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
                     if c > a:
                         c = a
                     features[a], features[c] = features[c], features[a]
-            best, f, jb, ml = scan_node(h, nbf, mf, features, max_features, classification,
-                                        min_rows, 0.0, q_p, suffix, cur)
+            best, f, jb, ml = scan_node(NodeHistogram(h, nbf, mf), features, max_features,
+                                        rules, q_p, suffix, cur)
             if f >= 0 and best > rtol * scale:
                 best_f = f
                 best_b = jb if slot >= 0 else cbin[f, jb]
