@@ -216,20 +216,20 @@ def _chunk_leaves(trees, X, start, stop, xb, leaves):  # pragma: no cover - jitt
 
 
 @njit(**JIT)
-def _mean_rows(value, leaves, n, out):  # pragma: no cover - jitted
+def _mean_rows(leaf, leaves, out):  # pragma: no cover - jitted
     n_trees = leaves.shape[1]
-    for i in range(n):
-        for c in range(value.shape[1]):
+    for i in range(leaves.shape[0]):
+        for c in range(leaf.value.shape[1]):
             acc = 0.0
             for t in range(n_trees):
-                acc += value[leaves[i, t], c]
+                acc += leaf.value[leaves[i, t], c]
             out[i, c] = acc / n_trees
 
 
 @njit(**JIT)
-def _moment_rows(leaf, leaves, n, mean_out, spread_out, within_out):  # pragma: no cover
+def _moment_rows(leaf, leaves, mean_out, spread_out, within_out):  # pragma: no cover
     n_trees = leaves.shape[1]
-    for i in range(n):
+    for i in range(leaves.shape[0]):
         s = 0.0
         v = 0.0
         for t in range(n_trees):
@@ -246,8 +246,8 @@ def _moment_rows(leaf, leaves, n, mean_out, spread_out, within_out):  # pragma: 
 
 
 @njit(**JIT)
-def _component_rows(leaf, leaves, n, means_out, vars_out):  # pragma: no cover - jitted
-    for i in range(n):
+def _component_rows(leaf, leaves, means_out, vars_out):  # pragma: no cover - jitted
+    for i in range(leaves.shape[0]):
         for t in range(leaves.shape[1]):
             node = leaves[i, t]
             means_out[i, t] = leaf.value[node, 0]
@@ -265,14 +265,13 @@ def _forest_kernel(trees, leaf, X, what, leaves_out, out):  # pragma: no cover -
         stop = min(start + chunk, X.shape[0])
         leaves = leaves_out[start:stop] if what == LEAVES else scratch[:stop - start]
         _chunk_leaves(trees, X, start, stop, xb, leaves)
-        n = stop - start
         if what == MEAN:
-            _mean_rows(leaf.value, leaves, n, out[0, start:stop])
+            _mean_rows(leaf, leaves, out[0, start:stop])
         elif what == MOMENTS:
-            _moment_rows(leaf, leaves, n, out[0, start:stop, 0], out[1, start:stop, 0],
+            _moment_rows(leaf, leaves, out[0, start:stop, 0], out[1, start:stop, 0],
                          out[2, start:stop, 0])
         elif what == COMPONENTS:
-            _component_rows(leaf, leaves, n, out[0, start:stop], out[1, start:stop])
+            _component_rows(leaf, leaves, out[0, start:stop], out[1, start:stop])
 
 
 # ------------------------------------------------------------------------------ descent
