@@ -19,12 +19,44 @@ quantile solver's exact ``erfc``: the nodes resolve the CDF to 1e-3 only.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from .jit import JIT
 from .mixture_kernels import _INV_SQRT_2PI, _SQRT1_2, _ndtr, gather_row
+
+
+class PitMaps(NamedTuple):
+    """Piecewise-linear PIT maps packed side by side, as :func:`crps_kernel` reads them.
+
+    Attributes
+    ----------
+    knots : ndarray of shape (2, n_knots)
+        Row 0 the base levels, row 1 the nominal ones; map ``r`` in the columns
+        ``offsets[r]:offsets[r + 1]``.
+    offsets : ndarray of shape (n_maps + 1,), int64
+    identity : ndarray of shape (n_maps,), bool
+        Map ``r`` is the identity.
+    """
+
+    knots: np.ndarray
+    offsets: np.ndarray
+    identity: np.ndarray
+
+
+class Quadrature(NamedTuple):
+    """How :func:`crps_kernel` integrates: ``z_grid``, the standardised nodes of every row;
+    ``tolerance``, the CDF error at a span's midpoint above which it is halved; ``gl_x``,
+    ``gl_w``, Gauss-Legendre nodes and weights on [0, 1]; ``closed_max``, the most live
+    components a row may have for the identity map's closed form."""
+
+    z_grid: np.ndarray
+    tolerance: float
+    gl_x: np.ndarray
+    gl_w: np.ndarray
+    closed_max: int
 
 
 @njit(**JIT)
@@ -36,11 +68,11 @@ def _interp(p, xs, ys):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _mapped(f, knots, offsets, r):  # pragma: no cover - jitted
-    """``R_r(f)``: map ``r`` of the packed knots (``knots[0]`` base, ``knots[1]`` nominal)."""
-    lo = offsets[r]
-    hi = offsets[r + 1]
-    return _interp(f, knots[0, lo:hi], knots[1, lo:hi])
+def _mapped(f, maps, r):  # pragma: no cover - jitted
+    """``R_r(f)``: map ``r`` of the packed ``maps`` (:class:`PitMaps`)."""
+    lo = maps.offsets[r]
+    hi = maps.offsets[r + 1]
+    return _interp(f, maps.knots[0, lo:hi], maps.knots[1, lo:hi])
 
 
 #: Most halvings of one span of the CRPS quadrature, and the CDF rise below which a span is
@@ -63,9 +95,13 @@ def _partial_expectations(a, n, cw, cm, cs):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _span(t1, f1, d1, t2, f2, d2, y, knots, offsets, gl_x, gl_w, acc):  # pragma: no cover
+def _span(a, b, y, maps, quad, acc):  # pragma: no cover - jitted
     """Add ``int (R_r(F) - 1{t >= y})^2`` over ``[t1, t2]`` to ``acc[r]`` (Hermite ``F``,
-    Gauss-Legendre; no span straddles ``y``)."""
+    Gauss-Legendre; no span straddles ``y``); ``a = (t1, F, f)`` and ``b = (t2, F, f)``
+    are the span's ends."""
+    t1, f1, d1 = a
+    t2, f2, d2 = b
+    gl_x, gl_w = quad.gl_x, quad.gl_w
     h = t2 - t1
     right = t1 >= y
     for q in range(gl_x.shape[0]):
@@ -76,18 +112,19 @@ def _span(t1, f1, d1, t2, f2, d2, y, knots, offsets, gl_x, gl_w, acc):  # pragma
              + (3 * s2 - 2 * s3) * f2 + (s3 - s2) * h * d2)
         f = min(max(f, f1), f2)  # the interpolant of a CDF stays between its ends
         for r in range(acc.shape[0]):
-            g = _mapped(f, knots, offsets, r)
+            g = _mapped(f, maps, r)
             if right:
                 g = 1.0 - g
             acc[r] += h * gl_w[q] * g * g
 
 
 @njit(**JIT)
-def _push(stack, depth, top, t1, f1, d1, t2, f2, d2, level):  # pragma: no cover - jitted
-    """Push the span ``(t1, F, f) .. (t2, F, f)`` of bisection depth ``level``; new top."""
+def _push(stack, depth, top, a, b, level):  # pragma: no cover - jitted
+    """Push the span ``a = (t1, F, f) .. b = (t2, F, f)`` of bisection depth ``level``;
+    new top."""
     top += 1
-    stack[top, 0], stack[top, 1], stack[top, 2] = t1, f1, d1
-    stack[top, 3], stack[top, 4], stack[top, 5] = t2, f2, d2
+    stack[top, 0], stack[top, 1], stack[top, 2] = a
+    stack[top, 3], stack[top, 4], stack[top, 5] = b
     depth[top] = level
     return top
 
@@ -148,17 +185,17 @@ def crps_closed_form(n, cw, cm, cv, y):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def crps_kernel(w, m, v, y, knots, offsets, identity, closed_max, z_grid, tolerance, gl_x,
-                gl_w, out):  # pragma: no cover - jitted
-    """CRPS of every row ``i`` under every map ``r`` (module docstring), into ``out[i, r]``.
+def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
+    """CRPS of every row ``i`` of the mixture ``(w, m, v)`` under every map ``r`` of
+    ``maps`` (:class:`PitMaps`; module docstring), into ``out[i, r]``.
 
-    ``knots`` packs the maps' ``(base, nominal)`` knots side by side, map ``r`` in columns
-    ``offsets[r]:offsets[r + 1]``; ``identity[r]``: map ``r`` is the identity, whose CRPS
-    for a row of at most ``closed_max`` live components is :func:`crps_closed_form` (a row
-    whose maps are all such skips the quadrature); ``gl_x``, ``gl_w``: Gauss-Legendre nodes
-    and weights on [0, 1]; ``tolerance``: a span is halved while the cubic misses the CDF
-    at its midpoint by more than this (at most ``_MAX_DEPTH`` times).
+    The identity map's CRPS for a row of at most ``quad.closed_max`` live components is
+    :func:`crps_closed_form` (a row whose maps are all such skips the quadrature); a span
+    is halved while the cubic misses the CDF at its midpoint by more than
+    ``quad.tolerance`` (at most ``_MAX_DEPTH`` times).
     """
+    knots, offsets, identity = maps
+    z_grid, tolerance, closed_max = quad.z_grid, quad.tolerance, quad.closed_max
     k_max = w.shape[1]
     cw = np.empty(k_max)
     cm = np.empty(k_max)
@@ -218,33 +255,33 @@ def crps_kernel(w, m, v, y, knots, offsets, identity, closed_max, z_grid, tolera
             node_f[j], node_d[j] = _quadrature_cdf(node_t[j], n, cw, cm, inv_s, w_inv_s)
         below = _partial_expectations(node_t[0], n, cw, cm, cs)[0]
         for r in range(n_maps):
-            acc[r] = slope0[r] * _mapped(node_f[0], knots, offsets, r) * below
+            acc[r] = slope0[r] * _mapped(node_f[0], maps, r) * below
         for j in range(1, c):
             if node_t[j] <= node_t[j - 1]:
                 continue
             # depth-first bisection of the span: left halves first, so spans add up in order
-            top = _push(stack, depth, -1, node_t[j - 1], node_f[j - 1], node_d[j - 1],
-                        node_t[j], node_f[j], node_d[j], 0)
+            top = _push(stack, depth, -1, (node_t[j - 1], node_f[j - 1], node_d[j - 1]),
+                        (node_t[j], node_f[j], node_d[j]), 0)
             while top >= 0:
                 t1, f1, d1, t2, f2, d2 = stack[top]
                 level = depth[top]
                 top -= 1
                 if f2 - f1 <= _FLAT or level >= _MAX_DEPTH:
-                    _span(t1, f1, d1, t2, f2, d2, yi, knots, offsets, gl_x, gl_w, acc)
+                    _span((t1, f1, d1), (t2, f2, d2), yi, maps, quad, acc)
                     continue
                 # adaptive: the midpoint checks the cubic; where it is off, halve again
                 tm = 0.5 * (t1 + t2)
                 fm, dm = _quadrature_cdf(tm, n, cw, cm, inv_s, w_inv_s)
                 guess = 0.5 * (f1 + f2) + 0.125 * (t2 - t1) * (d1 - d2)
                 if abs(guess - fm) <= tolerance:
-                    _span(t1, f1, d1, tm, fm, dm, yi, knots, offsets, gl_x, gl_w, acc)
-                    _span(tm, fm, dm, t2, f2, d2, yi, knots, offsets, gl_x, gl_w, acc)
+                    _span((t1, f1, d1), (tm, fm, dm), yi, maps, quad, acc)
+                    _span((tm, fm, dm), (t2, f2, d2), yi, maps, quad, acc)
                     continue
-                top = _push(stack, depth, top, tm, fm, dm, t2, f2, d2, level + 1)
-                top = _push(stack, depth, top, t1, f1, d1, tm, fm, dm, level + 1)
+                top = _push(stack, depth, top, (tm, fm, dm), (t2, f2, d2), level + 1)
+                top = _push(stack, depth, top, (t1, f1, d1), (tm, fm, dm), level + 1)
         above = _partial_expectations(node_t[c - 1], n, cw, cm, cs)[1]
         for r in range(n_maps):
             if closed and identity[r]:
                 continue
-            g = _mapped(node_f[c - 1], knots, offsets, r)
+            g = _mapped(node_f[c - 1], maps, r)
             out[i, r] = acc[r] + slope1[r] * (1.0 - g) * above

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .crps_kernels import crps_kernel
+from .crps_kernels import PitMaps, Quadrature, crps_kernel
 from .levels import check_levels
 from .mixture import GaussianMixture
 from .pit import PITMap, RecalibratedDistribution
@@ -274,8 +274,8 @@ def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -
     offsets = np.cumsum([0] + [r.base.size for r in maps]).astype(np.int64)
     out = np.empty((mixture.n_rows, len(maps)))
     crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
-                knots, offsets, identity, CRPS_CLOSED_FORM_MAX, CRPS_GRID, CRPS_TOLERANCE,
-                _GL_X, _GL_W, out)
+                PitMaps(knots, offsets, identity),
+                Quadrature(CRPS_GRID, CRPS_TOLERANCE, _GL_X, _GL_W, CRPS_CLOSED_FORM_MAX), out)
     return out
 
 

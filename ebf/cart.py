@@ -29,7 +29,7 @@ routes every training row to the leaf it was grown in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -37,6 +37,7 @@ from numba import njit
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
+from .routing import leaf_of, split_trees
 from .tree_validation import checked_forest_arrays
 
 __all__ = [
@@ -168,6 +169,29 @@ class CartForest:
 # ------------------------------------------------------------------------------ kernels
 
 
+class LeafStats(NamedTuple):
+    """What the forest kernel reads at the leaves a row reaches.
+
+    Attributes
+    ----------
+    value : ndarray of shape (n_nodes, k)
+        :attr:`CartForest.value` (column 0 is the leaf mean of a regression forest).
+    variance : ndarray of shape (n_nodes,)
+        :attr:`CartForest.variance`.
+    floor : float
+        Leaf variances below it count as ``floor``.
+    """
+
+    value: np.ndarray
+    variance: np.ndarray
+    floor: float
+
+
+#: What :func:`_forest_kernel` writes per row: its leaves (``leaves[i, t]``), the mean leaf
+#: value (``out[0, i, :]``), the moments (``out[:, i, 0]``: mean, spread, within) or the
+#: mixture components (``out[0, i, t]`` means, ``out[1, i, t]`` floored variances).
+LEAVES, MEAN, MOMENTS, COMPONENTS = range(4)
+
 #: Rows routed together: their float32-rounded copy (at most ``_CHUNK_VALUES`` values,
 #: 2 MB) stays in cache while every tree is descended for them in turn (tree-major order
 #: keeps one tree's nodes hot); measured ~25% faster than 256-row chunks.
@@ -181,108 +205,87 @@ def _chunk_rows(n_features):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
-                  leaves):  # pragma: no cover - jitted
+def _chunk_leaves(trees, X, start, stop, xb, leaves):  # pragma: no cover - jitted
     for i in range(start, stop):
         for f in range(X.shape[1]):
             # scikit-learn fits and routes float32 inputs against float64 thresholds.
             xb[i - start, f] = np.float64(np.float32(X[i, f]))
-    for t in range(roots.shape[0]):
+    for t in range(trees.roots.shape[0]):
         for i in range(stop - start):
-            node = roots[t]
-            while left[node] != NO_NODE:
-                x = xb[i, feature[node]]
-                if x <= threshold[node] or (x != x and missing_left[node] != 0):
-                    node = left[node]
-                else:
-                    node = right[node]
-            leaves[i, t] = node
+            leaves[i, t] = leaf_of(trees, trees.roots[t], xb, i, np.nan)
 
 
 @njit(**JIT)
-def _apply_kernel(X, left, right, feature, threshold, missing_left, roots,
-                  out):  # pragma: no cover
-    chunk = _chunk_rows(X.shape[1])
-    xb = np.empty((chunk, X.shape[1]))
-    for start in range(0, X.shape[0], chunk):
-        stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots,
-                      xb, out[start:stop])
-
-
-@njit(**JIT)
-def _mean_value_kernel(X, left, right, feature, threshold, missing_left, roots, value,
-                       out):  # pragma: no cover
-    n_trees = roots.shape[0]
-    k = value.shape[1]
-    chunk = _chunk_rows(X.shape[1])
-    xb = np.empty((chunk, X.shape[1]))
-    leaves = np.empty((chunk, n_trees), INDEX)
-    for start in range(0, X.shape[0], chunk):
-        stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
-                      leaves)
-        for i in range(stop - start):
-            for c in range(k):
-                acc = 0.0
-                for t in range(n_trees):
-                    acc += value[leaves[i, t], c]
-                out[start + i, c] = acc / n_trees
-
-
-@njit(**JIT)
-def _moments_kernel(X, left, right, feature, threshold, missing_left, roots, mean, variance,
-                    floor,
-                    mean_out, spread_out, within_out):  # pragma: no cover
-    n_trees = roots.shape[0]
-    chunk = _chunk_rows(X.shape[1])
-    xb = np.empty((chunk, X.shape[1]))
-    leaves = np.empty((chunk, n_trees), INDEX)
-    for start in range(0, X.shape[0], chunk):
-        stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
-                      leaves)
-        for i in range(stop - start):
-            s = 0.0
-            v = 0.0
+def _mean_rows(leaf, leaves, out):  # pragma: no cover - jitted
+    n_trees = leaves.shape[1]
+    for i in range(leaves.shape[0]):
+        for c in range(leaf.value.shape[1]):
+            acc = 0.0
             for t in range(n_trees):
-                s += mean[leaves[i, t]]
-                v += max(variance[leaves[i, t]], floor)
-            m = s / n_trees
-            d = 0.0
-            for t in range(n_trees):  # two passes: no cancellation in the spread
-                dev = mean[leaves[i, t]] - m
-                d += dev * dev
-            mean_out[start + i] = m
-            spread_out[start + i] = d / n_trees
-            within_out[start + i] = v / n_trees
+                acc += leaf.value[leaves[i, t], c]
+            out[i, c] = acc / n_trees
 
 
 @njit(**JIT)
-def _components_kernel(X, left, right, feature, threshold, missing_left, roots, mean,
-                       variance, floor,
-                       means_out, vars_out):  # pragma: no cover - jitted
-    n_trees = roots.shape[0]
+def _moment_rows(leaf, leaves, mean_out, spread_out, within_out):  # pragma: no cover
+    n_trees = leaves.shape[1]
+    for i in range(leaves.shape[0]):
+        s = 0.0
+        v = 0.0
+        for t in range(n_trees):
+            s += leaf.value[leaves[i, t], 0]
+            v += max(leaf.variance[leaves[i, t]], leaf.floor)
+        m = s / n_trees
+        d = 0.0
+        for t in range(n_trees):  # two passes: no cancellation in the spread
+            dev = leaf.value[leaves[i, t], 0] - m
+            d += dev * dev
+        mean_out[i] = m
+        spread_out[i] = d / n_trees
+        within_out[i] = v / n_trees
+
+
+@njit(**JIT)
+def _component_rows(leaf, leaves, means_out, vars_out):  # pragma: no cover - jitted
+    for i in range(leaves.shape[0]):
+        for t in range(leaves.shape[1]):
+            node = leaves[i, t]
+            means_out[i, t] = leaf.value[node, 0]
+            vars_out[i, t] = max(leaf.variance[node], leaf.floor)
+
+
+@njit(**JIT)
+def _forest_kernel(trees, leaf, X, what, leaves_out, out):  # pragma: no cover - jitted
+    """Route ``X`` through every tree, a chunk of rows at a time, and write ``what`` (see
+    :data:`LEAVES`) for each row: the one descent of a CART forest."""
     chunk = _chunk_rows(X.shape[1])
     xb = np.empty((chunk, X.shape[1]))
-    leaves = np.empty((chunk, n_trees), INDEX)
+    scratch = np.empty((0 if what == LEAVES else chunk, trees.roots.shape[0]), INDEX)
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])
-        _chunk_leaves(X, start, stop, left, right, feature, threshold, missing_left, roots, xb,
-                      leaves)
-        for i in range(stop - start):
-            for t in range(n_trees):
-                node = leaves[i, t]
-                means_out[start + i, t] = mean[node]
-                vars_out[start + i, t] = max(variance[node], floor)
+        leaves = leaves_out[start:stop] if what == LEAVES else scratch[:stop - start]
+        _chunk_leaves(trees, X, start, stop, xb, leaves)
+        if what == MEAN:
+            _mean_rows(leaf, leaves, out[0, start:stop])
+        elif what == MOMENTS:
+            _moment_rows(leaf, leaves, out[0, start:stop, 0], out[1, start:stop, 0],
+                         out[2, start:stop, 0])
+        elif what == COMPONENTS:
+            _component_rows(leaf, leaves, out[0, start:stop], out[1, start:stop])
 
 
 # ------------------------------------------------------------------------------ descent
 
 
-def _tree_args(forest: CartForest) -> tuple:
-    return (forest.left, forest.right, forest.feature, forest.threshold, forest.missing_left,
-            forest.roots)
+def _walk(forest: CartForest, X: np.ndarray, what: int, floor: float = 0.0,
+          out_shape: tuple[int, int, int] = (0, 0, 0)) -> tuple[np.ndarray, np.ndarray]:
+    """Run :func:`_forest_kernel`: ``(leaves, out)`` (``leaves`` only for ``LEAVES``)."""
+    n_trees = forest.n_trees
+    leaves = np.empty((X.shape[0], n_trees) if what == LEAVES else (0, n_trees), INDEX)
+    out = np.empty(out_shape)
+    _forest_kernel(split_trees(forest, roots=forest.roots),
+                   LeafStats(forest.value, forest.variance, float(floor)), X, what, leaves, out)
+    return leaves, out
 
 
 def _as_rows(X: np.ndarray, forest: CartForest) -> np.ndarray:
@@ -325,10 +328,7 @@ def apply(forest: CartForest, X: np.ndarray) -> np.ndarray:
     >>> apply(f, X[:4]).shape
     (4, 2)
     """
-    X = _as_rows(X, forest)
-    out = np.empty((X.shape[0], forest.n_trees), INDEX)
-    _apply_kernel(X, *_tree_args(forest), out)
-    return out
+    return _walk(forest, _as_rows(X, forest), LEAVES)[0]
 
 
 def mean_value(forest: CartForest, X: np.ndarray) -> np.ndarray:
@@ -354,9 +354,7 @@ def mean_value(forest: CartForest, X: np.ndarray) -> np.ndarray:
     True
     """
     X = _as_rows(X, forest)
-    out = np.empty((X.shape[0], forest.value.shape[1]))
-    _mean_value_kernel(X, *_tree_args(forest), forest.value, out)
-    return out
+    return _walk(forest, X, MEAN, out_shape=(1, X.shape[0], forest.value.shape[1]))[1][0]
 
 
 def leaf_components(forest: CartForest, X: np.ndarray,
@@ -388,11 +386,8 @@ def leaf_components(forest: CartForest, X: np.ndarray,
     True
     """
     X = _regression_rows(X, forest, "leaf_components")
-    shape = (X.shape[0], forest.n_trees)
-    means, variances = np.empty(shape), np.empty(shape)
-    _components_kernel(X, *_tree_args(forest), forest.value[:, 0], forest.variance,
-                       float(var_floor), means, variances)
-    return means, variances
+    out = _walk(forest, X, COMPONENTS, var_floor, (2, X.shape[0], forest.n_trees))[1]
+    return out[0], out[1]
 
 
 def regression_moments(
@@ -427,8 +422,5 @@ def regression_moments(
     True
     """
     X = _regression_rows(X, forest, "regression_moments")
-    n = X.shape[0]
-    mean, spread, within = np.empty(n), np.empty(n), np.empty(n)
-    _moments_kernel(X, *_tree_args(forest), forest.value[:, 0], forest.variance,
-                    float(var_floor), mean, spread, within)
-    return mean, spread, within
+    out = _walk(forest, X, MOMENTS, var_floor, (3, X.shape[0], 1))[1]
+    return out[0, :, 0], out[1, :, 0], out[2, :, 0]

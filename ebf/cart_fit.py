@@ -12,7 +12,7 @@ and leaf statistics in :mod:`ebf.cart`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -194,12 +194,20 @@ def effective_rows(weight: np.ndarray, weight_sq: np.ndarray) -> np.ndarray:
     return out
 
 
+class _CentreRule(NamedTuple):
+    """How :func:`prior_centres` picks a node's centre (see there)."""
+
+    min_dof: float
+    forest_centre: float
+    floor: float
+
+
 @njit(**JIT)
-def _prior_centres(left, right, offsets, variance, n_eff, min_dof, forest_centre,
-                   floor, out):  # pragma: no cover - jitted
+def _prior_centres(left, right, offsets, variance, n_eff, rule, out):  # pragma: no cover
     # Bottom up: sums of n v and n - 1 over the leaves below every node (children have larger
     # ids than their parent). Top down: a node's centre is the pooled variance of its own
     # subtree if that has min_dof degrees of freedom, else its parent's.
+    min_dof, forest_centre, floor = rule
     n_nodes = left.shape[0]
     ss = np.zeros(n_nodes)
     dof = np.zeros(n_nodes)
@@ -250,8 +258,8 @@ def prior_centres(forest: CartForest, n_eff: np.ndarray, *, min_dof: float,
     forest_centre = max(pooled_variance(forest.variance[leaf], n_eff[leaf]), var_floor)
     centres = np.empty(forest.left.shape[0])
     _prior_centres(forest.left, forest.right, forest.offsets, forest.variance,
-                   np.ascontiguousarray(n_eff, dtype=np.float64), float(min_dof),
-                   forest_centre, float(var_floor), centres)
+                   np.ascontiguousarray(n_eff, dtype=np.float64),
+                   _CentreRule(float(min_dof), float(forest_centre), float(var_floor)), centres)
     return centres, forest_centre
 
 

@@ -61,6 +61,7 @@ from basics.jit import JIT
 from . import binning
 from .config import HIST_MAX_BYTES
 from .histogram import build_histograms, n_stats, subtract_histogram
+from .routing import leaf_of, split_trees
 from .splitting import SplitResult, best_splits
 from .trunk_arrays import TrunkArrays
 
@@ -86,24 +87,16 @@ SUBTRACT_MAX_COND = 32.0
 
 
 @numba.njit(**JIT)
-def _descend_binned(binned, feature, threshold_bin, missing_left, left, right, missing,
-                    node_of_row):
+def _descend_binned(trees, binned, missing, node_of_row):  # pragma: no cover - jitted
     """Move every row from its current node down to a leaf (in place); the code
     ``missing`` (a missing value) goes left where ``missing_left``."""
     for i in range(binned.shape[0]):
-        j = node_of_row[i]
-        while feature[j] >= 0:
-            code = binned[i, feature[j]]
-            if code <= threshold_bin[j] or (code == missing and missing_left[j] != 0):
-                j = left[j]
-            else:
-                j = right[j]
-        node_of_row[i] = j
+        node_of_row[i] = leaf_of(trees, node_of_row[i], binned, i, missing)
 
 
 def _descend(trunk: TrunkArrays, binned: np.ndarray, n_bins: int, nodes: np.ndarray) -> None:
-    _descend_binned(binned, trunk.feature, trunk.threshold_bin, trunk.missing_left,
-                    trunk.left, trunk.right, int(n_bins) - 1, nodes)
+    _descend_binned(split_trees(trunk, threshold=trunk.threshold_bin), binned, int(n_bins) - 1,
+                    nodes)
 
 
 def apply_binned(

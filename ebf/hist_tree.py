@@ -31,6 +31,8 @@ partitions each node's range in place), and children are numbered after their pa
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -40,12 +42,76 @@ from basics.jit import JIT
 
 from .config import SPLIT_RTOL
 from .histogram import range_histogram, subtract_kernel
-from .splitting import scan_node, split_scale
+from .routing import goes_left
+from .splitting import NodeHistogram, SplitRules, scan_node, split_scale
 
 __all__ = ["grow_tree", "node_statistics", "resolve_max_features"]
 
 #: ``max_depth=None`` as the kernel sees it.
 _NO_DEPTH_LIMIT = np.iinfo(np.int64).max
+
+
+class TreeRows(NamedTuple):
+    """The rows of a growing tree, in node order: every split partitions its node's range
+    of the three arrays together, so histograms read memory in order.
+
+    Attributes
+    ----------
+    codes : ndarray of shape (n_rows, n_features), uint8 or uint16
+        Bin codes of the rows.
+    S : ndarray of shape (n_rows, k), float64
+        Per-row statistics (:func:`~ebf.histogram.row_statistics`).
+    rows : ndarray of shape (n_rows,), int64
+        Row ids.
+    """
+
+    codes: np.ndarray
+    S: np.ndarray
+    rows: np.ndarray
+
+
+class GrowParams(NamedTuple):
+    """The growth rules of :func:`grow_tree`, as its kernel reads them."""
+
+    classification: bool
+    min_rows: int
+    max_depth: int
+    max_features: int
+    seed: np.uint64
+    small_rows: int
+    rtol: float
+
+
+class GrownTree(NamedTuple):
+    """A histogram tree's nodes (int64 arrays; -1 children and feature at leaves): split
+    ``bin`` and ``missing_left`` (1: missing values go left), and the node's rows
+    ``rows[start:end]`` of its :class:`TreeRows`."""
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    bin: np.ndarray
+    missing_left: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class NodeStats(NamedTuple):
+    """The leaf statistics of every node (see :func:`node_statistics`)."""
+
+    value: np.ndarray
+    variance: np.ndarray
+    weight: np.ndarray
+    weight_sq: np.ndarray
+    count: np.ndarray
+
+
+class CompactHistogram(NamedTuple):
+    """A node's histogram over the bins its rows occupy (:func:`_compact_histogram`)."""
+
+    hist: np.ndarray
+    bin_of: np.ndarray
+    n_bins_of: np.ndarray
 
 
 def resolve_max_features(max_features: int | float | str | None, n_features: int) -> int:
@@ -92,9 +158,9 @@ _ONE, _58 = np.uint64(1), np.uint64(58)
 
 
 @numba.njit(**JIT)
-def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
-                       n_bins_of):  # pragma: no cover - numba
-    """The histogram of the rows ``lo .. hi - 1`` over the bins they occupy, per feature.
+def _compact_histogram(data, lo, hi, scratch, seen, compact):  # pragma: no cover - numba
+    """The histogram of the rows ``lo .. hi - 1`` of ``data`` (:class:`TreeRows`) over the
+    bins they occupy, per feature, into ``compact`` (:class:`CompactHistogram`).
 
     ``hist[f, j]`` sums the rows in the ``j``-th smallest occupied bin ``bin_of[f, j]``
     of feature ``f``, for ``j < n_bins_of[f]``. Each feature is summed into ``scratch``
@@ -102,6 +168,8 @@ def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
     words) marks the bins; the marked bins are then read in increasing order, one step
     per bin. ``scratch`` and ``seen`` are zero on entry and on return.
     """
+    codes, S = data.codes, data.S
+    hist, bin_of, n_bins_of = compact
     d = codes.shape[1]
     k = S.shape[1]
     for f in range(d):
@@ -126,24 +194,20 @@ def _compact_histogram(codes, S, lo, hi, scratch, seen, hist, bin_of,
         n_bins_of[f] = nd
 
 
-@numba.njit(inline="always", **JIT)
-def _goes_left(code, b, missing_left, missing):
-    return code <= b or (missing_left and code == missing)
-
-
 @numba.njit(**JIT)
-def _partition(codes, S, rows, lo, hi, f, b, missing_left, missing):  # pragma: no cover
-    """Partition rows ``lo .. hi - 1`` in place (codes, statistics and ids together): those
-    with ``codes[:, f] <= b`` (and the code ``missing`` if ``missing_left``) first (Hoare's
-    scheme, no scratch). Returns where the others start."""
+def _partition(data, lo, hi, f, b, missing_left, missing):  # pragma: no cover
+    """Partition rows ``lo .. hi - 1`` of ``data`` in place (codes, statistics and ids
+    together): those with ``codes[:, f] <= b`` (and the code ``missing`` if
+    ``missing_left``) first (Hoare's scheme, no scratch). Returns where the others start."""
+    codes, S, rows = data
     d = codes.shape[1]
     k = S.shape[1]
     a = lo
     z = hi - 1
     while True:
-        while a <= z and _goes_left(codes[a, f], b, missing_left, missing):
+        while a <= z and goes_left(codes[a, f], b, missing_left, missing):
             a += 1
-        while a <= z and not _goes_left(codes[z, f], b, missing_left, missing):
+        while a <= z and not goes_left(codes[z, f], b, missing_left, missing):
             z -= 1
         if a >= z:
             return a
@@ -174,11 +238,10 @@ def _node_totals(h, n_bins0, miss0, total):
 
 
 @numba.njit(**JIT)
-def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
-                 max_features, seed, small_rows, rtol,
-                 left, right, feature, bin_, missing_left, start, end):  # pragma: no cover
-    # ``codes``, ``S`` and ``rows`` hold the tree's rows in node order: every split
-    # partitions its node's range of all three, so histograms read memory in order
+def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
+    codes, S, rows = data
+    classification, min_rows, max_depth, max_features, seed, small_rows, rtol = params
+    left, right, feature, bin_, missing_left, start, end = tree
     n_rows = rows.shape[0]
     d = codes.shape[1]
     k = S.shape[1]
@@ -200,14 +263,16 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
     chist = np.zeros((d, width, k))
     cbin = np.zeros((d, width), np.int64)
     cnb = np.zeros(d, np.int64)
+    compact = CompactHistogram(chist, cbin, cnb)
     scratch = np.zeros((nb, k))
     seen = np.zeros((nb + 63) // 64, np.uint64)
     suffix = np.zeros((max(nb, width) + 1, k))
     cur = np.zeros(k)
+    rules = SplitRules(classification, min_rows, 0.0)
     total = np.zeros(k)
     features = np.arange(d)
     shuffle = max_features < d
-    h_tree = mix64(np.uint64(seed))
+    h_tree = mix64(seed)
     draws = 0
     # depth-first stack of (node, depth, slot)
     cap = 64
@@ -245,7 +310,7 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                 nbf = n_bins_f
                 mf = pool_miss
             else:
-                _compact_histogram(codes, S, lo, hi, scratch, seen, chist, cbin, cnb)
+                _compact_histogram(data, lo, hi, scratch, seen, compact)
                 for f in range(d):  # a missing value is the largest code: the last slot
                     has = cnb[f] > 0 and cbin[f, cnb[f] - 1] == missing
                     cmiss[f] = cnb[f] - 1 if has else -1
@@ -262,8 +327,8 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                     if c > a:
                         c = a
                     features[a], features[c] = features[c], features[a]
-            best, f, jb, ml = scan_node(h, nbf, mf, features, max_features, classification,
-                                        min_rows, 0.0, q_p, suffix, cur)
+            best, f, jb, ml = scan_node(NodeHistogram(h, nbf, mf), features, max_features,
+                                        rules, q_p, suffix, cur)
             if f >= 0 and best > rtol * scale:
                 best_f = f
                 best_b = jb if slot >= 0 else cbin[f, jb]
@@ -273,7 +338,7 @@ def _grow_kernel(codes, S, rows, n_bins_f, classification, min_rows, max_depth,
                 free[n_free] = slot
                 n_free += 1
             continue
-        mid = _partition(codes, S, rows, lo, hi, best_f, best_b, best_ml, missing)
+        mid = _partition(data, lo, hi, best_f, best_b, best_ml, missing)
         lc = n_nodes
         rc = n_nodes + 1
         n_nodes += 2
@@ -408,30 +473,30 @@ def grow_tree(
                          f"{n_bins.shape} do not agree.")
     min_rows = max(1, int(min_samples_leaf))
     cap = 2 * (rows.size // min_rows) + 1  # a binary tree with leaves of >= min_rows rows
-    out = {name: np.full(cap, NO_NODE, INDEX)
-           for name in ("left", "right", "feature", "bin", "start", "end")}
-    out["missing_left"] = np.zeros(cap, INDEX)
+    out = GrownTree(*(np.zeros(cap, INDEX) if name == "missing_left"
+                      else np.full(cap, NO_NODE, INDEX) for name in GrownTree._fields))
     codes = np.take(binned, rows, axis=0)  # the tree's own copies, kept in node order
     missing = int(n_bins.max(initial=1))
     if codes.size and np.any((codes.max(axis=0) >= n_bins) & (codes.max(axis=0) != missing)):
         raise ValueError("binned holds codes >= n_bins for some feature (other than the "
                          "missing-value code max(n_bins)).")
-    n_nodes = _grow_kernel(
-        codes, S, rows, n_bins,
-        bool(classification), min_rows,
-        _NO_DEPTH_LIMIT if max_depth is None else int(max_depth),
-        d if max_features is None else int(max_features), int(seed) % 2**64,
-        int(n_bins.max(initial=1)) if small_rows is None else int(small_rows), float(rtol),
-        out["left"], out["right"], out["feature"], out["bin"], out["missing_left"],
-        out["start"], out["end"])
-    return {**{name: a[:n_nodes] for name, a in out.items()}, "rows": rows}
+    params = GrowParams(
+        classification=bool(classification), min_rows=min_rows,
+        max_depth=_NO_DEPTH_LIMIT if max_depth is None else int(max_depth),
+        max_features=d if max_features is None else int(max_features),
+        seed=np.uint64(int(seed) % 2**64),
+        small_rows=int(n_bins.max(initial=1)) if small_rows is None else int(small_rows),
+        rtol=float(rtol))
+    n_nodes = _grow_kernel(TreeRows(codes, S, rows), n_bins, params, out)
+    return {**{name: a[:n_nodes] for name, a in out._asdict().items()}, "rows": rows}
 
 
 @numba.njit(**JIT)
-def _node_statistics_kernel(rows, start, end, left, right, y, w, classification,
-                            value, variance, weight, weight_sq, count):  # pragma: no cover
+def _node_statistics_kernel(tree, rows, y, w, classification, stats):  # pragma: no cover
     # leaves by two passes over their rows; internal nodes (numbered before their
     # children) combined from the children, backwards (Chan et al.'s pairwise update)
+    left, right, start, end = tree.left, tree.right, tree.start, tree.end
+    value, variance, weight, weight_sq, count = stats
     for j in range(left.shape[0] - 1, -1, -1):
         a = left[j]
         if a == NO_NODE:
@@ -485,7 +550,7 @@ def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
     Parameters
     ----------
     tree : dict
-        From :func:`grow_tree` (``left``, ``right``, ``start``, ``end``, ``rows``).
+        From :func:`grow_tree` (its node arrays and ``rows``).
     y : ndarray of shape (n_samples,), float64
         Target, or class codes (classification).
     w : ndarray of shape (n_samples,), float64
@@ -503,16 +568,14 @@ def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
     """
     n_nodes = tree["left"].shape[0]
     classification = n_classes > 0
-    stats = {
-        "value": np.zeros((n_nodes, n_classes if classification else 1)),
-        "variance": np.zeros(n_nodes),
-        "weight": np.zeros(n_nodes),
-        "weight_sq": np.zeros(n_nodes),
-        "count": np.zeros(n_nodes, INDEX),
-    }
-    _node_statistics_kernel(tree["rows"], tree["start"], tree["end"], tree["left"], tree["right"],
-                            np.ascontiguousarray(y, dtype=np.float64),
-                            np.ascontiguousarray(w, dtype=np.float64), classification,
-                            stats["value"], stats["variance"], stats["weight"], stats["weight_sq"],
-                            stats["count"])
-    return stats
+    stats = NodeStats(
+        value=np.zeros((n_nodes, n_classes if classification else 1)),
+        variance=np.zeros(n_nodes),
+        weight=np.zeros(n_nodes),
+        weight_sq=np.zeros(n_nodes),
+        count=np.zeros(n_nodes, INDEX),
+    )
+    _node_statistics_kernel(GrownTree(*(tree[name] for name in GrownTree._fields)),
+                            tree["rows"], np.ascontiguousarray(y, dtype=np.float64),
+                            np.ascontiguousarray(w, dtype=np.float64), classification, stats)
+    return stats._asdict()

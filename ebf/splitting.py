@@ -58,6 +58,33 @@ class SplitResult(NamedTuple):
     total: np.ndarray
 
 
+class NodeHistogram(NamedTuple):
+    """One node's histogram as the split search reads it.
+
+    Attributes
+    ----------
+    h : ndarray of shape (n_features, n_slots, k)
+        Statistic sums per feature and slot.
+    n_bins : ndarray of shape (n_features,), int64
+        Feature ``f`` has its bins in the slots ``0 .. n_bins[f] - 1``.
+    missing_slot : ndarray of shape (n_features,), int64
+        The slot of feature ``f``'s missing values, -1 if none.
+    """
+
+    h: np.ndarray
+    n_bins: np.ndarray
+    missing_slot: np.ndarray
+
+
+class SplitRules(NamedTuple):
+    """What makes a split valid: Gini or squared error, and the least rows and weight of
+    each child."""
+
+    classification: bool
+    min_rows: float
+    min_weight: float
+
+
 @numba.njit(inline="always", **JIT)
 def _weight_and_q(v, extra, use_extra, classification):
     """Total weight ``W`` and ``q`` (see module docstring) of the statistic vector ``v``,
@@ -76,25 +103,25 @@ def _weight_and_q(v, extra, use_extra, classification):
 
 
 @numba.njit(**JIT)
-def scan_node(h, n_bins_f, miss_f, features, max_features, classification, min_rows,
-              min_weight, q_p, suffix, cur):
-    """Best split of one node's histogram ``h`` (``(n_features, n_slots, k)``).
+def scan_node(hist, features, max_features, rules, q_p, suffix, cur):
+    """Best split of one node's histogram ``hist`` (:class:`NodeHistogram`) under ``rules``
+    (:class:`SplitRules`).
 
     The features are tried in the order of ``features``; once ``max_features`` of them
     hold rows in two groups or more (bins, or the missing values; features constant in the
-    node do not count, as in scikit-learn), the search stops. Feature ``f`` has its bins in
-    the slots ``0 .. n_bins_f[f] - 1`` and its missing values in slot ``miss_f[f]`` (-1:
-    none). A candidate "bin ``b``" sends the bins ``<= b`` left and the missing values to
-    the side that decreases the impurity more (tried right first; left only beside some
-    values, so that the split of the missing values from all others has one form: every
-    value left, the missing ones right, at the lowest bin that holds them all, which may be
-    the last bin).
+    node do not count, as in scikit-learn), the search stops. A candidate "bin ``b``"
+    sends the bins ``<= b`` left and the missing values to the side that decreases the
+    impurity more (tried right first; left only beside some values, so that the split of
+    the missing values from all others has one form: every value left, the missing ones
+    right, at the lowest bin that holds them all, which may be the last bin).
     With no missing values in the node, they go at prediction to the side with more rows
     (scikit-learn's ``HistGradientBoosting`` rule). ``suffix`` (``(n_slots + 1, k)``) and
     ``cur`` (``(k,)``) are scratch. Returns ``(gain, feature, j, missing_left)``: bins
     ``<= j`` go left; ``feature`` is -1 if no candidate is valid. Ties keep the earlier
     feature, then the lower bin, then missing values right.
     """
+    h, n_bins_f, miss_f = hist
+    classification, min_rows, min_weight = rules
     k = h.shape[2]
     best = -np.inf
     best_f = -1
@@ -167,8 +194,8 @@ def split_scale(total, classification):
 
 
 @numba.njit(**JIT)
-def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
-                        gain, feature, bin_, missing_left, left, right, total):
+def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol, out):
+    gain, feature, bin_, missing_left, left, right, total = out
     m, d, n_slots, k = hist.shape
     nb = n_slots - 1  # the last slot holds the missing values
     suffix = np.zeros((n_slots + 1, k))
@@ -176,6 +203,7 @@ def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
     n_bins_f = np.full(d, nb, np.int64)
     miss_f = np.full(d, nb, np.int64)
     features = np.arange(d)
+    rules = SplitRules(classification, min_rows, min_weight)
     for j in range(m):
         for c in range(k):
             acc = 0.0
@@ -184,8 +212,7 @@ def _best_splits_kernel(hist, classification, min_rows, min_weight, rtol,
             total[j, c] = acc
         q_p, scale = split_scale(total[j], classification)
         best, best_f, best_b, best_ml = scan_node(
-            hist[j], n_bins_f, miss_f, features, d, classification, min_rows, min_weight,
-            q_p, suffix, cur)
+            NodeHistogram(hist[j], n_bins_f, miss_f), features, d, rules, q_p, suffix, cur)
         if best_f < 0 or not best > rtol * scale:
             gain[j] = 0.0
             feature[j] = NO_NODE
@@ -288,6 +315,5 @@ def best_splits(
         total=np.zeros((m, k)),
     )
     _best_splits_kernel(hist, classification, float(min_leaf_rows), float(min_leaf_weight),
-                        float(rtol), out.gain, out.feature, out.bin, out.missing_left,
-                        out.left, out.right, out.total)
+                        float(rtol), out)
     return out

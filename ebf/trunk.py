@@ -35,6 +35,7 @@ from . import binning
 from .config import MAX_BINS
 from .grower import BinnedSource, grow_trunk
 from .histogram import n_stats, row_statistics
+from .routing import leaf_of, split_trees
 from .tree_validation import check_trunk, larger_child_left
 from .trunk_arrays import TrunkArrays
 
@@ -45,16 +46,9 @@ __all__ = ["Trunk", "TrunkArrays"]
 
 
 @numba.njit(**JIT)
-def _apply_raw(X, feature, threshold, missing_left, left, right, leaf_id, out):
+def _apply_raw(trees, leaf_id, X, out):  # pragma: no cover - jitted
     for i in range(X.shape[0]):
-        j = 0
-        while feature[j] >= 0:
-            x = X[i, feature[j]]
-            if x <= threshold[j] or (x != x and missing_left[j] != 0):
-                j = left[j]
-            else:
-                j = right[j]
-        out[i] = leaf_id[j]
+        out[i] = leaf_id[leaf_of(trees, 0, X, i, np.nan)]
 
 
 # ---------------------------------------------------------------------------- estimator
@@ -313,7 +307,7 @@ class Trunk(BaseEstimator):
         X = self._check_X(X, reset=False)
         t = self.trunk_
         out = np.empty(X.shape[0], INDEX)
-        _apply_raw(X, t.feature, t.threshold, t.missing_left, t.left, t.right, t.leaf_id, out)
+        _apply_raw(split_trees(t), t.leaf_id, X, out)
         return out
 
     # ------------------------------------------------------------------ rules

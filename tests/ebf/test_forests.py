@@ -217,6 +217,32 @@ def test_apply_matches_sklearn_and_naive(task):
                                       naive_apply(left, right, feat, thr, 0, Xt))
 
 
+@pytest.mark.parametrize("splitter", ["hist", "exact"])
+def test_forest_kernel_outputs_are_reductions_of_the_leaves(splitter):
+    # the one forest kernel writes leaves, mean, moments or components; each must be the
+    # plain-NumPy reduction of the leaves it routed to, missing values included
+    X, y = _regression(400)
+    X[np.random.default_rng(1).random(X.shape) < 0.1] = np.nan
+    f = cart_fit.fit_cart_forest(X, y, None, task="regression", n_estimators=6, entropy=2,
+                                 splitter=splitter, min_samples_leaf=3)
+    Xt = np.vstack([X[:100], np.full((3, X.shape[1]), np.nan)])
+    leaves = cart.apply(f, Xt)
+    for t in range(f.n_trees):
+        left, right, feat, thr, sl = _tree_arrays(f, t)
+        np.testing.assert_array_equal(leaves[:, t] - f.offsets[t], naive_apply(
+            left, right, feat, thr, 0, Xt, f.missing_left[sl]))
+    floor = float(np.quantile(f.variance, 0.3))
+    m, v = f.value[leaves, 0], np.maximum(f.variance[leaves], floor)
+    means, variances = cart.leaf_components(f, Xt, floor)
+    np.testing.assert_array_equal(means, m)
+    np.testing.assert_array_equal(variances, v)
+    mean, spread, within = cart.regression_moments(f, Xt, floor)
+    np.testing.assert_allclose(mean, m.mean(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(spread, m.var(axis=1), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(within, v.mean(axis=1), rtol=1e-13)
+    np.testing.assert_array_equal(cart.mean_value(f, Xt)[:, 0], mean)
+
+
 def test_leaf_mean_and_variance_match_naive():
     X, y = _regression(250)
     y = y + 1e6  # a large offset: one-pass E[y^2] - E[y]^2 would lose most digits
