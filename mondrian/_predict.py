@@ -25,6 +25,7 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, summarise_row
 
+from ._records import MondrianTree, Predictor, child
 from .config import PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
 from .posterior import edge_variance, noise_at
@@ -53,15 +54,13 @@ N_NODE_PARAMS = 13
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
 
 
-def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
-    """The predictor ``(T, C, B64, B32)`` of a tree whose slots are listed in ``order``
-    (depth-first preorder, left subtrees first)."""
+def pack_predictor(tree: MondrianTree, order: np.ndarray) -> Predictor:
+    """The predictor ``(T, C, B64, B32)`` of a tree (:class:`._records.MondrianTree`) whose
+    slots are listed in ``order`` (depth-first preorder, left subtrees first)."""
     n = order.shape[0]
-    T = np.empty(n)
-    C = np.empty((n, 2), np.int32)
-    box = np.empty((n, EXTENT + 2 * lower.shape[1]), np.float32)
-    R = (T, C, box.view(np.float64), box)
-    _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order, *R)
+    box = np.empty((n, EXTENT + 2 * tree.lower.shape[1]), np.float32)
+    R = Predictor(np.empty(n), np.empty((n, 2), np.int32), box.view(np.float64), box)
+    _fill_predictor(tree, order, R)
     return R
 
 
@@ -71,8 +70,10 @@ def predictor_nbytes(R) -> int:
 
 
 @numba.njit(**JIT)
-def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order,
-                    T, C, B64, B32):
+def _fill_predictor(tree, order, R):
+    left, right, parent, tau, lower, upper = (tree.left, tree.right, tree.parent, tree.tau,
+                                              tree.lower, tree.upper)
+    T, C, B64, B32 = R
     n = order.shape[0]
     D = lower.shape[1]
     B32i = B32.view(np.int32)
@@ -89,8 +90,8 @@ def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, 
             if new[left[j]] != k + 1:
                 raise ValueError("predictor order must be a preorder with left subtrees first")
             C[k, RIGHT] = new[right[j]]
-            C[k, FEATURE] = feature[j]
-            T[k] = threshold[j]
+            C[k, FEATURE] = tree.feature[j]
+            T[k] = tree.threshold[j]
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
         B64[k, DELTA] = tau[j] - tau_parent
         for d in range(D):
@@ -109,15 +110,19 @@ def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, 
 
 
 @numba.njit(**JIT)
-def exact_parameters(order, parent, tau, gamma1, gamma2, noise_var, post_mean, post_var,
-                     down_mean, belief_var, up_lam, up_eta):
+def exact_parameters(order, tree, prior, noise_var, messages):
     """Per-node parameter matrix ``P`` of the exact posterior, rows in predictor ``order``.
 
-    Inputs are in slot order: the belief-propagation outputs (``post_var`` without the
-    noise; ``belief_var`` the variance of the message from outside each subtree plus the
-    edge), the split times and ``noise_var``, the forest's noise variance or one per node
-    (``posterior.noise_at``). One pass, no temporaries: ``P[k]`` is node ``order[k]``.
+    Inputs are in slot order: the belief-propagation ``messages``
+    (:class:`._records.Messages`; ``var`` without the noise, ``down_var`` the variance of
+    the message from outside each subtree plus the edge), the split times and parents of
+    ``tree``, the edge scales of ``prior`` and ``noise_var``, the forest's noise variance or
+    one per node (``posterior.noise_at``). One pass, no temporaries: ``P[k]`` is node
+    ``order[k]``.
     """
+    parent, tau = tree.parent, tree.tau
+    gamma1, gamma2 = prior.gamma1, prior.gamma2
+    post_mean, post_var, down_mean, belief_var, up_lam, up_eta = messages
     n = order.shape[0]
     P = np.zeros((n, N_NODE_PARAMS))
     for k in range(n):
@@ -466,10 +471,12 @@ def leaf_positions(X, R, out):
 
 
 @numba.njit(**JIT)
-def apply_tree(X, left, right, feature, threshold, root, out):
-    """Leaf slot of every row (plain descent, ignoring branch-off)."""
+def apply_tree(X, tree, root, out):
+    """Leaf slot of every row in ``tree`` (:class:`._records.MondrianTree`; plain descent,
+    ignoring branch-off)."""
     for i in range(X.shape[0]):
+        x = X[i]
         j = root
-        while left[j] != NO_NODE:
-            j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
+        while tree.left[j] != NO_NODE:
+            j = child(tree, j, x)
         out[i] = j

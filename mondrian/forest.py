@@ -53,6 +53,7 @@ from ._predict import (
     OFF_MEAN,
     OFF_VAR,
 )
+from ._records import Messages, Prior
 from ._tree import TreeArrays
 from .config import NODE_REG_STATS
 from .ikn import ikn_posterior
@@ -260,15 +261,10 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
             noise = np.empty(n)
             node_noise_variance(tree.stats, n, h["noise_var"], NOISE_PRIOR_SHAPE, noise)
         if exact:
-            post_mean, post_var, down_mean, belief_var = (np.empty(n) for _ in range(4))
-            up_lam, up_eta = np.zeros(n), np.zeros(n)
-            belief_propagation(tree.left, tree.right, tree.parent, tree.tau, tree.stats,
-                               tree.root, n, h["mu_H"], h["gamma1"], h["gamma2"],
-                               noise, post_mean, post_var, down_mean, belief_var,
-                               up_lam, up_eta)
-            P = _predict.exact_parameters(order, tree.parent, tree.tau, h["gamma1"],
-                                          h["gamma2"], noise, post_mean, post_var,
-                                          down_mean, belief_var, up_lam, up_eta)
+            record, prior = tree.record(), Prior(h["mu_H"], h["gamma1"], h["gamma2"])
+            messages = Messages.empty(n)
+            belief_propagation(record, tree.root, n, prior, noise, messages)
+            P = _predict.exact_parameters(order, record, prior, noise, messages)
         else:
             P = np.zeros((n, N_NODE_PARAMS))
             parent = tree.parent[:n]
