@@ -50,10 +50,8 @@ class TreeArrays:
     root: int = 0
     n_nodes: int = 0
 
-    ARRAYS = (
-        "left", "right", "parent", "feature", "threshold", "tau",
-        "lower", "upper", "stats", "leaf_head", "pt_next",
-    )
+    #: The arrays, in the order of the kernels' record (``pt_next`` last: one per row).
+    ARRAYS = MondrianTree._fields
 
     @classmethod
     def empty(cls, n_features: int, n_stats: int, n_points: int) -> TreeArrays:
