@@ -269,8 +269,7 @@ class _BaseMondrianForest(BaseEstimator):
     def _predictor(tree: TreeArrays) -> tuple[np.ndarray, tuple]:
         """Preorder of the live slots and the packed predictor record ``R``."""
         order = preorder(tree.left, tree.right, tree.root, tree.n_nodes)
-        R = _predict.pack_predictor(tree.left, tree.right, tree.parent, tree.feature,
-                                    tree.threshold, tree.tau, tree.lower, tree.upper, order)
+        R = _predict.pack_predictor(tree.record(), order)
         return order, R
 
     def apply(self, X: Any) -> np.ndarray:
@@ -285,8 +284,7 @@ class _BaseMondrianForest(BaseEstimator):
         for t in range(len(self.trees_)):
             tree = self._tree_arrays(t)
             col = np.empty(Xs.shape[0], INDEX)
-            _predict.apply_tree(Xs, tree.left, tree.right, tree.feature, tree.threshold,
-                                tree.root, col)
+            _predict.apply_tree(Xs, tree.record(), tree.root, col)
             out[:, t] = col
         return out
 

@@ -32,6 +32,7 @@ compact tree are those of the full tree, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -42,9 +43,24 @@ from basics.jit import JIT
 from basics.tasks import REGRESSION, task_code
 from basics.validation import state_array
 
+from ._records import MondrianTree
 from ._tree import TreeArrays
 
-__all__ = ["CompactTree", "PredictOnlyError", "compact_state"]
+__all__ = ["CompactNodes", "CompactTree", "PredictOnlyError", "compact_state"]
+
+
+class CompactNodes(NamedTuple):
+    """The arrays of a compact tree as :func:`expand_nodes` reads them: ``feature`` (int64,
+    preorder, ``-1`` at leaves), ``threshold`` and ``tau`` per internal node, ``lower``,
+    ``upper`` (float32) and ``counts`` (float64, one column per class; one for regression)
+    per leaf."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    tau: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    counts: np.ndarray
 
 
 class PredictOnlyError(ValueError):
@@ -93,15 +109,20 @@ def preorder_structure(feature, n_features, right):
 
 
 @numba.njit(**JIT)
-def expand_nodes(feature, right, threshold_in, tau_in, lower_in, upper_in, counts_in,
-                 leaf_tau, ikn, left, parent, threshold, tau, lower, upper, counts):
-    """Per-node arrays of a checked preorder tree (:func:`preorder_structure`).
+def expand_nodes(nodes, leaf_tau, ikn, out):
+    """Per-node arrays of a checked preorder tree ``nodes`` (:class:`CompactNodes`,
+    :func:`preorder_structure`) into ``out`` (:class:`._records.MondrianTree`, whose
+    ``right`` is already filled; ``stats`` receives the counts).
 
     Leaves take their rows of the per-leaf inputs and the split time ``leaf_tau``; internal
     nodes their rows of the per-internal-node inputs, then, bottom-up (reverse preorder),
     the union of their children's boxes and their counts: the sum of the children's, or with
     ``ikn`` the IKN counts ``min(c_left, 1) + min(c_right, 1)`` (thesis Alg. 5.3).
     """
+    feature, threshold_in, tau_in, lower_in, upper_in, counts_in = nodes
+    left, right, parent, threshold, tau = (out.left, out.right, out.parent, out.threshold,
+                                           out.tau)
+    lower, upper, counts = out.lower, out.upper, out.stats
     n = feature.shape[0]
     D = lower.shape[1]
     K = counts.shape[1]
@@ -203,17 +224,16 @@ class CompactTree:
         preorder_structure(feature, D, right)
         counts_in = self.counts.astype(np.float64).reshape(self.n_leaves, -1)
         K = counts_in.shape[1]
-        left, parent = np.empty(n, INDEX), np.empty(n, INDEX)
-        threshold, tau = np.empty(n), np.empty(n)
-        lower, upper = np.empty((n, D)), np.empty((n, D))
-        counts = np.empty((n, K))
-        expand_nodes(feature, right, self.threshold, self.tau, self.lower, self.upper,
-                     counts_in, float(self.leaf_tau), task != REGRESSION, left, parent,
-                     threshold, tau, lower, upper, counts)
-        stats = counts if self.sums is None else np.column_stack([counts, self.sums])
-        empty = np.empty(0, INDEX)
-        return TreeArrays(left, right, parent, feature, threshold, tau, lower, upper,
-                          np.ascontiguousarray(stats), empty, empty, root=0, n_nodes=n)
+        out = MondrianTree.of(left=np.empty(n, INDEX), right=right, parent=np.empty(n, INDEX),
+                              feature=feature, threshold=np.empty(n), tau=np.empty(n),
+                              lower=np.empty((n, D)), upper=np.empty((n, D)),
+                              stats=np.empty((n, K)))
+        nodes = CompactNodes(feature, self.threshold, self.tau, self.lower, self.upper,
+                             counts_in)
+        expand_nodes(nodes, float(self.leaf_tau), task != REGRESSION, out)
+        stats = out.stats if self.sums is None else np.column_stack([out.stats, self.sums])
+        return TreeArrays(**out._replace(stats=np.ascontiguousarray(stats))._asdict(),
+                          root=0, n_nodes=n)
 
     @classmethod
     def from_state(cls, state: dict, n_features: int, n_stats: int, n_points: int,

@@ -20,6 +20,7 @@ own that no training point shares (the tree's "unseen" column).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -27,6 +28,54 @@ import numpy as np
 from basics.flat_tree import NO_NODE, preorder
 from basics.hashing import GOLDEN, mix64, uniform53
 from basics.jit import JIT
+
+from ._records import child
+
+
+class Partition(NamedTuple):
+    """One tree's partition at width ``lam`` as :func:`cells` reads it: ``column``, the cell
+    number of every node slot (``NO_NODE`` if not a cell), ``unseen`` the column of a
+    cut-off row, and ``seed`` the tree's hash seed (uint64)."""
+
+    column: np.ndarray
+    unseen: int
+    lam: float
+    seed: np.uint64
+
+
+class Cuts(NamedTuple):
+    """The cuts of the width sweep in time order, cut ``e`` of node ``node[e]`` of partition
+    ``tree[e]``, and the forest's nodes (global ids, over the partitions back to back):
+    children ``left`` / ``right`` (global ids too), and the training rows of node ``j`` of
+    partition ``t``, ``rows[t, start[j]:stop[j]]``."""
+
+    tree: np.ndarray
+    node: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    rows: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+
+
+class Cells(NamedTuple):
+    """The cells of the sweep so far: ``cell_of[r, t]``, the slot of row ``r``'s cell in
+    partition ``t``, and ``node_slot``, the slot of every cell node (``-1`` otherwise)."""
+
+    cell_of: np.ndarray
+    node_slot: np.ndarray
+
+
+class Ridge(NamedTuple):
+    """The exact sweep's ridge state: ``A``, the inverse of ``G = Phi'Phi + delta I`` over
+    the active slots, ``B = Phi'Y``, the labels ``Y``, the ridge ``delta`` and ``work``,
+    scratch of shape (8, capacity)."""
+
+    A: np.ndarray
+    B: np.ndarray
+    Y: np.ndarray
+    delta: float
+    work: np.ndarray
 
 
 @numba.njit(inline="always", **JIT)
@@ -40,19 +89,21 @@ def row_hash(seed, bits, i):
 
 
 @numba.njit(**JIT)
-def cells(X, bits, left, right, feature, threshold, tau, lower, upper, root, column, unseen,
-          lam, seed, out):  # pragma: no cover - numba
-    """The cell of every row of ``X`` in one tree's partition at width ``lam``.
+def cells(X, bits, tree, root, part, out):  # pragma: no cover - numba
+    """The cell of every row of ``X`` in one tree's partition ``part`` (:class:`Partition`)
+    at width ``part.lam``.
 
     Descends from the root; at node ``j`` (parent time ``tau_p``), a row at L1 distance
     ``E > 0`` from the box is cut off at time ``tau_p + Exp(E)`` if that comes before
     ``min(tau_j, lam)``, and then gets ``unseen``; otherwise a cell ``j`` gives
-    ``column[j]`` and an earlier split sends the row on by its threshold. ``bits`` is ``X``
-    viewed as uint64 (the hash input), ``seed`` the tree's hash seed.
+    ``column[j]`` and an earlier split sends the row on by its threshold (:func:`child`).
+    ``bits`` is ``X`` viewed as uint64 (the hash input), ``tree`` the partition's
+    :class:`._records.MondrianTree`.
     """
     n_features = X.shape[1]
+    lower, upper, tau, column, lam = tree.lower, tree.upper, tree.tau, part.column, part.lam
     for i in range(X.shape[0]):
-        h = row_hash(seed, bits, i)
+        h = row_hash(part.seed, bits, i)
         j = root
         tau_p = 0.0
         while True:
@@ -63,25 +114,27 @@ def cells(X, bits, left, right, feature, threshold, tau, lower, upper, root, col
             if rate > 0.0:
                 s = tau_p - math.log(uniform53(h, j)) / rate
                 if s < min(tau[j], lam):
-                    out[i] = unseen
+                    out[i] = part.unseen
                     break
             if column[j] != NO_NODE:
                 out[i] = column[j]
                 break
             tau_p = tau[j]
-            j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
+            j = child(tree, j, X[i])
 
 
 # ------------------------------------------------------------------------- the width sweep
 
 
 @numba.njit(**JIT)
-def node_row_ranges(left, right, root, n_nodes, leaf_head, pt_next, rows, start, stop):
-    """Training rows of every node as a range of one permutation (the tree layout).
+def node_row_ranges(tree, root, n_nodes, rows, start, stop):
+    """Training rows of every node of ``tree`` (:class:`._records.MondrianTree`) as a range
+    of one permutation.
 
     Writes into ``rows`` the rows of the leaves in preorder (each leaf's list as stored), so
     a node's rows are ``rows[start[j]:stop[j]]``; returns the number of rows written.
     """
+    left, right, leaf_head, pt_next = tree.left, tree.right, tree.leaf_head, tree.pt_next
     order = preorder(left, right, root, n_nodes)
     k = 0
     for j in order:
@@ -102,10 +155,14 @@ def node_row_ranges(left, right, root, n_nodes, leaf_head, pt_next, rows, start,
 
 
 @numba.njit(inline="always", **JIT)
-def _child_covariances(tree, lo, hi, rows, cell_of, w, g, nz, Y, yb):
-    """Covariances with the other partitions' cells of the child holding ``rows[lo:hi]``
-    (each shared row adds ``w = 1 / M``) into ``g``, the slots they touch into ``nz``
-    (returns how many), and the sum of the child's labels into ``yb``."""
+def _child_covariances(cuts, cell_of, tree, c, g, nz, Y, yb):
+    """Covariances with the other partitions' cells of the child ``c`` (a node of partition
+    ``tree``; each shared row adds ``w = 1 / M``) into ``g``, the slots they touch into
+    ``nz`` (returns how many), and the sum of the child's labels into ``yb``."""
+    w = 1.0 / cell_of.shape[1]
+    rows = cuts.rows[tree]
+    lo = cuts.start[c]
+    hi = cuts.stop[c]
     k = 0
     for c in range(yb.shape[0]):
         yb[c] = 0.0
@@ -142,15 +199,10 @@ def _times_a(A, n, acol, piv, g, nz, k, out):
 
 
 @numba.njit(**JIT)
-def sweep_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of, node_slot,
-               A, B, Y, n_active, delta, work):  # pragma: no cover - numba
-    """Apply the cuts ``e0 .. e1 - 1`` (in time order) to the ridge state (paper Sec. 4.2.1).
-
-    Node ids are global (``left`` / ``right`` hold global ids too); ``rows[t]``, ``start``,
-    ``stop`` give the training rows of every node of partition ``t``; ``cell_of[r, t]`` is
-    the slot of row ``r``'s cell in partition ``t``, ``node_slot`` the slot of every cell
-    node (-1 otherwise). ``A`` is the inverse of ``G = Phi'Phi + delta I`` over the active
-    slots ``0 .. n_active - 1``, ``B = Phi'Y``; ``work`` is scratch of shape (8, capacity).
+def sweep_cuts(cuts, e0, e1, cells, ridge, n_active):  # pragma: no cover - numba
+    """Apply the cuts ``e0 .. e1 - 1`` of ``cuts`` (:class:`Cuts`, in time order) to the
+    ``cells`` (:class:`Cells`) and the ridge state (:class:`Ridge`; paper Sec. 4.2.1), the
+    active slots being ``0 .. n_active - 1``.
 
     A cut of the cell in slot ``s`` removes ``s`` (the Schur complement ``A - a a' /
     A[s, s]``) and borders the left child into ``s`` and the right one into slot
@@ -158,6 +210,9 @@ def sweep_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of
     covariance is 0): one pass of a rank-3 update over ``A``. Returns ``(n_active, change of
     log det G)``, the change being ``log A[s, s] + log det S``.
     """
+    A, B, Y, delta, work = ridge
+    cell_of, node_slot = cells
+    left, right, start, stop = cuts.left, cuts.right, cuts.start, cuts.stop
     m = cell_of.shape[1]
     w = 1.0 / m
     scale = 1.0 / math.sqrt(m)
@@ -168,15 +223,15 @@ def sweep_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of
     yb = np.empty(Y.shape[1])
     dlogdet = 0.0
     for e in range(e0, e1):
-        t = ev_tree[e]
-        j = ev_node[e]
+        t = cuts.tree[e]
+        j = cuts.node[e]
         s = node_slot[j]
         n = n_active
         lj, rj = left[j], right[j]
-        kl = _child_covariances(t, start[lj], stop[lj], rows[t], cell_of, w, gl, nzl, Y, yb)
+        kl = _child_covariances(cuts, cell_of, t, lj, gl, nzl, Y, yb)
         for c in range(Y.shape[1]):
             B[s, c] = yb[c] * scale
-        kr = _child_covariances(t, start[rj], stop[rj], rows[t], cell_of, w, gr, nzr, Y, yb)
+        kr = _child_covariances(cuts, cell_of, t, rj, gr, nzr, Y, yb)
         for c in range(Y.shape[1]):
             B[n, c] = yb[c] * scale
         for a in range(n):
@@ -223,33 +278,34 @@ def sweep_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of
             gl[nzl[i]] = 0.0
         for i in range(kr):
             gr[nzr[i]] = 0.0
-        _relabel(t, j, lj, rj, s, n, rows, start, stop, cell_of, node_slot)
+        _relabel(cuts, cells, t, j, s, n)
         n_active = n + 1
     return n_active, dlogdet
 
 
 @numba.njit(inline="always", **JIT)
-def _relabel(t, j, lj, rj, s, n, rows, start, stop, cell_of, node_slot):
-    """After the cut of node ``j`` (slot ``s``): its left child takes slot ``s``, its right
-    child slot ``n``, and the rows of the right child move there."""
-    for i in range(start[rj], stop[rj]):
-        cell_of[rows[t][i], t] = n
-    node_slot[j] = -1
-    node_slot[lj] = s
-    node_slot[rj] = n
+def _relabel(cuts, cells, t, j, s, n):
+    """After the cut of node ``j`` of partition ``t`` (slot ``s``): its left child takes
+    slot ``s``, its right child slot ``n``, and the rows of the right child move there."""
+    rj = cuts.right[j]
+    rows = cuts.rows[t]
+    for i in range(cuts.start[rj], cuts.stop[rj]):
+        cells.cell_of[rows[i], t] = n
+    cells.node_slot[j] = -1
+    cells.node_slot[cuts.left[j]] = s
+    cells.node_slot[rj] = n
 
 
 @numba.njit(**JIT)
-def relabel_cuts(ev_tree, ev_node, e0, e1, left, right, rows, start, stop, cell_of,
-                 node_slot, W, n_active):  # pragma: no cover - numba
-    """Apply the cuts ``e0 .. e1 - 1`` to the cells only, for a gradient solver (paper Sec.
-    4.2.2): the right child's weights start as a copy of the cut cell's (the left child keeps
-    its slot and weights), so every prediction is unchanged. Returns ``n_active``."""
+def relabel_cuts(cuts, e0, e1, cells, W, n_active):  # pragma: no cover - numba
+    """Apply the cuts ``e0 .. e1 - 1`` of ``cuts`` to the ``cells`` only, for a gradient
+    solver (paper Sec. 4.2.2): the right child's weights start as a copy of the cut cell's
+    (the left child keeps its slot and weights), so every prediction is unchanged. Returns
+    ``n_active``."""
     for e in range(e0, e1):
-        j = ev_node[e]
-        s = node_slot[j]
-        _relabel(ev_tree[e], j, left[j], right[j], s, n_active, rows, start, stop, cell_of,
-                 node_slot)
+        j = cuts.node[e]
+        s = cells.node_slot[j]
+        _relabel(cuts, cells, cuts.tree[e], j, s, n_active)
         for c in range(W.shape[1]):
             W[n_active, c] = W[s, c]
         n_active += 1

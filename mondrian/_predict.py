@@ -3,9 +3,9 @@
 A test point x may "branch off" the tree just above any node j of its path, with
 probability p_j(x) = 1 - exp(-Delta_j * eta_j(x)) given that it has not branched off
 earlier, where Delta_j = tau_j - tau_parent(j) and eta_j(x) is the distance from x to the
-data extent of j (paper Alg. 5; thesis eq. 5.6-5.7, Alg. 5.8). One descent serves both
-tasks: regression writes a Gaussian component per node, classification mixes IKN
-posterior rows.
+data extent of j (paper Alg. 5; thesis eq. 5.6-5.7, Alg. 5.8). One descent
+(:func:`_path`) serves both tasks: regression writes a Gaussian component per node of the
+path, classification mixes IKN posterior rows.
 
 The kernels read a *predictor*: the growing arrays of a tree packed into rows per node
 (``R``, nodes renumbered in depth-first preorder, root first): a compact routing record
@@ -18,6 +18,8 @@ rebuilt lazily after a tree changes, together with the posterior.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -25,11 +27,13 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, summarise_row
 
+from ._records import MondrianTree, Predictor, child
 from .config import PREDICT_JIT
 from .ikn import branch_off_G, expected_discount
 from .posterior import edge_variance, noise_at
 
-#: A predictor ``R`` is a tuple ``(T, C, B64, B32)`` with one row per node, nodes in
+#: A predictor ``R`` is a :class:`._records.Predictor` ``(T, C, B64, B32)`` (fields
+#: ``threshold``, ``links``, ``gap``, ``box``) with one row per node, nodes in
 #: depth-first preorder (root first, a left child right after its parent). The routing part
 #: is compact, so a descent touches few cache lines: ``T`` float64 thresholds (exact
 #: routing) and ``C`` int32 columns RIGHT (-1 at a leaf; the left child of node k is
@@ -53,15 +57,13 @@ N_NODE_PARAMS = 13
 EXACT, GAMMA1, GAMMA2, NOISE, SIG_LIFETIME = range(5)
 
 
-def pack_predictor(left, right, parent, feature, threshold, tau, lower, upper, order):
-    """The predictor ``(T, C, B64, B32)`` of a tree whose slots are listed in ``order``
-    (depth-first preorder, left subtrees first)."""
+def pack_predictor(tree: MondrianTree, order: np.ndarray) -> Predictor:
+    """The predictor ``(T, C, B64, B32)`` of a tree (:class:`._records.MondrianTree`) whose
+    slots are listed in ``order`` (depth-first preorder, left subtrees first)."""
     n = order.shape[0]
-    T = np.empty(n)
-    C = np.empty((n, 2), np.int32)
-    box = np.empty((n, EXTENT + 2 * lower.shape[1]), np.float32)
-    R = (T, C, box.view(np.float64), box)
-    _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order, *R)
+    box = np.empty((n, EXTENT + 2 * tree.lower.shape[1]), np.float32)
+    R = Predictor(np.empty(n), np.empty((n, 2), np.int32), box.view(np.float64), box)
+    _fill_predictor(tree, order, R)
     return R
 
 
@@ -71,8 +73,10 @@ def predictor_nbytes(R) -> int:
 
 
 @numba.njit(**JIT)
-def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, order,
-                    T, C, B64, B32):
+def _fill_predictor(tree, order, R):
+    left, right, parent, tau, lower, upper = (tree.left, tree.right, tree.parent, tree.tau,
+                                              tree.lower, tree.upper)
+    T, C, B64, B32 = R
     n = order.shape[0]
     D = lower.shape[1]
     B32i = B32.view(np.int32)
@@ -89,8 +93,8 @@ def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, 
             if new[left[j]] != k + 1:
                 raise ValueError("predictor order must be a preorder with left subtrees first")
             C[k, RIGHT] = new[right[j]]
-            C[k, FEATURE] = feature[j]
-            T[k] = threshold[j]
+            C[k, FEATURE] = tree.feature[j]
+            T[k] = tree.threshold[j]
         tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
         B64[k, DELTA] = tau[j] - tau_parent
         for d in range(D):
@@ -109,15 +113,19 @@ def _fill_predictor(left, right, parent, feature, threshold, tau, lower, upper, 
 
 
 @numba.njit(**JIT)
-def exact_parameters(order, parent, tau, gamma1, gamma2, noise_var, post_mean, post_var,
-                     down_mean, belief_var, up_lam, up_eta):
+def exact_parameters(order, tree, prior, noise_var, messages):
     """Per-node parameter matrix ``P`` of the exact posterior, rows in predictor ``order``.
 
-    Inputs are in slot order: the belief-propagation outputs (``post_var`` without the
-    noise; ``belief_var`` the variance of the message from outside each subtree plus the
-    edge), the split times and ``noise_var``, the forest's noise variance or one per node
-    (``posterior.noise_at``). One pass, no temporaries: ``P[k]`` is node ``order[k]``.
+    Inputs are in slot order: the belief-propagation ``messages``
+    (:class:`._records.Messages`; ``var`` without the noise, ``down_var`` the variance of
+    the message from outside each subtree plus the edge), the split times and parents of
+    ``tree``, the edge scales of ``prior`` and ``noise_var``, the forest's noise variance or
+    one per node (``posterior.noise_at``). One pass, no temporaries: ``P[k]`` is node
+    ``order[k]``.
     """
+    parent, tau = tree.parent, tree.tau
+    gamma1, gamma2 = prior.gamma1, prior.gamma2
+    post_mean, post_var, down_mean, belief_var, up_lam, up_eta = messages
     n = order.shape[0]
     P = np.zeros((n, N_NODE_PARAMS))
     for k in range(n):
@@ -232,68 +240,97 @@ def _off_component(j, eta, delta, p, P, h):
     return m1, m2 - m1 * m1
 
 
+@numba.njit(inline="always", **JIT)
+def _path(R, x, nodes):
+    """The one descent of the predictor: the positions of the nodes ``x`` passes from the
+    root to its leaf into ``nodes`` (at least :func:`path_bound` long); returns how many
+    (the leaf last). The walks that mix the branch-off events (paper Alg. 5) read them in
+    order, each computing the event probabilities of a node (:func:`_branch_off`) where it
+    uses them."""
+    j = 0
+    k = 0
+    while True:
+        nodes[k] = j
+        k += 1
+        if _is_leaf(R, j):
+            return k
+        j = _child(R, j, x)
+
+
 @numba.njit(**PREDICT_JIT)
-def regression_moments(X, R, P, h, out_m1, out_m2):
-    """Add one tree's predictive first and second moments, eq. (3)-(4), to the outputs."""
+def regression_moments(X, posterior, out_m1, out_m2):
+    """Add one tree's predictive first and second moments, eq. (3)-(4), to the outputs
+    (``posterior`` its ``(R, P, h)``)."""
+    R, P, h = posterior
+    nodes = np.empty(path_bound(R), INDEX)
     for i in range(X.shape[0]):
         x = X[i]
-        j = 0
+        n = _path(R, x, nodes)
         not_separated = 1.0
         m1 = 0.0
         m2 = 0.0
-        while True:
+        for k in range(n):
+            j = nodes[k]
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 w = not_separated * p
                 om, ov = _off_component(j, eta, delta, p, P, h)
                 m1 += w * om
                 m2 += w * (ov + om * om)
-            if _is_leaf(R, j):
+            if k == n - 1:
                 w = not_separated * (1.0 - p)
                 m1 += w * P[j, NODE_MEAN]
                 m2 += w * (P[j, NODE_VAR] + P[j, NODE_MEAN] ** 2)
-                break
             not_separated *= 1.0 - p
-            j = _child(R, j, x)
         out_m1[i] += m1
         out_m2[i] += m2
 
 
+class Components(NamedTuple):
+    """Mixture components in flat arrays: ``weight``, ``mean``, ``var``."""
+
+    weight: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+
+
 @numba.njit(inline="always", **JIT)
-def _tree_components(x, R, P, h, tree_weight, W, M, V, c):
-    """Write one tree's mixture components (eq. 3) for the row ``x`` into ``W, M, V`` from
-    column ``c`` on; return the next free column. Components get weight
-    ``tree_weight * w_j`` (eq. 5 with equal tree weights)."""
-    j = 0
+def _tree_components(x, R, P, h, tree_weight, nodes, out, c):
+    """Write one tree's mixture components (eq. 3) for the row ``x`` into ``out``
+    (:class:`Components`) from column ``c`` on (``nodes``: scratch of :func:`_path`);
+    return the next free column. Components get weight ``tree_weight * w_j`` (eq. 5 with
+    equal tree weights)."""
+    n = _path(R, x, nodes)
     not_separated = 1.0
-    while True:
+    for k in range(n):
+        j = nodes[k]
         p, eta, delta = _branch_off(R, j, x)
         if p > 0.0:
-            W[c] = tree_weight * not_separated * p
-            M[c], V[c] = _off_component(j, eta, delta, p, P, h)
+            out.weight[c] = tree_weight * not_separated * p
+            out.mean[c], out.var[c] = _off_component(j, eta, delta, p, P, h)
             c += 1
-        if _is_leaf(R, j):
-            if p < 1.0:
-                W[c] = tree_weight * not_separated * (1.0 - p)
-                M[c] = P[j, NODE_MEAN]
-                V[c] = P[j, NODE_VAR]
-                c += 1
-            break
+        if k == n - 1 and p < 1.0:
+            out.weight[c] = tree_weight * not_separated * (1.0 - p)
+            out.mean[c] = P[j, NODE_MEAN]
+            out.var[c] = P[j, NODE_VAR]
+            c += 1
         not_separated *= 1.0 - p
-        j = _child(R, j, x)
     return c
 
 
 @numba.njit(**PREDICT_JIT)
-def _tree_rows(X, R, P, h, tree_weight, first, bound, W, M, V, pos, start, stop):
-    """One tree's components for rows ``first, first + 1, ...`` appended to the flat arrays
-    ``W, M, V`` from ``pos`` on (row i's at ``start[i]:stop[i]``) while ``bound`` more slots
-    fit; return ``(next row, next free slot)``."""
+def _tree_rows(X, posterior, tree_weight, nodes, out, span, first, pos):
+    """One tree's components (``posterior`` its ``(R, P, h)``) for rows ``first, first + 1,
+    ...`` appended to ``out`` (:class:`Components`) from ``pos`` on (row i's at
+    ``span[0, i]:span[1, i]``) while the components of a longest path (``nodes``' size:
+    :func:`path_bound`) fit; return ``(next row, next free slot)``."""
+    R, P, h = posterior
+    bound = nodes.shape[0]
     i = first
-    while i < X.shape[0] and pos + bound <= W.shape[0]:
-        start[i] = pos
-        pos = _tree_components(X[i], R, P, h, tree_weight, W, M, V, pos)
-        stop[i] = pos
+    while i < X.shape[0] and pos + bound <= out.weight.shape[0]:
+        span[0, i] = pos
+        pos = _tree_components(X[i], R, P, h, tree_weight, nodes, out, pos)
+        span[1, i] = pos
         i += 1
     return i, pos
 
@@ -327,43 +364,38 @@ def path_bound(R):
 @numba.njit(**JIT)
 def _flat_components(X, trees, bounds):
     """Every row's components of every tree, tree by tree (a tree's nodes stay in cache over
-    the rows), appended to flat arrays: ``(W, M, V, start, stop)``, row i's components of
-    tree t at ``start[t, i]:stop[t, i]`` (at most ``bounds[t]``, :func:`path_bound`). One
+    the rows), appended to flat arrays: ``(Components, spans)``, row i's components of tree
+    t at ``spans[0, t, i]:spans[1, t, i]`` (at most ``bounds[t]``, :func:`path_bound`). One
     walk per tree and row, no count pass."""
     n = X.shape[0]
     n_trees = len(trees)
     tree_weight = 1.0 / n_trees
     cap = max(16, 2 * n * n_trees)
-    W = np.empty(cap)
-    M = np.empty(cap)
-    V = np.empty(cap)
-    start = np.empty((n_trees, n), INDEX)
-    stop = np.empty((n_trees, n), INDEX)
+    out = Components(np.empty(cap), np.empty(cap), np.empty(cap))
+    spans = np.empty((2, n_trees, n), INDEX)
     pos = 0
     for t in range(n_trees):
-        R, P, h = trees[t]
+        nodes = np.empty(bounds[t], INDEX)
         i = 0
         while i < n:
-            i, pos = _tree_rows(X, R, P, h, tree_weight, i, bounds[t], W, M, V, pos,
-                                start[t], stop[t])
+            i, pos = _tree_rows(X, trees[t], tree_weight, nodes, out, spans[:, t], i, pos)
             if i < n:  # full: double the scratch
-                size = 2 * W.shape[0]
-                W = _grown(W, size)
-                M = _grown(M, size)
-                V = _grown(V, size)
-    return W, M, V, start, stop
+                size = 2 * out.weight.shape[0]
+                out = Components(_grown(out.weight, size), _grown(out.mean, size),
+                                 _grown(out.var, size))
+    return out, spans
 
 
 @numba.njit(inline="always", **JIT)
-def _row_components(W, M, V, start, stop, i, rw, rm, rv):
-    """Row ``i``'s components of :func:`_flat_components` in tree order into ``rw, rm, rv``;
+def _row_components(flat, spans, i, row):
+    """Row ``i``'s components of :func:`_flat_components` in tree order into ``row``;
     return their number."""
     c = 0
-    for t in range(start.shape[0]):
-        for k in range(start[t, i], stop[t, i]):
-            rw[c] = W[k]
-            rm[c] = M[k]
-            rv[c] = V[k]
+    for t in range(spans.shape[1]):
+        for k in range(spans[0, t, i], spans[1, t, i]):
+            row.weight[c] = flat.weight[k]
+            row.mean[c] = flat.mean[k]
+            row.var[c] = flat.var[k]
             c += 1
     return c
 
@@ -374,40 +406,41 @@ def regression_mixture(X, trees, bounds):
     (weight 0, mean 0, variance 1), at one walk per tree and row (:func:`_flat_components`):
     row by row, tree by tree, the components of eq. (3) along the path (eq. 5: equal tree
     weights)."""
-    W, M, V, start, stop = _flat_components(X, trees, bounds)
-    n_trees, n = start.shape
+    flat, spans = _flat_components(X, trees, bounds)
+    n_trees, n = spans.shape[1], spans.shape[2]
     width = 1
     for i in range(n):
         c = 0
         for t in range(n_trees):
-            c += stop[t, i] - start[t, i]
+            c += spans[1, t, i] - spans[0, t, i]
         width = max(width, c)
     Wo = np.zeros((n, width))
     Mo = np.zeros((n, width))
     Vo = np.ones((n, width))
     for i in range(n):
-        _row_components(W, M, V, start, stop, i, Wo[i], Mo[i], Vo[i])
+        _row_components(flat, spans, i, Components(Wo[i], Mo[i], Vo[i]))
     return Wo, Mo, Vo
 
 
 @numba.njit(**JIT)
-def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out, var_out,
-                       q_out, errors):
+def regression_summary(X, trees, bounds, levels, out, errors):
     """Mean, variance and quantiles of every row's forest mixture, without building it.
 
-    Each row's components (:func:`_flat_components`) are gathered in tree order and
-    summarised (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The
-    numbers are those of :func:`regression_mixture` and :func:`basics.mixture.summarize` of
-    it, bit for bit, without the padded arrays.
+    ``levels`` is ``(levels, z_level, z_reflected)`` of ``basics.mixture.solver_levels``,
+    ``out`` the outputs ``(mean, var, quantiles)``. Each row's components
+    (:func:`_flat_components`) are gathered in tree order and summarised
+    (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The numbers are
+    those of :func:`regression_mixture` and :func:`basics.mixture.summarize` of it, bit for
+    bit, without the padded arrays.
     """
-    W, M, V, start, stop = _flat_components(X, trees, bounds)
-    n_trees, n = start.shape
+    levels, z_level, z_reflected = levels
+    mean_out, var_out, q_out = out
+    flat, spans = _flat_components(X, trees, bounds)
+    n_trees, n = spans.shape[1], spans.shape[2]
     width = 0
     for t in range(n_trees):
         width += bounds[t]
-    rw = np.empty(width)
-    rm = np.empty(width)
-    rv = np.empty(width)
+    row = Components(np.empty(width), np.empty(width), np.empty(width))
     cw = np.empty(width)
     cm = np.empty(width)
     cv = np.empty(width)
@@ -416,8 +449,9 @@ def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out,
     errors[FIRST_ZERO_ROW] = -1
     one_row = levels.shape[0] == 1
     for i in range(n):
-        c = _row_components(W, M, V, start, stop, i, rw, rm, rv)
-        n_live, mean, var = normalise_raw_row(rw, rm, rv, c, i, cw, cm, cv, cs, errors)
+        c = _row_components(flat, spans, i, row)
+        n_live, mean, var = normalise_raw_row(row.weight, row.mean, row.var, c, i, cw, cm, cv,
+                                              cs, errors)
         mean_out[i] = mean
         var_out[i] = var
         summarise_row(n_live, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected,
@@ -425,51 +459,52 @@ def regression_summary(X, trees, bounds, levels, z_level, z_reflected, mean_out,
 
 
 @numba.njit(**PREDICT_JIT)
-def classification_proba(X, R, counts, G, G_parent, gamma, out):
+def classification_proba(X, posterior, gamma, out):
     """Add one tree's class probabilities (thesis Alg. 5.8) to ``out``.
 
-    ``counts``, ``G`` and ``G_parent`` (the posterior of each node's parent, the uniform
-    base measure for the root) are in predictor order.
+    ``posterior`` is ``(R, counts, G, G_parent)``: the predictor, and in its order the
+    counts, the posterior ``G`` of every node and ``G_parent``, its parent's (the uniform
+    base measure for the root).
     """
+    R, counts, G, G_parent = posterior
     n_classes = counts.shape[1]
     g_new = np.empty(n_classes)
+    nodes = np.empty(path_bound(R), INDEX)
     for i in range(X.shape[0]):
         x = X[i]
-        j = 0
+        n = _path(R, x, nodes)
         not_separated = 1.0
-        while True:
+        for k in range(n):
+            j = nodes[k]
             p, eta, delta = _branch_off(R, j, x)
             if p > 0.0:
                 dbar = expected_discount(eta, delta, gamma)
                 branch_off_G(G_parent[j], counts[j], dbar, g_new)
                 w = not_separated * p
-                for k in range(n_classes):
-                    out[i, k] += w * g_new[k]
-            if _is_leaf(R, j):
+                for c in range(n_classes):
+                    out[i, c] += w * g_new[c]
+            if k == n - 1:
                 w = not_separated * (1.0 - p)
-                for k in range(n_classes):
-                    out[i, k] += w * G[j, k]
-                break
+                for c in range(n_classes):
+                    out[i, c] += w * G[j, c]
             not_separated *= 1.0 - p
-            j = _child(R, j, x)
 
 
 @numba.njit(**JIT)
 def leaf_positions(X, R, out):
     """Predictor (depth-first preorder) position of every row's leaf, by plain descent."""
+    nodes = np.empty(path_bound(R), INDEX)
     for i in range(X.shape[0]):
-        x = X[i]
-        j = 0
-        while not _is_leaf(R, j):
-            j = _child(R, j, x)
-        out[i] = j
+        out[i] = nodes[_path(R, X[i], nodes) - 1]
 
 
 @numba.njit(**JIT)
-def apply_tree(X, left, right, feature, threshold, root, out):
-    """Leaf slot of every row (plain descent, ignoring branch-off)."""
+def apply_tree(X, tree, root, out):
+    """Leaf slot of every row in ``tree`` (:class:`._records.MondrianTree`; plain descent,
+    ignoring branch-off)."""
     for i in range(X.shape[0]):
+        x = X[i]
         j = root
-        while left[j] != NO_NODE:
-            j = left[j] if X[i, feature[j]] <= threshold[j] else right[j]
+        while tree.left[j] != NO_NODE:
+            j = child(tree, j, x)
         out[i] = j

@@ -1,10 +1,11 @@
 """The Mondrian sampling kernels: batch sampling (paper Alg. 1-2) and online extension (Alg. 3-4).
 
-Plain numba functions over the flat arrays of :class:`mondrian._tree.TreeArrays` (layout in
-``docs/families/mondrian-forests.md``): :func:`build_tree` samples a Mondrian tree over a
-block of rows, :func:`extend_tree` inserts rows one at a time with new parents above existing
-nodes, and paused leaves (thesis Alg. 5.9-5.10) resume splitting when their labels stop
-being pure.
+Plain numba functions over a tree record (:class:`mondrian._records.MondrianTree`, the
+arrays of :class:`mondrian._tree.TreeArrays`; layout in ``docs/families/mondrian-forests.md``)
+and the data and rules of a :class:`mondrian._records.Growth`: :func:`build_tree` samples a
+Mondrian tree over a block of rows, :func:`extend_tree` inserts rows one at a time with new
+parents above existing nodes, and paused leaves (thesis Alg. 5.9-5.10) resume splitting when
+their labels stop being pure.
 """
 
 from __future__ import annotations
@@ -16,21 +17,22 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 from basics.tasks import CLASSIFICATION_CODE, REGRESSION_CODE
 
+from ._records import child
 from .ikn import ikn_add, ikn_refresh_up
 
 
 @numba.njit(inline="always", **JIT)
-def _paused(stats, j, task, min_samples_split):
+def _paused(g, stats, j):
     """Whether a block is paused (thesis Sec. 5.5.1): too few points, or one label only."""
-    if task == REGRESSION_CODE:
-        return stats[j, 0] < min_samples_split
+    if g.task == REGRESSION_CODE:
+        return stats[j, 0] < g.min_samples_split
     total = 0.0
     distinct = 0
     for k in range(stats.shape[1]):
         total += stats[j, k]
         if stats[j, k] > 0:
             distinct += 1
-    return total < min_samples_split or distinct <= 1
+    return total < g.min_samples_split or distinct <= 1
 
 
 @numba.njit(inline="always", **JIT)
@@ -67,28 +69,33 @@ SMALL_BLOCK_ROWS = 131072
 
 
 @numba.njit(inline="always", **JIT)
-def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, upper, stats,
-                   lo_acc, hi_acc):
-    """Extent and statistics of the rows ``idx[first], idx[first + step], ...`` before
-    ``stop`` (paper Alg. 2 line 1), summed in that order.
+def _block_summary(g, tree, node, block, acc):
+    """Extent and statistics of node ``node`` from the rows ``block`` (paper Alg. 2 line 1),
+    summed in that order.
 
     Small blocks take one pass per feature (register accumulators); larger ones one pass
-    over the rows, the extent kept in the scratch rows ``lo_acc`` / ``hi_acc``. Min and
-    max do not depend on the order and the sums are taken in row order either way, so both
-    give the same bits.
+    over the rows, the extent kept in the scratch rows ``acc[0]`` (min) / ``acc[1]`` (max).
+    Min and max do not depend on the order and the sums are taken in row order either way,
+    so both give the same bits.
     """
+    X = g.X
+    lower = tree.lower
+    upper = tree.upper
+    stats = tree.stats
+    lo_acc = acc[0]
+    hi_acc = acc[1]
     D = X.shape[1]
     for s in range(stats.shape[1]):
         stats[node, s] = 0.0
     # unsigned indices: numba then skips the negative-index wraparound on every access
     n = np.uint64(node)
-    small = (stop - first) * step <= SMALL_BLOCK_ROWS
+    small = block.shape[0] <= SMALL_BLOCK_ROWS
     if small:
         for d in range(D):
             lo = np.inf
             hi = -np.inf
-            for i in range(first, stop, step):
-                v = X[np.uint64(idx[i]), d]
+            for i in range(block.shape[0]):
+                v = X[np.uint64(block[i]), d]
                 lo = min(lo, v)
                 hi = max(hi, v)
             lower[n, d] = lo
@@ -100,22 +107,22 @@ def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, uppe
     count = 0.0
     total = 0.0
     square = 0.0
-    for i in range(first, stop, step):
-        u = np.uint64(idx[i])
+    for i in range(block.shape[0]):
+        u = np.uint64(block[i])
         if not small:
             for d in range(D):
                 v = X[u, d]
                 lo_acc[d] = min(lo_acc[d], v)
                 hi_acc[d] = max(hi_acc[d], v)
         # read only the label array the task uses
-        if task == REGRESSION_CODE:
-            yv = y[u]
+        if g.task == REGRESSION_CODE:
+            yv = g.y[u]
             count += 1.0
             total += yv
             square += yv * yv
         else:
-            stats[n, labels[u]] += 1.0
-    if task == REGRESSION_CODE:
+            stats[n, g.labels[u]] += 1.0
+    if g.task == REGRESSION_CODE:
         stats[n, 0] = count
         stats[n, 1] = total
         stats[n, 2] = square
@@ -126,22 +133,25 @@ def _block_summary(node, idx, first, stop, step, X, y, labels, task, lower, uppe
 
 
 @numba.njit(inline="always", **JIT)
-def _make_leaf(node, head, lifetime, left, right, feature, threshold, tau, leaf_head):
+def _make_leaf(g, tree, node, head):
     """Close ``node`` as a leaf (time = lifetime) whose row list starts at ``head``."""
-    left[node] = NO_NODE
-    right[node] = NO_NODE
-    feature[node] = NO_NODE
-    threshold[node] = 0.0
-    tau[node] = lifetime
-    leaf_head[node] = head
+    tree.left[node] = NO_NODE
+    tree.right[node] = NO_NODE
+    tree.feature[node] = NO_NODE
+    tree.threshold[node] = 0.0
+    tree.tau[node] = g.lifetime
+    tree.leaf_head[node] = head
+
+
+@numba.njit(inline="always", **JIT)
+def _ikn_from_children(stats, node, a, b):
+    """The IKN counts of ``node`` from its children ``a`` and ``b`` (thesis Alg. 5.3)."""
+    for k in range(stats.shape[1]):
+        stats[node, k] = min(stats[a, k], 1.0) + min(stats[b, k], 1.0)
 
 
 @numba.njit(**JIT)
-def _sample_block(
-    j, idx, X, y, labels, task, min_samples_split, lifetime,
-    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-    n_nodes,
-):
+def _sample_block(g, tree, j, idx, n_nodes):
     """SampleMondrianBlock (paper Alg. 2 / thesis Alg. 5.9) at slot ``j`` for rows ``idx``.
 
     Iterative (explicit stack, left subtree first). Slot ``j`` must already have its parent
@@ -149,6 +159,9 @@ def _sample_block(
     slots are in depth-first preorder (the predictor order: packing it reads the arrays
     sequentially). Returns the new ``n_nodes``.
     """
+    X = g.X
+    left, right, parent, tau = tree.left, tree.right, tree.parent, tree.tau
+    lower, upper, stats = tree.lower, tree.upper, tree.stats
     first_new = n_nodes
     n_features = X.shape[1]
     buf = np.empty(idx.shape[0], INDEX)
@@ -163,8 +176,7 @@ def _sample_block(
     stack_hi[0] = idx.shape[0]
     top = 1
     extent = np.empty(n_features)
-    lo_acc = np.empty(n_features)
-    hi_acc = np.empty(n_features)
+    acc = np.empty((2, n_features))
     while top > 0:
         top -= 1
         lo = stack_lo[top]
@@ -183,21 +195,19 @@ def _sample_block(
         # extent and statistics of the block, rows in their order of arrival (the
         # partition below fills a right segment from its end)
         if stack_side[top] == 0:
-            _block_summary(node, idx, lo, hi, 1, X, y, labels, task, lower, upper, stats,
-                           lo_acc, hi_acc)
+            _block_summary(g, tree, node, idx[lo:hi], acc)
         else:
-            _block_summary(node, idx, hi - 1, lo - 1, -1, X, y, labels, task, lower, upper,
-                           stats, lo_acc, hi_acc)
+            _block_summary(g, tree, node, idx[lo:hi][::-1], acc)
         tau_parent = 0.0 if parent[node] == NO_NODE else tau[parent[node]]
         split_time = np.inf
         total = 0.0
-        if not _paused(stats, node, task, min_samples_split):
+        if not _paused(g, stats, node):
             for d in range(n_features):
                 extent[d] = upper[node, d] - lower[node, d]
                 total += extent[d]
             if total > 0:
                 split_time = tau_parent + np.random.exponential(1.0 / total)
-        if split_time < lifetime:
+        if split_time < g.lifetime:
             d = _sample_dimension(extent, total)
             lo_d = lower[node, d]
             hi_d = upper[node, d]
@@ -217,10 +227,10 @@ def _sample_block(
                 b -= 1 - go_left
             for i in range(lo, hi):
                 idx[i] = buf[i]
-            feature[node] = d
-            threshold[node] = xi
+            tree.feature[node] = d
+            tree.threshold[node] = xi
             tau[node] = split_time
-            leaf_head[node] = NO_NODE
+            tree.leaf_head[node] = NO_NODE
             # left[node] and right[node] are set when the children are visited and get their
             # slots: right pushed first, left on top
             stack_parent[top] = node
@@ -234,43 +244,31 @@ def _sample_block(
             stack_hi[top] = a
             top += 1
         else:
-            _make_leaf(node, idx[lo], lifetime, left, right, feature, threshold, tau,
-                       leaf_head)
+            _make_leaf(g, tree, node, idx[lo])
             for i in range(lo, hi - 1):
-                pt_next[idx[i]] = idx[i + 1]
-            pt_next[idx[hi - 1]] = NO_NODE
-    if task == CLASSIFICATION_CODE:
+                tree.pt_next[idx[i]] = idx[i + 1]
+            tree.pt_next[idx[hi - 1]] = NO_NODE
+    if g.task == CLASSIFICATION_CODE:
         # internal IKN counts bottom-up: children are appended after their parents,
         # so reverse slot order over the new nodes, then j, is a valid bottom-up order
         for node in range(n_nodes - 1, first_new - 1, -1):
             if left[node] != NO_NODE:
-                for k in range(stats.shape[1]):
-                    stats[node, k] = min(stats[left[node], k], 1.0) + min(
-                        stats[right[node], k], 1.0
-                    )
+                _ikn_from_children(stats, node, left[node], right[node])
         if left[j] != NO_NODE:
-            for k in range(stats.shape[1]):
-                stats[j, k] = min(stats[left[j], k], 1.0) + min(stats[right[j], k], 1.0)
+            _ikn_from_children(stats, j, left[j], right[j])
     return n_nodes
 
 
 @numba.njit(**JIT)
-def build_tree(
-    X, y, labels, rows, task, min_samples_split, lifetime, seed,
-    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-):
+def build_tree(g, tree, rows, seed):
     """Sample a Mondrian tree on ``rows`` of the data buffer (paper Alg. 1-2).
 
     Returns ``(root, n_nodes)``.
     """
     np.random.seed(seed)
     idx = rows.copy()
-    parent[0] = NO_NODE
-    n_nodes = _sample_block(
-        0, idx, X, y, labels, task, min_samples_split, lifetime,
-        left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-        1,
-    )
+    tree.parent[0] = NO_NODE
+    n_nodes = _sample_block(g, tree, 0, idx, 1)
     return 0, n_nodes
 
 
@@ -278,166 +276,171 @@ def build_tree(
 
 
 @numba.njit(**JIT)
-def _leaf_rows(j, leaf_head, pt_next, count):
+def _leaf_rows(tree, j, count):
     out = np.empty(count, INDEX)
-    r = leaf_head[j]
+    r = tree.leaf_head[j]
     n = 0
     while r != NO_NODE:
         out[n] = r
         n += 1
-        r = pt_next[r]
+        r = tree.pt_next[r]
     return out[:n]
 
 
 @numba.njit(inline="always", **JIT)
-def _box_gap(lower, upper, j, x, d):
+def _box_gap(tree, j, x, d):
     """How far ``x`` lies outside the box of node ``j`` along feature ``d`` (Alg. 4 line 2)."""
-    return max(lower[j, d] - x[d], 0.0) + max(x[d] - upper[j, d], 0.0)
+    return max(tree.lower[j, d] - x[d], 0.0) + max(x[d] - tree.upper[j, d], 0.0)
+
+
+@numba.njit(inline="always", **JIT)
+def _widen(tree, j, x):
+    """Extend the box of node ``j`` to hold ``x``."""
+    for d in range(x.shape[0]):
+        tree.lower[j, d] = min(tree.lower[j, d], x[d])
+        tree.upper[j, d] = max(tree.upper[j, d], x[d])
+
+
+@numba.njit(inline="always", **JIT)
+def _record_point(tree, j, r):
+    """Put row ``r`` at the head of leaf ``j``'s list."""
+    tree.pt_next[r] = tree.leaf_head[j]
+    tree.leaf_head[j] = r
 
 
 @numba.njit(**JIT)
-def _extend_one(
-    r, X, y, labels, task, min_samples_split, lifetime,
-    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-    root, n_nodes, e,
-):
+def _absorb_paused(g, tree, j, r, n_nodes):
+    """A paused leaf ``j`` absorbs row ``r``; it is resampled (un-paused) if it must split
+    now (thesis Alg. 5.10). Returns the new ``n_nodes``."""
+    stats = tree.stats
+    _widen(tree, j, g.X[r])
+    _record_point(tree, j, r)
+    if g.task == REGRESSION_CODE:
+        _add_point_stats(stats, j, g.y[r])
+    else:
+        ikn_add(tree.parent, tree.left, tree.right, stats, j, g.labels[r])
+    if not _paused(g, stats, j):
+        count = stats[j, 0] if g.task == REGRESSION_CODE else np.sum(stats[j])
+        n_nodes = _sample_block(g, tree, j, _leaf_rows(tree, j, int(count)), n_nodes)
+    return n_nodes
+
+
+@numba.njit(**JIT)
+def _insert_above(g, tree, j, r, split_time, rate, e, n_nodes):
+    """A new parent of node ``j`` split at ``split_time`` and a new leaf holding row ``r``
+    (Alg. 4 lines 3-9); ``rate`` is the L1 distance of the row to ``j``'s box, ``e``
+    scratch of ``n_features`` floats. Returns ``(new parent, new n_nodes)``."""
+    left, right, parent, stats = tree.left, tree.right, tree.parent, tree.stats
+    x = g.X[r]
+    n_features = x.shape[0]
+    for d in range(n_features):
+        e[d] = _box_gap(tree, j, x, d)
+    d = _sample_dimension(e, rate)
+    if x[d] > tree.upper[j, d]:
+        xi = tree.upper[j, d] + np.random.random() * (x[d] - tree.upper[j, d])
+    else:
+        xi = x[d] + np.random.random() * (tree.lower[j, d] - x[d])
+    new = n_nodes
+    leaf = n_nodes + 1
+    n_nodes += 2
+    p = parent[j]
+    parent[new] = p
+    if p != NO_NODE:
+        if left[p] == j:
+            left[p] = new
+        else:
+            right[p] = new
+    tree.feature[new] = d
+    tree.threshold[new] = xi
+    tree.tau[new] = split_time
+    tree.leaf_head[new] = NO_NODE
+    for dd in range(n_features):
+        tree.lower[new, dd] = min(tree.lower[j, dd], x[dd])
+        tree.upper[new, dd] = max(tree.upper[j, dd], x[dd])
+    parent[j] = new
+    parent[leaf] = new
+    if x[d] <= xi:
+        left[new] = leaf
+        right[new] = j
+    else:
+        left[new] = j
+        right[new] = leaf
+    if g.min_samples_split >= 2:
+        # a one-point block is always paused: SampleMondrianBlock makes it a leaf
+        # and draws nothing, so write that leaf directly (no scratch allocations)
+        _make_leaf(g, tree, leaf, r)
+        tree.pt_next[r] = NO_NODE
+        for dd in range(n_features):
+            tree.lower[leaf, dd] = x[dd]
+            tree.upper[leaf, dd] = x[dd]
+        for s in range(stats.shape[1]):
+            stats[leaf, s] = 0.0
+        if g.task == REGRESSION_CODE:
+            _add_point_stats(stats, leaf, g.y[r])
+        else:
+            stats[leaf, g.labels[r]] += 1.0
+    else:
+        one = np.empty(1, INDEX)
+        one[0] = r
+        n_nodes = _sample_block(g, tree, leaf, one, n_nodes)
+    if g.task == REGRESSION_CODE:
+        for s in range(stats.shape[1]):
+            stats[new, s] = stats[j, s]
+        _add_point_stats(stats, new, g.y[r])
+    else:
+        _ikn_from_children(stats, new, j, leaf)
+        ikn_refresh_up(left, right, parent, stats, p, g.labels[r])
+    return new, n_nodes
+
+
+@numba.njit(**JIT)
+def _extend_one(g, tree, r, root, n_nodes, e):
     """ExtendMondrianTree for one row ``r`` (paper Alg. 3-4, thesis Alg. 5.10).
 
     ``e`` is scratch of ``n_features`` floats. A point inside a node's box (most of the
     path's top) costs one pass over the features: nothing is drawn and nothing extends.
+    Returns the new ``(root, n_nodes)``.
     """
-    n_features = X.shape[1]
-    x = X[r]
-    yv = y[r]
-    k = labels[r]
+    x = g.X[r]
+    tau = tree.tau
     j = root
     while True:
-        if left[j] == NO_NODE and _paused(stats, j, task, min_samples_split):
-            # paused leaf: absorb the point; un-pause (resample the block) if it must split
-            for d in range(n_features):
-                lower[j, d] = min(lower[j, d], x[d])
-                upper[j, d] = max(upper[j, d], x[d])
-            pt_next[r] = leaf_head[j]
-            leaf_head[j] = r
-            if task == REGRESSION_CODE:
-                _add_point_stats(stats, j, yv)
-            else:
-                ikn_add(parent, left, right, stats, j, k)
-            if not _paused(stats, j, task, min_samples_split):
-                count = stats[j, 0] if task == REGRESSION_CODE else np.sum(stats[j])
-                rows = _leaf_rows(j, leaf_head, pt_next, int(count))
-                n_nodes = _sample_block(
-                    j, rows, X, y, labels, task, min_samples_split, lifetime,
-                    left, right, parent, feature, threshold, tau, lower, upper, stats,
-                    leaf_head, pt_next, n_nodes,
-                )
-            return root, n_nodes
+        if tree.left[j] == NO_NODE and _paused(g, tree.stats, j):
+            return root, _absorb_paused(g, tree, j, r, n_nodes)
         rate = 0.0
-        for d in range(n_features):
-            rate += _box_gap(lower, upper, j, x, d)
-        tau_parent = 0.0 if parent[j] == NO_NODE else tau[parent[j]]
+        for d in range(x.shape[0]):
+            rate += _box_gap(tree, j, x, d)
+        tau_parent = 0.0 if tree.parent[j] == NO_NODE else tau[tree.parent[j]]
         split_time = np.inf
         if rate > 0:
             split_time = tau_parent + np.random.exponential(1.0 / rate)
         if split_time < tau[j]:
-            # introduce a new parent above j and a new leaf holding x (Alg. 4 lines 3-9)
-            for d in range(n_features):
-                e[d] = _box_gap(lower, upper, j, x, d)
-            d = _sample_dimension(e, rate)
-            if x[d] > upper[j, d]:
-                xi = upper[j, d] + np.random.random() * (x[d] - upper[j, d])
-            else:
-                xi = x[d] + np.random.random() * (lower[j, d] - x[d])
-            new = n_nodes
-            leaf = n_nodes + 1
-            n_nodes += 2
-            p = parent[j]
-            parent[new] = p
-            if p == NO_NODE:
+            new, n_nodes = _insert_above(g, tree, j, r, split_time, rate, e, n_nodes)
+            if tree.parent[new] == NO_NODE:
                 root = new
-            elif left[p] == j:
-                left[p] = new
-            else:
-                right[p] = new
-            feature[new] = d
-            threshold[new] = xi
-            tau[new] = split_time
-            leaf_head[new] = NO_NODE
-            for dd in range(n_features):
-                lower[new, dd] = min(lower[j, dd], x[dd])
-                upper[new, dd] = max(upper[j, dd], x[dd])
-            parent[j] = new
-            parent[leaf] = new
-            if x[d] <= xi:
-                left[new] = leaf
-                right[new] = j
-            else:
-                left[new] = j
-                right[new] = leaf
-            if min_samples_split >= 2:
-                # a one-point block is always paused: SampleMondrianBlock makes it a leaf
-                # and draws nothing, so write that leaf directly (no scratch allocations)
-                _make_leaf(leaf, r, lifetime, left, right, feature, threshold, tau, leaf_head)
-                pt_next[r] = NO_NODE
-                for dd in range(n_features):
-                    lower[leaf, dd] = x[dd]
-                    upper[leaf, dd] = x[dd]
-                for s in range(stats.shape[1]):
-                    stats[leaf, s] = 0.0
-                if task == REGRESSION_CODE:
-                    _add_point_stats(stats, leaf, yv)
-                else:
-                    stats[leaf, k] += 1.0
-            else:
-                one = np.empty(1, INDEX)
-                one[0] = r
-                n_nodes = _sample_block(
-                    leaf, one, X, y, labels, task, min_samples_split, lifetime,
-                    left, right, parent, feature, threshold, tau, lower, upper, stats,
-                    leaf_head, pt_next, n_nodes,
-                )
-            if task == REGRESSION_CODE:
-                for s in range(stats.shape[1]):
-                    stats[new, s] = stats[j, s]
-                _add_point_stats(stats, new, yv)
-            else:
-                for kk in range(stats.shape[1]):
-                    stats[new, kk] = min(stats[j, kk], 1.0) + min(stats[leaf, kk], 1.0)
-                ikn_refresh_up(left, right, parent, stats, p, k)
             return root, n_nodes
         # extend the block of j and descend (Alg. 4 lines 11-14)
         if rate > 0:
-            for d in range(n_features):
-                lower[j, d] = min(lower[j, d], x[d])
-                upper[j, d] = max(upper[j, d], x[d])
-        if task == REGRESSION_CODE:
-            _add_point_stats(stats, j, yv)
-        if left[j] == NO_NODE:
+            _widen(tree, j, x)
+        if g.task == REGRESSION_CODE:
+            _add_point_stats(tree.stats, j, g.y[r])
+        if tree.left[j] == NO_NODE:
             # a leaf stopped by the lifetime, not paused: it only records the point
-            pt_next[r] = leaf_head[j]
-            leaf_head[j] = r
-            if task == CLASSIFICATION_CODE:
-                ikn_add(parent, left, right, stats, j, k)
+            _record_point(tree, j, r)
+            if g.task == CLASSIFICATION_CODE:
+                ikn_add(tree.parent, tree.left, tree.right, tree.stats, j, g.labels[r])
             return root, n_nodes
-        j = left[j] if x[feature[j]] <= threshold[j] else right[j]
+        j = child(tree, j, x)
 
 
 @numba.njit(**JIT)
-def extend_tree(
-    X, y, labels, rows, task, min_samples_split, lifetime, seed,
-    left, right, parent, feature, threshold, tau, lower, upper, stats, leaf_head, pt_next,
-    root, n_nodes,
-):
+def extend_tree(g, tree, rows, seed, root, n_nodes):
     """Add ``rows`` of the data buffer one by one, in order (paper Alg. 3).
 
     Returns the new ``(root, n_nodes)``.
     """
     np.random.seed(seed)
-    e = np.empty(X.shape[1])
+    e = np.empty(g.X.shape[1])
     for i in range(rows.shape[0]):
-        root, n_nodes = _extend_one(
-            rows[i], X, y, labels, task, min_samples_split, lifetime,
-            left, right, parent, feature, threshold, tau, lower, upper, stats,
-            leaf_head, pt_next, root, n_nodes, e,
-        )
+        root, n_nodes = _extend_one(g, tree, rows[i], root, n_nodes, e)
     return root, n_nodes

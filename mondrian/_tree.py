@@ -28,9 +28,8 @@ from basics.jit import JIT
 from basics.tasks import REGRESSION_CODE, task_code
 from basics.validation import state_array
 
+from ._records import Growth, MondrianTree
 from ._sample import build_tree, extend_tree
-
-#: Task codes understood by the kernels.
 
 
 @dataclass
@@ -51,10 +50,8 @@ class TreeArrays:
     root: int = 0
     n_nodes: int = 0
 
-    ARRAYS = (
-        "left", "right", "parent", "feature", "threshold", "tau",
-        "lower", "upper", "stats", "leaf_head", "pt_next",
-    )
+    #: The arrays, in the order of the kernels' record (``pt_next`` last: one per row).
+    ARRAYS = MondrianTree._fields
 
     @classmethod
     def empty(cls, n_features: int, n_stats: int, n_points: int) -> TreeArrays:
@@ -119,10 +116,10 @@ class TreeArrays:
         for name in self.ARRAYS[:-1]:
             setattr(self, name, getattr(self, name)[:cap].copy())
 
-    def args(self) -> tuple:
-        """The arrays in kernel-argument order (one C-level call: this is on the path of
-        every one-row ``partial_fit``)."""
-        return _ARRAY_GETTER(self)
+    def record(self) -> MondrianTree:
+        """The arrays as the kernels' record (:class:`mondrian._records.MondrianTree`; one
+        C-level call gathers them: this is on the path of every one-row ``partial_fit``)."""
+        return MondrianTree._make(_ARRAY_GETTER(self))
 
     def trimmed(self) -> dict[str, np.ndarray]:
         """The live part of every array (for persistence and size reports)."""
@@ -226,7 +223,7 @@ _STRUCTURE_ERRORS = {
 }
 
 
-#: ``TreeArrays.args``: all arrays at once.
+#: ``TreeArrays.record``: all arrays at once.
 _ARRAY_GETTER = attrgetter(*TreeArrays.ARRAYS)
 
 
@@ -239,16 +236,13 @@ def _check_tree(tree: TreeArrays, n_points: int, n_features: int, task: int) -> 
                          np.array([0, n], INDEX), n_features, "node {j}",
                          roots=np.array([root], INDEX), forward=False)
     code, where = _check_mondrian(
-        tree.left, tree.right, tree.parent, tree.leaf_head, tree.stats,
-        tree.pt_next[:n_points], root, n, task, tree.tau, tree.lower, tree.upper,
-    )
+        tree.record()._replace(pt_next=tree.pt_next[:n_points]), root, n, task)
     if code:
         raise ValueError(_STRUCTURE_ERRORS[code].format(where))
 
 
 @numba.njit(**JIT)
-def _check_mondrian(left, right, parent, leaf_head, stats, pt_next, root, n_nodes, task,
-                    tau, lower, upper):
+def _check_mondrian(tree, root, n_nodes, task):
     """``(0, 0)`` if the Mondrian arrays of a tree of valid structure are valid, else
     ``(error code, slot or row)``.
 
@@ -260,6 +254,8 @@ def _check_mondrian(left, right, parent, leaf_head, stats, pt_next, root, n_node
     possibly inf), finite boxes with ``lower <= upper``, finite statistics with non-negative
     counts (regression: all but the sum of y).
     """
+    left, right, parent, leaf_head = tree.left, tree.right, tree.parent, tree.leaf_head
+    stats, pt_next = tree.stats, tree.pt_next
     n_points = pt_next.shape[0]
     if parent[root] != NO_NODE:
         return 1, root
@@ -271,7 +267,7 @@ def _check_mondrian(left, right, parent, leaf_head, stats, pt_next, root, n_node
             return 5, j
         if lj != NO_NODE and (parent[lj] != j or parent[rj] != j):
             return 6, j
-        code = _finite_node(j, lj, rj, tau, lower, upper, stats, task)
+        code = _finite_node(tree, j, task)
         if code:
             return code, j
     for r in range(n_points):
@@ -300,9 +296,11 @@ def _check_mondrian(left, right, parent, leaf_head, stats, pt_next, root, n_node
 
 
 @numba.njit(inline="always", **JIT)
-def _finite_node(j, lj, rj, tau, lower, upper, stats, task):
+def _finite_node(tree, j, task):
     """The float checks of ``_check_mondrian`` for node ``j``: 0, or the code (14 to 16) of
     the array that fails them (thresholds are the structure check's)."""
+    lj, rj, tau, lower, upper, stats = (tree.left[j], tree.right[j], tree.tau, tree.lower,
+                                        tree.upper, tree.stats)
     tj = tau[j]
     if not tj >= 0 or (lj != NO_NODE and not (np.isfinite(tj) and tau[lj] >= tj
                                                and tau[rj] >= tj)):
@@ -330,12 +328,9 @@ def grow(tree: TreeArrays, X, y, labels, rows, task: str, min_samples_split, lif
     if rows.shape[0] == 0:
         return
     lifetime = float(lifetime)
+    g = Growth(X, y, labels, task, int(min_samples_split), lifetime)
     if tree.n_nodes == 0:
-        tree.root, tree.n_nodes = build_tree(
-            X, y, labels, rows, task, min_samples_split, lifetime, seed, *tree.args()
-        )
+        tree.root, tree.n_nodes = build_tree(g, tree.record(), rows, seed)
     else:
-        tree.root, tree.n_nodes = extend_tree(
-            X, y, labels, rows, task, min_samples_split, lifetime, seed, *tree.args(),
-            tree.root, tree.n_nodes,
-        )
+        tree.root, tree.n_nodes = extend_tree(g, tree.record(), rows, seed, tree.root,
+                                              tree.n_nodes)

@@ -53,6 +53,7 @@ from ._predict import (
     OFF_MEAN,
     OFF_VAR,
 )
+from ._records import Messages, Prior
 from ._tree import TreeArrays
 from .config import NODE_REG_STATS
 from .ikn import ikn_posterior
@@ -261,15 +262,10 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
             noise = np.empty(n)
             node_noise_variance(tree.stats, n, h["noise_var"], NOISE_PRIOR_SHAPE, noise)
         if exact:
-            post_mean, post_var, down_mean, belief_var = (np.empty(n) for _ in range(4))
-            up_lam, up_eta = np.zeros(n), np.zeros(n)
-            belief_propagation(tree.left, tree.right, tree.parent, tree.tau, tree.stats,
-                               tree.root, n, h["mu_H"], h["gamma1"], h["gamma2"],
-                               noise, post_mean, post_var, down_mean, belief_var,
-                               up_lam, up_eta)
-            P = _predict.exact_parameters(order, tree.parent, tree.tau, h["gamma1"],
-                                          h["gamma2"], noise, post_mean, post_var,
-                                          down_mean, belief_var, up_lam, up_eta)
+            record, prior = tree.record(), Prior(h["mu_H"], h["gamma1"], h["gamma2"])
+            messages = Messages.empty(n)
+            belief_propagation(record, tree.root, n, prior, noise, messages)
+            P = _predict.exact_parameters(order, record, prior, noise, messages)
         else:
             P = np.zeros((n, N_NODE_PARAMS))
             parent = tree.parent[:n]
@@ -292,8 +288,8 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         n = Xs.shape[0]
         m1 = np.zeros(n)
         m2 = np.zeros(n)
-        for R, P, h in self._posterior:
-            _predict.regression_moments(Xs, R, P, h, m1, m2)
+        for posterior in self._posterior:
+            _predict.regression_moments(Xs, posterior, m1, m2)
         mean = m1 / self.n_estimators
         std = np.sqrt(np.maximum(m2 / self.n_estimators - mean * mean, 0.0))
         qs = (self._mixture(Xs).quantile(levels).reshape(n, levels.size) if levels.size
@@ -317,12 +313,11 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         """``summarize(self._mixture(Xs), levels)`` in one fused pass per row
         (:func:`._predict.regression_summary`): no count pass, no mixture arrays."""
         trees, bounds = self._fused_trees()
-        levels, z_level, z_reflected = solver_levels(levels)
+        levels = solver_levels(levels)
         n = Xs.shape[0]
-        mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.shape[1]))
+        mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels[0].shape[1]))
         errors = np.zeros(6, np.int64)
-        _predict.regression_summary(Xs, trees, bounds, levels, z_level, z_reflected, mean, var,
-                                    qs, errors)
+        _predict.regression_summary(Xs, trees, bounds, levels, (mean, var, qs), errors)
         check_errors(errors)
         return mean, np.sqrt(var), qs
 
@@ -500,6 +495,6 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         """Class probabilities averaged over trees (thesis Alg. 5.8)."""
         gamma = self._posterior_context()
         out = np.zeros((Xs.shape[0], len(self.classes_)))
-        for R, counts, G, G_parent in self._posterior:
-            _predict.classification_proba(Xs, R, counts, G, G_parent, gamma, out)
+        for posterior in self._posterior:
+            _predict.classification_proba(Xs, posterior, gamma, out)
         return out / self.n_estimators

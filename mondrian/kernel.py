@@ -298,9 +298,8 @@ class MondrianKernelFeatures(TransformerMixin, BaseEstimator):
         def work(t: int) -> None:
             tree, col = self.trees_[t], np.empty(X.shape[0], INDEX)
             unseen = int(offsets[t + 1] - offsets[t] - 1)
-            _kernel.cells(X, bits, tree.left, tree.right, tree.feature, tree.threshold,
-                          tree.tau, tree.lower, tree.upper, tree.root, columns[t], unseen,
-                          lam, seeds[t], col)
+            _kernel.cells(X, bits, tree.record(), tree.root,
+                          _kernel.Partition(columns[t], unseen, lam, seeds[t]), col)
             out[:, t] = col + offsets[t]
 
         thread_map(work, range(self.n_mondrians), self.n_jobs)

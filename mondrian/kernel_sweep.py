@@ -162,9 +162,8 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
     start, stop = np.empty(off[-1], INDEX), np.empty(off[-1], INDEX)
     for t, tree in enumerate(trees):
         k = sizes[t]
-        _kernel.node_row_ranges(tree.left, tree.right, tree.root, k, tree.leaf_head,
-                                tree.pt_next, rows[t], start[off[t]:off[t] + k],
-                                stop[off[t]:off[t] + k])
+        _kernel.node_row_ranges(tree.record(), tree.root, k, rows[t],
+                                start[off[t]:off[t] + k], stop[off[t]:off[t] + k])
     internal = np.flatnonzero(left != NO_NODE)
     order = internal[np.argsort(tau[internal], kind="stable")]
     ev_node = order[: max(0, max_features - m)]
@@ -174,6 +173,8 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
     node_slot = np.full(off[-1], NO_NODE, INDEX)
     node_slot[roots] = np.arange(m)
     cell_of = np.tile(np.arange(m, dtype=INDEX), (n, 1))
+    cuts = _kernel.Cuts(ev_tree, ev_node, left, right, rows, start, stop)
+    cells = _kernel.Cells(cell_of, node_slot)
     cap = m + ev_node.size
     yy = np.einsum("ij,ij->j", Y, Y)
     if solver == "exact":
@@ -183,7 +184,7 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
         log_det = float(np.linalg.slogdet(G0)[1])
         B = np.zeros((cap + 1, Y.shape[1]))
         B[:m] = Y.sum(axis=0) / math.sqrt(m)
-        work = np.zeros((8, cap + 1))
+        ridge = _kernel.Ridge(A, B, Y, alpha, np.zeros((8, cap + 1)))
     W = np.zeros((cap + 1, Y.shape[1]))  # the last row: the unseen cells weigh nothing
     checkpoints = np.unique(np.geomspace(1, max(ev_node.size, 1), n_widths).astype(int))
     checkpoints = checkpoints[checkpoints <= ev_node.size] if ev_node.size else np.zeros(1, int)
@@ -194,17 +195,13 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
     done, n_active = 0, m
     for stop_at in checkpoints:
         if solver == "exact":
-            n_active, d = _kernel.sweep_cuts(ev_tree, ev_node, done, stop_at, left, right,
-                                             rows, start, stop, cell_of, node_slot, A, B, Y,
-                                             n_active, alpha, work)
+            n_active, d = _kernel.sweep_cuts(cuts, done, stop_at, cells, ridge, n_active)
             log_det += d
             W[:n_active] = A[:n_active, :n_active] @ B[:n_active]
             bw = np.einsum("ij,ij->j", B[:n_active], W[:n_active])
             evidence = log_evidence(yy, bw, log_det, n, n_active, alpha)
         else:
-            n_active = _kernel.relabel_cuts(ev_tree, ev_node, done, stop_at, left, right,
-                                            rows, start, stop, cell_of, node_slot, W,
-                                            n_active)
+            n_active = _kernel.relabel_cuts(cuts, done, stop_at, cells, W, n_active)
             _kernel.ridge_pcg(cell_of, n_active, Y, alpha, W, CG_RTOL, 10 * n_active)
             evidence = np.nan
         done = stop_at
@@ -213,9 +210,9 @@ def width_sweep(features: MondrianKernelFeatures, Y: np.ndarray, X_val: np.ndarr
         pred = np.zeros(Y_val.shape)
         col = np.empty(X_val.shape[0], INDEX)
         for t, tree in enumerate(trees):
-            _kernel.cells(X_val, bits, tree.left, tree.right, tree.feature, tree.threshold,
-                          tree.tau, tree.lower, tree.upper, tree.root,
-                          node_slot[off[t]:off[t + 1]], n_active, lam, seeds[t], col)
+            _kernel.cells(X_val, bits, tree.record(), tree.root,
+                          _kernel.Partition(node_slot[off[t]:off[t + 1]], n_active, lam,
+                                            seeds[t]), col)
             pred += W[col]
         pred /= math.sqrt(m)
         out["lifetime"].append(lam)

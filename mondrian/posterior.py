@@ -53,6 +53,8 @@ from basics.flat_tree import preorder
 from basics.jit import JIT
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 
+from ._records import Messages
+
 __all__ = [
     "edge_variance", "gaussian_posterior", "belief_propagation",
     "hyperparameters", "empirical_moments", "node_noise_variance", "noise_at",
@@ -121,18 +123,17 @@ def edge_variance(tau_child, tau_parent, gamma1, gamma2):
 
 
 @numba.njit(**JIT)
-def gaussian_posterior(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
-                       noise_var, post_mean, post_var):
-    """Posterior mean and variance of every node (see :func:`belief_propagation`)."""
+def gaussian_posterior(tree, root, n_nodes, prior, noise_var, post_mean, post_var):
+    """Posterior mean and variance of every node (see :func:`belief_propagation`) into
+    ``post_mean`` and ``post_var``."""
     m = max(n_nodes, 0)
-    belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
-                       noise_var, post_mean, post_var, np.empty(m), np.empty(m),
-                       np.zeros(m), np.zeros(m))
+    belief_propagation(tree, root, n_nodes, prior, noise_var,
+                       Messages(post_mean, post_var, np.empty(m), np.empty(m), np.zeros(m),
+                                np.zeros(m)))
 
 
 @numba.njit(**JIT)
-def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gamma1, gamma2,
-                       noise_var, post_mean, post_var, a, b, lam, eta):
+def belief_propagation(tree, root, n_nodes, prior, noise_var, out):
     """Exact Gaussian belief propagation over one Mondrian regression tree.
 
     Lakshminarayanan, Roy & Teh (2016), Sec. 3 and 3.1: computes the marginal posterior
@@ -144,30 +145,28 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
 
     Parameters
     ----------
-    left, right, parent : int64[C]
-        Tree structure (``-1`` for none), see ``docs/families/mondrian-forests.md``.
-    tau : float64[C]
-        Split times; leaves hold their lifetime (``inf`` allowed).
-    stats : float64[C, 3]
-        ``(n_j, sum y, sum y^2)``; only the rows of *leaves* are read (internal rows, which hold
-        subtree totals, are ignored). Leaves with ``n_j = 0`` send no data message.
+    tree : mondrian._records.MondrianTree
+        Reads ``left``, ``right``, ``parent`` (structure, ``-1`` for none, see
+        ``docs/families/mondrian-forests.md``), ``tau`` (split times; leaves hold their
+        lifetime, ``inf`` allowed) and ``stats`` (``(n_j, sum y, sum y^2)``; only the rows of
+        *leaves* are read: internal rows, which hold subtree totals, are ignored; leaves with
+        ``n_j = 0`` send no data message).
     root, n_nodes : int
         Root slot and live node count (slots ``0 .. n_nodes-1``).
-    mu_h, gamma1, gamma2 : float
-        Hyperparameters (see :func:`hyperparameters`).
+    prior : mondrian._records.Prior
+        Hyperparameters ``mu_h, gamma1, gamma2`` (see :func:`hyperparameters`).
     noise_var : float or float64[>= n_nodes]
         Label noise variance, ``> 0``: one for the forest (App. B), or one per node
         (:func:`node_noise_variance`), of which only the leaves' enter the data messages.
-    post_mean, post_var : float64[>= n_nodes]
-        Outputs: posterior mean and variance of ``mu_j`` for every live node. Slots
-        ``< n_nodes`` not reachable from ``root`` are set to ``nan``.
-    a, b : float64[>= n_nodes]
-        Outputs: the downward message, mean and variance of ``mu_j`` given the data
-        *outside* the subtree of ``j`` (edge ``phi_j`` included).
-    lam, eta : float64[>= n_nodes], zero-filled
-        Outputs: the likelihood of the data *below* ``j`` as a function of ``mu_j``, in
-        information form (precision, precision * mean). With ``a, b`` they give the posterior
-        of a node inserted on the edge above ``j`` (the branch-off of a test point).
+    out : mondrian._records.Messages
+        Outputs, float64[>= n_nodes] each: ``mean``, ``var``, the posterior mean and
+        variance of ``mu_j`` for every live node (slots ``< n_nodes`` not reachable from
+        ``root`` are set to ``nan``); ``down_mean``, ``down_var``, the downward message, mean
+        and variance of ``mu_j`` given the data *outside* the subtree of ``j`` (edge
+        ``phi_j`` included); ``up_lam``, ``up_eta`` (zero-filled), the likelihood of the data
+        *below* ``j`` as a function of ``mu_j``, in information form (precision, precision *
+        mean). With the downward message they give the posterior of a node inserted on the
+        edge above ``j`` (the branch-off of a test point).
 
     Notes
     -----
@@ -175,6 +174,9 @@ def belief_propagation(left, right, parent, tau, stats, root, n_nodes, mu_h, gam
     constraint: no division by ``phi`` ever happens (module docstring), so ``post_var`` of
     such a root is exactly ``0`` and its mean ``mu_h``.
     """
+    left, right, parent, tau, stats = tree.left, tree.right, tree.parent, tree.tau, tree.stats
+    mu_h, gamma1, gamma2 = prior
+    post_mean, post_var, a, b, lam, eta = out
     for j in range(n_nodes):
         post_mean[j] = np.nan
         post_var[j] = np.nan

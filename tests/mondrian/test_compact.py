@@ -16,12 +16,14 @@ import pytest
 from ebf.artifact import load, save
 from mondrian import MondrianForestClassifier, MondrianForestRegressor, PredictOnlyError
 from mondrian._compact import (
+    CompactNodes,
     CompactTree,
     compact_state,
     expand_nodes,
     preorder_structure,
     round_outward,
 )
+from mondrian._records import MondrianTree
 from tests.mondrian.test_forest import _assert_same_snapshot, _snapshot
 from tests.naive import naive_expand, naive_preorder_structure
 
@@ -326,10 +328,13 @@ def test_expand_kernel_matches_its_oracle(ikn):
         thr, tau = rng.random(n - leaves), np.sort(rng.random(n - leaves))
         right = np.empty(n, np.int64)
         assert preorder_structure(feature, 3, right) == (0, 0)
-        out = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n),
-               np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 2))]
-        expand_nodes(feature, right, thr, tau, lo, up, counts, 7.0, ikn, *out)
-        left, parent, threshold, t, lower, upper, c = out
+        out = MondrianTree.of(left=np.empty(n, np.int64), right=right,
+                              parent=np.empty(n, np.int64), feature=feature,
+                              threshold=np.empty(n), tau=np.empty(n), lower=np.empty((n, 3)),
+                              upper=np.empty((n, 3)), stats=np.empty((n, 2)))
+        expand_nodes(CompactNodes(feature, thr, tau, lo, up, counts), 7.0, ikn, out)
+        left, parent, threshold, t, lower, upper, c = (out.left, out.parent, out.threshold,
+                                                       out.tau, out.lower, out.upper, out.stats)
         want = naive_expand(feature, thr, tau, lo, up, counts, 7.0, ikn)
         for got, exp in zip((left, right, parent, threshold, t, lower, upper, c), want,
                             strict=True):

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from mondrian._records import MondrianTree, Prior
 from mondrian.posterior import (
     edge_variance,
     empirical_moments,
@@ -88,11 +89,17 @@ def _random_tree(rng, target):
     return par, lch, rch, tau, leaf_y
 
 
+def _record(left, right, parent, tau, stats):
+    """The kernels' tree record of the arrays the posterior reads."""
+    return MondrianTree.of(left=left, right=right, parent=parent, tau=tau, stats=stats)
+
+
 def _run_kernel(left, right, parent, tau, stats, root, n, hp):
     cap = len(left)
     mean = np.full(cap, -7.0)
     var = np.full(cap, -7.0)
-    gaussian_posterior(left, right, parent, tau, stats, root, n, *hp, mean, var)
+    gaussian_posterior(_record(left, right, parent, tau, stats), root, n, Prior(*hp[:3]),
+                       hp[3], mean, var)
     assert np.all(mean[n:] == -7.0) and np.all(var[n:] == -7.0)  # nothing written past n
     return mean[:n], var[:n]
 
@@ -183,8 +190,8 @@ def test_single_leaf_is_conjugate_normal(k, tau_leaf):
     mu_h, gamma1, gamma2, noise = 0.5, 2.0, 0.7, 0.3
     left, right, parent, tau, stats = _single_leaf(y, tau_leaf)
     mean, var = np.empty(1), np.empty(1)
-    gaussian_posterior(left, right, parent, tau, stats, 0, 1, mu_h, gamma1, gamma2, noise,
-                       mean, var)
+    gaussian_posterior(_record(left, right, parent, tau, stats), 0, 1,
+                       Prior(mu_h, gamma1, gamma2), noise, mean, var)
     phi = gamma1 * (1.0 / (1.0 + math.exp(-gamma2 * tau_leaf)) - 0.5)
     post_var = 1.0 / (1.0 / phi + k / noise)
     post_mean = post_var * (mu_h / phi + np.sum(y) / noise)
@@ -293,8 +300,8 @@ def test_hyperparameters_constant_targets_stay_finite():
     # BP stays finite with these hyperparameters
     left, right, parent, tau, stats = _single_leaf(y, np.inf)
     mean, var = np.empty(1), np.empty(1)
-    gaussian_posterior(left, right, parent, tau, stats, 0, 1, mu_h, gamma1, gamma2, noise,
-                       mean, var)
+    gaussian_posterior(_record(left, right, parent, tau, stats), 0, 1,
+                       Prior(mu_h, gamma1, gamma2), noise, mean, var)
     assert mean[0] == pytest.approx(12.5) and np.isfinite(var[0]) and var[0] > 0
 
 

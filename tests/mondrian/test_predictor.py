@@ -17,8 +17,9 @@ from mondrian._predict import (
     exact_parameters,
     pack_predictor,
 )
+from mondrian._records import Messages, MondrianTree, Prior
 from mondrian.posterior import belief_propagation
-from tests.mondrian.test_posterior import _random_hp, _random_tree, _tree_arrays
+from tests.mondrian.test_posterior import _random_hp, _random_tree, _record, _tree_arrays
 from tests.naive import naive_branch_off_moments
 
 
@@ -50,8 +51,11 @@ def test_extents_are_the_nearest_float32_outward():
     v = np.concatenate([v, [0.0, -0.0, 1e-46, -1e-46, 1.0, -1.0, 0.1, -0.1, 1e39, -1e39]])
     n = v.shape[0]
     none = np.full(n, -1, np.int64)
-    *_, R32 = pack_predictor(none, none, none, np.zeros(n, np.int64), np.zeros(n),
-                             np.zeros(n), v[:, None], v[:, None], np.arange(n))
+    *_, R32 = pack_predictor(MondrianTree.of(left=none, right=none, parent=none,
+                                             feature=np.zeros(n, np.int64),
+                                             threshold=np.zeros(n), tau=np.zeros(n),
+                                             lower=v[:, None], upper=v[:, None]),
+                             np.arange(n))
     with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, then +-max
         f = v.astype(np.float32)
     lower = np.where(f > v, np.nextafter(f, np.float32(-np.inf)), f)
@@ -123,13 +127,11 @@ def check_branch_off_against_dense(seed, per_node_noise):
     lifetime = np.inf if seed % 3 else float(np.max(live[np.isfinite(live)], initial=0.0)) + 0.5
     tau = tau.copy()
     tau[:n][np.isinf(live)] = lifetime  # leaves carry the lifetime
-    post_mean, post_var, down, belief = (np.empty(n) for _ in range(4))
-    lam, eta_msg = np.zeros(n), np.zeros(n)
-    belief_propagation(left, right, parent, tau, stats, root, n, mu_h, g1, g2, noise,
-                       post_mean, post_var, down, belief, lam, eta_msg)
+    record, prior = _record(left, right, parent, tau, stats), Prior(mu_h, g1, g2)
+    messages = Messages.empty(n)
+    belief_propagation(record, root, n, prior, noise, messages)
     order = preorder(left, right, root, n)
-    P = exact_parameters(order, parent, tau, g1, g2, noise, post_mean, post_var, down, belief,
-                         lam, eta_msg)
+    P = exact_parameters(order, record, prior, noise, messages)
     h = np.zeros(5)
     h[[EXACT, GAMMA1, GAMMA2, NOISE]] = 1.0, g1, g2, np.mean(noise)  # kernels read P's
     h[SIG_LIFETIME] = 1.0 / (1.0 + np.exp(-g2 * lifetime))
