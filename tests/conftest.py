@@ -1,5 +1,6 @@
 """Shared fixtures: one in-process Dask cluster for the whole test session; numba's kernel
-cache warmed once before the worker processes of ``pytest -n`` start."""
+cache warmed once before the worker processes of ``pytest -n`` start; the ``slow`` marks,
+from measured durations (``tests/durations.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,19 @@ def pytest_configure(config: pytest.Config) -> None:
     seconds = warm_kernels()
     parts = ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
     sys.stderr.write(f"numba kernels ready in {time.perf_counter() - t0:.1f} s ({parts})\n")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests measured at 3 s or more (``tests/durations.json``), and every
+    ``soak`` test (so that ``-m "not slow"``, which replaces the default ``-m "not soak"``,
+    leaves them out too)."""
+    from tests.durations import slow_tests
+
+    slow = slow_tests()
+    for item in items:
+        if item.nodeid in slow or item.get_closest_marker("soak"):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

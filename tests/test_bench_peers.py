@@ -229,7 +229,6 @@ def test_expected_calibration_error_is_the_binned_gap():
     assert s["log_loss"] == pytest.approx(-np.mean(np.log(np.where(y == 1, p1, 1 - p1))))
 
 
-@pytest.mark.slow
 def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
     from benchmarks import bench_peers
     from benchmarks.peers_models import PEERS

@@ -82,7 +82,6 @@ def test_pages_exist():
     assert len(PYTHON) >= 10, f"only {len(PYTHON)} python blocks in docs/"
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_site_builds_without_warnings(tmp_path):
     """``sphinx-build -W``: every warning (broken link, bad docstring, ...) is an error."""
@@ -129,7 +128,6 @@ _DRIVER = textwrap.dedent('''
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", sorted({b.page for b in PYTHON}),
                          ids=lambda p: str(p.relative_to(DOCS)))
-@pytest.mark.slow
 def test_python_snippets_run(page, tmp_path):
     """A page's python blocks run in order in one fresh process, in an empty directory."""
     blocks = [(b.where, b.code) for b in PYTHON if b.page == page and b.no_run is None]

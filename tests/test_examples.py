@@ -78,7 +78,6 @@ def test_notebook_is_stored_clean(notebook):
     assert not dirty, f"code cells {dirty} have stored outputs; clear them before committing"
 
 
-@pytest.mark.slow
 def test_quickstart_runs(tmp_path):
     work_dir = tmp_path / "work"
     nb = _run(QUICKSTART, tmp_path, _kernel_env(work_dir))
@@ -109,7 +108,6 @@ def _outputs(nb: nbformat.NotebookNode) -> tuple[list, str]:
     return outputs, "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
 
 
-@pytest.mark.slow
 def test_retraining_runs(tmp_path):
     work_dir = tmp_path / "work"
     nb = _run(RETRAINING, tmp_path, _kernel_env(work_dir))

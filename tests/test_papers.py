@@ -57,7 +57,6 @@ def test_item_keys_are_unique_and_documented():
         assert it.paper_numbers and it.claim.endswith(".") and it.data and it.tolerance
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("item", ITEMS, ids=lambda it: it.key)
 def test_every_item_runs_at_the_smoke_budget(item, tmp_path):

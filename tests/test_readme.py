@@ -38,7 +38,6 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
     assert test_command.split("&& ", 2)[-1] in ci  # the install and test command, verbatim
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_python_example_runs(tmp_path):
     (python,) = _blocks("python")
@@ -50,7 +49,6 @@ def test_the_python_example_runs(tmp_path):
     assert nlpd < 2.5 and 0.8 <= coverage <= 1.0
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_command_line_example_runs(tmp_path):
     cli = _blocks("bash")[1]

@@ -95,7 +95,6 @@ def test_parse_day(examples):
         job.parse_day("2013-02-30")
 
 
-@pytest.mark.slow
 def test_run_retrain_and_the_flow_tasks(tmp_path, examples, dask_client, monkeypatch,
                                         capsys):
     job, flow = examples
@@ -181,7 +180,6 @@ def test_the_metrics_artifact_table_and_description(examples):
         assert _plain(flow.publish_metrics)(second) == flow.metrics_table(second)
 
 
-@pytest.mark.slow
 def test_the_flow_publishes_the_metrics_artifact(examples):
     """With Prefect installed (the schedule extra), on a temporary Prefect server."""
     pytest.importorskip("prefect")
@@ -258,7 +256,6 @@ def _gnu_yesterday() -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-@pytest.mark.slow
 def test_crontab_lines_and_the_wrapper_run_the_job(tmp_path, examples):
     job, _ = examples
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "ebf")):

@@ -229,7 +229,6 @@ def test_cdf_of_quantile_is_level():
     np.testing.assert_allclose(sf, 1e-7, rtol=1e-6)
 
 
-@pytest.mark.slow
 def test_quantile_matches_brentq_oracle(arrays, gm):
     q = np.array([0.003, 0.25, 0.5, 0.9, 0.9999])
     x = gm.quantile(q)
@@ -410,7 +409,6 @@ def _padded(w, m, v, width, seed):
     return W, M, V
 
 
-@pytest.mark.slow
 def test_summary_matches_oracles():
     w, m, v = random_mixture_arrays(n=60, k=9, seed=30)
     gm = GaussianMixture(w, m, v)

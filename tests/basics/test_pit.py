@@ -60,7 +60,6 @@ def _skewed_map():
     return PITMap.fit(np.random.default_rng(6).beta(3.0, 2.0, 40_000))
 
 
-@pytest.mark.slow
 def test_recalibrated_cdf_quantile_density_are_consistent():
     dist = RecalibratedDistribution(_mixture(), _skewed_map())
     grid = np.linspace(-25, 25, 200_001)
@@ -149,7 +148,6 @@ def test_aci_kernel_matches_oracle():
     np.testing.assert_array_equal(start.updated(u, 0.02).levels, levels)
 
 
-@pytest.mark.slow
 def test_aci_holds_coverage_under_drift():
     """The PIT distribution changes abruptly halfway: a map learnt on the first half misses
     the target on the second; the adaptive map covers within the long-run bound."""
@@ -190,7 +188,6 @@ def test_state_round_trip_and_bad_states():
             PITMap.from_state(state)
 
 
-@pytest.mark.slow
 def test_crps_agrees_with_scoringrules():
     """An independent, maintained implementation (scoringrules' closed form for Gaussian
     mixtures), on random mixtures of 1 to 6 components."""

@@ -155,7 +155,6 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not (shutil.which("bash") and shutil.which("setsid")),
                     reason="the stand-in sbatch needs bash and setsid")

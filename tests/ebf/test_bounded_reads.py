@@ -158,7 +158,6 @@ def _declared_bytes(dtype: str, shape: list) -> int:
           suppress_health_check=list(HealthCheck))
 @given(entries=st.lists(st.tuples(_DTYPES, _SHAPES), max_size=4), tamper=_TAMPER,
        index=st.integers(0, 3))
-@pytest.mark.slow
 def test_fuzzed_array_tables_are_refused_or_read_as_declared(tmp_path, entries, tamper, index):
     """Tables of extreme shapes (empty or not), dtypes and offsets, laid out as the writer
     would (the file as long as the arrays, up to 4 kB) and then maybe tampered with: a
@@ -394,7 +393,6 @@ def _sparse_shard(model: Any, root: Path, name: str, size: int, header: bool) ->
     return path
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc")
 def test_sparse_giant_files_are_refused_within_a_memory_limit(model, tmp_path):
     """Gigabytes of sparse files (no disk used), read by a process that cannot allocate

@@ -36,7 +36,6 @@ def heavy_tailed(n, seed):
     return X, y
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_recalibrated_intervals_cover_on_fresh_data(seed):
     X, y = heavy_tailed(36_000, seed)

@@ -400,7 +400,6 @@ def test_a_loaded_model_gives_the_same_report(reg, tmp_path):
         trunk_drift(reg, *window).to_dict()
 
 
-@pytest.mark.slow
 def test_stationary_windows_refit_at_most_at_the_chosen_level():
     """200 windows of 2,000 rows from the fit's own distribution, against a trunk of 7
     splits, several of them close contests (effects 0.6, 0.48, 0.36 of one noise sd on 3 of 5

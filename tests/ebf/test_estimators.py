@@ -67,7 +67,6 @@ def test_one_leaf_trunk_ebf_classifier_equals_bf():
 # ---------------------------------------------------------------- the paper's claims
 
 
-@pytest.mark.slow
 def test_ebf_within_three_percent_of_bf_on_friedman():
     """Sec. 4.1: EBF predicts nearly as well as the full BF (n = 20,000).
 
@@ -87,7 +86,6 @@ def test_ebf_within_three_percent_of_bf_on_friedman():
     assert r_ebf <= 1.03 * r_bf, (r_ebf, r_bf)
 
 
-@pytest.mark.slow
 def test_ssf_worse_than_ebf_on_deep_structure():
     """Sec. 4: sub-samples learn the deep structure from a fifth of the data each."""
     gaps = []

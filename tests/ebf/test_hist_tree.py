@@ -79,7 +79,6 @@ def test_hist_tree_equals_exact_cart_with_few_distinct_values(task, kw):
     assert tree["left"].size > 15
 
 
-@pytest.mark.slow
 def test_hist_tree_with_two_byte_codes_equals_exact_cart():
     # 600 distinct values, max_bins 4096: every value its own bin, codes are uint16
     X, y, w = _data(n=1500, levels=600, seed=7)
@@ -89,7 +88,6 @@ def test_hist_tree_with_two_byte_codes_equals_exact_cart():
     assert _structure(tree, edges) == _naive_structure(naive)
 
 
-@pytest.mark.slow
 def test_hist_tree_equals_cart_on_the_binned_data_with_many_values():
     # more than 255 distinct values: quantile bins, and exact CART over those edges
     X, y, w = _data(n=1500, levels=10_000, seed=1)

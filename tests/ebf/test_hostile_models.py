@@ -127,7 +127,6 @@ def _set(path: Path, manifest: dict, keys: tuple, index: int, value: Any) -> Non
 # ------------------------------------------------------------------------------ probe cases
 
 
-@pytest.mark.slow
 def test_bf_left_child_of_1e12_is_refused(models, worker, tmp_path):
     path, m, rows = _copy(models, "bf_reg", tmp_path)
     _set(path, m, ("forest", "left"), 0, 10**12)
@@ -456,7 +455,6 @@ def _mutate(path: Path, manifest: dict, mutation: tuple) -> None:
 @pytest.mark.parametrize("name", MODEL_NAMES)
 @settings(max_examples=20, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
-@pytest.mark.slow
 @given(mutations=st.lists(MUTATION, min_size=1, max_size=2))
 def test_fuzzed_models_are_refused_or_predict_finite_values(models, worker, tmp_path, name,
                                                             mutations):
@@ -513,7 +511,6 @@ def _corrupt(rng: np.random.Generator, arrays: list[np.ndarray], offsets: np.nda
             left[p], left[c] = left[c], c
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("forward", [True, False])
 def test_structure_kernel_matches_its_oracle(forward):
     """With ``forward`` (CART and trunk numbering) and without (Mondrian slot order, where a

@@ -79,7 +79,6 @@ def test_prior_rows_must_give_a_finite_variance():
     assert pooled_variance(np.zeros(2), np.ones(2)) == 0.0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("splitter", ["hist", "exact"])
 @pytest.mark.parametrize("weights", ["exponential", "poisson"])
 def test_forest_leaves_are_the_oracle_posterior(splitter, weights):

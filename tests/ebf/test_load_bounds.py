@@ -159,7 +159,6 @@ def _check_outcome(result: dict, model_dir: Path, path: str) -> str | None:
 # ------------------------------------------------------------------------------ the corpus
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_forged_floats_are_refused_naming_the_array_or_predict_finite_values(
         models, worker, tmp_path, name):
@@ -355,7 +354,6 @@ def test_noise_over_alpha_is_a_variance(kernel_state):
         estimator_from_state(d)
 
 
-@pytest.mark.slow
 def test_forged_sums_in_one_shard_are_refused_by_load_part(tmp_path):
     """Format 2: a branch loaded alone from its shard meets the same bounds, the message
     naming the model file, the branch and the array."""

@@ -72,7 +72,6 @@ def _assert_same_distribution(online, batch, online_score, batch_score):
                                equal_var=False).pvalue > 0.01
 
 
-@pytest.mark.slow
 def test_online_equals_batch_in_distribution_friedman():
     X, y = make_friedman1(3200, noise=1.0, random_state=0)
     X_test, y_test = X[3000:], y[3000:]
@@ -97,7 +96,6 @@ def test_online_equals_batch_in_distribution_flights():
     _assert_same_distribution(online, batch, s_on, s_ba)
 
 
-@pytest.mark.slow
 def test_the_ks_test_sees_a_different_model():
     """The check above can fail: fewer rows in the 'online' model are detected."""
     X, y = make_friedman1(3200, noise=1.0, random_state=0)

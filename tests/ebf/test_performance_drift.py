@@ -90,7 +90,6 @@ def test_chunked_draws_are_the_draws_of_one_array():
 # ------------------------------------------------------------------ error rates
 
 
-@pytest.mark.slow
 def test_a_window_like_the_reference_fires_at_most_at_the_level():
     """400 windows of 1,000 dependent rows against a reference measured on 1,000 rows of its
     own, at level 0.05 and no tolerance: the test fires in at most 0.05 + 0.02 of them with
@@ -140,7 +139,6 @@ def _report(p, correction="holm", gain=0.5):
                        correction=correction)
 
 
-@pytest.mark.slow
 def test_the_splits_and_the_holdout_score_hold_the_family_wise_level():
     """200 stationary days: 7 split tests with uniform p-values (a true null, refitting
     whenever rejected) and the holdout-score test on scores like the reference's. The

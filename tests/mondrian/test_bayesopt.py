@@ -19,7 +19,6 @@ def branin(x):
 SPACE = [(-5.0, 10.0), (0.0, 15.0)]
 
 
-@pytest.mark.slow
 def test_mondrian_forest_beats_random_search_on_branin():
     """Seeded: over 3 seeds, 50 evaluations each (10 random first), the Mondrian surrogate's
     best value is at least as good as a random search's with the same budget, seed by seed
@@ -71,7 +70,6 @@ def test_default_initial_points_are_a_tenth_of_the_budget():
     assert default_initial_points(20, 6) == 7 and default_initial_points(5, 6) == 5
 
 
-@pytest.mark.slow
 def test_five_initial_points_leave_a_seed_climbing_on_a_fine_grid():
     """The Table 3 outlier (seed 0 of grid 0 ended at -3.70 after 200 evaluations): on the
     paper's 250,000-point Branin grid, with 5 random points first the UCB steps about one

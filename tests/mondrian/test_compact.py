@@ -290,7 +290,6 @@ def _random_preorder(rng, n_leaves: int) -> np.ndarray:
     return np.array(grow(n_leaves), np.int64)
 
 
-@pytest.mark.slow
 def test_structure_kernel_matches_its_oracle():
     rng = np.random.default_rng(0)
     codes = set()

@@ -241,7 +241,6 @@ def _laplace_gp(n, lam, seed):
     return X, np.linalg.cholesky(K) @ rng.normal(size=n) + 0.05 * rng.normal(size=n)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("lam", [1.0, 3.0])
 def test_width_is_recovered_from_a_laplace_gp(lam):
     """Fig. 7: on a draw of a GP with the Laplace kernel of lifetime lambda (500 points in
@@ -345,7 +344,6 @@ def test_classifier_learns_the_width_and_classes():
 @parametrize_with_checks([
     MondrianKernelRegressor(n_mondrians=10, max_features=1000, n_widths=5, random_state=0),
     MondrianKernelClassifier(n_mondrians=10, max_features=1000, n_widths=5, random_state=0)])
-@pytest.mark.slow
 def test_sklearn_compatible_estimators(estimator, check):
     check(estimator)
 

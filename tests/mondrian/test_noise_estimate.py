@@ -36,7 +36,6 @@ def test_gamma_test_matches_the_pairwise_oracle():
         assert got == pytest.approx(max(naive_gamma_test(X, y, 6), 1e-300), rel=1e-9)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sd", [0.5, 1.0, 2.0])
 def test_gamma_test_recovers_a_known_noise_variance(sd):
     X, _, y = _friedman(20_000, np.random.default_rng(1), sd=sd)
@@ -80,7 +79,6 @@ def test_seen_inputs_with_fresh_noise_are_as_probable_as_new_ones(kind, noise):
     assert seen < new + 0.3 and worst > -30, (seen, new, worst)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["smc", "bart", "kernel"])
 def test_other_learners_are_honest_at_seen_inputs(name):
     """The SMC trees (a normal-inverse-gamma leaf), BART (one sampled noise variance) and

@@ -69,7 +69,6 @@ def _assert_bound_honoured(tree, X, mss) -> None:
             assert len(naive.flat_tree_leaf_rows(tree, j)) == n_j
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mss", [3, 8])
 def test_online_trees_have_the_batch_size_and_depth_under_the_bound(grown, mss):
     batch, online = grown["batch", mss], grown["online", mss]

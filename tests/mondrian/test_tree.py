@@ -293,7 +293,6 @@ def test_online_trees_have_the_batch_distribution(name):
     assert min(p.values()) > ALPHA, p
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", SCENARIOS + ("tiny_reg", "tiny_clf"))
 def test_kernel_matches_naive_reference_sampler(name):
     p = _compare(scenario_samples(name, "batch"), scenario_samples(name, "naive"))
@@ -499,7 +498,6 @@ def test_batch_slots_are_in_preorder(task):
                                   np.arange(tree.n_nodes))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("task", [REGRESSION, CLASSIFICATION])
 def test_blocks_larger_than_the_small_block_path(task):
     """Blocks above ``SMALL_BLOCK_ROWS`` are summarised row by row (forwards for a left

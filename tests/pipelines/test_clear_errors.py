@@ -80,7 +80,6 @@ def _no_temporaries(parent: Path) -> None:
 # --------------------------------------------------------------------------- (a) schemas
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("odd", ["lacks x2", "x2 as text"])
 def test_files_of_one_directory_with_other_columns_are_named(tmp_path, odd):
     data = tmp_path / "data"
@@ -97,7 +96,6 @@ def test_files_of_one_directory_with_other_columns_are_named(tmp_path, odd):
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.slow
 def test_prediction_names_the_file_lacking_a_feature(tmp_path, tiny_model_dir):
     data = tmp_path / "data"
     data.mkdir()
@@ -111,7 +109,6 @@ def test_prediction_names_the_file_lacking_a_feature(tmp_path, tiny_model_dir):
 # --------------------------------------------------------------------------- (b) duplicates
 
 
-@pytest.mark.slow
 def test_duplicate_column_names_name_the_file_and_column(tmp_path):
     path = tmp_path / "dup.parquet"
     rng = np.random.default_rng(0)
@@ -124,7 +121,6 @@ def test_duplicate_column_names_name_the_file_and_column(tmp_path):
 # --------------------------------------------------------------------------- (c) too few rows
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rows", [0, 1])
 def test_too_few_rows_are_refused_with_the_count_and_the_fix(tmp_path, rows):
     path = tmp_path / "small.parquet"
@@ -156,7 +152,6 @@ def test_targets_beyond_1e100_are_refused_in_the_summary_pass_before_the_trunk()
     assert not hasattr(model, "trunk_")
 
 
-@pytest.mark.slow
 def test_targets_beyond_1e100_fail_in_one_line(tmp_path):
     path = tmp_path / "big.parquet"
     _frame(300).assign(y=lambda d: d["y"] * 1e200).to_parquet(path, index=False)
@@ -167,7 +162,6 @@ def test_targets_beyond_1e100_fail_in_one_line(tmp_path):
 # --------------------------------------------------------------------------- (e) NaN features
 
 
-@pytest.mark.slow
 def test_nulls_in_features_at_predict_name_column_and_count_from_the_footers(tmp_path,
                                                                              tiny_model_dir):
     path = tmp_path / "nan.parquet"
@@ -181,7 +175,6 @@ def test_nulls_in_features_at_predict_name_column_and_count_from_the_footers(tmp
     assert not (tmp_path / "p").exists()
 
 
-@pytest.mark.slow
 def test_nan_found_by_a_worker_is_one_line_and_v_keeps_the_traceback(tmp_path, tiny_model_dir):
     path = tmp_path / "nan.parquet"
     columns = {c: _frame(100)[c].to_numpy(copy=True) for c in [*TINY_FEATURES, "y"]}
@@ -198,7 +191,6 @@ def test_nan_found_by_a_worker_is_one_line_and_v_keeps_the_traceback(tmp_path, t
 # --------------------------------------------------------------------------- (f) bad files
 
 
-@pytest.mark.slow
 def test_a_file_that_is_not_parquet_is_named(tmp_path, tiny_model_dir):
     data = tmp_path / "data"
     data.mkdir()
@@ -244,7 +236,6 @@ def _lock_holder(root: Path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.slow
 def test_stale_lock_of_a_killed_writer_is_removed_by_registry_unlock(tmp_path):
     root = tmp_path / "reg"
     holder = _lock_holder(root)
@@ -262,7 +253,6 @@ def test_stale_lock_of_a_killed_writer_is_removed_by_registry_unlock(tmp_path):
     assert res.returncode == 0 and "not locked" in res.stdout
 
 
-@pytest.mark.slow
 def test_registry_unlock_refuses_while_the_holder_runs(tmp_path):
     root = tmp_path / "reg"
     holder = _lock_holder(root)
@@ -319,7 +309,6 @@ def _imports_numpy(pid: int, _: str) -> bool:
 STOPPED = "ebf train: stopped: interrupted; temporary files were removed"
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
 def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
     path = tmp_path / "d.parquet"
@@ -333,7 +322,6 @@ def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
     _no_temporaries(tmp_path)
 
 
-@pytest.mark.slow
 def test_ctrl_c_during_a_fit_on_worker_processes_exits_130_in_one_line(tmp_path):
     path = tmp_path / "d.parquet"
     # a fit of several seconds after the trunk: the interrupt lands before it ends (a fit of
@@ -372,7 +360,6 @@ raise SystemExit(main())
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_while_the_command_is_still_importing_is_one_line(signum, status):
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, "train"], env=_entry_env(),

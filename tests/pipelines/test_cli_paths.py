@@ -170,7 +170,6 @@ _WRITERS = sorted(key for key, role in ROLES.items() if role in ("output", "regi
 _TARGETS = ("data", "model", "member-dir", "member-file", ".")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", _TARGETS)
 @pytest.mark.parametrize("option", _WRITERS, ids="-".join)
 def test_writers_aimed_at_what_must_stay_are_refused(world, option, target, tmp_path,

@@ -156,7 +156,6 @@ class _KillOriginals(WorkerPlugin):
             os._exit(1)
 
 
-@pytest.mark.slow
 def test_prediction_survives_killed_workers_with_identical_output(job, tmp_path):
     kills = tmp_path / "kills"
     kills.mkdir()
@@ -256,7 +255,6 @@ def _complete_dataset(path: Path, rows: int) -> bool:
     return output_kind(path) == "dataset" and len(pd.read_parquet(path)) == rows
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("point", ["starting", "writing"])
 def test_sigterm_during_make_data_leaves_no_temporary_directory(tmp_path, point):
     out = tmp_path / "d"
@@ -277,7 +275,6 @@ def test_sigterm_during_make_data_leaves_no_temporary_directory(tmp_path, point)
         assert status in (0, -signal.SIGTERM), err
 
 
-@pytest.mark.slow
 def test_sigterm_during_train_and_predict(job, tmp_path):
     model = tmp_path / "model"
     train = ["train", job["data"], "--target", "y", "--n-estimators", "2", "--trunk-leaves",
@@ -302,7 +299,6 @@ def test_sigterm_during_train_and_predict(job, tmp_path):
     assert not pred.exists() or len(pd.read_parquet(pred)) == 900
 
 
-@pytest.mark.slow
 def test_what_a_killed_run_leaves_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "d"
     argv = ["make-data", "friedman", "--rows", "120000", "--partition-rows", "1000",

@@ -79,7 +79,6 @@ def test_a_foreign_file_is_kept_and_ebfs_own_is_replaced(made, tmp_path, capsys)
     capsys.readouterr()
 
 
-@pytest.mark.slow
 def test_report_and_its_figures_are_ebf_outputs(made, tmp_path):
     root, data, model = made
     report = tmp_path / "r.html"

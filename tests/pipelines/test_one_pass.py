@@ -175,7 +175,6 @@ def test_one_pass_checks_its_destination_before_any_work(saved, test_data, tmp_p
     assert not (tmp_path / "p2").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("gather", [True, False])
 @pytest.mark.parametrize("name", ["ebf_reg_recal", "ebf_clf"])
 def test_row_scores_come_from_the_same_pass(saved, test_data, dask_client, monkeypatch,

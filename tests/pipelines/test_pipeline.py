@@ -86,7 +86,6 @@ def local_threads(monkeypatch):
 # --------------------------------------------------------------------------- train
 
 
-@pytest.mark.slow
 def test_train_result_and_training_metadata(models, data):
     reg, clf = models["reg_result"], models["clf_result"]
     assert (reg.task, clf.task) == ("regression", "classification")
@@ -339,7 +338,6 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert sum(saved["pit_histogram"]) == 1500
 
 
-@pytest.mark.slow
 def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client):
     options = TrainOptions(branch="mondrian", n_estimators=3, trunk_leaves=3,
                            calibrate="holdout", calibration_fraction=0.3)
@@ -367,7 +365,6 @@ def test_train_recalibrates_and_evaluate_scores_both(data, tmp_path, dask_client
               client=dask_client)
 
 
-@pytest.mark.slow
 def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
     pytest.importorskip("matplotlib")
     model = tmp_path / "model"
@@ -444,7 +441,6 @@ def test_cli_train_mondrian_defaults_budget_and_compact(data, tmp_path, capsys, 
     assert saved <= 1.5 * budget
 
 
-@pytest.mark.slow
 def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, local_threads):
     """``--n-estimators`` with ``--model-memory``: CART branches get the leaf size that fits."""
     from ebf.artifact import load
@@ -484,7 +480,6 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
     assert len(written) >= 3 and os.listdir(tmp_path) == []
 
 
-@pytest.mark.slow
 @needs_demo_extras
 def test_cli_demo(tmp_path, capsys, local_threads):
     out = tmp_path / "demo"

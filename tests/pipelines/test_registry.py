@@ -288,7 +288,6 @@ def _start_writer(tmp_path, model_dir, reg_root):
     return proc, go
 
 
-@pytest.mark.slow
 def test_two_processes_one_wins_the_other_fails_clearly(tmp_path, model_dir):
     root = tmp_path / "reg"
     proc, go = _start_writer(tmp_path, model_dir, root)

@@ -67,7 +67,6 @@ def test_width_error_reference_is_the_calibrated_gaussian(results: dict[str, dic
         assert pooled == pytest.approx(expected * figures.GAUSSIAN_ABS_ERROR_PER_WIDTH, rel=0.03)
 
 
-@pytest.mark.slow
 def test_write_figures_writes_valid_pngs_atomically(tmp_path: Path,
                                                     results: dict[str, dict]) -> None:
     out = tmp_path / "figs"
@@ -160,7 +159,6 @@ def _data_uris(page: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
 
 
-@pytest.mark.slow
 def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
                                                    results: dict[str, dict]) -> None:
     nasty = "<b>& $\\frac{$"  # HTML markup, and a broken mathtext formula for the legends
@@ -201,7 +199,6 @@ def test_html_report_is_self_contained_and_escaped(tmp_path: Path,
     assert f"too wide {results['too wide']['pit_distance']:.3f}" in sided
 
 
-@pytest.mark.slow
 def test_html_report_of_a_run(tmp_path: Path) -> None:
     """The run and its models, with units; the recalibrated model before and after; the
     calibration table one row per level; the EBF's branches."""
@@ -269,7 +266,6 @@ def test_html_report_with_older_results_and_classifiers(tmp_path: Path,
         "<td>0.5000</td></tr>" in text
 
 
-@pytest.mark.slow
 def test_results_read_back_from_json_give_the_same_report(tmp_path: Path,
                                                          results: dict[str, dict]) -> None:
     # results.json stores tables as dicts of lists and the coverage levels as strings.
@@ -310,7 +306,6 @@ def test_missing_matplotlib_names_the_extra(tmp_path: Path, results: dict[str, d
     assert sorted(os.listdir(tmp_path)) == ["c.html"]
 
 
-@pytest.mark.slow
 def test_failed_write_keeps_the_old_file(tmp_path: Path, results: dict[str, dict],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "report.html"

@@ -26,7 +26,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 WIDTH, HEIGHT = 1280, 2000
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium "
                        "(apt-get install chromium; .ci/run installs it)"),
 ]

@@ -49,7 +49,6 @@ def _listing(root):
                   for d, _, fs in os.walk(root) for f in fs)
 
 
-@pytest.mark.slow
 def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     first = retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS,
@@ -93,7 +92,6 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     assert refit.branch_sizes_.sum() == 4000 + february + 3000 - 300 - 270
 
 
-@pytest.mark.slow
 def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
@@ -115,7 +113,6 @@ def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, da
     assert _listing(reg_url) == before
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("where", ["pipelines.registry.retrain.evaluate_model",
                                    "pipelines.registry.retrain._recalibrate", "ebf.artifact.save"])
 def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_client,
@@ -136,7 +133,6 @@ def test_a_run_that_fails_leaves_the_registry_as_it_was(tmp_path, windows, dask_
     assert retrain(reg_url, windows["feb"], client=dask_client).version == 2
 
 
-@pytest.mark.slow
 def test_kept_champion_writes_a_version_without_promoting(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)
@@ -184,7 +180,6 @@ def test_gate_rules():
     assert not ok and not checks["accuracy"]["ok"]
 
 
-@pytest.mark.slow
 def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
     monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
@@ -230,7 +225,6 @@ def test_cli_exit_codes(tmp_path, windows, monkeypatch, capsys):
     assert table[1].split()[:2] == ["version", "rows"] and table[2].startswith("v0002")
 
 
-@pytest.mark.slow
 def test_the_decision_line_names_the_drift_test_that_fired(tmp_path, windows, monkeypatch,
                                                            capsys):
     """February is like January: no test fires. April's target is shifted by 1.5 (5 noise

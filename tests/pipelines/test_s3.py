@@ -124,7 +124,6 @@ def processes(s3, tmp_path):
         yield address
 
 
-@pytest.mark.slow
 def test_the_cli_on_separate_scheduler_and_worker_processes_with_data_on_s3(
         s3, processes, capsys):
     """`--scheduler-file`: the workers are other processes, so the branches they fit reach

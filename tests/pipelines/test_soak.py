@@ -38,7 +38,7 @@ import pytest
 
 from tests.pipelines.processes import process_cluster
 
-pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.timeout(0)]
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(0)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = int(os.environ.get("EBF_SOAK_RUNS", "200"))

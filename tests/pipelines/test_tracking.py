@@ -103,7 +103,6 @@ def _valid_key(key: str) -> bool:
             and not key.startswith(("/", "..")) and len(key) <= 250)
 
 
-@pytest.mark.slow
 def test_train_logs_one_run_with_what_json_reports(tmp_path, cli, capsys):
     pytest.importorskip("mlflow")
     data, out = _data(tmp_path / "data", 600, 0), tmp_path / "model"
@@ -147,7 +146,6 @@ def test_train_logs_one_run_with_what_json_reports(tmp_path, cli, capsys):
         capsys.readouterr().out)
 
 
-@pytest.mark.slow
 def test_an_unanswered_server_costs_the_run_not_the_model(tmp_path, cli, capsys):
     pytest.importorskip("mlflow")
     from ebf.artifact import load
@@ -166,7 +164,6 @@ def test_an_unanswered_server_costs_the_run_not_the_model(tmp_path, cli, capsys)
     assert f"the model is written ({out}), only its MLflow run is missing" in line
 
 
-@pytest.mark.slow
 def test_retrain_runs_once_per_version(tmp_path, cli, capsys):
     pytest.importorskip("mlflow")
     windows = [_data(tmp_path / name, 1500, i) for i, name in enumerate(("jan", "feb"))]
@@ -253,7 +250,6 @@ def test_without_mlflow_the_command_fails_before_any_work(tmp_path, command, mon
     assert sorted(os.listdir(tmp_path)) == ["data"]  # no model, registry or store
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("command", ["train", "retrain"])
 @pytest.mark.parametrize("uri, message", [
     ("nosuch://host/x", "MLflow cannot open the tracking store 'nosuch://host/x'"),
@@ -398,7 +394,6 @@ class _FailingClient:
         self.ended.append((run_id, status))
 
 
-@pytest.mark.slow  # importing MLflow takes seconds
 def test_a_run_half_logged_is_marked_failed_and_reported_on_one_line():
     pytest.importorskip("mlflow")
     client = _FailingClient()

@@ -72,7 +72,6 @@ def test_hypercube_follows_sec_4_4_1():
 
 @pytest.mark.parametrize(("dim", "beta_s", "rivals"), [(4, 0.4, ("growprune",)),
                                                       (5, 0.3, ("cgm", "growprune"))])
-@pytest.mark.slow
 def test_pg_mixes_better_than_local_moves_on_the_hypercube(dim, beta_s, rivals):
     """Sec. 4.4.1 at the thesis' settings (M = 1, its beta_s, 2000 iterations, ESS of the
     log-likelihood after 1000) on the data sets of seeds 0-4: PG's median ESS is more than
@@ -126,7 +125,6 @@ def test_draws_predict_matches_the_naive_descent():
                                rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("sampler", "thin", "burn_in"), [("pg", 6, 60), ("cgm", 25, 200)])
 def test_simulation_based_calibration(sampler, thin, burn_in):
     """SBC (Talts et al. 2018): parameters from the prior (3 trees from eq. 3.4, leaf means
@@ -201,7 +199,6 @@ def test_predictive_mixture_is_one_normal_per_draw(fitted):
     np.testing.assert_array_equal(s.mean, model.predict(X[:7]))
 
 
-@pytest.mark.slow
 def test_held_out_accuracy_and_coverage():
     """PG-BART on Friedman #1 (sd 1 noise): the held-out error of the mean is below the
     noise, sigma is found, and the central 90% predictive intervals cover 82-95% of 2000

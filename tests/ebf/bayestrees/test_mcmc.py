@@ -87,7 +87,6 @@ def test_moves_are_all_accepted_sometimes():
         assert mine.shape[0] > 300 and mine[:, 1].sum() > 5, MOVES[move]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["cgm", "growprune"])
 def test_uninformative_chains_leave_the_prior_invariant(sampler):
     """Flat likelihood: independent chains started at prior draws still follow the prior
@@ -115,7 +114,6 @@ def test_exact_posterior_draws_stay_exact(sampler):
     assert p > 1e-3 and tv < 0.1
 
 
-@pytest.mark.slow
 def test_cgm_chains_from_the_trivial_tree_reach_the_enumerated_posterior():
     """Independent CGM chains from the trivial tree: after 300 moves the h.structures follow
     the exact posterior.

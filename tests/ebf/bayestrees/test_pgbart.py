@@ -90,7 +90,6 @@ def test_bad_inputs_are_named():
 
 @pytest.mark.parametrize(("beta_s", "n_particles", "from_root", "n_steps"),
                          [(0.5, 3, False, 3), (2.0, 10, True, 10)])
-@pytest.mark.slow
 def test_uninformative_chains_follow_the_prior(beta_s, n_particles, from_root, n_steps):
     """Flat likelihood: the kernel leaves the prior invariant (chains started at prior draws,
     deep trees) and reaches it from the trivial tree (BART's prior, C = 10): tree depth and
@@ -115,7 +114,6 @@ def test_uninformative_chains_follow_the_prior(beta_s, n_particles, from_root, n
     assert p > 1e-3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("n_particles", [2, 10])
 def test_exact_posterior_draws_stay_exact(n_particles):
     """Invariance of pi (eq. 4.8): chains started at exact posterior draws of the enumerated
@@ -132,7 +130,6 @@ def test_exact_posterior_draws_stay_exact(n_particles):
     assert p > 1e-3 and tv < 0.1
 
 
-@pytest.mark.slow
 def test_chains_from_the_trivial_tree_reach_the_enumerated_posterior():
     """Independent PG chains (C = 10) from the trivial tree: after 30 steps the h.structures
     follow the exact posterior (two root-cut modes, Normal leaves, fixed sigma^2)."""

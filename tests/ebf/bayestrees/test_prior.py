@@ -117,7 +117,6 @@ def test_depth_and_leaf_counts_follow_the_enumerated_prior(alpha_s, beta_s):
     assert stats.chisquare(observed, expected).pvalue > 1e-3
 
 
-@pytest.mark.slow
 def test_prior_average_of_the_likelihood_is_the_enumerated_evidence():
     """p(Y | X) = E_{T ~ p(T | X)} p(Y | T, X): Monte Carlo over the sampler vs enumeration."""
     y = np.array([0, 0, 1, 0, 1])

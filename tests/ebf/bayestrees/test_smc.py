@@ -71,7 +71,6 @@ def _two_sample_pvalue(ref: Counter, got: Counter) -> float:
     return stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("expansion", EXPANSIONS)
 @pytest.mark.parametrize("proposal", ["prior", "optimal"])
 def test_flat_likelihood_prior_and_optimal_particles_are_prior_draws(proposal, expansion,
@@ -91,7 +90,6 @@ def test_flat_likelihood_prior_and_optimal_particles_are_prior_draws(proposal, e
     assert _two_sample_pvalue(prior_cells, got) > 1e-3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("expansion", EXPANSIONS)
 def test_flat_likelihood_empirical_particles_follow_the_prior(expansion, prior_cells):
     """The empirical proposal is not the prior: only its weights (P/Q of eq. 3.7) make the
@@ -145,7 +143,6 @@ def exact6():
     return log_ev, posterior
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("expansion", EXPANSIONS)
 @pytest.mark.parametrize("proposal", PROPOSALS)
 def test_posterior_over_trees_matches_the_enumeration(proposal, expansion, exact6):
@@ -185,7 +182,6 @@ def test_evidence_is_unbiased_and_converges(proposal, resampling, exact6):
     assert np.abs(big).mean() < 0.5 * np.abs(small).mean()
 
 
-@pytest.mark.slow
 def test_regression_posterior_matches_the_enumeration():
     """The Normal likelihood of eq. (4.9) on five points, prior and optimal proposals."""
     x = np.array([0.2, -1.3, 2.1, 0.9, 1.4])

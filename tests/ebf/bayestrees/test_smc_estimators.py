@@ -74,7 +74,6 @@ def test_classifier_probabilities_are_the_weighted_polya_predictives():
     np.testing.assert_allclose(np.bincount(island, clf.tree_weight_), 1 / 3)  # "equal"
 
 
-@pytest.mark.slow
 def test_regressor_mixture_is_the_weighted_leaf_predictive():
     """The density at y* is sum_t w_t p(y* | labels of x's leaf), eq. (4.9)'s predictive
     exp(log l(labels + y*) - log l(labels)) with the joint Normal of the leaf's labels."""
@@ -98,7 +97,6 @@ def test_regressor_mixture_is_the_weighted_leaf_predictive():
     assert mixture.n_components == reg.n_trees_
 
 
-@pytest.mark.slow
 def test_regressor_leaf_noise_components_are_the_student_t_moments():
     """``noise="leaf"``: a tree's component is the mean and variance of its leaf's
     Student-t predictive, the normal-inverse-gamma posterior updated one label at a time,

@@ -24,7 +24,6 @@ def frame():
     return df
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("method", ["recent", "holdout"])
 @pytest.mark.parametrize("npartitions", [1, 6])
 def test_same_rows_and_same_map_as_local(frame, method, npartitions, dask_client):
@@ -61,7 +60,6 @@ def test_missing_targets_are_counted_and_refused(frame, dask_client):
     assert getattr(model, "recalibration_", None) is None
 
 
-@pytest.mark.slow
 def test_dask_estimator_and_sharded_predictions_follow_the_map(frame, tmp_path, dask_client):
     ddf = dd.from_pandas(frame, npartitions=4)
     fit, cal, _ = calibration_rows(ddf, "recent", 0.2, 0, dask_client)

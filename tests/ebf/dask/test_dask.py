@@ -116,7 +116,6 @@ def fit_both(local_cls, df: pd.DataFrame, npartitions: int, client, target: str 
 # --------------------------------------------------------------------- bin edges, trunk
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("n", [3000, 200_700])
 def test_bin_edges_equal_the_local_ones(dask_client, n):
     """Below 200k rows all rows are gathered; above, exactly the rows the local draw takes."""
@@ -136,7 +135,6 @@ def test_bin_edges_equal_the_local_ones(dask_client, n):
 @pytest.mark.parametrize("integer_target", [True, False])
 @pytest.mark.parametrize("local_cls, target", [
     (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
-@pytest.mark.slow
 def test_distributed_trunk_equals_local_trunk(dask_client, local_cls, target, integer_target):
     df = make_frame(2500, seed=1, integer_target=integer_target)
     model, local, ddf = fit_both(local_cls, df, 4, dask_client, target, n_estimators=1,
@@ -156,7 +154,6 @@ def test_distributed_trunk_equals_local_trunk(dask_client, local_cls, target, in
 @pytest.mark.parametrize("branch", ["bayesian", "mondrian", "smc"])
 @pytest.mark.parametrize("local_cls, target", [
     (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
-@pytest.mark.slow
 def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
     df = make_frame(1500, seed=2)
     model, local, ddf = fit_both(local_cls, df, 3, dask_client, target, n_estimators=4,
@@ -230,7 +227,6 @@ def test_same_model_with_one_worker(dask_client):
 
 @pytest.mark.parametrize("local_cls, target", [
     (SubsampleForestRegressor, "y"), (SubsampleForestClassifier, "label")])
-@pytest.mark.slow
 def test_ssf_equals_local_ssf(dask_client, local_cls, target):
     df = make_frame(1300, seed=5)
     model, local, _ = fit_both(local_cls, df, 4, dask_client, target, n_estimators=3,
@@ -249,7 +245,6 @@ def test_ssf_equals_local_ssf(dask_client, local_cls, target):
         np.testing.assert_array_equal(out["predicted"], local.predict(test))
 
 
-@pytest.mark.slow
 def test_empty_partitions_fit_and_predict(dask_client):
     df = make_frame(1500, seed=8).sort_values("a").reset_index(drop=True)
     ddf = dd.from_pandas(df, npartitions=6)
@@ -267,7 +262,6 @@ def test_empty_partitions_fit_and_predict(dask_client):
     np.testing.assert_array_equal(out["mean"], local.predict(pdf[FEATURES]))
 
 
-@pytest.mark.slow
 def test_sample_weight_equals_local(dask_client):
     df = make_frame(1200, seed=18)
     df["w"] = np.random.default_rng(18).exponential(size=len(df))
@@ -302,7 +296,6 @@ def test_encoder_equals_local_fit_when_partitions_have_other_categories(dask_cli
 # -------------------------------------------------------------------------- prediction
 
 
-@pytest.mark.slow
 def test_predict_frame_columns_index_and_order(dask_client):
     df = make_frame(1500, seed=9)
     model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, 3, dask_client,
@@ -325,7 +318,6 @@ def test_predict_frame_columns_index_and_order(dask_client):
     np.testing.assert_array_equal(series, mean)
 
 
-@pytest.mark.slow
 def test_predict_frame_classifier_and_branches_without_rows(dask_client):
     df = make_frame(1500, seed=12)
     model, local, _ = fit_both(EmpiricalBayesianForestClassifier, df, 3, dask_client, "label",
@@ -383,7 +375,6 @@ def test_schema_errors_name_the_column(dask_client):
         model.predict_frame(ddf[["a", "b", "flag", "size"]])
 
 
-@pytest.mark.slow
 def test_branch_memory_sizes_the_trunk(dask_client):
     df = make_frame(2000, seed=16, integer_target=True)
     ddf = dd.from_pandas(df, npartitions=3)
@@ -434,7 +425,6 @@ def test_waits_use_the_given_client_never_the_default(monkeypatch):
             wait_for(client, [client.submit(lambda: 1 / 0, pure=False)])
 
 
-@pytest.mark.slow
 def test_fit_survives_a_worker_killed_during_a_branch(tmp_path):
     """A real worker process dies inside a branch task; the fit ends with the same model."""
     marker = tmp_path / "killed"

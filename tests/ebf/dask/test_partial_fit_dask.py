@@ -15,7 +15,6 @@ from .test_dask import FEATURES, assert_same_predictions, assert_same_state, fit
 
 @pytest.mark.parametrize("local_cls, target", [
     (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
-@pytest.mark.slow
 def test_dask_partial_fit_equals_local_partial_fit(dask_client, local_cls, target):
     model, local, _ = fit_both(local_cls, make_frame(1500, seed=2), 3, dask_client, target,
                                n_estimators=3, branch="mondrian", trunk_max_leaves=5,
@@ -33,7 +32,6 @@ def test_dask_partial_fit_equals_local_partial_fit(dask_client, local_cls, targe
     assert_same_predictions(got, local, make_frame(300, seed=9)[FEATURES])
 
 
-@pytest.mark.slow
 def test_dask_partial_fit_refusals_leave_the_model_unchanged(dask_client):
     df = make_frame(1200, seed=2)
     model, _, _ = fit_both(EmpiricalBayesianForestClassifier, df, 2, dask_client, "label",

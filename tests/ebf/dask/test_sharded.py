@@ -132,7 +132,6 @@ def test_schema_errors_come_before_any_work(dask_client, saved):
         predict_frame(open_model(path), X, QUANTILES, strategy="sharded")
 
 
-@pytest.mark.slow
 def test_a_worker_killed_during_sharded_prediction(saved, tmp_path):
     """A real worker process dies inside a branch task; the output is complete and equal."""
     marker = tmp_path / "killed"
@@ -163,7 +162,6 @@ def _peak_cached_bytes() -> int:
     return cache.cache_peak_bytes()
 
 
-@pytest.mark.slow
 def test_a_memory_limit_below_the_model_chooses_shards_and_holds_one(saved):
     """Workers whose memory limit is below the whole model but above its largest shard:
     the chooser picks sharded prediction, which succeeds, and no worker ever holds more
@@ -236,7 +234,6 @@ def _paused_messages(client: Client) -> list[str]:
             if "Pausing worker" in msg]
 
 
-@pytest.mark.slow
 def test_a_worker_limit_just_above_one_part_completes_without_pausing(tmp_path):
     """Workers with Dask's memory management on and a limit of their idle size plus twice
     (the largest part as it predicts + a partition's rows): sharded prediction completes,
