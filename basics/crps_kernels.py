@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .jit import JIT
-from .mixture_kernels import _INV_SQRT_2PI, _SQRT1_2, _ndtr, gather_row
+from .mixture_kernels import _INV_SQRT_2PI, _SQRT1_2, _ndtr, gather_row, row_scratch
 
 
 class PitMaps(NamedTuple):
@@ -197,10 +197,8 @@ def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
     knots, offsets, identity = maps
     z_grid, tolerance, closed_max = quad.z_grid, quad.tolerance, quad.closed_max
     k_max = w.shape[1]
-    cw = np.empty(k_max)
-    cm = np.empty(k_max)
-    cv = np.empty(k_max)
-    cs = np.empty(k_max)
+    row = row_scratch(k_max)
+    cw, cm, cv, cs = row.w, row.m, row.v, row.s
     inv_s = np.empty(k_max)
     w_inv_s = np.empty(k_max)
     n_maps = offsets.shape[0] - 1
@@ -224,7 +222,7 @@ def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
         all_identity = all_identity and identity[r]
         any_identity = any_identity or identity[r]
     for i in range(w.shape[0]):
-        n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
+        n, mean, var = gather_row(w, m, v, i, row)
         yi = y[i]
         closed = any_identity and n <= closed_max
         if closed:

@@ -111,15 +111,15 @@ def _levels(q: Any, n_rows: int | None = None) -> np.ndarray:
     return np.atleast_1d(check_levels(q, "q", n_rows=n_rows))
 
 
-def solver_levels(levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def solver_levels(levels: np.ndarray) -> _k.Levels:
     """``(levels, ndtri(levels), ndtri(min(q, 1 - q)))`` as the quantile kernels take them
-    (:func:`basics.mixture_kernels.summary_kernel`): 2-D, one row for every mixture row or
-    one row of each."""
+    (:class:`basics.mixture_kernels.Levels`): 2-D, one row for every mixture row or one row
+    of each."""
     levels = np.ascontiguousarray(levels.reshape(1, -1) if levels.ndim == 1 else levels)
     with np.errstate(divide="ignore"):  # ndtri(0) = -inf: those levels are not solved
         z_level = special.ndtri(levels)
         z_reflected = special.ndtri(np.where(levels > 0.5, 1.0 - levels, levels))
-    return levels, z_level, z_reflected
+    return _k.Levels(levels, z_level, z_reflected)
 
 
 def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
@@ -127,10 +127,10 @@ def _summary_arrays(w: np.ndarray, m: np.ndarray, v: np.ndarray,
     """Mean, variance and quantiles of normalised mixture arrays (the kernel's inputs);
     ``levels`` of shape (n_levels,) for every row, or (n_rows, n_levels) per row."""
     n = w.shape[0]
-    levels, z_level, z_reflected = solver_levels(levels)
-    mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.shape[1]))
+    lv = solver_levels(levels)
+    mean, var, qs = np.empty(n), np.empty(n), np.empty((n, lv.levels.shape[1]))
     w, m, v = (np.ascontiguousarray(a) for a in (w, m, v))
-    _k.summary_kernel(w, m, v, levels, z_level, z_reflected, mean, var, qs)
+    _k.summary_kernel(w, m, v, lv, mean, var, qs)
     return mean, var, qs
 
 

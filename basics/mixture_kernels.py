@@ -11,6 +11,7 @@ sharded prediction of a branch (its rows only) equal the prediction of a whole p
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -32,6 +33,37 @@ _Z_ONE = 8.5
 
 #: Positions in the error counts of :func:`check_normalise`.
 BAD_WEIGHT, NEGATIVE_WEIGHT, ZERO_ROWS, FIRST_ZERO_ROW, BAD_MEAN, BAD_VARIANCE = range(6)
+
+
+class Levels(NamedTuple):
+    """The quantile levels the summary kernels solve, with their normal quantiles computed
+    once by the caller (:func:`basics.mixture.solver_levels`): ``z_level = ndtri(levels)``
+    and ``z_reflected = ndtri(min(q, 1 - q))``. Each of shape ``(1, n_levels)`` (the same
+    levels for every row) or ``(n_rows, n_levels)`` (levels of each row)."""
+
+    levels: np.ndarray
+    z_level: np.ndarray
+    z_reflected: np.ndarray
+
+
+class RowScratch(NamedTuple):
+    """One row's live components, gathered by :func:`gather_row` or
+    :func:`normalise_raw_row`: weights ``w``, means ``m``, variances ``v``, standard
+    deviations ``s``, and ``neg`` for the reflected means of the upper-tail quantiles.
+    Each of length at least the row's number of components."""
+
+    w: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
+    s: np.ndarray
+    neg: np.ndarray
+
+
+@njit(**JIT)
+def row_scratch(k_max):  # pragma: no cover - jitted
+    """A :class:`RowScratch` for rows of up to ``k_max`` components."""
+    return RowScratch(np.empty(k_max), np.empty(k_max), np.empty(k_max), np.empty(k_max),
+                      np.empty(k_max))
 
 
 @njit(inline="always", **JIT)
@@ -179,9 +211,10 @@ def _row_moments(n, cw, cm, cv):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def gather_row(w, m, v, i, cw, cm, cv, cs):  # pragma: no cover - jitted
-    """Copy row ``i``'s live components into ``cw, cm, cv, cs`` (weights, means, variances,
-    standard deviations); return their number, mean and variance (law of total variance)."""
+def gather_row(w, m, v, i, row):  # pragma: no cover - jitted
+    """Copy row ``i``'s live components into the :class:`RowScratch` ``row``; return their
+    number, mean and variance (law of total variance)."""
+    cw, cm, cv, cs = row.w, row.m, row.v, row.s
     n = 0
     for k in range(w.shape[1]):
         if w[i, k] != 0.0:  # padding never enters a sum: results do not depend on it
@@ -195,12 +228,13 @@ def gather_row(w, m, v, i, cw, cm, cv, cs):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def normalise_raw_row(rw, rm, rv, n_raw, i, cw, cm, cv, cs, errors):  # pragma: no cover
+def normalise_raw_row(rw, rm, rv, n_raw, i, row, errors):  # pragma: no cover - jitted
     """:func:`check_normalise` and then :func:`gather_row` for one row ``i`` given as its
     first ``n_raw`` raw components ``rw, rm, rv`` (weights not yet normalised), with the
     same arithmetic: a kernel that writes a row's components into scratch arrays gets the
     numbers of building the mixture and summarising it. Problems are counted in ``errors``
     (its ``FIRST_ZERO_ROW`` entry starts at -1) as :func:`check_normalise` counts them."""
+    cw, cm, cv, cs = row.w, row.m, row.v, row.s
     total = _checked_total(rw, rm, rv, n_raw, i, errors)
     n = 0
     for k in range(n_raw):
@@ -217,10 +251,12 @@ def normalise_raw_row(rw, rm, rv, n_raw, i, cw, cm, cv, cs, errors):  # pragma: 
 
 
 @njit(**JIT)
-def summarise_row(n, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected, r,
-                  q_row):  # pragma: no cover - jitted
-    """The quantiles of one row's live components into ``q_row`` (see :func:`summary_kernel`;
-    ``r`` is the row of ``levels`` to use)."""
+def summarise_row(n, mean, var, row, lv, r, q_row):  # pragma: no cover - jitted
+    """The quantiles of the ``n`` live components in ``row`` (a :class:`RowScratch`, of
+    mixture mean ``mean`` and variance ``var``) at the :class:`Levels` ``lv`` into
+    ``q_row`` (see :func:`summary_kernel`; ``r`` is the row of ``lv`` to use)."""
+    cw, cm, cs, neg = row.w, row.m, row.s, row.neg
+    levels, z_level, z_reflected = lv
     sd = math.sqrt(var)
     reflected = False
     for j in range(levels.shape[1]):
@@ -242,26 +278,21 @@ def summarise_row(n, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected, r
 
 
 @njit(**JIT)
-def summary_kernel(w, m, v, levels, z_level, z_reflected, mean_out, var_out,
-                   q_out):  # pragma: no cover - jitted
+def summary_kernel(w, m, v, lv, mean_out, var_out, q_out):  # pragma: no cover - jitted
     """Mean, variance and quantiles of every row of a normalised mixture.
 
-    ``levels``, ``z_level`` and ``z_reflected`` have shape ``(1, n_levels)`` (the same levels
-    for every row) or ``(n_rows, n_levels)`` (levels of each row); ``z_level = ndtri(levels)``
-    and ``z_reflected = ndtri(min(q, 1 - q))`` are computed once by the caller. Levels above
+    ``lv`` is a :class:`Levels`: levels of shape ``(1, n_levels)`` (the same levels for
+    every row) or ``(n_rows, n_levels)`` (levels of each row), with their normal quantiles
+    ``z_level = ndtri(levels)`` and ``z_reflected = ndtri(min(q, 1 - q))`` computed once by
+    the caller. Levels above
     1/2 are solved on the reflected mixture (the distribution of ``-Y``), so upper-tail
     quantiles are as accurate as lower-tail ones; a row with one live component gets
     ``m + s * ndtri(q)`` exactly.
     """
-    k_max = w.shape[1]
-    cw = np.empty(k_max)
-    cm = np.empty(k_max)
-    cv = np.empty(k_max)
-    cs = np.empty(k_max)
-    neg = np.empty(k_max)
+    row = row_scratch(w.shape[1])
+    per_row = lv.levels.shape[0] > 1
     for i in range(w.shape[0]):
-        n, mean, var = gather_row(w, m, v, i, cw, cm, cv, cs)
+        n, mean, var = gather_row(w, m, v, i, row)
         mean_out[i] = mean
         var_out[i] = var
-        summarise_row(n, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected,
-                      i if levels.shape[0] > 1 else 0, q_out[i])
+        summarise_row(n, mean, var, row, lv, i if per_row else 0, q_out[i])

@@ -25,7 +25,7 @@ import numpy as np
 
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
-from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, summarise_row
+from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, row_scratch, summarise_row
 
 from ._records import MondrianTree, Predictor, child
 from .config import PREDICT_JIT
@@ -426,14 +426,13 @@ def regression_mixture(X, trees, bounds):
 def regression_summary(X, trees, bounds, levels, out, errors):
     """Mean, variance and quantiles of every row's forest mixture, without building it.
 
-    ``levels`` is ``(levels, z_level, z_reflected)`` of ``basics.mixture.solver_levels``,
+    ``levels`` is the :class:`basics.mixture_kernels.Levels` of ``solver_levels``,
     ``out`` the outputs ``(mean, var, quantiles)``. Each row's components
     (:func:`_flat_components`) are gathered in tree order and summarised
     (:func:`basics.mixture_kernels.normalise_raw_row`, ``summarise_row``). The numbers are
     those of :func:`regression_mixture` and :func:`basics.mixture.summarize` of it, bit for
     bit, without the padded arrays.
     """
-    levels, z_level, z_reflected = levels
     mean_out, var_out, q_out = out
     flat, spans = _flat_components(X, trees, bounds)
     n_trees, n = spans.shape[1], spans.shape[2]
@@ -441,21 +440,16 @@ def regression_summary(X, trees, bounds, levels, out, errors):
     for t in range(n_trees):
         width += bounds[t]
     row = Components(np.empty(width), np.empty(width), np.empty(width))
-    cw = np.empty(width)
-    cm = np.empty(width)
-    cv = np.empty(width)
-    cs = np.empty(width)
-    neg = np.empty(width)
+    scratch = row_scratch(width)
     errors[FIRST_ZERO_ROW] = -1
-    one_row = levels.shape[0] == 1
+    one_row = levels.levels.shape[0] == 1
     for i in range(n):
         c = _row_components(flat, spans, i, row)
-        n_live, mean, var = normalise_raw_row(row.weight, row.mean, row.var, c, i, cw, cm, cv,
-                                              cs, errors)
+        n_live, mean, var = normalise_raw_row(row.weight, row.mean, row.var, c, i, scratch,
+                                              errors)
         mean_out[i] = mean
         var_out[i] = var
-        summarise_row(n_live, mean, var, cw, cm, cs, neg, levels, z_level, z_reflected,
-                      0 if one_row else i, q_out[i])
+        summarise_row(n_live, mean, var, scratch, levels, 0 if one_row else i, q_out[i])
 
 
 @numba.njit(**PREDICT_JIT)

@@ -315,7 +315,7 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         trees, bounds = self._fused_trees()
         levels = solver_levels(levels)
         n = Xs.shape[0]
-        mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels[0].shape[1]))
+        mean, var, qs = np.empty(n), np.empty(n), np.empty((n, levels.levels.shape[1]))
         errors = np.zeros(6, np.int64)
         _predict.regression_summary(Xs, trees, bounds, levels, (mean, var, qs), errors)
         check_errors(errors)
