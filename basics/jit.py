@@ -12,5 +12,5 @@ __all__ = ["JIT"]
 #: ``n_jobs`` threads over trees or row blocks run in parallel (``nogil``). No fastmath: the
 #: kernels sum in a fixed sequential order, which is what makes a row's result independent
 #: of the rows and padding around it (prediction kernels that may reassociate add their own
-#: flags on top, e.g. ``mondrian.config.PREDICT_JIT``).
+#: flags on top, e.g. ``mondrian._config.PREDICT_JIT``).
 JIT = dict(cache=True, nogil=True)

@@ -30,7 +30,7 @@ weighted mean exactly as CART does, and RMSE does not move), ``nu0 = prior_rows`
 pseudo-rows (:data:`LEAF_PRIOR_ROWS` by default) and ``s0^2`` a pooled within-leaf
 variance (:func:`pooled_variance`, estimated at fit from the training rows): that of the
 smallest subtree around the leaf whose leaves hold ``nu0`` residual degrees of freedom
-(``ebf.cart_fit.prior_centres``), the residual variance of the leaf's neighbourhood. A
+(``ebf._cart_fit.prior_centres``), the residual variance of the leaf's neighbourhood. A
 centre pooled over the whole forest widened every quiet flight to the noise of the
 delayed ones (NLPD 4.23 -> 4.75 on shuffled flights, 100 trees;
 ``benchmarks/bench_leaf_prior.py``). Weighted rows (Bayesian-bootstrap weights) count by

@@ -23,7 +23,7 @@ are the items of :mod:`benchmarks.papers.taddy` (``python -m benchmarks.papers -
     Friedman (noise 1, 10 features) at ``--scale-rows`` training rows (1M and 10M), RMSE
     against the noise-free f on 100k test rows, NLPD and calibration against the noisy
     ones, all on ``--n-jobs`` threads: BF with ``splitter="exact"`` (scikit-learn's CART;
-    only up to ``--exact-max-rows``, it takes hours beyond) and ``"hist"`` (``ebf.hist_tree``;
+    only up to ``--exact-max-rows``, it takes hours beyond) and ``"hist"`` (``ebf._hist_tree``;
     also with ``max_bins=255`` up to ``--exact-max-rows``),
     EBF with hist Bayesian branches, scikit-learn's random forest (same size and leaves),
     ``HistGradientBoostingRegressor`` (100 iterations) and XGBoost hist (100 rounds, the

@@ -69,8 +69,7 @@ COLUMNS = [("data", "data", "s"), ("model", "model", "s"), ("trees", "trees", "d
 
 
 def model(cfg: argparse.Namespace, kind: str, trees: int, prior: float | None) -> Any:
-    from ebf.estimators import EmpiricalBayesianForestRegressor
-    from ebf.forests import BayesianForestRegressor
+    from ebf import BayesianForestRegressor, EmpiricalBayesianForestRegressor
 
     common = dict(n_estimators=trees, min_samples_leaf=cfg.min_samples_leaf,
                   random_state=cfg.seed, n_jobs=cfg.n_jobs)

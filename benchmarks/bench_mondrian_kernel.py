@@ -110,7 +110,7 @@ def rmse(a: np.ndarray, b: np.ndarray) -> float:
 
 def chosen_width(data: tuple, cfg: argparse.Namespace, m: int = 50) -> float:
     """The width our sweep picks (validation rows: the held-out set of the data)."""
-    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian import MondrianKernelFeatures
     from mondrian.kernel_sweep import probe_lifetime, width_sweep
 
     X, y, Xv, yv = data[:4]
@@ -126,7 +126,7 @@ def run_accuracy(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[s
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.linear_model import Ridge
 
-    from mondrian.kernel_ridge import MondrianKernelRegressor
+    from mondrian import MondrianKernelRegressor
 
     X, y, Xv, yv, Xt, yt = data
     lam = chosen_width(data, cfg)
@@ -197,7 +197,7 @@ def paper_search(score, start: float, bisections: int = 6) -> list[tuple[float, 
 
 
 def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str, Any]]:
-    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian import MondrianKernelFeatures
     from mondrian.kernel_sweep import probe_lifetime, ridge_solve, width_sweep
 
     X, y, Xv, yv = data[:4]
@@ -246,7 +246,7 @@ def run_width(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str,
 
 
 def run_forest(name: str, data: tuple, cfg: argparse.Namespace) -> list[dict[str, Any]]:
-    from mondrian.kernel import MondrianKernelFeatures
+    from mondrian import MondrianKernelFeatures
     from mondrian.kernel_sweep import ridge_solve
 
     X, y, _, _, Xt, yt = data

@@ -2,7 +2,7 @@
 
 ``MondrianForestRegressor(noise=...)`` with ``"forest"`` (the paper's App. B heuristic
 ``gamma1 / K``, the default before issue 25), ``"estimated"`` (the Gamma test,
-:mod:`mondrian.noise`) and ``"per_leaf"`` (now the default); and the EBF with Mondrian
+:mod:`mondrian._noise`) and ``"per_leaf"`` (now the default); and the EBF with Mondrian
 branches of each. Same data and seeds; the option changes the posterior only, never a tree.
 10 trees, ``posterior="exact"``.
 
@@ -73,7 +73,7 @@ COLUMNS = [("data", "data", "s"), ("model", "model", "s"), ("calibration", "reca
 
 
 def make(name: str, seed: int) -> Any:
-    from ebf.estimators import EmpiricalBayesianForestRegressor
+    from ebf import EmpiricalBayesianForestRegressor
     from mondrian import MondrianForestRegressor
 
     kind, noise = name.split()

@@ -7,7 +7,7 @@ branches (the ``ebf retrain`` default) is trained on January to June; then each 
 
 ``incremental``
     the previous month's model extended with the new rows under its trunk (Dask
-    ``partial_fit``, :mod:`ebf.dask.update`), what ``ebf retrain`` does when the drift check
+    ``partial_fit``, :mod:`ebf.dask._update`), what ``ebf retrain`` does when the drift check
     says ``update``;
 ``refit``
     an EBF fit from scratch on every month so far (Dask ``fit``), what a refit does;
@@ -120,7 +120,7 @@ def run(cfg: argparse.Namespace) -> list[dict]:
     from ebf.artifact import estimator_from_state, estimator_state
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
     from ebf.dask.calibration import recalibrate
-    from ebf.diagnostics.drift import trunk_drift
+    from ebf.diagnostics import trunk_drift
     from pipelines.datasets import FLIGHT_FEATURES, FLIGHT_TARGET
     from pipelines.io import read_dataset
 

@@ -109,7 +109,7 @@ def run_smc(X, y, X_te, y_te, cfg) -> list[dict[str, Any]]:
 
 
 def _dirichlet_predictive(tree, X, y, X_te, n_classes) -> np.ndarray:
-    from ebf.bayestrees.trees import apply
+    from ebf.bayestrees import apply
 
     counts = np.zeros((tree.n_nodes, n_classes))
     np.add.at(counts, (apply(tree, X), y), 1.0)

@@ -6,6 +6,7 @@ layout and the contracts between modules are in ``docs/architecture.md``.
 
 from basics.versions import library_version
 
+from ._forests import BayesianForestClassifier, BayesianForestRegressor
 from .artifact import load, open_model, save
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .diagnostics import (
@@ -24,7 +25,6 @@ from .estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
-from .forests import BayesianForestClassifier, BayesianForestRegressor
 from .trunk import Trunk
 
 __version__ = library_version()

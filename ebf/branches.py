@@ -92,7 +92,7 @@ class ConstantBranch:
     """A branch too small for a forest: predicts from all of its rows.
 
     Regression: one Gaussian with the weighted mean and weighted variance of the branch's
-    targets (the variance floored as in :func:`ebf.forests.variance_floor`). Classification:
+    targets (the variance floored as in :func:`ebf._forests.variance_floor`). Classification:
     the weighted class fractions. This is what a CART tree with a single leaf would predict.
     """
 

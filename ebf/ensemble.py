@@ -31,15 +31,15 @@ from ._base import (
     input_attributes,
     regression_target,
 )
+from ._restore import fitted_update_record, restore_ensemble, restore_head, restore_part
+from ._update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 from .artifact.classes import estimator_state
 from .branches import BranchSpec, fit_branch
 from .config import MAX_BINS
 from .features import FeatureEncoder
 from .importance import normalised, total_decrease, trunk_decrease
 from .learners import check_branch_task, get_learner
-from .restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from .trunk import Trunk
-from .update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
 #: paper's five-leaf trunks (Sec. 4.1, footnote 11).
@@ -116,7 +116,7 @@ class _BranchedEnsemble(BaseEstimator):
     _task = REGRESSION
     #: The state entry of the independent parts (``"branches"`` of an EBF, ``"subsamples"``
     #: of an SSF): a list of estimator states, each stored in its own shard by
-    #: :func:`ebf.artifact.save` (format 2) and loadable alone (``ebf.artifact.reader``).
+    #: :func:`ebf.artifact.save` (format 2) and loadable alone (``ebf.artifact._reader``).
     _parts = ""
 
     _parameter_constraints: dict = {
@@ -253,7 +253,7 @@ class _BranchedEnsemble(BaseEstimator):
 
     def _restore_part(self, head: dict, value: Any, i: int) -> Any:
         """Part ``i`` from its estimator state, checked against ``head``
-        (:meth:`_restore_head`); a seam of ``ebf.artifact.reader``."""
+        (:meth:`_restore_head`); a seam of ``ebf.artifact._reader``."""
         return restore_part(self, head, value, i)
 
     def compact(self) -> Any:
@@ -429,7 +429,7 @@ class _EBF(_BranchedEnsemble):
 
         The rows are encoded with the stored encoder (bin edges, category codes) and routed
         by the stored trunk; each branch that receives rows is updated by
-        :func:`ebf.update.update_branch`: a Mondrian branch is extended online (the result
+        :func:`ebf._update.update_branch`: a Mondrian branch is extended online (the result
         has the distribution of a batch fit on all its rows), a Bayesian / random branch is
         refit on its earlier rows (from ``previous``) and the new ones. The other branches,
         the trunk and the recalibration map are kept. ``branch_updates_`` records which
@@ -473,7 +473,7 @@ class _EBF(_BranchedEnsemble):
         A : ndarray of shape (n, n_features)
             Rows encoded with ``encoder_``, in arrival order.
         target : ndarray of shape (n,)
-            Their targets (class codes for classifiers, :func:`ebf.update.encode_rows`).
+            Their targets (class codes for classifiers, :func:`ebf._update.encode_rows`).
         leaf : ndarray of shape (n,)
             Their branches (``trunk_.apply(A)``).
         previous : (ndarray, ndarray), optional

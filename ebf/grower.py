@@ -59,11 +59,11 @@ from basics.flat_tree import INDEX, NO_NODE, preorder_leaf_ids
 from basics.jit import JIT
 
 from . import binning
+from ._routing import leaf_of, split_trees
+from ._splitting import SplitResult, best_splits
+from ._trunk_arrays import TrunkArrays
 from .config import HIST_MAX_BYTES
 from .histogram import build_histograms, n_stats, subtract_histogram
-from .routing import leaf_of, split_trees
-from .splitting import SplitResult, best_splits
-from .trunk_arrays import TrunkArrays
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def apply_binned(
     Examples
     --------
     >>> import numpy as np
-    >>> from ebf.trunk_arrays import TrunkArrays
+    >>> from ebf._trunk_arrays import TrunkArrays
     >>> apply_binned(TrunkArrays.root(4), np.zeros((3, 2), np.uint8), 2).tolist()
     [0, 0, 0]
     """
@@ -171,7 +171,7 @@ def node_histograms(
     --------
     >>> import numpy as np
     >>> from ebf.histogram import row_statistics
-    >>> from ebf.trunk_arrays import TrunkArrays
+    >>> from ebf._trunk_arrays import TrunkArrays
     >>> S = row_statistics(np.array([1.0, 3.0]))
     >>> h = node_histograms(TrunkArrays.root(4), np.array([0]), np.zeros((2, 1), np.uint8), S, 1)
     >>> h[0, 0, 0].tolist()
@@ -202,7 +202,7 @@ class BinnedSource:
     --------
     >>> import numpy as np
     >>> from ebf.histogram import row_statistics
-    >>> from ebf.trunk_arrays import TrunkArrays
+    >>> from ebf._trunk_arrays import TrunkArrays
     >>> src = BinnedSource(np.zeros((2, 1), np.uint8), row_statistics(np.ones(2)), 1)
     >>> src(TrunkArrays.root(4), np.array([0])).shape
     (1, 1, 1, 4)

@@ -71,7 +71,7 @@ LOSS_SCORES = {"crps": "crps", "nlpd": "nlpd", "squared_error": "rmse", "log_los
 
 
 def forest_decrease(forest: Any, n_features: int) -> np.ndarray:
-    """Mean over the trees of a :class:`~ebf.cart.CartForest` of each feature's total
+    """Mean over the trees of a :class:`~ebf._cart.CartForest` of each feature's total
     impurity decrease.
 
     Parameters
@@ -89,7 +89,7 @@ def forest_decrease(forest: Any, n_features: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> X = np.random.default_rng(0).random((200, 2)); y = (X[:, 0] > 0.5).astype(float)
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=2, entropy=0)
     >>> dec = forest_decrease(f, 2)

@@ -14,7 +14,7 @@ Fitting one returns an estimator that offers ``predict_distribution(X)`` (regres
 (classification), and the persistence methods ``_get_state`` / ``_set_state``:
 
 ``"bayesian"``
-    :class:`~ebf.forests.BayesianForestRegressor` / ``...Classifier`` with Exp(1) weights
+    :class:`~ebf._forests.BayesianForestRegressor` / ``...Classifier`` with Exp(1) weights
     (the paper's BF, Algorithm 1): histogram CART trees over the branch's own bins;
     ``branch_params`` may set ``splitter="exact"`` (scikit-learn's CART), ``max_bins`` or
     ``leaf_prior_rows`` (regression: the leaf-noise prior, centred on pooled within-leaf
@@ -56,10 +56,10 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import n_threads
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 
+from ._forests import BayesianForestClassifier, BayesianForestRegressor
 from .bayestrees import BARTRegressor, SMCTreeClassifier, SMCTreeRegressor
 from .bootstrap import branch_seed
 from .config import MIN_SAMPLES_LEAF
-from .forests import BayesianForestClassifier, BayesianForestRegressor
 
 if TYPE_CHECKING:
     from .branches import BranchSpec

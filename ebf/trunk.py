@@ -32,12 +32,12 @@ from basics.validation import (
 )
 
 from . import binning
+from ._routing import leaf_of, split_trees
+from ._tree_validation import check_trunk, larger_child_left
+from ._trunk_arrays import TrunkArrays
 from .config import MAX_BINS
 from .grower import BinnedSource, grow_trunk
 from .histogram import n_stats, row_statistics
-from .routing import leaf_of, split_trees
-from .tree_validation import check_trunk, larger_child_left
-from .trunk_arrays import TrunkArrays
 
 __all__ = ["Trunk", "TrunkArrays"]
 

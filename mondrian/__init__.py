@@ -7,9 +7,9 @@ every regressor of the project.
 """
 
 from ._compact import PredictOnlyError
-from .forest import MondrianForestClassifier, MondrianForestRegressor
-from .kernel import MondrianKernelFeatures
-from .kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
+from ._forest import MondrianForestClassifier, MondrianForestRegressor
+from ._kernel_features import MondrianKernelFeatures
+from ._kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
 
 __all__ = ["MondrianForestClassifier", "MondrianForestRegressor", "MondrianKernelClassifier",
            "MondrianKernelFeatures", "MondrianKernelRegressor", "PredictOnlyError"]

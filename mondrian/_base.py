@@ -1,7 +1,7 @@
 """What the Mondrian forest estimators share: the data buffer, scaling, seeds, growing trees
 in threads, the rows of the predictive API, the lazy posterior cache and persistence.
 
-The public estimators are in :mod:`mondrian.forest`.
+The public estimators are in :mod:`mondrian._forest`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from basics.validation import (
 
 from . import _predict
 from ._compact import CompactTree, PredictOnlyError, compact_state
+from ._config import NODE_REG_STATS
 from ._tree import TreeArrays, grow
-from .config import NODE_REG_STATS
 
 
 class TreePosteriors(list):

@@ -27,10 +27,10 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 from basics.mixture_kernels import FIRST_ZERO_ROW, normalise_raw_row, row_scratch, summarise_row
 
+from ._config import PREDICT_JIT
+from ._ikn import branch_off_G, expected_discount
+from ._posterior import edge_variance, noise_at
 from ._records import MondrianTree, Predictor, child
-from .config import PREDICT_JIT
-from .ikn import branch_off_G, expected_discount
-from .posterior import edge_variance, noise_at
 
 #: A predictor ``R`` is a :class:`._records.Predictor` ``(T, C, B64, B32)`` (fields
 #: ``threshold``, ``links``, ``gap``, ``box``) with one row per node, nodes in

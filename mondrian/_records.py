@@ -12,7 +12,7 @@ its arrays one by one:
 * :class:`Growth` -- what the sampling kernels read besides the tree: the forest's data
   buffer and the rules of the process;
 * :class:`Prior` and :class:`Messages` -- the hierarchical Gaussian prior of a regression
-  tree and the belief-propagation outputs per node (:mod:`mondrian.posterior`);
+  tree and the belief-propagation outputs per node (:mod:`mondrian._posterior`);
 * :class:`Predictor` -- a tree packed for prediction (:mod:`mondrian._predict`).
 
 :func:`child` is the one descent step over the slot arrays: the online extension, ``apply``
@@ -103,7 +103,7 @@ class Prior(NamedTuple):
 
 
 class Messages(NamedTuple):
-    """Belief-propagation outputs, one row per node slot (:func:`mondrian.posterior.
+    """Belief-propagation outputs, one row per node slot (:func:`mondrian._posterior.
     belief_propagation`): the posterior ``mean`` and ``var`` of every node mean, the message
     from outside its subtree (``down_mean``, ``down_var``, edge included) and the likelihood
     of the data below it in information form (``up_lam``, ``up_eta``: zero-filled)."""

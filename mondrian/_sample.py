@@ -17,8 +17,8 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 from basics.tasks import CLASSIFICATION_CODE, REGRESSION_CODE
 
+from ._ikn import ikn_add, ikn_refresh_up
 from ._records import child
-from .ikn import ikn_add, ikn_refresh_up
 
 
 @numba.njit(inline="always", **JIT)

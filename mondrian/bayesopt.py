@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .forest import MondrianForestRegressor
+from ._forest import MondrianForestRegressor
 
 __all__ = ["default_initial_points", "maximize_on_grid", "skopt_optimizer"]
 

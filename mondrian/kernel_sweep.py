@@ -19,9 +19,9 @@ from basics.bounds import check_locations, check_range, check_variances
 from basics.flat_tree import INDEX, NO_NODE
 
 from . import _kernel
+from ._config import NODE_REG_STATS
+from ._kernel_features import HASH_KEY, MondrianKernelFeatures
 from ._tree import TreeArrays, grow
-from .config import NODE_REG_STATS
-from .kernel import HASH_KEY, MondrianKernelFeatures
 
 __all__ = ["check_ridge", "log_evidence", "probe_lifetime", "ridge_solve", "width_sweep"]
 

@@ -2,7 +2,7 @@
 
 :func:`predict_to_parquet` loads a model directory (:func:`ebf.artifact.load`: checksums
 verified, nothing unpickled), predicts every row of a Parquet dataset on the cluster with
-:func:`ebf.dask.predict.predict_frame` (one ``map_partitions`` task per partition, the local
+:func:`ebf.dask._predict.predict_frame` (one ``map_partitions`` task per partition, the local
 model's own numbers) and writes the result with :func:`pipelines.io.write_parquet_atomic`: one
 file per input partition, in row order (``part.NNNNNN.parquet``), the model's version and
 hash in every file's schema metadata, nothing at the target unless every file was written.
@@ -228,7 +228,7 @@ def predict_to_parquet(
     storage_options : dict, optional
         fsspec options for URLs.
     strategy : {"auto", "broadcast", "sharded"}, default="auto"
-        How the workers get the model (:func:`ebf.dask.predict.predict_frame`): whole on
+        How the workers get the model (:func:`ebf.dask._predict.predict_frame`): whole on
         every worker, or one branch per task from its shard; ``"auto"`` chooses from the
         model's size and the workers' memory. The driver never loads the branches.
     data_checked : bool, default=False
@@ -257,7 +257,7 @@ def predict_to_parquet(
     >>> read_parquet_metadata("predictions/")["ebf.model_hash"]  # doctest: +SKIP
     '3f1c0a9b...'
     """
-    from ebf.dask.predict import predict_frame
+    from ebf.dask import predict_frame
 
     t0 = time.perf_counter()
     client = current_client(client)

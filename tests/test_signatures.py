@@ -108,7 +108,7 @@ def test_bins_and_quantiles_come_from_their_constants():
             if name in params and isinstance(params[name].default, int):
                 assert params[name].default == MAX_BINS, (cls.__name__, name)
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
-    from ebf.dask.predict import predict_frame
+    from ebf.dask._predict import predict_frame
 
     for fn, name in ((PredictiveRegressorMixin.predict_quantiles, "q"),
                      (PredictiveRegressorMixin.predict_summary, "quantiles"),

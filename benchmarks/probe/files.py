@@ -1,5 +1,5 @@
 """The probe's data and model files: Friedman Parquet folders; packs read, forged and written
-as ``ebf`` writes them (``ebf.artifact.packs``), with sizes, digests and the model hash
+as ``ebf`` writes them (``ebf.artifact._packs``), with sizes, digests and the model hash
 recomputed.
 """
 
@@ -100,7 +100,7 @@ class Pack:
         return text, pos
 
     def encode(self) -> bytes:
-        """The file, laid out as ``ebf.artifact.packs.write_pack`` does."""
+        """The file, laid out as ``ebf.artifact._packs.write_pack`` does."""
         start = 0
         while True:  # the offsets depend on the header's length, which holds them
             text, _ = self.header(start)

@@ -8,7 +8,7 @@ An artifact is a directory (local, or any fsspec URL) in format 2::
       head.pack            the arrays of the head: everything but the branches (encoder,
                            trunk, parameters)
       shards/00000.pack    one branch of an EBF (one sub-sample forest of an SSF): its state
-      shards/00001.pack    and its arrays in one file (:mod:`ebf.artifact.packs`)
+      shards/00001.pack    and its arrays in one file (:mod:`ebf.artifact._packs`)
       ...
 
 so a model has O(branches) files and a worker can load one branch without reading the
@@ -17,14 +17,14 @@ still loads, and ``save(..., format_version=1)`` still writes it; ``ebf migrate-
 NEW`` (or ``save(load(old), new)``) rewrites an old model in format 2.
 
 Every estimator of ``ebf`` and ``mondrian`` implements ``_get_state() -> dict`` and
-``_set_state(state)`` (see ``docs/model-format.md``); :mod:`ebf.artifact.codec` turns such a
+``_set_state(state)`` (see ``docs/model-format.md``); :mod:`ebf.artifact._codec` turns such a
 state into JSON plus arrays and back, for any nesting. Composite estimators (an EBF holds a
 trunk and branch forests) put their sub-estimators into their state with
 :func:`estimator_state` and rebuild them with :func:`estimator_from_state`; an ensemble's
 ``_parts`` names the state entry whose estimators go to their own shards.
 
 A model directory is untrusted input. Nothing is ever unpickled: files are read within
-limits (:mod:`ebf.artifact.codec`, :mod:`ebf.artifact.packs`), and the class to build is
+limits (:mod:`ebf.artifact._codec`, :mod:`ebf.artifact._packs`), and the class to build is
 looked up in a fixed allowlist (:data:`MODEL_CLASSES`) by key; the manifest never names a
 module to import. Checksums can be recomputed by whoever edits a file, so every
 ``_set_state`` validates what it restores (tree structure, statistics, shapes) before a
@@ -46,12 +46,12 @@ Modules:
 ``reader``    :func:`open_model` (the head, one part at a time) and :func:`load`
 """
 
+from ._codec import ChecksumError, ModelFormatError, UnknownClassError, UnsupportedVersionError
+from ._manifest import FORMAT, FORMAT_VERSION, model_hash, read_manifest
+from ._packs import StoredPart
+from ._reader import ModelHead, ModelReader, load, open_model
+from ._writer import ModelStage, save, stage_model, write_part
 from .classes import MODEL_CLASSES, estimator_from_state, estimator_state, new_estimator
-from .codec import ChecksumError, ModelFormatError, UnknownClassError, UnsupportedVersionError
-from .manifest import FORMAT, FORMAT_VERSION, model_hash, read_manifest
-from .packs import StoredPart
-from .reader import ModelHead, ModelReader, load, open_model
-from .writer import ModelStage, save, stage_model, write_part
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MODEL_CLASSES", "ChecksumError", "ModelFormatError",

@@ -3,7 +3,7 @@
 :func:`estimator_state` turns a fitted estimator into ``{"class", "params", "state"}``
 (``_get_state()``, ``docs/model-format.md``); :func:`estimator_from_state` builds one, looking
 the class up by key in :data:`MODEL_CLASSES`, a fixed allowlist: a model file never names a
-module to import. :mod:`ebf.artifact.writer` and :mod:`ebf.artifact.reader` write and read
+module to import. :mod:`ebf.artifact._writer` and :mod:`ebf.artifact._reader` write and read
 these states as files.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .codec import ModelFormatError, UnknownClassError
-from .packs import StoredPart
+from ._codec import ModelFormatError, UnknownClassError
+from ._packs import StoredPart
 
 __all__ = ["MODEL_CLASSES", "estimator_from_state", "estimator_state", "new_estimator",
            "resolve_class"]
@@ -29,22 +29,22 @@ _RANDOM_OBJECTS = (
 #: The allowlist: the only classes ``load`` will build, key -> ``"module:ClassName"``.
 #: Modules are imported lazily, so a missing optional module only affects its own models.
 MODEL_CLASSES: Mapping[str, str] = {
-    "mondrian.MondrianForestRegressor": "mondrian.forest:MondrianForestRegressor",
-    "mondrian.MondrianForestClassifier": "mondrian.forest:MondrianForestClassifier",
-    "mondrian.MondrianKernelFeatures": "mondrian.kernel:MondrianKernelFeatures",
-    "mondrian.MondrianKernelRegressor": "mondrian.kernel_ridge:MondrianKernelRegressor",
-    "mondrian.MondrianKernelClassifier": "mondrian.kernel_ridge:MondrianKernelClassifier",
+    "mondrian.MondrianForestRegressor": "mondrian._forest:MondrianForestRegressor",
+    "mondrian.MondrianForestClassifier": "mondrian._forest:MondrianForestClassifier",
+    "mondrian.MondrianKernelFeatures": "mondrian._kernel_features:MondrianKernelFeatures",
+    "mondrian.MondrianKernelRegressor": "mondrian._kernel_ridge:MondrianKernelRegressor",
+    "mondrian.MondrianKernelClassifier": "mondrian._kernel_ridge:MondrianKernelClassifier",
     "ebf.Trunk": "ebf.trunk:Trunk",
-    "ebf.BayesianForestRegressor": "ebf.forests:BayesianForestRegressor",
-    "ebf.BayesianForestClassifier": "ebf.forests:BayesianForestClassifier",
+    "ebf.BayesianForestRegressor": "ebf._forests:BayesianForestRegressor",
+    "ebf.BayesianForestClassifier": "ebf._forests:BayesianForestClassifier",
     "ebf.EmpiricalBayesianForestRegressor": "ebf.estimators:EmpiricalBayesianForestRegressor",
     "ebf.EmpiricalBayesianForestClassifier": "ebf.estimators:EmpiricalBayesianForestClassifier",
     "ebf.SubsampleForestRegressor": "ebf.estimators:SubsampleForestRegressor",
     "ebf.SubsampleForestClassifier": "ebf.estimators:SubsampleForestClassifier",
     "ebf.ConstantBranch": "ebf.branches:ConstantBranch",
-    "ebf.SMCTreeRegressor": "ebf.bayestrees.estimators:SMCTreeRegressor",
-    "ebf.SMCTreeClassifier": "ebf.bayestrees.estimators:SMCTreeClassifier",
-    "ebf.BARTRegressor": "ebf.bayestrees.bart:BARTRegressor",
+    "ebf.SMCTreeRegressor": "ebf.bayestrees._estimators:SMCTreeRegressor",
+    "ebf.SMCTreeClassifier": "ebf.bayestrees._estimators:SMCTreeClassifier",
+    "ebf.BARTRegressor": "ebf.bayestrees._bart:BARTRegressor",
 }
 
 

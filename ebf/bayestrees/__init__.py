@@ -8,13 +8,13 @@ and leaf marginal likelihoods (:mod:`.likelihood`); the SMC of Algorithm 3.1
 :class:`BARTRegressor` (:mod:`.bart`). The layout: ``docs/families/bayesian-trees.md``.
 """
 
-from .bart import BARTRegressor
-from .estimators import SMCTreeClassifier, SMCTreeRegressor
-from .likelihood import LeafLikelihood, log_likelihood
-from .particles import ParticleTrees
-from .prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S, log_prior, sample_prior
-from .smc import run_smc
-from .trees import BayesTree, apply, partition_rows
+from ._bart import BARTRegressor
+from ._estimators import SMCTreeClassifier, SMCTreeRegressor
+from ._likelihood import LeafLikelihood, log_likelihood
+from ._particles import ParticleTrees
+from ._prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S, log_prior, sample_prior
+from ._smc import run_smc
+from ._trees import BayesTree, apply, partition_rows
 
 __all__ = ["BARTRegressor", "DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "BayesTree", "LeafLikelihood",
            "ParticleTrees", "SMCTreeClassifier", "SMCTreeRegressor", "apply", "log_likelihood",

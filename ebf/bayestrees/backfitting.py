@@ -34,9 +34,8 @@ from scipy import stats
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
-from .likelihood import NORMAL
-from .mcmc import SAMPLERS, UNIFORMS_PER_MOVE, mh_step
-from .pgbart import (
+from ._likelihood import NORMAL
+from ._pgbart import (
     DEP,
     FEAT,
     LEFT,
@@ -49,8 +48,9 @@ from .pgbart import (
     particle_tree,
     pg_workspace,
 )
-from .records import Data, Model, Tree, small_scratch
-from .trees import _partition
+from ._records import Data, Model, Tree, small_scratch
+from ._trees import _partition
+from .mcmc import SAMPLERS, UNIFORMS_PER_MOVE, mh_step
 
 __all__ = ["BackfitResult", "SAMPLER_NAMES", "backfit", "noise_prior", "scale_target",
            "sigma_hat2"]

@@ -4,7 +4,7 @@ CGM (Chipman, George & McCulloch 1998) picks one of four moves, each with probab
 as in the thesis' implementation; GrowPrune (Pratola et al.) picks grow or prune, 1/2 each:
 
 - grow: a leaf uniformly among the L(T) leaves, split as the prior splits it (dimension
-  uniform over V_j, location uniform on the extent; :func:`~ebf.bayestrees.prior.draw_split`);
+  uniform over V_j, location uniform on the extent; :func:`~ebf.bayestrees._prior.draw_split`);
   a leaf whose rows are all equal cannot split and the move stays put;
 - prune: a node uniformly among the NOG(T) internal nodes whose children are both leaves,
   its children removed;
@@ -13,7 +13,7 @@ as in the thesis' implementation; GrowPrune (Pratola et al.) picks grow or prune
   both children's if c's sibling has the same rule).
 
 The acceptance ratio is ``pi(T') q(T | T') / (pi(T) q(T' | T))`` with pi of eq. (4.8): the
-prior eq. (3.4) (:func:`~ebf.bayestrees.prior.node_log_prior` summed over the nodes a move
+prior eq. (3.4) (:func:`~ebf.bayestrees._prior.node_log_prior` summed over the nodes a move
 touches) times the leaf likelihoods (eq. 4.9, or any :class:`LeafLikelihood`). A move that
 is impossible (no leaf / NOG / internal node to act on) proposes T itself. Change and swap
 re-partition only the rows of the subtree they touch: a move costs O(rows of its top node
@@ -36,8 +36,8 @@ from numba import njit
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
-from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
-from .prior import (
+from ._likelihood import LeafLikelihood, leaf_loglik, segment_stats
+from ._prior import (
     DEFAULT_ALPHA_S,
     DEFAULT_BETA_S,
     check_prior_params,
@@ -47,8 +47,8 @@ from .prior import (
     node_log_prior,
     split_log_prior,
 )
-from .records import data_record, model_record, small_scratch
-from .trees import (
+from ._records import data_record, model_record, small_scratch
+from ._trees import (
     BayesTree,
     check_X,
     node_extent,
@@ -261,7 +261,7 @@ def _split_gain(t, data, model, j, n_valid, width, w):  # pragma: no cover - num
     of eq. (3.4) that differ (j's, the children's) and the leaves' likelihoods.
 
     ``n_valid`` > 0 and ``width`` are j's |V_j| and the extent along its cut; a child's
-    factor only needs whether its rows vary (:func:`~ebf.bayestrees.trees.node_varies`),
+    factor only needs whether its rows vary (:func:`~ebf.bayestrees._trees.node_varies`),
     and j's statistics are its children's sum, so the rows of j are read once.
     """
     a = model.alpha_s

@@ -2,18 +2,18 @@
 
 The distributed layer only orchestrates: every algorithm is the single-process one from
 ``ebf`` run on the workers, and the fitted model is the local estimator class, so the
-distributed fit equals the local fit on the same rows (see ``estimators.py`` for the
+distributed fit equals the local fit on the same rows (see ``_estimators.py`` for the
 phases). Modules, in data-flow order:
 
 ``inputs``      schema checks, the summary pass (encoder, target checks), the encoding pass
 ``histograms``  bin edges, the distributed histogram source, the trunk
-``shuffle``     routing rows to branches and moving each branch's rows together
+``_shuffle``    routing rows to branches and moving each branch's rows together
 ``branches``    the per-branch memory budget, one fit task per branch
 ``frames``      the prediction frame's columns and dtypes
 ``graph``       a local model as one key of a graph, or small rows brought to it
 ``sharded``     a saved model predicted branch by branch, each task loading one shard
-``predict``     lazy ``map_partitions`` predictions of a local model, or of a saved one
-``estimators``  the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
+``_predict``    lazy ``map_partitions`` predictions of a local model, or of a saved one
+``_estimators`` the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
 
 Examples
 --------
@@ -22,14 +22,14 @@ Examples
 >>> model.fit(ddf[features], ddf[target]).predict_frame(ddf[features])  # doctest: +SKIP
 """
 
-from .branches import BranchMemoryError
-from .estimators import (
+from ._estimators import (
     DaskEmpiricalBayesianForestClassifier,
     DaskEmpiricalBayesianForestRegressor,
     DaskSubsampleForestClassifier,
     DaskSubsampleForestRegressor,
 )
-from .predict import predict_frame, predict_series
+from ._predict import predict_frame, predict_series
+from .branches import BranchMemoryError
 
 __all__ = [
     "BranchMemoryError",

@@ -30,8 +30,8 @@ from distributed import Client, Future
 from ..artifact import ModelStage, write_part
 from ..branches import BranchSpec, fit_branch
 from ..learners import get_learner
+from ._shuffle import ROW, TARGET, WEIGHT, feature_columns
 from .client import Report, gather
-from .shuffle import ROW, TARGET, WEIGHT, feature_columns
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
     ----------
     client : distributed.Client
     parts : list of Future
-        Branch ``b``'s rows (:func:`ebf.dask.shuffle.move_rows`).
+        Branch ``b``'s rows (:func:`ebf.dask._shuffle.move_rows`).
     spec : BranchSpec
         ``estimator._branch_spec(n_classes)``.
     entropy : int

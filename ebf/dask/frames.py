@@ -2,7 +2,7 @@
 
 Regressors give ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
 ``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
-``branch`` (the trunk leaf). Both ways of predicting (:mod:`ebf.dask.predict`, a model
+``branch`` (the trunk leaf). Both ways of predicting (:mod:`ebf.dask._predict`, a model
 whole on every worker, and :mod:`ebf.dask.sharded`, branch by branch) build their frames on
 :func:`prediction_meta`.
 """

@@ -12,10 +12,10 @@
 ``window``       what those tests share: the level, blocks of dependent rows, the fewest rows
 """
 
-from .drift import DEFAULT_THRESHOLD, trunk_drift
-from .drift_report import DriftReport, with_performance
+from ._drift import DEFAULT_THRESHOLD, trunk_drift
+from ._drift_report import DriftReport, with_performance
+from ._stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 from .performance import PerformanceDrift, performance_drift
-from .stability import TrunkPosterior, plot_split_posterior, trunk_posterior
 
 __all__ = ["DEFAULT_THRESHOLD", "DriftReport", "PerformanceDrift", "TrunkPosterior",
            "performance_drift", "plot_split_posterior", "trunk_drift", "trunk_posterior",

@@ -11,7 +11,7 @@ on a window like the reference of at most ``level``.
 
 **The test.** ``D = mean(window) - mean(reference)``. The window's mean is bootstrapped as
 the split test's eq. (10) is (Taddy et al. 2015, Sec. 3.1): Bayesian bootstrap weights
-``Exp(1)`` on blocks of consecutive rows (:data:`~ebf.diagnostics.window.DEFAULT_BLOCKS`),
+``Exp(1)`` on blocks of consecutive rows (:data:`~ebf.diagnostics._window.DEFAULT_BLOCKS`),
 because the rows of a window are dependent (the flights of one day share its weather) and a
 per-row bootstrap would call a stormy day a change. Each draw gives ``D* = m*_window -
 m*_reference``; the p-value is the bootstrap probability that ``D <= tolerance``,
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .window import DEFAULT_BLOCKS, DEFAULT_THRESHOLD, MIN_ROWS, block_ids, json_value
+from ._window import DEFAULT_BLOCKS, DEFAULT_THRESHOLD, MIN_ROWS, block_ids, json_value
 
 __all__ = ["DEFAULT_DRAWS", "DEFAULT_TOLERANCE", "PerformanceDrift", "performance_drift"]
 
@@ -81,13 +81,13 @@ class PerformanceDrift:
         the one-sided ``1 - level`` lower bound the test compares with ``tolerance``.
     pvalue : float
         Bootstrap probability that the difference is at most ``tolerance``; NaN (never
-        fires) with fewer than :data:`~ebf.diagnostics.window.MIN_ROWS` rows.
+        fires) with fewer than :data:`~ebf.diagnostics._window.MIN_ROWS` rows.
     level, tolerance : float
     blocks : int
         Blocks of consecutive window rows the bootstrap weighted.
     fired : bool
         ``pvalue < level``; in a drift check, whether the family-wise test over the splits
-        and this one rejected it (:func:`ebf.diagnostics.drift.with_performance`).
+        and this one rejected it (:func:`ebf.diagnostics._drift.with_performance`).
     correction : str
         ``"none"`` alone; in a drift check, the correction of the family.
     tests : int
@@ -222,7 +222,7 @@ def performance_drift(
     Returns
     -------
     PerformanceDrift
-        Fewer than :data:`~ebf.diagnostics.window.MIN_ROWS` window (or reference) rows give
+        Fewer than :data:`~ebf.diagnostics._window.MIN_ROWS` window (or reference) rows give
         NaN for the p-value and bounds, and ``fired=False``.
 
     Raises

@@ -59,7 +59,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
                     help="refit when a stored split holds with probability below P (or the "
                     "holdout score worsens), Holm-corrected for the number of tests: P is the "
                     "chance of a false alarm on a stationary window (default: "
-                    "ebf.diagnostics.drift.DEFAULT_THRESHOLD, 0.05)")
+                    "ebf.diagnostics._drift.DEFAULT_THRESHOLD, 0.05)")
     rt.add_argument("--drift-correction", choices=("holm", "bonferroni", "none"),
                     default="holm", help="how the splits and the holdout score are tested "
                     "together: Holm's step-down (default) or Bonferroni hold the chance of any "
@@ -92,7 +92,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
 
 
 def _cmd_retrain(args: argparse.Namespace) -> int:
-    from ebf.diagnostics.drift import DEFAULT_THRESHOLD
+    from ebf.diagnostics import DEFAULT_THRESHOLD
     from pipelines.cli.arguments import columns
     from pipelines.registry.retrain import DEFAULT_TOLERANCES, retrain
     from pipelines.registry.store import Registry

@@ -61,9 +61,7 @@ from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.calibration import calibration_rows, recalibrate
 from ebf.dask.client import PhaseReport
-from ebf.diagnostics import performance
-from ebf.diagnostics.drift import DEFAULT_THRESHOLD, trunk_drift
-from ebf.diagnostics.drift_report import with_performance
+from ebf.diagnostics import DEFAULT_THRESHOLD, performance, trunk_drift, with_performance
 from ebf.learners import get_learner
 from pipelines.io import read_dataset
 from pipelines.options import TrainOptions
@@ -360,7 +358,7 @@ def retrain(
         :class:`pipelines.options.TrainOptions`, the others from
         :data:`VERSION_1_OPTIONS` (Mondrian branches, ``calibrate="auto"``). Later versions
         refit with the options version 1 recorded.
-    drift_threshold : float, default=ebf.diagnostics.drift.DEFAULT_THRESHOLD
+    drift_threshold : float, default=ebf.diagnostics._drift.DEFAULT_THRESHOLD
         The family-wise level of the drift check: refit when a stored split's probability
         of still holding (or the holdout-score test's p-value) is below it, after the
         ``drift_correction`` for testing every split and the holdout score at once: the

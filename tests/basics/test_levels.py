@@ -57,8 +57,8 @@ def test_every_caller_uses_it():
 
 
 def test_estimators_and_the_dask_layer_use_it():
-    from ebf.dask.predict import output_meta
-    from ebf.forests import BayesianForestRegressor
+    from ebf._forests import BayesianForestRegressor
+    from ebf.dask._predict import output_meta
     from mondrian import MondrianForestRegressor
 
     rng = np.random.default_rng(0)

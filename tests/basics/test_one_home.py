@@ -48,7 +48,7 @@ def test_files_are_replaced_in_one_place():
 
 def test_no_private_module_of_another_package():
     """``ebf`` imports ``mondrian`` through its public modules only (``mondrian._order`` was
-    imported by ``ebf.tree_validation``)."""
+    imported by ``ebf._tree_validation``)."""
     rx = re.compile(r"^\s*(from|import) mondrian\._", re.M)
     assert [p for p, text in SOURCES.items() if p.startswith("ebf/") and rx.search(text)] == []
 

@@ -1,5 +1,5 @@
 """Bounded reads of untrusted model files: nothing a file declares is allocated before it is
-checked against the file, the manifest and ``ebf.artifact.codec.MAX_MODEL_BYTES``; shapes are
+checked against the file, the manifest and ``ebf.artifact._codec.MAX_MODEL_BYTES``; shapes are
 checked before numpy sees them; a large pack is hashed, streamed, before its arrays are allocated.
 
 Crafted pack tables (extreme shapes, empty or not, offsets, dtypes) and ``.npy`` headers
@@ -31,11 +31,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ebf import EmpiricalBayesianForestRegressor
-from ebf.artifact import codec, load, open_model, save
-from ebf.artifact import packs as pack_module
-from ebf.artifact.codec import ChecksumError, ModelFormatError, content_hash
-from ebf.artifact.manifest import hashed_keys
-from ebf.artifact.packs import MAGIC, PackWriter, Store, read_pack, write_pack
+from ebf.artifact import _codec as codec
+from ebf.artifact import _packs as pack_module
+from ebf.artifact import load, open_model, save
+from ebf.artifact._codec import ChecksumError, ModelFormatError, content_hash
+from ebf.artifact._manifest import hashed_keys
+from ebf.artifact._packs import MAGIC, PackWriter, Store, read_pack, write_pack
 from tests.ebf.model_helpers import load_manifest
 from tests.ebf.model_helpers import save as save_v1
 from tests.ebf.test_hostile_models import _forge
@@ -252,7 +253,7 @@ def test_a_whole_load_is_bounded_by_the_model_limit_and_one_shard_by_itself(mode
     reader = open_model(path)
     monkeypatch.setattr(codec, "MAX_MODEL_BYTES", reader.nbytes - 1)
     read: list[str] = []
-    monkeypatch.setattr("ebf.artifact.reader.read_pack", lambda store, name, *a: read.append(name))
+    monkeypatch.setattr("ebf.artifact._reader.read_pack", lambda store, name, *a: read.append(name))
     with pytest.raises(ModelFormatError, match=rf"{path}/manifest\.json: the head and "
                                                rf"{reader.n_parts} shard\(s\) together: "
                                                rf"{reader.nbytes} bytes, more than the \d+ "

@@ -1,4 +1,4 @@
-"""Trunk drift (ebf.diagnostics.drift): eq. (11) at the splits of a stored trunk; the rule."""
+"""Trunk drift (ebf.diagnostics._drift): eq. (11) at the splits of a stored trunk; the rule."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from ebf import (
     trunk_drift,
     with_performance,
 )
+from ebf._trunk_arrays import TrunkArrays
 from ebf.binning import bin_data, bin_edges, n_bins_of
-from ebf.diagnostics.stability import clt_split_match
+from ebf.diagnostics._stability import clt_split_match
 from ebf.grower import node_histograms
 from ebf.histogram import row_statistics
-from ebf.trunk_arrays import TrunkArrays
 from tests.naive import naive_stored_split_match
 
 N_FIT, N_WINDOW = 4000, 2000
@@ -95,7 +95,7 @@ def test_signed_eq11_equals_naive(task, effects):
     posterior), the runner-up of a close contest (below one half: the paper's
     ``|dbar_j|`` would put it above) and the best split on a feature without signal
     (probability 0)."""
-    from ebf.splitting import best_splits
+    from ebf._splitting import best_splits
 
     X, y, w, edges, binned, hist = _node(3000, 5, task, effects)
     n_classes = 2 if task == "classification" else 0
@@ -117,7 +117,7 @@ def test_block_eq11_equals_naive_and_discounts_evidence_shared_by_a_block():
     """With blocks of consecutive rows, eq. (10) on block sums (one Bayesian-bootstrap
     weight per block) equals the oracle; evidence confined to one block (a 'stormy day')
     counts as one observation, not hundreds."""
-    from ebf.splitting import best_splits
+    from ebf._splitting import best_splits
 
     X, y, w, edges, binned, hist = _node(3000, 5, "regression", [0.2, 0.17, 0.0])
     per_feature = [best_splits(np.ascontiguousarray(hist[:, j:j + 1]), "regression", 20)

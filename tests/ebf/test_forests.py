@@ -1,4 +1,4 @@
-"""Tests of the Bayesian / random forests: ``ebf.bootstrap``, ``ebf.cart``, ``ebf.forests``.
+"""Tests of the Bayesian / random forests: ``ebf.bootstrap``, ``ebf._cart``, ``ebf._forests``.
 
 Taddy, Chen, Yu & Wyle (2015), Sec. 2.3 and Algorithm 1: a Bayesian forest differs from
 Breiman's random forest only in the bootstrap weights (Exp(1) vs. Poisson(1)). Oracles are
@@ -19,9 +19,11 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from basics import predictive
 from basics.mixture import GaussianMixture
 from basics.seeds import resolve_entropy
-from ebf import binning, cart, cart_fit
+from ebf import _cart as cart
+from ebf import _cart_fit as cart_fit
+from ebf import binning
+from ebf._forests import BayesianForestClassifier, BayesianForestRegressor
 from ebf.bootstrap import draw_weights, tree_rng
-from ebf.forests import BayesianForestClassifier, BayesianForestRegressor
 from tests.ebf.test_features import state_leaves
 from tests.naive import naive_apply, naive_class_fractions, naive_node_stats
 

@@ -1,4 +1,4 @@
-"""Tests of the deep histogram CART trees (``ebf.hist_tree``, issue 15).
+"""Tests of the deep histogram CART trees (``ebf._hist_tree``, issue 15).
 
 Oracles: ``naive_grow`` of ``tests/naive/`` (plain-NumPy CART over given edges: with the
 midpoints of every distinct value as edges it is exact CART), ``naive_node_stats`` /
@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 from sklearn.tree import DecisionTreeRegressor
 
+from ebf._hist_tree import grow_tree, node_statistics, resolve_max_features
 from ebf.binning import bin_data, bin_edges
-from ebf.hist_tree import grow_tree, node_statistics, resolve_max_features
 from ebf.histogram import row_statistics
 from tests.naive import naive_apply, naive_class_fractions, naive_grow, naive_node_stats
 

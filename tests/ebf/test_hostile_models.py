@@ -2,7 +2,7 @@
 crash, a hang, an out-of-bounds read or garbage output.
 
 Checksums (and the model hash) can be recomputed by whoever edits a file, so every crafted
-model here has them recomputed: only the codec's limits (``ebf/artifact/codec.py``) and the
+model here has them recomputed: only the codec's limits (``ebf/artifact/_codec.py``) and the
 structural validation of each ``_set_state`` can catch it. Cases that could crash or hang
 the interpreter run in a worker subprocess (``tests/ebf/hostile_worker.py``); a case that kills
 it or gets no answer fails naming the case. The structure kernel is compared with its
@@ -32,10 +32,11 @@ from ebf import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
 )
-from ebf.artifact import ModelFormatError, codec, load
-from ebf.artifact.codec import content_hash
-from ebf.artifact.manifest import HASHED
-from ebf.cart_fit import fit_cart_forest
+from ebf._cart_fit import fit_cart_forest
+from ebf.artifact import ModelFormatError, load
+from ebf.artifact import _codec as codec
+from ebf.artifact._codec import content_hash
+from ebf.artifact._manifest import HASHED
 from ebf.trunk import Trunk
 from tests.ebf.hostile_corpus import MODEL_NAMES, Worker
 from tests.ebf.hostile_corpus import data as _data
@@ -330,7 +331,7 @@ def test_manifest_limits(models, tmp_path, monkeypatch, limit, value, metadata, 
 def test_too_many_files_and_a_linked_manifest_are_refused(models, tmp_path, monkeypatch):
     path, _, _ = _copy(models, "trunk", tmp_path)
     with monkeypatch.context() as mp:
-        mp.setattr("ebf.artifact.manifest.MAX_FILES", 3)
+        mp.setattr("ebf.artifact._manifest.MAX_FILES", 3)
         with pytest.raises(ModelFormatError, match=r"array files; at most 3"):
             load(path)
     real = tmp_path / "elsewhere.json"

@@ -19,8 +19,8 @@ from ebf import (
     load,
     save,
 )
+from ebf._cart_fit import fit_cart_forest
 from ebf.bootstrap import draw_weights, tree_rng
-from ebf.cart_fit import fit_cart_forest
 from ebf.importance import forest_decrease, normalised, trunk_decrease
 from tests.naive.importance import naive_tree_decrease
 

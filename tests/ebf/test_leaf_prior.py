@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from basics.leaf_noise import LEAF_PRIOR_ROWS, leaf_predictive_variance, pooled_variance
-from ebf import cart, load, save
+from ebf import _cart as cart
+from ebf import load, save
+from ebf._forests import BayesianForestRegressor
 from ebf.bootstrap import draw_weights, tree_rng
 from ebf.estimators import EmpiricalBayesianForestRegressor
-from ebf.forests import BayesianForestRegressor
 from tests.naive import (
     naive_leaf_predictive_variance,
     naive_pooled_leaf_variance,

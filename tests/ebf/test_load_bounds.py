@@ -44,8 +44,8 @@ from ebf import (
 )
 from ebf.artifact import ModelFormatError, estimator_from_state, estimator_state, load, open_model
 from ebf.artifact import save as save_v2
-from ebf.artifact.codec import content_hash
-from ebf.artifact.manifest import HASHED
+from ebf.artifact._codec import content_hash
+from ebf.artifact._manifest import HASHED
 from mondrian import MondrianForestRegressor, MondrianKernelRegressor
 from tests.ebf.hostile_corpus import MODEL_NAMES, data
 from tests.ebf.test_shards import _pack_bytes, _rewrite, _table

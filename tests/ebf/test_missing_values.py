@@ -14,15 +14,17 @@ from ebf import (
     BayesianForestRegressor,
     EmpiricalBayesianForestRegressor,
     SubsampleForestRegressor,
-    cart,
     load,
     save,
 )
+from ebf import (
+    _cart as cart,
+)
+from ebf._hist_tree import grow_tree, node_statistics
+from ebf._splitting import best_splits
 from ebf.binning import ALL_VALUES, bin_data, bin_edges, missing_code, n_bins_of
 from ebf.grower import BinnedSource, apply_binned, grow_trunk
-from ebf.hist_tree import grow_tree, node_statistics
 from ebf.histogram import build_histograms, row_statistics
-from ebf.splitting import best_splits
 from ebf.trunk import Trunk
 from tests.ebf.trunk_helpers import assert_same_trunk, trunk_data
 from tests.naive import naive_grow, naive_node_stats, naive_trunk_apply

@@ -23,12 +23,14 @@ from sklearn.exceptions import NotFittedError
 from ebf.artifact import (
     ChecksumError,
     ModelFormatError,
-    codec,
     estimator_from_state,
     estimator_state,
     load,
     model_hash,
     read_manifest,
+)
+from ebf.artifact import (
+    _codec as codec,
 )
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
 from tests.ebf.model_helpers import (

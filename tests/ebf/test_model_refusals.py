@@ -91,7 +91,7 @@ def test_non_strict_or_invalid_json_manifest_fails(saved, text):
 
 
 @pytest.mark.parametrize("cls", ["evil_module_xyz.Evil", "os.system", "builtins.eval",
-                                 "mondrian.forest:MondrianForestRegressor", 42])
+                                 "mondrian._forest:MondrianForestRegressor", 42])
 def test_unknown_class_fails_and_imports_nothing(saved, monkeypatch, cls):
     path, _, _ = saved
     manifest = load_manifest(path)

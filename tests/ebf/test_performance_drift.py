@@ -1,6 +1,6 @@
 """The performance-drift test (ebf.diagnostics.performance): the block Bayesian bootstrap
 against its oracle, its false-alarm rate and power on simulated scores, and the family it
-forms with the split tests (ebf.diagnostics.drift_report.with_performance)."""
+forms with the split tests (ebf.diagnostics._drift_report.with_performance)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from scipy.signal import lfilter
 
 from ebf import DriftReport, PerformanceDrift, performance_drift, with_performance
-from ebf.diagnostics.drift_report import SPLIT_COLUMNS
-from ebf.diagnostics.window import block_ids
+from ebf.diagnostics._drift_report import SPLIT_COLUMNS
+from ebf.diagnostics._window import block_ids
 from tests.naive import naive_performance_drift
 
 #: Correlation of consecutive rows' latent errors: the rows of a window are dependent.

@@ -1,7 +1,7 @@
 """Model format 2: packs, one shard per branch, loading one shard alone, URLs, old models.
 
 ``test_model`` and ``test_hostile_models`` test format 1 and every crafted array; here the
-pack layer (:mod:`ebf.artifact.packs`) and the sharded reading (:mod:`ebf.artifact`).
+pack layer (:mod:`ebf.artifact._packs`) and the sharded reading (:mod:`ebf.artifact`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from ebf import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from ebf.artifact import _packs as pack_module
 from ebf.artifact import load, open_model, read_manifest, save
-from ebf.artifact import packs as pack_module
-from ebf.artifact.codec import ChecksumError, ModelFormatError, content_hash
-from ebf.artifact.manifest import hashed_keys
-from ebf.artifact.packs import PackWriter, Store, read_pack, write_pack
+from ebf.artifact._codec import ChecksumError, ModelFormatError, content_hash
+from ebf.artifact._manifest import hashed_keys
+from ebf.artifact._packs import PackWriter, Store, read_pack, write_pack
 from mondrian import MondrianForestRegressor
 
 
@@ -103,7 +103,7 @@ def test_one_shard_loads_without_reading_the_others(fitted, tmp_path, monkeypatc
         read.append(name)
         return real(store, name, *args, **kwargs)
 
-    monkeypatch.setattr("ebf.artifact.reader.read_pack", spy)
+    monkeypatch.setattr("ebf.artifact._reader.read_pack", spy)
     reader = open_model(path)
     head = reader.head()
     assert read == ["head.pack"]

@@ -9,7 +9,7 @@ import pytest
 import basics.threads
 from basics.seeds import resolve_entropy
 from ebf.bootstrap import draw_weights
-from ebf.diagnostics.stability import trunk_posterior
+from ebf.diagnostics._stability import trunk_posterior
 from ebf.features import FeatureEncoder
 from ebf.trunk import Trunk, TrunkArrays
 from tests.naive import naive_clt_split_match
@@ -91,7 +91,7 @@ def test_plot_split_posterior():
     import matplotlib
 
     matplotlib.use("Agg")
-    from ebf.diagnostics.stability import plot_split_posterior
+    from ebf.diagnostics._stability import plot_split_posterior
 
     rng = np.random.default_rng(0)
     X = rng.random((1000, 2))

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ebf._splitting import best_splits
 from ebf.binning import (
     bin_data,
     bin_edges,
@@ -27,7 +28,6 @@ from ebf.grower import (
     grow_trunk,
 )
 from ebf.histogram import build_histograms, row_statistics
-from ebf.splitting import best_splits
 from ebf.trunk import Trunk, TrunkArrays
 from tests.ebf.trunk_helpers import STRUCTURE, assert_same_trunk, trunk_data
 from tests.naive import (

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ebf import grower
+from ebf._splitting import best_splits
 from ebf.binning import (
     bin_data,
     bin_edges,
@@ -24,7 +25,6 @@ from ebf.grower import (
     node_histograms,
 )
 from ebf.histogram import build_histograms, row_statistics, subtract_histogram
-from ebf.splitting import best_splits
 from tests.ebf.trunk_helpers import assert_same_trunk, trunk_data
 from tests.naive import (
     naive_grow,

@@ -1,4 +1,4 @@
-"""Tests of the Mondrian forest estimators (``mondrian.forest``).
+"""Tests of the Mondrian forest estimators (``mondrian._forest``).
 
 Behaviour from Lakshminarayanan, Roy & Teh (2016) (regression, predictive mixtures that
 widen away from the data, Fig. 2) and the scikit-learn conventions of docs/architecture.md (errors

@@ -1,4 +1,4 @@
-"""Tests of ``mondrian.ikn`` (HNSP/IKN classification posterior) against ``tests.naive``.
+"""Tests of ``mondrian._ikn`` (HNSP/IKN classification posterior) against ``tests.naive``.
 
 Lakshminarayanan (2016) thesis, Sec. 5.4-5.5, eq. (5.5), Alg. 5.3/5.4/5.7/5.8.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mondrian.ikn import branch_off_G, expected_discount, ikn_add, ikn_counts, ikn_posterior
+from mondrian._ikn import branch_off_G, expected_discount, ikn_add, ikn_counts, ikn_posterior
 from tests import naive
 
 

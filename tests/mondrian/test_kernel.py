@@ -11,8 +11,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ebf.artifact import ModelFormatError
 from ebf.artifact.classes import estimator_from_state, estimator_state
-from mondrian.kernel import MondrianKernelFeatures
-from mondrian.kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
+from mondrian._kernel_features import MondrianKernelFeatures
+from mondrian._kernel_ridge import MondrianKernelClassifier, MondrianKernelRegressor
 from mondrian.kernel_sweep import log_evidence, probe_lifetime, ridge_solve, width_sweep
 from tests.ebf.model_helpers import assert_roundtrip
 from tests.naive import naive_cell_columns, naive_kernel_cells, naive_mondrian_box_cells

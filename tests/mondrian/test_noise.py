@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-import mondrian.forest
+import mondrian._forest
 from basics.metrics import coverage, nlpd
 from ebf.artifact import load, save
 from mondrian import MondrianForestRegressor
+from mondrian._posterior import NOISE_PRIOR_SHAPE, node_noise_variance
 from mondrian._predict import NODE_NOISE
-from mondrian.posterior import NOISE_PRIOR_SHAPE, node_noise_variance
 from tests.mondrian.test_compact import _fit, _outputs
 from tests.mondrian.test_posterior import (
     _check_against_oracle,
@@ -155,7 +155,7 @@ def test_forest_noise_is_the_papers_model_bit_for_bit(posterior, monkeypatch):
     def forest_value(stats, n, noise_var, shape, out):
         out[:n] = noise_var
 
-    monkeypatch.setattr(mondrian.forest, "node_noise_variance", forest_value)
+    monkeypatch.setattr(mondrian._forest, "node_noise_variance", forest_value)
     per_leaf._posterior = [None] * per_leaf.n_estimators
     got = _outputs(per_leaf, Xt)
     for key in want:

@@ -1,4 +1,4 @@
-"""The Mondrian forests' estimated noise variance (``mondrian.noise``, ``noise="estimated"``).
+"""The Mondrian forests' estimated noise variance (``mondrian._noise``, ``noise="estimated"``).
 
 Oracle: :func:`tests.naive.naive_gamma_test` (every pair distance, no neighbour index). The
 statistical checks use fixed seeds: the estimate recovers a known noise variance, and the
@@ -16,7 +16,7 @@ import pytest
 from ebf import load, save
 from ebf.estimators import EmpiricalBayesianForestRegressor
 from mondrian import MondrianForestRegressor
-from mondrian.noise import gamma_test
+from mondrian._noise import gamma_test
 from tests.naive import naive_gamma_test
 
 

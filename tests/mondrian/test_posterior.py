@@ -1,4 +1,4 @@
-"""Tests of ``mondrian.posterior`` (Lakshminarayanan, Roy & Teh (2016), Sec. 3.1 / App. B / C)."""
+"""Tests of ``mondrian._posterior`` (Lakshminarayanan, Roy & Teh (2016), Sec. 3.1 / App. B / C)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from mondrian._records import MondrianTree, Prior
-from mondrian.posterior import (
+from mondrian._posterior import (
     edge_variance,
     empirical_moments,
     gaussian_posterior,
     hyperparameters,
 )
+from mondrian._records import MondrianTree, Prior
 from tests.naive import gaussian_posterior_dense
 
 # ------------------------------------------------------------------------------ tree helpers

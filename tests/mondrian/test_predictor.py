@@ -5,6 +5,7 @@ import pytest
 
 from basics.flat_tree import preorder
 from mondrian import MondrianForestClassifier, MondrianForestRegressor
+from mondrian._posterior import belief_propagation
 from mondrian._predict import (
     EXACT,
     EXTENT,
@@ -18,7 +19,6 @@ from mondrian._predict import (
     pack_predictor,
 )
 from mondrian._records import Messages, MondrianTree, Prior
-from mondrian.posterior import belief_propagation
 from tests.mondrian.test_posterior import _random_hp, _random_tree, _record, _tree_arrays
 from tests.naive import naive_branch_off_moments
 

@@ -290,7 +290,7 @@ def naive_relabel(arrays) -> dict[str, np.ndarray]:
 
 def naive_conditional_smc(old, X, leaf_ll, n_particles, alpha_s, beta_s, seed):
     """Algorithm 4.2 with Python node lists, consuming ``RandomState(seed)`` uniforms in the
-    order ``ebf.bayestrees.pgbart.csmc`` documents; returns the drawn tree's arrays.
+    order ``ebf.bayestrees._pgbart.csmc`` documents; returns the drawn tree's arrays.
 
     ``old`` holds the old tree's arrays in breadth-first slot order; ``leaf_ll(rows)`` is
     log l of a leaf holding ``rows``.

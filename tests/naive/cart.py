@@ -1,11 +1,11 @@
-"""Oracles of weighted CART (``ebf.cart``: routing, node statistics, class fractions)
+"""Oracles of weighted CART (``ebf._cart``: routing, node statistics, class fractions)
 and of the flat-tree structure checks (``basics.flat_tree.check_trees``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-# ---------------------------------------------------------------- weighted CART (ebf.cart)
+# ---------------------------------------------------------------- weighted CART (ebf._cart)
 
 
 def naive_path(left, right, feature, threshold, root, x, missing_left=None) -> list[int]:

@@ -1,5 +1,5 @@
 """Oracles of Mondrian trees: the sampling process and the flat tree's invariants,
-compact trees (``mondrian._compact``) and the Mondrian kernel (``mondrian.kernel``)."""
+compact trees (``mondrian._compact``) and the Mondrian kernel (``mondrian._kernel_features``)."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def naive_expand(feature, threshold, tau, lower, upper, counts, leaf_tau, ikn):
     return left, right, parent, thr, t, lo, up, c
 
 
-# ---------------------------------------------------------------- Mondrian kernel (mondrian.kernel)
+# ------------------------------------------------- Mondrian kernel (mondrian._kernel_features)
 
 _U64 = (1 << 64) - 1
 

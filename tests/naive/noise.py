@@ -1,15 +1,15 @@
-"""Oracles of the noise variances: Mondrian per-node noise (``mondrian.posterior``),
+"""Oracles of the noise variances: Mondrian per-node noise (``mondrian._posterior``),
 the Gamma test (``mondrian`` noise estimate) and the CART leaf-noise prior (``ebf``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-# ------------------------------------------------------------ per-node noise (mondrian.posterior)
+# ------------------------------------------------------------ per-node noise (mondrian._posterior)
 
 
 def node_noise_variance_naive(node_y, noise_var, shape):
-    """Per-node noise variances (``mondrian.posterior.node_noise_variance``) from the labels.
+    """Per-node noise variances (``mondrian._posterior.node_noise_variance``) from the labels.
 
     ``node_y[j]`` holds every label below node ``j``; the within-node sum of squares is
     taken about their mean directly (not from the sums), and the inverse-gamma posterior

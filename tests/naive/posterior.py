@@ -1,4 +1,4 @@
-"""Oracles of the Mondrian posterior (``mondrian.posterior``, ``mondrian.ikn``, the
+"""Oracles of the Mondrian posterior (``mondrian._posterior``, ``mondrian._ikn``, the
 predictor): dense Gaussian conditioning for belief propagation and branch-off moments,
 IKN counts and posterior means, expected discounts."""
 

@@ -459,10 +459,10 @@ def test_cli_train_bayesian_budget_raises_the_leaf_size(data, tmp_path, capsys, 
 
 def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypatch,
                                               local_threads):
-    import ebf.artifact.packs
+    import ebf.artifact._packs
 
     written = []
-    original = ebf.artifact.packs.PackWriter.write
+    original = ebf.artifact._packs.PackWriter.write
 
     def write_then_fail(self, array, where):
         written.append(where)
@@ -470,7 +470,7 @@ def test_cli_model_save_failure_leaves_nothing(data, tmp_path, capsys, monkeypat
             raise RuntimeError("injected failure while saving")
         return original(self, array, where)
 
-    monkeypatch.setattr(ebf.artifact.packs.PackWriter, "write", write_then_fail)
+    monkeypatch.setattr(ebf.artifact._packs.PackWriter, "write", write_then_fail)
     out = tmp_path / "model"
     # an unexpected error is one line (exit 1) that points to -v for the traceback
     assert main(["train", data["regression", "train"], "--target", "y", "--n-estimators", "2",

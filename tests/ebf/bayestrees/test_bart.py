@@ -14,9 +14,9 @@ from ebf import BARTRegressor, load, save
 from ebf.artifact import ModelFormatError
 from ebf.artifact.classes import estimator_from_state, estimator_state
 from ebf.bayestrees import apply, sample_prior
+from ebf.bayestrees._draws import ForestDraws
 from ebf.bayestrees.backfitting import backfit, noise_prior, scale_target, sigma_hat2
 from ebf.bayestrees.diagnostics import chain_ess, hypercube
-from ebf.bayestrees.draws import ForestDraws
 from tests.naive import naive_chain_ess, naive_draws_predict
 
 

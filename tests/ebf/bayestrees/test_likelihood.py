@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ebf.bayestrees import LeafLikelihood, apply, log_likelihood, sample_prior
-from ebf.bayestrees.likelihood import nig_posterior
+from ebf.bayestrees._likelihood import nig_posterior
 from tests.naive import (
     naive_dirichlet_multinomial_polya,
     naive_nig_marginal_sequential,

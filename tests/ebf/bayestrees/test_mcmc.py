@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, partition_rows, sample_prior
+from ebf.bayestrees._records import data_record, model_record, small_scratch
 from ebf.bayestrees.mcmc import MOVES, SAMPLERS, UNIFORMS_PER_MOVE, mh_step, mh_update
-from ebf.bayestrees.records import data_record, model_record, small_scratch
 from tests.ebf.bayestrees import helpers as h
 from tests.naive import naive_bayestree_log_prior, naive_bayestree_rows, naive_mh_log_ratio
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, log_prior, sample_prior
+from ebf.bayestrees._pgbart import conditional_smc, csmc, pg_workspace
+from ebf.bayestrees._records import data_record, model_record
 from ebf.bayestrees.mcmc import canonical, mh_update
-from ebf.bayestrees.pgbart import conditional_smc, csmc, pg_workspace
-from ebf.bayestrees.records import data_record, model_record
 from tests.ebf.bayestrees import helpers as h
 from tests.naive import naive_conditional_smc, naive_relabel
 

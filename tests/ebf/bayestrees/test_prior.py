@@ -10,7 +10,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, log_likelihood, log_prior, sample_prior
-from ebf.bayestrees.prior import UNIFORMS_PER_NODE
+from ebf.bayestrees._prior import UNIFORMS_PER_NODE
 from tests.naive import (
     naive_bayestree_log_prior,
     naive_dirichlet_multinomial_polya,

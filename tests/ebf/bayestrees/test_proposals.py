@@ -8,7 +8,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ebf.bayestrees import LeafLikelihood, partition_rows, sample_prior
-from ebf.bayestrees.proposals import (
+from ebf.bayestrees._proposals import (
     EMPIRICAL,
     OPTIMAL,
     PRIOR,
@@ -19,7 +19,7 @@ from ebf.bayestrees.proposals import (
     proposal_code,
     sort_positions,
 )
-from ebf.bayestrees.records import data_record, model_record, scratch
+from ebf.bayestrees._records import data_record, model_record, scratch
 from tests.naive import (
     naive_bayestree_rows,
     naive_dirichlet_multinomial_polya,

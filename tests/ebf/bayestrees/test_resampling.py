@@ -1,10 +1,10 @@
-"""Resampling kernels (ebf.bayestrees.resampling) against the NumPy oracle and statistically."""
+"""Resampling kernels (ebf.bayestrees._resampling) against the NumPy oracle and statistically."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from ebf.bayestrees.resampling import (
+from ebf.bayestrees._resampling import (
     MULTINOMIAL,
     SYSTEMATIC,
     ancestors,

@@ -10,9 +10,9 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from ebf.bayestrees import BayesTree, LeafLikelihood, sample_prior
-from ebf.bayestrees.proposals import OPTIMAL, dense_ranks, optimal_masses
-from ebf.bayestrees.records import data_record, model_record, scratch
-from ebf.bayestrees.smc import ParticleSet, _copy_ancestors, run_smc
+from ebf.bayestrees._proposals import OPTIMAL, dense_ranks, optimal_masses
+from ebf.bayestrees._records import data_record, model_record, scratch
+from ebf.bayestrees._smc import ParticleSet, _copy_ancestors, run_smc
 from tests.naive import (
     naive_bayestree_rows,
     naive_dirichlet_multinomial_polya,

@@ -11,7 +11,7 @@ from scipy.special import logsumexp
 from ebf import SMCTreeClassifier, SMCTreeRegressor
 from ebf.artifact import ModelFormatError, load
 from ebf.artifact.classes import estimator_from_state, estimator_state
-from ebf.bayestrees.particles import leaf_values, weighted_values
+from ebf.bayestrees._particles import leaf_values, weighted_values
 from tests.ebf.model_helpers import assert_roundtrip, load_manifest, rewrite_array, save
 from tests.naive import (
     naive_bayestree_rows,

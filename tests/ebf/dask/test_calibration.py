@@ -11,8 +11,8 @@ from ebf import EmpiricalBayesianForestRegressor
 from ebf.artifact import save
 from ebf.calibration import calibration_split
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
+from ebf.dask._predict import predict_frame
 from ebf.dask.calibration import calibration_rows, pit_counts_dask, recalibrate
-from ebf.dask.predict import predict_frame
 
 
 @pytest.fixture(scope="module")

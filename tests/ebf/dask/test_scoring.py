@@ -15,7 +15,7 @@ from ebf.dask import (
     DaskSubsampleForestClassifier,
     DaskSubsampleForestRegressor,
 )
-from ebf.dask.scoring import _combine
+from ebf.dask._scoring import _combine
 from tests.ebf.dask.test_dask import FEATURES, make_frame
 
 

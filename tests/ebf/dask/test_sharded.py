@@ -19,7 +19,7 @@ from ebf import (
 )
 from ebf.artifact import open_model, save
 from ebf.dask import cache, sharded
-from ebf.dask.predict import predict_frame
+from ebf.dask._predict import predict_frame
 from tests.ebf.dask.test_dask import FEATURES, make_frame
 
 QUANTILES = (0.05, 0.5, 0.95)

@@ -123,7 +123,7 @@ def test_a_worker_killed_while_writing_its_shard(tmp_path):
     marker = tmp_path / "killed"
 
     def install(marker: str, always: bool) -> None:  # runs in each worker process
-        import ebf.artifact.writer as writer
+        import ebf.artifact._writer as writer
 
         original = writer.write_pack
 

@@ -39,8 +39,8 @@ from basics.validation import (
 
 from . import _kernel
 from ._base import append_rows
+from ._config import NODE_REG_STATS
 from ._tree import TreeArrays, grow
-from .config import NODE_REG_STATS
 
 __all__ = ["MondrianKernelFeatures", "cell_columns", "checked_rows"]
 

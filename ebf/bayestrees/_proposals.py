@@ -1,7 +1,7 @@
 """Proposal kernels of the SMC for Bayesian decision trees (thesis Sec. 3.3, 3.3.1; eq. 3.5-3.7).
 
 One call expands one eligible leaf ``j`` of one particle: it stops it or splits it with
-:func:`ebf.bayestrees.trees.split_node`, and returns the new ``n_nodes`` with the log of the
+:func:`ebf.bayestrees._trees.split_node`, and returns the new ``n_nodes`` with the log of the
 incremental weight of eq. (3.7),
 
     log [P(T(t) | T(t-1)) / Q(T(t) | T(t-1))] + log [p(Y | T(t), X) / p(Y | T(t-1), X)],
@@ -9,7 +9,7 @@ incremental weight of eq. (3.7),
 where only the leaf's own factors of the prior (eq. 3.4) and of the likelihood (eq. 3.1)
 change. Randomness is four uniforms per node (``PROPOSAL_UNIFORMS``) drawn by the caller:
 
-- ``PRIOR`` (the Bayesian bootstrap filter): :func:`ebf.bayestrees.prior.expand_prior` with
+- ``PRIOR`` (the Bayesian bootstrap filter): :func:`ebf.bayestrees._prior.expand_prior` with
   ``u[:3]``; P/Q = 1, so the increment is ``ll(l) + ll(r) - ll(j)`` after a split, 0 after a stop.
 - ``EMPIRICAL``: stop or split and the dimension as the prior (``u[0]``, ``u[1]``); then a gap
   between adjacent distinct values of the node's rows along it, uniformly (``u[2]``), and a
@@ -35,15 +35,15 @@ from numba import njit
 from basics.flat_tree import INDEX
 from basics.jit import JIT
 
-from .likelihood import leaf_loglik, segment_stats
-from .prior import (
+from ._likelihood import leaf_loglik, segment_stats
+from ._prior import (
     UNIFORMS_PER_NODE,
     expand_prior,
     split_probability,
     uniform_cut,
     valid_dimension,
 )
-from .trees import node_extent, split_node
+from ._trees import node_extent, split_node
 
 __all__ = ["EMPIRICAL", "OPTIMAL", "PRIOR", "PROPOSALS", "PROPOSAL_UNIFORMS", "expand_node",
            "dense_ranks", "proposal_code", "scan_dimension", "sort_positions"]

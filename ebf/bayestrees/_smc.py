@@ -45,19 +45,19 @@ from basics.jit import JIT
 from basics.seeds import resolve_entropy
 from basics.threads import thread_map
 
-from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
-from .particles import ParticleTrees
-from .prior import check_prior_params
-from .proposals import OPTIMAL, PROPOSAL_UNIFORMS, dense_ranks, expand_node, proposal_code
-from .records import Tree, data_record, model_record, scratch
-from .resampling import (
+from ._likelihood import LeafLikelihood, leaf_loglik, segment_stats
+from ._particles import ParticleTrees
+from ._prior import check_prior_params
+from ._proposals import OPTIMAL, PROPOSAL_UNIFORMS, dense_ranks, expand_node, proposal_code
+from ._records import Tree, data_record, model_record, scratch
+from ._resampling import (
     MULTINOMIAL,
     effective_sample_size,
     normalize,
     resample,
     resampling_code,
 )
-from .trees import check_X
+from ._trees import check_X
 
 __all__ = ["EXPANSIONS", "SMC_ALPHA_S", "SMC_BETA_S", "ParticleSet", "SMCOptions", "run_smc"]
 

@@ -8,7 +8,7 @@ The model is not sharded on the workers (every worker would need all of it, or i
 branches would travel out and back, tens of MB per branch for Mondrian forests), and a
 window of new rows is small next to the model that has seen every earlier window, so the
 encoded rows come to the model: a few float64 columns per row. The model's seam
-``_update_encoded`` then runs the local ``partial_fit`` on them (``ebf.update``), so the
+``_update_encoded`` then runs the local ``partial_fit`` on them (``ebf._update``), so the
 result equals the local ``partial_fit`` on ``X.compute()``, bit for bit.
 """
 
@@ -22,9 +22,9 @@ from distributed import Client
 from sklearn.base import is_classifier
 
 from ..learners import get_learner, online_learners
+from ._shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
 from .client import gather
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
-from .shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
 
 __all__ = ["update_model"]
 

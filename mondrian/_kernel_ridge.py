@@ -29,7 +29,7 @@ from basics.validation import (
 )
 
 from ._base import classes_entry, classes_from_entry
-from .kernel import HASH_KEY, MondrianKernelFeatures, checked_rows
+from ._kernel_features import HASH_KEY, MondrianKernelFeatures, checked_rows
 from .kernel_sweep import check_ridge, probe_lifetime, ridge_solve, width_sweep
 
 __all__ = ["MondrianKernelClassifier", "MondrianKernelRegressor"]

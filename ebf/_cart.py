@@ -1,7 +1,7 @@
 """Weighted CART trees as flat arrays, and the numba kernels that descend them.
 
 Every tree of a forest is a weighted-sample CART fit (Taddy, Chen, Yu & Wyle 2015,
-Sec. 2.2): a histogram CART tree over bin edges (:mod:`ebf.hist_tree`, ``splitter="hist"``)
+Sec. 2.2): a histogram CART tree over bin edges (:mod:`ebf._hist_tree`, ``splitter="hist"``)
 or scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with
 ``sample_weight`` (``splitter="exact"``; the paper's own implementation adjusted
 scikit-learn's forest weights, Sec. 2.3, footnote 4). Rows of weight zero are ignored by
@@ -37,8 +37,8 @@ from numba import njit
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
-from .routing import leaf_of, split_trees
-from .tree_validation import checked_forest_arrays
+from ._routing import leaf_of, split_trees
+from ._tree_validation import checked_forest_arrays
 
 __all__ = [
     "CartForest",
@@ -70,7 +70,7 @@ class CartForest:
     missing_left : ndarray of shape (n_nodes,), int64
         1 where a missing value (NaN) goes left, else 0 (0 at leaves): the side the split
         search chose for the training rows' missing values, or, without any, the child with
-        more rows (:func:`ebf.splitting.scan_node`; scikit-learn's ``missing_go_to_left``).
+        more rows (:func:`ebf._splitting.scan_node`; scikit-learn's ``missing_go_to_left``).
     value : ndarray of shape (n_nodes, k), float64
         Weighted mean (k = 1) or weighted class fractions (k = n_classes).
     variance : ndarray of shape (n_nodes,), float64
@@ -86,7 +86,7 @@ class CartForest:
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((50, 2)); y = X[:, 0]
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=3, entropy=0)
     >>> f.n_trees, int(f.n_nodes.sum()) == f.left.shape[0]
     (3, True)
@@ -143,7 +143,7 @@ class CartForest:
 
         States come from untrusted files and the descent kernels do not bounds-check, so
         everything is checked first, in O(nodes)
-        (:func:`~ebf.tree_validation.checked_forest_arrays`).
+        (:func:`~ebf._tree_validation.checked_forest_arrays`).
 
         Parameters
         ----------
@@ -323,7 +323,7 @@ def apply(forest: CartForest, X: np.ndarray) -> np.ndarray:
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((30, 2)); y = X[:, 0]
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=2, entropy=0)
     >>> apply(f, X[:4]).shape
     (4, 2)
@@ -347,7 +347,7 @@ def mean_value(forest: CartForest, X: np.ndarray) -> np.ndarray:
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((30, 2)); y = (X[:, 0] > 0.5).astype(int)
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> f = fit_cart_forest(X, y, None, task="classification", n_classes=2, entropy=0,
     ...                     n_estimators=2)
     >>> np.allclose(mean_value(f, X).sum(axis=1), 1.0)
@@ -379,7 +379,7 @@ def leaf_components(forest: CartForest, X: np.ndarray,
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((40, 2)); y = X[:, 0]
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=4, entropy=0)
     >>> means, variances = leaf_components(f, X[:3])
     >>> bool(np.all(means == f.value[apply(f, X[:3]), 0]))
@@ -415,7 +415,7 @@ def regression_moments(
     --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((40, 2)); y = X[:, 0]
-    >>> from ebf.cart_fit import fit_cart_forest
+    >>> from ebf._cart_fit import fit_cart_forest
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=4, entropy=0)
     >>> mean, spread, within = regression_moments(f, X[:3])
     >>> bool(np.all(spread >= 0) and np.all(within >= 0))

@@ -5,7 +5,7 @@
 often each node splits on the same variable, where it splits (the paper's Fig. 4), and the
 central-limit approximation of eq. (11) to the probability that a node's split variable
 matches the sample's. :func:`split_match_at` applies the same eq. (11) to a stored trunk's
-node and new rows (:mod:`ebf.diagnostics.drift`).
+node and new rows (:mod:`ebf.diagnostics._drift`).
 
 The CLT approximation (Sec. 3.1, eq. 6-11), generalised from binary features and squared
 error to our binned features and both impurities: at a node with ``n`` rows, let split 1 be
@@ -39,13 +39,13 @@ from scipy.special import ndtr
 from basics.seeds import resolve_entropy
 from basics.threads import thread_map
 
+from .._splitting import best_splits
 from ..binning import bin_data, n_bins_of
 from ..bootstrap import draw_weights
 from ..config import MAX_BINS
 from ..features import FeatureEncoder
 from ..grower import BinnedSource, apply_binned, grow_trunk, node_histograms
 from ..histogram import row_statistics
-from ..splitting import best_splits
 from ..trunk import Trunk, TrunkArrays
 
 __all__ = [
@@ -122,7 +122,7 @@ def clt_split_match(
     """Eq. (11), signed: approximate probability that a node keeps its split variable.
 
     Split 1 is ``chosen``: the sample optimum (:func:`trunk_posterior`) or any split fixed
-    beforehand, e.g. a stored trunk's split evaluated on new rows (:mod:`ebf.diagnostics.drift`).
+    beforehand, e.g. a stored trunk's split evaluated on new rows (:mod:`ebf.diagnostics._drift`).
 
     Parameters
     ----------

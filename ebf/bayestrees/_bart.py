@@ -34,12 +34,12 @@ from .._base import (
     variance_floor,
 )
 from ..features import FeatureEncoder
+from ._draws import ForestDraws
+from ._pgbart import DEFAULT_PARTICLES
+from ._prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S
+from ._trees import check_X
 from .backfitting import SAMPLER_NAMES, backfit, noise_prior, scale_target, sigma_hat2
 from .diagnostics import chain_ess
-from .draws import ForestDraws
-from .pgbart import DEFAULT_PARTICLES
-from .prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S
-from .trees import check_X
 
 __all__ = ["BARTRegressor"]
 
@@ -87,7 +87,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    draws_ : ebf.bayestrees.draws.ForestDraws
+    draws_ : ebf.bayestrees._draws.ForestDraws
         The kept draws (trees, leaf means and sigma^2, scaled labels).
     y_center_, y_scale_ : float
         ``y = y_center_ + y_scale_ * y_scaled``.

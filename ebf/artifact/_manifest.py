@@ -6,7 +6,7 @@ and user metadata, the head's state (arrays as markers into ``head.pack``, branc
 ``{"__shard__": n}``), the size and sha256 of every pack, and :func:`model_hash`.
 :func:`read_manifest` reads and checks it (format, version, entries, pack names, sizes and
 digests, the content hash) before anything else of the model is read; the writer
-(:mod:`ebf.artifact.writer`) and the reader (:mod:`ebf.artifact.reader`) share these
+(:mod:`ebf.artifact._writer`) and the reader (:mod:`ebf.artifact._reader`) share these
 names and checks. See ``docs/model-format.md``.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from basics.versions import library_version
 
-from . import codec
-from .codec import (
+from . import _codec as codec
+from ._codec import (
     MAX_FILES,
     ChecksumError,
     ModelFormatError,
@@ -29,7 +29,7 @@ from .codec import (
     content_hash,
     parse_json_bytes,
 )
-from .packs import HEAD_NAME, Store, shard_name
+from ._packs import HEAD_NAME, Store, shard_name
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "HASHED", "MANIFEST", "READABLE_VERSIONS",
            "hashed_keys", "model_hash", "read_manifest"]
@@ -55,7 +55,7 @@ def read_manifest(path: str | os.PathLike,
 
     Reads no array and imports nothing; use it to inspect metadata (features, training,
     library version, shard sizes) without loading the model. The manifest must be a regular
-    file of at most ``ebf.artifact.codec.MAX_MANIFEST_BYTES`` bytes of strict JSON within the
+    file of at most ``ebf.artifact._codec.MAX_MANIFEST_BYTES`` bytes of strict JSON within the
     codec's limits, its file entries well formed, and its ``model_hash``, if present (models saved
     before it was stored have none), must match its content (:func:`model_hash`).
 

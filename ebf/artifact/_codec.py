@@ -70,7 +70,7 @@ MAX_FILES = 500_000
 #: bounds what a crafted model can make a reader allocate, and is checked before anything is
 #: allocated. 8 GiB is four times the 1.8 GB model ``ebf train`` builds by default
 #: (``--model-memory 2GB``); to load a larger model whole, raise it in the loading process
-#: (``ebf.artifact.codec.MAX_MODEL_BYTES = 32 * 2**30``).
+#: (``ebf.artifact._codec.MAX_MODEL_BYTES = 32 * 2**30``).
 MAX_MODEL_BYTES = 8 * 2**30
 #: The most dimensions a stored array may have (the estimators store 1-D and 2-D arrays;
 #: numpy's own limit is 64).
@@ -518,7 +518,7 @@ def array_nbytes(dtype: np.dtype, shape: Any, where: str) -> int:
     >>> array_nbytes(np.dtype("<f8"), [0, 2**62], "m.pack: arrays[2]")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ebf.artifact.codec.ModelFormatError: m.pack: arrays[2]: an empty float64 array of shape (0,...
+    ebf.artifact._codec.ModelFormatError: m.pack: arrays[2]: an empty float64 array of shape (0,...
     """
     if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_NDIM
             or not all(type(n) is int and n >= 0 for n in shape)):
@@ -530,7 +530,7 @@ def array_nbytes(dtype: np.dtype, shape: Any, where: str) -> int:
         raise ModelFormatError(
             f"{where}: an empty {dtype} array of shape {tuple(shape)}, whose other dimensions "
             f"span more than the {MAX_MODEL_BYTES} bytes of a model "
-            "(ebf.artifact.codec.MAX_MODEL_BYTES)")
+            "(ebf.artifact._codec.MAX_MODEL_BYTES)")
     return nbytes
 
 
@@ -539,7 +539,7 @@ def check_model_bytes(nbytes: int, where: str) -> None:
     if nbytes > MAX_MODEL_BYTES:
         raise ModelFormatError(
             f"{where}: {nbytes} bytes, more than the {MAX_MODEL_BYTES} bytes one load may read "
-            "(ebf.artifact.codec.MAX_MODEL_BYTES: raise it to load a larger model)")
+            "(ebf.artifact._codec.MAX_MODEL_BYTES: raise it to load a larger model)")
 
 
 def storable_dtype(dtype: np.dtype) -> bool:

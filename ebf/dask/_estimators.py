@@ -40,6 +40,10 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from ._predict import predict_frame, predict_series
+from ._scoring import predict_proba, score
+from ._shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
+from ._update import update_model
 from .branches import (
     BranchMemoryError,
     fit_branches,
@@ -50,10 +54,6 @@ from .calibration import recalibrate
 from .client import PhaseReport, Phases, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
-from .predict import predict_frame, predict_series
-from .scoring import predict_proba, score
-from .shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
-from .update import update_model
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class _DaskEnsemble(BaseEstimator):
         return self.model_
 
     def predict_frame(self, X: Any, quantiles: Any = DEFAULT_QUANTILES) -> Any:
-        """Lazy predictions per row (:func:`ebf.dask.predict.predict_frame`).
+        """Lazy predictions per row (:func:`ebf.dask._predict.predict_frame`).
 
         Parameters
         ----------
@@ -204,7 +204,7 @@ class _DaskEnsemble(BaseEstimator):
 
     def score(self, X: Any, y: Any, *, sample_weight: Any = None) -> float:
         """R² (regressors) or accuracy (classifiers) on Dask collections, in one pass
-        (:func:`ebf.dask.scoring.score`): scikit-learn's ``score`` on the computed data.
+        (:func:`ebf.dask._scoring.score`): scikit-learn's ``score`` on the computed data.
 
         Parameters
         ----------
@@ -265,7 +265,7 @@ class _DaskEBF(_DaskEnsemble):
 
         The local :meth:`~ebf.EmpiricalBayesianForestRegressor.partial_fit` on the
         cluster: the rows are checked, encoded with the model's encoder and routed by its
-        trunk; each branch that receives rows is updated by ``ebf.update.update_branch`` in
+        trunk; each branch that receives rows is updated by ``ebf._update.update_branch`` in
         one task on the worker holding its rows (phases ``schema``, ``summary``, ``encode``,
         ``route``, ``branches``), and the model records the update
         (``_with_updates``). The result equals the local ``partial_fit`` on
@@ -338,7 +338,7 @@ _FITTED_DOC = """
         (``trunk_``, ``branches_``, ``subsamples_``, ``classes_``, ``encoder_``, ...) are also
         readable on this estimator.
     fit_timings_ : dict of str to float
-        Seconds per phase (see :mod:`ebf.dask.estimators`), ``"fit"`` the total.
+        Seconds per phase (see :mod:`ebf.dask._estimators`), ``"fit"`` the total.
     n_partitions_ : int
         Partitions of the training input.
     max_branch_rows_ : int or None
@@ -429,7 +429,7 @@ class _DaskProba:
 
     def predict_proba(self, X: Any) -> Any:
         """Lazy class probabilities, a dask array in ``classes_`` order
-        (:func:`ebf.dask.scoring.predict_proba`).
+        (:func:`ebf.dask._scoring.predict_proba`).
 
         Parameters
         ----------

@@ -40,10 +40,10 @@ from basics.flat_tree import INDEX, NO_NODE
 from basics.hashing import mix64, uniform53
 from basics.jit import JIT
 
+from ._routing import goes_left
+from ._splitting import NodeHistogram, SplitRules, scan_node, split_scale
 from .config import SPLIT_RTOL
 from .histogram import range_histogram, subtract_kernel
-from .routing import goes_left
-from .splitting import NodeHistogram, SplitRules, scan_node, split_scale
 
 __all__ = ["grow_tree", "node_statistics", "resolve_max_features"]
 
@@ -545,7 +545,7 @@ def _node_statistics_kernel(tree, rows, y, w, classification, stats):  # pragma:
 
 def node_statistics(tree: dict[str, np.ndarray], y: np.ndarray, w: np.ndarray,
                     n_classes: int) -> dict[str, np.ndarray]:
-    """The leaf statistics of ``ebf.cart`` for every node of a grown tree.
+    """The leaf statistics of ``ebf._cart`` for every node of a grown tree.
 
     Parameters
     ----------

@@ -28,9 +28,9 @@ from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
 from basics.jit import JIT
 from basics.validation import state_array
 
-from ..tree_validation import check_nodes
-from .records import Splits
-from .trees import descend
+from .._tree_validation import check_nodes
+from ._records import Splits
+from ._trees import descend
 
 __all__ = ["ParticleTrees", "leaf_values", "weighted_values"]
 

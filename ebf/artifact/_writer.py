@@ -2,10 +2,10 @@
 
 Format 2 (the default) writes the head (parameters, encoder, trunk: everything but the
 branches) to ``head.pack`` and each part of an ensemble (a branch of an EBF, a sub-sample
-forest of an SSF) to its own ``shards/<n>.pack`` (:mod:`ebf.artifact.packs`); format 1
+forest of an SSF) to its own ``shards/<n>.pack`` (:mod:`ebf.artifact._packs`); format 1
 writes one ``.npy`` file per array. The estimator's state comes from
-:func:`ebf.artifact.classes.estimator_state`, encoded by :mod:`ebf.artifact.codec`; the
-manifest's names and content hash are those :mod:`ebf.artifact.manifest` checks on read.
+:func:`ebf.artifact.classes.estimator_state`, encoded by :mod:`ebf.artifact._codec`; the
+manifest's names and content hash are those :mod:`ebf.artifact._manifest` checks on read.
 
 A model can also be written in steps (:func:`stage_model`): the parts first, each by
 :func:`write_part` wherever it was fit (a Dask worker writes its branch's shard at the end of
@@ -32,10 +32,10 @@ from basics.atomic import atomic_dir
 from basics.locations import check_destination
 from basics.versions import library_version
 
+from ._codec import ArrayWriter, content_hash, encode, features_entry, training_entry
+from ._manifest import FORMAT, FORMAT_VERSION, MANIFEST, hashed_keys
+from ._packs import HEAD_NAME, SHARD, PackWriter, Store, StoredPart, shard_name, write_pack
 from .classes import estimator_state
-from .codec import ArrayWriter, content_hash, encode, features_entry, training_entry
-from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, hashed_keys
-from .packs import HEAD_NAME, SHARD, PackWriter, Store, StoredPart, shard_name, write_pack
 
 __all__ = ["ModelStage", "StoredPart", "save", "stage_model", "write_part"]
 
@@ -57,7 +57,7 @@ def save(
     ``path`` never holds a half-written model. Format 2 (the default) stores the model's
     head (parameters, encoder, trunk: everything but the branches) in ``head.pack`` and each
     branch of an EBF (each sub-sample forest of an SSF) in its own ``shards/<n>.pack``
-    (:mod:`ebf.artifact.packs`), so one branch can be loaded alone
+    (:mod:`ebf.artifact._packs`), so one branch can be loaded alone
     (:func:`ebf.artifact.open_model`);
     format 1 writes one ``.npy`` file per array, for readers older than format 2.
 
@@ -203,7 +203,7 @@ class ModelStage:
         ebf.artifact.ModelReader
             The staged model, opened (to predict from it before it is moved into place).
         """
-        from .reader import open_model
+        from ._reader import open_model
 
         self._write_state(model, estimator_state(model), metadata, FORMAT_VERSION)
         return open_model(self.url, self.storage_options)

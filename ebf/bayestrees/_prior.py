@@ -20,8 +20,8 @@ from numba import njit
 from basics.flat_tree import NO_NODE
 from basics.jit import JIT
 
-from .records import model_record, small_scratch
-from .trees import BayesTree, check_X, node_extent, partition_rows, split_node
+from ._records import model_record, small_scratch
+from ._trees import BayesTree, check_X, node_extent, partition_rows, split_node
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
            "expand_at", "leaf_log_prior", "log_prior", "node_log_prior", "sample_prior",

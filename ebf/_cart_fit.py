@@ -2,11 +2,11 @@
 
 Every tree of a forest is a weighted-sample CART fit (Taddy, Chen, Yu & Wyle 2015,
 Sec. 2.2): a histogram CART tree over the forest's bins (``splitter="hist"``,
-:mod:`ebf.hist_tree`; the rows are binned once and every tree reweights the same codes) or
+:mod:`ebf._hist_tree`; the rows are binned once and every tree reweights the same codes) or
 scikit-learn's ``DecisionTreeRegressor`` / ``DecisionTreeClassifier`` with ``sample_weight``
 (``splitter="exact"``; the paper's own implementation adjusted scikit-learn's forest
-weights, Sec. 2.3, footnote 4), then copied into one :class:`~ebf.cart.CartForest` (layout
-and leaf statistics in :mod:`ebf.cart`).
+weights, Sec. 2.3, footnote 4), then copied into one :class:`~ebf._cart.CartForest` (layout
+and leaf statistics in :mod:`ebf._cart`).
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from basics.leaf_noise import leaf_predictive_variance, pooled_variance
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import thread_map
 
+from ._cart import CartForest
+from ._hist_tree import grow_tree, node_statistics, resolve_max_features
 from .binning import ALL_VALUES, bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
-from .cart import CartForest
 from .config import EXACT_BINS, MAX_BINS, MIN_SAMPLES_LEAF
-from .hist_tree import grow_tree, node_statistics, resolve_max_features
 from .histogram import row_statistics
 
 __all__ = ["SPLITTERS", "as_float32", "effective_rows", "fit_cart_forest", "fit_cart_trees",
            "prior_centres", "with_leaf_prior"]
 
-#: ``splitter`` options: histogram CART over the forest's bins (:mod:`ebf.hist_tree`) or
+#: ``splitter`` options: histogram CART over the forest's bins (:mod:`ebf._hist_tree`) or
 #: scikit-learn's exact CART.
 SPLITTERS = ("hist", "exact")
 
@@ -145,7 +145,7 @@ def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
 
 class _HistForest:
     """What the histogram trees of one forest share: the bins of its rows (paper Sec. 2.2
-    over ``ebf.hist_tree``; one binning, every tree reweights the same codes)."""
+    over ``ebf._hist_tree``; one binning, every tree reweights the same codes)."""
 
     def __init__(self, X32: np.ndarray, max_bins: int | str, max_features: Any,
                  min_samples_leaf: int | float, max_depth: int | None) -> None:
@@ -323,7 +323,7 @@ def fit_cart_forest(*args: Any, **kwargs: Any) -> CartForest:
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
     >>> f = fit_cart_forest(X, y, None, task="regression", n_estimators=5, entropy=1)
-    >>> from ebf.cart import mean_value
+    >>> from ebf._cart import mean_value
     >>> mean_value(f, X[:2]).shape
     (2, 1)
     """
@@ -383,7 +383,7 @@ def fit_cart_trees(
         Threads over trees.
     splitter : {"exact", "hist"}, default "exact"
         scikit-learn's exact CART, or histogram CART over the bins of ``max_bins``,
-        computed once for all trees (:mod:`ebf.hist_tree`; exact CART when every feature
+        computed once for all trees (:mod:`ebf._hist_tree`; exact CART when every feature
         has a bin per value).
     max_bins : int or "auto", default "auto"
         Bins per feature of ``splitter="hist"`` (at most ``MAX_WIDE_BINS``); ``"auto"``: one

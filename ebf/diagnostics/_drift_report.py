@@ -19,8 +19,8 @@ import pandas as pd
 from basics.familywise import rejected
 from basics.tasks import REGRESSION
 
+from ._window import MIN_ROWS, json_value
 from .performance import PerformanceDrift
-from .window import MIN_ROWS, json_value
 
 __all__ = ["COUNTED", "SPLIT_COLUMNS", "TOO_FEW", "DriftReport", "with_performance"]
 
@@ -36,7 +36,7 @@ class DriftReport:
     ----------
     splits : DataFrame
         One row per internal node of the stored trunk, level by level: ``path`` (``""``
-        the root, then ``L`` / ``R`` moves, as :func:`ebf.diagnostics.stability.trunk_posterior`),
+        the root, then ``L`` / ``R`` moves, as :func:`ebf.diagnostics._stability.trunk_posterior`),
         ``feature`` (name), ``threshold`` (stored, raw units), ``n_window`` (window rows
         at the node), ``probability`` (eq. 11 that the stored split keeps its variable;
         NaN with too few rows), ``status`` (``"counted"`` or ``"too few rows"``),
@@ -69,7 +69,7 @@ class DriftReport:
     min_node_rows : int
         Window rows a node needed for its probability to count.
     replicated_gain : float
-        :func:`ebf.diagnostics.drift.replicated_gain`: how much better a trunk refit on
+        :func:`ebf.diagnostics._drift.replicated_gain`: how much better a trunk refit on
         the window's first half predicts its second half than the stored trunk (NaN: too
         few rows).
     min_gain : float

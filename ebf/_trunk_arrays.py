@@ -2,7 +2,7 @@
 
 Node 0 is the root; nodes are numbered level by level as :func:`ebf.grower.grow_trunk`
 creates them; leaves carry ids ``0 .. L-1`` in depth-first preorder (the branches of an
-EBF). A trunk read from a model file is untrusted: :func:`ebf.tree_validation.check_trunk`
+EBF). A trunk read from a model file is untrusted: :func:`ebf._tree_validation.check_trunk`
 proves it well formed before a routing kernel descends it.
 """
 
@@ -88,7 +88,7 @@ class TrunkArrays:
     @classmethod
     def from_dict(cls, arrays: dict[str, Any]) -> TrunkArrays:
         """Rebuild from :meth:`to_dict` output, checking names, dtypes and shapes (the
-        structure and statistics are :func:`ebf.tree_validation.check_trunk`'s)."""
+        structure and statistics are :func:`ebf._tree_validation.check_trunk`'s)."""
         missing = [name for name in cls.ARRAYS if name not in arrays]
         if missing:
             raise ValueError(f"trunk state is missing the arrays {missing}.")

@@ -45,6 +45,16 @@ from ._base import (
     classes_entry,
     classes_from_entry,
 )
+from ._config import NODE_REG_STATS
+from ._ikn import ikn_posterior
+from ._noise import gamma_test
+from ._posterior import (
+    NOISE_PRIOR_SHAPE,
+    belief_propagation,
+    empirical_moments,
+    hyperparameters,
+    node_noise_variance,
+)
 from ._predict import (
     N_NODE_PARAMS,
     NODE_MEAN,
@@ -55,16 +65,6 @@ from ._predict import (
 )
 from ._records import Messages, Prior
 from ._tree import TreeArrays
-from .config import NODE_REG_STATS
-from .ikn import ikn_posterior
-from .noise import gamma_test
-from .posterior import (
-    NOISE_PRIOR_SHAPE,
-    belief_propagation,
-    empirical_moments,
-    hyperparameters,
-    node_noise_variance,
-)
 
 
 class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMondrianForest):
@@ -98,12 +98,12 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         label is improbable (Friedman #1, fresh noise at training inputs: NLPD 8.5 against
         2.8 at new inputs; flights 52 against 5.1; ``benchmarks/bench_mondrian_noise.py``).
         ``"estimated"`` (our extension): one noise variance for the whole forest, estimated
-        from the rows seen by the Gamma test (:func:`mondrian.noise.gamma_test`; never
+        from the rows seen by the Gamma test (:func:`mondrian._noise.gamma_test`; never
         below App. B's), recomputed lazily after ``partial_fit``: honest at seen inputs too.
         ``"per_leaf"`` (our extension, the default):
         every node has its own noise variance, the posterior mode of an inverse-gamma prior
         whose mode is the forest's and that weighs as a few rows
-        (:func:`mondrian.posterior.node_noise_variance`), so leaves with few rows stay near
+        (:func:`mondrian._posterior.node_noise_variance`), so leaves with few rows stay near
         the forest's variance and well-populated nodes track their local spread; the
         leaves' enter belief propagation, and every node's the component of the predictive
         mixture it gives (eq. 3), so intervals widen where the labels are noisier. Measured

@@ -1,7 +1,7 @@
 """The split nodes of flat CART trees as one record, and the one descent of a row.
 
-Every CART-style tree of ``ebf`` (the trees of a forest, :class:`~ebf.cart.CartForest`;
-the trunk, :class:`~ebf.trunk_arrays.TrunkArrays`; a histogram tree while it grows) routes
+Every CART-style tree of ``ebf`` (the trees of a forest, :class:`~ebf._cart.CartForest`;
+the trunk, :class:`~ebf._trunk_arrays.TrunkArrays`; a histogram tree while it grows) routes
 a row the same way: at an internal node ``j`` the row goes left iff its value of
 ``feature[j]`` is at most ``threshold[j]``, or it is missing and ``missing_left[j]``.
 :class:`SplitTrees` holds those arrays (numba compiles a ``NamedTuple`` of arrays natively,
@@ -72,7 +72,7 @@ def split_trees(arrays: object, threshold: np.ndarray | None = None,
 
     Examples
     --------
-    >>> from ebf.trunk_arrays import TrunkArrays
+    >>> from ebf._trunk_arrays import TrunkArrays
     >>> split_trees(TrunkArrays.root(4)).roots.tolist()
     [0]
     """

@@ -61,7 +61,7 @@ _FOREST_INTS = frozenset({"left", "right", "feature", "missing_left", "count", "
 def larger_child_left(left: np.ndarray, right: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``missing_left`` of a tree stored before missing values were learned (it saw none):
     1 where the left child has at least as many training rows as the right, the rule of a
-    split without missing values (:func:`ebf.splitting.scan_node`); 0 at leaves. The tree
+    split without missing values (:func:`ebf._splitting.scan_node`); 0 at leaves. The tree
     must be well formed.
 
     Examples
@@ -78,7 +78,7 @@ def larger_child_left(left: np.ndarray, right: np.ndarray, rows: np.ndarray) -> 
 def checked_forest_arrays(state: dict[str, Any], names: Sequence[str], n_features: int,
                           n_classes: int | None) -> dict[str, np.ndarray]:
     """The arrays ``names`` of a ``CartForest`` state, after checking everything a descent
-    kernel or a prediction relies on (``ebf.cart.CartForest`` documents the layout).
+    kernel or a prediction relies on (``ebf._cart.CartForest`` documents the layout).
 
     Dtypes and shapes (``value`` has ``n_classes`` columns, one for regression), ``offsets``
     increasing from 0 to the number of nodes, the structure of every tree

@@ -1,4 +1,4 @@
-"""What the drift tests of a new window share (:mod:`ebf.diagnostics.drift`,
+"""What the drift tests of a new window share (:mod:`ebf.diagnostics._drift`,
 :mod:`ebf.diagnostics.performance`): the family-wise level they are tested at, the blocks of
 consecutive rows their Bayesian bootstraps weight, the fewest rows a test counts on, and
 their reports' values as JSON.

@@ -6,9 +6,10 @@ arrive, the same argument asks whether the *stored* trunk is still where that po
 sits. :func:`trunk_drift` routes the window through the stored trunk and, at every stored
 split, applies eq. (11) with split 1 fixed at the stored split (feature, bin): the
 approximate posterior probability, given the window, that no other variable splits that
-node's rows better (:func:`ebf.diagnostics.stability.split_match_at`, the signed form of eq. 11). It
-also refits a trunk on the window (on the stored bins), reports how each branch's share of
-rows moved and how well each branch predicts the window, and applies a settable rule:
+node's rows better (:func:`ebf.diagnostics._stability.split_match_at`, the signed form of
+eq. 11). It also refits a trunk on the window (on the stored bins), reports how each
+branch's share of rows moved and how well each branch predicts the window, and applies a
+settable rule:
 ``"refit"`` the model when some split fails, else ``"update"`` its branches online.
 
 This module reads the model and never changes it; it imports no dask (the retrain pipeline
@@ -38,7 +39,7 @@ from ..ensemble import _EBF
 from ..grower import BinnedSource, apply_binned, grow_trunk
 from ..histogram import row_statistics
 from ..subsample import _SSF
-from .drift_report import (
+from ._drift_report import (
     COUNTED,
     SPLIT_COLUMNS,
     TOO_FEW,
@@ -47,8 +48,8 @@ from .drift_report import (
     _unseen,
     with_performance,
 )
-from .stability import _paths, _splits, node_rows, split_match_at
-from .window import DEFAULT_BLOCKS, DEFAULT_THRESHOLD, MIN_ROWS, block_ids
+from ._stability import _paths, _splits, node_rows, split_match_at
+from ._window import DEFAULT_BLOCKS, DEFAULT_THRESHOLD, MIN_ROWS, block_ids
 
 __all__ = ["DEFAULT_BLOCKS", "DEFAULT_MIN_GAIN", "DEFAULT_THRESHOLD", "MIN_NODE_ROWS",
            "DriftReport", "replicated_gain", "trunk_drift", "with_performance"]
@@ -125,7 +126,7 @@ def trunk_drift(
     stored split with enough rows, eq. (11) with split 1 = the stored split gives the
     approximate posterior probability, under the window's Bayesian-bootstrap posterior,
     that the stored split beats the best split on every other feature
-    (:func:`ebf.diagnostics.stability.clt_split_match`, signed). Candidates on other features
+    (:func:`ebf.diagnostics._stability.clt_split_match`, signed). Candidates on other features
     keep the trunk's minimum leaf size scaled to the window (``min_leaf_rows * n_window /
     n_fit``, at least 1). A node with fewer than ``max(MIN_NODE_ROWS, 2 * scaled min
     leaf)`` window rows gets NaN, status ``"too few rows"``, and does not count.
@@ -143,7 +144,7 @@ def trunk_drift(
     now splits this node better. Eq. (11) is a lower bound (a
     union bound over the features), so a probability near zero comes from a real change
     of the best variable, or from a split that was already a close contest at fit; a
-    trunk whose splits were stable at fit (:func:`ebf.diagnostics.stability.trunk_posterior`) scores
+    trunk whose splits were stable at fit (:func:`ebf.diagnostics.trunk_posterior`) scores
     near 1 at every node on a stationary window of a few thousand rows.
 
     **Dependent rows.** Eq. (10) treats rows as independent. The rows of a window often
@@ -153,7 +154,7 @@ def trunk_drift(
     January-June trunk failed on June itself, a month it was fit on). So the window is cut
     into ``blocks`` blocks of consecutive rows (in the order given, which should be time
     order) and the Bayesian bootstrap weights blocks, not rows
-    (:func:`ebf.diagnostics.stability.clt_split_match` with ``blocks``): evidence must hold across
+    (:func:`ebf.diagnostics._stability.clt_split_match` with ``blocks``): evidence must hold across
     the window's blocks to count. ``blocks=None`` is the paper's per-row eq. (10). Blocks
     cannot discount a split on a time-like variable (the day of the month splits a month's
     window into its stormy and calm stretches, block by block), which is what the
@@ -169,7 +170,7 @@ def trunk_drift(
     branches. Each branch's error on the window, from the model's own predictions.
 
     **With a performance test.** The splits can hold while the model predicts worse (the
-    noise grew, the target moved): :func:`ebf.diagnostics.drift_report.with_performance`
+    noise grew, the target moved): :func:`ebf.diagnostics._drift_report.with_performance`
     adds a holdout-score test (:func:`ebf.diagnostics.performance.performance_drift`) to
     the family, so that the family-wise level covers both kinds of test.
 

@@ -2,7 +2,7 @@
 
 Draw ``s`` owns trees ``s M .. (s + 1) M - 1`` (M trees per draw); tree ``t`` owns the node
 slots ``offsets[t] <= j < offsets[t + 1]`` with children as global slots (the
-:class:`ebf.cart.CartForest` layout), ``value`` the leaf means (scaled labels, 0 at internal
+:class:`ebf._cart.CartForest` layout), ``value`` the leaf means (scaled labels, 0 at internal
 nodes), and ``sigma2[s]`` the draw's noise variance. A draw's prediction at ``x`` is the
 sum of its trees' leaf means (eq. 4.2). A state read from a file is proven well formed
 (:func:`basics.flat_tree.check_tree_structure`) before the descent kernel sees it.
@@ -21,9 +21,9 @@ from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
 from basics.jit import JIT
 from basics.validation import state_array
 
-from ..tree_validation import check_nodes
-from .records import Splits
-from .trees import descend
+from .._tree_validation import check_nodes
+from ._records import Splits
+from ._trees import descend
 
 __all__ = ["ForestDraws"]
 

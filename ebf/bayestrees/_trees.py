@@ -29,7 +29,7 @@ from basics.flat_tree import INDEX, NO_NODE, check_tree_structure
 from basics.jit import JIT
 from basics.validation import NAN_FIX, check_finite
 
-from .records import Splits, Tree
+from ._records import Splits, Tree
 
 __all__ = ["BayesTree", "apply", "check_X", "partition_rows"]
 

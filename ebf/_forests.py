@@ -4,7 +4,7 @@ A Bayesian forest (BF) fits ``B`` weighted-sample CART trees, tree ``b`` on *all
 weights ``theta^b ~ iid Exp(1)`` (the Bayesian bootstrap, Sec. 2.1-2.3); each tree is a draw
 from the posterior of the population CART tree and their average approximates its posterior
 mean. Breiman's random forest (RF) differs only in the weights: Poisson(1) counts
-(``weights="poisson"``). Thin scikit-learn estimators over :mod:`ebf.cart`.
+(``weights="poisson"``). Thin scikit-learn estimators over :mod:`ebf._cart`.
 
 Predictive distributions (regression) are Gaussian mixtures
 (:class:`basics.mixture.GaussianMixture`, the one mixture module of the project):
@@ -41,7 +41,8 @@ from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
 from basics.validation import check_classes, check_target_not_in_features, state_int
 
-from . import cart, cart_fit
+from . import _cart as cart
+from . import _cart_fit as cart_fit
 from ._base import (
     ProbabilisticClassifierMixin,
     ProbabilisticRegressorMixin,
@@ -201,7 +202,7 @@ class _BaseBayesianForest(BaseEstimator):
 
         Everything is validated before any attribute is set: the encoder, the task's own
         entries (:meth:`_task_from_state`), and the forest in full against the encoder's
-        features and the classes (:meth:`ebf.cart.CartForest.from_state`), with one tree per
+        features and the classes (:meth:`ebf._cart.CartForest.from_state`), with one tree per
         ``n_estimators``. A bad state raises ``ValueError`` and leaves the model unchanged.
         """
         encoder = FeatureEncoder()
@@ -246,7 +247,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         Maximum tree depth.
     splitter : {"hist", "exact"}, default="hist"
         ``"hist"``: every tree is a histogram CART over the bins of ``max_bins``, binned
-        once for the whole forest (:mod:`ebf.hist_tree`); where a feature has one bin per
+        once for the whole forest (:mod:`ebf._hist_tree`); where a feature has one bin per
         value, its splits are those of exact CART. ``"exact"``: scikit-learn's CART over
         every distinct value, the paper's implementation.
     max_bins : int or "auto", default="auto"
@@ -264,7 +265,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         Weight, in pseudo-rows, of the inverse-gamma prior on every leaf's noise variance,
         centred on the pooled within-leaf variance ``s0^2`` of the smallest subtree around
         the leaf whose leaves hold that many residual degrees of freedom (the residual
-        variance of the leaf's neighbourhood; :func:`ebf.cart_fit.prior_centres`). A leaf of
+        variance of the leaf's neighbourhood; :func:`ebf._cart_fit.prior_centres`). A leaf of
         ``n`` effective rows (``(sum w)^2 / sum w^2`` of its bootstrap weights) and weighted
         variance ``v`` predicts with the Student-t variance ``(nu0 s0^2 + n v) (n + 1) /
         (n (nu0 + n - 2))`` (:mod:`basics.leaf_noise`): never less than the prior gives a
@@ -279,7 +280,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     Attributes
     ----------
-    forest_ : ebf.cart.CartForest
+    forest_ : ebf._cart.CartForest
         Flat arrays of all trees.
     encoder_ : ebf.features.FeatureEncoder
         Column names, kinds and categories of the training input.
@@ -300,7 +301,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     Examples
     --------
     >>> import numpy as np
-    >>> from ebf.forests import BayesianForestRegressor
+    >>> from ebf._forests import BayesianForestRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((200, 3)); y = 10 * X[:, 0] + rng.normal(size=200)
     >>> bf = BayesianForestRegressor(n_estimators=20, random_state=0).fit(X, y)
@@ -444,7 +445,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
     ----------
     classes_ : ndarray of shape (n_classes,)
         Class labels (sorted).
-    forest_ : ebf.cart.CartForest
+    forest_ : ebf._cart.CartForest
         Flat arrays of all trees; leaf rows have one column per class of ``classes_``.
     encoder_ : ebf.features.FeatureEncoder
     n_features_in_ : int
@@ -458,7 +459,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
     Examples
     --------
     >>> import numpy as np
-    >>> from ebf.forests import BayesianForestClassifier
+    >>> from ebf._forests import BayesianForestClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((200, 2)); y = np.where(X[:, 0] > 0.5, "a", "b")
     >>> clf = BayesianForestClassifier(n_estimators=10, random_state=0).fit(X, y)

@@ -14,12 +14,12 @@ has O(branches) files instead of one per array. A pack is::
 The manifest records every pack's size and sha256. Reading never trusts the file, and
 allocates nothing it describes before it is checked:
 
-- its size must be the manifest's, and at most :data:`ebf.artifact.codec.MAX_MODEL_BYTES`, before
+- its size must be the manifest's, and at most :data:`ebf.artifact._codec.MAX_MODEL_BYTES`, before
   anything is read;
-- the header is bounded (:data:`ebf.artifact.codec.MAX_MANIFEST_BYTES`) and parsed strictly;
+- the header is bounded (:data:`ebf.artifact._codec.MAX_MANIFEST_BYTES`) and parsed strictly;
 - the array table must describe dtypes of the allowlist (``<f8``, ``|b1``, ``<U3``: plain
-  numbers, bools, fixed-width strings), shapes that pass :func:`ebf.artifact.codec.array_nbytes`
-  (at most :data:`ebf.artifact.codec.MAX_NDIM` ints >= 0, sizes in Python ints; an empty array's
+  numbers, bools, fixed-width strings), shapes that pass :func:`ebf.artifact._codec.array_nbytes`
+  (at most :data:`ebf.artifact._codec.MAX_NDIM` ints >= 0, sizes in Python ints; an empty array's
   other dimensions bounded too), and aligned, increasing, non-overlapping extents that end
   exactly at the end of the file, so the arrays' bytes are the manifest's byte count less
   the header;
@@ -33,7 +33,7 @@ allocates nothing it describes before it is checked:
 Arrays are read into buffers they own (``readinto``), never copied: peak memory is the
 arrays' size plus one chunk.
 
-Local files are opened as :func:`ebf.artifact.codec.open_regular` does (no links, FIFOs or
+Local files are opened as :func:`ebf.artifact._codec.open_regular` does (no links, FIFOs or
 devices); any other URL through :mod:`fsspec`.
 """
 
@@ -52,7 +52,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .codec import (
+from ._codec import (
     _ARRAY,
     MAX_MANIFEST_BYTES,
     ChecksumError,
@@ -87,7 +87,7 @@ _ZEROS = bytes(ALIGN)
 
 
 class PackWriter:
-    """Collects the arrays of one pack while :func:`ebf.artifact.codec.encode` walks a state.
+    """Collects the arrays of one pack while :func:`ebf.artifact._codec.encode` walks a state.
 
     ``write`` returns the JSON marker that replaces the array in the encoded state: the
     array's index in this pack, its dtype and its shape.
@@ -124,7 +124,7 @@ def write_pack(f: BinaryIO, state: Any, writer: PackWriter) -> tuple[int, str]:
     ----------
     f : binary file object, opened for writing
     state : JSON-ready value
-        The encoded state (:func:`ebf.artifact.codec.encode` with ``writer``), or None.
+        The encoded state (:func:`ebf.artifact._codec.encode` with ``writer``), or None.
     writer : PackWriter
         The arrays the state refers to.
 
@@ -174,7 +174,7 @@ class Store:
 
     Member names are relative POSIX paths checked by the caller against a fixed pattern
     (``head.pack``, ``shards/<n>.pack``, ``arrays/<n>.npy``); local members must be regular
-    files inside the directory (no links), as in :func:`ebf.artifact.codec.open_regular`.
+    files inside the directory (no links), as in :func:`ebf.artifact._codec.open_regular`.
 
     Parameters
     ----------
@@ -368,8 +368,8 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
     FileNotFoundError
         If the file is missing.
     ModelFormatError
-        On any malformed part, or a file larger than :data:`ebf.artifact.codec.MAX_MODEL_BYTES`;
-        :class:`ebf.artifact.codec.ChecksumError` if the size or the sha256 differs from the
+        On any malformed part, or a file larger than :data:`ebf.artifact._codec.MAX_MODEL_BYTES`;
+        :class:`ebf.artifact._codec.ChecksumError` if the size or the sha256 differs from the
         manifest's.
     """
     where = f"{what} {store.path(name)}"
@@ -411,7 +411,7 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
 
 
 class PackDecoder(Decoder):
-    """:class:`ebf.artifact.codec.Decoder` whose array markers index the arrays of one pack.
+    """:class:`ebf.artifact._codec.Decoder` whose array markers index the arrays of one pack.
 
     ``{"__shard__": i}`` markers (branches stored in their own packs) decode to
     :class:`ShardRef`.

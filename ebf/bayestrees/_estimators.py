@@ -51,12 +51,12 @@ from .._base import (
     variance_floor,
 )
 from ..features import FeatureEncoder
+from ._likelihood import LeafLikelihood, nig_posterior
+from ._particles import COMBINE, ParticleTrees, leaf_values, weighted_values
+from ._proposals import PROPOSALS
+from ._resampling import RESAMPLING
+from ._smc import EXPANSIONS, SMC_ALPHA_S, SMC_BETA_S, run_smc
 from .backfitting import noise_prior, sigma_hat2
-from .likelihood import LeafLikelihood, nig_posterior
-from .particles import COMBINE, ParticleTrees, leaf_values, weighted_values
-from .proposals import PROPOSALS
-from .resampling import RESAMPLING
-from .smc import EXPANSIONS, SMC_ALPHA_S, SMC_BETA_S, run_smc
 
 __all__ = ["SMCTreeClassifier", "SMCTreeRegressor"]
 
@@ -249,7 +249,7 @@ _DOC_PARAMS = """n_particles : int, default=100
     n_jobs : int or None, default=None
         Threads over islands (fit) and row blocks (predict); -1 uses all cores."""
 
-_DOC_ATTRS = """trees_ : ebf.bayestrees.particles.ParticleTrees
+_DOC_ATTRS = """trees_ : ebf.bayestrees._particles.ParticleTrees
         The distinct final particles of every island, node statistics, weights.
     tree_weight_ : ndarray of shape ``(n_trees_,)``
         Weight of every tree in the prediction (sums to one).

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
+from ._manifest import MANIFEST, read_manifest
+from ._packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
 from .classes import estimator_from_state, new_estimator, resolve_class
-from .codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
-from .manifest import MANIFEST, read_manifest
-from .packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
 
 __all__ = ["ModelHead", "ModelReader", "load", "open_model"]
 
@@ -185,7 +185,7 @@ class ModelReader:
         """``{"class", "params", "state"}`` with every array read: the files checked, the
         state not yet (:func:`ebf.artifact.estimator_from_state` validates and builds it).
 
-        A format 2 model whose packs hold more than :data:`ebf.artifact.codec.MAX_MODEL_BYTES`
+        A format 2 model whose packs hold more than :data:`ebf.artifact._codec.MAX_MODEL_BYTES`
         in all is refused before any is read (format 1: as its files are read)."""
         if self.format_version == 2:
             check_model_bytes(self.nbytes, f"{self._where()}: the head and "
@@ -278,11 +278,11 @@ def load(path: str | os.PathLike, storage_options: Mapping[str, Any] | None = No
 
     Checks the manifest (:func:`read_manifest`), looks the class up in the allowlist
     :data:`MODEL_CLASSES`, checks every file (its size and sha256 against the manifest, its
-    header against what it must hold; :mod:`ebf.artifact.packs`, :mod:`ebf.artifact.codec`)
+    header against what it must hold; :mod:`ebf.artifact._packs`, :mod:`ebf.artifact._codec`)
     before handing an array on, then builds ``cls(**params)`` and restores its state, which
     validates it in full (tree structure, statistics, parts) before any kernel runs. Reads
     both formats. Memory is bounded before anything is allocated: the files hold at most
-    ``ebf.artifact.codec.MAX_MODEL_BYTES`` (8 GiB) in all, every shape is checked before
+    ``ebf.artifact._codec.MAX_MODEL_BYTES`` (8 GiB) in all, every shape is checked before
     numpy sees it, and checksums are computed in bounded chunks.
 
     Parameters
@@ -307,7 +307,7 @@ def load(path: str | os.PathLike, storage_options: Mapping[str, Any] | None = No
         (:class:`UnknownClassError`), a checksum or model hash mismatch
         (:class:`ChecksumError`), a path leaving the directory, a file that is not a regular
         file or not what its header declares, an object array, a model larger than
-        ``ebf.artifact.codec.MAX_MODEL_BYTES``, or an inconsistent state (naming the file, or the
+        ``ebf.artifact._codec.MAX_MODEL_BYTES``, or an inconsistent state (naming the file, or the
         estimator, tree and node).
 
     Examples

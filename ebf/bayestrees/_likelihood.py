@@ -33,7 +33,7 @@ from basics import leaf_noise
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
-from .trees import BayesTree, check_X, partition_rows
+from ._trees import BayesTree, check_X, partition_rows
 
 __all__ = ["DIRICHLET_MULTINOMIAL", "NORMAL", "NORMAL_INVERSE_GAMMA", "UNINFORMATIVE",
            "LeafLikelihood", "leaf_loglik", "log_likelihood", "nig_posterior", "segment_stats"]

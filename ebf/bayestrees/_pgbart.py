@@ -1,7 +1,7 @@
 """Conditional SMC for one BART tree: the particle Gibbs kernel of PG-BART (thesis Alg. 4.2).
 
 ``C`` particles grow trees from the root by the prior's sequential generative process
-(Sec. 3.2.3, node-wise, breadth first: :func:`~ebf.bayestrees.prior.expand_prior`);
+(Sec. 3.2.3, node-wise, breadth first: :func:`~ebf.bayestrees._prior.expand_prior`);
 particle 0 is clamped to the old tree T*: at every stage it replays the old tree's next
 slot (a tree grown breadth first stores its slots in expansion order, so slot ``head`` of
 T* is the node particle 0 expands next, and the children it appends get T*'s own slot
@@ -36,9 +36,8 @@ from numba import njit
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
-from .likelihood import LeafLikelihood, leaf_loglik, segment_stats
-from .mcmc import tree_update_inputs
-from .prior import (
+from ._likelihood import LeafLikelihood, leaf_loglik, segment_stats
+from ._prior import (
     DEFAULT_ALPHA_S,
     DEFAULT_BETA_S,
     UNIFORMS_PER_NODE,
@@ -46,9 +45,10 @@ from .prior import (
     expand_prior,
     split_probability,
 )
-from .records import Tree, data_record, model_record, small_scratch
-from .resampling import MULTINOMIAL, normalize, resample
-from .trees import BayesTree, split_node
+from ._records import Tree, data_record, model_record, small_scratch
+from ._resampling import MULTINOMIAL, normalize, resample
+from ._trees import BayesTree, split_node
+from .mcmc import tree_update_inputs
 
 __all__ = ["DEFAULT_PARTICLES", "PGWork", "conditional_smc", "csmc", "pg_workspace"]
 
