@@ -23,7 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from pipelines.warm import warm_kernels
 
     t0 = time.perf_counter()
-    seconds = warm_kernels()
+    n = config.option.numprocesses
+    seconds = warm_kernels(processes=n if isinstance(n, int) else 2)
     parts = ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
     sys.stderr.write(f"numba kernels ready in {time.perf_counter() - t0:.1f} s ({parts})\n")
 
