@@ -259,11 +259,10 @@ def write_flight_data(
 
 
 def _warm_up(branch: str) -> bool:
-    """Compile the kernels of a fit, a recalibration, a prediction and an evaluation on this
-    worker (a tiny local fit)."""
+    """Compile the kernels of a fit, a recalibration, a prediction, a load and an evaluation
+    on this worker (:func:`pipelines.warm.warm_regressor` on the demo's two models, tiny)."""
     from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
-    from pipelines.report.metrics import DEFAULT_LEVELS
-    from pipelines.scoring.job import EvaluationJob
+    from pipelines.warm import warm_regressor
 
     rng = np.random.default_rng(0)
     X = rng.random((400, 3))
@@ -273,10 +272,8 @@ def _warm_up(branch: str) -> bool:
                                          random_state=0),
         SubsampleForestRegressor(n_estimators=2, n_subsamples=2, branch=branch, random_state=0),
     ):
-        model = model.fit(X[:300], y[:300]).recalibrate(X[300:], y[300:]).compact()
-        model.predict_summary(X[:50])
-        dist = model.predict_distribution(X[:50], recalibrated=False)
-        EvaluationJob(np.array(DEFAULT_LEVELS), None, model.recalibration_).rows(dist, y[:50])
+        warm_regressor(model, X, y)
+        model.compact().predict_summary(X[:50])
     return True
 
 

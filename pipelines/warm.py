@@ -22,7 +22,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-__all__ = ["FAMILIES", "warm_kernels"]
+from basics.metrics import CALIBRATION_LEVELS
+
+__all__ = ["FAMILIES", "warm_kernels", "warm_regressor"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,37 +43,35 @@ def _with_missing(X: np.ndarray) -> np.ndarray:
     return X
 
 
-def _regressor(model, X: np.ndarray, y: np.ndarray) -> None:
-    """Fit, recalibrate, predict every summary of a regressor, score it, and load it back."""
-    from basics.metrics import crps
-    from ebf import load, save
+def warm_regressor(model, X: np.ndarray, y: np.ndarray) -> None:
+    """Fit a regressor on the first three quarters of ``X, y``, recalibrate it on the rest,
+    predict every summary, score it as ``ebf evaluate`` does (its own mixture under every
+    map) and load it back: the kernels of a regressor's whole life."""
+    from pipelines.scoring.job import EvaluationJob
 
     half = len(X) * 3 // 4
     model.fit(X[:half], y[:half])
     model.predict(X[:20], return_std=True)
     if hasattr(model, "apply"):
         model.apply(X[:20])
-    if hasattr(model, "recalibrate"):
-        model.recalibrate(X[half:], y[half:])
+    model.recalibrate(X[half:], y[half:])
     model.predict(X[:20], return_std=True)
     model.predict_summary(X[:20])
-    dist = model.predict_distribution(X[:20])
-    dist.logpdf(y[:20])
-    dist.cdf(y[:20])
-    crps(y[:20], dist)
-    _round_trip(model, X, save, load)
+    dist = model.predict_distribution(X[:20], recalibrated=False)
+    EvaluationJob(CALIBRATION_LEVELS, None, model.recalibration_).rows(dist, y[:20])
+    _round_trip(model, X)
 
 
 def _classifier(model, X: np.ndarray, classes: np.ndarray) -> None:
-    from ebf import load, save
-
     model.fit(X, classes)
     model.predict_proba(X[:20])
-    _round_trip(model, X, save, load)
+    _round_trip(model, X)
 
 
-def _round_trip(model, X: np.ndarray, save: Callable, load: Callable) -> None:
+def _round_trip(model, X: np.ndarray) -> None:
     """Save and load (the structure checks of a load are kernels too), then predict."""
+    from ebf import load, save
+
     with tempfile.TemporaryDirectory() as tmp:
         save(model, f"{tmp}/model")
         loaded = load(f"{tmp}/model")
@@ -90,14 +90,14 @@ def _forests() -> None:
 
     X, y, classes = _data()
     Xm = _with_missing(X)
-    _regressor(BayesianForestRegressor(n_estimators=2, random_state=0), Xm, y)
+    warm_regressor(BayesianForestRegressor(n_estimators=2, random_state=0), Xm, y)
     _classifier(BayesianForestClassifier(n_estimators=2, random_state=0), Xm, classes)
     ebf = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=2, random_state=0)
-    _regressor(ebf, Xm, y)
+    warm_regressor(ebf, Xm, y)
     ebf.compact().predict_summary(Xm[:20])
     _classifier(EmpiricalBayesianForestClassifier(n_estimators=2, trunk_max_leaves=2,
                                                   random_state=0), Xm, classes)
-    _regressor(SubsampleForestRegressor(n_estimators=2, n_subsamples=2, random_state=0), X, y)
+    warm_regressor(SubsampleForestRegressor(n_estimators=2, n_subsamples=2, random_state=0), X, y)
     Trunk(max_leaves=3).fit(Xm, y).apply(Xm)
 
 
@@ -113,7 +113,7 @@ def _mondrian() -> None:
     X, y, classes = _data()
     for posterior in ("exact", "empirical"):
         reg = MondrianForestRegressor(n_estimators=2, posterior=posterior, random_state=0)
-        _regressor(reg, X, y)
+        warm_regressor(reg, X, y)
         reg.partial_fit(X[:40], y[:40])
         reg.compact().predict_summary(X[:20])
     clf = MondrianForestClassifier(n_estimators=2, random_state=0)
@@ -121,7 +121,7 @@ def _mondrian() -> None:
     clf.partial_fit(X[:40], classes[:40])
     ebf = EmpiricalBayesianForestRegressor(n_estimators=2, branch="mondrian",
                                            trunk_max_leaves=2, random_state=0)
-    _regressor(ebf, X, y)
+    warm_regressor(ebf, X, y)
     ebf.compact().predict_summary(X[:20])
     kernel = MondrianKernelRegressor(n_mondrians=3, random_state=0).fit(X, y)
     kernel.predict(X[:20])
@@ -134,12 +134,12 @@ def _bayesian_trees() -> None:
 
     X, y, classes = _data(200)
     for proposal in ("prior", "optimal", "empirical"):
-        _regressor(SMCTreeRegressor(n_particles=4, n_islands=1, proposal=proposal,
-                                    random_state=0), X, y)
+        warm_regressor(SMCTreeRegressor(n_particles=4, n_islands=1, proposal=proposal,
+                                        random_state=0), X, y)
     _classifier(SMCTreeClassifier(n_particles=4, n_islands=1, random_state=0), X, classes)
     for sampler in ("pg", "cgm", "growprune"):
-        _regressor(BARTRegressor(n_trees=2, n_iter=4, burn_in=1, sampler=sampler,
-                                 random_state=0), X, y)
+        warm_regressor(BARTRegressor(n_trees=2, n_iter=4, burn_in=1, sampler=sampler,
+                                     random_state=0), X, y)
 
 
 #: The families :func:`warm_kernels` runs, by name, the slowest to compile first.
