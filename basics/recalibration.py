@@ -15,29 +15,71 @@ targets (1-D, finite, one per row of ``X``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from . import calibration as cal
 from .mixture import GaussianMixture
-from .pit import ACI_STEP, PITMap, RecalibratedDistribution, pit_counts
+from .pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
 
-__all__ = ["RecalibrationMixin", "recalibration_from_state", "recalibration_state"]
+__all__ = ["CALIBRATE_CONSTRAINT", "RecalibrationMixin", "calibration_from_state",
+           "recalibration_from_state", "recalibration_state"]
 
 _KEY = "recalibration"
+_PROVENANCE = "calibration"
+#: scikit-learn's parameter constraint of ``calibrate``.
+CALIBRATE_CONSTRAINT = [StrOptions(set(cal.CALIBRATION_METHODS))]
+#: Provenance fields of a map (``calibration_``) and their largest values when loaded.
+_PROVENANCE_INTS = {"rows": 2**62, "folds": 1000, "group_trees": 2**31, "model_trees": 2**31}
+_PROVENANCE_METHODS = ("folds", "holdout", "recent", "rows", "window", "aci")
 
 
 def recalibration_state(estimator: Any) -> dict:
-    """``{"recalibration": map state}`` of a recalibrated estimator, else ``{}``."""
+    """``{"recalibration": map state, "calibration": provenance}`` of a recalibrated
+    estimator, else ``{}``."""
     pit_map = getattr(estimator, "recalibration_", None)
-    return {} if pit_map is None else {_KEY: pit_map.to_state()}
+    if pit_map is None:
+        return {}
+    out = {_KEY: pit_map.to_state()}
+    provenance = getattr(estimator, "calibration_", None)
+    if provenance:
+        out[_PROVENANCE] = dict(provenance)
+    return out
+
+
+def calibration_from_state(state: Any, where: str = _PROVENANCE) -> dict | None:
+    """A map's provenance from a state, every field checked (files are untrusted)."""
+    if state is None:
+        return None
+    if not isinstance(state, dict) or state.get("method") not in _PROVENANCE_METHODS:
+        raise ValueError(f"{where}: a calibration provenance needs a method among "
+                         f"{_PROVENANCE_METHODS}; got {state!r:.200}.")
+    out = {"method": str(state["method"])}
+    for key, top in _PROVENANCE_INTS.items():
+        if key in state:
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+                    0 <= int(value) <= top):
+                raise ValueError(f"{where}.{key} must be an integer in [0, {top}]; got "
+                                 f"{value!r:.100}.")
+            out[key] = int(value)
+    unknown = set(state) - {"method", *_PROVENANCE_INTS}
+    if unknown:
+        raise ValueError(f"{where} has unknown fields {sorted(unknown)}.")
+    return out
 
 
 def recalibration_from_state(state: dict) -> dict:
-    """``{"recalibration_": PITMap or None}`` from a state (checked: files are untrusted)."""
+    """``{"recalibration_": PITMap or None, "calibration_": provenance or None}`` from a
+    state (checked: files are untrusted)."""
     value = state.get(_KEY)
-    return {"recalibration_": None if value is None else PITMap.from_state(value, _KEY)}
+    pit_map = None if value is None else PITMap.from_state(value, _KEY)
+    provenance = calibration_from_state(state.get(_PROVENANCE)) if pit_map is not None else None
+    return {"recalibration_": pit_map, "calibration_": provenance}
 
 
 def _targets(y: Any, n: int) -> np.ndarray:
@@ -50,6 +92,17 @@ def _targets(y: Any, n: int) -> np.ndarray:
         raise ValueError(f"y has {int(bad.sum())} missing or infinite targets of {n}; drop "
                          "those rows before calibrating.")
     return y
+
+
+def _n_rows(y: Any) -> int:
+    return int(np.asarray(y).shape[0])
+
+
+def _holdout_seed(estimator: Any) -> int:
+    """The seed of a holdout choice: the estimator's integer ``random_state``, else 0 (the
+    choice must be repeatable to be the same on every worker)."""
+    rs = getattr(estimator, "random_state", None)
+    return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
 
 
 class RecalibrationMixin:
@@ -102,7 +155,9 @@ class RecalibrationMixin:
         ValueError
             On missing targets or fewer than 50 rows (the model is unchanged).
         """
-        return self.set_recalibration(PITMap.from_counts(pit_counts(self.pit(X, y)), n_knots))
+        counts = pit_counts(self.pit(X, y))
+        return self.set_recalibration(PITMap.from_counts(counts, n_knots),
+                                      {"method": "rows", "rows": int(counts.sum())})
 
     def update_recalibration(self, X: Any, y: Any, *, step: float = ACI_STEP) -> Any:
         """Adapt the map to new rows, in order, by adaptive conformal inference.
@@ -124,13 +179,23 @@ class RecalibrationMixin:
         self
         """
         current = getattr(self, "recalibration_", None) or PITMap.identity()
-        return self.set_recalibration(current.updated(self.pit(X, y), step))
+        u = self.pit(X, y)
+        rows = int(u.size) + int((getattr(self, "calibration_", None) or {}).get("rows", 0))
+        return self.set_recalibration(current.updated(u, step), {"method": "aci", "rows": rows})
 
-    def set_recalibration(self, pit_map: PITMap | None) -> Any:
+    def set_recalibration(self, pit_map: PITMap | None, provenance: dict | None = None) -> Any:
         """Use ``pit_map`` from now on (None: predict with the model's own CDF).
 
         The seam the distributed layer uses: it sums :func:`basics.pit.pit_counts` over the
         cluster and sets :meth:`basics.pit.PITMap.from_counts` of the total.
+
+        Parameters
+        ----------
+        pit_map : basics.pit.PITMap or None
+        provenance : dict, optional
+            How the map was learnt (``calibration_``): ``method`` (``"folds"``,
+            ``"holdout"``, ``"recent"``, ``"rows"``, ``"window"`` or ``"aci"``) and the
+            integers ``rows``, ``folds``, ``group_trees``, ``model_trees`` that apply.
 
         Returns
         -------
@@ -140,8 +205,75 @@ class RecalibrationMixin:
         if pit_map is not None and not isinstance(pit_map, PITMap):
             raise TypeError(f"pit_map must be a basics.pit.PITMap or None; got "
                             f"{type(pit_map).__name__}.")
+        provenance = None if pit_map is None else calibration_from_state(
+            provenance or {"method": "rows"}, "provenance")
         self.recalibration_ = pit_map
+        self.calibration_ = provenance
         return self
+
+    def _calibrated_fit(self, fit: Callable, X: Any, y: Any, sample_weight: Any) -> Any:
+        """Fit as the ``calibrate`` parameter says (:mod:`basics.calibration`).
+
+        ``fit(X, y, sample_weight, crossfit)`` fits the model on the rows it is given (with
+        no map) and returns, when ``crossfit`` is true, ``(HeldOutCounts, group_trees,
+        model_trees)`` of its calibration groups, or None to let :meth:`_crossfit` fit them
+        as clones of the model. ``"auto"`` then sets the map of those counts; with fewer
+        than :data:`basics.pit.MIN_ROWS` rows the model is left without a map.
+        """
+        method = getattr(self, "calibrate", "none")
+        if method in ("holdout", "recent"):
+            n = _n_rows(y)
+            fit_rows, cal_rows = cal.calibration_split(n, method, cal.DEFAULT_FRACTION,
+                                                       _holdout_seed(self))
+            if cal_rows.size < MIN_ROWS or fit_rows.size == 0:
+                raise ValueError(
+                    f"calibrate={method!r} keeps {cal.DEFAULT_FRACTION:.0%} of the rows to "
+                    f"calibrate on, at least {MIN_ROWS}; {n} rows give {cal_rows.size}. Use "
+                    "calibrate='auto' (no rows held out) or 'none'.")
+            take = lambda a, r: None if a is None else cal.subset_rows(a, r)  # noqa: E731
+            fit(take(X, fit_rows), take(y, fit_rows), take(sample_weight, fit_rows), False)
+            self.recalibrate(take(X, cal_rows), take(y, cal_rows))
+            self.calibration_ = {"method": method, "rows": int(cal_rows.size)}
+            return self
+        got = fit(X, y, sample_weight, method == "auto")
+        if method != "auto":
+            return self
+        counts, group, model = got if got is not None else self._crossfit(X, y, sample_weight)
+        if counts.n_rows >= MIN_ROWS:
+            self.set_recalibration(cal.extrapolated_map(counts, group, model), {
+                "method": "folds", "rows": counts.n_rows, "folds": cal.N_FOLDS,
+                "group_trees": int(group), "model_trees": int(model)})
+        return self
+
+    def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:
+        """The calibration groups of a model whose trees are an equal mixture (a forest):
+        clones with :func:`basics.calibration.group_trees` trees, each fit on the rows
+        outside one fold, each predicting the rows of its fold."""
+        from sklearn.base import clone
+
+        y = np.asarray(y, dtype=np.float64)
+        model = int(self.n_estimators)
+        group = cal.group_trees(model)
+        seed = int(self._calibration_seed())
+
+        def fit_group(keep: np.ndarray, fold: int) -> Any:
+            rows = np.flatnonzero(keep)
+            est = clone(self).set_params(n_estimators=group, calibrate="none",
+                                         random_state=cal.fold_seed(seed, fold))
+            params = {} if sample_weight is None else {
+                "sample_weight": np.asarray(sample_weight)[rows]}
+            return est.fit(cal.subset_rows(X, rows), y[rows], **params)
+
+        def held_out(est: Any, rows: np.ndarray) -> cal.HeldOutCounts:
+            mixture = est.predict_distribution(cal.subset_rows(X, rows), recalibrated=False)
+            return cal.held_out_counts(mixture, y[rows])
+
+        return cal.crossfit_counts(fit_group, held_out, np.arange(y.size), seed), group, model
+
+    def _calibration_seed(self) -> int:
+        """The seed of the folds and calibration groups: the model's resolved seed."""
+        return int(getattr(self, "entropy_", None) if getattr(self, "entropy_", None)
+                   is not None else _holdout_seed(self))
 
     def _recalibrated(self, mixture: GaussianMixture) -> Any:
         """The mixture as predicted: recalibrated if the model has a map."""

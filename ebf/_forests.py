@@ -35,7 +35,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from basics.bounds import state_variance
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
-from basics.recalibration import recalibration_from_state, recalibration_state
+from basics.recalibration import (
+    CALIBRATE_CONSTRAINT,
+    recalibration_from_state,
+    recalibration_state,
+)
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
@@ -272,6 +276,13 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         leaf of equal targets, and its own spread as ``n`` grows. Must be > 1. ``None``:
         the leaf's weighted sample variance as it is (the behaviour before the prior, and of
         models saved then).
+    calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
+        How the predictive CDF is recalibrated (:mod:`basics.calibration`). ``"auto"``: on
+        every training row, each predicted by a small forest fit without it (5 folds, 10%
+        of ``n_estimators`` trees each, about 40% more fit time); no row is taken from the
+        model. ``"holdout"`` / ``"recent"``: fit on 90% of the rows (random, or the first
+        in their order) and recalibrate on the rest. ``"none"``: the model's own mixture.
+        ``calibration_`` records how the map was learnt.
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``. Tree ``b`` uses
         ``SeedSequence(entropy_, spawn_key=(0, b))``, whatever ``n_jobs``.
@@ -280,6 +291,11 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     Attributes
     ----------
+    recalibration_ : basics.pit.PITMap or None
+        The PIT map of ``calibrate`` (or of :meth:`recalibrate`).
+    calibration_ : dict or None
+        How it was learnt: ``method`` (``"folds"`` for ``"auto"``) and its row and tree
+        counts.
     forest_ : ebf._cart.CartForest
         Flat arrays of all trees.
     encoder_ : ebf.features.FeatureEncoder
@@ -317,6 +333,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
         "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), None],
+        "calibrate": CALIBRATE_CONSTRAINT,
     }
 
     def __init__(
@@ -331,9 +348,11 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         max_bins: int | str = "auto",
         uncertainty: str = "leaf",
         leaf_prior_rows: float | None = LEAF_PRIOR_ROWS,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:
+        self.calibrate = calibrate
         self.n_estimators = n_estimators
         self.weights = weights
         self.min_samples_leaf = min_samples_leaf
@@ -348,7 +367,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     def _encode_target(self, y: Any, n: int, n_classes: None = None) -> tuple:
         y = regression_target(self, y, n)
-        return y, {"var_floor_": variance_floor(y), "recalibration_": None}  # a fit drops a map
+        return y, {"var_floor_": variance_floor(y), "recalibration_": None,  # a fit drops a map
+                   "calibration_": None}
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestRegressor:
         """Fit ``n_estimators`` weighted CART trees (Algorithm 1).
@@ -366,7 +386,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         -------
         self
         """
-        return self._fit(X, y, sample_weight)
+        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit(X, y, w) and None,
+                                    X, y, sample_weight)
 
     def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
                     extra: dict[str, Any]) -> cart.CartForest:

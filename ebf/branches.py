@@ -13,11 +13,12 @@ or their weighted class fractions (classification).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from basics import calibration as cal
 from basics.bounds import check_locations, check_variances
 from basics.levels import DEFAULT_QUANTILES
 from basics.mixture import GaussianMixture, MixtureSummary, summarize
@@ -86,6 +87,49 @@ def fit_branch(
     if spec.predict_only and callable(getattr(learner, "compact", None)):
         return learner.compact()  # the online state goes before the branch leaves its task
     return learner
+
+
+def branch_crossfit(
+    spec: BranchSpec,
+    X: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None,
+    entropy: int,
+    branch: int,
+    positions: np.ndarray,
+) -> tuple[cal.HeldOutCounts, int]:
+    """The held-out PIT counts of a branch's rows under its calibration groups.
+
+    Group ``k`` is the branch learner with :func:`basics.calibration.group_trees` trees, fit
+    (as :func:`fit_branch`, seeded by :func:`basics.calibration.fold_seed`) on the branch's
+    rows outside fold ``k``; it predicts the rows of fold ``k``. Folds come from the rows'
+    positions in the whole training set, so a branch task on a cluster and a fit in one
+    process make the same groups. The trunk that chose the branch saw every row.
+
+    Parameters
+    ----------
+    spec, X, y, sample_weight, entropy, branch
+        As for :func:`fit_branch`.
+    positions : ndarray of int64, shape (n_rows,)
+        The rows' positions in the whole training set.
+
+    Returns
+    -------
+    counts : basics.calibration.HeldOutCounts
+    group_trees : int
+        Trees per group (for :func:`basics.calibration.extrapolated_map`).
+    """
+    group = cal.group_trees(spec.n_estimators, get_learner(spec.learner).exchangeable_trees)
+    group_spec = replace(spec, n_estimators=group, predict_only=False)
+
+    def fit_group(keep: np.ndarray, fold: int) -> Any:
+        w = None if sample_weight is None else sample_weight[keep]
+        return fit_branch(group_spec, X[keep], y[keep], w, cal.fold_seed(entropy, fold), branch)
+
+    def held_out(fitted: Any, rows: np.ndarray) -> cal.HeldOutCounts:
+        return cal.held_out_counts(fitted.predict_distribution(X[rows]), y[rows])
+
+    return cal.crossfit_counts(fit_group, held_out, positions, entropy), group
 
 
 class ConstantBranch:

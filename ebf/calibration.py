@@ -27,7 +27,20 @@ from typing import Any
 
 import numpy as np
 
+from basics.calibration import (
+    CALIBRATION_METHODS,
+    DEFAULT_FRACTION,
+    calibration_split,
+    check_fraction,
+    holdout_mask,
+    min_training_rows,
+    recent_start,
+    subset_rows,
+)
 from basics.pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
+
+#: Rows of the window of :func:`rolling_recalibration` when no history gives it.
+DEFAULT_WINDOW = 5000
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -42,129 +55,6 @@ __all__ = [
     "recent_start",
     "rolling_recalibration",
 ]
-
-#: What ``ebf train --calibrate`` and :func:`fit_recalibrated` accept.
-CALIBRATION_METHODS = ("none", "holdout", "recent")
-#: Default share of the rows kept for calibration.
-DEFAULT_FRACTION = 0.1
-
-#: Rows of the window of :func:`rolling_recalibration` when no history gives it.
-DEFAULT_WINDOW = 5000
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def check_fraction(fraction: float) -> float:
-    """``fraction`` as a float in (0, 1), else a ValueError naming it."""
-    fraction = float(fraction)
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"the calibration fraction must be in (0, 1); got {fraction}.")
-    return fraction
-
-
-def _uniform(seed: int, positions: np.ndarray) -> np.ndarray:
-    """A uniform [0, 1) number per position from SplitMix64 of ``seed`` and the position."""
-    with np.errstate(over="ignore"):
-        z = (positions.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(
-            seed % 2**64) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
-
-
-def holdout_mask(positions: Any, fraction: float, random_state: int | None = 0) -> np.ndarray:
-    """Whether each row (by its position in the whole dataset) is in the holdout set.
-
-    Parameters
-    ----------
-    positions : array-like of int
-        0-based positions of the rows in the dataset.
-    fraction : float in (0, 1)
-    random_state : int or None, default=0
-        None means 0 (the choice must be repeatable to be the same on every worker).
-
-    Returns
-    -------
-    ndarray of bool
-
-    Examples
-    --------
-    >>> m = holdout_mask(np.arange(100_000), 0.1)
-    >>> round(float(m.mean()), 2)
-    0.1
-    """
-    fraction = check_fraction(fraction)
-    seed = 0 if random_state is None else int(random_state)
-    return _uniform(seed, np.asarray(positions, dtype=np.int64)) < fraction
-
-
-def recent_start(n_rows: int, fraction: float) -> int:
-    """Position of the first row of the most recent ``fraction`` of ``n_rows`` rows."""
-    fraction = check_fraction(fraction)
-    return int(n_rows) - int(np.ceil(fraction * int(n_rows)))
-
-
-def min_training_rows(method: str = "none", fraction: float = DEFAULT_FRACTION) -> int:
-    """Fewest rows a fit with this recalibration can use: at least one row to fit on and,
-    with a method, :data:`basics.pit.MIN_ROWS` calibration rows.
-
-    For ``"recent"`` that is exact (:func:`recent_start`); ``"holdout"`` picks about
-    ``fraction`` of the rows at random, so it may still find too few near this bound.
-
-    Examples
-    --------
-    >>> min_training_rows("none"), min_training_rows("recent", 0.1)
-    (1, 491)
-    """
-    from basics.pit import MIN_ROWS
-
-    if method == "none":
-        return 1
-    n = max(2, int((MIN_ROWS - 1) / check_fraction(fraction)))  # the first that may do
-    while int(n) - recent_start(n, fraction) < MIN_ROWS or recent_start(n, fraction) < 1:
-        n += 1
-    return n
-
-
-def calibration_split(n_rows: int, method: str = "recent", fraction: float = DEFAULT_FRACTION,
-                      random_state: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the rows to fit on and of the calibration rows.
-
-    Parameters
-    ----------
-    n_rows : int
-    method : {"recent", "holdout"}, default="recent"
-        The last ``fraction`` of the rows (in their order), or a random ``fraction``
-        (:func:`holdout_mask`).
-    fraction : float in (0, 1), default=0.1
-    random_state : int or None, default=0
-        For ``"holdout"``.
-
-    Returns
-    -------
-    fit_rows, calibration_rows : ndarray of int64
-        Increasing positions; together they are ``0 .. n_rows - 1``.
-
-    Examples
-    --------
-    >>> fit, cal = calibration_split(10, "recent", 0.2)
-    >>> cal.tolist()
-    [8, 9]
-    """
-    positions = np.arange(int(n_rows), dtype=np.int64)
-    if method == "recent":
-        in_cal = positions >= recent_start(n_rows, fraction)
-    elif method == "holdout":
-        in_cal = holdout_mask(positions, fraction, random_state)
-    else:
-        raise ValueError(f"method must be 'recent' or 'holdout'; got {method!r}.")
-    return positions[~in_cal], positions[in_cal]
-
-
-def _rows(data: Any, positions: np.ndarray) -> Any:
-    return data.iloc[positions] if hasattr(data, "iloc") else np.asarray(data)[positions]
-
 
 def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent",
                      fraction: float = DEFAULT_FRACTION, random_state: int | None = 0,
@@ -211,10 +101,10 @@ def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent
     if cal_rows.size == 0 or fit_rows.size == 0:
         raise ValueError(f"{n} rows leave nothing to fit on or to calibrate on with "
                          f"fraction={fraction}.")
-    params = {k: (_rows(v, fit_rows) if hasattr(v, "__len__") and len(v) == n else v)
+    params = {k: (subset_rows(v, fit_rows) if hasattr(v, "__len__") and len(v) == n else v)
               for k, v in fit_params.items()}
-    estimator.fit(_rows(X, fit_rows), _rows(y, fit_rows), **params)
-    return estimator.recalibrate(_rows(X, cal_rows), _rows(y, cal_rows))
+    estimator.fit(subset_rows(X, fit_rows), subset_rows(y, fit_rows), **params)
+    return estimator.recalibrate(subset_rows(X, cal_rows), subset_rows(y, cal_rows))
 
 
 def period_blocks(periods: Any) -> list[slice]:
@@ -327,7 +217,7 @@ def rolling_recalibration(estimator: Any, X: Any, y: Any, periods: Any, *,
     window = int(window) if window is not None else (
         int(counts[0].sum()) if counts else DEFAULT_WINDOW)
     for rows in blocks:
-        X_p, y_p = _rows(X, np.arange(rows.start, rows.stop)), np.asarray(y)[rows]
+        X_p, y_p = subset_rows(X, np.arange(rows.start, rows.stop)), np.asarray(y)[rows]
         dist = estimator.predict_distribution(X_p)
         yield rows, dist
         if update == "aci":

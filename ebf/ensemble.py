@@ -18,8 +18,9 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
+from basics import calibration as cal
 from basics.mixture import GaussianMixture
-from basics.recalibration import recalibration_state
+from basics.recalibration import CALIBRATE_CONSTRAINT, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
@@ -34,7 +35,7 @@ from ._base import (
 from ._restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from ._update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 from .artifact.classes import estimator_state
-from .branches import BranchSpec, fit_branch
+from .branches import BranchSpec, branch_crossfit, fit_branch
 from .config import MAX_BINS
 from .features import FeatureEncoder
 from .importance import normalised, total_decrease, trunk_decrease
@@ -128,6 +129,7 @@ class _BranchedEnsemble(BaseEstimator):
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
         "predict_only": ["boolean"],
+        "calibrate": CALIBRATE_CONSTRAINT,
     }
 
     def _validate_params(self) -> None:
@@ -217,6 +219,18 @@ class _BranchedEnsemble(BaseEstimator):
             for b, rows in enumerate(groups)
         ]
 
+    def _crossfit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                         groups: list[np.ndarray], plan: FitPlan) -> tuple:
+        """``(HeldOutCounts, group_trees, model_trees)`` of every branch's calibration
+        groups (:func:`ebf.branches.branch_crossfit`), for ``calibrate="auto"``."""
+        total, group = cal.HeldOutCounts.empty(), plan.spec.n_estimators
+        for b, rows in enumerate(groups):
+            counts, group = branch_crossfit(plan.spec, A[rows], y[rows],
+                                            None if w is None else w[rows], plan.entropy, b,
+                                            rows)
+            total = total + counts
+        return total, group, plan.spec.n_estimators
+
     def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
         """Set every fitted attribute from the fitted parts, at once (a seam for ``ebf.dask``).
 
@@ -238,6 +252,7 @@ class _BranchedEnsemble(BaseEstimator):
             attrs["classes_"] = plan.classes
         else:
             attrs["recalibration_"] = None  # a fit drops the map of an earlier fit
+            attrs["calibration_"] = None
         attrs.update(self._fitted_parts(plan, list(branches), trunk))
         self._assign(attrs)
         return self
@@ -387,12 +402,14 @@ class _EBF(_BranchedEnsemble):
                              f"{None if trunk is None else trunk.n_leaves_} leaves.")
         return {"trunk_": trunk, "branches_": branches, **fitted_update_record(trunk)}
 
-    def _fit(self, X: Any, y: Any, sample_weight: Any):
+    def _fit(self, X: Any, y: Any, sample_weight: Any, crossfit: bool = False):
+        """Fit; with ``crossfit``, return the counts of :meth:`_crossfit_groups`."""
         A, y, w, plan = self._prepare(X, y, sample_weight)
         trunk = clone(plan.trunk).fit(A, y, sample_weight=w)
         leaf = trunk.apply(A)
         groups = [np.flatnonzero(leaf == b) for b in range(trunk.n_leaves_)]
-        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan), trunk)
+        self._from_parts(plan, self._fit_groups(A, y, w, groups, plan), trunk)
+        return self._crossfit_groups(A, y, w, groups, plan) if crossfit else self
 
     def apply(self, X: Any) -> np.ndarray:
         """Branch (trunk leaf) id of every row.

@@ -143,6 +143,11 @@ class BranchLearner:
         Whether a model budget may give it fewer than ``default_trees`` trees before it
         raises the leaf size (Mondrian: yes; a Bayesian forest's posterior needs its
         draws, so only the leaf size gives).
+    exchangeable_trees : bool
+        Whether a branch's predictive is an equal mixture of independently grown trees, so
+        that ``calibrate="auto"`` may cross-fit smaller groups of them
+        (:func:`basics.calibration.group_trees`); BART's sum of trees and SMC's particles
+        are cross-fitted whole.
     """
 
     name: str
@@ -159,6 +164,7 @@ class BranchLearner:
     default_min_samples_split: int | None = None
     sized_leaf: str | None = None
     budget_trims_trees: bool = False
+    exchangeable_trees: bool = True
 
     def accepted_params(self, task: str | None = None) -> list[str]:
         """The ``branch_params`` names this learner takes for ``task`` (None: any task)."""
@@ -286,7 +292,7 @@ def _mondrian_model_bytes(n_features: int, *, compact: bool, min_samples_split: 
 _BOTH = (REGRESSION, CLASSIFICATION)
 _FORESTS = dict(zip(_BOTH, (BayesianForestRegressor, BayesianForestClassifier), strict=True))
 _CART_SET = frozenset({"n_estimators", "weights", "min_samples_leaf", "max_features",
-                       "max_depth", "random_state", "n_jobs"})
+                       "max_depth", "random_state", "n_jobs", "calibrate"})
 
 #: Name -> :class:`BranchLearner`, in the order of the command line's choices. Default trees:
 #: the Mondrian papers use 10 trees (Lakshminarayanan, Roy & Teh 2016, Sec. 7); a Bayesian
@@ -304,7 +310,7 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
     BranchLearner("mondrian", "Mondrian forests, extended online by partial_fit",
                   _mondrian, dict(zip(_BOTH, (MondrianForestRegressor,
                                               MondrianForestClassifier), strict=True)),
-                  10, True, frozenset({"n_estimators", "random_state", "n_jobs"}),
+                  10, True, frozenset({"n_estimators", "random_state", "n_jobs", "calibrate"}),
                   _node_working_bytes, _mondrian_model_bytes,
                   default_min_samples_split=mondrian_min_samples_split(MIN_SAMPLES_LEAF),
                   sized_leaf="min_samples_split", budget_trims_trees=True),
@@ -312,10 +318,11 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
                   "particles per island)", _smc,
                   dict(zip(_BOTH, (SMCTreeRegressor, SMCTreeClassifier), strict=True)),
                   100, False, frozenset({"n_particles", "random_state", "n_jobs"}),
-                  _smc_working_bytes),
+                  _smc_working_bytes, exchangeable_trees=False),
     BranchLearner("bart", "BART by particle Gibbs (regression only)", _bart,
                   {REGRESSION: BARTRegressor}, 50, False,
-                  frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes),
+                  frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes,
+                  exchangeable_trees=False),
 )}
 
 

@@ -79,10 +79,14 @@ class _SSF(_BranchedEnsemble):
                              f"{len(plan.subsample_sizes)} sub-samples.")
         return {"subsamples_": branches, "subsample_sizes_": plan.subsample_sizes.copy()}
 
-    def _fit(self, X: Any, y: Any, sample_weight: Any):
+    def _fit(self, X: Any, y: Any, sample_weight: Any, crossfit: bool = False):
+        """Fit; with ``crossfit``, return the counts of :meth:`_crossfit_groups` (each
+        sub-sample's groups: the map is learnt for one sub-sample's forest, not for the
+        pool of all of them, which is wider)."""
         A, y, w, plan = self._prepare(X, y, sample_weight)
         groups = subsample_groups(plan.entropy, A.shape[0], self.n_subsamples)
-        return self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
+        self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
+        return self._crossfit_groups(A, y, w, groups, plan) if crossfit else self
 
     def _get_state(self) -> dict:
         return self._state({"subsamples": self.subsamples_,

@@ -24,7 +24,7 @@ __all__ = ["CALIBRATE", "TASKS", "TrainOptions"]
 #: ``task`` values.
 TASKS: tuple[str, ...] = ("auto", "regression", "classification")
 #: ``calibrate`` values: a method of :mod:`ebf.calibration`, or ``"auto"``.
-CALIBRATE: tuple[str, ...] = (*CALIBRATION_METHODS, "auto")
+CALIBRATE: tuple[str, ...] = CALIBRATION_METHODS
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,12 @@ class TrainOptions:
     compact : bool, default=False
         Fit predict-only models (``predict_only=True``: every branch compacted on its
         worker as soon as it is fit): Mondrian branches without their online state.
-    calibrate : {"none", "recent", "holdout", "auto"}, default="none"
-        Recalibrate the predictive distributions of regressors on held-out rows: the last
-        ``calibration_fraction`` in dataset order (``"recent"``) or a position-hashed random
-        fraction (``"holdout"``); ``"auto"`` is ``"recent"`` for regression and ``"none"``
-        for classification.
+    calibrate : {"auto", "recent", "holdout", "none"}, default="auto"
+        Recalibrate the predictive distributions of regressors (:mod:`basics.calibration`).
+        ``"auto"``: on every training row, each predicted by small calibration forests of
+        its branch fit without it (no row is held out of the model); ``"recent"`` /
+        ``"holdout"``: on held-out rows, the last ``calibration_fraction`` in dataset order
+        or a position-hashed random fraction. Classifiers are not recalibrated.
     calibration_fraction : float in (0, 1), default=0.1
     random_state : int or None, default=0
         Seed; the same seed gives the same model on any cluster.
@@ -85,7 +86,7 @@ class TrainOptions:
     min_samples_split: int | None = None
     model_memory: int | str | None = None
     compact: bool = False
-    calibrate: str = "none"
+    calibrate: str = "auto"
     calibration_fraction: float = DEFAULT_FRACTION
     random_state: int | None = 0
 

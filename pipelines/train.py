@@ -325,8 +325,8 @@ def _resolve(options: TrainOptions, inputs: _Inputs,
     if task == "auto":
         task = infer_task(inputs.target_info, inputs.ddf[inputs.target], client=client)
     calibrate = options.calibrate
-    if calibrate == "auto":
-        calibrate = "recent" if task == "regression" else "none"
+    if calibrate == "auto" and task != "regression":
+        calibrate = "none"
     if calibrate != "none" and task != "regression":
         raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
                          f"{inputs.target!r} has no PIT. Use calibrate='none'.")
@@ -336,7 +336,7 @@ def _resolve(options: TrainOptions, inputs: _Inputs,
 def _hold_out(ddf: dd.DataFrame, options: TrainOptions,
               client: distributed.Client) -> tuple[dd.DataFrame, dd.DataFrame | None]:
     """The rows to fit on and those held out for recalibration (None without it)."""
-    if options.calibrate == "none":
+    if options.calibrate in ("none", "auto"):  # "auto" holds no row out
         return ddf, None
     fit, cal, _ = calibration_rows(ddf, options.calibrate, options.calibration_fraction,
                                    options.random_state, client)
@@ -367,6 +367,8 @@ def _estimator_params(options: TrainOptions, plan: SizePlan | None) -> dict[str,
         "random_state": options.random_state,
         "predict_only": options.compact,  # branches compacted on the workers, as soon as fit
     }
+    if options.task == "regression":  # held-out calibration groups (or none) on the workers
+        params["calibrate"] = "auto" if options.calibrate == "auto" else "none"
     branch_params = options.branch_params(None if plan is None else plan.min_samples_split)
     if branch_params is not None:
         params["branch_params"] = branch_params
@@ -380,7 +382,7 @@ def _fit_baseline(ssf_class: type, params: dict[str, Any], n_subsamples: int,
                   progress: PhaseReport | None, stage: Any) -> tuple[Any, dict[str, float]]:
     """The sub-sample forest with the EBF's learner and trees, one sub-sample per branch."""
     keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only",
-            "branch_params", "min_samples_leaf")  # the last two only if set: else defaults
+            "branch_params", "min_samples_leaf", "calibrate")  # the last two only if set: else defaults
     ssf = ssf_class(**{k: params[k] for k in keep if k in params},
                     n_subsamples=n_subsamples, client=client)
     ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "),
@@ -395,6 +397,13 @@ def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _
     """Learn the PIT map of every model on the held-out rows (if any); a staged model's
     branches predict from its staged shards."""
     calibration: dict[str, Any] = {"method": options.calibrate}
+    if options.calibrate == "auto":  # the maps were learnt in the fit, on held-out groups
+        for name, m in models.items():
+            if m is not None and getattr(m, "recalibration_", None) is not None:
+                calibration[name] = {"knots": m.recalibration_.n_knots,
+                                     "max_deviation": round(m.recalibration_.max_deviation(), 6),
+                                     **m.calibration_}
+        return calibration
     if cal_ddf is None:
         return calibration
     t_cal = time.perf_counter()

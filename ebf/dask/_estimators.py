@@ -29,7 +29,9 @@ from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from basics.calibration import N_FOLDS, extrapolated_map
 from basics.levels import DEFAULT_QUANTILES
+from basics.pit import MIN_ROWS
 
 from ..artifact import ModelStage
 from ..config import MAX_BINS, MIN_SAMPLES_LEAF
@@ -111,6 +113,12 @@ class _DaskEnsemble(BaseEstimator):
         """
         local = self._local_estimator()
         local._validate_params()  # scikit-learn's public parameter check, before any work
+        if getattr(local, "calibrate", "none") in ("holdout", "recent"):
+            raise ValueError(
+                f"calibrate={local.calibrate!r} holds rows out of the fit; on a cluster choose "
+                "them with ebf.dask.calibration.calibration_rows, fit with calibrate='none' "
+                "and call recalibrate on them (as ebf train --calibrate does), or use "
+                "calibrate='auto', which holds no rows out.")
         budget = parse_branch_memory(self.branch_memory)
         client = current_client(self.client)
         logger.info("fitting %s on %s (dashboard %s)", type(local).__name__, client,
@@ -127,9 +135,15 @@ class _DaskEnsemble(BaseEstimator):
             with phases("encode"):
                 data = encode(client, frame, layout, summary, phases.report("encode"))
             max_rows = max_branch_rows(budget, data.n_features, data.has_weight, plan.spec)
-            local, plan, branches, trunk = self._fit_parts(client, local, plan, data, max_rows,
-                                                           phases, stage)
+            crossfit = getattr(local, "calibrate", "none") == "auto"
+            local, plan, branches, trunk, held_out = self._fit_parts(
+                client, local, plan, data, max_rows, phases, stage, crossfit)
             model = local._from_parts(plan, branches, trunk)
+            if held_out is not None and held_out[0].n_rows >= MIN_ROWS:
+                counts, group, trees = held_out
+                model.set_recalibration(extrapolated_map(counts, group, trees), {
+                    "method": "folds", "rows": counts.n_rows, "folds": N_FOLDS,
+                    "group_trees": int(group), "model_trees": int(trees)})
         self.model_ = model
         self.fit_timings_ = phases.timings
         self.n_partitions_ = int(summary.lengths.size)
@@ -234,7 +248,8 @@ class _DaskEnsemble(BaseEstimator):
 
 class _DaskEBF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: Phases, stage: ModelStage | None) -> tuple:
+                   max_rows: int | None, phases: Phases, stage: ModelStage | None,
+                   crossfit: bool = False) -> tuple:
         with phases("bin_edges"):
             edges = sample_bin_edges(client, data, plan.trunk.max_bins)
         with phases("trunk"):
@@ -253,10 +268,11 @@ class _DaskEBF(_DaskEnsemble):
             data.release()
             del routed
         with phases("branches"):
-            branches = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
-                                    data.has_weight, trunk.leaf_rows_,
-                                    phases.report("branches"), stage)
-        return local, plan, branches, trunk
+            branches, held_out = fit_branches(client, moved, plan.spec, plan.entropy,
+                                              data.n_features, data.has_weight,
+                                              trunk.leaf_rows_, phases.report("branches"),
+                                              stage, crossfit)
+        return local, plan, branches, trunk, held_out
 
 
     def partial_fit(self, X: Any, y: Any, *,
@@ -297,7 +313,8 @@ class _DaskEBF(_DaskEnsemble):
 
 class _DaskSSF(_DaskEnsemble):
     def _fit_parts(self, client: Client, local: Any, plan: FitPlan, data: EncodedData,
-                   max_rows: int | None, phases: Phases, stage: ModelStage | None) -> tuple:
+                   max_rows: int | None, phases: Phases, stage: ModelStage | None,
+                   crossfit: bool = False) -> tuple:
         sizes, k = plan.subsample_sizes, len(plan.subsample_sizes)
         if max_rows is not None and sizes.max() > max_rows:
             raise BranchMemoryError(
@@ -312,9 +329,10 @@ class _DaskSSF(_DaskEnsemble):
             data.release()
             del routed
         with phases("branches"):
-            subsamples = fit_branches(client, moved, plan.spec, plan.entropy, data.n_features,
-                                      data.has_weight, sizes, phases.report("branches"), stage)
-        return local, plan, subsamples, None
+            subsamples, held_out = fit_branches(client, moved, plan.spec, plan.entropy,
+                                                data.n_features, data.has_weight, sizes,
+                                                phases.report("branches"), stage, crossfit)
+        return local, plan, subsamples, None, held_out
 
 
 _DASK_PARAMS_DOC = """
@@ -402,6 +420,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         max_depth: int | None = None,
         trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -417,6 +436,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.max_depth = max_depth
         self.trunk_max_bins = trunk_max_bins
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only
@@ -525,6 +545,7 @@ branch_params, random_state, n_jobs
         max_features: Any = 1.0,
         max_depth: int | None = None,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -538,6 +559,7 @@ branch_params, random_state, n_jobs
         self.max_features = max_features
         self.max_depth = max_depth
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only

@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 from distributed import Client, Future
 
+from basics.calibration import HeldOutCounts
+
 from ..artifact import ModelStage, write_part
-from ..branches import BranchSpec, fit_branch
+from ..branches import BranchSpec, branch_crossfit, fit_branch
 from ..learners import get_learner
 from ._shuffle import ROW, TARGET, WEIGHT, feature_columns
 from .client import Report, gather
@@ -144,9 +146,11 @@ def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
 
 def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
                      n_features: int, has_weight: bool,
-                     stage: tuple[str, dict] | None = None) -> tuple[Any, int]:
+                     stage: tuple[str, dict] | None = None, crossfit: bool = False) -> tuple:
     """Fit one branch on its moved rows (sorted by global row id); with a ``stage``
-    ``(url, storage_options)``, write it there and return its reference."""
+    ``(url, storage_options)``, write it there and return its reference. With ``crossfit``
+    also its calibration groups' held-out counts (:func:`ebf.branches.branch_crossfit`, by
+    the rows' global ids), else None."""
     if len(part) and not (np.asarray(part.index) == branch).all():
         raise RuntimeError(f"the partition of branch {branch} holds rows of other branches.")
     if not part[ROW].is_monotonic_increasing:
@@ -155,14 +159,19 @@ def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch:
     y = part[TARGET].to_numpy()
     w = part[WEIGHT].to_numpy(dtype=np.float64) if has_weight else None
     fitted = fit_branch(spec, A, y, w, entropy, branch)
+    counts = None
+    if crossfit:
+        counts = branch_crossfit(spec, A, y, w, entropy, branch,
+                                 part[ROW].to_numpy(dtype=np.int64))
     if stage is not None:
         fitted = write_part(stage[0], branch, fitted, stage[1])
-    return fitted, len(part)
+    return fitted, len(part), counts
 
 
 def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy: int,
                  n_features: int, has_weight: bool, expected_rows: np.ndarray,
-                 report: Report | None = None, stage: ModelStage | None = None) -> list:
+                 report: Report | None = None, stage: ModelStage | None = None,
+                 crossfit: bool = False) -> tuple[list, tuple | None]:
     """One task per branch (``fit_branch``), keyed ``ebf-branch-<b>-<token>``.
 
     Parameters
@@ -182,18 +191,24 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
     report : callable ``report(done, total)``, optional
     stage : ebf.artifact.ModelStage, optional
         Every task writes its branch to this stage (:func:`ebf.artifact.write_part`).
+    crossfit : bool, default=False
+        Every task also fits its branch's calibration groups (``calibrate="auto"``).
 
     Returns
     -------
-    list
+    branches : list
         The fitted branches in branch order; with a ``stage``, their
         :class:`ebf.artifact.StoredPart` references.
+    crossfit : tuple or None
+        ``(HeldOutCounts, group_trees, model_trees)`` summed over the branches (integer
+        counts: the same whatever the workers), as the local ensemble's
+        ``_crossfit_groups`` returns them; None without ``crossfit``.
     """
     token = uuid.uuid4().hex[:12]
     where = None if stage is None else (stage.url, stage.storage_options)
     futures = [
         client.submit(_fit_branch_part, part, spec, int(entropy), b, n_features, has_weight,
-                      where, key=f"ebf-branch-{b}-{token}", pure=False,
+                      where, crossfit, key=f"ebf-branch-{b}-{token}", pure=False,
                       retries=BRANCH_RETRIES)
         for b, part in enumerate(parts)
     ]
@@ -203,4 +218,11 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
         raise RuntimeError(f"branches received {sizes.tolist()} rows, expected "
                            f"{np.asarray(expected_rows).tolist()}: rows were lost in the move.")
     logger.info("fitted %d branches (%d rows)", len(results), int(sizes.sum()))
-    return [r[0] for r in results]
+    held_out = None
+    if crossfit:
+        total = HeldOutCounts.empty()
+        for r in results:
+            total = total + r[2][0]
+        held_out = (total, results[0][2][1] if results else spec.n_estimators,
+                    spec.n_estimators)
+    return [r[0] for r in results], held_out

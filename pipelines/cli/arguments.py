@@ -203,10 +203,10 @@ def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None
     size.add_argument("--branch-memory", type=memory_size, metavar="SIZE",
                       help="memory per branch task (2GB): the trunk grows until branches fit")
     add("--calibrate", choices=("auto", "none", "recent", "holdout"), default="auto",
-        help="recalibrate the predictive distribution on rows held out of the fit: "
-        "recent = the last --calibration-fraction of the rows in dataset order (data "
-        "in time order), holdout = a random fraction; auto = recent for regression, "
-        "none for classification (default: auto)")
+        help="recalibrate the predictive distribution of a regressor: auto = on every row, "
+        "each predicted by small calibration forests fit without it (no row held out of "
+        "the model); recent = on the last --calibration-fraction of the rows in dataset "
+        "order (data in time order), holdout = on a random fraction (default: auto)")
     add("--calibration-fraction", type=fraction(False), default=0.1, metavar="F",
         help="share of the rows the calibration uses (default: 0.1)")
     add("--seed", type=int, default=0, help="random_state (default: 0)")

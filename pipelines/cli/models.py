@@ -191,7 +191,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"{len(res.features)} features of {res.data} in {res.fit_seconds:.1f}s ({phases})\n"
         f"saved to {args.out} (model hash {res.model.model_hash[:16]})")
     cal = res.calibration
-    if cal["method"] != "none":
+    if cal["method"] == "auto" and "ebf" in cal:
+        lines.append(f"recalibrated on all {cal['ebf']['rows']:,} rows, each predicted by "
+                     f"{cal['ebf']['folds']} calibration groups of {cal['ebf']['group_trees']} "
+                     f"trees fit without it: PIT map of {cal['ebf']['knots']} segments, max "
+                     f"|R(p) - p| {cal['ebf']['max_deviation']:.3f}")
+    elif cal["method"] not in ("none", "auto"):
         lines.append(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows "
                      f"(held out of the fit): PIT map of {cal['ebf']['knots']} segments, max "
                      f"|R(p) - p| {cal['ebf']['max_deviation']:.3f}")
