@@ -233,10 +233,11 @@ class RecalibrationMixin:
             take = lambda a, r: None if a is None else cal.subset_rows(a, r)  # noqa: E731
             fit(take(X, fit_rows), take(y, fit_rows), take(sample_weight, fit_rows), False)
             self.recalibrate(take(X, cal_rows), take(y, cal_rows))
-            self.calibration_ = {"method": method, "rows": int(cal_rows.size)}
-            return self
-        got = fit(X, y, sample_weight, method == "auto")
-        if method != "auto":
+            return self.set_recalibration(self.recalibration_,
+                                          {"method": method, "rows": int(cal_rows.size)})
+        auto = method == "auto" and _n_rows(y) >= MIN_ROWS  # else too few rows for a map
+        got = fit(X, y, sample_weight, auto)
+        if not auto:
             return self
         counts, group, model = got if got is not None else self._crossfit(X, y, sample_weight)
         if counts.n_rows >= MIN_ROWS:

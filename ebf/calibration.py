@@ -69,8 +69,11 @@ def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent
     X : array-like or DataFrame of shape (n_samples, n_features)
         Rows in time order if ``calibrate="recent"``.
     y : array-like of shape (n_samples,)
-    calibrate : {"recent", "holdout", "none"}, default="recent"
-        Calibration rows (:func:`calibration_split`); ``"none"`` fits on all rows.
+    calibrate : {"recent", "holdout", "auto", "none"}, default="recent"
+        Calibration rows (:func:`calibration_split`); ``"auto"`` and ``"none"`` fit on all
+        rows with the estimator's ``calibrate`` set to them. With ``"recent"`` or
+        ``"holdout"`` the estimator's ``calibrate`` is set to ``"none"`` (its map is the one
+        learnt here).
     fraction : float in (0, 1), default=0.1
     random_state : int or None, default=0
         Chooses the holdout rows (the estimator's own seed is its parameter).
@@ -94,7 +97,13 @@ def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent
     """
     if calibrate not in CALIBRATION_METHODS:
         raise ValueError(f"calibrate must be one of {CALIBRATION_METHODS}; got {calibrate!r}.")
-    if calibrate == "none":
+    has_param = "calibrate" in estimator.get_params(deep=False)
+    if calibrate in ("auto", "none"):
+        if has_param:
+            estimator.set_params(calibrate=calibrate)
+        elif calibrate == "auto":
+            raise ValueError(f"{type(estimator).__name__} has no calibrate='auto'; use "
+                             "'holdout' or 'recent'.")
         return estimator.fit(X, y, **fit_params)
     n = len(y)
     fit_rows, cal_rows = calibration_split(n, calibrate, fraction, random_state)
@@ -103,8 +112,12 @@ def fit_recalibrated(estimator: Any, X: Any, y: Any, *, calibrate: str = "recent
                          f"fraction={fraction}.")
     params = {k: (subset_rows(v, fit_rows) if hasattr(v, "__len__") and len(v) == n else v)
               for k, v in fit_params.items()}
+    if has_param:  # the map comes from the held-out rows below, not from the fit
+        estimator.set_params(calibrate="none")
     estimator.fit(subset_rows(X, fit_rows), subset_rows(y, fit_rows), **params)
-    return estimator.recalibrate(subset_rows(X, cal_rows), subset_rows(y, cal_rows))
+    estimator.recalibrate(subset_rows(X, cal_rows), subset_rows(y, cal_rows))
+    return estimator.set_recalibration(estimator.recalibration_,
+                                       {"method": calibrate, "rows": int(cal_rows.size)})
 
 
 def period_blocks(periods: Any) -> list[slice]:

@@ -224,8 +224,8 @@ def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
                   min_samples_split=mondrian_min_samples_split(spec.min_samples_leaf),
                   random_state=branch_seed(entropy, branch), n_jobs=spec.n_jobs)
     params.update(spec.params)
-    if spec.task == REGRESSION:
-        return MondrianForestRegressor(**params).fit(X, y)
+    if spec.task == REGRESSION:  # the ensemble calibrates itself, not its branches
+        return MondrianForestRegressor(**params, calibrate="none").fit(X, y)
     # partial_fit on an empty forest is the batch fit; ``classes`` fixes full-width output
     return MondrianForestClassifier(**params).partial_fit(X, y, classes=np.arange(spec.n_classes))
 

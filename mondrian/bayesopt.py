@@ -69,9 +69,10 @@ def skopt_optimizer(dimensions: Any, *, n_estimators: int = 10, min_samples_spli
         raise ValueError("a Mondrian forest gives no gradients: acq_optimizer must be "
                          f"'sampling', got {optimizer_kwargs['acq_optimizer']!r}")
     optimizer_kwargs["acq_optimizer"] = "sampling"
+    # the acquisition reads the mean and std, which a recalibration map leaves unchanged
     forest = MondrianForestRegressor(n_estimators=n_estimators,
                                      min_samples_split=min_samples_split,
-                                     random_state=random_state)
+                                     random_state=random_state, calibrate="none")
     return Optimizer(dimensions, base_estimator=forest, acq_func=acq_func,
                      random_state=random_state, **optimizer_kwargs)
 
@@ -146,7 +147,8 @@ def maximize_on_grid(objective: Callable[[np.ndarray], Any], grid: Any, n_evals:
     while len(order) < n_evals:
         forest = MondrianForestRegressor(n_estimators=n_estimators, noise="forest",
                                          min_samples_split=min_samples_split,
-                                         random_state=int(seeds[len(order)]))
+                                         random_state=int(seeds[len(order)]),
+                                         calibrate="none")
         mean, std = forest.fit(grid[order], values).predict(grid, return_std=True)
         best = int(np.argmax(np.where(open_, mean + kappa * std, -np.inf)))
         order.append(best)

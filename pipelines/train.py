@@ -400,9 +400,10 @@ def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _
     if options.calibrate == "auto":  # the maps were learnt in the fit, on held-out groups
         for name, m in models.items():
             if m is not None and getattr(m, "recalibration_", None) is not None:
+                groups = {k: v for k, v in m.calibration_.items() if k != "method"}
                 calibration[name] = {"knots": m.recalibration_.n_knots,
                                      "max_deviation": round(m.recalibration_.max_deviation(), 6),
-                                     **m.calibration_}
+                                     **groups}
         return calibration
     if cal_ddf is None:
         return calibration

@@ -244,7 +244,8 @@ def model_info(loaded: Any) -> dict[str, Any]:
     (trees per branch or sub-sample), ``n_parts`` (branches or sub-samples; None for a
     format 1 model), ``features``, and from the training metadata (None where the model does
     not record it): ``trained_on`` (the data), ``training_rows``, ``trained_utc``,
-    ``fit_seconds``, ``calibration`` (the recalibration method).
+    ``fit_seconds``, ``calibration`` (the recalibration method) and ``calibration_groups``
+    (``calibrate="auto"``: the rows, folds and trees per group of the map).
 
     Parameters
     ----------
@@ -271,7 +272,20 @@ def model_info(loaded: Any) -> dict[str, Any]:
                 "trained_on": training.get("data"), "training_rows": training.get("rows"),
                 "trained_utc": training.get("trained_utc"), "fit_seconds": timings.get("fit"),
                 "calibration": calibration.get("method") if isinstance(calibration, dict)
-                else None}}
+                else None,
+                "calibration_groups": _groups(calibration, loaded.model_class)}}
+
+
+def _groups(calibration: Any, model_class: str) -> dict[str, Any] | None:
+    """The provenance of a ``calibrate="auto"`` map in the training metadata (its rows,
+    folds and trees per calibration group), None for any other method."""
+    if not isinstance(calibration, dict) or calibration.get("method") != "auto":
+        return None
+    entry = calibration.get("ssf" if "Subsample" in str(model_class) else "ebf")
+    keys = ("rows", "folds", "group_trees", "model_trees")
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) for k in keys):
+        return None
+    return {k: int(entry[k]) for k in keys}
 
 
 def _with_branch_facts(result: dict[str, Any], reader: Any) -> dict[str, Any]:

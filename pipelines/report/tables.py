@@ -247,6 +247,11 @@ def _recalibration(r: Mapping[str, Any]) -> str | None:
     method = _info(r).get("calibration")
     if method is None:
         return None if "calibrated" not in r else ("yes" if r["calibrated"] else "none")
+    groups = _info(r).get("calibration_groups")
+    if method == "auto" and isinstance(groups, Mapping):
+        return (f"auto: on all {groups['rows']:,} training rows, each predicted by "
+                f"{groups['group_trees']}-tree calibration forests fit without it "
+                f"({groups['folds']} folds; the model has {groups['model_trees']} trees)")
     return "none" if method == "none" else f"{method} (PIT map learnt at training)"
 
 

@@ -109,7 +109,7 @@ def test_map_survives_compact_and_partial_fit(data):
 
 def test_bad_calibration_rows_leave_the_model_unchanged(data):
     X, y = data
-    model = BayesianForestRegressor(n_estimators=3, random_state=0).fit(X, y)
+    model = BayesianForestRegressor(n_estimators=3, random_state=0, calibrate="none").fit(X, y)
     bad = y[:100].copy()
     bad[[3, 7]] = np.nan
     with pytest.raises(ValueError, match="2 missing or infinite targets of 100"):

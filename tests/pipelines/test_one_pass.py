@@ -29,7 +29,8 @@ MODELS = {
     "ebf_reg_recal": lambda: EmpiricalBayesianForestRegressor(
         n_estimators=3, trunk_max_leaves=4, random_state=0),
     "ebf_mondrian": lambda: EmpiricalBayesianForestRegressor(
-        n_estimators=3, trunk_max_leaves=3, branch="mondrian", random_state=4),
+        n_estimators=3, trunk_max_leaves=3, branch="mondrian", random_state=4,
+        calibrate="none"),
     "ssf_reg_recal": lambda: SubsampleForestRegressor(n_estimators=3, n_subsamples=3,
                                                       random_state=2),
     "ebf_clf": lambda: EmpiricalBayesianForestClassifier(n_estimators=3, trunk_max_leaves=3,

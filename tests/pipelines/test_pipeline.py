@@ -284,10 +284,11 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "trained EmpiricalBayesianForestRegressor" in captured.out
-    # --calibrate auto (the default): a regressor is fit on the first 90% of the rows and
-    # recalibrated on the last 10%
-    assert "2,700 rows x 5 features" in captured.out
-    assert "recalibrated on the recent 10% of the rows" in captured.out
+    # --calibrate auto (the default): a regressor is fit on every row and recalibrated on
+    # all of them, each predicted by calibration groups that never saw it
+    assert "3,000 rows x 5 features" in captured.out
+    assert "recalibrated on all 3,000 rows, each predicted by 5 calibration groups" in \
+        captured.out
     assert load(model).recalibration_ is not None
     for text in ("dashboard: http", "fitting branches", "growing the trunk", "3/3"):
         assert text in captured.err  # progress bars and the dashboard link
@@ -300,7 +301,7 @@ def test_cli_train_predict_evaluate(data, tmp_path, capsys, local_threads):
     assert main(argv + ["--quiet", "--overwrite", "--json"]) == 0
     trained = json.loads(capsys.readouterr().out)
     assert trained["ebf_output"] == "training" and trained["model_hash"] == model_hash(model)
-    assert (trained["branches"], trained["rows"], trained["task"]) == (3, 2700, "regression")
+    assert (trained["branches"], trained["rows"], trained["task"]) == (3, 3000, "regression")
 
     assert main(["predict", str(model), data["regression", "test"], "--out", str(pred),
                  "--keep", "y", "--quiet"]) == 0
@@ -393,7 +394,7 @@ def test_cli_evaluate_report(models, data, tmp_path, capsys, local_threads):
                  f"5: {', '.join(reg.features)}", f"<code>{test}</code>", "<td>y (mm)</td>",
                  f"{data['regression', 'train']} ({reg.rows:,} rows", "<td>1,500</td>",
                  f"<td>{reg.fit_seconds:,.2f}</td>", f"<h3>{name}</h3>", f"<th>{name}</th>",
-                 f"<td>{reg.calibration['method']}</td>"):
+                 f"<td>{reg.calibration['method']}: on all {reg.rows:,} training rows"):
         assert fact in page, fact
     assert "n/a" not in re.sub(r'base64,[^"]+', "", page)  # not in the text (a PNG may)
     branches = page[page.index('id="branches"'):]

@@ -46,8 +46,8 @@ def test_missing_targets_are_counted_and_refused(frame, dask_client):
     df = frame.copy()
     df.loc[[5, 17, 900], "y"] = np.nan
     ddf = dd.from_pandas(df, npartitions=3)
-    model = EmpiricalBayesianForestRegressor(n_estimators=2, random_state=0).fit(
-        frame[["a", "b"]], frame.y)
+    model = EmpiricalBayesianForestRegressor(n_estimators=2, random_state=0,
+                                             calibrate="none").fit(frame[["a", "b"]], frame.y)
     counts, missing = pit_counts_dask(model, ddf[["a", "b"]], ddf.y, dask_client)
     assert missing == 3 and counts.sum() == len(df) - 3
     # the same counts when the model goes to the workers instead of the rows to the model
