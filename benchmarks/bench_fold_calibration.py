@@ -24,7 +24,7 @@ from basics import calibration as cal
 from basics.metrics import coverage, crps, one_sided_coverage
 from basics.pit import PITMap, RecalibratedDistribution
 from benchmarks import bench_peers
-from benchmarks.common import print_table, write_json, markdown_table
+from benchmarks.common import markdown_table, print_table, write_json
 
 OUT = Path(__file__).parent / "results" / "issue42"
 LEVELS = np.arange(1, 10) / 10

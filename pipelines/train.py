@@ -381,8 +381,9 @@ def _fit_baseline(ssf_class: type, params: dict[str, Any], n_subsamples: int,
                   ddf: dd.DataFrame, inputs: _Inputs, client: distributed.Client,
                   progress: PhaseReport | None, stage: Any) -> tuple[Any, dict[str, float]]:
     """The sub-sample forest with the EBF's learner and trees, one sub-sample per branch."""
+    # the last three only if set: else the defaults
     keep = ("n_estimators", "branch", "branch_memory", "random_state", "predict_only",
-            "branch_params", "min_samples_leaf", "calibrate")  # the last two only if set: else defaults
+            "branch_params", "min_samples_leaf", "calibrate")
     ssf = ssf_class(**{k: params[k] for k in keep if k in params},
                     n_subsamples=n_subsamples, client=client)
     ssf.fit(ddf[inputs.features], ddf[inputs.target], progress=_prefixed(progress, "baseline "),

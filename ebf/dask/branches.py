@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 import numpy as np
 import pandas as pd
