@@ -73,7 +73,7 @@ def half_of(positions: Any, seed: int = SPLIT_SEED) -> np.ndarray:
 
     Examples
     --------
-    >>> h = half_of(np.arange(10_000))
+    >>> h = half_of(np.arange(1_000_000))
     >>> h.dtype.name, round(float(h.mean()), 2)
     ('bool', 0.5)
     """
