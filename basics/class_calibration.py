@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
-from scipy import optimize, special
+from scipy import optimize
 from sklearn.isotonic import IsotonicRegression
 
 from .bounds import check_range
@@ -126,16 +126,65 @@ def _check_codes(codes: Any, n: int, n_classes: int) -> np.ndarray:
 # ---------------------------------------------------------------------------- Dirichlet
 
 
-def _dirichlet_objective(theta: np.ndarray, L: np.ndarray, onehot: np.ndarray,
+@njit(**JIT)
+def _softmax_row(l, weights, intercepts, q):  # pragma: no cover - jitted
+    """``q = softmax(W l + b)`` of one row; returns ``log`` of its normaliser's shifted sum
+    and the shift (so ``log q_a = z_a - shift - log_sum``)."""
+    k = weights.shape[0]
+    for a in range(k):
+        z = intercepts[a]
+        for j in range(k):
+            z += weights[a, j] * l[j]
+        q[a] = z
+    shift = q.max()
+    total = 0.0
+    for a in range(k):
+        q[a] = np.exp(q[a] - shift)
+        total += q[a]
+    for a in range(k):
+        q[a] /= total
+    return np.log(total), shift
+
+
+@njit(**JIT)
+def _dirichlet_apply(L, weights, intercepts, out):  # pragma: no cover - jitted
+    """``softmax(W l + b)`` of every row ``l`` of ``L``, each row alone (a tall, narrow BLAS
+    product is slow, and a row's result must not depend on the block it is predicted in)."""
+    for i in range(L.shape[0]):
+        _softmax_row(L[i], weights, intercepts, out[i])
+
+
+@njit(**JIT)
+def _dirichlet_loss(L, codes, weights, intercepts, g_weights, g_intercepts):  # pragma: no cover
+    """The summed log loss of ``softmax(W l + b)`` over the rows, one pass; the gradients of
+    the sum are added to ``g_weights`` and ``g_intercepts``."""
+    k = weights.shape[0]
+    q = np.empty(k)
+    loss = 0.0
+    for i in range(L.shape[0]):
+        log_sum, shift = _softmax_row(L[i], weights, intercepts, q)
+        c = codes[i]
+        z = intercepts[c]
+        for j in range(k):
+            z += weights[c, j] * L[i, j]
+        loss += log_sum + shift - z
+        for a in range(k):
+            g = q[a] - (1.0 if a == c else 0.0)
+            g_intercepts[a] += g
+            for j in range(k):
+                g_weights[a, j] += g * L[i, j]
+    return loss
+
+
+def _dirichlet_objective(theta: np.ndarray, L: np.ndarray, codes: np.ndarray,
                          l2: float) -> tuple[float, np.ndarray]:
     """Mean log loss of ``softmax(L W' + b)`` plus the ODIR penalty, and its gradient."""
     n, k = L.shape
-    W, b = theta[: k * k].reshape(k, k), theta[k * k:]
-    Z = L @ W.T + b
-    log_q = Z - special.logsumexp(Z, axis=1, keepdims=True)
-    loss = -float(np.sum(onehot * log_q)) / n
-    G = (np.exp(log_q) - onehot) / n
-    gW, gb = G.T @ L, G.sum(axis=0)
+    W, b = np.ascontiguousarray(theta[: k * k].reshape(k, k)), theta[k * k:].copy()
+    gW, gb = np.zeros((k, k)), np.zeros(k)
+    loss = _dirichlet_loss(L, codes, W, b, gW, gb) / n
+    gW /= n
+    gb /= n
     off = W * (1.0 - np.eye(k))
     m_off = max(k * (k - 1), 1)
     loss += l2 * (float(np.sum(off * off)) / m_off + float(b @ b) / k)
@@ -147,16 +196,17 @@ def _dirichlet_objective(theta: np.ndarray, L: np.ndarray, onehot: np.ndarray,
 def _fit_dirichlet(p: np.ndarray, codes: np.ndarray) -> dict:
     k = p.shape[1]
     L = _log_proba(p)
-    onehot = np.eye(k)[codes]
     start = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
-    res = optimize.minimize(_dirichlet_objective, start, args=(L, onehot, DIRICHLET_L2),
+    res = optimize.minimize(_dirichlet_objective, start, args=(L, codes, DIRICHLET_L2),
                             jac=True, method="L-BFGS-B", options={"maxiter": 500})
     theta = res.x if np.all(np.isfinite(res.x)) else start
     return {"weights": theta[: k * k].reshape(k, k).copy(), "intercepts": theta[k * k:].copy()}
 
 
 def _apply_dirichlet(p: np.ndarray, weights: np.ndarray, intercepts: np.ndarray) -> np.ndarray:
-    return _floored(special.softmax(_log_proba(p) @ weights.T + intercepts, axis=1))
+    out = np.empty_like(p)
+    _dirichlet_apply(_log_proba(p), weights, intercepts, out)
+    return _floored(out)
 
 
 # ---------------------------------------------------------------------------- isotonic

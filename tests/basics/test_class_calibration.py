@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import optimize
+from scipy import optimize, special
 from sklearn.isotonic import IsotonicRegression
 
 from basics.class_calibration import (
@@ -119,13 +119,23 @@ def test_dirichlet_fit_is_a_minimum_of_its_objective():
     p, codes = _true_model(2000, 3, seed=2)
     q = _sharpened(p)
     m = fit_candidate("dirichlet", q, codes)
-    L, onehot = np.log(np.maximum(q, FLOOR)), np.eye(3)[codes]
+    L = np.log(np.maximum(q, FLOOR))
     theta = np.concatenate([m.weights.ravel(), m.intercepts])
+
+    def objective(t):
+        return _dirichlet_objective(t, L, codes, DIRICHLET_L2)
+
+    # the objective is the mean log loss plus the ODIR penalty (dense NumPy)
+    Z = L @ m.weights.T + m.intercepts
+    log_q = Z - special.logsumexp(Z, axis=1, keepdims=True)
+    off = m.weights - np.diag(np.diag(m.weights))
+    penalty = DIRICHLET_L2 * (np.sum(off ** 2) / 6 + m.intercepts @ m.intercepts / 3)
+    assert objective(theta)[0] == pytest.approx(
+        -log_q[np.arange(2000), codes].mean() + penalty, rel=1e-12)
     # the analytic gradient is right, and vanishes at the fit
-    assert optimize.check_grad(lambda t: _dirichlet_objective(t, L, onehot, DIRICHLET_L2)[0],
-                               lambda t: _dirichlet_objective(t, L, onehot, DIRICHLET_L2)[1],
+    assert optimize.check_grad(lambda t: objective(t)[0], lambda t: objective(t)[1],
                                theta + 0.1) < 1e-5
-    assert np.max(np.abs(_dirichlet_objective(theta, L, onehot, DIRICHLET_L2)[1])) < 1e-4
+    assert np.max(np.abs(objective(theta)[1])) < 1e-4
     # the over-confident p^3 is undone by weights near I / 3
     np.testing.assert_allclose(np.diag(m.weights) - m.weights.mean(axis=0), 1 / 3 - 1 / 9,
                                atol=0.06)
