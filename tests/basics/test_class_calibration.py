@@ -27,7 +27,7 @@ from basics.metrics import (
     expected_calibration_error,
 )
 from basics.scores import SCORES, ClassRows, finish, partial_sums, scores_of, value, values
-from tests.naive import naive_dirichlet_predict, naive_ece
+from tests.naive import naive_dirichlet_predict, naive_ece, naive_half
 
 
 def _true_model(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +192,9 @@ def test_halves_hash_the_positions_so_any_order_gives_the_same_map():
     positions = np.arange(10_000)
     half = half_of(positions)
     assert 0.48 < half.mean() < 0.52
+    some = [0, 1, 2, 77, 9_999, 2**40 + 3]
+    assert half_of(some).tolist() == [naive_half(i, 42) for i in some]
+    assert half_of(some, seed=7).tolist() == [naive_half(i, 7) for i in some]
     perm = np.random.default_rng(0).permutation(10_000)
     np.testing.assert_array_equal(half_of(perm), half[perm])
     p, codes = _true_model(500, 3, seed=6)

@@ -38,7 +38,7 @@ from .bayestrees import (
     naive_structure_1d,
     naive_tree_from_structure_1d,
 )
-from .calibration import naive_dirichlet_predict, naive_ece
+from .calibration import naive_dirichlet_predict, naive_ece, naive_half
 from .cart import (
     naive_apply,
     naive_check_trees,
@@ -110,6 +110,7 @@ from .trunk import (
 __all__ = [
     "naive_dirichlet_predict",
     "naive_ece",
+    "naive_half",
     "naive_holm",
     "naive_laplace_kernel",
     "branch_off_G_naive",

@@ -1,11 +1,24 @@
-"""Plain-NumPy oracles of class-probability calibration: the expected calibration error and
-the Dirichlet calibration map's prediction."""
+"""Plain-NumPy oracles of class-probability calibration: the expected calibration error, the
+Dirichlet calibration map's prediction and the hash that halves the calibration rows."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from .mondrian import naive_mix64
+
+_U64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def naive_half(position: int, seed: int) -> bool:
+    """Whether a row is in the second half: splitmix64's uniform in (0, 1] of the seed's hash
+    and the position (``basics.hashing.uniform53``) above one half, on Python ints."""
+    h = naive_mix64(seed & _U64)
+    u = naive_mix64(h ^ (((position + 1) * _GOLDEN) & _U64)) >> 11
+    return (u + 1) / 2.0 ** 53 > 0.5
 
 
 def naive_ece(proba: np.ndarray, codes: np.ndarray, n_bins: int = 15) -> float:
