@@ -271,6 +271,9 @@ def candidate_losses(proba: Any, codes: Any, positions: Any = None) -> dict[str,
     p = _check_proba(proba)
     c = _check_codes(codes, p.shape[0], p.shape[1])
     positions = np.arange(p.shape[0]) if positions is None else np.asarray(positions)
+    if positions.shape != (p.shape[0],) or positions.dtype.kind not in "iu":
+        raise ValueError(f"positions must be the integer positions of the {p.shape[0]} rows; "
+                         f"got shape {positions.shape} of {positions.dtype}.")
     half = half_of(positions)
     out = {"identity": _mean_log_loss(p, c)}
     for method in METHODS[1:]:
@@ -284,7 +287,7 @@ def candidate_losses(proba: Any, codes: Any, positions: Any = None) -> dict[str,
                 continue
             m = fit_candidate(method, p[fit_rows], c[fit_rows])
             total += _mean_log_loss(m(p[score_rows]), c[score_rows]) * score_rows.sum()
-        out[method] = total / p.shape[0]
+        out[method] = float(total / p.shape[0])
     return out
 
 

@@ -216,6 +216,8 @@ def test_too_few_rows_or_bad_input_raise():
         ClassCalibrationMap.fit(np.where(p > 0.5, np.nan, p), codes)
     with pytest.raises(ValueError, match="integer class codes"):
         ClassCalibrationMap.fit(p, codes.astype(float))
+    with pytest.raises(ValueError, match="positions must be the integer positions of the 50"):
+        ClassCalibrationMap.fit(p, codes, positions=np.arange(49))
     with pytest.raises(ValueError, match="with 2 classes"):
         ClassCalibrationMap.identity(2)(np.full((3, 3), 1 / 3))
 
