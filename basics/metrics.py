@@ -34,15 +34,19 @@ __all__ = [
     "CALIBRATION_LEVELS",
     "CRPS_GRID",
     "CRPS_TOLERANCE",
+    "ECE_BINS",
     "ONE_SIDED_LEVELS",
     "as_mixture",
     "calibration_table",
     "class_rows",
+    "confidence_bins",
     "coverage",
     "coverage_levels",
     "crps",
     "crps_many",
     "crps_rows",
+    "ece_binned",
+    "expected_calibration_error",
     "gaussian_nlpd",
     "interval_score",
     "interval_score_rows",
@@ -75,6 +79,8 @@ _EPS = float(np.finfo(np.float64).eps)
 CALIBRATION_LEVELS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 10))
 #: Quantile levels of the one-sided calibration table: 5% to 95% in steps of 5%.
 ONE_SIDED_LEVELS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
+#: Equal-width bins of the top-class probability of the expected calibration error.
+ECE_BINS = 15
 
 
 def _targets(y: Any, n: int | None = None) -> np.ndarray:
@@ -175,6 +181,59 @@ def class_rows(proba: Any, classes: Any, y: Any) -> tuple[np.ndarray, np.ndarray
     p_true = np.where(seen, proba[np.arange(code.size), np.maximum(code, 0)], 0.0)
     return (np.argmax(proba, axis=1) == code, -np.log(np.clip(p_true, _EPS, 1.0 - _EPS)),
             ~seen)
+
+
+def confidence_bins(confidence: Any, correct: Any, n_bins: int = ECE_BINS) -> np.ndarray:
+    """The partial sums of the expected calibration error (they add up over partitions):
+    rows binned by their top-class probability, bin ``k`` being ``(k / n_bins, (k + 1) /
+    n_bins]``.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n_rows,)
+        The largest class probability of every row.
+    correct : array-like of bool, shape (n_rows,)
+        Whether the most probable class is the label.
+    n_bins : int, default=ECE_BINS
+
+    Returns
+    -------
+    ndarray of shape (3 * n_bins,)
+        Rows, correct predictions and summed confidence, per bin (:func:`ece_binned`).
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    bins = np.clip(np.ceil(conf * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+    ok = np.asarray(correct, dtype=np.float64)
+    return np.concatenate([np.bincount(bins, minlength=n_bins).astype(np.float64),
+                           np.bincount(bins, ok, n_bins), np.bincount(bins, conf, n_bins)])
+
+
+def ece_binned(sums: Any) -> float:
+    """The expected calibration error from :func:`confidence_bins` (summed over
+    partitions): the row-weighted mean over bins of ``|accuracy - mean confidence|``."""
+    rows, correct, conf = np.asarray(sums, dtype=np.float64).reshape(3, -1)
+    return float(np.abs(correct - conf).sum() / rows.sum())
+
+
+def expected_calibration_error(proba: Any, y: Any, n_bins: int = ECE_BINS) -> float:
+    """Expected calibration error of the top-label confidence (Guo et al. 2017, eq. (3)).
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_rows, n_classes)
+    y : array-like of shape (n_rows,)
+        Class codes ``0 .. n_classes - 1`` (the columns of ``proba``).
+    n_bins : int, default=ECE_BINS
+        Equal-width bins of the top-class probability (:func:`confidence_bins`).
+
+    Examples
+    --------
+    >>> expected_calibration_error([[0.2, 0.8]] * 5, [1, 1, 1, 1, 0])
+    0.0
+    """
+    proba = np.asarray(proba, dtype=np.float64)
+    correct = proba.argmax(axis=1) == np.asarray(y)
+    return ece_binned(confidence_bins(proba.max(axis=1), correct, n_bins))
 
 
 def gaussian_nlpd(y: Any, mean: Any, std: Any) -> float:

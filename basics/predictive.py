@@ -8,7 +8,8 @@ kernel call per block of rows on that mixture (:func:`basics.mixture.summarize`,
 branch's mixture, a Mondrian forest reads mean and std off its moment kernels), so the
 three agree bit for bit. A classifier implements ``_proba(A)`` (and ``_proba_summary(A)``
 for branch ids) and :class:`PredictiveClassifierMixin` gives it ``predict_summary``,
-``predict_proba``, ``predict_log_proba`` and ``predict``.
+``predict_proba``, ``predict_log_proba`` and ``predict``, all through its class calibration
+map if it has one (:class:`basics.class_recalibration.ClassRecalibrationMixin`).
 
 Both take their rows from ``_predict_rows(X)``: the checked rows in the estimator's
 representation (``ebf``: the fitted encoder's output; ``mondrian``: rows scaled to the unit
@@ -23,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .class_recalibration import ClassRecalibrationMixin
 from .levels import DEFAULT_QUANTILES, check_levels
 from .mixture import GaussianMixture, MixtureSummary, summarize
 from .pit import RecalibratedDistribution
@@ -271,17 +273,19 @@ def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
     return out
 
 
-class PredictiveClassifierMixin(_BlockwiseMixin):
+class PredictiveClassifierMixin(ClassRecalibrationMixin, _BlockwiseMixin):
     """``predict_summary``, ``predict_proba``, ``predict_log_proba`` and ``predict`` from
-    ``_proba``."""
+    ``_proba``; recalibration by :class:`basics.class_recalibration.ClassRecalibrationMixin`
+    (all of them follow the map)."""
 
     def _proba_summary(self, A: np.ndarray) -> tuple:
         """``(proba, branch or None)`` of a block of prepared rows."""
         return self._proba(A), None
 
-    def _probas(self, X: Any) -> list:
-        return self._blockwise(X, self._proba_summary,
-                               lambda: (np.empty((0, len(self.classes_))),))
+    def _probas(self, X: Any, recalibrated: bool = True) -> list:
+        proba, branch = self._blockwise(X, self._proba_summary,
+                                        lambda: (np.empty((0, len(self.classes_))),))
+        return [self._calibrated(proba) if recalibrated else proba, branch]
 
     def predict_summary(self, X: Any) -> ClassifierSummary:
         """Class probabilities, the predicted class (and branch ids), in one pass.
@@ -300,19 +304,21 @@ class PredictiveClassifierMixin(_BlockwiseMixin):
         proba, branch = self._probas(X)
         return ClassifierSummary(proba, self.classes_[np.argmax(proba, axis=1)], branch)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities.
+    def predict_proba(self, X: Any, *, recalibrated: bool = True) -> np.ndarray:
+        """Class probabilities (calibrated, if the model has a class calibration map).
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
+        recalibrated : bool, default=True
+            False gives the model's own probabilities even if it has a map.
 
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
             Rows sum to one; columns follow ``classes_``.
         """
-        return self._probas(X)[0]
+        return self._probas(X, recalibrated)[0]
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (``-inf`` for probability zero)."""

@@ -4,7 +4,8 @@ the benchmarks).
 
 A :class:`Score` names a per-row function of the scored rows (:class:`RegressionRows` or
 :class:`ClassRows`: the targets and the prediction's numbers at them), how the per-row values
-become partial sums (:data:`SUM`, :data:`CENTRAL`, :data:`BELOW`, :data:`HISTOGRAM`: sums,
+become partial sums (:data:`SUM`, :data:`CENTRAL`, :data:`BELOW`, :data:`HISTOGRAM`,
+:data:`CONFIDENCE_BINS`: sums,
 counts and histograms, so the sums of partitions and branches add up exactly whatever the
 partitioning), the finishing step from the summed vector to the value, which direction is
 better (the retrain gate), its unit and format. The plain metric functions it calls live in
@@ -35,16 +36,19 @@ import numpy as np
 
 from .metrics import (
     CALIBRATION_LEVELS,
+    ECE_BINS,
     ONE_SIDED_LEVELS,
+    confidence_bins,
+    ece_binned,
     interval_score_rows,
     pit_distance_binned,
 )
 from .tasks import CLASSIFICATION, REGRESSION
 
-__all__ = ["BELOW", "CENTRAL", "HISTOGRAM", "PIT_FINE_BINS", "SCORES", "SUM", "ClassRows",
-           "Combine", "Layout", "RegressionRows", "Score", "central_inside", "finish",
-           "gate_check", "partial_sums", "pit_of", "quantile_levels", "scores_of", "value",
-           "values"]
+__all__ = ["BELOW", "CENTRAL", "CONFIDENCE_BINS", "HISTOGRAM", "PIT_FINE_BINS", "SCORES", "SUM",
+           "ClassRows", "Combine", "Layout", "RegressionRows", "Score", "central_inside", "finish",
+           "gate_check", "partial_sums", "pit_of", "quantile_levels", "scores_of",
+           "signed_confidence", "value", "values"]
 
 #: Bins of the PIT histogram the scores count: the PIT distance is within ``1 /
 #: PIT_FINE_BINS`` of the exact one (:func:`basics.metrics.pit_distance`).
@@ -81,10 +85,19 @@ class RegressionRows(NamedTuple):
 
 
 class ClassRows(NamedTuple):
-    """A classifier's scored rows (:func:`basics.metrics.class_rows`)."""
+    """A classifier's scored rows (:func:`basics.metrics.class_rows`).
+
+    Attributes
+    ----------
+    correct, log_loss : ndarray of shape (n_rows,)
+        As :func:`basics.metrics.class_rows` gives them.
+    confidence : ndarray of shape (n_rows,) or None
+        The largest class probability of every row; None: not given (the ECE is left out).
+    """
 
     correct: np.ndarray
     log_loss: np.ndarray
+    confidence: np.ndarray | None = None
 
 
 class Combine(NamedTuple):
@@ -133,6 +146,17 @@ CENTRAL = Combine("central", lambda levels: int(np.size(levels)), _central)
 BELOW = Combine("below", lambda levels: _ONE_SIDED.size, _below)
 #: The PIT's histogram in :data:`PIT_FINE_BINS` equal bins of [0, 1].
 HISTOGRAM = Combine("histogram", lambda levels: PIT_FINE_BINS, _histogram)
+
+
+def _confidence_bins(signed: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    return confidence_bins(np.abs(signed), ~np.signbit(signed))
+
+
+#: Per bin of the top-class probability (:data:`basics.metrics.ECE_BINS` equal bins), the rows,
+#: the correct predictions and the summed probability (:func:`basics.metrics.confidence_bins`),
+#: from per-row values that carry both: the top-class probability, negated when the prediction
+#: is wrong (:func:`signed_confidence`).
+CONFIDENCE_BINS = Combine("confidence_bins", lambda levels: 3 * ECE_BINS, _confidence_bins)
 
 
 @dataclass(frozen=True)
@@ -221,6 +245,19 @@ def _negative_log(rows: RegressionRows) -> np.ndarray | None:
     return None if rows.logpdf is None else -rows.logpdf
 
 
+def signed_confidence(rows: ClassRows) -> np.ndarray | None:
+    """The per-row values of the ECE record: the top-class probability, negated (a set sign
+    bit, so exact, even for 0) when the most probable class is not the label; None without
+    ``rows.confidence``."""
+    if rows.confidence is None:
+        return None
+    return np.where(rows.correct, 1.0, -1.0) * np.asarray(rows.confidence, dtype=np.float64)
+
+
+def _ece(sums: np.ndarray, n: float, levels: np.ndarray) -> float:
+    return ece_binned(sums)
+
+
 _RECORDS = [
     Score("rmse", REGRESSION, "RMSE", "target", ".4f", "lower",
           lambda r: (r.y - r.point) ** 2, SUM, _root_mean, tolerance=0.01, relative=True),
@@ -241,6 +278,8 @@ _RECORDS = [
           lambda r: r.log_loss, SUM, _mean, tolerance=0.01),
     Score("accuracy", CLASSIFICATION, "accuracy", "fraction", ".4f", "higher",
           lambda r: r.correct.astype(np.float64), SUM, _mean, tolerance=0.005),
+    Score("ece", CLASSIFICATION, "ECE", "fraction", ".4f", "lower", signed_confidence,
+          CONFIDENCE_BINS, _ece),
 ]
 
 #: Every score, by name, in the order tables show them.
@@ -253,7 +292,7 @@ def scores_of(task: str) -> list[Score]:
     Examples
     --------
     >>> [s.name for s in scores_of("classification")]
-    ['log_loss', 'accuracy']
+    ['log_loss', 'accuracy', 'ece']
     """
     if task not in (REGRESSION, CLASSIFICATION):
         raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}; got {task!r}.")

@@ -50,8 +50,6 @@ _ONE_SIDED = np.asarray(ONE_SIDED_LEVELS)
 #: The benchmarks' names of two score records (their tables and stored results predate the
 #: records); every other score is under its record's name.
 RESULT_NAMES = {"interval_score_90": "interval_score", "max_calibration_gap": "max_central_gap"}
-#: Bins of the expected calibration error (Guo et al. 2017 use 15).
-ECE_BINS = 15
 
 
 # ---------------------------------------------------------------- distributions
@@ -385,45 +383,18 @@ def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None
             "one_sided_gaps": (below - _ONE_SIDED).tolist()}
 
 
-def expected_calibration_error(proba: Any, y: Any, n_bins: int = ECE_BINS) -> float:
-    """Expected calibration error of the top-label confidence (Guo et al. 2017, eq. (3)).
-
-    Rows are binned by their largest class probability on ``n_bins`` equal-width bins of
-    (0, 1] (a bin is ``(k / n_bins, (k + 1) / n_bins]``); the ECE is the row-weighted mean over
-    bins of ``|accuracy - mean confidence|``.
-
-    Parameters
-    ----------
-    proba : array-like of shape (n_rows, n_classes)
-    y : array-like of shape (n_rows,)
-        Class codes ``0 .. n_classes - 1`` (the columns of ``proba``).
-    n_bins : int, default 15
-
-    Returns
-    -------
-    float
-    """
-    proba = np.asarray(proba, dtype=np.float64)
-    conf = proba.max(axis=1)
-    correct = (proba.argmax(axis=1) == np.asarray(y)).astype(np.float64)
-    bins = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)
-    n = np.bincount(bins, minlength=n_bins)
-    gap = np.abs(np.bincount(bins, correct, n_bins) - np.bincount(bins, conf, n_bins))
-    return float(gap.sum() / n.sum())
-
-
 def classification_scores(y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
     """Log loss and accuracy (the records of :mod:`basics.scores` over
     :func:`basics.metrics.class_rows`), Brier score (the squared error of the
-    positive class's probability, scikit-learn's binary one; ``y`` are codes 0 / 1),
-    :func:`expected_calibration_error` and accuracy."""
+    positive class's probability, scikit-learn's binary one; ``y`` are codes 0 / 1) and the
+    ECE (the record over :func:`basics.metrics.expected_calibration_error`'s bins)."""
     proba = np.asarray(proba, dtype=np.float64)
     y = np.asarray(y)
     if proba.shape[1] != 2:
         raise ValueError(f"classification_scores is for binary tasks; got {proba.shape[1]} "
                          "classes.")
     correct, log_loss, _ = class_rows(proba, np.arange(2), y)
-    scores = values(ClassRows(correct, log_loss))  # log loss and accuracy, by their records
+    scores = values(ClassRows(correct, log_loss, proba.max(axis=1)))  # by their records
     return {"log_loss": scores["log_loss"],
             "brier": float(np.mean((proba[:, 1] - y) ** 2)),
-            "ece": expected_calibration_error(proba, y), "accuracy": scores["accuracy"]}
+            "ece": scores["ece"], "accuracy": scores["accuracy"]}

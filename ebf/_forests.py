@@ -33,6 +33,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.bounds import state_variance
+from basics.class_recalibration import class_calibration_from_state, class_calibration_state
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
 from basics.recalibration import (
@@ -515,9 +516,10 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
 
     def _encode_target(self, y: Any, n: int, n_classes: int | None = None) -> tuple:
         if n_classes is not None:  # a branch: y holds the ensemble's class codes
-            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes)}
+            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
+                                                   "class_calibration_": None}
         codes, classes = classification_target(self, y, n)
-        return codes, {"classes_": classes}
+        return codes, {"classes_": classes, "class_calibration_": None}  # a fit drops a map
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestClassifier:
         """Fit ``n_estimators`` weighted CART classification trees (Algorithm 1).
@@ -541,10 +543,13 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         return cart.mean_value(self.forest_, A)
 
     def _get_state(self) -> dict[str, Any]:
-        return {**super()._get_state(), **classes_state(self.classes_)}
+        return {**super()._get_state(), **classes_state(self.classes_),
+                **class_calibration_state(self)}
 
     @staticmethod
     def _task_from_state(state: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """``classes_``, whose number is the width of the forest's leaf values."""
+        """``classes_``, whose number is the width of the forest's leaf values, and the class
+        calibration map, if any."""
         classes = check_classes(classes_from_state(state))
-        return {"classes_": classes}, len(classes)
+        return {"classes_": classes,
+                **class_calibration_from_state(state, len(classes))}, len(classes)

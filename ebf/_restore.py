@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from basics.class_recalibration import class_calibration_from_state
 from basics.recalibration import recalibration_from_state
 from basics.tasks import CLASSIFICATION
 from basics.validation import check_classes, state_array, state_int
@@ -83,6 +84,7 @@ def restore_head(est: Any, state: dict, n_parts: int) -> dict:
     if est._task == CLASSIFICATION:
         attrs["classes_"] = check_classes(classes_from_state(state))
         n_classes = len(attrs["classes_"])
+        attrs.update(class_calibration_from_state(state, n_classes))
     else:
         attrs.update(recalibration_from_state(state))
     if est._parts == "subsamples":

@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics import calibration as cal
+from basics.class_recalibration import class_calibration_state
 from basics.mixture import GaussianMixture
 from basics.recalibration import CALIBRATE_CONSTRAINT, recalibration_state
 from basics.seeds import resolve_entropy
@@ -250,6 +251,7 @@ class _BranchedEnsemble(BaseEstimator):
         attrs = {**input_attributes(plan.encoder), "entropy_": int(plan.entropy)}
         if self._task == CLASSIFICATION:
             attrs["classes_"] = plan.classes
+            attrs["class_calibration_"] = None  # a fit drops the map of an earlier fit
         else:
             attrs["recalibration_"] = None  # a fit drops the map of an earlier fit
             attrs["calibration_"] = None
@@ -307,6 +309,8 @@ class _BranchedEnsemble(BaseEstimator):
         out._assign(self._update_record())
         if self._task != CLASSIFICATION:
             out.set_recalibration(self.recalibration_)
+        else:
+            out.set_class_calibration(getattr(self, "class_calibration_", None))
         return out
 
     @property
@@ -343,6 +347,7 @@ class _BranchedEnsemble(BaseEstimator):
         state = {"encoder": self.encoder_._get_state(), "entropy": int(self.entropy_)}
         if self._task == CLASSIFICATION:
             state.update(classes_state(self.classes_))
+            state.update(class_calibration_state(self))
         else:
             state.update(recalibration_state(self))
         for name, value in parts.items():

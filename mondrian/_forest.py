@@ -25,6 +25,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import state_variance
+from basics.class_recalibration import class_calibration_from_state, class_calibration_state
 from basics.flat_tree import INDEX
 from basics.mixture import GaussianMixture, check_errors, solver_levels
 from basics.predictive import PredictiveClassifierMixin, PredictiveRegressorMixin
@@ -423,11 +424,12 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         return len(self.classes_)
 
     def _task_state(self) -> dict:
-        return {"classes_": classes_entry(self.classes_)}
+        return {"classes_": classes_entry(self.classes_), **class_calibration_state(self)}
 
     def _task_from_state(self, state: dict) -> tuple[dict, int]:
         classes = classes_from_entry(state["classes_"])
-        return {"classes_": classes}, int(classes.shape[0])
+        return {"classes_": classes, **class_calibration_from_state(
+            state, int(classes.shape[0]))}, int(classes.shape[0])
 
     def _encode(self, y: Any, classes: np.ndarray) -> np.ndarray:
         y = self._check_target(y)
@@ -461,6 +463,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         self.classes_ = classes
         self._init_state(X)
         self._update(X, np.zeros(X.shape[0]), labels)
+        self.class_calibration_ = None  # a fresh forest: an earlier map no longer applies
         return self
 
     def partial_fit(self, X: Any, y: Any, *, classes: Any = None) -> MondrianForestClassifier:

@@ -12,6 +12,7 @@ from scipy import stats
 from basics.metrics import (
     calibration_table,
     crps,
+    expected_calibration_error,
     interval_score,
     one_sided_table,
     pit_distance,
@@ -26,7 +27,6 @@ from benchmarks.predictive import (
     StepDistribution,
     classification_scores,
     conformal_quantile_shifts,
-    expected_calibration_error,
     regression_scores,
 )
 

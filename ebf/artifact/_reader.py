@@ -39,8 +39,9 @@ class ModelHead:
         task and parameters).
     attrs : dict
         Its fitted attributes but the parts: ``encoder_``, ``n_features_in_``,
-        ``feature_names_in_``, ``entropy_``, ``classes_`` (classifiers) or
-        ``recalibration_`` (regressors), ``trunk_`` (EBF) or ``subsample_sizes_`` (SSF).
+        ``feature_names_in_``, ``entropy_``, ``classes_`` and ``class_calibration_``
+        (classifiers) or ``recalibration_`` (regressors), ``trunk_`` (EBF) or
+        ``subsample_sizes_`` (SSF).
     n_parts : int
         Branches (EBF) or sub-sample forests (SSF).
     """
@@ -68,6 +69,12 @@ class ModelHead:
     def recalibration(self) -> Any:
         """The regressor's :class:`basics.pit.PITMap`, None if it has none (or classifies)."""
         return self.attrs.get("recalibration_")
+
+    @property
+    def class_calibration(self) -> Any:
+        """The classifier's :class:`basics.class_calibration.ClassCalibrationMap`, None if it
+        has none (or regresses)."""
+        return self.attrs.get("class_calibration_")
 
 
 class ModelReader:

@@ -32,6 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import state_location, state_variance
+from basics.class_recalibration import class_calibration_from_state, class_calibration_state
 from basics.leaf_noise import nig_predictive_variance
 from basics.mixture import GaussianMixture
 from basics.recalibration import recalibration_from_state, recalibration_state
@@ -310,9 +311,10 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
 
     def _encode_target(self, y: Any, n: int, n_classes: int | None) -> tuple:
         if n_classes is not None:  # a branch: y holds the ensemble's class codes
-            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes)}
+            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
+                                                   "class_calibration_": None}
         codes, classes = classification_target(self, y, n)
-        return codes, {"classes_": classes}
+        return codes, {"classes_": classes, "class_calibration_": None}  # a fit drops a map
 
     def _likelihood(self, A: np.ndarray, codes: np.ndarray,
                     extra: dict) -> tuple[LeafLikelihood, np.ndarray]:
@@ -328,12 +330,14 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
         return weighted_values(self.trees_, A, self.tree_weight_, self._node_value)
 
     def _task_state(self) -> dict[str, Any]:
-        return classes_state(self.classes_)
+        return {**classes_state(self.classes_), **class_calibration_state(self)}
 
     def _task_from_state(self, state: dict[str, Any]) -> tuple[dict, int]:
-        """``classes_``, whose number is the width of the node statistics (all counts)."""
+        """``classes_``, whose number is the width of the node statistics (all counts), and
+        the class calibration map, if any."""
         classes = check_classes(classes_from_state(state))
-        return {"classes_": classes}, len(classes)
+        return {"classes_": classes,
+                **class_calibration_from_state(state, len(classes))}, len(classes)
 
 
 class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):

@@ -59,27 +59,29 @@ GROUPS = 4
 class PredictJob:
     """What a part task computes per row for predictions: the summary block of a
     regressor's mixture (``mean, std, quantiles``; the quantiles recalibrated by the model's
-    :class:`basics.pit.PITMap`, if given), or a classifier's probabilities.
+    :class:`basics.pit.PITMap`, if given), or a classifier's probabilities (through its
+    :class:`basics.class_calibration.ClassCalibrationMap`, if given: a map of each row alone).
 
     A job maps a part's (or, for an SSF, the pooled) output on some rows, and their targets
     (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it.
     ``pipelines.report.evaluate`` defines the evaluation job the same way.
     """
 
-    def __init__(self, levels: np.ndarray, pit_map: Any = None) -> None:
+    def __init__(self, levels: np.ndarray, pit_map: Any = None, class_map: Any = None) -> None:
         # a recalibrated regressor's quantiles are its mixture's at the remapped levels
         self.levels = levels if pit_map is None else pit_map.inverse(levels)
+        self.class_map = class_map
 
     def rows(self, output: Any, y: Any) -> np.ndarray:
         if isinstance(output, GaussianMixture):
             return self._block(*summarize(output, self.levels))
-        return output
+        return output if self.class_map is None else self.class_map(output)
 
     def part_rows(self, part: Any, A: np.ndarray, y: Any) -> np.ndarray:
         """:meth:`rows` of one part's (an EBF branch's) output on its rows ``A``: a
         regressor's summary read off the part in one pass (``summarize_mixture``)."""
         if hasattr(part, "classes_"):
-            return part.predict_proba(A)
+            return self.rows(part.predict_proba(A), y)
         return self._block(*part.summarize_mixture(A, self.levels))
 
     @staticmethod
@@ -338,7 +340,8 @@ def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
     levels = checked_levels(quantiles)
     head = reader.head()
     meta = prediction_meta(head.classes, head.trunk is not None, levels)
-    blocks = sharded_blocks(reader, X, PredictJob(levels, head.recalibration), group=group)
+    job = PredictJob(levels, head.recalibration, head.class_calibration)
+    blocks = sharded_blocks(reader, X, job, group=group)
     frames = [delayed(block_frame, pure=True)(b, meta, head.classes) for b in blocks]
     return frame_of_parts(frames, meta, X)
 

@@ -94,9 +94,10 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Score MODEL on DATA, streaming the partitions: RMSE, NLPD, CRPS, interval "
             "coverage and the calibration table of the exact predictive intervals, before and "
-            "after recalibration if the model recalibrates (regressors), accuracy and log loss "
-            "(classifiers). With --predictions, the same pass also writes every row's "
-            "predictions, the files ebf predict writes: one prediction per row for both."
+            "after recalibration if the model recalibrates (regressors), log loss, accuracy and "
+            "ECE (classifiers, as predicted: through the class calibration map if any). With "
+            "--predictions, the same pass also writes every row's predictions, the files ebf "
+            "predict writes: one prediction per row for both."
         ),
     )
     ev.add_argument("model", metavar="MODEL", help=_MODEL_HELP)

@@ -155,9 +155,12 @@ def evaluate(
         ``calibrated`` (whether the model recalibrates its CDF) and, if it does,
         ``uncalibrated`` (the same scores of the model's own mixture, from the same pass);
         see :mod:`pipelines.scoring.job` (the scores are the records of
-        :mod:`basics.scores`, one key each). Classifiers: ``accuracy``,
+        :mod:`basics.scores`, one key each). Classifiers, scored on the probabilities as the
+        model predicts them (through its class calibration map, if it has one): ``accuracy``,
         ``log_loss`` (mean, probabilities clipped to ``[eps, 1 - eps]`` as scikit-learn
-        does), ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
+        does), ``ece`` (expected calibration error, 15 equal-width bins of the top-class
+        probability: :func:`basics.metrics.expected_calibration_error`),
+        ``n_unseen_labels`` (labels absent from ``classes_``: scored as wrong with
         probability ``eps``) and ``classes``. With ``predictions``: ``predictions``
         (:class:`pipelines.predict.PredictionResult`).
 

@@ -91,8 +91,10 @@ class EvaluationJob:
         Nominal coverages of the calibration table.
     classes : ndarray or None
         ``classes_`` of a classifier; None for a regressor.
-    pit_map : basics.pit.PITMap, optional
-        The regressor's recalibration map: scored as predicted, and without it.
+    pit_map : basics.pit.PITMap or basics.class_calibration.ClassCalibrationMap, optional
+        The regressor's recalibration map: scored as predicted, and without it; or the
+        classifier's class calibration map, applied to the probabilities :meth:`rows` is
+        given (the model's own: ``predict_proba(X, recalibrated=False)``, or a branch's).
     quantiles : ndarray, optional
         Also predict: every row of :meth:`rows` starts with the prediction columns
         (:attr:`predicted` of them: a regressor's ``mean, std`` and these quantiles, as the
@@ -113,7 +115,9 @@ class EvaluationJob:
         self.levels = np.asarray(levels, dtype=np.float64)
         self.classes = classes
         self.n_branches = int(n_branches)
-        self.maps: list[PITMap | None] = [None] if pit_map is None else [pit_map, None]
+        self.class_map = pit_map if classes is not None else None
+        self.maps: list[PITMap | None] = (
+            [None] if pit_map is None or classes is not None else [pit_map, None])
         self.quantiles = None if quantiles is None else np.atleast_1d(
             np.asarray(quantiles, dtype=np.float64))
         self.task = REGRESSION if classes is None else CLASSIFICATION
@@ -184,10 +188,12 @@ class EvaluationJob:
         out[:, lay.index("known")] = known
         if self.classes is not None:
             proba = np.asarray(output, dtype=np.float64)
+            if self.class_map is not None:
+                proba = self.class_map(proba)
             out[:, lay["prediction"]] = proba[:, :self.predicted]
             if known.any():
                 correct, log_loss, unseen = class_rows(proba[known], self.classes, y[known])
-                rows = ClassRows(correct, log_loss)
+                rows = ClassRows(correct, log_loss, proba[known].max(axis=1))
                 for s in self._scores(0):
                     out[known, lay.index(f"{s.name}@0")] = s.row(rows)
                 out[known, lay.index("unseen")] = unseen

@@ -48,9 +48,9 @@ logger = logging.getLogger(__name__)
 
 
 def model_output(model: Any, X: pd.DataFrame, job: EvaluationJob) -> Any:
-    """A whole model's class probabilities, or its own mixture (the job applies the map)."""
+    """A whole model's own class probabilities or mixture (the job applies the map)."""
     if job.classes is not None:
-        return model.predict_proba(X)
+        return model.predict_proba(X, recalibrated=False)
     return model.predict_distribution(X, recalibrated=False)
 
 
@@ -81,22 +81,26 @@ def sums_and_scores(assembled: tuple, job: EvaluationJob) -> tuple[np.ndarray, n
 
 
 def model_parts(reader: Any) -> tuple:
-    """``(classes or None, recalibration map or None, whether it has a trunk, the model for
+    """``(classes or None, calibration map or None, whether it has a trunk, the model for
     the tasks)``: from the head of a sharded model (its reader: every worker loads it, once,
     if it is broadcast), or from the model loaded here (format 1 or a single forest: small,
     one graph key)."""
     if reader.n_parts:
         head = reader.head()
-        return head.classes, head.recalibration, head.trunk is not None, reader
+        cal_map = head.recalibration if head.classes is None else head.class_calibration
+        return head.classes, cal_map, head.trunk is not None, reader
     model = reader.load()
     return (*model_facts(model), shared_model(model))
 
 
 def model_facts(model: Any) -> tuple:
-    """``(classes or None, recalibration map or None, whether it has a trunk)`` of a model
-    held in this process."""
-    return (getattr(model, "classes_", None), getattr(model, "recalibration_", None),
-            hasattr(model, "trunk_"))
+    """``(classes or None, calibration map or None, whether it has a trunk)`` of a model
+    held in this process: the map is a regressor's ``recalibration_`` or a classifier's
+    ``class_calibration_``."""
+    classes = getattr(model, "classes_", None)
+    cal_map = getattr(model, "recalibration_" if classes is None else "class_calibration_",
+                      None)
+    return classes, cal_map, hasattr(model, "trunk_")
 
 
 def partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: str,

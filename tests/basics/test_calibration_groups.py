@@ -9,7 +9,7 @@ from basics import calibration as cal
 from basics.metrics import coverage, one_sided_coverage
 from basics.mixture import GaussianMixture
 from basics.pit import PITMap
-from tests.naive import calibration as naive
+from tests.naive import crossfit as naive
 
 
 def test_folds_depend_on_the_position_alone():

@@ -14,6 +14,7 @@ module belongs to one area of the library:
 - ``noise``: per-node noise variances, the Gamma test, the CART leaf-noise prior.
 - ``bayestrees``: Bayesian trees and BART: prior, marginals, enumeration, SMC, MCMC.
 - ``drift``: the performance-drift test (a block Bayesian bootstrap of a mean difference).
+- ``calibration``: class-probability calibration (the ECE, the Dirichlet map's prediction).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .bayestrees import (
     naive_structure_1d,
     naive_tree_from_structure_1d,
 )
+from .calibration import naive_dirichlet_predict, naive_ece, naive_half
 from .cart import (
     naive_apply,
     naive_check_trees,
@@ -106,6 +108,9 @@ from .trunk import (
 )
 
 __all__ = [
+    "naive_dirichlet_predict",
+    "naive_ece",
+    "naive_half",
     "naive_holm",
     "naive_laplace_kernel",
     "branch_off_G_naive",

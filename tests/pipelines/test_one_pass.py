@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from basics.metrics import class_rows
+from basics.metrics import class_rows, expected_calibration_error
 from ebf import (
     EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor,
@@ -37,6 +37,10 @@ MODELS = {
                                                          random_state=1),
     "ssf_clf": lambda: SubsampleForestClassifier(n_estimators=2, n_subsamples=2,
                                                  random_state=3),
+    "ebf_clf_recal": lambda: EmpiricalBayesianForestClassifier(
+        n_estimators=3, trunk_max_leaves=3, branch="mondrian", random_state=6),
+    "ssf_clf_recal": lambda: SubsampleForestClassifier(n_estimators=2, n_subsamples=2,
+                                                       random_state=7),
 }
 QUANTILES = (0.05, 0.5, 0.95)
 
@@ -53,7 +57,7 @@ def saved(tmp_path_factory) -> dict:
     for name, make in MODELS.items():
         model = make().fit(fit[FEATURES], fit[_target(name)])
         if "recal" in name:
-            model.recalibrate(cal[FEATURES], cal["y"])
+            model.recalibrate(cal[FEATURES], cal[_target(name)])
         out[name] = save(model, root / name)
     return out
 
@@ -104,7 +108,7 @@ def test_one_pass_writes_the_predictions_and_the_scores(saved, test_data, tmp_pa
     # bit may differ)
     assert both["n"] == scores["n"] == written[target].notna().sum()
     assert both["n_missing_target"] == scores["n_missing_target"] == written[target].isna().sum()
-    for key in ("rmse", "nlpd", "crps", "max_calibration_gap", "accuracy", "log_loss"):
+    for key in ("rmse", "nlpd", "crps", "max_calibration_gap", "accuracy", "log_loss", "ece"):
         if key in scores:
             assert both[key] == pytest.approx(scores[key], rel=1e-12, abs=1e-15), key
     if "pit_histogram" in scores:
@@ -119,6 +123,7 @@ def test_one_pass_writes_the_predictions_and_the_scores(saved, test_data, tmp_pa
         proba = np.clip([rows.loc[i, f"proba_{c}"] for i, c in rows[target].items()],
                         eps, 1 - eps)
         assert both["log_loss"] == pytest.approx(-np.log(proba).mean(), rel=1e-9)
+        _check_class_probabilities(path, test_data, written, rows, target, both)
     else:
         y = rows[target].to_numpy()
         assert both["rmse"] == pytest.approx(np.sqrt(np.mean((y - rows["mean"]) ** 2)),
@@ -127,6 +132,21 @@ def test_one_pass_writes_the_predictions_and_the_scores(saved, test_data, tmp_pa
         assert both["coverage"][0.9] == pytest.approx(inside, abs=1.5 / len(rows))
         assert both["calibrated"] == ("recal" in name)
     _check_branches(name, path, rows, target, scores, both)
+
+
+def _check_class_probabilities(path, test_data, written, rows, target, result) -> None:
+    """The written probabilities are the local model's (through its class calibration map,
+    if it has one), whatever the strategy; the ECE is theirs."""
+    from ebf.artifact import load
+
+    model = load(path)
+    data = pd.read_parquet(test_data)
+    columns = [f"proba_{c}" for c in model.classes_]
+    got = written.set_index("id").loc[data["id"], columns].to_numpy()
+    np.testing.assert_allclose(got, model.predict_proba(data[FEATURES]), rtol=1e-12, atol=1e-15)
+    codes = pd.Index(model.classes_).get_indexer(rows[target])
+    assert result["ece"] == pytest.approx(
+        expected_calibration_error(rows[columns].to_numpy(), codes), rel=1e-9)
 
 
 def _check_branches(name, path, rows, target, *results) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from basics.class_calibration import fit_candidate
 from basics.metrics import class_rows
 from basics.scores import SCORES, ClassRows, scores_of, values
 from benchmarks.predictive import RESULT_NAMES, Mixture, classification_scores, regression_scores
@@ -34,6 +35,9 @@ def setting(tmp_path_factory) -> dict:
     reg.fit(fit[FEATURES], fit["y"]).recalibrate(cal[FEATURES], cal["y"])
     clf = EmpiricalBayesianForestClassifier(n_estimators=3, trunk_max_leaves=3, random_state=6)
     clf.fit(fit[FEATURES], _binary(fit)["label"])
+    codes = pd.Index(clf.classes_).get_indexer(_binary(cal)["label"])
+    # a map every scorer must apply (the chooser would keep these probabilities as they are)
+    clf.set_class_calibration(fit_candidate("dirichlet", clf.predict_proba(cal[FEATURES]), codes))
     for i, rows in enumerate(np.array_split(np.arange(len(test)), 3)):
         (root / "test").mkdir(exist_ok=True)
         test.iloc[rows].to_parquet(root / "test" / f"part.{i}.parquet", index=False)
@@ -60,8 +64,9 @@ def test_every_score_is_the_same_in_every_scorer(setting, dask_client, kind):
         codes = pd.Index(model.classes_).get_indexer(y)
         bench = classification_scores(codes, proba)
         # the records on the rows of the benchmark's class_rows, for every class count
-        assert values(ClassRows(*class_rows(proba, model.classes_, y)[:2])) == {
-            k: bench[k] for k in ("log_loss", "accuracy")}
+        assert values(ClassRows(*class_rows(proba, model.classes_, y)[:2],
+                                proba.max(axis=1))) == {
+            k: bench[k] for k in ("log_loss", "accuracy", "ece")}
     names = [s.name for s in scores_of(task)]
     assert set(gated) == {"n", *names}
     for name in names:

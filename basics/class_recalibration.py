@@ -1,0 +1,138 @@
+"""What every classifier of the package offers to recalibrate its class probabilities.
+
+:class:`ClassRecalibrationMixin` gives a classifier ``recalibrate`` (learn a
+:class:`basics.class_calibration.ClassCalibrationMap` on held-out rows) and
+``set_class_calibration`` (a map learnt elsewhere: from every row's held-out probabilities,
+or on a cluster); the host applies the map in its predictions through
+:meth:`ClassRecalibrationMixin._calibrated` and stores it with
+:func:`class_calibration_state` / :func:`class_calibration_from_state`. It is the classifiers'
+counterpart of :class:`basics.recalibration.RecalibrationMixin`, and lives here, below ``ebf``
+and ``mondrian``, because both packages' classifiers use it.
+
+The host provides ``classes_`` and ``predict_proba(X, recalibrated=True)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.utils.validation import check_is_fitted
+
+from .class_calibration import ClassCalibrationMap
+from .validation import is_missing
+
+__all__ = ["ClassRecalibrationMixin", "class_calibration_from_state",
+           "class_calibration_state", "label_codes"]
+
+_KEY = "class_calibration"
+
+
+def class_calibration_state(estimator: Any) -> dict:
+    """``{"class_calibration": map state}`` of a recalibrated classifier, else ``{}``."""
+    cal = getattr(estimator, "class_calibration_", None)
+    return {} if cal is None else {_KEY: cal.to_state()}
+
+
+def class_calibration_from_state(state: dict, n_classes: int) -> dict:
+    """``{"class_calibration_": ClassCalibrationMap or None}`` from a state, checked against
+    the model's ``n_classes`` (files are untrusted; models saved without a map have None)."""
+    value = state.get(_KEY)
+    return {"class_calibration_": None if value is None else ClassCalibrationMap.from_state(
+        value, _KEY, n_classes=n_classes)}
+
+
+def label_codes(classes: np.ndarray, y: Any, n: int) -> np.ndarray:
+    """Codes ``0 .. len(classes) - 1`` of labels ``y`` (one per row of ``n``); missing labels
+    and labels not in ``classes`` raise, with their count.
+
+    Examples
+    --------
+    >>> label_codes(np.array(["a", "b"]), ["b", "a", "b"], 3).tolist()
+    [1, 0, 1]
+    """
+    labels = np.asarray(y)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(f"y must be 1-D with one label per row of X ({n}); got shape "
+                         f"{labels.shape}.")
+    missing = is_missing(labels)
+    if missing.any():
+        raise ValueError(f"y has {int(missing.sum())} missing labels of {n}; drop those rows "
+                         "before calibrating.")
+    codes = pd.Index(classes).get_indexer(labels)
+    unknown = codes < 0
+    if unknown.any():
+        examples = pd.unique(labels[unknown])[:5].tolist()
+        raise ValueError(f"y has {int(unknown.sum())} labels the model never saw (e.g. "
+                         f"{examples}); its classes are {list(classes)[:10]}.")
+    return codes.astype(np.int64)
+
+
+class ClassRecalibrationMixin:
+    """Recalibration of a classifier's class probabilities
+    (:class:`basics.class_calibration.ClassCalibrationMap`).
+
+    With a map, ``predict_proba`` and everything derived from it (``predict``,
+    ``predict_log_proba``, ``predict_summary``, ``score`` and the log loss and ECE a scorer
+    computes) are the calibrated probabilities; ``predict_proba(X, recalibrated=False)`` gives
+    the model's own. A new ``fit`` drops the map; ``partial_fit`` keeps it.
+    """
+
+    def recalibrate(self, X: Any, y: Any, *, positions: Any = None) -> Any:
+        """Learn the class calibration map on rows the model never saw.
+
+        The map (isotonic per class, Dirichlet, or the identity, chosen by held-out log
+        loss: :meth:`basics.class_calibration.ClassCalibrationMap.fit`) replaces any earlier
+        one.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Calibration rows, not used to fit the model.
+        y : array-like of shape (n_samples,)
+            Their labels, all among ``classes_``.
+        positions : array-like of int, optional
+            The rows' positions in the dataset (the map's two halves hash them).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            On missing or unknown labels or fewer than 50 rows (the model is unchanged).
+        """
+        proba = self.predict_proba(X, recalibrated=False)
+        codes = label_codes(self.classes_, y, proba.shape[0])
+        return self.set_class_calibration(ClassCalibrationMap.fit(proba, codes, positions))
+
+    def set_class_calibration(self, cal_map: ClassCalibrationMap | None) -> Any:
+        """Use ``cal_map`` from now on (None: predict the model's own probabilities).
+
+        The seam the fold-held-out calibration and the distributed layer use: fit
+        :meth:`basics.class_calibration.ClassCalibrationMap.fit` on held-out probabilities
+        and their class codes, and set it here.
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        if cal_map is not None:
+            if not isinstance(cal_map, ClassCalibrationMap):
+                raise TypeError(f"cal_map must be a basics.class_calibration."
+                                f"ClassCalibrationMap or None; got {type(cal_map).__name__}.")
+            if cal_map.n_classes != len(self.classes_):
+                raise ValueError(f"the map is for {cal_map.n_classes} classes but the model "
+                                 f"has {len(self.classes_)}.")
+        self.class_calibration_ = cal_map
+        return self
+
+    def _calibrated(self, proba: np.ndarray) -> np.ndarray:
+        """The probabilities as predicted: mapped if the model has a map."""
+        cal = getattr(self, "class_calibration_", None)
+        return proba if cal is None else cal(proba)
