@@ -57,11 +57,15 @@ from .pit import MIN_ROWS, PIT_EDGES, PITMap, pit_counts
 
 __all__ = [
     "CALIBRATION_METHODS",
+    "CalibratedFitMixin",
     "DEFAULT_FRACTION",
     "GROUP_SHARE",
     "N_FOLDS",
     "HeldOutCounts",
+    "crossfit",
     "crossfit_counts",
+    "holdout_seed",
+    "crossfit_proba",
     "extrapolated_map",
     "fold_seed",
     "group_trees",
@@ -382,18 +386,19 @@ def extrapolated_map(counts: HeldOutCounts, group: int, model: int,
     return PITMap.from_counts(scaled, n_knots)
 
 
-def crossfit_counts(fit_group: Callable[[np.ndarray, int], Any],
-                    held_out: Callable[[Any, np.ndarray], HeldOutCounts],
-                    positions: Any, seed: int, n_folds: int = N_FOLDS) -> HeldOutCounts:
-    """Fit the ``n_folds`` calibration groups and sum their held-out counts.
+def crossfit(fit_group: Callable[[np.ndarray, int], Any],
+             held_out: Callable[[Any, np.ndarray], Any],
+             positions: Any, seed: int, n_folds: int = N_FOLDS) -> list:
+    """Fit the ``n_folds`` calibration groups; what each says of the rows it never saw.
 
     Parameters
     ----------
     fit_group : callable ``fit_group(keep, fold) -> fitted``
         Fits a group on the rows where the boolean mask ``keep`` is True (those outside
         ``fold``).
-    held_out : callable ``held_out(fitted, rows) -> HeldOutCounts``
-        The counts of the rows (integer indices, those of ``fold``) under the group.
+    held_out : callable ``held_out(fitted, rows) -> result``
+        What the group predicts of the rows (integer indices, those of ``fold``): their
+        :class:`HeldOutCounts` (regressors) or class probabilities (classifiers).
     positions : array-like of int
         The rows' positions in the whole training set (:func:`row_folds`).
     seed : int
@@ -402,13 +407,118 @@ def crossfit_counts(fit_group: Callable[[np.ndarray, int], Any],
 
     Returns
     -------
-    HeldOutCounts
+    list of ``(rows, result)``
+        One per fold that has rows and leaves rows to fit on.
     """
     folds = row_folds(positions, seed, n_folds)
-    total = HeldOutCounts.empty()
+    out = []
     for k in range(n_folds):
         keep = folds != k
         if keep.all() or not keep.any():  # a fold with no rows, or with every row
             continue
-        total = total + held_out(fit_group(keep, k), np.flatnonzero(~keep))
+        rows = np.flatnonzero(~keep)
+        out.append((rows, held_out(fit_group(keep, k), rows)))
+    return out
+
+
+def crossfit_counts(fit_group: Callable[[np.ndarray, int], Any],
+                    held_out: Callable[[Any, np.ndarray], HeldOutCounts],
+                    positions: Any, seed: int, n_folds: int = N_FOLDS) -> HeldOutCounts:
+    """:func:`crossfit` of a regressor: the groups' held-out counts, summed."""
+    total = HeldOutCounts.empty()
+    for _, counts in crossfit(fit_group, held_out, positions, seed, n_folds):
+        total = total + counts
     return total
+
+
+def crossfit_proba(fit_group: Callable[[np.ndarray, int], Any],
+                   held_out: Callable[[Any, np.ndarray], np.ndarray],
+                   positions: Any, seed: int, n_classes: int,
+                   n_folds: int = N_FOLDS) -> np.ndarray:
+    """:func:`crossfit` of a classifier: every row's held-out class probabilities, in row
+    order (a row no group predicted, when every row is in one fold: NaN)."""
+    n = np.asarray(positions).shape[0]
+    out = np.full((n, int(n_classes)), np.nan)
+    for rows, proba in crossfit(fit_group, held_out, positions, seed, n_folds):
+        out[rows] = proba
+    return out
+
+
+def _n_rows(y: Any) -> int:
+    return int(np.asarray(y).shape[0])
+
+
+def holdout_seed(estimator: Any) -> int:
+    """The seed of a holdout choice: the estimator's integer ``random_state``, else 0 (the
+    choice must be repeatable to be the same on every worker)."""
+    rs = getattr(estimator, "random_state", None)
+    return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
+
+
+class CalibratedFitMixin:
+    """``fit`` as the ``calibrate`` parameter says, for regressors and classifiers alike.
+
+    The host provides ``recalibrate(X, y)`` (a map from held-out rows), ``_held_out(fitted,
+    X, y)`` (what a calibration group says of rows it never saw), ``_set_auto_map(held)``
+    (the map of ``"auto"`` from those) and ``_set_provenance(dict)``.
+    """
+
+    def _calibrated_fit(self, fit: Callable, X: Any, y: Any, sample_weight: Any) -> Any:
+        """Fit as ``calibrate`` says (module docstring).
+
+        ``fit(X, y, sample_weight, crossfit)`` fits the model on the rows it is given (with
+        no map) and returns, when ``crossfit`` is true, what :meth:`_set_auto_map` takes
+        (the ensembles fit their branches' groups themselves), or None to let
+        :meth:`_crossfit` fit the groups as clones of the model. ``"auto"`` with fewer than
+        :data:`basics.pit.MIN_ROWS` rows leaves the model without a map.
+        """
+        method = getattr(self, "calibrate", "none")
+        if method in ("holdout", "recent"):
+            n = _n_rows(y)
+            fit_rows, cal_rows = calibration_split(n, method, DEFAULT_FRACTION,
+                                                   holdout_seed(self))
+            if cal_rows.size < MIN_ROWS or fit_rows.size == 0:
+                raise ValueError(
+                    f"calibrate={method!r} keeps {DEFAULT_FRACTION:.0%} of the rows to "
+                    f"calibrate on, at least {MIN_ROWS}; {n} rows give {cal_rows.size}. Use "
+                    "calibrate='auto' (no rows held out) or 'none'.")
+            take = lambda a, r: None if a is None else subset_rows(a, r)  # noqa: E731
+            fit(take(X, fit_rows), take(y, fit_rows), take(sample_weight, fit_rows), False)
+            self.recalibrate(take(X, cal_rows), take(y, cal_rows))
+            self._set_provenance({"method": method, "rows": int(cal_rows.size)})
+            return self
+        auto = method == "auto" and _n_rows(y) >= MIN_ROWS  # else too few rows for a map
+        held = fit(X, y, sample_weight, auto)
+        if auto:
+            self._set_auto_map(held if held is not None else self._crossfit(X, y,
+                                                                           sample_weight))
+        return self
+
+    def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:
+        """``(per-fold results, group_trees, model_trees)`` of clones of the model with
+        :func:`group_trees` trees, each fit on the rows outside one fold and predicting the
+        rows of its fold (a model whose trees are an equal mixture: a forest)."""
+        from sklearn.base import clone
+
+        y = np.asarray(y)
+        model = int(self.n_estimators)
+        group = group_trees(model)
+        seed = int(self._calibration_seed())
+
+        def fit_group(keep: np.ndarray, fold: int) -> Any:
+            rows = np.flatnonzero(keep)
+            est = clone(self).set_params(n_estimators=group, calibrate="none",
+                                         random_state=fold_seed(seed, fold))
+            params = {} if sample_weight is None else {
+                "sample_weight": np.asarray(sample_weight)[rows]}
+            return est.fit(subset_rows(X, rows), y[rows], **params)
+
+        def held_out(est: Any, rows: np.ndarray) -> Any:
+            return self._held_out(est, subset_rows(X, rows), y[rows])
+
+        return crossfit(fit_group, held_out, np.arange(y.size), seed), group, model
+
+    def _calibration_seed(self) -> int:
+        """The seed of the folds and calibration groups: the model's resolved seed."""
+        entropy = getattr(self, "entropy_", None)
+        return int(entropy) if entropy is not None else holdout_seed(self)

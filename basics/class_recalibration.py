@@ -20,7 +20,10 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
+from . import calibration as cal
 from .class_calibration import ClassCalibrationMap
+from .pit import MIN_ROWS
+from .recalibration import calibration_from_state
 from .validation import is_missing
 
 __all__ = ["ClassRecalibrationMixin", "class_calibration_from_state",
@@ -29,18 +32,31 @@ __all__ = ["ClassRecalibrationMixin", "class_calibration_from_state",
 _KEY = "class_calibration"
 
 
+_PROVENANCE = "calibration"
+
+
 def class_calibration_state(estimator: Any) -> dict:
-    """``{"class_calibration": map state}`` of a recalibrated classifier, else ``{}``."""
-    cal = getattr(estimator, "class_calibration_", None)
-    return {} if cal is None else {_KEY: cal.to_state()}
+    """``{"class_calibration": map state, "calibration": provenance}`` of a recalibrated
+    classifier, else ``{}``."""
+    cal_map = getattr(estimator, "class_calibration_", None)
+    if cal_map is None:
+        return {}
+    out = {_KEY: cal_map.to_state()}
+    provenance = getattr(estimator, "calibration_", None)
+    if provenance:
+        out[_PROVENANCE] = dict(provenance)
+    return out
 
 
 def class_calibration_from_state(state: dict, n_classes: int) -> dict:
-    """``{"class_calibration_": ClassCalibrationMap or None}`` from a state, checked against
-    the model's ``n_classes`` (files are untrusted; models saved without a map have None)."""
+    """``{"class_calibration_": ClassCalibrationMap or None, "calibration_": provenance or
+    None}`` from a state, checked against the model's ``n_classes`` (files are untrusted;
+    models saved without a map have None)."""
     value = state.get(_KEY)
-    return {"class_calibration_": None if value is None else ClassCalibrationMap.from_state(
-        value, _KEY, n_classes=n_classes)}
+    cal_map = None if value is None else ClassCalibrationMap.from_state(value, _KEY,
+                                                                        n_classes=n_classes)
+    provenance = calibration_from_state(state.get(_PROVENANCE)) if cal_map is not None else None
+    return {"class_calibration_": cal_map, "calibration_": provenance}
 
 
 def label_codes(classes: np.ndarray, y: Any, n: int) -> np.ndarray:
@@ -71,7 +87,7 @@ def label_codes(classes: np.ndarray, y: Any, n: int) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-class ClassRecalibrationMixin:
+class ClassRecalibrationMixin(cal.CalibratedFitMixin):
     """Recalibration of a classifier's class probabilities
     (:class:`basics.class_calibration.ClassCalibrationMap`).
 
@@ -130,7 +146,37 @@ class ClassRecalibrationMixin:
                 raise ValueError(f"the map is for {cal_map.n_classes} classes but the model "
                                  f"has {len(self.classes_)}.")
         self.class_calibration_ = cal_map
+        self.calibration_ = None if cal_map is None else {"method": "rows",
+                                                          "rows": int(cal_map.n_rows)}
         return self
+
+    def _held_out(self, fitted: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A calibration group's class probabilities of rows it never saw, with their class
+        codes (``calibrate="auto"``)."""
+        proba = fitted.predict_proba(X, recalibrated=False)
+        return proba, label_codes(self.classes_, y, proba.shape[0])
+
+    def _set_auto_map(self, held: tuple) -> None:
+        """The class calibration map of the groups' held-out probabilities: ``held`` is
+        ``(per-fold (positions, (proba, codes)), group_trees, model_trees)``."""
+        parts, group, model = held
+        if not parts:
+            return
+        positions = np.concatenate([p for p, _ in parts])
+        proba = np.concatenate([r[0] for _, r in parts])
+        codes = np.concatenate([r[1] for _, r in parts])
+        if positions.size < MIN_ROWS:
+            return
+        order = np.argsort(positions, kind="stable")  # the same map whatever the fold order
+        cal_map = ClassCalibrationMap.fit(proba[order], codes[order], positions[order])
+        self.set_class_calibration(cal_map)
+        self.calibration_ = {"method": "folds", "rows": int(positions.size),
+                             "folds": cal.N_FOLDS, "group_trees": int(group),
+                             "model_trees": int(model)}
+
+    def _set_provenance(self, provenance: dict | None) -> None:
+        self.calibration_ = None if provenance is None else calibration_from_state(
+            provenance, "provenance")
 
     def _calibrated(self, proba: np.ndarray) -> np.ndarray:
         """The probabilities as predicted: mapped if the model has a map."""

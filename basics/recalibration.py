@@ -15,7 +15,6 @@ targets (1-D, finite, one per row of ``X``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -94,18 +93,7 @@ def _targets(y: Any, n: int) -> np.ndarray:
     return y
 
 
-def _n_rows(y: Any) -> int:
-    return int(np.asarray(y).shape[0])
-
-
-def _holdout_seed(estimator: Any) -> int:
-    """The seed of a holdout choice: the estimator's integer ``random_state``, else 0 (the
-    choice must be repeatable to be the same on every worker)."""
-    rs = getattr(estimator, "random_state", None)
-    return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
-
-
-class RecalibrationMixin:
+class RecalibrationMixin(cal.CalibratedFitMixin):
     """Recalibration of a probabilistic regressor's predictive CDF (:mod:`basics.pit`).
 
     After :meth:`recalibrate`, ``predict_distribution`` returns a
@@ -211,70 +199,22 @@ class RecalibrationMixin:
         self.calibration_ = provenance
         return self
 
-    def _calibrated_fit(self, fit: Callable, X: Any, y: Any, sample_weight: Any) -> Any:
-        """Fit as the ``calibrate`` parameter says (:mod:`basics.calibration`).
+    def _held_out(self, fitted: Any, X: Any, y: np.ndarray) -> cal.HeldOutCounts:
+        """A calibration group's PIT counts of rows it never saw (``calibrate="auto"``)."""
+        return cal.held_out_counts(fitted.predict_distribution(X, recalibrated=False), y)
 
-        ``fit(X, y, sample_weight, crossfit)`` fits the model on the rows it is given (with
-        no map) and returns, when ``crossfit`` is true, ``(HeldOutCounts, group_trees,
-        model_trees)`` of its calibration groups, or None to let :meth:`_crossfit` fit them
-        as clones of the model. ``"auto"`` then sets the map of those counts; with fewer
-        than :data:`basics.pit.MIN_ROWS` rows the model is left without a map.
-        """
-        method = getattr(self, "calibrate", "none")
-        if method in ("holdout", "recent"):
-            n = _n_rows(y)
-            fit_rows, cal_rows = cal.calibration_split(n, method, cal.DEFAULT_FRACTION,
-                                                       _holdout_seed(self))
-            if cal_rows.size < MIN_ROWS or fit_rows.size == 0:
-                raise ValueError(
-                    f"calibrate={method!r} keeps {cal.DEFAULT_FRACTION:.0%} of the rows to "
-                    f"calibrate on, at least {MIN_ROWS}; {n} rows give {cal_rows.size}. Use "
-                    "calibrate='auto' (no rows held out) or 'none'.")
-            take = lambda a, r: None if a is None else cal.subset_rows(a, r)  # noqa: E731
-            fit(take(X, fit_rows), take(y, fit_rows), take(sample_weight, fit_rows), False)
-            self.recalibrate(take(X, cal_rows), take(y, cal_rows))
-            return self.set_recalibration(self.recalibration_,
-                                          {"method": method, "rows": int(cal_rows.size)})
-        auto = method == "auto" and _n_rows(y) >= MIN_ROWS  # else too few rows for a map
-        got = fit(X, y, sample_weight, auto)
-        if not auto:
-            return self
-        counts, group, model = got if got is not None else self._crossfit(X, y, sample_weight)
+    def _set_auto_map(self, held: tuple) -> None:
+        """The PIT map of the groups' counts, extrapolated to the model's trees."""
+        counts, group, model = held
+        if isinstance(counts, list):  # the clones' (rows, counts) per fold
+            counts = sum((c for _, c in counts), cal.HeldOutCounts.empty())
         if counts.n_rows >= MIN_ROWS:
             self.set_recalibration(cal.extrapolated_map(counts, group, model), {
                 "method": "folds", "rows": counts.n_rows, "folds": cal.N_FOLDS,
                 "group_trees": int(group), "model_trees": int(model)})
-        return self
 
-    def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:
-        """The calibration groups of a model whose trees are an equal mixture (a forest):
-        clones with :func:`basics.calibration.group_trees` trees, each fit on the rows
-        outside one fold, each predicting the rows of its fold."""
-        from sklearn.base import clone
-
-        y = np.asarray(y, dtype=np.float64)
-        model = int(self.n_estimators)
-        group = cal.group_trees(model)
-        seed = int(self._calibration_seed())
-
-        def fit_group(keep: np.ndarray, fold: int) -> Any:
-            rows = np.flatnonzero(keep)
-            est = clone(self).set_params(n_estimators=group, calibrate="none",
-                                         random_state=cal.fold_seed(seed, fold))
-            params = {} if sample_weight is None else {
-                "sample_weight": np.asarray(sample_weight)[rows]}
-            return est.fit(cal.subset_rows(X, rows), y[rows], **params)
-
-        def held_out(est: Any, rows: np.ndarray) -> cal.HeldOutCounts:
-            mixture = est.predict_distribution(cal.subset_rows(X, rows), recalibrated=False)
-            return cal.held_out_counts(mixture, y[rows])
-
-        return cal.crossfit_counts(fit_group, held_out, np.arange(y.size), seed), group, model
-
-    def _calibration_seed(self) -> int:
-        """The seed of the folds and calibration groups: the model's resolved seed."""
-        return int(getattr(self, "entropy_", None) if getattr(self, "entropy_", None)
-                   is not None else _holdout_seed(self))
+    def _set_provenance(self, provenance: dict) -> None:
+        self.set_recalibration(self.recalibration_, provenance)
 
     def _recalibrated(self, mixture: GaussianMixture) -> Any:
         """The mixture as predicted: recalibrated if the model has a map."""

@@ -92,6 +92,7 @@ class _BaseBayesianForest(BaseEstimator):
         "max_bins": [Interval(Integral, 2, MAX_WIDE_BINS, closed="both"), StrOptions({"auto"})],
         "random_state": ["random_state"],
         "n_jobs": N_JOBS,
+        "calibrate": CALIBRATE_CONSTRAINT,
     }
 
     # ------------------------------------------------------------------ fitting
@@ -334,7 +335,6 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
         "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), None],
-        "calibrate": CALIBRATE_CONSTRAINT,
     }
 
     def __init__(
@@ -458,6 +458,13 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         :class:`BayesianForestRegressor`.
     max_bins : int or "auto", default="auto"
         Bins per feature of ``splitter="hist"``, as in :class:`BayesianForestRegressor`.
+    calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
+        How the class probabilities are recalibrated
+        (:class:`basics.class_calibration.ClassCalibrationMap`, chosen on held-out log
+        loss). ``"auto"``: on every training row's probabilities from small forests fit
+        without it (5 folds, 10% of ``n_estimators`` trees each); ``"holdout"`` /
+        ``"recent"``: fit on 90% of the rows and recalibrate on the rest; ``"none"``: the
+        forest's own probabilities.
     random_state : int, RandomState instance or None, default=None
         Seed; ``None`` draws one at fit and keeps it in ``entropy_``.
     n_jobs : int or None, default=None
@@ -501,6 +508,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         max_depth: int | None = None,
         splitter: str = "hist",
         max_bins: int | str = "auto",
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -511,15 +519,18 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         self.max_depth = max_depth
         self.splitter = splitter
         self.max_bins = max_bins
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
 
     def _encode_target(self, y: Any, n: int, n_classes: int | None = None) -> tuple:
         if n_classes is not None:  # a branch: y holds the ensemble's class codes
             return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
-                                                   "class_calibration_": None}
+                                                   "class_calibration_": None,
+                                                   "calibration_": None}
         codes, classes = classification_target(self, y, n)
-        return codes, {"classes_": classes, "class_calibration_": None}  # a fit drops a map
+        # a fit drops a map
+        return codes, {"classes_": classes, "class_calibration_": None, "calibration_": None}
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestClassifier:
         """Fit ``n_estimators`` weighted CART classification trees (Algorithm 1).
@@ -536,7 +547,8 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         -------
         self
         """
-        return self._fit(X, y, sample_weight)
+        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit(X, y, w) and None,
+                                    X, y, sample_weight)
 
     def _proba(self, A: np.ndarray) -> np.ndarray:
         """Mean over trees of the leaf class fractions (rows sum to one)."""

@@ -97,8 +97,8 @@ def branch_crossfit(
     entropy: int,
     branch: int,
     positions: np.ndarray,
-) -> tuple[cal.HeldOutCounts, int]:
-    """The held-out PIT counts of a branch's rows under its calibration groups.
+) -> tuple[Any, int]:
+    """What a branch's calibration groups say of its rows, each by a group that never saw it.
 
     Group ``k`` is the branch learner with :func:`basics.calibration.group_trees` trees, fit
     (as :func:`fit_branch`, seeded by :func:`basics.calibration.fold_seed`) on the branch's
@@ -115,7 +115,9 @@ def branch_crossfit(
 
     Returns
     -------
-    counts : basics.calibration.HeldOutCounts
+    held_out : basics.calibration.HeldOutCounts or list
+        Regression: the PIT counts of the rows. Classification: per fold, ``(positions,
+        (proba, codes))``, the rows' held-out class probabilities and class codes.
     group_trees : int
         Trees per group (for :func:`basics.calibration.extrapolated_map`).
     """
@@ -126,10 +128,17 @@ def branch_crossfit(
         w = None if sample_weight is None else sample_weight[keep]
         return fit_branch(group_spec, X[keep], y[keep], w, cal.fold_seed(entropy, fold), branch)
 
-    def held_out(fitted: Any, rows: np.ndarray) -> cal.HeldOutCounts:
-        return cal.held_out_counts(fitted.predict_distribution(X[rows]), y[rows])
+    if spec.task == REGRESSION:
+        def counts(fitted: Any, rows: np.ndarray) -> cal.HeldOutCounts:
+            return cal.held_out_counts(fitted.predict_distribution(X[rows]), y[rows])
 
-    return cal.crossfit_counts(fit_group, held_out, positions, entropy), group
+        return cal.crossfit_counts(fit_group, counts, positions, entropy), group
+
+    def proba(fitted: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return fitted.predict_proba(X[rows]), np.asarray(y[rows], dtype=np.int64)
+
+    folds = cal.crossfit(fit_group, proba, positions, entropy)
+    return [(np.asarray(positions)[rows], out) for rows, out in folds], group
 
 
 class ConstantBranch:

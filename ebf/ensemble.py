@@ -222,14 +222,17 @@ class _BranchedEnsemble(BaseEstimator):
 
     def _crossfit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
                          groups: list[np.ndarray], plan: FitPlan) -> tuple:
-        """``(HeldOutCounts, group_trees, model_trees)`` of every branch's calibration
-        groups (:func:`ebf.branches.branch_crossfit`), for ``calibrate="auto"``."""
-        total, group = cal.HeldOutCounts.empty(), plan.spec.n_estimators
+        """``(held_out, group_trees, model_trees)`` of every branch's calibration groups
+        (:func:`ebf.branches.branch_crossfit`), for ``calibrate="auto"``: the PIT counts
+        summed (regressors), or every fold's held-out probabilities (classifiers)."""
+        regression = self._task == REGRESSION
+        total: Any = cal.HeldOutCounts.empty() if regression else []
+        group = plan.spec.n_estimators
         for b, rows in enumerate(groups):
-            counts, group = branch_crossfit(plan.spec, A[rows], y[rows],
-                                            None if w is None else w[rows], plan.entropy, b,
-                                            rows)
-            total = total + counts
+            held, group = branch_crossfit(plan.spec, A[rows], y[rows],
+                                          None if w is None else w[rows], plan.entropy, b,
+                                          rows)
+            total = total + held
         return total, group, plan.spec.n_estimators
 
     def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
@@ -252,6 +255,7 @@ class _BranchedEnsemble(BaseEstimator):
         if self._task == CLASSIFICATION:
             attrs["classes_"] = plan.classes
             attrs["class_calibration_"] = None  # a fit drops the map of an earlier fit
+            attrs["calibration_"] = None
         else:
             attrs["recalibration_"] = None  # a fit drops the map of an earlier fit
             attrs["calibration_"] = None
@@ -308,9 +312,10 @@ class _BranchedEnsemble(BaseEstimator):
         out = clone(self)._from_parts(plan, compacted, trunk)
         out._assign(self._update_record())
         if self._task != CLASSIFICATION:
-            out.set_recalibration(self.recalibration_)
+            out.set_recalibration(self.recalibration_, getattr(self, "calibration_", None))
         else:
             out.set_class_calibration(getattr(self, "class_calibration_", None))
+            out._set_provenance(getattr(self, "calibration_", None))
         return out
 
     @property

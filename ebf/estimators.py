@@ -191,6 +191,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         max_depth: int | None = None,
         trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -204,6 +205,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         self.max_depth = max_depth
         self.trunk_max_bins = trunk_max_bins
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only
@@ -211,7 +213,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
     def fit(self, X: Any, y: Any, *,
             sample_weight: Any = None) -> EmpiricalBayesianForestClassifier:
         """Fit the trunk on all rows, then one branch forest per trunk leaf."""
-        return self._fit(X, y, sample_weight)
+        return self._calibrated_fit(self._fit, X, y, sample_weight)
 
     # probabilities and branch ids from one routing (ahead of the mixin's default)
     _proba_summary = _EBF._proba_summary
@@ -327,6 +329,7 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         max_features: Any = "sqrt",
         max_depth: int | None = None,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -338,10 +341,11 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         self.max_features = max_features
         self.max_depth = max_depth
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SubsampleForestClassifier:
         """Fit one forest per random sub-sample."""
-        return self._fit(X, y, sample_weight)
+        return self._calibrated_fit(self._fit, X, y, sample_weight)

@@ -227,7 +227,8 @@ def _mondrian(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):
     if spec.task == REGRESSION:  # the ensemble calibrates itself, not its branches
         return MondrianForestRegressor(**params, calibrate="none").fit(X, y)
     # partial_fit on an empty forest is the batch fit; ``classes`` fixes full-width output
-    return MondrianForestClassifier(**params).partial_fit(X, y, classes=np.arange(spec.n_classes))
+    return MondrianForestClassifier(**params, calibrate="none").partial_fit(
+        X, y, classes=np.arange(spec.n_classes))
 
 
 def _smc(spec: BranchSpec, X, y, sample_weight, entropy: int, branch: int):

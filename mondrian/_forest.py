@@ -383,6 +383,10 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
     discount_scale : float or None, default=None
         gamma of the discount d_j = exp(-gamma (tau_j - tau_parent(j))); None means
         ``10 * n_features`` (thesis Sec. 5.7).
+    calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
+        How the class probabilities are recalibrated, as for
+        :class:`MondrianForestRegressor` (a class calibration map,
+        :class:`basics.class_calibration.ClassCalibrationMap`). ``partial_fit`` keeps it.
     random_state : int, RandomState instance or None, default=None
     n_jobs : int or None, default=None
 
@@ -401,6 +405,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
     _parameter_constraints: dict = {
         **_BaseMondrianForest._parameter_constraints,
         "discount_scale": [Interval(Real, 0, None, closed="left"), None],
+        "calibrate": CALIBRATE_CONSTRAINT,
     }
 
     def __init__(
@@ -410,6 +415,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         lifetime: float = math.inf,
         min_samples_split: int = 2,
         discount_scale: float | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -417,6 +423,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         self.lifetime = lifetime
         self.min_samples_split = min_samples_split
         self.discount_scale = discount_scale
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -448,7 +455,12 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         return codes.astype(INDEX)
 
     def fit(self, X: Any, y: Any) -> MondrianForestClassifier:
-        """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9)."""
+        """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9), then
+        recalibrate its probabilities as ``calibrate`` says."""
+        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit_forest(X, y), X, y,
+                                    None)
+
+    def _fit_forest(self, X: Any, y: Any) -> None:
         self._validate_params()
         with unchanged_on_error(self):
             X = self._check_X(X, reset=True)
@@ -464,7 +476,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         self._init_state(X)
         self._update(X, np.zeros(X.shape[0]), labels)
         self.class_calibration_ = None  # a fresh forest: an earlier map no longer applies
-        return self
+        self.calibration_ = None
 
     def partial_fit(self, X: Any, y: Any, *, classes: Any = None) -> MondrianForestClassifier:
         """Extend every tree with (X, y) (thesis Alg. 5.5, 5.10).

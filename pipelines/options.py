@@ -23,7 +23,7 @@ __all__ = ["CALIBRATE", "TASKS", "TrainOptions"]
 
 #: ``task`` values.
 TASKS: tuple[str, ...] = ("auto", "regression", "classification")
-#: ``calibrate`` values: a method of :mod:`ebf.calibration`, or ``"auto"``.
+#: ``calibrate`` values: the methods of :mod:`basics.calibration`.
 CALIBRATE: tuple[str, ...] = CALIBRATION_METHODS
 
 
@@ -62,7 +62,8 @@ class TrainOptions:
         ``"auto"``: on every training row, each predicted by small calibration forests of
         its branch fit without it (no row is held out of the model); ``"recent"`` /
         ``"holdout"``: on held-out rows, the last ``calibration_fraction`` in dataset order
-        or a position-hashed random fraction. Classifiers are not recalibrated.
+        or a position-hashed random fraction. Classifiers take ``"auto"`` (a class
+        calibration map of the groups' held-out probabilities) or ``"none"``.
     calibration_fraction : float in (0, 1), default=0.1
     random_state : int or None, default=0
         Seed; the same seed gives the same model on any cluster.

@@ -325,11 +325,10 @@ def _resolve(options: TrainOptions, inputs: _Inputs,
     if task == "auto":
         task = infer_task(inputs.target_info, inputs.ddf[inputs.target], client=client)
     calibrate = options.calibrate
-    if calibrate == "auto" and task != "regression":
-        calibrate = "none"
-    if calibrate != "none" and task != "regression":
-        raise ValueError(f"calibrate={calibrate!r} recalibrates regressors; the {task} of "
-                         f"{inputs.target!r} has no PIT. Use calibrate='none'.")
+    if calibrate not in ("none", "auto") and task != "regression":
+        raise ValueError(f"calibrate={calibrate!r} recalibrates regressors on held-out rows; "
+                         f"the {task} of {inputs.target!r} is calibrated by "
+                         "calibrate='auto' (or not: 'none').")
     return options.replace(task=task, calibrate=calibrate)
 
 
@@ -367,8 +366,8 @@ def _estimator_params(options: TrainOptions, plan: SizePlan | None) -> dict[str,
         "random_state": options.random_state,
         "predict_only": options.compact,  # branches compacted on the workers, as soon as fit
     }
-    if options.task == "regression":  # held-out calibration groups (or none) on the workers
-        params["calibrate"] = "auto" if options.calibrate == "auto" else "none"
+    # held-out calibration groups on the workers (or none: the pipeline holds rows out)
+    params["calibrate"] = "auto" if options.calibrate == "auto" else "none"
     branch_params = options.branch_params(None if plan is None else plan.min_samples_split)
     if branch_params is not None:
         params["branch_params"] = branch_params
@@ -400,11 +399,15 @@ def _recalibrate(models: dict[str, Any], cal_ddf: dd.DataFrame | None, inputs: _
     calibration: dict[str, Any] = {"method": options.calibrate}
     if options.calibrate == "auto":  # the maps were learnt in the fit, on held-out groups
         for name, m in models.items():
-            if m is not None and getattr(m, "recalibration_", None) is not None:
-                groups = {k: v for k, v in m.calibration_.items() if k != "method"}
+            if m is None or getattr(m, "calibration_", None) is None:
+                continue
+            groups = {k: v for k, v in m.calibration_.items() if k != "method"}
+            if getattr(m, "recalibration_", None) is not None:
                 calibration[name] = {"knots": m.recalibration_.n_knots,
                                      "max_deviation": round(m.recalibration_.max_deviation(), 6),
                                      **groups}
+            else:  # a classifier's map: its kind
+                calibration[name] = {"map": m.class_calibration_.method, **groups}
         return calibration
     if cal_ddf is None:
         return calibration

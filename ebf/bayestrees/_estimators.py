@@ -312,9 +312,11 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
     def _encode_target(self, y: Any, n: int, n_classes: int | None) -> tuple:
         if n_classes is not None:  # a branch: y holds the ensemble's class codes
             return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
-                                                   "class_calibration_": None}
+                                                   "class_calibration_": None,
+                                                   "calibration_": None}
         codes, classes = classification_target(self, y, n)
-        return codes, {"classes_": classes, "class_calibration_": None}  # a fit drops a map
+        # a fit drops a map
+        return codes, {"classes_": classes, "class_calibration_": None, "calibration_": None}
 
     def _likelihood(self, A: np.ndarray, codes: np.ndarray,
                     extra: dict) -> tuple[LeafLikelihood, np.ndarray]:

@@ -29,7 +29,6 @@ from distributed import Client
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
-from basics.calibration import N_FOLDS, extrapolated_map
 from basics.levels import DEFAULT_QUANTILES
 from basics.pit import MIN_ROWS
 
@@ -135,15 +134,12 @@ class _DaskEnsemble(BaseEstimator):
             with phases("encode"):
                 data = encode(client, frame, layout, summary, phases.report("encode"))
             max_rows = max_branch_rows(budget, data.n_features, data.has_weight, plan.spec)
-            crossfit = getattr(local, "calibrate", "none") == "auto"
+            crossfit = getattr(local, "calibrate", "none") == "auto" and summary.n >= MIN_ROWS
             local, plan, branches, trunk, held_out = self._fit_parts(
                 client, local, plan, data, max_rows, phases, stage, crossfit)
             model = local._from_parts(plan, branches, trunk)
-            if held_out is not None and held_out[0].n_rows >= MIN_ROWS:
-                counts, group, trees = held_out
-                model.set_recalibration(extrapolated_map(counts, group, trees), {
-                    "method": "folds", "rows": counts.n_rows, "folds": N_FOLDS,
-                    "group_trees": int(group), "model_trees": int(trees)})
+            if held_out is not None:  # the local estimator's seam learns the map
+                model._set_auto_map(held_out)
         self.model_ = model
         self.fit_timings_ = phases.timings
         self.n_partitions_ = int(summary.lengths.size)
@@ -393,7 +389,7 @@ class DaskEmpiricalBayesianForestRegressor(_DaskRecalibration, _DaskEBF):
     Parameters
     ----------
     n_estimators, branch, trunk_max_leaves, trunk_min_leaf_rows, min_samples_leaf, \
-max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
+max_features, max_depth, trunk_max_bins, branch_params, calibrate, random_state, n_jobs
         As in :class:`ebf.EmpiricalBayesianForestRegressor` (same defaults and meaning).
     """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
     Examples
@@ -468,7 +464,7 @@ class DaskEmpiricalBayesianForestClassifier(_DaskProba, _DaskEBF):
     Parameters
     ----------
     n_estimators, branch, trunk_max_leaves, trunk_min_leaf_rows, min_samples_leaf, \
-max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
+max_features, max_depth, trunk_max_bins, branch_params, calibrate, random_state, n_jobs
         As in :class:`ebf.EmpiricalBayesianForestClassifier` (``max_features="sqrt"``).
     """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
     Examples
@@ -492,6 +488,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         max_depth: int | None = None,
         trunk_max_bins: int = MAX_BINS,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -507,6 +504,7 @@ max_features, max_depth, trunk_max_bins, branch_params, random_state, n_jobs
         self.max_depth = max_depth
         self.trunk_max_bins = trunk_max_bins
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only
@@ -523,7 +521,7 @@ class DaskSubsampleForestRegressor(_DaskRecalibration, _DaskSSF):
     Parameters
     ----------
     n_estimators, n_subsamples, branch, min_samples_leaf, max_features, max_depth, \
-branch_params, random_state, n_jobs
+branch_params, calibrate, random_state, n_jobs
         As in :class:`ebf.SubsampleForestRegressor`.
     """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
     Examples
@@ -573,7 +571,7 @@ class DaskSubsampleForestClassifier(_DaskProba, _DaskSSF):
     Parameters
     ----------
     n_estimators, n_subsamples, branch, min_samples_leaf, max_features, max_depth, \
-branch_params, random_state, n_jobs
+branch_params, calibrate, random_state, n_jobs
         As in :class:`ebf.SubsampleForestClassifier` (``max_features="sqrt"``).
     """ + _DASK_PARAMS_DOC + _FITTED_DOC + """
     Examples
@@ -595,6 +593,7 @@ branch_params, random_state, n_jobs
         max_features: Any = "sqrt",
         max_depth: int | None = None,
         branch_params: dict | None = None,
+        calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
         predict_only: bool = False,
@@ -608,6 +607,7 @@ branch_params, random_state, n_jobs
         self.max_features = max_features
         self.max_depth = max_depth
         self.branch_params = branch_params
+        self.calibrate = calibrate
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.predict_only = predict_only

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -199,9 +200,9 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
         The fitted branches in branch order; with a ``stage``, their
         :class:`ebf.artifact.StoredPart` references.
     crossfit : tuple or None
-        ``(HeldOutCounts, group_trees, model_trees)`` summed over the branches (integer
-        counts: the same whatever the workers), as the local ensemble's
-        ``_crossfit_groups`` returns them; None without ``crossfit``.
+        ``(held_out, group_trees, model_trees)`` over the branches, as the local
+        ensemble's ``_crossfit_groups`` returns them (regression: integer PIT counts, summed
+        exactly whatever the workers); None without ``crossfit``.
     """
     token = uuid.uuid4().hex[:12]
     where = None if stage is None else (stage.url, stage.storage_options)
@@ -218,8 +219,8 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
                            f"{np.asarray(expected_rows).tolist()}: rows were lost in the move.")
     logger.info("fitted %d branches (%d rows)", len(results), int(sizes.sum()))
     held_out = None
-    if crossfit:
-        total = HeldOutCounts.empty()
+    if crossfit:  # regression: counts summed exactly; classification: the folds' rows
+        total: Any = HeldOutCounts.empty() if spec.task == "regression" else []
         for r in results:
             total = total + r[2][0]
         held_out = (total, results[0][2][1] if results else spec.n_estimators,

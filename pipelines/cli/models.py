@@ -193,10 +193,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"saved to {args.out} (model hash {res.model.model_hash[:16]})")
     cal = res.calibration
     if cal["method"] == "auto" and "ebf" in cal:
-        lines.append(f"recalibrated on all {cal['ebf']['rows']:,} rows, each predicted by "
-                     f"{cal['ebf']['folds']} calibration groups of {cal['ebf']['group_trees']} "
-                     f"trees fit without it: PIT map of {cal['ebf']['knots']} segments, max "
-                     f"|R(p) - p| {cal['ebf']['max_deviation']:.3f}")
+        e = cal["ebf"]
+        made = (f"PIT map of {e['knots']} segments, max |R(p) - p| {e['max_deviation']:.3f}"
+                if "knots" in e else f"{e['map']} class calibration map")
+        lines.append(f"recalibrated on all {e['rows']:,} rows, each predicted by "
+                     f"{e['folds']} calibration groups of {e['group_trees']} trees fit "
+                     f"without it: {made}")
     elif cal["method"] not in ("none", "auto"):
         lines.append(f"recalibrated on the {cal['method']} {cal['fraction']:.0%} of the rows "
                      f"(held out of the fit): PIT map of {cal['ebf']['knots']} segments, max "
