@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from .branches import BranchSpec
 
 __all__ = [
+    "DEFAULT_BRANCH",
     "LEARNERS",
     "BranchLearner",
     "check_branch_task",
@@ -317,6 +318,14 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
                   {REGRESSION: BARTRegressor}, 50, False,
                   frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes),
 )}
+
+
+#: The branch learner of every ensemble when ``branch`` is not given: the default of the
+#: local and Dask estimators, :class:`pipelines.options.TrainOptions`, ``ebf train``,
+#: ``ebf retrain`` and ``ebf demo``. Chosen by ``benchmarks/bench_default_learner.py``
+#: (issue 42): at 100k-1M Friedman rows and on the shuffled flights its calibrated CRPS
+#: and RMSE are the best of the learners.
+DEFAULT_BRANCH = "bayesian"
 
 
 def learner_names() -> list[str]:
