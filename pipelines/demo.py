@@ -40,8 +40,10 @@ must be on a file system the workers share.
 Cost: both fits take seconds; prediction dominates, and the SSF's most of all: every SSF row
 is predicted by the pooled mixture of all sub-sample forests (``trunk_leaves x n_estimators``
 trees), an EBF row by its own branch's ``n_estimators`` trees, and the quantile columns need
-a root search on that mixture. About a minute on 2 cores with all 273,853 flights once the
-numba kernels are compiled (the first run on a machine compiles them: about 35 s more).
+a root search on that mixture. About half a minute on 2 cores with all 273,853 flights and
+the default Bayesian-forest branches once the numba kernels are compiled (34 s on a busy
+machine, where Mondrian branches took 195 s; the first run on a machine compiles them:
+about 35 s more).
 """
 
 from __future__ import annotations
