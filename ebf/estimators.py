@@ -26,6 +26,7 @@ from basics.tasks import CLASSIFICATION
 from ._base import ProbabilisticClassifierMixin, ProbabilisticRegressorMixin
 from .config import MAX_BINS, MIN_SAMPLES_LEAF
 from .ensemble import _EBF
+from .learners import DEFAULT_BRANCH
 from .subsample import _SSF
 
 __all__ = [
@@ -51,9 +52,10 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         Trees per branch; by default the branch learner's ``default_trees``
         (:data:`ebf.learners.LEARNERS`: e.g. 100 Bayesian-bootstrap trees, 10 Mondrian
         trees), the same as ``ebf train``'s.
-    branch : str, default="bayesian"
+    branch : str, default=DEFAULT_BRANCH
         Branch learner: a name of :data:`ebf.learners.LEARNERS`, the table of learners and
-        the tasks each one does.
+        the tasks each one does; by default :data:`ebf.learners.DEFAULT_BRANCH`
+        (``"bayesian"``), as for ``ebf train``.
     trunk_max_leaves : int, optional
         Maximum number of trunk leaves (branches).
     trunk_min_leaf_rows : int, optional
@@ -123,7 +125,7 @@ class EmpiricalBayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMix
         self,
         *,
         n_estimators: int | None = None,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
@@ -183,7 +185,7 @@ class EmpiricalBayesianForestClassifier(ProbabilisticClassifierMixin, Classifier
         self,
         *,
         n_estimators: int | None = None,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
@@ -275,7 +277,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
         *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
@@ -324,7 +326,7 @@ class SubsampleForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _
         *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,

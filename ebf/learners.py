@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from .branches import BranchSpec
 
 __all__ = [
+    "DEFAULT_BRANCH",
     "LEARNERS",
     "BranchLearner",
     "check_branch_task",
@@ -325,6 +326,16 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
                   frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes,
                   exchangeable_trees=False),
 )}
+
+
+#: The branch learner of every ensemble when ``branch`` is not given: the default of the
+#: local and Dask estimators, :class:`pipelines.options.TrainOptions`, ``ebf train``,
+#: ``ebf retrain`` and ``ebf demo``. Chosen by ``benchmarks/bench_default_learner.py``
+#: (issue 42, each learner with its default trees, recalibrated on a 10% holdout): Mondrian
+#: branches had 2.4x the RMSE on 100k and 1M Friedman rows (2.83 / 2.40 against 1.20 /
+#: 1.08) and +20% on the shuffled flights; Poisson weights (``"random"``) tie at 1M rows and
+#: trail by 1-3% in RMSE and calibrated CRPS on the smaller tasks, for ~0.65x the fit time.
+DEFAULT_BRANCH = "bayesian"
 
 
 def learner_names() -> list[str]:

@@ -9,13 +9,15 @@ Steps, all under one output directory (default ``ebf-demo/``):
    protocol, non-stationarity included);
 2. warm-up: every worker compiles the numba kernels once on a tiny fit, so neither model's
    fit time pays for compilation;
-3. :func:`pipelines.train.train` fits the Empirical Bayesian Forest with Mondrian branches
-   (a trunk of ``trunk_leaves`` leaves, ``n_estimators`` trees per branch) and the
+3. :func:`pipelines.train.train` fits the Empirical Bayesian Forest with the default branch
+   learner (:data:`ebf.learners.DEFAULT_BRANCH`, Bayesian forests; ``branch=`` chooses
+   another) (a trunk of ``trunk_leaves`` leaves, ``n_estimators`` trees per branch) and the
    sub-sample forest baseline (as many sub-samples as the EBF has branches, the same
-   ``n_estimators`` Mondrian trees per sub-sample: both fit the same number of trees on the
-   same rows in equally many tasks), predict-only (``compact=True``: each Mondrian branch
-   drops its online state in its fit task; the predictions are the same bits, the models
-   about five times smaller); ``models/ebf``, ``models/ssf`` are saved atomically;
+   ``n_estimators`` trees of the same learner per sub-sample: both fit the same number of
+   trees on the same rows in equally many tasks), predict-only (``compact=True``: Mondrian
+   branches drop their online state in their fit task, the predictions the same bits, the
+   models about five times smaller; CART branches are predict-only anyway);
+   ``models/ebf``, ``models/ssf`` are saved atomically;
 4. :func:`pipelines.report.evaluate.evaluate` predicts the test set once per model and, from
    that one prediction, writes ``predictions/ebf``, ``predictions/ssf`` (mean, std, 5/50/95%
    quantiles; with the model hash in the Parquet metadata) and scores it (RMSE, NLPD, CRPS,
@@ -38,8 +40,10 @@ must be on a file system the workers share.
 Cost: both fits take seconds; prediction dominates, and the SSF's most of all: every SSF row
 is predicted by the pooled mixture of all sub-sample forests (``trunk_leaves x n_estimators``
 trees), an EBF row by its own branch's ``n_estimators`` trees, and the quantile columns need
-a root search on that mixture. About a minute on 2 cores with all 273,853 flights once the
-numba kernels are compiled (the first run on a machine compiles them: about 35 s more).
+a root search on that mixture. About half a minute on 2 cores with all 273,853 flights and
+the default Bayesian-forest branches once the numba kernels are compiled (34 s on a busy
+machine, where Mondrian branches took 195 s; the first run on a machine compiles them:
+about 35 s more).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from basics.atomic import write_json
 from basics.locations import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
+from ebf.learners import DEFAULT_BRANCH
 from pipelines.io import write_parquet_atomic
 from pipelines.report.html import (
     plot_calibration,  # noqa: F401  (re-exported: pipelines.demo API)
@@ -148,7 +153,7 @@ class DemoResult:
     timings: dict[str, float] = field(default_factory=dict)
     workers: int = 0
     threads: int = 0
-    branch: str = "mondrian"
+    branch: str = DEFAULT_BRANCH
 
 
 def _check_extras() -> None:
@@ -305,7 +310,7 @@ def run_demo(
     trunk_leaves: int = 8,
     partitions: int = 8,
     test_fraction: float = 0.2,
-    branch: str = "mondrian",
+    branch: str = DEFAULT_BRANCH,
     calibrate: str = "recent",
     random_state: int = 0,
     client: distributed.Client | None = None,
@@ -327,8 +332,9 @@ def run_demo(
         Parquet files per dataset (and so partitions of the Dask fits).
     test_fraction : float, default=0.2
         The last fraction of the flights is the test set.
-    branch : str, default="mondrian"
-        Branch learner of both models.
+    branch : str, default=DEFAULT_BRANCH
+        Branch learner of both models (:data:`ebf.learners.DEFAULT_BRANCH`, as for
+        ``ebf train``).
     calibrate : {"recent", "holdout", "none"}, default="recent"
         Recalibration of both models (:func:`pipelines.train.train`): fit on the first 90% of
         the training flights, PIT maps learnt on the last 10% (the most recent: the test

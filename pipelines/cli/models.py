@@ -38,7 +38,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     )
     tr.add_argument("data", metavar="DATA", help=DATA_HELP)
     tr.add_argument("--target", required=True, metavar="COL", help="target column")
-    add_training_arguments(tr, branch="bayesian")
+    add_training_arguments(tr)
     tr.add_argument("--baseline-out", metavar="DIR",
                     help="also fit the sub-sample forest baseline and save it here")
     tr.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory")

@@ -37,7 +37,8 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
             "Retrain the model of REGISTRY on NEW_DATA. An empty registry gets version 1 "
             "(the training options below apply to it). Otherwise the current version is "
             "loaded, the trunk-drift check (eq. 11 per stored split) decides between extending "
-            "its Mondrian branches online and a refit, and the challenger is compared with the "
+            "its branches online (Mondrian branches, --branch mondrian; the others are always "
+            "refit) and a refit, and the challenger is compared with the "
             "champion on the holdout (RMSE, NLPD, central and one-sided calibration gaps). A "
             "new version is written either way, with its metrics, decision and lineage; it "
             "becomes current only if it is promoted. Exit status 0: promoted or version 1; "
@@ -84,7 +85,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
         rt.add_argument(f"--tolerance-{name.replace('_', '-')}", dest=f"tol_{name}",
                         type=non_negative_float, default=tol, metavar="X",
                         help=f"promotion tolerance: {what} of {name} (default: {tol})")
-    add_training_arguments(rt, branch="mondrian")
+    add_training_arguments(rt)
     add_json_flag(rt, "the version made: number, decision, action, its model's URL and its "
                   "whole record")
     add_tracking_arguments(rt)

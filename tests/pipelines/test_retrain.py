@@ -236,8 +236,9 @@ def test_the_decision_line_names_the_drift_test_that_fired(tmp_path, windows, mo
     reg_url = str(tmp_path / "registry")
     april = _window(tmp_path, "apr", 3000, 3, shift=1.5)
     base = ["--quiet", "--n-workers", "1"]
-    assert main(["retrain", reg_url, windows["jan"], *base, "--target", "y",
-                 "--n-estimators", "3", "--trunk-leaves", "3"]) == 0
+    # Mondrian branches: the learner an update extends online (the default is refit)
+    assert main(["retrain", reg_url, windows["jan"], *base, "--target", "y", "--branch",
+                 "mondrian", "--n-estimators", "3", "--trunk-leaves", "3"]) == 0
     capsys.readouterr()
     assert main(["retrain", reg_url, windows["feb"], *base]) in (0, EXIT_KEPT)
     why = [line for line in capsys.readouterr().out.splitlines() if "why:" in line]
