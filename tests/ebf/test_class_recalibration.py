@@ -40,10 +40,10 @@ def data() -> dict:
 
 def _classifiers():
     return [
-        BayesianForestClassifier(n_estimators=10, min_samples_leaf=1, random_state=0),
-        EmpiricalBayesianForestClassifier(n_estimators=4, trunk_max_leaves=3, random_state=0),
-        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0),
-        MondrianForestClassifier(n_estimators=3, random_state=0),
+        BayesianForestClassifier(n_estimators=10, min_samples_leaf=1, random_state=0, calibrate="none"),
+        EmpiricalBayesianForestClassifier(n_estimators=4, trunk_max_leaves=3, random_state=0, calibrate="none"),
+        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0, calibrate="none"),
+        MondrianForestClassifier(n_estimators=3, random_state=0, calibrate="none"),
         SMCTreeClassifier(n_particles=5, n_islands=2, random_state=0),
     ]
 
@@ -78,7 +78,7 @@ def test_a_recalibrated_forest_is_better_calibrated(data):
     """A Bayesian forest of deep trees is over-confident; the map fixes that on new rows."""
     (X, y), (Xc, yc), (Xt, yt) = data["fit"], data["cal"], data["test"]
     model = BayesianForestClassifier(n_estimators=20, min_samples_leaf=1,
-                                     random_state=3).fit(X, y)
+                                     random_state=3, calibrate="none").fit(X, y)
     codes = pd.Index(model.classes_).get_indexer(yt)
     raw = model.predict_proba(Xt)
     model.recalibrate(Xc, yc)
@@ -98,7 +98,7 @@ def test_map_survives_compact_and_partial_fit(data):
     kept = ebf.class_calibration_
     ebf.partial_fit(Xc[:100], yc[:100])
     assert ebf.class_calibration_ is kept
-    mf = MondrianForestClassifier(n_estimators=2, random_state=0).fit(X, y)
+    mf = MondrianForestClassifier(n_estimators=2, random_state=0, calibrate="none").fit(X, y)
     mf.recalibrate(Xc, yc)
     kept = mf.class_calibration_
     mf.partial_fit(Xc[:200], yc[:200])
@@ -108,7 +108,7 @@ def test_map_survives_compact_and_partial_fit(data):
 
 def test_bad_calibration_rows_leave_the_model_unchanged(data):
     (X, y), (Xc, yc) = data["fit"], data["cal"]
-    model = BayesianForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    model = BayesianForestClassifier(n_estimators=3, random_state=0, calibrate="none").fit(X, y)
     bad = yc[:100].astype(object)
     bad[[3, 7]] = None
     with pytest.raises(ValueError, match="2 missing labels of 100"):
@@ -129,7 +129,7 @@ def test_bad_calibration_rows_leave_the_model_unchanged(data):
 def test_set_class_calibration_is_the_seam_for_held_out_rows(data):
     """A map fitted elsewhere on held-out probabilities and class codes, set on the model."""
     (X, y), (Xc, yc), (Xt, _) = data["fit"], data["cal"], data["test"]
-    model = BayesianForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    model = BayesianForestClassifier(n_estimators=5, random_state=0, calibrate="none").fit(X, y)
     codes = pd.Index(model.classes_).get_indexer(yc)
     cal = ClassCalibrationMap.fit(model.predict_proba(Xc), codes)
     model.set_class_calibration(cal)

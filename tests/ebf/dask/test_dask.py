@@ -160,6 +160,8 @@ def test_ebf_equals_local_ebf(dask_client, tmp_path, local_cls, target, branch):
                                  branch=branch, trunk_max_leaves=5, random_state=7)
     got = model.to_local()
     assert type(got) is local_cls
+    # calibrated by default: the same held-out groups, so the same map, on the cluster
+    assert got.calibration_ == local.calibration_ and local.calibration_["method"] == "folds"
     assert_same_state(estimator_state(got), estimator_state(local),
                       loose=("stats", "weight", "gain"))
     X_test = make_frame(400, seed=3)[FEATURES]
@@ -207,6 +209,7 @@ def test_same_model_whatever_the_partitioning(dask_client, npartitions):
     df = make_frame(1200, seed=4, integer_target=True)
     model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, npartitions, dask_client,
                                n_estimators=3, trunk_max_leaves=6, random_state=3)
+    assert local.calibration_["rows"] == len(df)  # every row held out once, whatever the parts
     assert_same_state(estimator_state(model.to_local()), estimator_state(local))
 
 
