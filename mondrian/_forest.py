@@ -106,7 +106,10 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         (:func:`mondrian._posterior.node_noise_variance`), so leaves with few rows stay near
         the forest's variance and well-populated nodes track their local spread; the
         leaves' enter belief propagation, and every node's the component of the predictive
-        mixture it gives (eq. 3), so intervals widen where the labels are noisier. Measured
+        mixture it gives (eq. 3), so intervals widen where the labels are noisier; a leaf
+        that branches off holds no rows and adds the forest's variance (its prior variance
+        already carries the labels' spread; adding the node's too made the raw intervals
+        too wide between dense data, issue 42). Measured
         (``benchmarks/results/issue11/noise.md``): with ``"exact"`` alone it lowers held-out
         NLPD on Friedman #1 and shuffled flights but widens intervals that were already too
         wide; after :meth:`recalibrate` it has the lowest NLPD on Friedman and the flights
