@@ -115,7 +115,8 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
         wide; after :meth:`recalibrate` it has the lowest NLPD on Friedman and the flights
         at the same calibration. With ``"empirical"``, whose node variance already is the
         labels' spread, it counts that spread twice and is worse. Chosen as the default by
-        ``bench_mondrian_noise.py`` (10 trees, 20k rows; NLPD at new inputs, raw /
+        ``bench_mondrian_noise.py``, before that branch-off change (10 trees, 20k rows;
+        NLPD at new inputs, raw /
         recalibrated): Friedman #1 2.800 / 2.736 (``"forest"`` 2.803 / 2.764,
         ``"estimated"`` 2.782 / 2.736), flights chronological 5.090 / 4.706 (5.059 / 4.749;
         5.169 / 4.714), shuffled 4.852 / 4.729 (5.092 / 4.992; 5.100 / 4.780), California
