@@ -46,8 +46,9 @@ RIGHT, FEATURE = 0, 1
 DELTA = 0
 EXTENT = 2
 #: Columns of the per-node parameter matrix ``P`` of regression trees (predictor order).
-#: ``NODE_NOISE`` is the node's label noise variance: the forest's in every row, or the
-#: node's own (``posterior.node_noise_variance``); the exact branch-off above a node adds it.
+#: ``NODE_NOISE`` is the noise variance a branch-off above the node adds: the forest's
+#: with the exact posterior (a node's own noise is in its ``NODE_VAR``), or with the
+#: empirical one the node's own (``posterior.node_noise_variance``).
 (NODE_MEAN, NODE_VAR, OFF_MEAN, OFF_VAR, DOWN_MEAN, CAVITY_VAR, UP_LAM, UP_ETA,
  SIG_TAU, SIG_PARENT, TAU_PARENT, EXP_TAU_PARENT, NODE_NOISE) = range(13)
 N_NODE_PARAMS = 13
@@ -193,7 +194,7 @@ def _off_component(j, eta, delta, p, P, h):
     posterior combines the message from outside the subtree of j (mean ``DOWN_MEAN``,
     variance ``CAVITY_VAR`` + phi(tau~)) with the data below j (``UP_LAM``, ``UP_ETA``)
     passed through phi(tau_j | tau~); the new leaf adds phi(lifetime | tau~) and the noise
-    ``NODE_NOISE`` of j (with per-node noise: j~ holds the same training rows as j).
+    ``NODE_NOISE`` of j (the forest's: the new leaf holds no rows).
     The average over tau~ is moment-matched over quadrature nodes of s. Untruncated (a leaf
     of an infinite lifetime; s = t / eta, t ~ Exp(1)): nodes t = 1/2 and 3 with weights 0.8
     and 0.2, exact for quadratics in t, and since 3 = 6 * (1/2) both sigmoids come from one
