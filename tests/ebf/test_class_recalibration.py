@@ -39,11 +39,12 @@ def data() -> dict:
 
 
 def _classifiers():
+    raw = {"random_state": 0, "calibrate": "none"}  # fit without a map: recalibrate adds one
     return [
-        BayesianForestClassifier(n_estimators=10, min_samples_leaf=1, random_state=0, calibrate="none"),
-        EmpiricalBayesianForestClassifier(n_estimators=4, trunk_max_leaves=3, random_state=0, calibrate="none"),
-        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, random_state=0, calibrate="none"),
-        MondrianForestClassifier(n_estimators=3, random_state=0, calibrate="none"),
+        BayesianForestClassifier(n_estimators=10, min_samples_leaf=1, **raw),
+        EmpiricalBayesianForestClassifier(n_estimators=4, trunk_max_leaves=3, **raw),
+        SubsampleForestClassifier(n_estimators=3, n_subsamples=2, **raw),
+        MondrianForestClassifier(n_estimators=3, **raw),
         SMCTreeClassifier(n_particles=5, n_islands=2, random_state=0),
     ]
 
