@@ -60,6 +60,7 @@ __all__ = [
     "CalibratedFitMixin",
     "DEFAULT_FRACTION",
     "GROUP_SHARE",
+    "MIN_GROUP_TREES",
     "N_FOLDS",
     "HeldOutCounts",
     "crossfit",
@@ -68,10 +69,12 @@ __all__ = [
     "crossfit_proba",
     "extrapolated_map",
     "fold_seed",
+    "group_halves",
     "group_trees",
     "held_out_counts",
     "position_uniform",
     "row_folds",
+    "tree_count_weight",
     "calibration_split",
     "check_fraction",
     "holdout_mask",
@@ -83,8 +86,13 @@ __all__ = [
 #: Folds of the cross-fitting: every calibration group is fit on ``(K - 1) / K`` of the rows.
 N_FOLDS = 5
 #: Share of the model's trees in each calibration group (``g = ceil(GROUP_SHARE * T)``, at
-#: least 2): the groups together cost ``K * g * (K - 1) / K`` trees, ``0.4 T`` with 5 folds.
+#: least :data:`MIN_GROUP_TREES` and at most ``T``): the groups together cost ``K * g * (K -
+#: 1) / K`` trees, ``0.4 T`` with 5 folds and 100 trees.
 GROUP_SHARE = 0.1
+#: Fewest trees of a calibration group: extrapolating from groups of 2 trees and their
+#: 1-tree halves left a 20-tree forest worse calibrated than none (largest central gap 0.097
+#: against 0.038 raw on a test set of 2,000 rows); from 4, 0.040; from 6, 0.022.
+MIN_GROUP_TREES = 6
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -269,13 +277,29 @@ def group_trees(n_trees: int, ensemble: bool = True) -> int:
 
     Examples
     --------
-    >>> group_trees(100), group_trees(10), group_trees(10, ensemble=False)
-    (10, 2, 10)
+    >>> group_trees(100), group_trees(10), group_trees(3), group_trees(10, ensemble=False)
+    (10, 6, 3, 10)
     """
     n_trees = int(n_trees)
     if not ensemble:
         return n_trees
-    return max(2, int(np.ceil(GROUP_SHARE * n_trees - 1e-9)))
+    return min(n_trees, max(MIN_GROUP_TREES, int(np.ceil(GROUP_SHARE * n_trees - 1e-9))))
+
+
+def group_halves(group: int) -> tuple[int, int]:
+    """The two halves a group of ``group`` (at least 2) trees is fit as."""
+    first = int(group) // 2
+    return first, int(group) - first
+
+
+def tree_count_weight(group: float, model: float) -> float:
+    """``a`` of the linear extrapolation in ``x(m) = 1 / (m + 1)`` from groups of ``group``
+    trees and their halves to ``model`` trees: the value at ``model`` is ``a`` times the
+    groups' plus ``1 - a`` times the halves' (1 when ``model <= group``)."""
+    if model <= group:
+        return 1.0
+    x = lambda m: 1.0 / (m + 1.0)  # noqa: E731
+    return 1.0 + (x(model) - x(group)) / (x(group) - x(group / 2.0))
 
 
 class HeldOutCounts(NamedTuple):
@@ -371,9 +395,8 @@ def extrapolated_map(counts: HeldOutCounts, group: int, model: int,
         target = whole
     else:
         half = np.cumsum(counts.halves, dtype=np.float64) / 2.0
-        x = lambda m: 1.0 / (m + 1.0)  # noqa: E731
-        g, h = float(group), float(group) / 2.0
-        target = whole + (whole - half) * (x(float(model)) - x(g)) / (x(g) - x(h))
+        a = tree_count_weight(float(group), float(model))
+        target = a * whole + (1.0 - a) * half
     target = np.maximum.accumulate(np.clip(target, 0.0, float(n)))
     target[-1] = float(n)
     # the map is fit from integer counts: scale so rounding moves no knot by more than 1/16th
@@ -473,6 +496,8 @@ class CalibratedFitMixin:
         :data:`basics.pit.MIN_ROWS` rows leaves the model without a map.
         """
         method = getattr(self, "calibrate", "none")
+        if y is None:  # the fit itself says what is wrong
+            return fit(X, y, sample_weight, False) and self
         if method in ("holdout", "recent"):
             n = _n_rows(y)
             fit_rows, cal_rows = calibration_split(n, method, DEFAULT_FRACTION,
@@ -505,18 +530,27 @@ class CalibratedFitMixin:
         group = group_trees(model)
         seed = int(self._calibration_seed())
 
-        def fit_group(keep: np.ndarray, fold: int) -> Any:
+        def fit_group(keep: np.ndarray, fold: int) -> list:
             rows = np.flatnonzero(keep)
-            est = clone(self).set_params(n_estimators=group, calibrate="none",
-                                         random_state=fold_seed(seed, fold))
             params = {} if sample_weight is None else {
                 "sample_weight": np.asarray(sample_weight)[rows]}
-            return est.fit(subset_rows(X, rows), y[rows], **params)
+            return [clone(self).set_params(n_estimators=size, calibrate="none",
+                                           random_state=fold_seed(seed, fold + j * N_FOLDS))
+                    .fit(subset_rows(X, rows), y[rows], **params)
+                    for j, size in enumerate(self._group_parts(group))]
 
-        def held_out(est: Any, rows: np.ndarray) -> Any:
-            return self._held_out(est, subset_rows(X, rows), y[rows])
+        def held_out(fitted: list, rows: np.ndarray) -> Any:
+            return self._held_out(fitted, subset_rows(X, rows), y[rows])
 
         return crossfit(fit_group, held_out, np.arange(y.size), seed), group, model
+
+    #: Whether a calibration group is fit as two halves (classifiers: their class map is
+    #: extrapolated from the groups and their halves) rather than whole.
+    _halved_groups = False
+
+    def _group_parts(self, group: int) -> tuple[int, ...]:
+        """Trees of the forests a calibration group of ``group`` trees is fit as."""
+        return group_halves(group) if self._halved_groups and group >= 2 else (int(group),)
 
     def _calibration_seed(self) -> int:
         """The seed of the folds and calibration groups: the model's resolved seed."""

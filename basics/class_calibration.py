@@ -405,11 +405,44 @@ class ClassCalibrationMap:
         ndarray of shape (n_rows, n_classes)
         """
         p = _check_proba(proba, self.n_classes)
+        q = self._own(p)
+        half = getattr(self, "half", None)
+        if half is None:
+            return q
+        # extrapolated in the number of trees (with_half): may leave [0, 1] before the floor
+        q = self.extrapolation * q + (1.0 - self.extrapolation) * half._own(p)
+        q = np.clip(q, FLOOR, 1.0)
+        return q / q.sum(axis=1, keepdims=True)
+
+    def _own(self, p: np.ndarray) -> np.ndarray:
         if self.method == "identity":
             return p
         if self.method == "dirichlet":
             return _apply_dirichlet(p, self.weights, self.intercepts)
         return _apply_isotonic(p, self.knots_x, self.knots_y)
+
+    def with_half(self, half: ClassCalibrationMap, extrapolation: float) -> ClassCalibrationMap:
+        """This map extrapolated in the number of trees: ``a R_g(p) + (1 - a) R_h(p)``,
+        floored and renormalised, where ``R_g`` (this map) was fit on the probabilities of
+        ``g``-tree forests, ``R_h`` (``half``, the same method) on those of their halves and
+        ``a = extrapolation >= 1`` (:mod:`basics.calibration`: a map fit on a forest's
+        probabilities is for a forest of that size; averages of fewer trees are noisier, so
+        their map shrinks more).
+
+        Returns
+        -------
+        ClassCalibrationMap
+            A new map; ``half`` and ``extrapolation`` are saved with it.
+        """
+        if not isinstance(half, ClassCalibrationMap) or getattr(half, "half", None) is not None \
+                or half.method != self.method or half.n_classes != self.n_classes:
+            raise ValueError("half must be a plain map of the same method and classes.")
+        a = float(extrapolation)
+        if not 1.0 <= a <= 100.0:
+            raise ValueError(f"extrapolation must be in [1, 100]; got {extrapolation!r:.40}.")
+        out = ClassCalibrationMap.from_state(self.to_state())
+        out.half, out.extrapolation = half, a
+        return out
 
     # ------------------------------------------------------------------ persistence
 
@@ -421,6 +454,8 @@ class ClassCalibrationMap:
         elif self.method == "isotonic":
             state.update(knots_x=[x.copy() for x in self.knots_x],
                          knots_y=[y.copy() for y in self.knots_y])
+        if getattr(self, "half", None) is not None:
+            state.update(half=self.half.to_state(), extrapolation=float(self.extrapolation))
         return state
 
     @classmethod
@@ -437,15 +472,24 @@ class ClassCalibrationMap:
         if not isinstance(state, dict) or not {"method", "n_classes", "n_rows"} <= set(state):
             raise ValueError(f"{where}: expected a dict with 'method', 'n_classes' and "
                              "'n_rows'.")
-        arrays = set(state) - {"method", "n_classes", "n_rows"}
+        arrays = set(state) - {"method", "n_classes", "n_rows", "half", "extrapolation"}
         if not arrays <= {"weights", "intercepts", "knots_x", "knots_y"}:
             raise ValueError(f"{where}: unknown field(s) {sorted(arrays)}.")
+        if ("half" in state) != ("extrapolation" in state):
+            raise ValueError(f"{where}: 'half' and 'extrapolation' go together.")
         if n_classes is not None and state["n_classes"] != n_classes:
             raise ValueError(f"{where}.n_classes: the map is for {state['n_classes']!r:.20} "
                              f"classes but the model predicts {n_classes}.")
         try:
-            return cls(state["method"], state["n_classes"], state["n_rows"],
-                       **{key: state[key] for key in arrays})
+            out = cls(state["method"], state["n_classes"], state["n_rows"],
+                      **{key: state[key] for key in arrays})
+            if "half" in state:
+                half = state["half"]
+                if isinstance(half, dict) and ("half" in half or "extrapolation" in half):
+                    raise ValueError("half: a half has no half of its own.")
+                out = out.with_half(cls.from_state(half, f"{where}.half", state["n_classes"]),
+                                    state["extrapolation"])
+            return out
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
 
@@ -463,6 +507,9 @@ class ClassCalibrationMap:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):  # a half's state
+        return isinstance(b, dict) and a.keys() == b.keys() and all(
+            _same(a[key], b[key]) for key in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, np.ndarray):

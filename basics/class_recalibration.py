@@ -21,7 +21,7 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from . import calibration as cal
-from .class_calibration import ClassCalibrationMap
+from .class_calibration import ClassCalibrationMap, fit_candidate
 from .pit import MIN_ROWS
 from .recalibration import calibration_from_state
 from .validation import is_missing
@@ -150,25 +150,45 @@ class ClassRecalibrationMixin(cal.CalibratedFitMixin):
                                                           "rows": int(cal_map.n_rows)}
         return self
 
-    def _held_out(self, fitted: Any, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        """A calibration group's class probabilities of rows it never saw, with their class
-        codes (``calibrate="auto"``)."""
-        proba = fitted.predict_proba(X, recalibrated=False)
-        return proba, label_codes(self.classes_, y, proba.shape[0])
+    _halved_groups = True
+
+    def _held_out(self, fitted: list, X: Any, y: Any) -> tuple:
+        """A calibration group's class probabilities of rows it never saw, from each of its
+        two halves, with their class codes (``calibrate="auto"``)."""
+        probs = [self._all_classes(f, f.predict_proba(X, recalibrated=False)) for f in fitted]
+        first, second = probs * 2 if len(probs) == 1 else probs  # a 1-tree group: no halves
+        return first, second, label_codes(self.classes_, y, first.shape[0])
+
+    def _all_classes(self, fitted: Any, proba: np.ndarray) -> np.ndarray:
+        """A group's probabilities in the columns of the model's classes (a group fit on
+        fewer rows may not have seen every class: those get probability 0)."""
+        if len(fitted.classes_) == len(self.classes_):
+            return proba
+        out = np.zeros((proba.shape[0], len(self.classes_)))
+        out[:, np.searchsorted(self.classes_, fitted.classes_)] = proba
+        return out
 
     def _set_auto_map(self, held: tuple) -> None:
-        """The class calibration map of the groups' held-out probabilities: ``held`` is
-        ``(per-fold (positions, (proba, codes)), group_trees, model_trees)``."""
+        """The class calibration map of the groups' held-out probabilities, extrapolated to
+        the model's trees: ``held`` is ``(per fold (positions, (halves' probabilities,
+        codes)), group_trees, model_trees)``."""
         parts, group, model = held
-        if not parts:
+        if not parts or len(self.classes_) < 2:  # one class: nothing to calibrate
             return
         positions = np.concatenate([p for p, _ in parts])
-        proba = np.concatenate([r[0] for _, r in parts])
-        codes = np.concatenate([r[1] for _, r in parts])
         if positions.size < MIN_ROWS:
             return
         order = np.argsort(positions, kind="stable")  # the same map whatever the fold order
-        cal_map = ClassCalibrationMap.fit(proba[order], codes[order], positions[order])
+        first, second, codes = (np.concatenate([r[i] for _, r in parts])[order]
+                                for i in range(3))
+        n1, n2 = cal.group_halves(group) if group >= 2 else (1, 1)
+        whole = (n1 * first + n2 * second) / (n1 + n2)  # the group's own probabilities
+        cal_map = ClassCalibrationMap.fit(whole, codes, positions[order])
+        weight = cal.tree_count_weight(float(group), float(model))
+        if cal_map.method != "identity" and weight > 1.0:
+            half = fit_candidate(cal_map.method, np.concatenate([first, second]),
+                                 np.concatenate([codes, codes]))
+            cal_map = cal_map.with_half(half, weight)
         self.set_class_calibration(cal_map)
         self.calibration_ = {"method": "folds", "rows": int(positions.size),
                              "folds": cal.N_FOLDS, "group_trees": int(group),
@@ -180,5 +200,12 @@ class ClassRecalibrationMixin(cal.CalibratedFitMixin):
 
     def _calibrated(self, proba: np.ndarray) -> np.ndarray:
         """The probabilities as predicted: mapped if the model has a map."""
-        cal = getattr(self, "class_calibration_", None)
-        return proba if cal is None else cal(proba)
+        cal_map = getattr(self, "class_calibration_", None)
+        if cal_map is None:
+            return proba
+        ok = np.isfinite(proba).all(axis=1)  # a row no branch takes stays NaN
+        if ok.all():
+            return cal_map(proba)
+        out = np.full(proba.shape, np.nan)
+        out[ok] = cal_map(proba[ok])
+        return out

@@ -199,9 +199,10 @@ class RecalibrationMixin(cal.CalibratedFitMixin):
         self.calibration_ = provenance
         return self
 
-    def _held_out(self, fitted: Any, X: Any, y: np.ndarray) -> cal.HeldOutCounts:
+    def _held_out(self, fitted: list, X: Any, y: np.ndarray) -> cal.HeldOutCounts:
         """A calibration group's PIT counts of rows it never saw (``calibrate="auto"``)."""
-        return cal.held_out_counts(fitted.predict_distribution(X, recalibrated=False), y)
+        (group,) = fitted
+        return cal.held_out_counts(group.predict_distribution(X, recalibrated=False), y)
 
     def _set_auto_map(self, held: tuple) -> None:
         """The PIT map of the groups' counts, extrapolated to the model's trees."""

@@ -8,7 +8,13 @@ map), ``"holdout"`` (90% / 10%) and ``"auto"`` (all rows, cross-fitted calibrati
 plus ``"crossfit"``: the same map learnt from K = 5 whole-model cross-fits (K more fits),
 the reference the groups approximate.
 
-Writes ``benchmarks/results/issue42/fold_calibration.{json,md}``.
+Classification (``--class-tasks``): magic04 (gamma vs hadron), the shuffled flights delayed
+by more than 15 minutes, and satimage (6 classes): test log loss, ECE (15 bins of the
+top-class probability) and accuracy of the BF, EBF and SSF classifiers with ``"none"``,
+``"holdout"`` and ``"auto"``.
+
+Writes ``benchmarks/results/issue42/fold_calibration.{json,md}`` (and ``class_*`` for the
+classifiers).
 """
 
 from __future__ import annotations
@@ -92,17 +98,77 @@ def run(task_name: str, cfg: argparse.Namespace) -> list[dict]:
     return rows
 
 
+CLASS_COLUMNS = [("task", "task", "s"), ("model", "model", "s"), ("calibrate", "calibrate", "s"),
+                 ("log_loss", "log loss", ".4f"), ("ece", "ECE", ".4f"),
+                 ("accuracy", "accuracy", ".4f"), ("map", "map", "s"), ("fit_s", "fit s", ".1f")]
+
+
+def class_task(name: str, cfg: argparse.Namespace) -> tuple:
+    """``(X_train, y_train, X_test, y_test)`` of a classification task."""
+    if name == "flights15":
+        from benchmarks import bench_calibration
+
+        t = bench_calibration.load_task("shuffled", cfg)
+        return t.X_train, (t.y_train > 15).astype(int), t.X_test, (t.y_test > 15).astype(int)
+    from benchmarks.papers import thesis_data
+
+    X_tr, X_te, y_tr, y_te = thesis_data.load(name, cfg.seed)
+    return X_tr, y_tr, X_te, y_te
+
+
+def run_class(task_name: str, cfg: argparse.Namespace) -> list[dict]:
+    from basics.metrics import expected_calibration_error
+    from ebf import (
+        BayesianForestClassifier,
+        EmpiricalBayesianForestClassifier,
+        SubsampleForestClassifier,
+    )
+
+    X, y, Xt, yt = class_task(task_name, cfg)
+    makers = {"BF": BayesianForestClassifier, "EBF": EmpiricalBayesianForestClassifier,
+              "SSF": SubsampleForestClassifier}
+    rows = []
+    for name, cls in makers.items():
+        if cfg.models and name not in cfg.models:
+            continue
+        for method in ("none", "holdout", "auto"):
+            t0 = time.perf_counter()
+            m = cls(n_estimators=cfg.trees, random_state=cfg.seed, calibrate=method).fit(X, y)
+            fit_s = time.perf_counter() - t0
+            proba = m.predict_proba(Xt)
+            codes = np.searchsorted(m.classes_, yt)
+            p_true = np.clip(proba[np.arange(yt.size), codes], 1e-15, 1)
+            cal_map = getattr(m, "class_calibration_", None)
+            rows.append({"task": task_name, "model": name, "calibrate": method,
+                         "log_loss": float(-np.mean(np.log(p_true))),
+                         "ece": expected_calibration_error(proba, codes),
+                         "accuracy": float(np.mean(m.classes_[proba.argmax(1)] == yt)),
+                         "map": None if cal_map is None else cal_map.method, "fit_s": fit_s})
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tasks", nargs="+", default=["housing", "wine", "friedman",
+    p.add_argument("--tasks", nargs="*", default=["housing", "wine", "friedman",
                                                    "friedman-hetero", "shuffled"])
     p.add_argument("--models", nargs="*", default=[])
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--crossfit", action="store_true")
+    p.add_argument("--class-tasks", nargs="*", default=[])
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     cfg = bench_peers.parse_args([])
     cfg.trees, cfg.models, cfg.crossfit = args.trees, args.models, args.crossfit
+    class_rows = []
+    for t in args.class_tasks:
+        class_rows += run_class(t, cfg)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json({"rows": class_rows}, args.out / "class_calibration.json")
+        (args.out / "class_calibration.md").write_text(markdown_table(CLASS_COLUMNS, class_rows)
+                                                       + "\n")
+    if class_rows:
+        print_table("classifiers: calibrate none / holdout / auto", CLASS_COLUMNS, class_rows)
     rows = []
     for t in args.tasks:
         rows += run(t, cfg)

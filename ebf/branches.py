@@ -117,7 +117,8 @@ def branch_crossfit(
     -------
     held_out : basics.calibration.HeldOutCounts or list
         Regression: the PIT counts of the rows. Classification: per fold, ``(positions,
-        (proba, codes))``, the rows' held-out class probabilities and class codes.
+        (proba, proba, codes))``, the rows' held-out class probabilities from each half of
+        the group (:func:`basics.calibration.group_halves`) and their class codes.
     group_trees : int
         Trees per group (for :func:`basics.calibration.extrapolated_map`).
     """
@@ -134,10 +135,20 @@ def branch_crossfit(
 
         return cal.crossfit_counts(fit_group, counts, positions, entropy), group
 
-    def proba(fitted: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return fitted.predict_proba(X[rows]), np.asarray(y[rows], dtype=np.int64)
+    def fit_halves(keep: np.ndarray, fold: int) -> list:
+        w = None if sample_weight is None else sample_weight[keep]
+        sizes = cal.group_halves(group) if group >= 2 else (group,)
+        return [fit_branch(replace(group_spec, n_estimators=size), X[keep], y[keep], w,
+                           cal.fold_seed(entropy, fold + j * cal.N_FOLDS), branch)
+                for j, size in enumerate(sizes)]
 
-    folds = cal.crossfit(fit_group, proba, positions, entropy)
+    def proba(fitted: list, rows: np.ndarray) -> tuple:
+        probs = [f.predict_proba(X[rows]) for f in fitted]
+        first, second = probs * 2 if len(probs) == 1 else probs  # a 1-tree group: no halves
+        return first, second, np.asarray(y[rows], dtype=np.int64)
+
+    # classifiers: each group as two halves, whose class map extrapolates to the model's trees
+    folds = cal.crossfit(fit_halves, proba, positions, entropy)
     return [(np.asarray(positions)[rows], out) for rows, out in folds], group
 
 

@@ -472,6 +472,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _score(scores: dict, key: str, width: int) -> str:
+    value = scores.get(key)
+    return f"{value:>{width}.3f}" if value is not None else f"{'n/a':>{width}}"
+
+
 def format_comparison(result: DemoResult, *, report: bool = False) -> str:
     """The demo's report: the comparison table and the calibration table, as text.
 
@@ -504,7 +509,8 @@ def format_comparison(result: DemoResult, *, report: bool = False) -> str:
     ]
     w = 38
     header = (f"{'model':<{w}}  {'RMSE':>8}  {'NLPD':>7}  {'CRPS':>7}  {'90% cover':>9}  "
-              f"{'max|gap|':>8}  {'fit [s]':>8}  {'predict [s]':>11}")
+              f"{'max|gap|':>8}  {'one-sided':>9}  {'PIT dist':>8}  {'fit [s]':>8}  "
+              f"{'predict [s]':>11}")
     lines += [header, "-" * len(header)]
     names = {"EBF": "EBF ({} branches)", "SSF": "SSF ({} sub-samples)"}
     shown = {}
@@ -519,7 +525,8 @@ def format_comparison(result: DemoResult, *, report: bool = False) -> str:
             crps = f"{s['crps']:>7.3f}" if "crps" in s else f"{'n/a':>7}"
             lines.append(
                 f"{label:<{w}}  {s['rmse']:>8.3f}  {s['nlpd']:>7.3f}  {crps}  {cover_text}  "
-                f"{s['max_calibration_gap']:>8.3f}  {r['fit_seconds']:>8.2f}  "
+                f"{s['max_calibration_gap']:>8.3f}  {_score(s, 'max_one_sided_gap', 9)}  "
+                f"{_score(s, 'pit_distance', 8)}  {r['fit_seconds']:>8.2f}  "
                 f"{r['predict_seconds']:>11.2f}"
             )
     tables = {label: s["calibration"] for label, s in shown.items()}

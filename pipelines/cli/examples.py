@@ -113,7 +113,7 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                     help="EBF branches; the SSF gets as many sub-samples (default: 8)")
     de.add_argument("--partitions", type=positive_int, default=8,
                     help="Parquet files per dataset (default: 8)")
-    de.add_argument("--calibrate", choices=("recent", "holdout", "none"), default="recent",
+    de.add_argument("--calibrate", choices=("recent", "auto", "holdout", "none"), default="recent",
                     help="recalibration of both models on the last 10%% of the training "
                     "flights (recent) or a random 10%% (holdout); scores shown before and "
                     "after (default: recent)")

@@ -59,7 +59,7 @@ def _outputs(model, Xt) -> dict[str, np.ndarray]:
     if isinstance(model, MondrianForestClassifier):
         return {"predict_proba": model.predict_proba(Xt), "predict": model.predict(Xt)}
     mean, std = model.predict(Xt, return_std=True)
-    g = model.predict_distribution(Xt)
+    g = model.predict_distribution(Xt, recalibrated=False)
     return {"predict": model.predict(Xt), "mean": mean, "std": std,
             "quantiles": model.predict_quantiles(Xt, (0.05, 0.5, 0.95)),
             "weights": g.weights, "means": g.means, "variances": g.variances}

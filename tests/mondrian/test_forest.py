@@ -85,7 +85,7 @@ def reg_data():
 @pytest.fixture(scope="module")
 def fitted_reg(reg_data):
     X, y = reg_data
-    return MondrianForestRegressor(n_estimators=8, random_state=0).fit(X, y)
+    return MondrianForestRegressor(n_estimators=8, random_state=0, calibrate="none").fit(X, y)
 
 
 @pytest.fixture(scope="module")

@@ -92,7 +92,8 @@ def test_far_rows_grow_the_scratch():
     than the kernel's first scratch holds: it grows, and the numbers stay those of the
     mixture."""
     X, y = _data(5, n=2000, d=2)
-    model = MondrianForestRegressor(n_estimators=3, min_samples_split=2, random_state=0)
+    model = MondrianForestRegressor(n_estimators=3, min_samples_split=2, random_state=0,
+                                    calibrate="none")
     model.fit(X, y)
     far = np.random.default_rng(0).normal(size=(64, 2)) * 1e3
     assert model.predict_distribution(far).n_components > 2 * model.n_estimators

@@ -159,10 +159,10 @@ def test_forest_noise_is_the_papers_model_bit_for_bit(posterior, monkeypatch):
     X, y = _data(900, 2)
     Xt = np.vstack([_data(300, 3)[0], np.random.default_rng(4).uniform(-0.5, 1.5, (200, 3))])
     forest = MondrianForestRegressor(n_estimators=3, random_state=0, posterior=posterior,
-                                     noise="forest")
+                                     noise="forest", calibrate="none")
     want = _outputs(forest.fit(X, y), Xt)
     per_leaf = MondrianForestRegressor(n_estimators=3, random_state=0, posterior=posterior,
-                                       noise="per_leaf").fit(X, y)
+                                       noise="per_leaf", calibrate="none").fit(X, y)
     assert not np.array_equal(_outputs(per_leaf, Xt)["variances"], want["variances"])
 
     def forest_value(stats, n, noise_var, shape, out):
@@ -208,7 +208,8 @@ def test_per_leaf_beats_forest_noise_on_heteroskedastic_data():
     levels = np.array([0.5, 0.9])
     result = {}
     for noise in ("forest", "per_leaf"):
-        model = MondrianForestRegressor(n_estimators=10, random_state=0, noise=noise).fit(X, y)
+        model = MondrianForestRegressor(n_estimators=10, random_state=0, noise=noise,
+                                        calibrate="none").fit(X, y)
         dist = model.predict_distribution(Xt)
         halves = [coverage(yt[rows], model.predict_distribution(Xt[rows]), levels)
                   for rows in (noisy, ~noisy)]

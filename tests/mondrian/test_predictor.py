@@ -87,7 +87,7 @@ def test_locality_order_changes_no_prediction(Estimator, monkeypatch):
     y = X[:, 0] + rng.normal(scale=0.1, size=600)
     if Estimator is MondrianForestClassifier:
         y = (y > 0.5).astype(int)
-    model = Estimator(n_estimators=3, random_state=0).fit(X, y)
+    model = Estimator(n_estimators=3, random_state=0, calibrate="none").fit(X, y)
     T = rng.random((300, 3)) * 1.2 - 0.1
 
     def predictions():

@@ -229,7 +229,9 @@ def test_evaluate_regression_equals_local_computation(models, data, dask_client,
         "trained_on": data["regression", "train"], "training_rows": trained.rows,
         "trained_utc": trained.trained_utc,
         "fit_seconds": pytest.approx(trained.fit_seconds, abs=1e-6),  # stored to the microsecond
-        "calibration": trained.calibration["method"]}
+        "calibration": trained.calibration["method"],
+        "calibration_groups": {k: trained.calibration["ebf"][k]
+                               for k in ("rows", "folds", "group_trees", "model_trees")}}
     assert res["rmse"] == pytest.approx(metrics.rmse(y, dist.mean), rel=1e-12)
     assert res["nlpd"] == pytest.approx(metrics.nlpd(y, dist), rel=1e-12)
     # coverage from the predictive CDF at y equals the exact mixture intervals
