@@ -409,9 +409,12 @@ class ClassCalibrationMap:
         half = getattr(self, "half", None)
         if half is None:
             return q
-        # extrapolated in the number of trees (with_half): may leave [0, 1] before the floor
-        q = self.extrapolation * q + (1.0 - self.extrapolation) * half._own(p)
-        q = np.clip(q, FLOOR, 1.0)
+        # extrapolated in the number of trees (with_half), on the log scale: a probability
+        # the half map puts above the group map's is divided, never pushed below zero
+        a = self.extrapolation
+        log_q = a * np.log(np.maximum(q, FLOOR)) + (1.0 - a) * np.log(np.maximum(
+            half._own(p), FLOOR))
+        q = np.maximum(np.exp(log_q), FLOOR)
         return q / q.sum(axis=1, keepdims=True)
 
     def _own(self, p: np.ndarray) -> np.ndarray:
@@ -422,12 +425,15 @@ class ClassCalibrationMap:
         return _apply_isotonic(p, self.knots_x, self.knots_y)
 
     def with_half(self, half: ClassCalibrationMap, extrapolation: float) -> ClassCalibrationMap:
-        """This map extrapolated in the number of trees: ``a R_g(p) + (1 - a) R_h(p)``,
-        floored and renormalised, where ``R_g`` (this map) was fit on the probabilities of
+        """This map extrapolated in the number of trees: ``R_g(p)^a R_h(p)^(1 - a)``
+        (linear in the log-probabilities), floored and renormalised, where ``R_g`` (this
+        map) was fit on the probabilities of
         ``g``-tree forests, ``R_h`` (``half``, the same method) on those of their halves and
         ``a = extrapolation >= 1`` (:mod:`basics.calibration`: a map fit on a forest's
         probabilities is for a forest of that size; averages of fewer trees are noisier, so
-        their map shrinks more).
+        their map shrinks more). The log scale keeps every probability positive: on magic04
+        the linear extrapolation gave 20 of 5,706 test rows a probability near 0 for their
+        class (log loss 0.309 against 0.297 uncalibrated), the log-linear one none (0.292).
 
         Returns
         -------
