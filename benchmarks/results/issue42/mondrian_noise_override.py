@@ -10,7 +10,6 @@ class Patched(M):
     def get_params(self, deep=True):
         return M.get_params(self, deep)
 Patched.__name__ = "MondrianForestRegressor"
-import mondrian._forest as f
 mondrian.MondrianForestRegressor = Patched
 mod = importlib.import_module(modname)
 if hasattr(mod, "MondrianForestRegressor"):
