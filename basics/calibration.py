@@ -249,10 +249,8 @@ def row_folds(positions: Any, seed: int, n_folds: int = N_FOLDS) -> np.ndarray:
     Examples
     --------
     >>> f = row_folds(np.arange(100_000), seed=0)
-    >>> np.bincount(f).tolist() == sorted(np.bincount(f).tolist()) or True
-    True
-    >>> round(float((f == 0).mean()), 2)
-    0.2
+    >>> np.round(np.bincount(f) / f.size, 2).tolist()
+    [0.2, 0.2, 0.2, 0.2, 0.2]
     """
     # a different stream from the holdout choice of the same seed (seed + 1 shifted)
     u = position_uniform(int(seed) ^ 0x5BD1E995, positions)

@@ -326,7 +326,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     >>> mean, std = bf.predict(X[:2], return_std=True)
     >>> bf.predict_quantiles(X[:2], q=(0.05, 0.5, 0.95)).shape
     (2, 3)
-    >>> bf.predict_distribution(X[:2]).n_components
+    >>> bf.predict_distribution(X[:2], recalibrated=False).n_components  # one per tree
     20
     """
 

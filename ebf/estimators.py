@@ -268,7 +268,7 @@ class SubsampleForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SSF
     >>> rng = np.random.default_rng(0)
     >>> X = rng.random((500, 3)); y = X[:, 0] + 0.1 * rng.normal(size=500)
     >>> ssf = SubsampleForestRegressor(n_estimators=5, random_state=0).fit(X, y)
-    >>> ssf.predict_distribution(X[:2]).n_components
+    >>> ssf.predict_distribution(X[:2], recalibrated=False).n_components
     25
     """
 

@@ -125,10 +125,11 @@ def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str,
 
     Examples
     --------
-    >>> r = {"task": "classification", "n": 10, "accuracy": 0.9, "log_loss": 0.25}
+    >>> r = {"task": "classification", "n": 10, "accuracy": 0.9, "log_loss": 0.25,
+    ...      "ece": 0.031}
     >>> print(format_comparison_table(["v0001"], [r]))
-    version    rows  log loss  accuracy
-    v0001        10     0.250     0.900
+    version    rows  log loss  accuracy    ECE
+    v0001        10     0.250     0.900  0.031
     """
     width = max(7, *(len(n) for n in names))
     classify = bool(results) and results[0]["task"] == "classification"
