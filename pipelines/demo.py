@@ -335,7 +335,7 @@ def run_demo(
     branch : str, default=DEFAULT_BRANCH
         Branch learner of both models (:data:`ebf.learners.DEFAULT_BRANCH`, as for
         ``ebf train``).
-    calibrate : {"recent", "holdout", "none"}, default="recent"
+    calibrate : {"recent", "auto", "holdout", "none"}, default="recent"
         Recalibration of both models (:func:`pipelines.train.train`): fit on the first 90% of
         the training flights, PIT maps learnt on the last 10% (the most recent: the test
         months follow them). The scores are reported before and after.

@@ -113,10 +113,12 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                     help="EBF branches; the SSF gets as many sub-samples (default: 8)")
     de.add_argument("--partitions", type=positive_int, default=8,
                     help="Parquet files per dataset (default: 8)")
-    de.add_argument("--calibrate", choices=("recent", "auto", "holdout", "none"), default="recent",
+    de.add_argument("--calibrate", choices=("recent", "auto", "holdout", "none"),
+                    default="recent",
                     help="recalibration of both models on the last 10%% of the training "
-                    "flights (recent) or a random 10%% (holdout); scores shown before and "
-                    "after (default: recent)")
+                    "flights (recent: the flights drift, and the test months follow them), "
+                    "a random 10%% (holdout), or every training flight by calibration groups "
+                    "(auto); scores shown before and after (default: recent)")
     de.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     finish_job_parser(de, _cmd_demo)
 
