@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import calibration as cal
 from .class_calibration import ClassCalibrationMap, fit_candidate
 from .pit import MIN_ROWS
-from .recalibration import calibration_from_state
+from .recalibration import calibration_from_state, map_state
 from .validation import is_missing
 
 __all__ = ["ClassRecalibrationMixin", "class_calibration_from_state",
@@ -38,14 +38,7 @@ _PROVENANCE = "calibration"
 def class_calibration_state(estimator: Any) -> dict:
     """``{"class_calibration": map state, "calibration": provenance}`` of a recalibrated
     classifier, else ``{}``."""
-    cal_map = getattr(estimator, "class_calibration_", None)
-    if cal_map is None:
-        return {}
-    out = {_KEY: cal_map.to_state()}
-    provenance = getattr(estimator, "calibration_", None)
-    if provenance:
-        out[_PROVENANCE] = dict(provenance)
-    return out
+    return map_state(estimator, "class_calibration_", _KEY)
 
 
 def class_calibration_from_state(state: dict, n_classes: int) -> dict:

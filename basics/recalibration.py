@@ -26,7 +26,7 @@ from .mixture import GaussianMixture
 from .pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
 
 __all__ = ["CALIBRATE_CONSTRAINT", "RecalibrationMixin", "calibration_from_state",
-           "recalibration_from_state", "recalibration_state"]
+           "map_state", "recalibration_from_state", "recalibration_state"]
 
 _KEY = "recalibration"
 _PROVENANCE = "calibration"
@@ -37,17 +37,23 @@ _PROVENANCE_INTS = {"rows": 2**62, "folds": 1000, "group_trees": 2**31, "model_t
 _PROVENANCE_METHODS = ("folds", "holdout", "recent", "rows", "window", "aci")
 
 
-def recalibration_state(estimator: Any) -> dict:
-    """``{"recalibration": map state, "calibration": provenance}`` of a recalibrated
-    estimator, else ``{}``."""
-    pit_map = getattr(estimator, "recalibration_", None)
-    if pit_map is None:
+def map_state(estimator: Any, attribute: str, key: str) -> dict:
+    """``{key: map state, "calibration": provenance}`` of an estimator whose map is in
+    ``attribute`` (a PIT map, a class calibration map), else ``{}``."""
+    cal_map = getattr(estimator, attribute, None)
+    if cal_map is None:
         return {}
-    out = {_KEY: pit_map.to_state()}
+    out = {key: cal_map.to_state()}
     provenance = getattr(estimator, "calibration_", None)
     if provenance:
         out[_PROVENANCE] = dict(provenance)
     return out
+
+
+def recalibration_state(estimator: Any) -> dict:
+    """``{"recalibration": map state, "calibration": provenance}`` of a recalibrated
+    estimator, else ``{}``."""
+    return map_state(estimator, "recalibration_", _KEY)
 
 
 def calibration_from_state(state: Any, where: str = _PROVENANCE) -> dict | None:
