@@ -63,6 +63,7 @@ __all__ = [
     "MIN_GROUP_TREES",
     "N_FOLDS",
     "HeldOutCounts",
+    "auto_provenance",
     "crossfit",
     "crossfit_counts",
     "holdout_seed",
@@ -282,6 +283,16 @@ def group_trees(n_trees: int, ensemble: bool = True) -> int:
     if not ensemble:
         return n_trees
     return min(n_trees, max(MIN_GROUP_TREES, int(np.ceil(GROUP_SHARE * n_trees - 1e-9))))
+
+
+def auto_provenance(rows: int, group: int, model: int, method: str = "folds") -> dict:
+    """The ``calibration_`` record of a ``calibrate="auto"`` map: ``"folds"`` (calibration
+    groups: folds, trees per group and in the model) or ``"subsamples"`` (a sub-sample
+    forest's rows held out by its other sub-samples: ``parts``, the sub-samples)."""
+    if method == "subsamples":
+        return {"method": method, "rows": int(rows), "parts": int(model)}
+    return {"method": "folds", "rows": int(rows), "folds": N_FOLDS, "group_trees": int(group),
+            "model_trees": int(model)}
 
 
 def group_halves(group: int) -> tuple[int, int]:

@@ -165,7 +165,7 @@ class ClassRecalibrationMixin(cal.CalibratedFitMixin):
         """The class calibration map of the groups' held-out probabilities, extrapolated to
         the model's trees: ``held`` is ``(per fold (positions, (halves' probabilities,
         codes)), group_trees, model_trees)``."""
-        parts, group, model = held
+        parts, group, model = held[:3]
         if not parts or len(self.classes_) < 2:  # one class: nothing to calibrate
             return
         positions = np.concatenate([p for p, _ in parts])
@@ -183,9 +183,7 @@ class ClassRecalibrationMixin(cal.CalibratedFitMixin):
                                  np.concatenate([codes, codes]))
             cal_map = cal_map.with_half(half, weight)
         self.set_class_calibration(cal_map)
-        self.calibration_ = {"method": "folds", "rows": int(positions.size),
-                             "folds": cal.N_FOLDS, "group_trees": int(group),
-                             "model_trees": int(model)}
+        self.calibration_ = cal.auto_provenance(positions.size, group, model, *held[3:])
 
     def _set_provenance(self, provenance: dict | None) -> None:
         self.calibration_ = None if provenance is None else calibration_from_state(

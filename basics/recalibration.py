@@ -33,8 +33,9 @@ _PROVENANCE = "calibration"
 #: scikit-learn's parameter constraint of ``calibrate``.
 CALIBRATE_CONSTRAINT = [StrOptions(set(cal.CALIBRATION_METHODS))]
 #: Provenance fields of a map (``calibration_``) and their largest values when loaded.
-_PROVENANCE_INTS = {"rows": 2**62, "folds": 1000, "group_trees": 2**31, "model_trees": 2**31}
-_PROVENANCE_METHODS = ("folds", "holdout", "recent", "rows", "window", "aci")
+_PROVENANCE_INTS = {"rows": 2**62, "folds": 1000, "group_trees": 2**31, "model_trees": 2**31,
+                    "parts": 2**31}
+_PROVENANCE_METHODS = ("folds", "subsamples", "holdout", "recent", "rows", "window", "aci")
 
 
 def map_state(estimator: Any, attribute: str, key: str) -> dict:
@@ -211,14 +212,14 @@ class RecalibrationMixin(cal.CalibratedFitMixin):
         return cal.held_out_counts(group.predict_distribution(X, recalibrated=False), y)
 
     def _set_auto_map(self, held: tuple) -> None:
-        """The PIT map of the groups' counts, extrapolated to the model's trees."""
-        counts, group, model = held
+        """The PIT map of the groups' counts, extrapolated to the model's trees: ``held``
+        is ``(counts, group, model)`` with an optional method (``"subsamples"``)."""
+        counts, group, model = held[:3]
         if isinstance(counts, list):  # the clones' (rows, counts) per fold
             counts = sum((c for _, c in counts), cal.HeldOutCounts.empty())
         if counts.n_rows >= MIN_ROWS:
-            self.set_recalibration(cal.extrapolated_map(counts, group, model), {
-                "method": "folds", "rows": counts.n_rows, "folds": cal.N_FOLDS,
-                "group_trees": int(group), "model_trees": int(model)})
+            self.set_recalibration(cal.extrapolated_map(counts, group, model),
+                                   cal.auto_provenance(counts.n_rows, group, model, *held[3:]))
 
     def _set_provenance(self, provenance: dict) -> None:
         self.set_recalibration(self.recalibration_, provenance)

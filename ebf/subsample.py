@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from basics import calibration as cal
 from basics.mixture import GaussianMixture
+from basics.pit import pit_counts
+from basics.tasks import REGRESSION
 
 from .ensemble import FitPlan, _BranchedEnsemble
 from .trunk import Trunk
@@ -51,6 +54,70 @@ def subsample_groups(entropy: int, n: int, n_subsamples: int) -> list[np.ndarray
     return [np.sort(part) for part in np.array_split(perm, int(n_subsamples))]
 
 
+#: Rows per block when a sub-sample forest predicts the rows of another (its mixture holds a
+#: component per tree and row).
+_BLOCK_ROWS = 16_384
+
+
+def part_values(part: Any, A: np.ndarray, y: np.ndarray, task: str) -> np.ndarray:
+    """What one sub-sample forest says of rows it never saw: its CDF at their targets
+    (regression) or its class probabilities (classification), a block of rows at a time."""
+    blocks = range(0, A.shape[0], _BLOCK_ROWS)
+    if task == REGRESSION:
+        out = [np.clip(part.predict_distribution(A[i:i + _BLOCK_ROWS]).cdf(
+            y[i:i + _BLOCK_ROWS]), 0.0, 1.0) for i in blocks]
+        return np.concatenate(out) if out else np.empty(0)
+    return part.predict_proba(A)
+
+
+def held_out_by_others(outputs: list, y: np.ndarray, positions: np.ndarray,
+                       task: str) -> Any:
+    """What the pool of the other sub-samples, none of which saw these rows, says of them.
+
+    A row of sub-sample ``p`` was never seen by the forests of the others, so their pool
+    (an SSF of ``n_subsamples - 1`` parts) is a held-out predictive at no cost: its CDF at
+    the target is the mean of the parts' CDFs (every part weighs the same in the pool).
+    Like the calibration groups of :mod:`basics.calibration`, it comes with the pools of the
+    two halves of those parts, from which the map is extrapolated to all ``n_subsamples``.
+
+    Parameters
+    ----------
+    outputs : list of ndarray
+        The other parts' :func:`part_values` on these rows.
+    y : ndarray
+        Targets (class codes for classification).
+    positions : ndarray of int64
+        The rows' positions in the training set.
+    task : {"regression", "classification"}
+
+    Returns
+    -------
+    basics.calibration.HeldOutCounts (regression) or ``(positions, (first, second, codes))``
+    """
+    k = max(1, len(outputs) // 2)
+    if task == REGRESSION:
+        values = np.array(outputs)
+        halves = [values[:k].mean(axis=0), values[k:].mean(axis=0) if len(values) > 1
+                  else values[0]]
+        return cal.HeldOutCounts(pit_counts(values.mean(axis=0)),
+                                 pit_counts(halves[0]) + pit_counts(halves[1]))
+    first = np.mean(outputs[:k], axis=0)
+    second = np.mean(outputs[k:], axis=0) if len(outputs) > 1 else first
+    return positions, (first, second, np.asarray(y, dtype=np.int64))
+
+
+def others_held_out(held: list, task: str, n_parts: int) -> tuple:
+    """``(held_out, group, model)`` for ``_set_auto_map`` from every sub-sample's
+    :func:`held_out_by_others`, counted in sub-samples: the pools of ``n_parts - 1`` held
+    out, extrapolated to ``n_parts``."""
+    if task == REGRESSION:
+        total = cal.HeldOutCounts.empty()
+        for counts in held:
+            total = total + counts
+        return total, n_parts - 1, n_parts, "subsamples"
+    return list(held), n_parts - 1, n_parts, "subsamples"
+
+
 class _SSF(_BranchedEnsemble):
     _parts = "subsamples"
     _parameter_constraints: dict = {
@@ -80,13 +147,20 @@ class _SSF(_BranchedEnsemble):
         return {"subsamples_": branches, "subsample_sizes_": plan.subsample_sizes.copy()}
 
     def _fit(self, X: Any, y: Any, sample_weight: Any, crossfit: bool = False):
-        """Fit; with ``crossfit``, return the counts of :meth:`_crossfit_groups` (each
-        sub-sample's groups: the map is learnt for one sub-sample's forest, not for the
-        pool of all of them, which is wider)."""
+        """Fit; with ``crossfit``, return what the other sub-samples say of every row
+        (:func:`held_out_by_others`), else self."""
         A, y, w, plan = self._prepare(X, y, sample_weight)
         groups = subsample_groups(plan.entropy, A.shape[0], self.n_subsamples)
         self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
-        return self._crossfit_groups(A, y, w, groups, plan) if crossfit else self
+        if not crossfit:
+            return self
+        if len(groups) < 2:  # one sub-sample: its own calibration groups, as an EBF branch
+            return self._crossfit_groups(A, y, w, groups, plan)
+        held = [held_out_by_others([part_values(s, A[rows], y[rows], self._task) for q, s in
+                                    enumerate(self.subsamples_) if q != p], y[rows], rows,
+                                   self._task)
+                for p, rows in enumerate(groups)]
+        return others_held_out(held, self._task, len(groups))
 
     def _get_state(self) -> dict:
         return self._state({"subsamples": self.subsamples_,

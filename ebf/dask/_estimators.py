@@ -49,6 +49,7 @@ from ._update import update_model
 from .branches import (
     BranchMemoryError,
     fit_branches,
+    held_out_by_subsamples,
     max_branch_rows,
     parse_branch_memory,
 )
@@ -325,10 +326,18 @@ class _DaskSSF(_DaskEnsemble):
                               report=phases.report("route"))
             data.release()
             del routed
-        with phases("branches"):
+        with phases("branches"):  # one sub-sample: its own calibration groups
             subsamples, held_out = fit_branches(client, moved, plan.spec, plan.entropy,
                                                 data.n_features, data.has_weight, sizes,
-                                                phases.report("branches"), stage, crossfit)
+                                                phases.report("branches"), stage,
+                                                crossfit and k < 2)
+        if crossfit and k >= 2:  # every row held out by the other sub-samples
+            with phases("calibration"):
+                reader = None if stage is None else stage.write(
+                    local._from_parts(plan, subsamples))
+                held_out = held_out_by_subsamples(client, moved, subsamples, reader,
+                                                  data.n_features, plan.spec.task,
+                                                  phases.report("calibration"))
         return local, plan, subsamples, None, held_out
 
 

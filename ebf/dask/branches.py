@@ -32,6 +32,7 @@ from basics.calibration import HeldOutCounts
 from ..artifact import ModelStage, write_part
 from ..branches import BranchSpec, branch_crossfit, fit_branch
 from ..learners import get_learner
+from ..subsample import held_out_by_others, others_held_out, part_values
 from ._shuffle import ROW, TARGET, WEIGHT, feature_columns
 from .client import Report, gather
 
@@ -226,3 +227,48 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
         held_out = (total, results[0][2][1] if results else spec.n_estimators,
                     spec.n_estimators)
     return [r[0] for r in results], held_out
+
+
+def _rows_of(part: pd.DataFrame, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(features, targets, global row ids)`` of a moved sub-sample's rows, in row order."""
+    if not part[ROW].is_monotonic_increasing:
+        part = part.sort_values(ROW, kind="stable")
+    A = np.ascontiguousarray(part[feature_columns(n_features)].to_numpy(dtype=np.float64))
+    return A, part[TARGET].to_numpy(), part[ROW].to_numpy(dtype=np.int64)
+
+
+def _values_task(part: pd.DataFrame, fitted: Any, reader: Any, q: int, n_features: int,
+                 task: str) -> np.ndarray:
+    """Sub-sample ``q``'s :func:`ebf.subsample.part_values` on another's rows (the forest
+    given, or read from the staged model's shard ``q``)."""
+    A, y, _ = _rows_of(part, n_features)
+    forest = fitted if reader is None else reader.load_part(q)
+    return part_values(forest, A, y, task)
+
+
+def _held_out_task(part: pd.DataFrame, n_features: int, task: str, *values: np.ndarray) -> Any:
+    _, y, rows = _rows_of(part, n_features)
+    return held_out_by_others(list(values), y, rows, task)
+
+
+def held_out_by_subsamples(client: Client, parts: list[Future], fitted: list, reader: Any,
+                           n_features: int, task: str, report: Report | None = None) -> tuple:
+    """What the other sub-samples of an SSF say of every row (:func:`ebf.subsample.
+    held_out_by_others`), on the workers: ``(held_out, group, model, "subsamples")`` for
+    the model's ``_set_auto_map``, as the local SSF's fit returns it.
+
+    Task ``(p, q)`` takes sub-sample ``p``'s moved rows and forest ``q`` (scattered, or read
+    from the stage by ``reader`` when the forests were written there) and returns its CDF
+    at their targets (or its class probabilities): one number (or one per class) per row.
+    Task ``p`` turns those into PIT counts (regression) or held-out probabilities.
+    """
+    token = uuid.uuid4().hex[:12]
+    forests = [None] * len(fitted) if reader is not None else client.scatter(list(fitted))
+    held = []
+    for p, part in enumerate(parts):
+        values = [client.submit(_values_task, part, forests[q], reader, q, n_features, task,
+                                key=f"ebf-heldout-{p}-{q}-{token}", pure=False)
+                  for q in range(len(parts)) if q != p]
+        held.append(client.submit(_held_out_task, part, n_features, task, *values,
+                                  key=f"ebf-heldout-{p}-{token}", pure=False))
+    return others_held_out(gather(client, held, report), task, len(parts))
