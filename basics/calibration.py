@@ -67,7 +67,6 @@ __all__ = [
     "crossfit",
     "crossfit_counts",
     "holdout_seed",
-    "crossfit_proba",
     "extrapolated_map",
     "fold_seed",
     "group_halves",
@@ -461,19 +460,6 @@ def crossfit_counts(fit_group: Callable[[np.ndarray, int], Any],
     for _, counts in crossfit(fit_group, held_out, positions, seed, n_folds):
         total = total + counts
     return total
-
-
-def crossfit_proba(fit_group: Callable[[np.ndarray, int], Any],
-                   held_out: Callable[[Any, np.ndarray], np.ndarray],
-                   positions: Any, seed: int, n_classes: int,
-                   n_folds: int = N_FOLDS) -> np.ndarray:
-    """:func:`crossfit` of a classifier: every row's held-out class probabilities, in row
-    order (a row no group predicted, when every row is in one fold: NaN)."""
-    n = np.asarray(positions).shape[0]
-    out = np.full((n, int(n_classes)), np.nan)
-    for rows, proba in crossfit(fit_group, held_out, positions, seed, n_folds):
-        out[rows] = proba
-    return out
 
 
 def _n_rows(y: Any) -> int:
