@@ -485,14 +485,15 @@ class CalibratedFitMixin:
         """Fit as ``calibrate`` says (module docstring).
 
         ``fit(X, y, sample_weight, crossfit)`` fits the model on the rows it is given (with
-        no map) and returns, when ``crossfit`` is true, what :meth:`_set_auto_map` takes
-        (the ensembles fit their branches' groups themselves), or None to let
+        no map). When ``crossfit`` is true it may return the tuple :meth:`_set_auto_map`
+        takes (the ensembles fit their branches' groups themselves); anything else lets
         :meth:`_crossfit` fit the groups as clones of the model. ``"auto"`` with fewer than
         :data:`basics.pit.MIN_ROWS` rows leaves the model without a map.
         """
         method = getattr(self, "calibrate", "none")
         if y is None:  # the fit itself says what is wrong
-            return fit(X, y, sample_weight, False) and self
+            fit(X, y, sample_weight, False)
+            return self
         if method in ("holdout", "recent"):
             n = _n_rows(y)
             fit_rows, cal_rows = calibration_split(n, method, DEFAULT_FRACTION,
@@ -510,8 +511,8 @@ class CalibratedFitMixin:
         auto = method == "auto" and _n_rows(y) >= MIN_ROWS  # else too few rows for a map
         held = fit(X, y, sample_weight, auto)
         if auto:
-            self._set_auto_map(held if held is not None else self._crossfit(X, y,
-                                                                           sample_weight))
+            self._set_auto_map(held if isinstance(held, tuple) else self._crossfit(
+                X, y, sample_weight))
         return self
 
     def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:

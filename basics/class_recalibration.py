@@ -26,10 +26,12 @@ from .pit import MIN_ROWS
 from .recalibration import calibration_from_state, map_state
 from .validation import is_missing
 
-__all__ = ["ClassRecalibrationMixin", "class_calibration_from_state",
+__all__ = ["NO_CLASS_MAP", "ClassRecalibrationMixin", "class_calibration_from_state",
            "class_calibration_state", "label_codes"]
 
 _KEY = "class_calibration"
+#: The fitted attributes of a classifier without a map: what a fit sets.
+NO_CLASS_MAP: dict = {"class_calibration_": None, "calibration_": None}
 
 
 _PROVENANCE = "calibration"

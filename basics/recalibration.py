@@ -25,11 +25,14 @@ from . import calibration as cal
 from .mixture import GaussianMixture
 from .pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
 
-__all__ = ["CALIBRATE_CONSTRAINT", "RecalibrationMixin", "calibration_from_state",
+__all__ = ["CALIBRATE_CONSTRAINT", "NO_MAP", "RecalibrationMixin", "calibration_from_state",
            "map_state", "recalibration_from_state", "recalibration_state"]
 
 _KEY = "recalibration"
 _PROVENANCE = "calibration"
+#: The fitted attributes of a regressor without a map: what a fit sets (a new fit drops the
+#: map of an earlier one, and its provenance with it).
+NO_MAP: dict = {"recalibration_": None, "calibration_": None}
 #: scikit-learn's parameter constraint of ``calibrate``.
 CALIBRATE_CONSTRAINT = [StrOptions(set(cal.CALIBRATION_METHODS))]
 #: Provenance fields of a map (``calibration_``) and their largest values when loaded.

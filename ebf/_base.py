@@ -17,6 +17,7 @@ import pandas as pd
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
+from basics.class_recalibration import NO_CLASS_MAP
 from basics.predictive import PredictiveClassifierMixin, PredictiveRegressorMixin
 from basics.validation import check_finite, check_regression_target, is_missing
 
@@ -127,6 +128,17 @@ def classification_target(est: Any, y: Any, n: int) -> tuple[np.ndarray, np.ndar
     check_classification_targets(y)
     classes, codes = np.unique(y, return_inverse=True)
     return codes.reshape(-1).astype(np.int64), classes
+
+
+def classifier_target(est: Any, y: Any, n: int, n_classes: int | None) -> tuple:
+    """``(codes, fitted attributes)`` of a classifier's target: the labels' codes and
+    ``classes_`` (a branch's ``y`` already holds the ensemble's codes of ``n_classes``
+    classes), with no class calibration map (a fit drops the map of an earlier one)."""
+    if n_classes is not None:
+        return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
+                                               **NO_CLASS_MAP}
+    codes, classes = classification_target(est, y, n)
+    return codes, {"classes_": classes, **NO_CLASS_MAP}
 
 
 def class_codes(est: Any, y: Any, n: int) -> np.ndarray:

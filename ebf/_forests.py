@@ -38,6 +38,7 @@ from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
 from basics.recalibration import (
     CALIBRATE_CONSTRAINT,
+    NO_MAP,
     recalibration_from_state,
     recalibration_state,
 )
@@ -53,7 +54,7 @@ from ._base import (
     ProbabilisticRegressorMixin,
     classes_from_state,
     classes_state,
-    classification_target,
+    classifier_target,
     input_attributes,
     regression_target,
     variance_floor,
@@ -368,8 +369,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
 
     def _encode_target(self, y: Any, n: int, n_classes: None = None) -> tuple:
         y = regression_target(self, y, n)
-        return y, {"var_floor_": variance_floor(y), "recalibration_": None,  # a fit drops a map
-                   "calibration_": None}
+        return y, {"var_floor_": variance_floor(y), **NO_MAP}  # a fit drops a map
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestRegressor:
         """Fit ``n_estimators`` weighted CART trees (Algorithm 1).
@@ -387,8 +387,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         -------
         self
         """
-        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit(X, y, w) and None,
-                                    X, y, sample_weight)
+        return self._calibrated_fit(lambda X, y, w, _: self._fit(X, y, w), X, y, sample_weight)
 
     def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
                     extra: dict[str, Any]) -> cart.CartForest:
@@ -524,13 +523,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         self.n_jobs = n_jobs
 
     def _encode_target(self, y: Any, n: int, n_classes: int | None = None) -> tuple:
-        if n_classes is not None:  # a branch: y holds the ensemble's class codes
-            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
-                                                   "class_calibration_": None,
-                                                   "calibration_": None}
-        codes, classes = classification_target(self, y, n)
-        # a fit drops a map
-        return codes, {"classes_": classes, "class_calibration_": None, "calibration_": None}
+        return classifier_target(self, y, n, n_classes)
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> BayesianForestClassifier:
         """Fit ``n_estimators`` weighted CART classification trees (Algorithm 1).
@@ -547,8 +540,7 @@ class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,
         -------
         self
         """
-        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit(X, y, w) and None,
-                                    X, y, sample_weight)
+        return self._calibrated_fit(lambda X, y, w, _: self._fit(X, y, w), X, y, sample_weight)
 
     def _proba(self, A: np.ndarray) -> np.ndarray:
         """Mean over trees of the leaf class fractions (rows sum to one)."""

@@ -19,9 +19,9 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics import calibration as cal
-from basics.class_recalibration import class_calibration_state
+from basics.class_recalibration import NO_CLASS_MAP, class_calibration_state
 from basics.mixture import GaussianMixture
-from basics.recalibration import CALIBRATE_CONSTRAINT, recalibration_state
+from basics.recalibration import CALIBRATE_CONSTRAINT, NO_MAP, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
 from basics.threads import N_JOBS
@@ -254,11 +254,8 @@ class _BranchedEnsemble(BaseEstimator):
         attrs = {**input_attributes(plan.encoder), "entropy_": int(plan.entropy)}
         if self._task == CLASSIFICATION:
             attrs["classes_"] = plan.classes
-            attrs["class_calibration_"] = None  # a fit drops the map of an earlier fit
-            attrs["calibration_"] = None
-        else:
-            attrs["recalibration_"] = None  # a fit drops the map of an earlier fit
-            attrs["calibration_"] = None
+        # a fit drops the map of an earlier fit
+        attrs.update(NO_CLASS_MAP if self._task == CLASSIFICATION else NO_MAP)
         attrs.update(self._fitted_parts(plan, list(branches), trunk))
         self._assign(attrs)
         return self

@@ -25,12 +25,17 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import state_variance
-from basics.class_recalibration import class_calibration_from_state, class_calibration_state
+from basics.class_recalibration import (
+    NO_CLASS_MAP,
+    class_calibration_from_state,
+    class_calibration_state,
+)
 from basics.flat_tree import INDEX
 from basics.mixture import GaussianMixture, check_errors, solver_levels
 from basics.predictive import PredictiveClassifierMixin, PredictiveRegressorMixin
 from basics.recalibration import (
     CALIBRATE_CONSTRAINT,
+    NO_MAP,
     recalibration_from_state,
     recalibration_state,
 )
@@ -202,8 +207,7 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
     def fit(self, X: Any, y: Any) -> MondrianForestRegressor:
         """Sample a fresh forest on (X, y) (paper Alg. 1-2), then recalibrate it as
         ``calibrate`` says."""
-        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit_forest(X, y), X, y,
-                                    None)
+        return self._calibrated_fit(lambda X, y, w, _: self._fit_forest(X, y), X, y, None)
 
     def _fit_forest(self, X: Any, y: Any) -> None:
         self._validate_params()
@@ -214,8 +218,7 @@ class MondrianForestRegressor(PredictiveRegressorMixin, RegressorMixin, _BaseMon
                 raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
         self._init_state(X)
         self._update(X, y, np.zeros(X.shape[0], INDEX))
-        self.recalibration_ = None  # a fresh forest: an earlier map no longer applies
-        self.calibration_ = None
+        self.__dict__.update(NO_MAP)  # a fresh forest: an earlier map no longer applies
 
     def partial_fit(self, X: Any, y: Any) -> MondrianForestRegressor:
         """Extend every tree with (X, y), one point at a time (paper Alg. 3-4).
@@ -469,8 +472,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
     def fit(self, X: Any, y: Any) -> MondrianForestClassifier:
         """Sample a fresh forest of paused Mondrian trees (thesis Alg. 5.1, 5.9), then
         recalibrate its probabilities as ``calibrate`` says."""
-        return self._calibrated_fit(lambda X, y, w, crossfit: self._fit_forest(X, y), X, y,
-                                    None)
+        return self._calibrated_fit(lambda X, y, w, _: self._fit_forest(X, y), X, y, None)
 
     def _fit_forest(self, X: Any, y: Any) -> None:
         self._validate_params()
@@ -487,8 +489,7 @@ class MondrianForestClassifier(PredictiveClassifierMixin, ClassifierMixin, _Base
         self.classes_ = classes
         self._init_state(X)
         self._update(X, np.zeros(X.shape[0]), labels)
-        self.class_calibration_ = None  # a fresh forest: an earlier map no longer applies
-        self.calibration_ = None
+        self.__dict__.update(NO_CLASS_MAP)  # a fresh forest: an earlier map no longer applies
 
     def partial_fit(self, X: Any, y: Any, *, classes: Any = None) -> MondrianForestClassifier:
         """Extend every tree with (X, y) (thesis Alg. 5.5, 5.10).

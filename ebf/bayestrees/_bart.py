@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import check_variances, state_location, state_variance
 from basics.mixture import GaussianMixture
-from basics.recalibration import recalibration_from_state, recalibration_state
+from basics.recalibration import NO_MAP, recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
 from basics.validation import check_target_not_in_features, state_array, state_int
@@ -223,7 +223,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         self.__dict__.update(self._fitted(
             encoder, draws, center, scale, loglik, result.sigma2_trace * scale**2, entropy,
             variance_floor(y)))
-        self.recalibration_ = None  # a new chain: an earlier map no longer applies
+        self.__dict__.update(NO_MAP)  # a new chain: an earlier map no longer applies
         return self
 
     def _fitted(self, encoder: FeatureEncoder, draws: ForestDraws, center: float,

@@ -35,7 +35,7 @@ from basics.bounds import state_location, state_variance
 from basics.class_recalibration import class_calibration_from_state, class_calibration_state
 from basics.leaf_noise import nig_predictive_variance
 from basics.mixture import GaussianMixture
-from basics.recalibration import recalibration_from_state, recalibration_state
+from basics.recalibration import NO_MAP, recalibration_from_state, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
 from basics.validation import check_classes, check_target_not_in_features, state_int
@@ -45,7 +45,7 @@ from .._base import (
     ProbabilisticRegressorMixin,
     classes_from_state,
     classes_state,
-    classification_target,
+    classifier_target,
     input_attributes,
     regression_target,
     unweighted_rows,
@@ -310,13 +310,7 @@ class SMCTreeClassifier(ProbabilisticClassifierMixin, ClassifierMixin, _SMCTree)
         _store(self, locals())
 
     def _encode_target(self, y: Any, n: int, n_classes: int | None) -> tuple:
-        if n_classes is not None:  # a branch: y holds the ensemble's class codes
-            return np.asarray(y, dtype=np.int64), {"classes_": np.arange(n_classes),
-                                                   "class_calibration_": None,
-                                                   "calibration_": None}
-        codes, classes = classification_target(self, y, n)
-        # a fit drops a map
-        return codes, {"classes_": classes, "class_calibration_": None, "calibration_": None}
+        return classifier_target(self, y, n, n_classes)
 
     def _likelihood(self, A: np.ndarray, codes: np.ndarray,
                     extra: dict) -> tuple[LeafLikelihood, np.ndarray]:
@@ -417,7 +411,7 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
 
     def _encode_target(self, y: Any, n: int, n_classes: None = None) -> tuple:
         y = regression_target(self, y, n)
-        return y, {"recalibration_": None}  # a fit drops a recalibration map
+        return y, dict(NO_MAP)  # a fit drops a recalibration map
 
     def _likelihood(self, A: np.ndarray, y: np.ndarray,
                     extra: dict) -> tuple[LeafLikelihood, np.ndarray]:

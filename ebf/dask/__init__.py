@@ -2,7 +2,7 @@
 
 The distributed layer only orchestrates: every algorithm is the single-process one from
 ``ebf`` run on the workers, and the fitted model is the local estimator class, so the
-distributed fit equals the local fit on the same rows (see ``_estimators.py`` for the
+distributed fit equals the local fit on the same rows (see ``_fitting.py`` for the
 phases). Modules, in data-flow order:
 
 ``inputs``      schema checks, the summary pass (encoder, target checks), the encoding pass

@@ -16,7 +16,7 @@ from contextlib import contextmanager, nullcontext
 
 import distributed
 
-logger = logging.getLogger("ebf.dask._estimators")  # the fit phases' log, as documented
+logger = logging.getLogger("ebf.dask._fitting")  # the fit phases' log, as documented
 
 __all__ = ["NoClientError", "PhaseReport", "Phases", "Report", "current_client", "gather",
            "wait_for"]
@@ -124,7 +124,7 @@ def gather(client: distributed.Client, futures: Sequence[distributed.Future],
 
 class Phases:
     """Times, logs and names (``distributed.span``) the phases of one fit
-    (:mod:`ebf.dask._estimators`); ``report(name)`` turns them into a :data:`Report`."""
+    (:mod:`ebf.dask._fitting`); ``report(name)`` turns them into a :data:`Report`."""
 
     def __init__(self, progress: PhaseReport | None) -> None:
         self.progress = progress
