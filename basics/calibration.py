@@ -515,30 +515,39 @@ class CalibratedFitMixin:
                 X, y, sample_weight))
         return self
 
-    def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:
+    def _crossfit(self, X: Any, y: Any, sample_weight: Any, seed: int | None = None) -> tuple:
         """``(per-fold results, group_trees, model_trees)`` of clones of the model with
         :func:`group_trees` trees, each fit on the rows outside one fold and predicting the
-        rows of its fold (a model whose trees are an equal mixture: a forest)."""
+        rows of its fold (a model whose trees are an equal mixture: a forest). ``seed``: the
+        model's resolved seed (by default :meth:`_calibration_seed`, once it is fit)."""
         from sklearn.base import clone
 
-        y = np.asarray(y)
+        target, y = y, np.asarray(y)  # the groups get the target as given (its name)
         model = int(self.n_estimators)
         group = group_trees(model)
-        seed = int(self._calibration_seed())
+        seed = int(self._calibration_seed() if seed is None else seed)
 
         def fit_group(keep: np.ndarray, fold: int) -> list:
             rows = np.flatnonzero(keep)
-            params = {} if sample_weight is None else {
-                "sample_weight": np.asarray(sample_weight)[rows]}
-            return [clone(self).set_params(n_estimators=size, calibrate="none",
-                                           random_state=fold_seed(seed, fold + j * N_FOLDS))
-                    .fit(subset_rows(X, rows), y[rows], **params)
+            w = None if sample_weight is None else np.asarray(sample_weight)[rows]
+            return [self._fit_group(
+                        clone(self).set_params(n_estimators=size, calibrate="none",
+                                               random_state=fold_seed(seed, fold + j * N_FOLDS)),
+                        subset_rows(X, rows), subset_rows(target, rows), w)
                     for j, size in enumerate(self._group_parts(group))]
 
         def held_out(fitted: list, rows: np.ndarray) -> Any:
             return self._held_out(fitted, subset_rows(X, rows), y[rows])
 
         return crossfit(fit_group, held_out, np.arange(y.size), seed), group, model
+
+    @staticmethod
+    def _fit_group(group: Any, X: Any, y: Any, sample_weight: Any) -> Any:
+        """Fit one calibration group (a clone of the model with its group's trees, no map);
+        a model that learns an option from its groups fits them so that they can score it
+        (:mod:`basics.prior_choice`)."""
+        return group.fit(X, y, **({} if sample_weight is None else {
+            "sample_weight": sample_weight}))
 
     #: Whether a calibration group is fit as two halves (classifiers: their class map is
     #: extrapolated from the groups and their halves) rather than whole.

@@ -27,7 +27,9 @@ keep (*) (``benchmarks/bench_leaf_prior.py``).
 **How the forests use it.** A CART leaf (Bayesian and random forests, and so the branches
 of EBF and SSF) takes ``kappa0 = 0`` (a flat prior on its mean, so the leaf predicts its
 weighted mean exactly as CART does, and RMSE does not move), ``nu0 = prior_rows``
-pseudo-rows (:data:`LEAF_PRIOR_ROWS` by default) and ``s0^2`` a pooled within-leaf
+pseudo-rows (learnt from held-out rows among :data:`LEAF_PRIOR_CANDIDATES` by default,
+:mod:`basics.prior_choice`; :data:`LEAF_PRIOR_ROWS` where nothing is held out) and
+``s0^2`` a pooled within-leaf
 variance (:func:`pooled_variance`, estimated at fit from the training rows): that of the
 smallest subtree around the leaf whose leaves hold ``nu0`` residual degrees of freedom
 (``ebf._cart_fit.prior_centres``), the residual variance of the leaf's neighbourhood. A
@@ -45,7 +47,7 @@ several components per leaf and multiply the cost of every prediction).
 
 **The floor data cannot give.** A leaf of one distinct target value (``SS = 0``) has
 variance ``nu0 s0^2 (n + 1) / (n (nu0 + n - 2))``, never less: about ``1.2 s0^2`` for a leaf
-of 3 effective rows (5 Bayesian-bootstrap rows) and the default prior. It falls like
+of 3 effective rows (5 Bayesian-bootstrap rows) and a prior of 10 rows. It falls like
 ``nu0 s0^2 / n`` only as the leaf's rows grow, so a leaf of hundreds of equal targets is
 (rightly) confident; below that the prior, not the leaf, sets the width.
 
@@ -63,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEAF_PRIOR_ROWS", "nig_posterior", "nig_predictive_variance",
+__all__ = ["LEAF_PRIOR_CANDIDATES", "LEAF_PRIOR_ROWS", "nig_posterior", "nig_predictive_variance",
            "leaf_predictive_variance", "pooled_variance"]
 
 #: Weight of the prior on a leaf's noise variance, in pseudo-rows at the pooled variance:
@@ -72,6 +74,13 @@ __all__ = ["LEAF_PRIOR_ROWS", "nig_posterior", "nig_predictive_variance",
 #: such a leaf stays near the pooled variance however equal its targets; a leaf of hundreds
 #: of rows is its own spread. Mondrian forests' ``min_samples_split`` defaults to 10 too.
 LEAF_PRIOR_ROWS = 10.0
+
+#: The prior strengths ``leaf_prior_rows="auto"`` chooses among, by the held-out log score
+#: of the calibration groups (:mod:`basics.prior_choice`); None: no prior (every leaf its
+#: own weighted variance). One fixed strength cannot suit both a target whose noise is
+#: about the same everywhere (a strong prior tames small leaves) and one whose noise grows
+#: with its level (quiet leaves must not borrow the noise of loud neighbours).
+LEAF_PRIOR_CANDIDATES = (None, 2.0, 5.0, 10.0, 25.0, 60.0)
 
 
 def nig_posterior(n: np.ndarray, ybar: np.ndarray, ss: np.ndarray, *, nu0: float,

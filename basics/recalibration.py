@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import calibration as cal
 from .mixture import GaussianMixture
 from .pit import ACI_STEP, MIN_ROWS, PITMap, RecalibratedDistribution, pit_counts
+from .prior_choice import held_out_scores
 
 __all__ = ["CALIBRATE_CONSTRAINT", "NO_MAP", "RecalibrationMixin", "calibration_from_state",
            "map_state", "recalibration_from_state", "recalibration_state"]
@@ -209,10 +210,11 @@ class RecalibrationMixin(cal.CalibratedFitMixin):
         self.calibration_ = provenance
         return self
 
-    def _held_out(self, fitted: list, X: Any, y: np.ndarray) -> cal.HeldOutCounts:
-        """A calibration group's PIT counts of rows it never saw (``calibrate="auto"``)."""
+    def _held_out(self, fitted: list, X: Any, y: np.ndarray) -> Any:
+        """A calibration group's PIT counts of rows it never saw (``calibrate="auto"``), or
+        its scores of every candidate leaf prior (:func:`basics.prior_choice.held_out_scores`)."""
         (group,) = fitted
-        return cal.held_out_counts(group.predict_distribution(X, recalibrated=False), y)
+        return held_out_scores(group, X, y)
 
     def _set_auto_map(self, held: tuple) -> None:
         """The PIT map of the groups' counts, extrapolated to the model's trees: ``held``

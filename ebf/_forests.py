@@ -24,6 +24,7 @@ Gaussian needs a positive variance.
 
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 from typing import Any
 
@@ -32,10 +33,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from basics.bounds import state_variance
+from basics.bounds import state_float, state_variance
 from basics.class_recalibration import class_calibration_from_state, class_calibration_state
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
+from basics.prior_choice import (
+    CANDIDATES,
+    OPTION,
+    CandidateScores,
+    candidate_scores,
+    integer_valued,
+    settle,
+)
 from basics.recalibration import (
     CALIBRATE_CONSTRAINT,
     NO_MAP,
@@ -65,6 +74,19 @@ from .features import FeatureEncoder
 from .importance import forest_decrease, normalised
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
+
+#: ``_leaf_model``'s prior strength when the caller gives none: the parameter's.
+_AUTO = object()
+
+
+def _with_prior(forest: cart.CartForest, n_eff: np.ndarray, prior_rows: float | None,
+                var_floor: float) -> tuple[cart.CartForest, float | None]:
+    """The forest under a leaf prior of ``prior_rows`` pseudo-rows (None: none) and the
+    forest's pooled leaf variance (None without a prior)."""
+    if prior_rows is None:
+        return forest, None
+    return cart_fit.with_leaf_prior(forest, n_eff, prior_rows=float(prior_rows),
+                                    var_floor=var_floor)
 
 
 class _BaseBayesianForest(BaseEstimator):
@@ -99,12 +121,12 @@ class _BaseBayesianForest(BaseEstimator):
     # ------------------------------------------------------------------ fitting
 
     def _fit(self, X: Any, y: Any, sample_weight: Any, *, entropy: int | None = None,
-             branch: int = 0, n_classes: int | None = None) -> BaseEstimator:
+             branch: int = 0, n_classes: int | None = None, **leaf: Any) -> BaseEstimator:
         """Validate everything, fit the forest, then set all fitted attributes at once.
 
         Nothing is assigned before the forest is built, so a call that raises leaves the
         model exactly as it was. ``entropy``, ``branch`` and ``n_classes`` are set by
-        :meth:`_fit_branch` only.
+        :meth:`_fit_branch` only; ``leaf`` options go to :meth:`_leaf_model`.
         """
         self._validate_params()
         check_target_not_in_features(X, y)
@@ -124,26 +146,29 @@ class _BaseBayesianForest(BaseEstimator):
             max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
             splitter=self.splitter, max_bins=self.max_bins,
         )
-        forest = self._leaf_model(forest, weight_sq, extra)
+        forest = self._leaf_model(forest, weight_sq, extra, **leaf)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
         return self
 
     def _fit_branch(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None, *,
-                    entropy: int, branch: int, n_classes: int | None = None) -> BaseEstimator:
+                    entropy: int, branch: int, n_classes: int | None = None,
+                    **leaf: Any) -> BaseEstimator:
         """Fit as branch ``branch`` of an ensemble (EBF trunk leaf or SSF sub-sample).
 
         ``X`` is already encoded, ``y`` already checked (class codes ``0 .. n_classes-1``
         for classifiers, so that ``predict_proba`` has a column for every class of the
         ensemble); tree ``b`` uses ``SeedSequence(entropy, spawn_key=(branch, b))``.
+        ``leaf`` options: as for :meth:`_leaf_model`.
         """
         return self._fit(X, y, sample_weight, entropy=entropy, branch=branch,
-                         n_classes=n_classes)
+                         n_classes=n_classes, **leaf)
 
     def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
-                    extra: dict[str, Any]) -> cart.CartForest:
+                    extra: dict[str, Any], **options: Any) -> cart.CartForest:
         """The forest as it predicts, from the raw leaf statistics of the fit (the
-        regressor's leaf prior; may add fitted attributes to ``extra``)."""
+        regressor's leaf prior; may add fitted attributes to ``extra``). Classifiers take
+        no options."""
         return forest
 
     @staticmethod
@@ -268,7 +293,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         ``"leaf"``: the predictive distribution is an equal-weight Gaussian mixture with one
         component per tree (leaf mean, leaf predictive variance). ``"tree_spread"``:
         one Gaussian with the mean and variance of the tree predictions.
-    leaf_prior_rows : float or None, default=10.0
+    leaf_prior_rows : "auto", float or None, default="auto"
         Weight, in pseudo-rows, of the inverse-gamma prior on every leaf's noise variance,
         centred on the pooled within-leaf variance ``s0^2`` of the smallest subtree around
         the leaf whose leaves hold that many residual degrees of freedom (the residual
@@ -278,7 +303,13 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         (n (nu0 + n - 2))`` (:mod:`basics.leaf_noise`): never less than the prior gives a
         leaf of equal targets, and its own spread as ``n`` grows. Must be > 1. ``None``:
         the leaf's weighted sample variance as it is (the behaviour before the prior, and of
-        models saved then).
+        models saved then). ``"auto"``: learnt from the rows the model never saw, with
+        ``calibrate="auto"``: the calibration groups score every strength of
+        :data:`basics.leaf_noise.LEAF_PRIOR_CANDIDATES` on their held-out rows, and the
+        model takes the one with the fewest rows below a log density of -30 and the highest
+        recalibrated held-out log density (:mod:`basics.prior_choice`; no extra trees are
+        fit); with any other ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an
+        EBF branch, each branch learns its own.
     calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
         How the predictive CDF is recalibrated (:mod:`basics.calibration`). ``"auto"``: on
         every training row, each predicted by a small forest fit without it (5 folds, 10%
@@ -310,6 +341,9 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         The resolved seed: refitting with ``random_state=entropy_`` reproduces the model.
     var_floor_ : float
         Floor of component variances (:func:`variance_floor` of the training target).
+    leaf_prior_rows_ : float or None
+        The prior strength the leaves use (None: no prior; NaN: not recorded, a model saved
+        before it was).
     leaf_noise_var_ : float or None
         The pooled within-leaf variance of all the forest's leaves (``sum n v / sum (n -
         1)``, at least ``var_floor_``): the forest's residual variance, and the prior's
@@ -335,7 +369,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     _parameter_constraints: dict = {
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
-        "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), None],
+        "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), StrOptions({"auto"}),
+                            None],
     }
 
     def __init__(
@@ -349,7 +384,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         splitter: str = "hist",
         max_bins: int | str = "auto",
         uncertainty: str = "leaf",
-        leaf_prior_rows: float | None = LEAF_PRIOR_ROWS,
+        leaf_prior_rows: float | str | None = "auto",
         calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -387,19 +422,58 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         -------
         self
         """
-        return self._calibrated_fit(lambda X, y, w, _: self._fit(X, y, w), X, y, sample_weight)
+        return self._calibrated_fit(self._fit_learning_prior, X, y, sample_weight)
+
+    def _fit_learning_prior(self, X: Any, y: Any, sample_weight: Any, crossfit: bool) -> Any:
+        """:meth:`_fit`; with ``crossfit`` and ``leaf_prior_rows="auto"``, the calibration
+        groups first, then the model with the prior strength they chose (returning their
+        counts under it for the map)."""
+        if not (crossfit and self.leaf_prior_rows == "auto"):
+            return self._fit(X, y, sample_weight)
+        entropy = resolve_entropy(self.random_state)
+        folds, group, model = self._crossfit(X, y, sample_weight, seed=entropy)
+        counts, params = settle([held for _, held in folds], group, model)
+        self._fit(X, y, sample_weight, entropy=entropy, prior_rows=params.get(OPTION, _AUTO))
+        return counts, group, model
+
+    @staticmethod
+    def _fit_group(group: Any, X: Any, y: Any, sample_weight: Any) -> Any:
+        """A calibration group keeps its raw leaves to score every prior strength."""
+        return group._fit(X, y, sample_weight, keep_leaf_stats=True)
 
     def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
-                    extra: dict[str, Any]) -> cart.CartForest:
-        """Leaf variances -> posterior predictive variances (``leaf_prior_rows``)."""
-        if self.leaf_prior_rows is None:
-            extra["leaf_noise_var_"] = None
-            return forest
-        forest, s0_sq = cart_fit.with_leaf_prior(
-            forest, cart_fit.effective_rows(forest.weight, weight_sq),
-            prior_rows=float(self.leaf_prior_rows), var_floor=extra["var_floor_"])
-        extra["leaf_noise_var_"] = s0_sq
+                    extra: dict[str, Any], prior_rows: Any = _AUTO,
+                    keep_leaf_stats: bool = False) -> cart.CartForest:
+        """Leaf variances -> posterior predictive variances under ``prior_rows`` (by default
+        ``leaf_prior_rows``, with ``"auto"`` as :data:`LEAF_PRIOR_ROWS`). With
+        ``keep_leaf_stats`` and ``leaf_prior_rows="auto"`` (a calibration group) the raw
+        leaves stay (in ``_leaf_stats``, never saved) for :meth:`_candidate_scores`."""
+        if prior_rows is _AUTO:
+            prior_rows = self.leaf_prior_rows
+        if prior_rows == "auto":
+            prior_rows = LEAF_PRIOR_ROWS
+        n_eff = cart_fit.effective_rows(forest.weight, weight_sq)
+        learn = keep_leaf_stats and self.leaf_prior_rows == "auto"
+        extra["_leaf_stats"] = (forest, n_eff) if learn else None
+        extra["leaf_prior_rows_"] = None if prior_rows is None else float(prior_rows)
+        forest, extra["leaf_noise_var_"] = _with_prior(forest, n_eff, prior_rows,
+                                                       extra["var_floor_"])
         return forest
+
+    def _candidate_scores(self, X: Any, y: Any) -> CandidateScores | None:
+        """Held-out scores of rows ``(X, y)`` under every strength of
+        :data:`basics.leaf_noise.LEAF_PRIOR_CANDIDATES` (:mod:`basics.prior_choice`), from
+        the raw leaves of a calibration group; None for any other fit."""
+        stats = getattr(self, "_leaf_stats", None)
+        if stats is None:
+            return None
+        raw, n_eff = stats
+        mixtures = []
+        for prior_rows in CANDIDATES:
+            scored = copy.copy(self)  # the same model with the candidate's leaves
+            scored.forest_ = _with_prior(raw, n_eff, prior_rows, self.var_floor_)[0]
+            mixtures.append(scored.predict_distribution(X, recalibrated=False))
+        return candidate_scores(mixtures, y, integer_valued(y))
 
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":
@@ -414,6 +488,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
     def _get_state(self) -> dict[str, Any]:
         leaf = {} if self.leaf_noise_var_ is None else {
             "leaf_noise_var": float(self.leaf_noise_var_)}
+        if self.leaf_prior_rows_ is not None and np.isfinite(self.leaf_prior_rows_):
+            leaf["leaf_prior_rows"] = float(self.leaf_prior_rows_)
         return {**super()._get_state(), "var_floor": float(self.var_floor_), **leaf,
                 **recalibration_state(self)}
 
@@ -425,11 +501,14 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         :data:`basics.bounds.MAX_VARIANCE`, and the recalibration map, if any."""
         floor = state_variance(state, "var_floor")
         s0_sq = state.get("leaf_noise_var")
+        prior_rows = None
         if s0_sq is not None:
             s0_sq = state_variance(state, "leaf_noise_var", low=floor,
                                    bound="from var_floor to MAX_VARIANCE")
-        return {"var_floor_": floor, "leaf_noise_var_": s0_sq,
-                **recalibration_from_state(state)}, None
+            prior_rows = (state_float(state, "leaf_prior_rows", 1.0, 1e9, "the parameter's range")
+                          if "leaf_prior_rows" in state else float("nan"))
+        return {"var_floor_": floor, "leaf_noise_var_": s0_sq, "leaf_prior_rows_": prior_rows,
+                "_leaf_stats": None, **recalibration_from_state(state)}, None
 
 
 class BayesianForestClassifier(ProbabilisticClassifierMixin, ClassifierMixin,

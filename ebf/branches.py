@@ -22,6 +22,7 @@ from basics import calibration as cal
 from basics.bounds import check_locations, check_variances
 from basics.levels import DEFAULT_QUANTILES
 from basics.mixture import GaussianMixture, MixtureSummary, summarize
+from basics.prior_choice import held_out_scores, settle
 from basics.tasks import CLASSIFICATION, REGRESSION
 
 from ._base import variance_floor
@@ -42,6 +43,10 @@ class BranchSpec:
     params: dict
     n_jobs: int | None
     predict_only: bool = False
+    #: Fit as a calibration group of ``calibrate="auto"``: a learner that learns an option
+    #: from its groups keeps what it needs to score its candidates
+    #: (:mod:`basics.prior_choice`).
+    calibration_group: bool = False
 
     @property
     def min_rows(self) -> int:
@@ -119,21 +124,26 @@ def branch_crossfit(
         Regression: the PIT counts of the rows. Classification: per fold, ``(positions,
         (proba, proba, codes))``, the rows' held-out class probabilities from each half of
         the group (:func:`basics.calibration.group_halves`) and their class codes.
+    params : dict
+        The learner options the groups chose for the branch (regression: the leaf prior of
+        ``leaf_prior_rows="auto"``, :mod:`basics.prior_choice`), else empty; the counts
+        are those under them.
     group_trees : int
         Trees per group (for :func:`basics.calibration.extrapolated_map`).
     """
     group = cal.group_trees(spec.n_estimators, get_learner(spec.learner).exchangeable_trees)
-    group_spec = replace(spec, n_estimators=group, predict_only=False)
+    group_spec = replace(spec, n_estimators=group, predict_only=False, calibration_group=True)
 
     def fit_group(keep: np.ndarray, fold: int) -> Any:
         w = None if sample_weight is None else sample_weight[keep]
         return fit_branch(group_spec, X[keep], y[keep], w, cal.fold_seed(entropy, fold), branch)
 
     if spec.task == REGRESSION:
-        def counts(fitted: Any, rows: np.ndarray) -> cal.HeldOutCounts:
-            return cal.held_out_counts(fitted.predict_distribution(X[rows]), y[rows])
+        def scores(fitted: Any, rows: np.ndarray) -> Any:
+            return held_out_scores(fitted, X[rows], y[rows])
 
-        return cal.crossfit_counts(fit_group, counts, positions, entropy), group
+        folds = cal.crossfit(fit_group, scores, positions, entropy)
+        return (*settle([held for _, held in folds], group, spec.n_estimators), group)
 
     def fit_halves(keep: np.ndarray, fold: int) -> list:
         w = None if sample_weight is None else sample_weight[keep]
@@ -149,7 +159,26 @@ def branch_crossfit(
 
     # classifiers: each group as two halves, whose class map extrapolates to the model's trees
     folds = cal.crossfit(fit_halves, proba, positions, entropy)
-    return [(np.asarray(positions)[rows], out) for rows, out in folds], group
+    return [(np.asarray(positions)[rows], out) for rows, out in folds], {}, group
+
+
+def fit_calibrated_branch(spec: BranchSpec, X: np.ndarray, y: np.ndarray,
+                          sample_weight: np.ndarray | None, entropy: int, branch: int,
+                          positions: np.ndarray) -> tuple[Any, Any, int]:
+    """A branch and what its calibration groups say of its rows (``calibrate="auto"``).
+
+    The groups first (:func:`branch_crossfit`), then the branch (:func:`fit_branch`) with
+    the options they chose for it (a leaf prior learnt per branch). Same parameters.
+
+    Returns
+    -------
+    fitted, held_out, group_trees
+    """
+    held, params, group = branch_crossfit(spec, X, y, sample_weight, entropy, branch,
+                                          positions)
+    if params:
+        spec = replace(spec, params={**spec.params, **params})
+    return fit_branch(spec, X, y, sample_weight, entropy, branch), held, group
 
 
 class ConstantBranch:

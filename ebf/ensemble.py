@@ -36,7 +36,7 @@ from ._base import (
 from ._restore import fitted_update_record, restore_ensemble, restore_head, restore_part
 from ._update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 from .artifact.classes import estimator_state
-from .branches import BranchSpec, branch_crossfit, fit_branch
+from .branches import BranchSpec, fit_branch, fit_calibrated_branch
 from .config import MAX_BINS
 from .features import FeatureEncoder
 from .importance import normalised, total_decrease, trunk_decrease
@@ -212,28 +212,28 @@ class _BranchedEnsemble(BaseEstimator):
         return {}
 
     def _fit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
-                    groups: list[np.ndarray], plan: FitPlan) -> list:
-        """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
-        return [
-            fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
-                       plan.entropy, b)
-            for b, rows in enumerate(groups)
-        ]
+                    groups: list[np.ndarray], plan: FitPlan,
+                    crossfit: bool = False) -> tuple[list, tuple | None]:
+        """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only.
 
-    def _crossfit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
-                         groups: list[np.ndarray], plan: FitPlan) -> tuple:
-        """``(held_out, group_trees, model_trees)`` of every branch's calibration groups
-        (:func:`ebf.branches.branch_crossfit`), for ``calibrate="auto"``: the PIT counts
-        summed (regressors), or every fold's held-out probabilities (classifiers)."""
-        regression = self._task == REGRESSION
-        total: Any = cal.HeldOutCounts.empty() if regression else []
+        With ``crossfit`` (``calibrate="auto"``) each branch follows its calibration groups
+        (:func:`ebf.branches.fit_calibrated_branch`), and the second value is their
+        ``(held_out, group_trees, model_trees)``: the PIT counts summed (regressors), or
+        every fold's held-out probabilities (classifiers); else None.
+        """
+        if not crossfit:
+            return [fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
+                               plan.entropy, b) for b, rows in enumerate(groups)], None
+        branches = []
+        total: Any = cal.HeldOutCounts.empty() if self._task == REGRESSION else []
         group = plan.spec.n_estimators
         for b, rows in enumerate(groups):
-            held, group = branch_crossfit(plan.spec, A[rows], y[rows],
-                                          None if w is None else w[rows], plan.entropy, b,
-                                          rows)
+            fitted, held, group = fit_calibrated_branch(
+                plan.spec, A[rows], y[rows], None if w is None else w[rows], plan.entropy, b,
+                rows)
+            branches.append(fitted)
             total = total + held
-        return total, group, plan.spec.n_estimators
+        return branches, (total, group, plan.spec.n_estimators)
 
     def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
         """Set every fitted attribute from the fitted parts, at once (a seam for ``ebf.dask``).
@@ -410,13 +410,14 @@ class _EBF(_BranchedEnsemble):
         return {"trunk_": trunk, "branches_": branches, **fitted_update_record(trunk)}
 
     def _fit(self, X: Any, y: Any, sample_weight: Any, crossfit: bool = False):
-        """Fit; with ``crossfit``, return the counts of :meth:`_crossfit_groups`."""
+        """Fit; with ``crossfit``, return the held-out results of :meth:`_fit_groups`."""
         A, y, w, plan = self._prepare(X, y, sample_weight)
         trunk = clone(plan.trunk).fit(A, y, sample_weight=w)
         leaf = trunk.apply(A)
         groups = [np.flatnonzero(leaf == b) for b in range(trunk.n_leaves_)]
-        self._from_parts(plan, self._fit_groups(A, y, w, groups, plan), trunk)
-        return self._crossfit_groups(A, y, w, groups, plan) if crossfit else self
+        branches, held = self._fit_groups(A, y, w, groups, plan, crossfit)
+        self._from_parts(plan, branches, trunk)
+        return held if crossfit else self
 
     def apply(self, X: Any) -> np.ndarray:
         """Branch (trunk leaf) id of every row.

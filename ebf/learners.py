@@ -18,7 +18,8 @@ Fitting one returns an estimator that offers ``predict_distribution(X)`` (regres
     (the paper's BF, Algorithm 1): histogram CART trees over the branch's own bins;
     ``branch_params`` may set ``splitter="exact"`` (scikit-learn's CART), ``max_bins`` or
     ``leaf_prior_rows`` (regression: the leaf-noise prior, centred on pooled within-leaf
-    variances of the branch's own trees, so every trunk leaf has its own).
+    variances of the branch's own trees, its strength learnt per branch by default, so
+    every trunk leaf has its own).
 ``"random"``
     the same with Poisson(1) weights (Breiman's random forest).
 ``"mondrian"``
@@ -192,9 +193,11 @@ def _cart(weights: str) -> Callable:
                   min_samples_leaf=spec.min_samples_leaf, max_features=spec.max_features,
                   max_depth=spec.max_depth, random_state=entropy, n_jobs=spec.n_jobs,
                   **spec.params)
-        n_classes = spec.n_classes if spec.task == CLASSIFICATION else None
+        if spec.task == CLASSIFICATION:
+            return est._fit_branch(X, y, sample_weight, entropy=entropy, branch=branch,
+                                   n_classes=spec.n_classes)
         return est._fit_branch(X, y, sample_weight, entropy=entropy, branch=branch,
-                               n_classes=n_classes)
+                               keep_leaf_stats=spec.calibration_group)
 
     return fit
 

@@ -151,11 +151,13 @@ class _SSF(_BranchedEnsemble):
         (:func:`held_out_by_others`), else self."""
         A, y, w, plan = self._prepare(X, y, sample_weight)
         groups = subsample_groups(plan.entropy, A.shape[0], self.n_subsamples)
-        self._from_parts(plan, self._fit_groups(A, y, w, groups, plan))
+        # one sub-sample: its own calibration groups, as an EBF branch
+        branches, held = self._fit_groups(A, y, w, groups, plan, crossfit and len(groups) < 2)
+        self._from_parts(plan, branches)
         if not crossfit:
             return self
-        if len(groups) < 2:  # one sub-sample: its own calibration groups, as an EBF branch
-            return self._crossfit_groups(A, y, w, groups, plan)
+        if held is not None:
+            return held
         held = [held_out_by_others([part_values(s, A[rows], y[rows], self._task) for q, s in
                                     enumerate(self.subsamples_) if q != p], y[rows], rows,
                                    self._task)

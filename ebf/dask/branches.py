@@ -30,7 +30,7 @@ from distributed import Client, Future
 from basics.calibration import HeldOutCounts
 
 from ..artifact import ModelStage, write_part
-from ..branches import BranchSpec, branch_crossfit, fit_branch
+from ..branches import BranchSpec, fit_branch, fit_calibrated_branch
 from ..learners import get_learner
 from ..subsample import held_out_by_others, others_held_out, part_values
 from ._shuffle import ROW, TARGET, WEIGHT, feature_columns
@@ -159,11 +159,12 @@ def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch:
     A = np.ascontiguousarray(part[feature_columns(n_features)].to_numpy(dtype=np.float64))
     y = part[TARGET].to_numpy()
     w = part[WEIGHT].to_numpy(dtype=np.float64) if has_weight else None
-    fitted = fit_branch(spec, A, y, w, entropy, branch)
-    counts = None
     if crossfit:
-        counts = branch_crossfit(spec, A, y, w, entropy, branch,
-                                 part[ROW].to_numpy(dtype=np.int64))
+        fitted, held, group = fit_calibrated_branch(spec, A, y, w, entropy, branch,
+                                                    part[ROW].to_numpy(dtype=np.int64))
+        counts = held, group
+    else:
+        fitted, counts = fit_branch(spec, A, y, w, entropy, branch), None
     if stage is not None:
         fitted = write_part(stage[0], branch, fitted, stage[1])
     return fitted, len(part), counts
@@ -202,7 +203,7 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
         :class:`ebf.artifact.StoredPart` references.
     crossfit : tuple or None
         ``(held_out, group_trees, model_trees)`` over the branches, as the local
-        ensemble's ``_crossfit_groups`` returns them (regression: integer PIT counts, summed
+        ensemble's ``_fit_groups`` returns them (regression: integer PIT counts, summed
         exactly whatever the workers); None without ``crossfit``.
     """
     token = uuid.uuid4().hex[:12]

@@ -115,8 +115,10 @@ def test_branches_are_fit_on_their_rows_only_with_their_own_seed():
     np.testing.assert_array_equal(np.bincount(leaf), ebf.branch_sizes_)
     for b in range(len(ebf.branches_)):
         rows = leaf == b
-        # a BF on the branch's rows, with the branch's seed, is the branch
-        alone = BayesianForestRegressor(n_estimators=4, random_state=9)._fit_branch(
+        # a BF on the branch's rows, with the branch's seed and learnt prior, is the branch
+        alone = BayesianForestRegressor(
+            n_estimators=4, random_state=9,
+            leaf_prior_rows=ebf.branches_[b].leaf_prior_rows_)._fit_branch(
             X[rows], y[rows], None, entropy=9, branch=b)
         assert_same_mixture(alone.predict_distribution(X[rows]),
                             ebf.predict_distribution(X[rows], recalibrated=False))

@@ -90,7 +90,8 @@ def test_forest_leaves_are_the_oracle_posterior(splitter, weights):
     X = rng.random((400, 3))
     y = np.round(4 * X[:, 0] + rng.normal(size=400), 0)  # integer targets: tight leaves
     bf = BayesianForestRegressor(n_estimators=4, weights=weights, splitter=splitter,
-                                 min_samples_leaf=3, random_state=5).fit(X, y)
+                                 min_samples_leaf=3, random_state=5,
+                                 leaf_prior_rows=LEAF_PRIOR_ROWS).fit(X, y)
     raw = BayesianForestRegressor(n_estimators=4, weights=weights, splitter=splitter,
                                   min_samples_leaf=3, random_state=5,
                                   leaf_prior_rows=None).fit(X, y)

@@ -77,6 +77,7 @@ from .mondrian import (
 )
 from .noise import (
     naive_gamma_test,
+    naive_held_out_log_scores,
     naive_leaf_predictive_variance,
     naive_pooled_leaf_variance,
     naive_prior_centres,
@@ -143,6 +144,7 @@ __all__ = [
     "naive_forest_components",
     "naive_expand_empirical",
     "naive_gamma_test",
+    "naive_held_out_log_scores",
     "naive_grow",
     "naive_histogram",
     "naive_impurity",

@@ -136,3 +136,27 @@ def naive_gamma_test(X, y, p):
             gamma[k] += 0.5 * (y[d2[k][1]] - y[i]) ** 2 / n
     slope, intercept = np.polyfit(delta, gamma, 1)
     return intercept
+
+
+def naive_held_out_log_scores(weights, means, variances, y, discrete, low=-30.0):
+    """Sum over rows of each row's log score under its Gaussian mixture, and the count of
+    rows below ``low``: the log density, or (``discrete``) the log probability of
+    ``[y - 1/2, y + 1/2]``, one row at a time with scipy's normal."""
+    from scipy import stats
+
+    total, n_low = 0.0, 0
+    for w, m, v, t in zip(weights, means, variances, y, strict=True):
+        sd = np.sqrt(v)
+        if discrete:
+            p = sum(wk * (stats.norm.sf(t - 0.5, mk, sk) - stats.norm.sf(t + 0.5, mk, sk)
+                          if t - 0.5 > mk else
+                          stats.norm.cdf(t + 0.5, mk, sk) - stats.norm.cdf(t - 0.5, mk, sk))
+                    for wk, mk, sk in zip(w, m, sd, strict=True)) / np.sum(w)
+            score = np.log(p)
+        else:  # log-sum-exp: a far row's density underflows
+            logs = [np.log(wk) + stats.norm.logpdf(t, mk, sk)
+                    for wk, mk, sk in zip(w, m, sd, strict=True)]
+            score = np.logaddexp.reduce(logs) - np.log(np.sum(w))
+        total += score
+        n_low += int(score < low)
+    return total, n_low
