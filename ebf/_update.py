@@ -33,7 +33,7 @@ from basics.tasks import CLASSIFICATION
 from basics.threads import thread_map
 
 from ._base import class_codes, regression_target
-from .branches import BranchSpec, ConstantBranch, fit_branch
+from .branches import BranchSpec, ConstantBranch, fit_branch, with_learnt_options
 from .learners import get_learner, online_learners
 
 __all__ = [
@@ -155,8 +155,8 @@ def update_branch(spec: BranchSpec, branch: Any, X: np.ndarray, y: np.ndarray, e
     if not get_learner(spec.learner).online:
         check_update(spec.learner, previous is not None)
         Xp, yp = previous
-        return fit_branch(spec, np.concatenate([Xp, X]), np.concatenate([yp, y]), None,
-                          entropy, b)
+        return fit_branch(with_learnt_options(spec, branch), np.concatenate([Xp, X]),
+                          np.concatenate([yp, y]), None, entropy, b)
     check_updatable(spec, branch, b)
     new = copy.deepcopy(branch)
     if spec.task == CLASSIFICATION:

@@ -22,7 +22,7 @@ from basics import calibration as cal
 from basics.bounds import check_locations, check_variances
 from basics.levels import DEFAULT_QUANTILES
 from basics.mixture import GaussianMixture, MixtureSummary, summarize
-from basics.prior_choice import held_out_scores, settle
+from basics.prior_choice import OPTION, held_out_scores, settle
 from basics.tasks import CLASSIFICATION, REGRESSION
 
 from ._base import variance_floor
@@ -160,6 +160,17 @@ def branch_crossfit(
     # classifiers: each group as two halves, whose class map extrapolates to the model's trees
     folds = cal.crossfit(fit_halves, proba, positions, entropy)
     return [(np.asarray(positions)[rows], out) for rows, out in folds], {}, group
+
+
+def with_learnt_options(spec: BranchSpec, branch: Any) -> BranchSpec:
+    """``spec`` with the options a fitted ``branch`` learnt from its calibration groups (its
+    leaf prior strength, where ``branch_params`` leave it ``"auto"``), so that a refit of
+    the branch on more rows keeps them."""
+    learnt = getattr(branch, "leaf_prior_rows_", np.nan)
+    if spec.params.get(OPTION, "auto") != "auto" or (learnt is not None
+                                                    and not np.isfinite(learnt)):
+        return spec
+    return replace(spec, params={**spec.params, OPTION: learnt})
 
 
 def fit_calibrated_branch(spec: BranchSpec, X: np.ndarray, y: np.ndarray,

@@ -152,3 +152,24 @@ def test_learnt_strength_round_trips_and_a_forged_one_is_refused(tmp_path):
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="leaf_prior_rows"):
         load(path)
+
+
+def test_a_refit_branch_keeps_its_learnt_prior():
+    from dataclasses import replace
+
+    from ebf._update import update_branch
+    from ebf.branches import BranchSpec, with_learnt_options
+
+    rng = np.random.default_rng(5)
+    X, y, _ = _regions(3_000, rng)
+    spec = BranchSpec(learner="bayesian", task="regression", n_estimators=10,
+                      min_samples_leaf=5, max_features=1.0, max_depth=None, n_classes=0,
+                      params={}, n_jobs=None)
+    for learnt in (None, 25.0):
+        branch = BayesianForestRegressor(n_estimators=10, random_state=0,
+                                         leaf_prior_rows=learnt).fit(X, y)
+        assert with_learnt_options(spec, branch).params == {"leaf_prior_rows": learnt}
+        new = update_branch(spec, branch, X[:100], y[:100], 0, 0, (X, y))
+        assert new.leaf_prior_rows_ == learnt
+    fixed = replace(spec, params={"leaf_prior_rows": 5.0})
+    assert with_learnt_options(fixed, branch) is fixed  # a fixed strength stays
