@@ -62,6 +62,11 @@ RPS_GRID_POINTS = 1 << 18
 
 
 def _finite_values(y: Any) -> np.ndarray:
+    if hasattr(y, "to_numpy"):  # a pandas column: nullable dtypes' NA as NaN
+        try:
+            y = y.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            return np.array([np.inf])  # not numbers: not an integer target
     y = np.asarray(y)
     if y.dtype.kind not in "biuf":
         try:

@@ -182,7 +182,43 @@ def test_pooled_blocks_score_as_the_whole():
                                           Mixture(GaussianMixture.from_moments(
                                               mean[120:], std[120:] ** 2))]))
     for key, value in whole.items():
+        if value is None:  # a score the rows cannot give (the RPS of a continuous target)
+            assert pooled[key] is None, key
+            continue
         np.testing.assert_allclose(pooled[key], value, rtol=1e-12, err_msg=key)
+
+
+def test_every_distribution_scores_integer_targets_by_the_rps():
+    """Each distribution's RPS is the CRPS of its discretisation to the integers, from its own
+    one-value CDF (the oracle's double sum); regression_scores reports it on an integer
+    target, with the NLPD flagged and the rows of very low density counted."""
+    from tests.naive import naive_discrete_crps
+
+    rng = np.random.default_rng(13)
+    n = 8
+    mean, std = rng.normal(5, 1, size=n), rng.gamma(3.0, size=n) / 3
+    y = np.round(mean + std * rng.normal(size=n))
+    y[0] = 40.0  # far in a tail
+    dists = {"mixture": Mixture((mean, std)), "t": Parametric("t", mean, std, np.full(n, 4.0)),
+             "laplace": Parametric("laplace", mean, std),
+             "step": StepDistribution(mean, std, rng.normal(size=51)),
+             "grid": QuantileGrid(LEVELS_19, mean[:, None] + std[:, None] * stats.norm.ppf(
+                 LEVELS_19)[None, :]),
+             "pooled": Pooled([Mixture((mean[:3], std[:3])), Mixture((mean[3:], std[3:]))])}
+    k = np.arange(-400, 401, dtype=np.float64)
+    for name, dist in dists.items():
+        got = dist.rps_rows(y)
+        for i in range(n):
+            cdf = np.array([dist.cdf(np.full(n, t))[i] for t in np.append(k - 0.5, k[-1] + 0.5)])
+            want = naive_discrete_crps(k, np.diff(cdf), y[i])
+            assert got[i] == pytest.approx(want, rel=1e-6, abs=1e-9), (name, i)
+    scores = regression_scores(y, dists["mixture"])
+    assert scores["rps"] == pytest.approx(dists["mixture"].rps_rows(y).mean(), rel=1e-12)
+    assert scores["nlpd_comparable"] is False and scores["low_density_rows"] == 1
+    assert scores["min_logpdf"] == pytest.approx(stats.norm.logpdf(40.0, mean[0], std[0]))
+    plain = regression_scores(y + 0.5, dists["mixture"])
+    assert plain["rps"] is None and plain["nlpd_comparable"] is True
+    assert regression_scores(y, dists["step"])["low_density_rows"] is None
 
 
 def test_conformal_quantile_shifts_are_the_residual_order_statistics():

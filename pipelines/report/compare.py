@@ -133,7 +133,8 @@ def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str,
     """
     width = max(7, *(len(n) for n in names))
     classify = bool(results) and results[0]["task"] == "classification"
-    scores = scores_of("classification" if classify else "regression")
+    scores = scores_of("classification" if classify else "regression",
+                       any(r.get("integer_target") for r in results))
     columns = [(s.label, lambda r, s=s: r.get(s.name), ".3f" if s.fmt.endswith("f")
                 else s.fmt) for s in scores]
     if not classify:
