@@ -298,3 +298,47 @@ def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
         assert "lowest CRPS: ours" in md and "log loss: ours" in md
     else:  # CI installs no peer: the targets say so
         assert "lowest CRPS: not compared" in md and "log loss: not compared" in md
+
+
+def test_quick_run_of_the_default_on_price_and_wine(tmp_path, monkeypatch):
+    """EBF-default's one row, the price task, the RPS column of the integer wine target and
+    the targets of issue 43, cheaply."""
+    from benchmarks import bench_peers
+    from benchmarks.peers_models import DEFAULT
+
+    monkeypatch.delenv("NGBOOST_PYTHON", raising=False)
+    peers = []
+    for name, module in (("QRF", "quantile_forest"), ("LightGBM", "lightgbm")):
+        try:
+            __import__(module)
+            peers.append(name)
+        except ImportError:
+            pass
+    out = tmp_path / "peers.json"
+    argv = ["--quick", "--tasks", "price", "wine", "--price-rows", "1000", "--max-rows", "900",
+            "--models", DEFAULT, "BF", *peers, "--trees", "3", "--qrf-trees", "5",
+            "--lgbm-iterations", "5", "--output", str(out)]
+    assert bench_peers.main(argv) == 0
+    report = json.loads(out.read_text())
+    price, wine = report["price"], report["wine"]
+    assert not price["integer_target"] and wine["integer_target"]
+    assert price["n_test"] == 200 and "simulated prices" in price["description"]
+    for part in (price, wine):
+        methods = [r["method"] for r in part["rows"]]
+        assert methods.count(DEFAULT) == 1 and "BF+recal" in methods
+        default = next(r for r in part["rows"] if r["method"] == DEFAULT)
+        assert default["variant"] == "default" and default["n_fit"] == part["n_train"]
+        assert default["low_density_rows"] >= 0 and np.isfinite(default["min_logpdf"])
+        assert set(part["default_targets"]["verdicts"]) >= {"crps", "nlpd", "low_density",
+                                                            "rmse"}
+    assert all(r["rps"] is None for r in price["rows"])
+    assert all(r["rps"] > 0 and r["nlpd_comparable"] is False for r in wine["rows"])
+    # the RPS is close to, and here never above, the CRPS of the continuous predictive
+    assert all(r["rps"] <= r["crps"] + 0.1 for r in wine["rows"])
+    assert wine["default_targets"]["verdicts"]["nlpd"] == "n/a"
+    md = out.with_suffix(".md").read_text()
+    wine_md = md[md.index("## wine"):]
+    assert "| RPS |" in wine_md and "†" in wine_md and "rows < -30" in md
+    assert "| RPS |" not in md[md.index("## price"):md.index("## wine")]
+    assert f"Targets of issue 43 ({DEFAULT}) over the tasks" in md
+    assert f"{DEFAULT}: CRPS" in md and "NLPD: not comparable" in wine_md
