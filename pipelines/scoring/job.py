@@ -17,7 +17,10 @@ recalibrated model, ``F`` itself too, so one pass gives the scores before and af
 recalibration. Per map, the records' rows (:class:`basics.scores.RegressionRows`): the
 log-density by the change of variables, CRPS (:func:`basics.metrics.crps_many`), the PIT
 ``R(F(y))``; the predictive quantiles the records ask for are solved for the model as it
-predicts only (a score that needs them is reported for it alone). Beside the scores, the
+predicts only (a score that needs them is reported for it alone). For an integer-valued
+target (``integer``, decided once from the observed targets before the pass) the rows also
+hold the ranked probability score under every map (:func:`basics.discrete.mixture_rps`), and
+the result says the NLPD is not comparable there. Beside the scores, the
 job counts what the report draws: central-interval coverage at 5% steps (the reliability
 diagram) and, for the model as it predicts, the width of the central 90% interval against the
 absolute error of the median (counted in fixed log-spaced width bins, merged into about ten

@@ -126,6 +126,9 @@ def test_an_integer_target_is_scored_by_the_rps_and_its_nlpd_flagged(tmp_path, d
     assert f"<td>{result['rps']:.4f}</td>" in regression_table({"m": result}, None)
     gated = evaluate_model(reg, data, target="y", features=FEATURES, client=dask_client)
     assert gated["rps"] == pytest.approx(result["rps"], rel=1e-12)
+    sharded = evaluate(path, data, target="y", client=dask_client, strategy="sharded")
+    assert sharded["rps"] == pytest.approx(result["rps"], rel=1e-10)
+    assert sharded["uncalibrated"]["rps"] == pytest.approx(own, rel=1e-10)
     # a continuous target: no RPS, the NLPD comparable
     continuous = make_frame(300, seed=34)
     continuous.to_parquet(tmp_path / "c.parquet", index=False)
