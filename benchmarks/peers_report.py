@@ -255,9 +255,13 @@ def default_summary(report: dict[str, Any]) -> list[str]:
     for key, label in (("nlpd", "lowest NLPD where comparable"),
                        ("low_density", f"no row below log density {LOW_LOG_DENSITY:g}"),
                        ("rmse", f"RMSE within {RMSE_TARGET:.0%}")):
-        bad = [t for t in ran if verdicts[t].get(key) == "missed"]
-        lines.append(f"{label}: " + (f"NOT met on {', '.join(bad)}" if bad else
-                                     f"met on every task that ran ({', '.join(ran)})"))
+        by = {v: [t for t in ran if verdicts[t].get(key, "n/a") == v]
+              for v in ("met", "missed", "n/a")}
+        parts = [f"met on {', '.join(by['met'])}" if by["met"] else "",
+                 f"NOT met on {', '.join(by['missed'])}" if by["missed"] else "",
+                 f"not compared on {', '.join(by['n/a'])}" if by["n/a"] else ""]
+        verdict = "NOT met" if by["missed"] else "met" if by["met"] else "not compared"
+        lines.append(f"{label}: {verdict} ({'; '.join(p for p in parts if p)})")
     return lines
 
 
@@ -273,9 +277,11 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]],
     """A markdown table of ``rows``, the best value of each ranked column in bold; the
     columns of ``not_comparable`` are marked with a dagger, not ranked."""
     def ranked(key: str, r: dict) -> bool:
-        # a raw model's 0 calibration seconds are no achievement
+        # a raw model's 0 calibration seconds are no achievement (the default's are in its
+        # fit)
         return key not in NOT_RANKED and key not in not_comparable and r.get(
-            key) is not None and (key != "calibrate_seconds" or r["variant"] != "raw")
+            key) is not None and (key != "calibrate_seconds"
+                                  or r["variant"] not in ("raw", "default"))
 
     best = {}
     for key, _, spec in columns:

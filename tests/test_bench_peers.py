@@ -342,3 +342,40 @@ def test_quick_run_of_the_default_on_price_and_wine(tmp_path, monkeypatch):
     assert "| RPS |" not in md[md.index("## price"):md.index("## wine")]
     assert f"Targets of issue 43 ({DEFAULT}) over the tasks" in md
     assert f"{DEFAULT}: CRPS" in md and "NLPD: not comparable" in wine_md
+
+
+def test_issue_43_targets_count_the_default_over_the_tasks():
+    """default_targets' verdicts per task and default_summary's count over the six tasks,
+    on made-up rows: lowest on four, within 1% on one, beyond on one."""
+    from benchmarks.peers_models import DEFAULT
+    from benchmarks.peers_report import ISSUE_TASKS, default_summary, default_targets
+
+    def row(method, crps, nlpd=1.0, rmse=1.0, ours=False, low=0, model=None):
+        return {"method": method, "model": model or method, "ours": ours, "variant": "raw",
+                "crps": crps, "nlpd": nlpd, "rmse": rmse, "rps": None,
+                "low_density_rows": low, "min_logpdf": -5.0}
+
+    report = {"params": {"tasks": list(ISSUE_TASKS)}}
+    ratios = dict(zip(ISSUE_TASKS, (0.9, 0.95, 1.005, 1.05, 0.99, 0.98), strict=True))
+    for name, ratio in ratios.items():
+        rows = [row(DEFAULT, ratio, nlpd=0.9, rmse=1.02, ours=True,
+                    low=1 if name == "housing" else 0),
+                row("EBF-bart", 2.0, rmse=0.99, ours=True),
+                row("CatBoost", 1.0), row("QRF", 1.2, nlpd=None, rmse=1.1)]
+        part = {"kind": "regression", "rows": rows, "integer_target": name == "wine"}
+        part["default_targets"] = default_targets(name, part)
+        report[name] = part
+    verdicts = {t: report[t]["default_targets"]["verdicts"] for t in ISSUE_TASKS}
+    assert [verdicts[t]["crps"] for t in ISSUE_TASKS] == [
+        "lowest", "lowest", "within", "missed", "lowest", "lowest"]
+    assert verdicts["wine"]["nlpd"] == "n/a" and verdicts["shuffled"]["nlpd"] == "met"
+    assert verdicts["housing"]["low_density"] == "missed"
+    assert all(v["rmse"] == "met" for v in verdicts.values())
+    lines = default_summary(report)
+    assert lines[0].startswith("lowest CRPS on 4 of 6 of the issue's tasks") and \
+        lines[0].endswith("NOT met")  # friedman-hetero is beyond the 1%
+    assert "NOT met on housing" in lines[2]
+    # the RMSE of the default alone is 2% above CatBoost's: within the 3%; EBF-bart counts
+    # on the Friedman tasks only
+    assert "EBF-bart" in report["friedman"]["default_targets"]["lines"][-1]
+    assert "EBF-bart" not in report["housing"]["default_targets"]["lines"][-1]
