@@ -208,9 +208,9 @@ def test_every_distribution_scores_integer_targets_by_the_rps():
     k = np.arange(-400, 401, dtype=np.float64)
     for name, dist in dists.items():
         got = dist.rps_rows(y)
+        cdf = np.array([dist.cdf(np.full(n, t)) for t in np.append(k - 0.5, k[-1] + 0.5)])
         for i in range(n):
-            cdf = np.array([dist.cdf(np.full(n, t))[i] for t in np.append(k - 0.5, k[-1] + 0.5)])
-            want = naive_discrete_crps(k, np.diff(cdf), y[i])
+            want = naive_discrete_crps(k, np.diff(cdf[:, i]), y[i])
             assert got[i] == pytest.approx(want, rel=1e-6, abs=1e-9), (name, i)
     scores = regression_scores(y, dists["mixture"])
     assert scores["rps"] == pytest.approx(dists["mixture"].rps_rows(y).mean(), rel=1e-12)

@@ -34,9 +34,10 @@ def naive_rps(weights, means, variances, y, reach=40.0):
 
 
 def naive_discrete_crps(support, probs, y):
-    """CRPS of a discrete distribution, ``E|X - y| - E|X - X'| / 2``, by its double sum."""
+    """CRPS of a discrete distribution, ``E|X - y| - E|X - X'| / 2``: the double sum over
+    every pair of support points, as a dense matrix."""
     x = np.asarray(support, float)
     p = np.asarray(probs, float)
-    first = sum(p[i] * abs(x[i] - y) for i in range(x.size))
-    second = sum(p[i] * p[j] * abs(x[i] - x[j]) for i in range(x.size) for j in range(x.size))
-    return first - 0.5 * second
+    first = np.sum(p * np.abs(x - y))
+    second = np.sum(np.outer(p, p) * np.abs(x[:, None] - x[None, :]))
+    return float(first - 0.5 * second)
