@@ -123,6 +123,9 @@ def test_an_integer_target_is_scored_by_the_rps_and_its_nlpd_flagged(tmp_path, d
     assert f"RPS: {result['rps']:.4f}" in text and "NLPD, of a continuous density, is not " \
         "comparable" in text
     assert "RPS" in format_comparison_table(["v0001"], [result]).splitlines()[0]
+    compared = compare([path], data, target="y", client=dask_client)[0]
+    assert compared["rps"] == result["rps"] and compared["integer_target"]
+    assert _metrics(result)["rps"] == result["rps"]
     assert f"<td>{result['rps']:.4f}</td>" in regression_table({"m": result}, None)
     gated = evaluate_model(reg, data, target="y", features=FEATURES, client=dask_client)
     assert gated["rps"] == pytest.approx(result["rps"], rel=1e-12)
