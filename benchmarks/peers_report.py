@@ -252,6 +252,10 @@ def default_summary(report: dict[str, Any]) -> list[str]:
              f"{', '.join(within) or 'none'}, beyond on {', '.join(missed) or 'none'}: "
              + ("met" if crps_met else "NOT met" if need is not None
                 else f"not all {len(ISSUE_TASKS)} tasks ran")]
+    beside = [t for t in ran if t not in ISSUE_TASKS and verdicts[t].get("crps")]
+    if beside:
+        lines.append("CRPS beside the issue's tasks: " + ", ".join(
+            f"{t} {verdicts[t]['crps']}" for t in beside))
     for key, label in (("nlpd", "lowest NLPD where comparable"),
                        ("low_density", f"no row below log density {LOW_LOG_DENSITY:g}"),
                        ("rmse", f"RMSE within {RMSE_TARGET:.0%}")):

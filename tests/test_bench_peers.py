@@ -341,6 +341,7 @@ def test_quick_run_of_the_default_on_price_and_wine(tmp_path, monkeypatch):
     assert "| RPS |" in wine_md and "†" in wine_md and "rows < -30" in md
     assert "| RPS |" not in md[md.index("## price"):md.index("## wine")]
     assert f"Targets of issue 43 ({DEFAULT}) over the tasks" in md
+    assert "CRPS beside the issue's tasks: price " in md
     assert f"{DEFAULT}: CRPS" in md and "NLPD: not comparable" in wine_md
 
 
