@@ -10,6 +10,8 @@ is named for what it holds:
 ``levels``      the one check of probability levels (quantiles, interval coverages)
 ``predictive``  the predictive API of every estimator, over one mixture per block of rows
 ``metrics``     RMSE, NLPD, coverage and calibration tables of predictive distributions
+``scores``      one record per score, read by every scorer
+``discrete``    integer-valued targets: when a target is one, and its ranked probability score
 ``validation``  input checks whose errors name the column, the count and the fix
 ``bounds``      the range of every float a saved model stores, checked when it is loaded
 ``columns``     the column-kind vocabulary (pandas and Arrow dtypes) and how models encode it

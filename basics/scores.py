@@ -74,6 +74,10 @@ class RegressionRows(NamedTuple):
     quantiles : mapping of float to ndarray, or None
         The predictive quantiles at (at least) :func:`quantile_levels` of the scores asked,
         level to ``(n_rows,)``; None: not solved (a score that needs them is left out).
+    rps : ndarray of shape (n_rows,) or None, default=None
+        The ranked probability score of every row (:func:`basics.discrete.rps_many`), for an
+        integer-valued target; None: not one (the :attr:`Score.discrete` records are left
+        out).
     """
 
     y: np.ndarray
@@ -82,6 +86,7 @@ class RegressionRows(NamedTuple):
     crps: np.ndarray
     pit: np.ndarray
     quantiles: Mapping[float, np.ndarray] | None
+    rps: np.ndarray | None = None
 
 
 class ClassRows(NamedTuple):
@@ -190,6 +195,9 @@ class Score:
         The retrain gate's default tolerance (None: not gated unless asked).
     relative : bool
         Whether the tolerance is relative to the champion's value.
+    discrete : bool
+        Scored for an integer-valued target only (:func:`basics.discrete.integer_values`):
+        :func:`scores_of` lists it with ``integer=True``.
     """
 
     name: str
@@ -204,6 +212,7 @@ class Score:
     quantiles: tuple[float, ...] = ()
     tolerance: float | None = None
     relative: bool = False
+    discrete: bool = False
 
 
 def _mean(sums: np.ndarray, n: float, levels: np.ndarray) -> float:
@@ -264,6 +273,8 @@ _RECORDS = [
     Score("nlpd", REGRESSION, "NLPD", "nats", ".4f", "lower", _negative_log, SUM, _mean,
           tolerance=0.01),
     Score("crps", REGRESSION, "CRPS", "target", ".4f", "lower", lambda r: r.crps, SUM, _mean),
+    Score("rps", REGRESSION, "RPS", "target", ".4f", "lower", lambda r: r.rps, SUM, _mean,
+          discrete=True),
     Score("interval_score_90", REGRESSION, "90% interval score", "target", ".4g", "lower",
           _interval_score(0.9), SUM, _mean, quantiles=(0.05, 0.95)),
     Score("interval_score_50", REGRESSION, "50% interval score", "target", ".4g", "lower",
@@ -286,17 +297,21 @@ _RECORDS = [
 SCORES: dict[str, Score] = {s.name: s for s in _RECORDS}
 
 
-def scores_of(task: str) -> list[Score]:
-    """The scores of ``task`` (``"regression"`` or ``"classification"``), in order.
+def scores_of(task: str, integer: bool = False) -> list[Score]:
+    """The scores of ``task`` (``"regression"`` or ``"classification"``), in order; with
+    ``integer``, for an integer-valued target, also the :attr:`Score.discrete` ones (the
+    ranked probability score).
 
     Examples
     --------
     >>> [s.name for s in scores_of("classification")]
     ['log_loss', 'accuracy', 'ece']
+    >>> [s.name for s in scores_of("regression", integer=True)][:4]
+    ['rmse', 'nlpd', 'crps', 'rps']
     """
     if task not in (REGRESSION, CLASSIFICATION):
         raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}; got {task!r}.")
-    return [s for s in SCORES.values() if s.task == task]
+    return [s for s in SCORES.values() if s.task == task and (integer or not s.discrete)]
 
 
 def quantile_levels(scores: Iterable[Score]) -> tuple[float, ...]:
@@ -333,10 +348,12 @@ def value(name: str, rows: RegressionRows | ClassRows, levels: Any = CALIBRATION
 def values(rows: RegressionRows | ClassRows, levels: Any = CALIBRATION_LEVELS
            ) -> dict[str, float | None]:
     """Every score of the rows' task, by name (None where the rows cannot give it: NLPD
-    without a density, a quantile score without ``rows.quantiles``)."""
+    without a density, a quantile score without ``rows.quantiles``); the RPS too where the
+    rows have it (an integer-valued target)."""
     task = CLASSIFICATION if isinstance(rows, ClassRows) else REGRESSION
+    integer = task == REGRESSION and rows.rps is not None
     out: dict[str, float | None] = {}
-    for s in scores_of(task):
+    for s in scores_of(task, integer):
         if s.quantiles and rows.quantiles is None:
             out[s.name] = None
             continue

@@ -15,7 +15,15 @@ Tasks (regression unless said; every split seeded by ``--seed``):
     first feature, which also enters the mean (heteroscedastic).
 ``housing`` / ``wine``
     California housing (20,640 blocks, value in $1,000) and white wine quality (4,898
-    wines), vendored, a seeded 80% / 20% split.
+    wines), vendored, a seeded 80% / 20% split. The wine quality is an integer score (3 to
+    9): an integer-valued target (:func:`basics.discrete.integer_values`), scored by the RPS
+    too, its NLPD not comparable.
+``price``
+    A simulated price whose noise grows with its level: ``--price-rows`` rows, 8 features
+    uniform on [0, 1] (the last 3 spurious), ``log(price) = 6 + 2 x_1 + 1.5 sin(pi x_2 x_3) +
+    2 (x_4 - 0.5)^2 + x_5 + N(0, 0.5^2)``, ``price = exp(log price)`` (a median of about
+    4,600, from a few hundred to over 100,000): log-normal noise, heteroscedastic and skewed
+    on the price scale; a seeded 80% / 20% split.
 ``magic04`` (classification)
     MAGIC gamma telescope (19,020 events, 10 features, gamma vs hadron), the stratified
     70% / 30% split of the thesis benchmarks; scored by log loss, Brier score, expected
@@ -23,10 +31,12 @@ Tasks (regression unless said; every split seeded by ``--seed``):
 
 ``--max-rows`` keeps a seeded subset of housing, wine and magic04 (``--quick`` does).
 
-Models (``--models``; :mod:`benchmarks.peers_models` fits them): ours,
-``EmpiricalBayesianForestRegressor`` with ``branch="bayesian"`` (``--trees`` per branch),
-``"mondrian"`` (``--mondrian-trees``) and ``"bart"`` (``--bart-trees`` trees, ``--bart-iter``
-iterations, fit on at most ``--bart-rows`` rows), ``BayesianForestRegressor`` (BF,
+Models (``--models``; :mod:`benchmarks.peers_models` fits them): ours, ``EBF-default``
+(``EmpiricalBayesianForestRegressor(random_state=seed)`` exactly as a user gets it, calibrated
+by its own fit: one row), ``EmpiricalBayesianForestRegressor`` with ``branch="bayesian"``
+(``--trees`` per branch), ``"mondrian"`` (``--mondrian-trees``) and ``"bart"``
+(``--bart-trees`` trees, ``--bart-iter`` iterations, fit on at most ``--bart-rows`` rows),
+``BayesianForestRegressor`` (BF,
 ``--trees``) and ``SubsampleForestRegressor`` (SSF, 5 sub-samples of ``--trees`` trees, as
 the EBF's 5 trunk leaves by default), each raw (all training rows) and ``+recal`` (the fit
 rows, then ``recalibrate`` on the calibration rows), and on ``chronological`` ``+rolling``
@@ -55,14 +65,17 @@ CDF exactly, a quantile peer's piecewise-linear CDF through its quantiles exactl
 :class:`benchmarks.predictive.QuantileGrid`); the interval score of the central 90%
 interval; the largest coverage gap of the central intervals at 10%..90% and of the one-sided
 quantiles at 5%..95%; the PIT's Kolmogorov-Smirnov distance from uniform (a quantile peer's
-PIT interpolated on its quantile grid); fit / calibrate / predict seconds.
+PIT interpolated on its quantile grid); with a density, the test rows whose log density is
+below -30 (``rows < -30``) and the lowest log density (``min log p``); on an integer-valued
+target the ranked probability score (RPS: the CRPS of the predictive discretised to the
+integers, from every model's CDF, :mod:`basics.discrete`), where NLPD is marked not
+comparable; fit / calibrate / predict seconds.
 
 Writes ``benchmarks/results/peers/peers.json`` (rewritten after every task) and
-``peers.md`` (a table per task, the best value per column in bold, and the issue's targets:
-ebf's best configuration has the lowest CRPS and NLPD of all, every central and one-sided
-gap of its best calibrated configuration (``chronological``: rolling) is at most 0.02, its
-RMSE is within 3% of the best peer's). Run from the repository root, with the ``bench``
-extra and NGBoost in an environment of its own::
+``peers.md`` (a table per task, the best value per column in bold, and the targets of
+:mod:`benchmarks.peers_report`: issue 31's of ebf's best configuration, and issue 43's of
+``EBF-default`` per task and over the tasks). Run from the repository root, with the
+``bench`` extra and NGBoost in an environment of its own::
 
     python -m benchmarks.bench_peers --quick --peer-python /path/to/ngboost-env/bin/python
 """
@@ -81,6 +94,7 @@ from typing import Any
 import numpy as np
 
 from basics import atomic
+from basics.discrete import is_integer_target
 from benchmarks.common import parse_with_sizes, print_table, run_parts, versions
 from benchmarks.peers_models import (
     CLASSIFIERS,
@@ -91,17 +105,19 @@ from benchmarks.peers_models import (
     run_ours,
     warm_up,
 )
-from benchmarks.peers_report import CLASS_COLUMNS, TABLE_COLUMNS, markdown, targets
+from benchmarks.peers_report import columns_of, default_targets, markdown, targets
 
 RESULTS = Path(__file__).resolve().parent / "results" / "peers" / "peers.json"
-TASKS = ("chronological", "shuffled", "friedman", "friedman-hetero", "housing", "wine",
-         "magic04")
+TASKS = ("chronological", "shuffled", "friedman", "friedman-hetero", "housing", "price",
+         "wine", "magic04")
 MODELS = OURS + PEERS
-FULL = dict(rows=100_000, friedman_train=20_000, friedman_test=10_000, max_rows=0, trees=50,
+FULL = dict(rows=100_000, friedman_train=20_000, friedman_test=10_000, price_rows=20_000,
+            max_rows=0, trees=50,
             mondrian_trees=10, bart_trees=50, bart_iter=300, bart_rows=5_000,
             catboost_iterations=1000, qrf_trees=100, lgbm_iterations=100,
             ngboost_iterations=500, ngboost_rows=10_000)
-QUICK = dict(rows=3_000, friedman_train=1_500, friedman_test=500, max_rows=2_000, trees=5,
+QUICK = dict(rows=3_000, friedman_train=1_500, friedman_test=500, price_rows=2_000,
+             max_rows=2_000, trees=5,
              mondrian_trees=3, bart_trees=5, bart_iter=30, bart_rows=1_000,
              catboost_iterations=50, qrf_trees=10, lgbm_iterations=20, ngboost_iterations=50,
              ngboost_rows=0)
@@ -122,6 +138,15 @@ def _split_80_20(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, .
     order = np.random.default_rng([seed, 2]).permutation(y.size)
     cut = int(round((1.0 - TEST_FRACTION) * y.size))
     return X[order[:cut]], y[order[:cut]], X[order[cut:]], y[order[cut:]]
+
+
+def simulated_prices(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows of the ``price`` task (module docstring): features and prices."""
+    rng = np.random.default_rng([seed, 11])
+    X = rng.random((n, 8))
+    log_price = (6.0 + 2.0 * X[:, 0] + 1.5 * np.sin(np.pi * X[:, 1] * X[:, 2])
+                 + 2.0 * (X[:, 3] - 0.5) ** 2 + X[:, 4] + 0.5 * rng.normal(size=n))
+    return X, np.exp(log_price)
 
 
 def load_task(name: str, cfg: argparse.Namespace) -> PeerTask:
@@ -148,6 +173,11 @@ def load_task(name: str, cfg: argparse.Namespace) -> PeerTask:
                  y[cfg.friedman_train:])
         description = (f"Friedman #1, p = 10, noise sd 0.5 + 2.5 x_1, {cfg.friedman_train:,} "
                        f"train / {cfg.friedman_test:,} test rows")
+    elif name == "price":
+        X, y = simulated_prices(cfg.price_rows, cfg.seed)
+        parts = _split_80_20(X, y, cfg.seed)
+        description = (f"simulated prices, log-normal noise (sd 0.5 in log price), 8 features "
+                       f"(3 spurious), {y.size:,} rows, seeded 80% / 20%")
     elif name in ("housing", "wine"):
         from benchmarks.papers import taddy_data
 
@@ -191,14 +221,15 @@ def run_task(name: str, cfg: argparse.Namespace) -> dict[str, Any]:
     for model in models:
         print(f"  {model} ...", flush=True)
         rows += run_ours(model, task, cfg) if model in OURS else PEER_RUNNERS[model](task, cfg)
-    columns = TABLE_COLUMNS if task.kind == "regression" else CLASS_COLUMNS
-    print_table(f"{name}: {task.description}", columns, rows)
+    integer = task.kind == "regression" and is_integer_target(task.y_test)
     out = {"description": task.description, "kind": task.kind,
            "n_train": int(task.y_train.size), "n_fit": int(task.fit_rows.size),
            "n_cal": int(task.cal_rows.size), "n_test": int(task.y_test.size),
-           "cal_method": task.cal_method, "rows": rows}
+           "cal_method": task.cal_method, "integer_target": integer, "rows": rows}
+    print_table(f"{name}: {task.description}", columns_of(out), rows)
     out["targets"] = targets(name, out)
-    for line in out["targets"]:
+    out["default_targets"] = default_targets(name, out)
+    for line in out["targets"] + out["default_targets"]["lines"]:
         print(f"  {line}")
     return out
 
@@ -215,6 +246,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="flights kept, a seeded random subset (100k; quick 3k; 0 = all)")
     p.add_argument("--friedman-train", type=int, help="Friedman training rows (20k)")
     p.add_argument("--friedman-test", type=int, help="Friedman test rows (10k)")
+    p.add_argument("--price-rows", type=int, help="rows of the price task (20k; quick 2k)")
     p.add_argument("--max-rows", type=int,
                    help="seeded subset of housing / wine / magic04 (all; quick 2k)")
     p.add_argument("--cal-fraction", type=float, default=0.1,

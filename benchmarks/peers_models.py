@@ -5,6 +5,9 @@ the options, and returns one row of scores (:func:`benchmarks.predictive.regress
 or :func:`~benchmarks.predictive.classification_scores`) per variant, with its fit /
 calibrate / predict seconds:
 
+- ``EBF-default``: ``EmpiricalBayesianForestRegressor(random_state=seed)`` exactly as a user
+  gets it (no other argument; it calibrates itself by default), fit on all training rows:
+  one row;
 - ours raw (all training rows) and ``+recal`` (fit rows, then ``recalibrate`` on the
   calibration rows); on a task with periods (the chronological flights) also ``+rolling``:
   the recalibrated model predicting the test rows month by month, its map updated with
@@ -44,7 +47,9 @@ from benchmarks.predictive import (
 
 log = logging.getLogger("bench_peers")
 
-OURS = ("EBF-bayesian", "EBF-mondrian", "EBF-bart", "BF", "SSF")
+#: The model a user gets with no argument but the seed (the issue's targets are its).
+DEFAULT = "EBF-default"
+OURS = (DEFAULT, "EBF-bayesian", "EBF-mondrian", "EBF-bart", "BF", "SSF")
 PEERS = ("CatBoost", "NGBoost", "QRF", "LightGBM")
 #: The models of a classification task (BART and the SSF have no classifier here).
 CLASSIFIERS = ("EBF-bayesian", "EBF-mondrian", "BF", "CatBoost", "LightGBM")
@@ -92,8 +97,13 @@ def make_ours(name: str, cfg: argparse.Namespace, kind: str = "regression") -> A
     """A fresh model of ours (:data:`OURS`) for a regression or classification task."""
     import ebf
 
-    common = dict(random_state=cfg.seed, n_jobs=cfg.n_jobs)
     reg = kind == "regression"
+    if name == DEFAULT:
+        if not reg:
+            raise ValueError(f"{DEFAULT} is a regressor; classification tasks run "
+                             f"{CLASSIFIERS}.")
+        return ebf.EmpiricalBayesianForestRegressor(random_state=cfg.seed)
+    common = dict(random_state=cfg.seed, n_jobs=cfg.n_jobs)
     if name.startswith("EBF-"):
         branch = name[4:]
         trees = {"bayesian": cfg.trees, "mondrian": cfg.mondrian_trees,
@@ -133,7 +143,8 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def run_ours(name: str, task: PeerTask, cfg: argparse.Namespace) -> list[dict[str, Any]]:
-    """``name`` raw, ``+recal`` and (with periods) ``+rolling``; classification: raw."""
+    """``name`` raw, ``+recal`` and (with periods) ``+rolling``; classification: raw;
+    :data:`DEFAULT`: one row, as a user fits it (its own calibration is in its fit time)."""
     from ebf.calibration import rolling_recalibration
 
     all_rows = capped(np.arange(task.y_train.size), _cap(name, cfg), cfg.seed)
@@ -145,8 +156,11 @@ def run_ours(name: str, task: PeerTask, cfg: argparse.Namespace) -> list[dict[st
         return [_row(name, name, "raw", classification_scores(task.y_test, proba), fit_s,
                      0.0, pred_s, **extra)]
     dist, pred_s = timed(lambda: Mixture(model.predict_distribution(task.X_test)))
-    rows = [_row(name, name, "raw", regression_scores(task.y_test, dist), fit_s, 0.0,
+    variant = "default" if name == DEFAULT else "raw"
+    rows = [_row(name, name, variant, regression_scores(task.y_test, dist), fit_s, 0.0,
                  pred_s, **extra)]
+    if name == DEFAULT:
+        return rows
     fit_rows = capped(task.fit_rows, _cap(name, cfg), cfg.seed)
     model = make_ours(name, cfg, task.kind)
     fit_s = _fit(model, *task.part(fit_rows))
@@ -182,6 +196,7 @@ def warm_up(cfg: argparse.Namespace, models: list[str]) -> None:
     for name in (m for m in models if m in OURS):
         model = make_ours(name, small).fit(X[:300], y[:300]).recalibrate(X[300:], y[300:])
         regression_scores(y[:50], Mixture(model.predict_distribution(X[:50])))
+        regression_scores(np.round(y[:50]), Mixture(model.predict_distribution(X[:50])))
         if name in CLASSIFIERS:
             make_ours(name, small, "classification").fit(X[:300], y[:300] > 0).predict_proba(
                 X[:50])

@@ -3,8 +3,10 @@ scores.
 
 Every distribution here offers the same few things, so that one scoring function
 (:func:`regression_scores`) treats ours and every peer alike: ``n_rows``, ``mean``,
-``cdf(y)``, ``quantile(levels)`` (shape ``(n_rows, n_levels)``), ``crps_rows(y)`` and, if it
-has a density, ``logpdf(y)`` (``has_density``).
+``cdf(y)``, ``quantile(levels)`` (shape ``(n_rows, n_levels)``), ``crps_rows(y)``,
+``rps_rows(y)`` (the ranked probability score of whole-number targets,
+:mod:`basics.discrete`, from the CDF at the half-integers) and, if it has a density,
+``logpdf(y)`` (``has_density``).
 
 :class:`Mixture`
     One of ours (:class:`~basics.mixture.GaussianMixture`,
@@ -32,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from basics.discrete import RPS_TAIL, is_integer_target, mixture_rps, rps_many
 from basics.metrics import CALIBRATION_LEVELS, ONE_SIDED_LEVELS, as_mixture, class_rows, crps_rows
 from basics.scores import (
     SCORES,
@@ -50,6 +53,18 @@ _ONE_SIDED = np.asarray(ONE_SIDED_LEVELS)
 #: The benchmarks' names of two score records (their tables and stored results predate the
 #: records); every other score is under its record's name.
 RESULT_NAMES = {"interval_score_90": "interval_score", "max_calibration_gap": "max_central_gap"}
+#: A row whose log density is below this is a near-certain miss (counted per model).
+LOW_LOG_DENSITY = -30.0
+
+
+def _rps(dist: Any, cdf_at: Any, y: np.ndarray) -> np.ndarray:
+    """:func:`basics.discrete.rps_many` of a distribution of this module: ``cdf_at(rows, t)``
+    its CDF of the rows ``rows`` at ``t`` (``(len(rows), m)``), the range from its quantiles;
+    a row too wide to sum over gets its CRPS."""
+    y = np.asarray(y, dtype=np.float64)
+    bounds = dist.quantile(np.array([RPS_TAIL, 1.0 - RPS_TAIL]))
+    return rps_many(cdf_at, bounds[:, 0], bounds[:, 1], y,
+                    fallback=lambda rows: dist.crps_rows(y)[rows])[:, 0]
 
 
 # ---------------------------------------------------------------- distributions
@@ -86,6 +101,9 @@ class Mixture:
 
     def crps_rows(self, y: np.ndarray) -> np.ndarray:
         return crps_rows(self.dist, y)
+
+    def rps_rows(self, y: np.ndarray) -> np.ndarray:
+        return mixture_rps(self.dist, y, fallback=lambda rows: self.crps_rows(y)[rows])[:, 0]
 
 
 class Parametric:
@@ -130,6 +148,17 @@ class Parametric:
 
     def logpdf(self, y: np.ndarray) -> np.ndarray:
         return self._dist.logpdf(y)
+
+    def rps_rows(self, y: np.ndarray) -> np.ndarray:
+        from scipy import stats
+
+        def cdf_at(rows: np.ndarray, t: np.ndarray) -> np.ndarray:
+            loc, scale = self.loc[rows, None], self.scale[rows, None]
+            if self.family == "t":
+                return stats.t.cdf(t, self.df[rows, None], loc, scale)
+            return stats.laplace.cdf(t, loc, scale)
+
+        return _rps(self, cdf_at, y)
 
     def crps_rows(self, y: np.ndarray) -> np.ndarray:
         import scoringrules as sr
@@ -209,6 +238,13 @@ class StepDistribution:
     def crps_rows(self, y: np.ndarray) -> np.ndarray:
         return step_crps_rows(y, self.loc, self.scale, self.atoms)
 
+    def rps_rows(self, y: np.ndarray) -> np.ndarray:
+        def cdf_at(rows: np.ndarray, t: np.ndarray) -> np.ndarray:
+            u = (t - self.loc[rows, None]) / self.scale[rows, None]
+            return np.searchsorted(self.atoms, u, side="right") / self.atoms.size
+
+        return _rps(self, cdf_at, y)
+
 
 class QuantileGrid:
     """The piecewise-linear CDF through predicted quantiles (a quantile regression's).
@@ -259,8 +295,17 @@ class QuantileGrid:
         return self.values[:, j] + frac * (self.values[:, j + 1] - self.values[:, j])
 
     def cdf(self, y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y, dtype=np.float64)
-        v = self.values
+        return self._cdf(self.values, np.asarray(y, dtype=np.float64))
+
+    def rps_rows(self, y: np.ndarray) -> np.ndarray:
+        def cdf_at(rows: np.ndarray, t: np.ndarray) -> np.ndarray:
+            v = self.values[rows]
+            return np.column_stack([self._cdf(v, t[:, j]) for j in range(t.shape[1])])
+
+        return _rps(self, cdf_at, y)
+
+    def _cdf(self, v: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The CDF of the rows with quantiles ``v`` at the knots, at ``y`` (one per row)."""
         j = (v <= y[:, None]).sum(axis=1) - 1  # the knot at or below y (-1: below all)
         inside = (j >= 0) & (j < v.shape[1] - 1)
         jj = np.clip(j, 0, v.shape[1] - 2)
@@ -344,12 +389,15 @@ class Pooled:
     def crps_rows(self, y: np.ndarray) -> np.ndarray:
         return self._each("crps_rows", y=np.asarray(y))
 
+    def rps_rows(self, y: np.ndarray) -> np.ndarray:
+        return self._each("rps_rows", y=np.asarray(y))
+
 
 # ---------------------------------------------------------------- scores
 
 
-def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None
-                      ) -> dict[str, Any]:
+def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None,
+                      integer: bool | None = None) -> dict[str, Any]:
     """Every regression score of :data:`basics.scores.SCORES` of one predictive distribution
     on the test rows, as the evaluation job computes them (the same records, per-row functions,
     sums and finishing steps), under :data:`RESULT_NAMES`.
@@ -358,19 +406,25 @@ def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None
     density; the coverage gaps come from the PIT ``F(y)`` (``y`` inside the central ``z``
     interval when ``(1 - z) / 2 <= F(y) <= (1 + z) / 2``, below the ``q`` quantile when
     ``F(y) <= q``) and the PIT distance from its 1,000-bin histogram, as for a model of ours.
-    Also ``central_gaps`` (observed minus nominal coverage of the central intervals at
-    :data:`CENTRAL_LEVELS`) and ``one_sided_gaps`` (at
-    :data:`basics.metrics.ONE_SIDED_LEVELS`).
+    ``rps``: the ranked probability score (:func:`basics.discrete.rps_many`) when the target
+    is integer-valued (``integer``; None: :func:`basics.discrete.is_integer_target` of
+    ``y``), else None; ``nlpd_comparable`` is False there. Also ``central_gaps`` (observed
+    minus nominal coverage of the central intervals at :data:`CENTRAL_LEVELS`),
+    ``one_sided_gaps`` (at :data:`basics.metrics.ONE_SIDED_LEVELS`) and, with a density,
+    ``low_density_rows`` (rows whose log density is below :data:`LOW_LOG_DENSITY`) and
+    ``min_logpdf`` (None without a density).
     """
     y = np.asarray(y, dtype=np.float64)
-    scores = scores_of("regression")
+    integer = is_integer_target(y) if integer is None else bool(integer)
+    scores = scores_of("regression", integer=True)  # rps None where the target is not
     levels = quantile_levels(scores)
     q = dist.quantile(np.asarray(levels))
+    logpdf = dist.logpdf(y) if dist.has_density else None
     rows = RegressionRows(
         y=y, point=np.asarray(dist.mean if point is None else point, dtype=np.float64),
-        logpdf=dist.logpdf(y) if dist.has_density else None, crps=dist.crps_rows(y),
-        pit=np.clip(dist.cdf(y), 0.0, 1.0),
-        quantiles={float(level): q[:, j] for j, level in enumerate(levels)})
+        logpdf=logpdf, crps=dist.crps_rows(y), pit=np.clip(dist.cdf(y), 0.0, 1.0),
+        quantiles={float(level): q[:, j] for j, level in enumerate(levels)},
+        rps=dist.rps_rows(y) if integer else None)
     out: dict[str, Any] = {}
     for s in scores:
         values = s.row(rows)
@@ -379,7 +433,11 @@ def regression_scores(y: np.ndarray, dist: Any, point: np.ndarray | None = None
     n = float(y.size)
     central = partial_sums(SCORES["max_calibration_gap"], rows.pit, CENTRAL_LEVELS) / n
     below = partial_sums(SCORES["max_one_sided_gap"], rows.pit, CENTRAL_LEVELS) / n
-    return {**out, "central_gaps": (central - CENTRAL_LEVELS).tolist(),
+    return {**out, "nlpd_comparable": not integer,
+            "low_density_rows": None if logpdf is None else int(np.sum(
+                logpdf < LOW_LOG_DENSITY)),
+            "min_logpdf": None if logpdf is None else float(np.min(logpdf)),
+            "central_gaps": (central - CENTRAL_LEVELS).tolist(),
             "one_sided_gaps": (below - _ONE_SIDED).tolist()}
 
 

@@ -182,7 +182,43 @@ def test_pooled_blocks_score_as_the_whole():
                                           Mixture(GaussianMixture.from_moments(
                                               mean[120:], std[120:] ** 2))]))
     for key, value in whole.items():
+        if value is None:  # a score the rows cannot give (the RPS of a continuous target)
+            assert pooled[key] is None, key
+            continue
         np.testing.assert_allclose(pooled[key], value, rtol=1e-12, err_msg=key)
+
+
+def test_every_distribution_scores_integer_targets_by_the_rps():
+    """Each distribution's RPS is the CRPS of its discretisation to the integers, from its own
+    one-value CDF (the oracle's double sum); regression_scores reports it on an integer
+    target, with the NLPD flagged and the rows of very low density counted."""
+    from tests.naive import naive_discrete_crps
+
+    rng = np.random.default_rng(13)
+    n = 8
+    mean, std = rng.normal(5, 1, size=n), rng.gamma(3.0, size=n) / 3
+    y = np.round(mean + std * rng.normal(size=n))
+    y[0] = 40.0  # far in a tail
+    dists = {"mixture": Mixture((mean, std)), "t": Parametric("t", mean, std, np.full(n, 4.0)),
+             "laplace": Parametric("laplace", mean, std),
+             "step": StepDistribution(mean, std, rng.normal(size=51)),
+             "grid": QuantileGrid(LEVELS_19, mean[:, None] + std[:, None] * stats.norm.ppf(
+                 LEVELS_19)[None, :]),
+             "pooled": Pooled([Mixture((mean[:3], std[:3])), Mixture((mean[3:], std[3:]))])}
+    k = np.arange(-400, 401, dtype=np.float64)
+    for name, dist in dists.items():
+        got = dist.rps_rows(y)
+        cdf = np.array([dist.cdf(np.full(n, t)) for t in np.append(k - 0.5, k[-1] + 0.5)])
+        for i in range(n):
+            want = naive_discrete_crps(k, np.diff(cdf[:, i]), y[i])
+            assert got[i] == pytest.approx(want, rel=1e-6, abs=1e-9), (name, i)
+    scores = regression_scores(y, dists["mixture"])
+    assert scores["rps"] == pytest.approx(dists["mixture"].rps_rows(y).mean(), rel=1e-12)
+    assert scores["nlpd_comparable"] is False and scores["low_density_rows"] == 1
+    assert scores["min_logpdf"] == pytest.approx(stats.norm.logpdf(40.0, mean[0], std[0]))
+    plain = regression_scores(y + 0.5, dists["mixture"])
+    assert plain["rps"] is None and plain["nlpd_comparable"] is True
+    assert regression_scores(y, dists["step"])["low_density_rows"] is None
 
 
 def test_conformal_quantile_shifts_are_the_residual_order_statistics():
@@ -262,3 +298,85 @@ def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
         assert "lowest CRPS: ours" in md and "log loss: ours" in md
     else:  # CI installs no peer: the targets say so
         assert "lowest CRPS: not compared" in md and "log loss: not compared" in md
+
+
+def test_quick_run_of_the_default_on_price_and_wine(tmp_path, monkeypatch):
+    """EBF-default's one row, the price task, the RPS column of the integer wine target and
+    the targets of issue 43, cheaply."""
+    from benchmarks import bench_peers
+    from benchmarks.peers_models import DEFAULT
+
+    monkeypatch.delenv("NGBOOST_PYTHON", raising=False)
+    peers = []
+    for name, module in (("QRF", "quantile_forest"), ("LightGBM", "lightgbm")):
+        try:
+            __import__(module)
+            peers.append(name)
+        except ImportError:
+            pass
+    out = tmp_path / "peers.json"
+    argv = ["--quick", "--tasks", "price", "wine", "--price-rows", "1000", "--max-rows", "900",
+            "--models", DEFAULT, "BF", *peers, "--trees", "3", "--qrf-trees", "5",
+            "--lgbm-iterations", "5", "--output", str(out)]
+    assert bench_peers.main(argv) == 0
+    report = json.loads(out.read_text())
+    price, wine = report["price"], report["wine"]
+    assert not price["integer_target"] and wine["integer_target"]
+    assert price["n_test"] == 200 and "simulated prices" in price["description"]
+    for part in (price, wine):
+        methods = [r["method"] for r in part["rows"]]
+        assert methods.count(DEFAULT) == 1 and "BF+recal" in methods
+        default = next(r for r in part["rows"] if r["method"] == DEFAULT)
+        assert default["variant"] == "default" and default["n_fit"] == part["n_train"]
+        assert default["low_density_rows"] >= 0 and np.isfinite(default["min_logpdf"])
+        assert set(part["default_targets"]["verdicts"]) >= {"crps", "nlpd", "low_density",
+                                                            "rmse"}
+    assert all(r["rps"] is None for r in price["rows"])
+    assert all(r["rps"] > 0 and r["nlpd_comparable"] is False for r in wine["rows"])
+    # the RPS is close to, and here never above, the CRPS of the continuous predictive
+    assert all(r["rps"] <= r["crps"] + 0.1 for r in wine["rows"])
+    assert wine["default_targets"]["verdicts"]["nlpd"] == "n/a"
+    md = out.with_suffix(".md").read_text()
+    wine_md = md[md.index("## wine"):]
+    assert "| RPS |" in wine_md and "†" in wine_md and "rows < -30" in md
+    assert "| RPS |" not in md[md.index("## price"):md.index("## wine")]
+    assert f"Targets of issue 43 ({DEFAULT}) over the tasks" in md
+    assert "CRPS beside the issue's tasks: price " in md
+    assert f"{DEFAULT}: CRPS" in md and "NLPD: not comparable" in wine_md
+
+
+def test_issue_43_targets_count_the_default_over_the_tasks():
+    """default_targets' verdicts per task and default_summary's count over the six tasks,
+    on made-up rows: lowest on four, within 1% on one, beyond on one."""
+    from benchmarks.peers_models import DEFAULT
+    from benchmarks.peers_report import ISSUE_TASKS, default_summary, default_targets
+
+    def row(method, crps, nlpd=1.0, rmse=1.0, ours=False, low=0, model=None):
+        return {"method": method, "model": model or method, "ours": ours, "variant": "raw",
+                "crps": crps, "nlpd": nlpd, "rmse": rmse, "rps": None,
+                "low_density_rows": low, "min_logpdf": -5.0}
+
+    report = {"params": {"tasks": list(ISSUE_TASKS)}}
+    ratios = dict(zip(ISSUE_TASKS, (0.9, 0.95, 1.005, 1.05, 0.99, 0.98), strict=True))
+    for name, ratio in ratios.items():
+        rows = [row(DEFAULT, ratio, nlpd=0.9, rmse=1.02, ours=True,
+                    low=1 if name == "housing" else 0),
+                row("EBF-bart", 2.0, rmse=0.99, ours=True),
+                row("CatBoost", 1.0), row("QRF", 1.2, nlpd=None, rmse=1.1)]
+        part = {"kind": "regression", "rows": rows, "integer_target": name == "wine"}
+        part["default_targets"] = default_targets(name, part)
+        report[name] = part
+    verdicts = {t: report[t]["default_targets"]["verdicts"] for t in ISSUE_TASKS}
+    assert [verdicts[t]["crps"] for t in ISSUE_TASKS] == [
+        "lowest", "lowest", "within", "missed", "lowest", "lowest"]
+    assert verdicts["wine"]["nlpd"] == "n/a" and verdicts["shuffled"]["nlpd"] == "met"
+    assert verdicts["housing"]["low_density"] == "missed"
+    assert all(v["rmse"] == "met" for v in verdicts.values())
+    lines = default_summary(report)
+    assert lines[0].startswith("lowest CRPS on 4 of 6 of the issue's tasks") and \
+        lines[0].endswith("NOT met")  # friedman-hetero is beyond the 1%
+    assert "NOT met on housing" in lines[2]
+    # the RMSE of the default alone is 2% above CatBoost's: within the 3%; EBF-bart counts
+    # on the Friedman tasks only
+    assert "EBF-bart" in report["friedman"]["default_targets"]["lines"][-1]
+    assert "EBF-bart" not in report["housing"]["default_targets"]["lines"][-1]

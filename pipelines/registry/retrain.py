@@ -123,9 +123,11 @@ class RetrainResult:
 
 
 def _metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    """The rows and every score of the result's task (:func:`basics.scores.scores_of`)."""
+    """The rows and every score of the result's task (:func:`basics.scores.scores_of`; the
+    RPS too for an integer-valued target)."""
+    scores = scores_of(result["task"], bool(result.get("integer_target")))
     return {"n": int(result["n"]), **{s.name: float(result[s.name])
-                                      for s in scores_of(result["task"]) if s.name in result}}
+                                      for s in scores if s.name in result}}
 
 
 def gate(champion: Mapping[str, float], challenger: Mapping[str, float],

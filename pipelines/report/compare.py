@@ -33,6 +33,7 @@ from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
 from pipelines.scoring.tasks import (
     block_sums,
+    integer_target,
     model_parts,
     partition_tasks,
     run_tasks,
@@ -104,9 +105,12 @@ def compare(
     with input_partitions():
         ddf = read_columns(data, [*features, target], storage_options)
         jobs, tasks = [], []
+        integer = None  # the target's, decided once for every regressor
         for a in loaded:
             classes, pit_map, _, whole = model_parts(a.reader)
-            job = EvaluationJob(lv, classes, pit_map)
+            if classes is None and integer is None:
+                integer = integer_target(ddf, target, client)
+            job = EvaluationJob(lv, classes, pit_map, integer=classes is None and bool(integer))
             jobs.append(job)
             tasks.append([dask.delayed(block_sums, pure=True)(p, job) for p in
                           partition_tasks(ddf, whole, list(a.features), target, job)])
@@ -133,7 +137,8 @@ def format_comparison_table(names: Sequence[str], results: Sequence[Mapping[str,
     """
     width = max(7, *(len(n) for n in names))
     classify = bool(results) and results[0]["task"] == "classification"
-    scores = scores_of("classification" if classify else "regression")
+    scores = scores_of("classification" if classify else "regression",
+                       any(r.get("integer_target") for r in results))
     columns = [(s.label, lambda r, s=s: r.get(s.name), ".3f" if s.fmt.endswith("f")
                 else s.fmt) for s in scores]
     if not classify:

@@ -58,11 +58,13 @@ from pipelines.predict import (
     write_predictions,
 )
 from pipelines.report.metrics import DEFAULT_LEVELS, before_after, format_report
+from pipelines.report.tables import INTEGER_NOTE
 from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
 from pipelines.scoring.tasks import (
     block_sums,
     evaluate_model,
+    integer_target,
     model_parts,
     partition_tasks,
     run_tasks,
@@ -210,7 +212,8 @@ def evaluate(
         classes, pit_map, has_trunk, whole = model_parts(loaded.reader)
         branches = loaded.reader.n_parts if has_trunk else 0  # a sharded EBF's
         job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q,
-                            n_branches=branches)
+                            n_branches=branches,
+                            integer=classes is None and integer_target(ddf, target, client))
         if strategy == "sharded" and loaded.reader.n_parts:
             assembled = sharded_blocks(loaded.reader, ddf, job, target=target)
         else:
@@ -327,8 +330,10 @@ def _training_overlap(loaded: Any, data: Source,
 def _score_line(result: Mapping[str, Any]) -> str:
     """``label: value`` of every score record the result has, in the records' order."""
     task = "classification" if result.get("task") == "classification" else "regression"
-    return ", ".join(f"{s.label}: {result[s.name]:{s.fmt}}" for s in scores_of(task)
+    return ", ".join(f"{s.label}: {result[s.name]:{s.fmt}}"
+                     for s in scores_of(task, bool(result.get("integer_target")))
                      if result.get(s.name) is not None)
+
 
 
 def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) -> str:
@@ -337,7 +342,9 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
     Regressors: :func:`pipelines.report.metrics.format_report` (RMSE, NLPD, CRPS, the
     calibration table), the coverage per level and below the predictive quantiles, then every
     score of :data:`basics.scores.SCORES` (and of the model's own mixture, for a model that
-    recalibrates). Classifiers: rows and every classification score.
+    recalibrates); for an integer-valued target also the RPS, and a note that its NLPD is
+    not comparable (:data:`pipelines.report.tables.INTEGER_NOTE`). Classifiers: rows and
+    every classification score.
 
     Parameters
     ----------
@@ -371,8 +378,12 @@ def format_evaluation(result: Mapping[str, Any], *, title: str | None = None) ->
                  f"below the predictive quantile (level: observed): {below}",
                  _score_line(result)]
         if "uncalibrated" in result:
+            own = {"task": result["task"], "integer_target": result.get("integer_target"),
+                   **result["uncalibrated"]}
             lines.append(f"uncalibrated (the model recalibrates its predictive CDF): "
-                         f"{_score_line({'task': result['task'], **result['uncalibrated']})}")
+                         f"{_score_line(own)}")
+        if result.get("integer_target"):
+            lines.append(f"note: {INTEGER_NOTE}.")
         return "\n".join(lines)
     width = max(5, len(name))
     scores = scores_of("classification")

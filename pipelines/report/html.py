@@ -44,6 +44,7 @@ from pipelines.report.figures import (
 from pipelines.report.metrics import before_after
 from pipelines.report.tables import (
     GAP_SHADE,
+    INTEGER_NOTE,
     branch_table,
     calibration_table,
     classifier_table,
@@ -138,6 +139,8 @@ def _summary_section(page: _Page) -> str:
     recalibrated = (" Recalibrated: the model maps its predictive CDF by a PIT map learnt at "
                     "training; a model that does is also shown without the map (uncalibrated)."
                     if any("calibrated" in r for r in page.regressors.values()) else "")
+    whole = [esc(n) for n, r in page.regressors.items() if r.get("integer_target")]
+    integer = f" For {', '.join(whole)}: {esc(INTEGER_NOTE)}." if whole else ""
     return regression_table(page.regressors, page.unit) + (
         f'<p class="note">RMSE, and CRPS (continuous ranked probability score), in {esc(u)}; '
         "NLPD: mean negative log predictive density, in nats; 90% interval score: the width "
@@ -146,7 +149,7 @@ def _summary_section(page: _Page) -> str:
         "largest |observed - nominal| coverage of the central intervals at the calibration "
         "table's levels (10%..90% by default); max |one-sided gap|: the largest |fraction "
         "below the predictive quantile - level| at 5%..95%."
-        f"{recalibrated}</p>")
+        f"{recalibrated}{integer}</p>")
 
 
 def _classifier_section(page: _Page) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from basics.discrete import INTEGER_MAX_DISTINCT
 from basics.scores import SCORES, Score, scores_of
 from ebf.importance import LOSS_SCORES
 from pipelines.report.figures import coverage_by_level
@@ -26,6 +27,7 @@ from pipelines.scoring.job import BRANCH_LEVEL
 __all__ = [
     "BRANCH_ROWS_SHOWN",
     "GAP_SHADE",
+    "INTEGER_NOTE",
     "branch_table",
     "calibration_table",
     "classifier_table",
@@ -119,11 +121,21 @@ def _score_cells(r: Mapping[str, Any], scores: Sequence[Score]) -> list[str]:
     return [number(r.get(s.name), s.fmt) for s in scores]
 
 
+#: What the text and HTML reports say of an integer-valued target (a result with
+#: ``integer_target``).
+INTEGER_NOTE = ("the target is integer-valued (whole numbers, at most "
+                f"{INTEGER_MAX_DISTINCT} distinct values): RPS is the ranked probability score "
+                "of the predictive discretised to the integers (the CRPS of P(k) = F(k + 1/2) - "
+                "F(k - 1/2)), the score to compare models by; NLPD, of a continuous density, is "
+                "not comparable for an integer target (a density narrow around the integers "
+                "has no bound there) and is shown for reference only")
+
+
 def regression_table(results: Results, unit: str | None) -> str:
     """Rows, every regression score of :data:`basics.scores.SCORES` (RMSE, NLPD, CRPS, the
     90% interval score, the largest central and one-sided coverage gaps, ...), the 90%
     coverage and (if any result says) whether the model recalibrates, one row per model."""
-    scores = scores_of("regression")
+    scores = scores_of("regression", any(r.get("integer_target") for r in results.values()))
     flagged = any("calibrated" in r for r in results.values())
     header: list[Header] = ["model", "rows"]
     header += [(s.label, _unit(s, unit)) for s in scores]

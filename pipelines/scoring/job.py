@@ -17,7 +17,10 @@ recalibrated model, ``F`` itself too, so one pass gives the scores before and af
 recalibration. Per map, the records' rows (:class:`basics.scores.RegressionRows`): the
 log-density by the change of variables, CRPS (:func:`basics.metrics.crps_many`), the PIT
 ``R(F(y))``; the predictive quantiles the records ask for are solved for the model as it
-predicts only (a score that needs them is reported for it alone). Beside the scores, the
+predicts only (a score that needs them is reported for it alone). For an integer-valued
+target (``integer``, decided once from the observed targets before the pass) the rows also
+hold the ranked probability score under every map (:func:`basics.discrete.mixture_rps`), and
+the result says the NLPD is not comparable there. Beside the scores, the
 job counts what the report draws: central-interval coverage at 5% steps (the reliability
 diagram) and, for the model as it predicts, the width of the central 90% interval against the
 absolute error of the median (counted in fixed log-spaced width bins, merged into about ten
@@ -37,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from basics.discrete import mixture_rps
 from basics.metrics import ONE_SIDED_LEVELS, class_rows, crps_many
 from basics.mixture import summarize
 from basics.pit import PITMap, RecalibratedDistribution
@@ -103,6 +107,11 @@ class EvaluationJob:
         scores. None: scores only.
     n_branches : int, default=0
         Branches of an EBF whose rows come with their branch: per-branch sums too.
+    integer : bool, default=False
+        The target is integer-valued (:func:`basics.discrete.integer_values` of the observed
+        targets): a regressor is also scored by the ranked probability score of its
+        predictive discretised to the integers (``rps``), and its result says that its NLPD
+        (of a continuous density) is not comparable there (``nlpd_comparable``).
 
     Classifiers are scored from the class probabilities (clipped to ``[eps, 1 - eps]``, as
     scikit-learn does); a label never seen is counted. A row whose target is missing is
@@ -111,7 +120,7 @@ class EvaluationJob:
 
     def __init__(self, levels: np.ndarray, classes: np.ndarray | None,
                  pit_map: PITMap | None = None, quantiles: np.ndarray | None = None,
-                 n_branches: int = 0) -> None:
+                 n_branches: int = 0, integer: bool = False) -> None:
         self.levels = np.asarray(levels, dtype=np.float64)
         self.classes = classes
         self.n_branches = int(n_branches)
@@ -121,6 +130,7 @@ class EvaluationJob:
         self.quantiles = None if quantiles is None else np.atleast_1d(
             np.asarray(quantiles, dtype=np.float64))
         self.task = REGRESSION if classes is None else CLASSIFICATION
+        self.integer = bool(integer) and self.task == REGRESSION
         self.row_layout = Layout(self._row_fields())
         self.layout = Layout(self._sum_fields())
 
@@ -128,7 +138,7 @@ class EvaluationJob:
 
     def _scores(self, j: int) -> list[Score]:
         """The records scored under map ``j`` (those that need quantiles: map 0 only)."""
-        return [s for s in scores_of(self.task) if j == 0 or not s.quantiles]
+        return [s for s in scores_of(self.task, self.integer) if j == 0 or not s.quantiles]
 
     @property
     def predicted(self) -> int:
@@ -224,11 +234,15 @@ class EvaluationJob:
         f = np.clip(scored.cdf(y), 0.0, 1.0)
         logpdf = scored.logpdf(y)
         crps = crps_many(scored, y, self.maps)
+        # a row too wide to sum over its integers is scored by its CRPS (basics.discrete)
+        rps = mixture_rps(scored, y, self.maps, lambda rows: crps[rows]) if self.integer \
+            else None
         for j, r in enumerate(self.maps):
             rows = RegressionRows(
                 y=y, point=mean, logpdf=logpdf if r is None else logpdf + r.log_slope(f),
                 crps=crps[:, j], pit=f if r is None else r(f),
-                quantiles=quantiles if j == 0 else None)
+                quantiles=quantiles if j == 0 else None,
+                rps=None if rps is None else rps[:, j])
             for s in self._scores(j):
                 if s.row is not pit_of:
                     out[known, lay.index(self._column(s, j))] = s.row(rows)
@@ -316,7 +330,8 @@ class EvaluationJob:
                     "n_unseen_labels": int(sums[lay.index("unseen")]),
                     "classes": list(self.classes.tolist()), **per_branch}
         scored = [self._map_result(sums, j, n) for j in range(len(self.maps))]
-        out = {**scored[0], "calibrated": self.maps[0] is not None}
+        out = {**scored[0], "calibrated": self.maps[0] is not None,
+               "integer_target": self.integer, "nlpd_comparable": not self.integer}
         if len(scored) > 1:
             out["uncalibrated"] = scored[1]
         return {**out, **per_branch}

@@ -31,6 +31,7 @@ import distributed
 import numpy as np
 import pandas as pd
 
+from basics.discrete import integer_values, merge_integer_values
 from basics.metrics import CALIBRATION_LEVELS, coverage_levels
 from cluster import current_client
 from ebf.dask.cache import settle_whole, whole_model
@@ -40,8 +41,8 @@ from pipelines.io import Source, describe_source, read_columns
 from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
 
-__all__ = ["block_sums", "evaluate_model", "model_facts", "model_output", "model_parts",
-           "partition_rows", "partition_tasks", "run_tasks", "scored_result",
+__all__ = ["block_sums", "evaluate_model", "integer_target", "model_facts", "model_output",
+           "model_parts", "partition_rows", "partition_tasks", "run_tasks", "scored_result",
            "sums_and_scores"]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,18 @@ def partition_rows(part: pd.DataFrame, model: Any, features: list[str], target: 
     out = part.index, block, whole.apply(X) if branch else None
     settle_whole(model, whole)
     return out
+
+
+def integer_target(ddf: dd.DataFrame, target: str, client: distributed.Client) -> bool:
+    """Whether the observed targets of ``ddf`` are integer-valued
+    (:func:`basics.discrete.integer_values`): one task per partition gives its distinct
+    values (at most a hundred, or None), and their union decides, as on all rows at once.
+    A pass over the target column only, before the scoring pass, which needs the answer."""
+    token = uuid.uuid4().hex[:12]
+    tasks = [dask.delayed(integer_values, pure=True)(
+        part, dask_key_name=f"ebf-integer-{token}-{i}")
+        for i, part in enumerate(ddf[target].to_delayed())]
+    return merge_integer_values(client.gather(client.compute(tasks))) is not None
 
 
 def block_sums(assembled: tuple, job: EvaluationJob) -> np.ndarray:
@@ -203,7 +216,9 @@ def evaluate_model(
     if not isinstance(data, dd.DataFrame):
         check_schema(data, target, features, storage_options=storage_options)
     ddf = read_columns(data, [*features, target], storage_options)
-    job = EvaluationJob(lv, *model_facts(model)[:2])
+    classes, cal_map = model_facts(model)[:2]
+    job = EvaluationJob(lv, classes, cal_map,
+                        integer=classes is None and integer_target(ddf, target, client))
     reduce = sums_and_scores if row_scores else block_sums
     rows = small_frame(ddf, client)  # a holdout comes to the model, a big set does not
     if rows is not None:

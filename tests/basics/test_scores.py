@@ -72,7 +72,7 @@ def test_blocks_add_up_to_the_whole(scored):
     for s in scores_of("regression"):
         whole = partial_sums(s, s.row(rows))
         parts = sum(partial_sums(s, s.row(RegressionRows(
-            *(f[a:b] if isinstance(f, np.ndarray) else
+            *(f[a:b] if isinstance(f, np.ndarray) else None if f is None else
               {k: v[a:b] for k, v in f.items()} for f in rows))))
             for a, b in zip(cuts[:-1], cuts[1:], strict=True))
         np.testing.assert_allclose(parts, whole, rtol=1e-12, err_msg=s.name)
@@ -100,3 +100,18 @@ def test_layout_names_its_slices():
     assert lay.pack({"c": 5.0}).tolist() == [0.0, 0.0, 5.0]
     with pytest.raises(ValueError, match="twice"):
         Layout([("a", 1), ("a", 2)])
+
+
+def test_the_rps_record_is_scored_for_integer_targets_only(scored):
+    from basics.discrete import mixture_rps
+
+    y, gm, rows = scored
+    whole = np.round(y)
+    rps = mixture_rps(gm, whole)[:, 0]
+    got = values(rows._replace(y=whole, rps=rps))
+    assert got["rps"] == pytest.approx(rps.mean(), rel=1e-12)
+    assert "rps" not in values(rows)
+    assert [s.name for s in scores_of("regression", integer=True)] == [
+        *(s.name for s in scores_of("regression")[:3]), "rps",
+        *(s.name for s in scores_of("regression")[3:])]
+    assert SCORES["rps"].discrete and SCORES["rps"].better == "lower"

@@ -15,6 +15,8 @@ module belongs to one area of the library:
 - ``bayestrees``: Bayesian trees and BART: prior, marginals, enumeration, SMC, MCMC.
 - ``drift``: the performance-drift test (a block Bayesian bootstrap of a mean difference).
 - ``calibration``: class-probability calibration (the ECE, the Dirichlet map's prediction).
+- ``discrete``: scores of integer-valued targets (the ranked probability score, the CRPS of a
+  discrete distribution).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .cart import (
     naive_node_stats,
     naive_path,
 )
+from .discrete import naive_discrete_crps, naive_rps
 from .drift import naive_performance_drift
 from .mixture import (
     naive_aci,
@@ -136,6 +139,7 @@ __all__ = [
     "naive_conditional_smc",
     "naive_crps_mixture",
     "naive_crps_numeric",
+    "naive_discrete_crps",
     "naive_interval_score",
     "naive_dirichlet_multinomial_polya",
     "naive_draws_predict",
@@ -173,6 +177,7 @@ __all__ = [
     "naive_prior_centres",
     "naive_relabel",
     "naive_resample",
+    "naive_rps",
     "naive_sample_mondrian_block",
     "naive_sample_prior",
     "naive_scale",

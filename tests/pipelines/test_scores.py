@@ -94,3 +94,48 @@ def test_every_scorer_shows_every_record(setting, dask_client):
             assert f"<td>{result[s.name]:{s.fmt}}</td>" in html, s.name
     assert DEFAULT_TOLERANCES == {s.name: s.tolerance for s in SCORES.values()
                                   if s.tolerance is not None}
+
+
+def test_an_integer_target_is_scored_by_the_rps_and_its_nlpd_flagged(tmp_path, dask_client):
+    """``ebf evaluate`` of an integer target: the RPS of the model as it predicts and of its
+    own mixture (basics.discrete on the same predictions), in the text and the HTML table,
+    and the NLPD kept but flagged; the in-process scorer (the retrain gate's) agrees."""
+    from basics.discrete import mixture_rps
+    from pipelines.scoring.tasks import evaluate_model
+
+    fit, cal = make_frame(900, seed=31, integer_target=True), make_frame(300, seed=32)
+    test = make_frame(600, seed=33, integer_target=True)
+    reg = EmpiricalBayesianForestRegressor(n_estimators=3, trunk_max_leaves=3, random_state=5)
+    reg.fit(fit[FEATURES], fit["y"]).recalibrate(cal[FEATURES], cal["y"])
+    path = save(reg, tmp_path / "reg")
+    test.iloc[:300].to_parquet(tmp_path / "a.parquet", index=False)
+    test.iloc[300:].to_parquet(tmp_path / "b.parquet", index=False)
+    data = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
+    result = evaluate(path, data, target="y", client=dask_client)
+    assert result["integer_target"] and not result["nlpd_comparable"]
+    X, y = test[FEATURES], test["y"].to_numpy()
+    dist = reg.predict_distribution(X)
+    assert result["rps"] == pytest.approx(mixture_rps(dist, y)[:, 0].mean(), rel=1e-10)
+    own = mixture_rps(reg.predict_distribution(X, recalibrated=False), y)[:, 0].mean()
+    assert result["uncalibrated"]["rps"] == pytest.approx(own, rel=1e-10)
+    assert 0 < result["rps"] and isinstance(result["nlpd"], float)
+    text = format_evaluation(result)
+    assert f"RPS: {result['rps']:.4f}" in text and "NLPD, of a continuous density, is not " \
+        "comparable" in text
+    assert "RPS" in format_comparison_table(["v0001"], [result]).splitlines()[0]
+    compared = compare([path], data, target="y", client=dask_client)[0]
+    assert compared["rps"] == result["rps"] and compared["integer_target"]
+    assert _metrics(result)["rps"] == result["rps"]
+    assert f"<td>{result['rps']:.4f}</td>" in regression_table({"m": result}, None)
+    gated = evaluate_model(reg, data, target="y", features=FEATURES, client=dask_client)
+    assert gated["rps"] == pytest.approx(result["rps"], rel=1e-12)
+    sharded = evaluate(path, data, target="y", client=dask_client, strategy="sharded")
+    assert sharded["rps"] == pytest.approx(result["rps"], rel=1e-10)
+    assert sharded["uncalibrated"]["rps"] == pytest.approx(own, rel=1e-10)
+    # a continuous target: no RPS, the NLPD comparable
+    continuous = make_frame(300, seed=34)
+    continuous.to_parquet(tmp_path / "c.parquet", index=False)
+    plain = evaluate(path, str(tmp_path / "c.parquet"), target="y", client=dask_client)
+    assert "rps" not in plain and plain["nlpd_comparable"] and not plain["integer_target"]
+    assert ", RPS:" not in format_evaluation(plain) and "integer-valued" not in format_evaluation(
+        plain)
