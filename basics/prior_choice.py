@@ -20,7 +20,8 @@ A row's log density is floored at :data:`LOW_LOG_DENSITY` in the sum only throug
 count of such rows, which decides first: a candidate that leaves fewer held-out rows below
 it wins (a prediction that certain of a wrong value is a failure, whatever the average).
 
-Integer-valued targets (counts, ratings) score by the log probability of the unit interval
+Integer-valued targets (counts, ratings: :func:`basics.discrete.is_integer_target` of the
+held-out rows) score by the log probability of the unit interval
 around the target, ``log (F(y + 1/2) - F(y - 1/2))`` (the log score of the discretised
 predictive), without the map term: a continuous density on integer outcomes rewards spikes,
 not skill.
@@ -39,7 +40,7 @@ from .leaf_noise import LEAF_PRIOR_CANDIDATES, LEAF_PRIOR_ROWS
 from .pit import MIN_ROWS, PIT_EDGES
 
 __all__ = ["CANDIDATES", "LOW_LOG_DENSITY", "OPTION", "CandidateScores", "best_candidate",
-           "candidate_scores", "held_out_scores", "integer_valued", "settle"]
+           "candidate_scores", "held_out_scores", "settle"]
 
 #: The option the groups choose, and its candidate values (in the order of the scores).
 OPTION = "leaf_prior_rows"
@@ -47,18 +48,6 @@ CANDIDATES = LEAF_PRIOR_CANDIDATES
 
 #: A held-out row whose log predictive density is below this is a near-certain miss.
 LOW_LOG_DENSITY = -30.0
-
-
-def integer_valued(y: Any) -> bool:
-    """Whether every target is an integer (then scores use the discretised predictive).
-
-    Examples
-    --------
-    >>> integer_valued(np.array([3.0, 7.0, 5.0])), integer_valued(np.array([0.5, 1.0]))
-    (True, False)
-    """
-    y = np.asarray(y, dtype=np.float64)
-    return bool(y.size) and bool(np.all(y == np.round(y)))
 
 
 class CandidateScores(NamedTuple):
@@ -117,7 +106,8 @@ def candidate_scores(mixtures: Sequence[Any], y: Any, discrete: bool) -> Candida
     y : array-like of shape (n_rows,)
         Finite targets.
     discrete : bool
-        Score by the discretised predictive (:func:`integer_valued` of all the targets).
+        Score by the discretised predictive (an integer target,
+        :func:`basics.discrete.is_integer_target`).
 
     Returns
     -------

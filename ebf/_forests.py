@@ -35,6 +35,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.bounds import state_float, state_variance
 from basics.class_recalibration import class_calibration_from_state, class_calibration_state
+from basics.discrete import is_integer_target
 from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
 from basics.prior_choice import (
@@ -42,7 +43,6 @@ from basics.prior_choice import (
     OPTION,
     CandidateScores,
     candidate_scores,
-    integer_valued,
     settle,
 )
 from basics.recalibration import (
@@ -473,7 +473,7 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
             scored = copy.copy(self)  # the same model with the candidate's leaves
             scored.forest_ = _with_prior(raw, n_eff, prior_rows, self.var_floor_)[0]
             mixtures.append(scored.predict_distribution(X, recalibrated=False))
-        return candidate_scores(mixtures, y, integer_valued(y))
+        return candidate_scores(mixtures, y, is_integer_target(y))
 
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":

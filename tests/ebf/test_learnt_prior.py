@@ -15,7 +15,6 @@ from basics.prior_choice import (
     CandidateScores,
     best_candidate,
     candidate_scores,
-    integer_valued,
     settle,
 )
 from ebf import EmpiricalBayesianForestRegressor
@@ -129,12 +128,6 @@ def test_settle_sums_folds_and_falls_back_when_a_group_cannot_score():
     assert params == {} and counts.n_rows == 2 * bins
     counts, params = settle([plain, plain], 5, 50)
     assert params == {} and np.array_equal(counts.whole, 2 * plain.whole)
-
-
-def test_integer_valued():
-    assert integer_valued(np.array([1.0, -3.0, 0.0]))
-    assert not integer_valued(np.array([1.0, 1.5]))
-    assert not integer_valued(np.array([]))
 
 
 def test_learnt_strength_round_trips_and_a_forged_one_is_refused(tmp_path):
