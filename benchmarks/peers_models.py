@@ -49,7 +49,13 @@ log = logging.getLogger("bench_peers")
 
 #: The model a user gets with no argument but the seed (the issue's targets are its).
 DEFAULT = "EBF-default"
-OURS = (DEFAULT, "EBF-bayesian", "EBF-mondrian", "EBF-bart", "BF", "SSF")
+#: The default with one branch option fixed, one row each like it: the leaf prior of the
+#: default before it was learnt (10 pseudo-rows), and none (issue 43's heteroscedastic
+#: target compares the learnt prior with it).
+DEFAULT_WITH = {"EBF-prior10": {"leaf_prior_rows": 10.0},
+                "EBF-noprior": {"leaf_prior_rows": None}}
+ONE_ROW = (DEFAULT, *DEFAULT_WITH)
+OURS = (*ONE_ROW, "EBF-bayesian", "EBF-mondrian", "EBF-bart", "BF", "SSF")
 PEERS = ("CatBoost", "NGBoost", "QRF", "LightGBM")
 #: The models of a classification task (BART and the SSF have no classifier here).
 CLASSIFIERS = ("EBF-bayesian", "EBF-mondrian", "BF", "CatBoost", "LightGBM")
@@ -98,10 +104,13 @@ def make_ours(name: str, cfg: argparse.Namespace, kind: str = "regression") -> A
     import ebf
 
     reg = kind == "regression"
-    if name == DEFAULT:
+    if name in ONE_ROW:
         if not reg:
-            raise ValueError(f"{DEFAULT} is a regressor; classification tasks run "
+            raise ValueError(f"{name} is a regressor; classification tasks run "
                              f"{CLASSIFIERS}.")
+        if name in DEFAULT_WITH:
+            return ebf.EmpiricalBayesianForestRegressor(random_state=cfg.seed,
+                                                        branch_params=DEFAULT_WITH[name])
         return ebf.EmpiricalBayesianForestRegressor(random_state=cfg.seed)
     common = dict(random_state=cfg.seed, n_jobs=cfg.n_jobs)
     if name.startswith("EBF-"):
@@ -144,7 +153,7 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray) -> float:
 
 def run_ours(name: str, task: PeerTask, cfg: argparse.Namespace) -> list[dict[str, Any]]:
     """``name`` raw, ``+recal`` and (with periods) ``+rolling``; classification: raw;
-    :data:`DEFAULT`: one row, as a user fits it (its own calibration is in its fit time)."""
+    :data:`ONE_ROW`: one row, as a user fits it (its own calibration is in its fit time)."""
     from ebf.calibration import rolling_recalibration
 
     all_rows = capped(np.arange(task.y_train.size), _cap(name, cfg), cfg.seed)
@@ -156,10 +165,13 @@ def run_ours(name: str, task: PeerTask, cfg: argparse.Namespace) -> list[dict[st
         return [_row(name, name, "raw", classification_scores(task.y_test, proba), fit_s,
                      0.0, pred_s, **extra)]
     dist, pred_s = timed(lambda: Mixture(model.predict_distribution(task.X_test)))
-    variant = "default" if name == DEFAULT else "raw"
+    variant = "default" if name in ONE_ROW else "raw"
+    if name in ONE_ROW:  # the leaf prior strength every branch chose
+        extra["leaf_prior_rows"] = [getattr(b, "leaf_prior_rows_", None)
+                                    for b in model.branches_]
     rows = [_row(name, name, variant, regression_scores(task.y_test, dist), fit_s, 0.0,
                  pred_s, **extra)]
-    if name == DEFAULT:
+    if name in ONE_ROW:
         return rows
     fit_rows = capped(task.fit_rows, _cap(name, cfg), cfg.seed)
     model = make_ours(name, cfg, task.kind)

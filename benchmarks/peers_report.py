@@ -47,6 +47,8 @@ CRPS_TARGET = 0.01
 ISSUE_TASKS = ("chronological", "shuffled", "friedman", "friedman-hetero", "housing", "wine")
 #: Where a one-line option (``EBF-bart``) may meet the RMSE target instead of the default.
 SMOOTH_TASKS = ("friedman", "friedman-hetero")
+#: How much NLPD the default may lose to ``leaf_prior_rows=None`` (the ``EBF-noprior`` row).
+NOPRIOR_TARGET = 0.02
 #: Of the tasks of ISSUE_TASKS, on how many the default must have the lowest CRPS.
 LOWEST_CRPS_TASKS = 4
 
@@ -218,6 +220,16 @@ def default_targets(name: str, part: dict[str, Any]) -> dict[str, Any]:
         verdicts["low_density"] = "met" if low == 0 else "missed"
         lines.append(f"no row with log density below {LOW_LOG_DENSITY:g}: {low:,} row(s), the "
                      f"lowest {default['min_logpdf']:.1f}: " + ("met" if low == 0 else "NOT met"))
+    noprior = next((r for r in rows if r["method"] == "EBF-noprior"), None)
+    if (noprior is not None and not part.get("integer_target")
+            and default.get("nlpd") is not None and noprior.get("nlpd") is not None):
+        lost = default["nlpd"] - noprior["nlpd"]
+        verdicts["vs_noprior"] = "met" if lost <= NOPRIOR_TARGET else "missed"
+        lines.append(f"NLPD lost to leaf_prior_rows=None: {lost:+.3f} (at most "
+                     f"{NOPRIOR_TARGET:g}): " + ("met" if lost <= NOPRIOR_TARGET else "NOT met"))
+    if default.get("leaf_prior_rows"):
+        learnt = ", ".join("none" if p is None else f"{p:g}" for p in default["leaf_prior_rows"])
+        lines.append(f"leaf prior strengths learnt per branch: {learnt}")
     best = _best(peers, "rmse")
     if best is None:
         verdicts["rmse"] = "n/a"
