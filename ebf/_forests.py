@@ -59,6 +59,7 @@ from ._base import (
     regression_target,
     variance_floor,
 )
+from ._leaf_knots import LEAF_KNOTS, LEAF_MODELS, MAX_LEAF_KNOTS, check_knots
 from .bootstrap import WEIGHT_KINDS
 from .config import MAX_WIDE_BINS, MIN_SAMPLES_LEAF
 from .features import FeatureEncoder
@@ -122,7 +123,7 @@ class _BaseBayesianForest(BaseEstimator):
             n_estimators=self.n_estimators, weights=self.weights,
             min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
             max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
-            splitter=self.splitter, max_bins=self.max_bins,
+            splitter=self.splitter, max_bins=self.max_bins, leaf_knots=self._knots_per_leaf(),
         )
         forest = self._leaf_model(forest, weight_sq, extra)
         self.__dict__.pop("feature_names_in_", None)
@@ -145,6 +146,10 @@ class _BaseBayesianForest(BaseEstimator):
         """The forest as it predicts, from the raw leaf statistics of the fit (the
         regressor's leaf prior; may add fitted attributes to ``extra``)."""
         return forest
+
+    def _knots_per_leaf(self) -> int:
+        """Most knots a leaf keeps (:mod:`ebf._leaf_knots`); 0: none."""
+        return 0
 
     @staticmethod
     def _fitted(encoder: FeatureEncoder, forest: cart.CartForest,
@@ -220,6 +225,7 @@ class _BaseBayesianForest(BaseEstimator):
         if forest.n_trees != self.n_estimators:
             raise ValueError(f"the forest has {forest.n_trees} trees but n_estimators is "
                              f"{self.n_estimators}.")
+        check_knots(forest, self._knots_per_leaf())
         entropy = state_int(state, "entropy", 0)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
@@ -279,6 +285,14 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         leaf of equal targets, and its own spread as ``n`` grows. Must be > 1. ``None``:
         the leaf's weighted sample variance as it is (the behaviour before the prior, and of
         models saved then).
+    leaf_model : {"gaussian", "empirical"}, default="gaussian"
+        ``uncertainty="leaf"``: a leaf is one Gaussian (its mean, its predictive variance),
+        or ``"empirical"``: at most ``leaf_knots`` knots of its weighted targets (a
+        weighted quantile sketch), each a Gaussian kernel, with the Gaussian leaf's mean and
+        variance but the shape of the data (skewed, integer-valued targets;
+        :mod:`ebf._leaf_knots`). The mean prediction does not change.
+    leaf_knots : int, default=LEAF_KNOTS
+        Most knots per leaf of ``leaf_model="empirical"`` (1 to ``MAX_LEAF_KNOTS``).
     calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
         How the predictive CDF is recalibrated (:mod:`basics.calibration`). ``"auto"``: on
         every training row, each predicted by a small forest fit without it (5 folds, 10%
@@ -336,6 +350,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         **_BaseBayesianForest._parameter_constraints,
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
         "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), None],
+        "leaf_model": [StrOptions(set(LEAF_MODELS))],
+        "leaf_knots": [Interval(Integral, 1, MAX_LEAF_KNOTS, closed="both")],
     }
 
     def __init__(
@@ -350,6 +366,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         max_bins: int | str = "auto",
         uncertainty: str = "leaf",
         leaf_prior_rows: float | None = LEAF_PRIOR_ROWS,
+        leaf_model: str = "gaussian",
+        leaf_knots: int = LEAF_KNOTS,
         calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -364,6 +382,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         self.max_bins = max_bins
         self.uncertainty = uncertainty
         self.leaf_prior_rows = leaf_prior_rows
+        self.leaf_model = leaf_model
+        self.leaf_knots = leaf_knots
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -401,12 +421,19 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         extra["leaf_noise_var_"] = s0_sq
         return forest
 
+    def _knots_per_leaf(self) -> int:
+        empirical = self.leaf_model == "empirical" and self.uncertainty == "leaf"
+        return int(self.leaf_knots) if empirical else 0
+
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":
             mean, spread, _ = cart.regression_moments(self.forest_, A, self.var_floor_)
             return GaussianMixture.from_moments(mean, np.maximum(spread, self.var_floor_))
         # finite leaf means, variances >= the positive floor: nothing left to check, and
         # weights 1 / n_trees are what normalising equal weights gives
+        if self.forest_.knot_offsets.size:
+            return GaussianMixture._trusted(*cart.knot_components(self.forest_, A,
+                                                                  self.var_floor_))
         means, variances = cart.leaf_components(self.forest_, A, self.var_floor_)
         weights = np.full(means.shape, 1.0 / self.forest_.n_trees)
         return GaussianMixture._trusted(weights, means, variances)
