@@ -10,7 +10,14 @@ the test rows: mean, std and quantiles in one pass); model size (bytes of the sa
 directory, :func:`ebf.artifact.save`). The default ``K`` is the smallest whose CRPS is within
 0.2% of the largest ``K``'s on every task.
 
-Writes ``benchmarks/results/issue43/leaf_model.json`` (after every task) and ``.md``.
+``--speed TASK``: instead, the predict cost of the default ``K`` against Gaussian leaves on
+one task, the two models fit once and timed alternately ``--repeats`` times (the paths of
+``benchmarks/bench_predict.py`` in one process: ``predict_summary``, ``predict(X,
+return_std=True)`` plus ``predict_quantiles``, and the evaluation rows: log density, CRPS
+and PIT of ``predict_distribution``), medians and their ratio, and the size of both models.
+
+Writes ``benchmarks/results/issue43/leaf_model.json`` (after every task) and ``.md``
+(``leaf_model_speed.json`` / ``.md`` for ``--speed``).
 """
 
 from __future__ import annotations
@@ -80,6 +87,54 @@ def run_model(task: Any, knots: int | None) -> dict[str, Any]:
             "size_bytes": size}
 
 
+def _paths(model: Any, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    from basics.metrics import crps_rows
+
+    def evaluate() -> None:
+        for start in range(0, y.size, BLOCK):
+            dist = model.predict_distribution(X[start:start + BLOCK])
+            dist.logpdf(y[start:start + BLOCK])
+            crps_rows(dist, y[start:start + BLOCK])
+            dist.cdf(y[start:start + BLOCK])
+
+    return {"summary": lambda: model.predict_summary(X),
+            "calls": lambda: (model.predict(X, return_std=True),
+                              model.predict_quantiles(X, (0.05, 0.5, 0.95))),
+            "evaluate": evaluate}
+
+
+def speed(task: Any, knots: int, repeats: int) -> dict[str, Any]:
+    """Median seconds of every predict path, Gaussian and empirical leaves timed in turn."""
+    from ebf import EmpiricalBayesianForestRegressor
+    from ebf.artifact import save
+
+    models = {"gaussian": EmpiricalBayesianForestRegressor(random_state=0),
+              f"empirical K={knots}": EmpiricalBayesianForestRegressor(
+                  random_state=0, branch_params={"leaf_model": "empirical",
+                                                 "leaf_knots": knots})}
+    out: dict[str, Any] = {}
+    paths = {}
+    for name, model in models.items():
+        model.fit(task.X_train, task.y_train)
+        model.predict_summary(task.X_test[:100])  # compile
+        with tempfile.TemporaryDirectory() as tmp:
+            save(model, Path(tmp) / "model")
+            out[name] = {"size_bytes": _dir_bytes(Path(tmp) / "model"),
+                         "forest_bytes": int(sum(b.forest_.nbytes for b in model.branches_
+                                                 if hasattr(b, "forest_")))}
+        paths[name] = _paths(model, task.X_test, task.y_test)
+    for path in ("summary", "calls", "evaluate"):
+        times: dict[str, list[float]] = {name: [] for name in models}
+        for _ in range(repeats):
+            for name in models:
+                t0 = time.perf_counter()
+                paths[name][path]()
+                times[name].append(time.perf_counter() - t0)
+        for name in models:
+            out[name][f"{path}_s"] = float(np.median(times[name]))
+    return out
+
+
 def default_knots(results: dict[str, Any], knots: Sequence[int]) -> int | None:
     """The smallest ``K`` whose CRPS is within :data:`TOLERANCE` of the largest ``K``'s on
     every task."""
@@ -119,18 +174,47 @@ def report(results: dict[str, Any], knots: Sequence[int], command: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks import bench_peers
-
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     p.add_argument("--knots", nargs="+", type=int, default=list(KNOTS))
     p.add_argument("--output", type=Path, default=RESULTS)
-    args = p.parse_args(argv)
+    p.add_argument("--speed", choices=TASKS)
+    p.add_argument("--speed-knots", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=5)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks import bench_peers
+
+    args = parse_args(argv)
     cfg = argparse.Namespace(**bench_peers.FULL, seed=0, cal_fraction=0.1)
     command = " ".join(["python -m benchmarks.bench_leaf_model",
                         *(sys.argv[1:] if argv is None else argv)])
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.speed:
+        task = bench_peers.load_task(args.speed, cfg)
+        res = speed(task, args.speed_knots, args.repeats)
+        out = args.output.with_name(args.output.stem + "_speed.json")
+        out.write_text(json.dumps({"command": command, "task": args.speed,
+                                   "description": task.description, "models": res}, indent=1))
+        base = res["gaussian"]
+        lines = [f"# Predict cost of empirical leaves: {args.speed} ({task.description})", "",
+                 f"`{command}`; medians of {args.repeats} alternating repeats on the "
+                 f"{task.y_test.size:,} test rows; ratio to Gaussian leaves.", "",
+                 "| model | size MB | forest MB | summary s | calls s | evaluate s |",
+                 "|---|---|---|---|---|---|"]
+        for name, r in res.items():
+            lines.append(f"| {name} | {r['size_bytes'] / 1e6:.1f} "
+                         f"({r['size_bytes'] / base['size_bytes']:.2f}x) | "
+                         f"{r['forest_bytes'] / 1e6:.1f} "
+                         f"({r['forest_bytes'] / base['forest_bytes']:.2f}x) | " + " | ".join(
+                             f"{r[k]:.2f} ({r[k] / base[k]:.2f}x)"
+                             for k in ("summary_s", "calls_s", "evaluate_s")) + " |")
+        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
     results: dict[str, Any] = {}
     if args.output.exists():
         results = json.loads(args.output.read_text()).get("tasks", {})

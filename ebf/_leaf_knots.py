@@ -9,10 +9,13 @@ its part, carrying the part's weight. Knots of equal value merge, so a leaf with
 ``K`` distinct targets keeps them exactly. The knots' weighted mean is the leaf mean.
 
 At prediction every knot is a Gaussian kernel of variance ``h^2 = max(V - Var_knots,
-floor)`` per leaf, ``V`` the leaf's Gaussian predictive variance (:mod:`basics.leaf_noise`)
-and ``Var_knots`` the knots' weighted variance: the leaf keeps the mean and variance of the
-Gaussian leaf and only its shape follows the data (skewed or integer-valued targets); a leaf
-of equal targets is exactly the Gaussian leaf. The forest's predictive is the mixture over
+KERNEL_SHARE V, floor)`` per leaf, ``V`` the leaf's Gaussian predictive variance
+(:mod:`basics.leaf_noise`) and ``Var_knots`` the knots' weighted variance; where the knots
+alone are wider than ``V - h^2`` (the leaf prior narrowed a loud leaf among quiet ones) they
+are drawn towards the leaf mean by ``sqrt((V - h^2) / Var_knots)``. So the leaf keeps the
+mean and variance of the Gaussian leaf and only its shape follows the data (skewed or
+integer-valued targets), its kernels are never spikes, and a leaf of equal targets is
+exactly the Gaussian leaf. The forest's predictive is the mixture over
 trees of their leaves' kernels (weight ``1 / T`` times the knot's weight), a
 :class:`basics.mixture.GaussianMixture` with up to ``T * K`` components per row (padded with
 zero weights), so its CDF, quantiles, CRPS and log density are those of the mixture.
