@@ -515,17 +515,16 @@ class CalibratedFitMixin:
                 X, y, sample_weight))
         return self
 
-    def _crossfit(self, X: Any, y: Any, sample_weight: Any, seed: int | None = None) -> tuple:
+    def _crossfit(self, X: Any, y: Any, sample_weight: Any) -> tuple:
         """``(per-fold results, group_trees, model_trees)`` of clones of the model with
         :func:`group_trees` trees, each fit on the rows outside one fold and predicting the
-        rows of its fold (a model whose trees are an equal mixture: a forest). ``seed``: the
-        model's resolved seed (by default :meth:`_calibration_seed`, once it is fit)."""
+        rows of its fold (a model whose trees are an equal mixture: a forest)."""
         from sklearn.base import clone
 
         target, y = y, np.asarray(y)  # the groups get the target as given (its name)
         model = int(self.n_estimators)
         group = group_trees(model)
-        seed = int(self._calibration_seed() if seed is None else seed)
+        seed = int(self._calibration_seed())
 
         def fit_group(keep: np.ndarray, fold: int) -> list:
             rows = np.flatnonzero(keep)

@@ -28,7 +28,7 @@ routes every training row to the leaf it was grown in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,12 +37,14 @@ from numba import njit
 from basics.flat_tree import INDEX, NO_NODE
 from basics.jit import JIT
 
+from ._leaf_knots import KNOT_ARRAYS, checked_knot_arrays, empty_knots, knot_rows, knot_width
 from ._routing import leaf_of, split_trees
 from ._tree_validation import checked_forest_arrays
 
 __all__ = [
     "CartForest",
     "apply",
+    "knot_components",
     "leaf_components",
     "mean_value",
     "regression_moments",
@@ -81,6 +83,8 @@ class CartForest:
         Training rows with positive weight in the node.
     offsets : ndarray of shape (n_trees + 1,), int64
         First node of every tree, then the total number of nodes.
+    knot_offsets, knot_value, knot_weight : ndarray
+        The leaf knots of an empirical leaf model (:mod:`ebf._leaf_knots`); empty without.
 
     Examples
     --------
@@ -102,6 +106,9 @@ class CartForest:
     weight: np.ndarray
     count: np.ndarray
     offsets: np.ndarray
+    knot_offsets: np.ndarray = field(default_factory=lambda: empty_knots()["knot_offsets"])
+    knot_value: np.ndarray = field(default_factory=lambda: empty_knots()["knot_value"])
+    knot_weight: np.ndarray = field(default_factory=lambda: empty_knots()["knot_weight"])
 
     ARRAYS = ("left", "right", "feature", "threshold", "missing_left", "value", "variance",
               "weight", "count", "offsets")
@@ -130,11 +137,13 @@ class CartForest:
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays, in bytes."""
-        return int(sum(getattr(self, name).nbytes for name in self.ARRAYS))
+        return int(sum(getattr(self, name).nbytes for name in self.ARRAYS + KNOT_ARRAYS))
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The arrays by name (the persistence contract of ``docs/model-format.md``)."""
-        return {name: getattr(self, name) for name in self.ARRAYS}
+        """The arrays by name (the persistence contract of ``docs/model-format.md``); the
+        knot arrays only where there are knots."""
+        names = self.ARRAYS + (KNOT_ARRAYS if self.knot_offsets.size else ())
+        return {name: getattr(self, name) for name in names}
 
     @classmethod
     def from_state(cls, state: dict[str, Any], *, n_features: int,
@@ -163,7 +172,8 @@ class CartForest:
         ValueError
             Naming the array, or the tree and node, and what is wrong.
         """
-        return cls(**checked_forest_arrays(state, cls.ARRAYS, n_features, n_classes))
+        arrays = checked_forest_arrays(state, cls.ARRAYS, n_features, n_classes)
+        return cls(**arrays, **checked_knot_arrays(state, arrays["left"], arrays["offsets"]))
 
 
 # ------------------------------------------------------------------------------ kernels
@@ -180,17 +190,23 @@ class LeafStats(NamedTuple):
         :attr:`CartForest.variance`.
     floor : float
         Leaf variances below it count as ``floor``.
+    knot_offsets, knot_value, knot_weight : ndarray
+        :attr:`CartForest.knot_offsets` ... (read by ``KNOTS`` only).
     """
 
     value: np.ndarray
     variance: np.ndarray
     floor: float
+    knot_offsets: np.ndarray
+    knot_value: np.ndarray
+    knot_weight: np.ndarray
 
 
 #: What :func:`_forest_kernel` writes per row: its leaves (``leaves[i, t]``), the mean leaf
 #: value (``out[0, i, :]``), the moments (``out[:, i, 0]``: mean, spread, within) or the
-#: mixture components (``out[0, i, t]`` means, ``out[1, i, t]`` floored variances).
-LEAVES, MEAN, MOMENTS, COMPONENTS = range(4)
+#: mixture components (``out[0, i, t]`` means, ``out[1, i, t]`` floored variances) or the
+#: knot components (``out[:, i, c]``: weights, means, variances; :mod:`ebf._leaf_knots`).
+LEAVES, MEAN, MOMENTS, COMPONENTS, KNOTS = range(5)
 
 #: Rows routed together: their float32-rounded copy (at most ``_CHUNK_VALUES`` values,
 #: 2 MB) stays in cache while every tree is descended for them in turn (tree-major order
@@ -272,6 +288,9 @@ def _forest_kernel(trees, leaf, X, what, leaves_out, out):  # pragma: no cover -
                          out[2, start:stop, 0])
         elif what == COMPONENTS:
             _component_rows(leaf, leaves, out[0, start:stop], out[1, start:stop])
+        elif what == KNOTS:
+            knot_rows(leaf, leaves, out[0, start:stop], out[1, start:stop],
+                      out[2, start:stop])
 
 
 # ------------------------------------------------------------------------------ descent
@@ -283,8 +302,9 @@ def _walk(forest: CartForest, X: np.ndarray, what: int, floor: float = 0.0,
     n_trees = forest.n_trees
     leaves = np.empty((X.shape[0], n_trees) if what == LEAVES else (0, n_trees), INDEX)
     out = np.empty(out_shape)
-    _forest_kernel(split_trees(forest, roots=forest.roots),
-                   LeafStats(forest.value, forest.variance, float(floor)), X, what, leaves, out)
+    leaf = LeafStats(forest.value, forest.variance, float(floor), forest.knot_offsets,
+                     forest.knot_value, forest.knot_weight)
+    _forest_kernel(split_trees(forest, roots=forest.roots), leaf, X, what, leaves, out)
     return leaves, out
 
 
@@ -424,3 +444,28 @@ def regression_moments(
     X = _regression_rows(X, forest, "regression_moments")
     out = _walk(forest, X, MOMENTS, var_floor, (3, X.shape[0], 1))[1]
     return out[0, :, 0], out[1, :, 0], out[2, :, 0]
+
+
+def knot_components(forest: CartForest, X: np.ndarray,
+                    var_floor: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights, means and variances of every row's mixture over its leaves' knots
+    (:mod:`ebf._leaf_knots`), zero-weight padding last.
+
+    Parameters
+    ----------
+    forest : CartForest
+        A regression forest with knots.
+    X : ndarray of shape (n_rows, n_features)
+    var_floor : float, default 0.0
+        Leaf variances and kernel variances below it count as ``var_floor``.
+
+    Returns
+    -------
+    weights, means, variances : ndarray of shape (n_rows, n_trees * max knots per leaf)
+        Weights of a row sum to one.
+    """
+    X = _regression_rows(X, forest, "knot_components")
+    if not forest.knot_offsets.size:
+        raise ValueError("knot_components needs a forest with leaf knots.")
+    out = _walk(forest, X, KNOTS, var_floor, (3, X.shape[0], knot_width(forest)))[1]
+    return out[0], out[1], out[2]

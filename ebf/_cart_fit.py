@@ -26,6 +26,7 @@ from basics.threads import thread_map
 
 from ._cart import CartForest
 from ._hist_tree import grow_tree, node_statistics, resolve_max_features
+from ._leaf_knots import concat_knots, tree_knots
 from .binning import ALL_VALUES, bin_data, bin_edges, pack_edges
 from .bootstrap import draw_weights, tree_rng
 from .config import EXACT_BINS, MAX_BINS, MIN_SAMPLES_LEAF
@@ -104,7 +105,7 @@ def _combine_up(left, right, weight, weight_sq, mean, m2):  # pragma: no cover -
 
 
 def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
-             n_classes: int) -> dict[str, np.ndarray]:
+             n_classes: int, knots: int = 0) -> dict[str, np.ndarray]:
     """One fitted scikit-learn tree as local flat arrays (node ids as in ``tree_``)."""
     t = est.tree_
     n = t.node_count
@@ -134,6 +135,10 @@ def _flatten(est: Any, X32: np.ndarray, y: np.ndarray, w: np.ndarray, task: str,
         arrays["value"] = t.value[:, 0, :1].astype(np.float64)
         arrays["variance"] = variance
         arrays["weight_sq"] = wsq
+        if knots:
+            pos = w > 0
+            arrays.update(tree_knots(rows[pos], y[pos], w[pos], arrays["value"][:, 0], n,
+                                     knots))
     else:
         value = np.zeros((n, n_classes))
         value[:, est.classes_.astype(INDEX)] = t.value[:, 0, :]
@@ -161,7 +166,7 @@ class _HistForest:
         self.max_depth = max_depth
 
     def tree(self, y: np.ndarray, w: np.ndarray, task: str, n_classes: int,
-             seed: int) -> dict[str, np.ndarray]:
+             seed: int, knots: int = 0) -> dict[str, np.ndarray]:
         """One tree on the rows of positive weight ``w``, as the arrays of ``_flatten``."""
         classification = task == CLASSIFICATION
         rows = np.flatnonzero(w > 0)
@@ -177,6 +182,13 @@ class _HistForest:
                                     self.packed[f, np.minimum(b, self.packed.shape[1] - 1)],
                                     ALL_VALUES)
         stats = node_statistics(t, y, w, n_classes if classification else 0)
+        if knots:  # a leaf's rows are rows[start:end], the leaves' ranges tile the rows
+            leaf = np.flatnonzero(t["left"] == NO_NODE)
+            leaf = leaf[np.argsort(t["start"][leaf])]
+            node = np.repeat(leaf, t["end"][leaf] - t["start"][leaf])
+            r = t["rows"][t["start"][leaf[0]]:t["end"][leaf[-1]]]
+            stats.update(tree_knots(node, y[r], w[r], stats["value"][:, 0], split.shape[0],
+                                    knots))
         return {"left": t["left"], "right": t["right"], "feature": t["feature"],
                 "threshold": threshold, "missing_left": t["missing_left"], **stats}
 
@@ -309,7 +321,8 @@ def _concat(trees: list[dict[str, np.ndarray]]) -> CartForest:
             if name in ("left", "right"):
                 arr = np.where(arr == NO_NODE, NO_NODE, arr + off)
             parts[name].append(arr)
-    return CartForest(**{name: np.concatenate(p) for name, p in parts.items()}, offsets=offsets)
+    return CartForest(**{name: np.concatenate(p) for name, p in parts.items()}, offsets=offsets,
+                      **concat_knots(trees))
 
 
 def fit_cart_forest(*args: Any, **kwargs: Any) -> CartForest:
@@ -347,6 +360,7 @@ def fit_cart_trees(
     n_jobs: int | None = None,
     splitter: str = "exact",
     max_bins: int | str = "auto",
+    leaf_knots: int = 0,
 ) -> tuple[CartForest, np.ndarray]:
     """Fit ``n_estimators`` weighted CART trees (Algorithm 1) and flatten them.
 
@@ -389,6 +403,10 @@ def fit_cart_trees(
         Bins per feature of ``splitter="hist"`` (at most ``MAX_WIDE_BINS``); ``"auto"``: one
         bin per value for a feature with at most ``EXACT_BINS`` distinct values, else
         ``MAX_BINS`` quantile bins (:mod:`ebf.config`).
+    leaf_knots : int, default 0
+        Regression: keep at most this many knots of every leaf's weighted targets
+        (:mod:`ebf._leaf_knots`); 0 keeps none.
+
     Returns
     -------
     forest : CartForest
@@ -445,12 +463,12 @@ def fit_cart_trees(
                 break
         seed = int(rng.integers(0, 2**32))
         if hist is not None:
-            return hist.tree(y, w, task, n_classes, seed)
+            return hist.tree(y, w, task, n_classes, seed, leaf_knots)
         est = Tree(min_samples_leaf=min_samples_leaf, max_features=max_features,
                    max_depth=max_depth, random_state=seed)
         # scikit-learn learns where missing values go only when it checks the input
         est.fit(X32, y, sample_weight=w, check_input=has_nan)
-        return _flatten(est, X32, y, w, task, n_classes)
+        return _flatten(est, X32, y, w, task, n_classes, leaf_knots)
 
     trees = thread_map(fit_one, range(n_estimators), n_jobs)
     return _concat(trees), np.concatenate([tr["weight_sq"] for tr in trees])

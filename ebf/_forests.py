@@ -24,7 +24,6 @@ Gaussian needs a positive variance.
 
 from __future__ import annotations
 
-import copy
 from numbers import Integral, Real
 from typing import Any
 
@@ -35,16 +34,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from basics.bounds import state_float, state_variance
 from basics.class_recalibration import class_calibration_from_state, class_calibration_state
-from basics.discrete import is_integer_target
-from basics.leaf_noise import LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
-from basics.prior_choice import (
-    CANDIDATES,
-    OPTION,
-    CandidateScores,
-    candidate_scores,
-    settle,
-)
 from basics.recalibration import (
     CALIBRATE_CONSTRAINT,
     NO_MAP,
@@ -68,26 +58,14 @@ from ._base import (
     regression_target,
     variance_floor,
 )
+from ._leaf_knots import LEAF_KNOTS, LEAF_MODELS, MAX_LEAF_KNOTS, check_knots
+from ._leaf_prior import LearntLeafPriorMixin
 from .bootstrap import WEIGHT_KINDS
 from .config import MAX_WIDE_BINS, MIN_SAMPLES_LEAF
 from .features import FeatureEncoder
 from .importance import forest_decrease, normalised
 
 __all__ = ["BayesianForestClassifier", "BayesianForestRegressor"]
-
-#: ``_leaf_model``'s prior strength when the caller gives none: the parameter's.
-_AUTO = object()
-
-
-def _with_prior(forest: cart.CartForest, n_eff: np.ndarray, prior_rows: float | None,
-                var_floor: float) -> tuple[cart.CartForest, float | None]:
-    """The forest under a leaf prior of ``prior_rows`` pseudo-rows (None: none) and the
-    forest's pooled leaf variance (None without a prior)."""
-    if prior_rows is None:
-        return forest, None
-    return cart_fit.with_leaf_prior(forest, n_eff, prior_rows=float(prior_rows),
-                                    var_floor=var_floor)
-
 
 class _BaseBayesianForest(BaseEstimator):
     """Shared machinery: validation, fitting the flat forest, row blocks, persistence."""
@@ -144,7 +122,7 @@ class _BaseBayesianForest(BaseEstimator):
             n_estimators=self.n_estimators, weights=self.weights,
             min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
             max_depth=self.max_depth, entropy=entropy, branch=branch, n_jobs=self.n_jobs,
-            splitter=self.splitter, max_bins=self.max_bins,
+            splitter=self.splitter, max_bins=self.max_bins, leaf_knots=self._knots_per_leaf(),
         )
         forest = self._leaf_model(forest, weight_sq, extra, **leaf)
         self.__dict__.pop("feature_names_in_", None)
@@ -170,6 +148,10 @@ class _BaseBayesianForest(BaseEstimator):
         regressor's leaf prior; may add fitted attributes to ``extra``). Classifiers take
         no options."""
         return forest
+
+    def _knots_per_leaf(self) -> int:
+        """Most knots a leaf keeps (:mod:`ebf._leaf_knots`); 0: none."""
+        return 0
 
     @staticmethod
     def _fitted(encoder: FeatureEncoder, forest: cart.CartForest,
@@ -245,6 +227,7 @@ class _BaseBayesianForest(BaseEstimator):
         if forest.n_trees != self.n_estimators:
             raise ValueError(f"the forest has {forest.n_trees} trees but n_estimators is "
                              f"{self.n_estimators}.")
+        check_knots(forest, self._knots_per_leaf())
         entropy = state_int(state, "entropy", 0)
         self.__dict__.pop("feature_names_in_", None)
         self.__dict__.update(self._fitted(encoder, forest, entropy), **extra)
@@ -256,7 +239,8 @@ class _BaseBayesianForest(BaseEstimator):
         return tags
 
 
-class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _BaseBayesianForest):
+class BayesianForestRegressor(LearntLeafPriorMixin, ProbabilisticRegressorMixin, RegressorMixin,
+                              _BaseBayesianForest):
     """Bayesian forest regressor (Taddy et al. 2015, Sec. 2.3, Algorithm 1).
 
     For ``b = 1 .. B``: draw ``theta^b ~ iid Exp(1)`` over the rows and fit a weighted CART
@@ -310,6 +294,14 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         recalibrated held-out log density (:mod:`basics.prior_choice`; no extra trees are
         fit); with any other ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an
         EBF branch, each branch learns its own.
+    leaf_model : {"gaussian", "empirical"}, default="gaussian"
+        ``uncertainty="leaf"``: a leaf is one Gaussian (its mean, its predictive variance),
+        or ``"empirical"``: at most ``leaf_knots`` knots of its weighted targets (a
+        weighted quantile sketch), each a Gaussian kernel, with the Gaussian leaf's mean and
+        variance but the shape of the data (skewed, integer-valued targets;
+        :mod:`ebf._leaf_knots`). The mean prediction does not change.
+    leaf_knots : int, default=LEAF_KNOTS
+        Most knots per leaf of ``leaf_model="empirical"`` (1 to ``MAX_LEAF_KNOTS``).
     calibrate : {"auto", "holdout", "recent", "none"}, default="auto"
         How the predictive CDF is recalibrated (:mod:`basics.calibration`). ``"auto"``: on
         every training row, each predicted by a small forest fit without it (5 folds, 10%
@@ -371,6 +363,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         "uncertainty": [StrOptions({"leaf", "tree_spread"})],
         "leaf_prior_rows": [Interval(Real, 1.0, 1e9, closed="neither"), StrOptions({"auto"}),
                             None],
+        "leaf_model": [StrOptions(set(LEAF_MODELS))],
+        "leaf_knots": [Interval(Integral, 1, MAX_LEAF_KNOTS, closed="both")],
     }
 
     def __init__(
@@ -385,6 +379,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         max_bins: int | str = "auto",
         uncertainty: str = "leaf",
         leaf_prior_rows: float | str | None = "auto",
+        leaf_model: str = "gaussian",
+        leaf_knots: int = LEAF_KNOTS,
         calibrate: str = "auto",
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -399,6 +395,8 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         self.max_bins = max_bins
         self.uncertainty = uncertainty
         self.leaf_prior_rows = leaf_prior_rows
+        self.leaf_model = leaf_model
+        self.leaf_knots = leaf_knots
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -424,56 +422,9 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
         """
         return self._calibrated_fit(self._fit_learning_prior, X, y, sample_weight)
 
-    def _fit_learning_prior(self, X: Any, y: Any, sample_weight: Any, crossfit: bool) -> Any:
-        """:meth:`_fit`; with ``crossfit`` and ``leaf_prior_rows="auto"``, the calibration
-        groups first, then the model with the prior strength they chose (returning their
-        counts under it for the map)."""
-        if not (crossfit and self.leaf_prior_rows == "auto"):
-            return self._fit(X, y, sample_weight)
-        entropy = resolve_entropy(self.random_state)
-        folds, group, model = self._crossfit(X, y, sample_weight, seed=entropy)
-        counts, params = settle([held for _, held in folds], group, model)
-        self._fit(X, y, sample_weight, entropy=entropy, prior_rows=params.get(OPTION, _AUTO))
-        return counts, group, model
-
-    @staticmethod
-    def _fit_group(group: Any, X: Any, y: Any, sample_weight: Any) -> Any:
-        """A calibration group keeps its raw leaves to score every prior strength."""
-        return group._fit(X, y, sample_weight, keep_leaf_stats=True)
-
-    def _leaf_model(self, forest: cart.CartForest, weight_sq: np.ndarray,
-                    extra: dict[str, Any], prior_rows: Any = _AUTO,
-                    keep_leaf_stats: bool = False) -> cart.CartForest:
-        """Leaf variances -> posterior predictive variances under ``prior_rows`` (by default
-        ``leaf_prior_rows``, with ``"auto"`` as :data:`LEAF_PRIOR_ROWS`). With
-        ``keep_leaf_stats`` and ``leaf_prior_rows="auto"`` (a calibration group) the raw
-        leaves stay (in ``_leaf_stats``, never saved) for :meth:`_candidate_scores`."""
-        if prior_rows is _AUTO:
-            prior_rows = self.leaf_prior_rows
-        if prior_rows == "auto":
-            prior_rows = LEAF_PRIOR_ROWS
-        n_eff = cart_fit.effective_rows(forest.weight, weight_sq)
-        learn = keep_leaf_stats and self.leaf_prior_rows == "auto"
-        extra["_leaf_stats"] = (forest, n_eff) if learn else None
-        extra["leaf_prior_rows_"] = None if prior_rows is None else float(prior_rows)
-        forest, extra["leaf_noise_var_"] = _with_prior(forest, n_eff, prior_rows,
-                                                       extra["var_floor_"])
-        return forest
-
-    def _candidate_scores(self, X: Any, y: Any) -> CandidateScores | None:
-        """Held-out scores of rows ``(X, y)`` under every strength of
-        :data:`basics.leaf_noise.LEAF_PRIOR_CANDIDATES` (:mod:`basics.prior_choice`), from
-        the raw leaves of a calibration group; None for any other fit."""
-        stats = getattr(self, "_leaf_stats", None)
-        if stats is None:
-            return None
-        raw, n_eff = stats
-        mixtures = []
-        for prior_rows in CANDIDATES:
-            scored = copy.copy(self)  # the same model with the candidate's leaves
-            scored.forest_ = _with_prior(raw, n_eff, prior_rows, self.var_floor_)[0]
-            mixtures.append(scored.predict_distribution(X, recalibrated=False))
-        return candidate_scores(mixtures, y, is_integer_target(y))
+    def _knots_per_leaf(self) -> int:
+        empirical = self.leaf_model == "empirical" and self.uncertainty == "leaf"
+        return int(self.leaf_knots) if empirical else 0
 
     def _mixture(self, A: np.ndarray) -> GaussianMixture:
         if self.uncertainty == "tree_spread":
@@ -481,6 +432,9 @@ class BayesianForestRegressor(ProbabilisticRegressorMixin, RegressorMixin, _Base
             return GaussianMixture.from_moments(mean, np.maximum(spread, self.var_floor_))
         # finite leaf means, variances >= the positive floor: nothing left to check, and
         # weights 1 / n_trees are what normalising equal weights gives
+        if self.forest_.knot_offsets.size:
+            return GaussianMixture._trusted(*cart.knot_components(self.forest_, A,
+                                                                  self.var_floor_))
         means, variances = cart.leaf_components(self.forest_, A, self.var_floor_)
         weights = np.full(means.shape, 1.0 / self.forest_.n_trees)
         return GaussianMixture._trusted(weights, means, variances)

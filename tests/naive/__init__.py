@@ -6,7 +6,8 @@ module belongs to one area of the library:
 
 - ``mixture``: predictive Gaussian mixtures and recalibration (CRPS, PIT knots, ACI), and
   calibration scores (one-sided coverage, PIT distance, interval score).
-- ``cart``: weighted CART routing and node statistics, flat-tree structure checks.
+- ``cart``: weighted CART routing and node statistics, empirical leaf knots, flat-tree
+  structure checks.
 - ``trunk``: EBF trunk: split stability, histograms, best splits, growth, subtraction; the
   family-wise (Holm) test of its drift check.
 - ``mondrian``: Mondrian tree sampling and invariants, compact trees, the Mondrian kernel.
@@ -45,6 +46,8 @@ from .cart import (
     naive_apply,
     naive_check_trees,
     naive_class_fractions,
+    naive_knot_leaf,
+    naive_leaf_knots,
     naive_node_stats,
     naive_path,
 )
@@ -116,7 +119,9 @@ __all__ = [
     "naive_ece",
     "naive_half",
     "naive_holm",
+    "naive_knot_leaf",
     "naive_laplace_kernel",
+    "naive_leaf_knots",
     "branch_off_G_naive",
     "check_tree_invariants",
     "expected_discount_mc",

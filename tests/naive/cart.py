@@ -1,5 +1,6 @@
-"""Oracles of weighted CART (``ebf._cart``: routing, node statistics, class fractions)
-and of the flat-tree structure checks (``basics.flat_tree.check_trees``)."""
+"""Oracles of weighted CART (``ebf._cart``: routing, node statistics, class fractions), of
+its empirical leaves (``ebf._leaf_knots``) and of the flat-tree structure checks
+(``basics.flat_tree.check_trees``)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,53 @@ def naive_check_trees(left, right, feature, threshold, offsets, n_features, root
         if len(reached) != b - a:
             return ft.UNREACHED, t, root, len(reached)
     return 0, 0, 0, 0
+
+
+# ------------------------------------------------------- empirical leaves (ebf._leaf_knots)
+
+
+def naive_leaf_knots(y, w, k) -> tuple[np.ndarray, np.ndarray]:
+    """Knots of one leaf: its distinct targets with their weight shares when there are at most
+    ``k``; else the weighted means of ``k`` parts of equal weight of the target-sorted rows, a
+    row on a cut split between the parts (computed on the exact measure: every part is the
+    integral of the weighted quantile function over ``[j / k, (j + 1) / k]``); equal knots
+    merged. Returns ``(values, weights)``, weights summing to one."""
+    y = np.asarray(y, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    o = np.argsort(y, kind="stable")
+    y, w = y[o], w[o]
+    total = w.sum()
+    distinct = np.unique(y)
+    if distinct.size <= k:
+        return distinct, np.array([w[y == v].sum() / total for v in distinct])
+    hi = np.cumsum(w)
+    lo = hi - w
+    values, weights = [], []
+    for j in range(k):
+        a, b = total * j / k, total * (j + 1) / k
+        share = np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
+        if share.sum() <= 0:
+            continue
+        v = float(np.sum(share * y) / share.sum())
+        if values and np.isclose(values[-1], v, rtol=0, atol=1e-12 * (1 + abs(v))):
+            weights[-1] += share.sum() / total
+        else:
+            values.append(v)
+            weights.append(share.sum() / total)
+    return np.array(values), np.array(weights)
+
+
+def naive_knot_leaf(knots, knot_weights, leaf_mean, leaf_var, floor, share):
+    """One leaf's kernels: knots re-centred on ``leaf_mean``; kernel variance ``h2 = max(V -
+    Var_knots, share V, floor)`` with ``V = max(leaf_var, floor)``, knots drawn towards the
+    mean by ``sqrt((V - h2) / Var_knots)`` where they alone exceed ``V - h2``. Returns
+    ``(weights, means, variances)``."""
+    p = np.asarray(knot_weights, dtype=np.float64)
+    p = p / p.sum()
+    d = np.asarray(knots, dtype=np.float64)
+    d = d - np.sum(p * d)
+    var_knots = np.sum(p * d * d)
+    V = max(leaf_var, floor)
+    h2 = max(V - var_knots, share * V, floor)
+    c = np.sqrt((V - h2) / var_knots) if V - h2 < var_knots else 1.0
+    return p, leaf_mean + c * d, np.full(p.shape, h2)

@@ -55,7 +55,8 @@ def test_min_samples_split_is_refused_for_a_learner_that_ignores_it():
     assert TrainOptions(branch="mondrian", min_samples_split=20).branch_params() == {
         "min_samples_split": 20}
     with pytest.raises(ValueError, match=r"\['min_samples_split'\].*branch='bayesian'.*"
-                                         r"accepts \['leaf_prior_rows'"):
+                                         r"accepts \['leaf_knots', 'leaf_model', "
+                                         r"'leaf_prior_rows'"):
         TrainOptions(branch="bayesian", min_samples_split=20)
 
 

@@ -190,6 +190,23 @@ def test_ebf_branch_splitter_equals_local_ebf(dask_client, splitter, missing):
     assert_same_predictions(got, local, make_frame(300, seed=3)[FEATURES])
 
 
+def test_ebf_empirical_leaves_equal_local_ebf(dask_client, tmp_path):
+    """Empirical leaves (``branch_params``) fit on the workers are the local ones, and their
+    knots survive the sharded artifact."""
+    df = make_frame(1200, seed=14)
+    params = dict(n_estimators=3, trunk_max_leaves=3, random_state=15,
+                  branch_params={"leaf_model": "empirical", "leaf_knots": 4})
+    model, local, _ = fit_both(EmpiricalBayesianForestRegressor, df, 3, dask_client, **params)
+    got = model.to_local()
+    forests = [b for b in got.branches_ if hasattr(b, "forest_")]
+    assert forests and all(b.forest_.knot_offsets.size for b in forests)
+    assert_same_state(estimator_state(got), estimator_state(local),
+                      loose=("stats", "weight", "gain"))
+    X_test = make_frame(300, seed=3)[FEATURES]
+    assert_same_predictions(got, local, X_test)
+    assert_same_predictions(load(save(got, tmp_path / "m")), local, X_test)
+
+
 @pytest.mark.parametrize("npartitions", [1, 4])
 def test_ebf_with_bart_branches_equals_local_ebf(dask_client, npartitions):
     """BART branches (thesis Ch. 4) fit on the workers are the local ones, bit for bit."""
