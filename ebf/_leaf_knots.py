@@ -174,7 +174,7 @@ def tree_knots(node: np.ndarray, y: np.ndarray, w: np.ndarray, centre: np.ndarra
     --------
     >>> out = tree_knots(np.array([1, 1, 1, 2]), np.array([3.0, 1.0, 3.0, 5.0]),
     ...                  np.ones(4), np.array([0.0, 7 / 3, 5.0]), 3, 4)
-    >>> out["knot_offsets"].tolist(), out["knot_weight"].round(3).tolist()
+    >>> out["knot_offsets"].tolist(), out["knot_weight"].astype(float).round(3).tolist()
     ([0, 0, 2, 3], [0.333, 0.667, 1.0])
     """
     node = np.ascontiguousarray(node, dtype=INDEX)
