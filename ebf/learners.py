@@ -82,9 +82,10 @@ __all__ = [
 NODE_BYTES = 160
 #: Working bytes per row and tree of the Bayesian-tree learners (peak RSS of fits on 20k and
 #: 80k rows, rounded up): an SMC particle holds a row permutation and its node arrays
-#: (~10-12 bytes per row), a BART tree its row partition (~5); their trees are not bounded by
+#: (~10-12 bytes per row), a BART tree its row partition (~5) and every row's leaf (4, int32:
+#: the chain forms a tree's residual from it); their trees are not bounded by
 #: ``min_samples_leaf``, so the per-node estimate does not apply.
-SMC_ROW_BYTES, BART_ROW_BYTES = 12.0, 8.0
+SMC_ROW_BYTES, BART_ROW_BYTES = 12.0, 12.0
 #: Saved bytes per training row per tree of a CART forest with leaves of
 #: :data:`CART_MEASURED_LEAF` rows (measured with the histogram trees at 1M rows: 0.32 nodes
 #: per row of 64 bytes, whatever the number of features), in inverse proportion to

@@ -13,12 +13,14 @@ the final weighted particles (particle 0 included). This leaves the conditional 
 pi(T) of eq. (4.8) invariant (Andrieu, Doucet & Holenstein 2010), whatever C >= 1.
 
 Rows of the particles' nodes live in one shared pool of row indices: a node owns the
-segment ``pool[start:start + count]``. Resampled copies share segments, so
-a node is copied to fresh pool space before it is split (copy on split), and resampling
-copies only the O(nodes) particle arrays, never rows. A stage's work is O(rows of the
-expanded nodes x D); a stopped node costs nothing (its stop is decided from its first
-uniform before its extent is computed) and the root's extent is the data's, computed once by
-the caller.
+segment ``pool[start:start + count]``. Resampled copies share segments, so a node is copied
+to fresh pool space as it is split (copy on split: the copy, the partition and the
+children's sums are one pass, :func:`~._trees.split_copy_sums`), and resampling copies only
+the O(nodes) particle arrays, never rows. A stage's work is O(rows of the split nodes): a
+stopped node costs nothing (its stop is decided from its first uniform before its extent is
+computed), a split reads which dimensions vary (O(D) for most nodes) and the extent of the
+chosen one (:func:`~._prior.prior_cut`), and the root's extent is the data's, computed once
+by the caller.
 
 Random numbers come from numba's generator, seeded by the caller: per stage three
 uniforms for each free particle that has an eligible node (in particle order), then
@@ -77,7 +79,7 @@ class PGWork(NamedTuple):
     ``P_int``, ``P_float``: the particle arrays (axis 0 the particle, axis 1 the field,
     axis 2 the slot); ``Q_int``, ``Q_float`` their resampling double buffer; ``pool`` the
     row indices (``POOL_ROWS (C + 1) n_rows``); ``buf`` the partition scratch of
-    ``split_node``; ``lower``, ``upper`` the extent of the rows (the root's, the same for
+    ``split_copy_sums``; ``lower``, ``upper`` the extent of the rows (the root's, the same for
     every call on the same rows).
     """
 

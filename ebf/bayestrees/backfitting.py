@@ -14,10 +14,11 @@ conditional given the residual (line 4); then for every tree m, form the residua
 eq. (4.7) by adding the tree's own fit back to the running residual, update T_m given R_m
 (line 7: the conditional SMC of :mod:`.pgbart`, or one CGM / GrowPrune move of
 :mod:`.mcmc`), draw the leaf means from their Gaussian conditional (line 8) and subtract
-the new fit. The work per tree is O(rows x depth) (its rows partitioned, the residual
-updated) plus the sampler's: O(C x rows of the split nodes x D) for PG, O(rows of the moved
-node x D) for a move. Trees live in slot arrays of one capacity (grown on demand); PG and
-the moves keep them breadth first.
+the new fit. The chain keeps every row's leaf in every tree, so R_m is one pass over the
+rows with no descent: the work per tree is O(rows) (the residual updated) plus the
+sampler's: O(C x rows of the split nodes) for PG, O(rows of the moved node x D) for a move
+(whose tree's rows are partitioned first, O(rows x depth)). Trees live in slot arrays of
+one capacity (grown on demand); PG and the moves keep them breadth first.
 """
 
 from __future__ import annotations
