@@ -24,7 +24,7 @@ from basics.mixture import GaussianMixture
 from basics.recalibration import CALIBRATE_CONSTRAINT, NO_MAP, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
-from basics.threads import N_JOBS
+from basics.threads import N_JOBS, thread_map
 from basics.validation import check_target_not_in_features
 
 from ._base import (
@@ -64,6 +64,13 @@ def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> Gaussi
         M[rows, :k] = g.means
         V[rows, :k] = g.variances
     return GaussianMixture._trusted(W, M, V)
+
+
+def _branch_jobs(spec: BranchSpec) -> int | None:
+    """Threads over the branches of a fit in one process: ``n_jobs`` for a learner whose
+    fit is one thread (:attr:`ebf.learners.BranchLearner.sequential_fit`), else 1 (its
+    threads work on one branch's trees)."""
+    return spec.n_jobs if get_learner(spec.learner).sequential_fit else 1
 
 
 @dataclass(frozen=True)
@@ -214,11 +221,10 @@ class _BranchedEnsemble(BaseEstimator):
     def _fit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
                     groups: list[np.ndarray], plan: FitPlan) -> list:
         """Fit one branch per group of rows; branch ``b`` is seeded by (entropy, b) only."""
-        return [
-            fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
-                       plan.entropy, b)
-            for b, rows in enumerate(groups)
-        ]
+        return thread_map(
+            lambda b: fit_branch(plan.spec, A[groups[b]], y[groups[b]],
+                                 None if w is None else w[groups[b]], plan.entropy, b),
+            range(len(groups)), _branch_jobs(plan.spec))
 
     def _crossfit_groups(self, A: np.ndarray, y: np.ndarray, w: np.ndarray | None,
                          groups: list[np.ndarray], plan: FitPlan) -> tuple:
@@ -227,12 +233,14 @@ class _BranchedEnsemble(BaseEstimator):
         summed (regressors), or every fold's held-out probabilities (classifiers)."""
         regression = self._task == REGRESSION
         total: Any = cal.HeldOutCounts.empty() if regression else []
-        group = plan.spec.n_estimators
-        for b, rows in enumerate(groups):
-            held, group = branch_crossfit(plan.spec, A[rows], y[rows],
-                                          None if w is None else w[rows], plan.entropy, b,
-                                          rows)
+        parts = thread_map(
+            lambda b: branch_crossfit(plan.spec, A[groups[b]], y[groups[b]],
+                                      None if w is None else w[groups[b]], plan.entropy, b,
+                                      groups[b]),
+            range(len(groups)), _branch_jobs(plan.spec))
+        for held, _ in parts:  # in branch order, whatever the threads
             total = total + held
+        group = parts[-1][1] if parts else plan.spec.n_estimators
         return total, group, plan.spec.n_estimators
 
     def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:

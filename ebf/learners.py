@@ -150,6 +150,11 @@ class BranchLearner:
         that ``calibrate="auto"`` may cross-fit smaller groups of them
         (:func:`basics.calibration.group_trees`); BART's sum of trees and SMC's particles
         are cross-fitted whole.
+    sequential_fit : bool
+        Whether a branch's fit runs in one thread whatever ``n_jobs`` (BART's chain is
+        sequential): an ensemble in one process then fits up to ``n_jobs`` branches at once
+        (each has its own seed, so the model is the same). The others spend ``n_jobs`` on
+        the trees (or islands) of one branch at a time.
     """
 
     name: str
@@ -167,6 +172,7 @@ class BranchLearner:
     sized_leaf: str | None = None
     budget_trims_trees: bool = False
     exchangeable_trees: bool = True
+    sequential_fit: bool = False
 
     def accepted_params(self, task: str | None = None) -> list[str]:
         """The ``branch_params`` names this learner takes for ``task`` (None: any task)."""
@@ -325,7 +331,7 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
     BranchLearner("bart", "BART by particle Gibbs (regression only)", _bart,
                   {REGRESSION: BARTRegressor}, 50, False,
                   frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes,
-                  exchangeable_trees=False),
+                  exchangeable_trees=False, sequential_fit=True),
 )}
 
 
