@@ -302,7 +302,8 @@ def split_copy_sums(X, S, t, j, src, s_left, s_right):  # pragma: no cover - num
     """Node ``j``'s rows, read from ``order[src:src + count[j]]``, partitioned by its rule
     into its own segment (``order[start[j]:]``, which must not overlap the source unless it
     is the source), with the sums of the per-row statistics ``S`` of each child into
-    ``s_left``, ``s_right`` (scalar sums for the Normal's three, ``[1, y, y^2]``).
+    ``s_left``, ``s_right`` (branch free, in scalars, for three statistics such as the
+    Normal's ``[1, y, y^2]``; a plain loop for other widths).
 
     The copy on split of the conditional SMC, the stable partition of
     :func:`split_segment` and :func:`~._likelihood.segment_stats` of both children in one
