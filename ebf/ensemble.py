@@ -24,7 +24,7 @@ from basics.mixture import GaussianMixture
 from basics.recalibration import CALIBRATE_CONSTRAINT, NO_MAP, recalibration_state
 from basics.seeds import resolve_entropy
 from basics.tasks import CLASSIFICATION, REGRESSION
-from basics.threads import N_JOBS
+from basics.threads import N_JOBS, thread_map
 from basics.validation import check_target_not_in_features
 
 from ._base import (
@@ -64,6 +64,13 @@ def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> Gaussi
         M[rows, :k] = g.means
         V[rows, :k] = g.variances
     return GaussianMixture._trusted(W, M, V)
+
+
+def _branch_jobs(spec: BranchSpec) -> int | None:
+    """Threads over the branches of a fit in one process: ``n_jobs`` for a learner whose
+    fit is one thread (:attr:`ebf.learners.BranchLearner.sequential_fit`), else 1 (its
+    threads work on one branch's trees)."""
+    return spec.n_jobs if get_learner(spec.learner).sequential_fit else 1
 
 
 @dataclass(frozen=True)
@@ -219,21 +226,23 @@ class _BranchedEnsemble(BaseEstimator):
         With ``crossfit`` (``calibrate="auto"``) each branch follows its calibration groups
         (:func:`ebf.branches.fit_calibrated_branch`), and the second value is their
         ``(held_out, group_trees, model_trees)``: the PIT counts summed (regressors), or
-        every fold's held-out probabilities (classifiers); else None.
+        every fold's held-out probabilities (classifiers); else None. Branches of a learner
+        whose fit is one thread are fit ``n_jobs`` at a time (:func:`_branch_jobs`).
         """
+        def fit(b: int) -> Any:
+            rows = groups[b]
+            args = (plan.spec, A[rows], y[rows], None if w is None else w[rows], plan.entropy,
+                    b)
+            return fit_calibrated_branch(*args, rows) if crossfit else fit_branch(*args)
+
+        parts = thread_map(fit, range(len(groups)), _branch_jobs(plan.spec))
         if not crossfit:
-            return [fit_branch(plan.spec, A[rows], y[rows], None if w is None else w[rows],
-                               plan.entropy, b) for b, rows in enumerate(groups)], None
-        branches = []
+            return parts, None
         total: Any = cal.HeldOutCounts.empty() if self._task == REGRESSION else []
-        group = plan.spec.n_estimators
-        for b, rows in enumerate(groups):
-            fitted, held, group = fit_calibrated_branch(
-                plan.spec, A[rows], y[rows], None if w is None else w[rows], plan.entropy, b,
-                rows)
-            branches.append(fitted)
+        for _, held, _ in parts:  # in branch order, whatever the threads
             total = total + held
-        return branches, (total, group, plan.spec.n_estimators)
+        group = parts[-1][2] if parts else plan.spec.n_estimators
+        return [p[0] for p in parts], (total, group, plan.spec.n_estimators)
 
     def _from_parts(self, plan: FitPlan, branches: list, trunk: Trunk | None = None) -> Any:
         """Set every fitted attribute from the fitted parts, at once (a seam for ``ebf.dask``).

@@ -83,9 +83,10 @@ __all__ = [
 NODE_BYTES = 160
 #: Working bytes per row and tree of the Bayesian-tree learners (peak RSS of fits on 20k and
 #: 80k rows, rounded up): an SMC particle holds a row permutation and its node arrays
-#: (~10-12 bytes per row), a BART tree its row partition (~5); their trees are not bounded by
+#: (~10-12 bytes per row), a BART tree its row partition (~5) and every row's leaf (4, int32:
+#: the chain forms a tree's residual from it); their trees are not bounded by
 #: ``min_samples_leaf``, so the per-node estimate does not apply.
-SMC_ROW_BYTES, BART_ROW_BYTES = 12.0, 8.0
+SMC_ROW_BYTES, BART_ROW_BYTES = 12.0, 12.0
 #: Saved bytes per training row per tree of a CART forest with leaves of
 #: :data:`CART_MEASURED_LEAF` rows (measured with the histogram trees at 1M rows: 0.32 nodes
 #: per row of 64 bytes, whatever the number of features), in inverse proportion to
@@ -150,6 +151,11 @@ class BranchLearner:
         that ``calibrate="auto"`` may cross-fit smaller groups of them
         (:func:`basics.calibration.group_trees`); BART's sum of trees and SMC's particles
         are cross-fitted whole.
+    sequential_fit : bool
+        Whether a branch's fit runs in one thread whatever ``n_jobs`` (BART's chain is
+        sequential): an ensemble in one process then fits up to ``n_jobs`` branches at once
+        (each has its own seed, so the model is the same). The others spend ``n_jobs`` on
+        the trees (or islands) of one branch at a time.
     """
 
     name: str
@@ -167,6 +173,7 @@ class BranchLearner:
     sized_leaf: str | None = None
     budget_trims_trees: bool = False
     exchangeable_trees: bool = True
+    sequential_fit: bool = False
 
     def accepted_params(self, task: str | None = None) -> list[str]:
         """The ``branch_params`` names this learner takes for ``task`` (None: any task)."""
@@ -327,7 +334,7 @@ LEARNERS: dict[str, BranchLearner] = {learner.name: learner for learner in (
     BranchLearner("bart", "BART by particle Gibbs (regression only)", _bart,
                   {REGRESSION: BARTRegressor}, 50, False,
                   frozenset({"n_trees", "random_state", "n_jobs"}), _bart_working_bytes,
-                  exchangeable_trees=False),
+                  exchangeable_trees=False, sequential_fit=True),
 )}
 
 

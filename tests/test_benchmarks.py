@@ -14,8 +14,9 @@ import pytest
 
 @pytest.mark.parametrize("name", ["bench_ebf", "bench_dask", "bench_mondrian", "bench_predict",
                                   "bench_noise", "bench_calibration", "bench_retrain",
-                                  "bench_bart", "bench_bart_hypercube", "bench_smc",
-                                  "bench_bayesopt", "bench_mondrian_kernel", "bench_leaf_prior",
+                                  "bench_bart", "bench_bart_hypercube", "bench_bart_speed",
+                                  "bench_smc", "bench_bayesopt", "bench_mondrian_kernel",
+                                  "bench_leaf_prior",
                                   "bench_mondrian_noise", "rolling_calibration",
                                   "accuracy", "bench_peers", "bench_leaf_model"])
 def test_benchmark_imports_and_parses_its_options(name):

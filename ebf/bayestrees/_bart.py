@@ -104,16 +104,15 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
     Notes
     -----
     The schedule's defaults (100 burn-in iterations, 200 kept draws) are chosen for 10k-100k
-    rows. On Friedman #1 with 10k rows (D = 5, 2 shared cores) PG runs ~2.6-3 iterations
-    per second, CGM ~12, GrowPrune ~19 (``benchmarks/bench_bart_hypercube.py --parts
-    throughput``), so the default fit takes ~2 min with PG and ~25 s with CGM; with 100k
-    rows PG runs ~0.3 iterations per second and CGM ~0.6 (~17 and ~8 min). There, from the
-    trivial trees, sigma is within 2% of its value at iteration 400 by iteration 100, while
-    the log-likelihood keeps
-    creeping up slowly (BART's trace mixes slowly; ``ess_`` says how slowly): 100
-    iterations of burn-in buy a usable model (held-out RMSE of the mean 0.33 against noise
-    sd 1 after 400), and 200 draws give a 200-component predictive mixture per row, cheap
-    to predict and store.
+    rows. On Friedman #1 with 10k rows (D = 5, the default 200 trees, CPU time of the first
+    150 iterations) PG runs ~15 iterations per second, CGM ~39, GrowPrune ~52; with 50
+    trees on 20k rows (D = 10) 300 PG iterations take ~11 s
+    (``benchmarks/bench_bart_speed.py``). The work of an iteration grows about linearly
+    with the rows. On 10k rows, from the trivial trees, sigma is within 2% of its value at
+    iteration 400 by iteration 100, while the log-likelihood keeps creeping up slowly
+    (BART's trace mixes slowly; ``ess_`` says how slowly): 100 iterations of burn-in buy a
+    usable model (held-out RMSE of the mean 0.33 against noise sd 1 after 400), and 200
+    draws give a 200-component predictive mixture per row, cheap to predict and store.
     Raise ``n_iter`` / ``burn_in`` for posterior summaries that need a long chain.
 
     Examples

@@ -13,12 +13,14 @@ the final weighted particles (particle 0 included). This leaves the conditional 
 pi(T) of eq. (4.8) invariant (Andrieu, Doucet & Holenstein 2010), whatever C >= 1.
 
 Rows of the particles' nodes live in one shared pool of row indices: a node owns the
-segment ``pool[start:start + count]``. Resampled copies share segments, so
-a node is copied to fresh pool space before it is split (copy on split), and resampling
-copies only the O(nodes) particle arrays, never rows. A stage's work is O(rows of the
-expanded nodes x D); a stopped node costs nothing (its stop is decided from its first
-uniform before its extent is computed) and the root's extent is the data's, computed once by
-the caller.
+segment ``pool[start:start + count]``. Resampled copies share segments, so a node is copied
+to fresh pool space as it is split (copy on split: the copy, the partition and the
+children's sums are one pass, :func:`~._trees.split_copy_sums`), and resampling copies only
+the O(nodes) particle arrays, never rows. A stage's work is O(rows of the split nodes): a
+stopped node costs nothing (its stop is decided from its first uniform before its extent is
+computed), a split reads which dimensions vary (O(D) for most nodes) and the extent of the
+chosen one (:func:`~._prior.prior_cut`), and the root's extent is the data's, computed once
+by the caller.
 
 Random numbers come from numba's generator, seeded by the caller: per stage three
 uniforms for each free particle that has an eligible node (in particle order), then
@@ -41,13 +43,12 @@ from ._prior import (
     DEFAULT_ALPHA_S,
     DEFAULT_BETA_S,
     UNIFORMS_PER_NODE,
-    expand_at,
-    expand_prior,
+    prior_cut,
     split_probability,
 )
 from ._records import Tree, data_record, model_record, small_scratch
 from ._resampling import MULTINOMIAL, normalize, resample
-from ._trees import BayesTree, split_node
+from ._trees import BayesTree, link_children, split_copy_sums
 from .mcmc import tree_update_inputs
 
 __all__ = ["DEFAULT_PARTICLES", "PGWork", "conditional_smc", "csmc", "pg_workspace"]
@@ -78,7 +79,7 @@ class PGWork(NamedTuple):
     ``P_int``, ``P_float``: the particle arrays (axis 0 the particle, axis 1 the field,
     axis 2 the slot); ``Q_int``, ``Q_float`` their resampling double buffer; ``pool`` the
     row indices (``POOL_ROWS (C + 1) n_rows``); ``buf`` the partition scratch of
-    ``split_node``; ``lower``, ``upper`` the extent of the rows (the root's, the same for
+    ``split_copy_sums``; ``lower``, ``upper`` the extent of the rows (the root's, the same for
     every call on the same rows).
     """
 
@@ -242,6 +243,7 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
     beta_s = model.beta_s
     w = small_scratch(X.shape[1], S.shape[1])
     stat = w.s_left
+    stat_r = w.s_right
     u = np.empty(UNIFORMS_PER_NODE)
     n_nodes = np.ones(C, INDEX)
     head = np.zeros(C, INDEX)
@@ -292,35 +294,30 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
             if j == n_nodes[c]:
                 continue  # E(t-1) empty: T(t) = T(t-1), weight unchanged
             head[c] = j + 1
+            t = particle_tree(P_int, P_float, c, pool, buf)
             if c == 0:
                 f = old_feature[j]
-                if f == NO_NODE:
-                    continue
+                thr = old_threshold[j]
             else:
                 for i in range(UNIFORMS_PER_NODE):
                     u[i] = np.random.random()
                 if u[0] >= split_probability(P_int[c, DEP, j], alpha_s, beta_s):
-                    continue  # expand_prior would stop it too; skip the extent
-            t = particle_tree(P_int, P_float, c, pool, buf)  # only for a node that may split
+                    continue  # the prior stops it: no extent needed
+                if j == 0:  # the root's extent is the data's: computed once, above
+                    w.lower[:] = root_lower
+                    w.upper[:] = root_upper
+                f, thr = prior_cut(X, t, j, u, root_valid if j == 0 else -1, w)
+            if f == NO_NODE:
+                continue  # a leaf of T*, or no dimension varies: the node stops
+            # copy on split (the segment may be shared), partitioned and summed in one pass
             s = t.start[j]
-            n = t.count[j]
-            pool[top: top + n] = pool[s: s + n]  # copy on split: the segment may be shared
+            n_new = link_children(t, n_nodes[c], j, f, thr)
             t.start[j] = top
-            if c == 0:
-                n_new = split_node(t, n_nodes[c], X, j, f, old_threshold[j])
-            elif j == 0:  # the root's extent is the data's: computed once, above
-                w.lower[:] = root_lower
-                w.upper[:] = root_upper
-                n_new = expand_at(t, n_nodes[c], X, j, model, u, root_valid, w)
-            else:
-                n_new = expand_prior(t, n_nodes[c], X, j, model, u, w)
-            if n_new == n_nodes[c]:  # no dimension varies: the node stops
-                t.start[j] = s
-                continue
-            top += n
+            split_copy_sums(X, S, t, j, s, stat, stat_r)
+            top += t.count[j]
             n_nodes[c] = n_new
-            ll_l = _node_loglik(S, t, n_new - 2, model, stat)
-            ll_r = _node_loglik(S, t, n_new - 1, model, stat)
+            ll_l = leaf_loglik(model.code, model.params, stat)
+            ll_r = leaf_loglik(model.code, model.params, stat_r)
             P_float[c, LOGLIK, n_new - 2] = ll_l
             P_float[c, LOGLIK, n_new - 1] = ll_r
             log_w[c] += ll_l + ll_r - P_float[c, LOGLIK, j]  # eq. (4.10)

@@ -21,10 +21,18 @@ from basics.flat_tree import NO_NODE
 from basics.jit import JIT
 
 from ._records import model_record, small_scratch
-from ._trees import BayesTree, check_X, node_extent, partition_rows, split_node
+from ._trees import (
+    BayesTree,
+    check_X,
+    dim_extent,
+    node_extent,
+    partition_rows,
+    split_node,
+    varying_dims,
+)
 
 __all__ = ["DEFAULT_ALPHA_S", "DEFAULT_BETA_S", "check_prior_params", "draw_split",
-           "expand_at", "leaf_log_prior", "log_prior", "node_log_prior", "sample_prior",
+           "leaf_log_prior", "log_prior", "node_log_prior", "prior_cut", "sample_prior",
            "split_log_prior", "split_probability"]
 
 #: BART's defaults (Chipman et al. 2010; thesis Sec. 4.2.4). Chapter 3 uses other values.
@@ -183,24 +191,42 @@ def expand_prior(t, n_nodes, X, j, model, u, w):  # pragma: no cover - numba
     """Stop or split the eligible leaf ``j`` of ``t`` as the prior does; return the new
     ``n_nodes``.
 
-    ``u`` holds the node's three uniforms (split if ``u[0] < p_j``; the dimension is the
-    ``floor(u[1] |V_j|)``-th of V_j; the location ``lower + u[2] (upper - lower)``);
-    the extent goes to ``w.lower``, ``w.upper``. This is the prior proposal of the SMC
-    (Sec. 3.3.1) as well.
+    ``u`` holds the node's three uniforms (split if ``u[0] < p_j`` and its rows vary; the
+    dimension is the ``floor(u[1] |V_j|)``-th of V_j; the location ``lower + u[2] (upper -
+    lower)`` on the rows' extent along it): :func:`prior_cut`, with ``w.lower``,
+    ``w.upper`` as its scratch. This is the prior proposal of the SMC (Sec. 3.3.1) as well.
     """
-    n_valid = node_extent(X, t, j, w.lower, w.upper)
-    return expand_at(t, n_nodes, X, j, model, u, n_valid, w)
-
-
-@njit(**JIT)
-def expand_at(t, n_nodes, X, j, model, u, n_valid, w):  # pragma: no cover - numba
-    """:func:`expand_prior` given node ``j``'s extent (``n_valid``, ``w.lower``,
-    ``w.upper``), for callers that know it already (the root's is the data's, the same for
-    every particle and every tree of PG-BART)."""
-    if n_valid == 0 or u[0] >= split_probability(t.depth[j], model.alpha_s, model.beta_s):
+    if u[0] >= split_probability(t.depth[j], model.alpha_s, model.beta_s):
         return n_nodes
-    f, thr = draw_split(n_valid, w.lower, w.upper, u[1], u[2])
+    f, thr = prior_cut(X, t, j, u, -1, w)
+    if f == NO_NODE:
+        return n_nodes
     return split_node(t, n_nodes, X, j, f, thr)
+
+
+@njit(inline="always", **JIT)
+def prior_cut(X, t, j, u, n_valid, w):  # pragma: no cover - numba
+    """The prior's cut ``(delta, xi)`` of node ``j`` once ``u[0]`` has chosen to split it,
+    from ``u[1]``, ``u[2]`` (:func:`draw_split`); ``(NO_NODE, nan)`` if its rows do not vary.
+
+    With ``n_valid >= 0`` the caller knows the node's extent (``w.lower``, ``w.upper``: the
+    root's is the data's, the same for every particle and tree of PG-BART); with ``-1`` it
+    is found here as the prior needs it: which dimensions vary
+    (:func:`~._trees.varying_dims`, O(D) for most nodes), then the extent along the chosen
+    one only (:func:`~._trees.dim_extent`), one pass over the rows instead of D. The cut is
+    the same either way.
+    """
+    lower = w.lower
+    upper = w.upper
+    known = n_valid >= 0
+    if not known:
+        n_valid = varying_dims(X, t, j, lower, upper)
+    if n_valid == 0:
+        return NO_NODE, np.nan
+    f = valid_dimension(lower, upper, n_valid, u[1])
+    if not known:
+        dim_extent(X, t, j, f, lower, upper)
+    return f, uniform_cut(lower[f], upper[f], u[2])
 
 
 @njit(**JIT)

@@ -14,10 +14,11 @@ conditional given the residual (line 4); then for every tree m, form the residua
 eq. (4.7) by adding the tree's own fit back to the running residual, update T_m given R_m
 (line 7: the conditional SMC of :mod:`.pgbart`, or one CGM / GrowPrune move of
 :mod:`.mcmc`), draw the leaf means from their Gaussian conditional (line 8) and subtract
-the new fit. The work per tree is O(rows x depth) (its rows partitioned, the residual
-updated) plus the sampler's: O(C x rows of the split nodes x D) for PG, O(rows of the moved
-node x D) for a move. Trees live in slot arrays of one capacity (grown on demand); PG and
-the moves keep them breadth first.
+the new fit. The chain keeps every row's leaf in every tree, so R_m is one pass over the
+rows with no descent: the work per tree is O(rows) (the residual updated) plus the
+sampler's: O(C x rows of the split nodes) for PG, O(rows of the moved node x D) for a move
+(whose tree's rows are partitioned first, O(rows x depth)). Trees live in slot arrays of
+one capacity (grown on demand); PG and the moves keep them breadth first.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ SAMPLER_NAMES = {"pg": PG, "cgm": CGM, "growprune": GROWPRUNE}
 #: layout of :mod:`.pgbart` without the row segment) and float fields (threshold, mean).
 N_TREE_INTS = 5
 MU = 1
+
+#: dtype of the leaf slot of every row in every tree (:class:`SweepWork`): 4 bytes a row a
+#: tree. A tree over N rows has fewer than 2N slots, and a fit takes fewer than 2^30 rows.
+LEAF = np.int32
 
 #: A sigma_hat^2 below this (scaled units, labels span 1) is taken as this: a target that
 #: a linear fit reproduces exactly would otherwise give an inverse-gamma prior of scale 0.
@@ -172,6 +177,9 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
     T_float[:, MU, 0] = rng.normal(0.0, math.sqrt(sigma_mu2), M)  # mu(0) from eq. (4.5)
     forest = Forest(T_int, T_float, np.ones(M, INDEX))
     resid = y - T_float[:, MU, 0].sum()
+    # column-major: a split reads one feature of its node's rows (in row order), a
+    # neighbouring 8 bytes where a row-major copy reads a cache line per row
+    X = np.asfortranarray(X)
     work = sweep_work(X, M, int(n_particles), cap)
     settings = Settings(SAMPLER_NAMES[sampler],
                         SAMPLERS["growprune" if sampler == "growprune" else "cgm"],
@@ -217,9 +225,11 @@ class Settings(NamedTuple):
 
 
 class SweepWork(NamedTuple):
-    """The scratch of :func:`_sweep`, allocated once per fit (grown on demand): the
-    conditional SMC's :class:`~.pgbart.PGWork`, a row partition (``order, start, count,
-    buf``), the per-row statistics ``S`` of the residual R_m and R_m itself."""
+    """The state of :func:`_sweep` besides the trees, allocated once per fit (grown on
+    demand): the conditional SMC's :class:`~.pgbart.PGWork`, a row partition (``order,
+    start, count, buf``), the per-row statistics ``S`` of the residual R_m, R_m itself, and
+    ``leaf`` (n_trees, n_rows): the leaf slot of every row in every tree, kept up to date
+    as the trees change, so R_m is one pass over the rows with no descent."""
 
     pg: PGWork
     order: np.ndarray
@@ -228,16 +238,17 @@ class SweepWork(NamedTuple):
     buf: np.ndarray
     S: np.ndarray
     R: np.ndarray
+    leaf: np.ndarray
 
 
 def sweep_work(X: np.ndarray, n_trees: int, n_particles: int, cap: int) -> SweepWork:
-    """:class:`SweepWork` for the rows ``X``."""
+    """:class:`SweepWork` for the rows ``X``, every tree the root alone."""
     n = X.shape[0]
     S = np.zeros((n, 3))
     S[:, 0] = 1.0
     return SweepWork(pg_workspace(X, n_particles, cap), np.empty(n, INDEX),
                      np.zeros(cap, INDEX), np.zeros(cap, INDEX), np.empty(n, INDEX), S,
-                     np.empty(n))
+                     np.empty(n), np.zeros((n_trees, n), LEAF))
 
 
 # ---------------------------------------------------------------------------------- kernels
@@ -276,10 +287,10 @@ def _pack(forest):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def _leaf_means(t, n, mu, R, resid, sigma2, sigma_mu2):  # pragma: no cover - numba
+def _leaf_means(t, n, mu, R, resid, leaf, sigma2, sigma_mu2):  # pragma: no cover - numba
     """Alg. 4.1 line 8: every leaf's mean ``mu[j]`` from N(post mean, post var); residual
-    -= fit. ``t`` is any record with a tree's ``feature`` and its row partition ``order,
-    start, count``; ``n`` its live slots."""
+    -= fit; ``leaf[row]`` = the row's leaf. ``t`` is any record with a tree's ``feature``
+    and its row partition ``order, start, count``; ``n`` its live slots."""
     rows = t.order
     feature = t.feature
     start = t.start
@@ -296,7 +307,9 @@ def _leaf_means(t, n, mu, R, resid, sigma2, sigma_mu2):  # pragma: no cover - nu
         m = total / sigma2 / prec + np.random.standard_normal() / math.sqrt(prec)
         mu[j] = m
         for i in range(s, s + c):
-            resid[rows[i]] = R[rows[i]] - m
+            row = rows[i]
+            resid[row] = R[row] - m
+            leaf[row] = j
 
 
 @njit(**JIT)
@@ -305,7 +318,7 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
     arrays grown if a tree or a particle needed more slots)."""
     np.random.seed(seed)
     T_int, T_float, n_nodes = forest
-    ws, order, start, count, buf, S, R = work
+    ws, order, start, count, buf, S, R, leaf = work
     N = X.shape[0]
     M = T_int.shape[0]
     nu = settings.nu
@@ -332,22 +345,14 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
         t = Tree(T_int[m, FEAT], T_float[m, THR], T_int[m, LEFT], T_int[m, RIGHT],
                  T_int[m, PAR], T_int[m, DEP], order, start, count, buf)
         n = n_nodes[m]
-        # line 6: R_m = residual + the tree's own fit (eq. 4.7), row by row of its leaves
+        # line 6: R_m = residual + the tree's own fit (eq. 4.7), from every row's leaf
+        mu = T_float[m, MU]
+        leaf_m = leaf[m]
         for i in range(N):
-            order[i] = i
-        start[0] = 0
-        count[0] = N
-        _partition(t, n, X)
-        feature = t.feature
-        for j in range(n):
-            if feature[j] == NO_NODE:
-                mu = T_float[m, MU, j]
-                for i in range(start[j], start[j] + count[j]):
-                    row = order[i]
-                    r = resid[row] + mu
-                    R[row] = r
-                    S[row, 1] = r
-                    S[row, 2] = r * r
+            r = resid[i] + mu[leaf_m[i]]
+            R[i] = r
+            S[i, 1] = r
+            S[i, 2] = r * r
         # line 7: T_m | R_m, sigma^2
         if settings.sampler == PG:
             k, n_new, ws = csmc(data, model, t, -1, ws)
@@ -359,16 +364,22 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
             T_float[m, THR, :n_new] = ws.P_float[k, THR, :n_new]
             n_nodes[m] = n_new
             drawn = particle_tree(ws.P_int, ws.P_float, k, ws.pool, buf)
-            _leaf_means(drawn, n_new, T_float[m, MU], R, resid, sigma2, sigma_mu2)
+            _leaf_means(drawn, n_new, T_float[m, MU], R, resid, leaf_m, sigma2, sigma_mu2)
         else:
+            # a move reads and edits the tree's row partition
+            for i in range(N):
+                order[i] = i
+            start[0] = 0
+            count[0] = N
+            _partition(t, n, X)
             for i in range(UNIFORMS_PER_MOVE):
                 u[i] = np.random.random()
             n_new = mh_step(t, n, data, model, settings.move_p, u, w)[0]
             n_nodes[m] = n_new
-            _leaf_means(t, n_new, T_float[m, MU], R, resid, sigma2, sigma_mu2)
+            _leaf_means(t, n_new, T_float[m, MU], R, resid, leaf_m, sigma2, sigma_mu2)
     ss = 0.0
     for i in range(N):
         ss += resid[i] * resid[i]
     loglik = -0.5 * N * math.log(2.0 * math.pi * sigma2) - 0.5 * ss / sigma2
     return (Forest(T_int, T_float, n_nodes), sigma2, loglik,
-            SweepWork(ws, order, start, count, buf, S, R))
+            SweepWork(ws, order, start, count, buf, S, R, leaf))

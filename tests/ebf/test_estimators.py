@@ -187,6 +187,20 @@ def test_same_seed_same_model_whatever_threads():
         assert_same_mixture(a.predict_distribution(X), b.predict_distribution(X))
 
 
+def test_bart_branches_fit_at_once_give_the_same_model():
+    """A BART chain is one thread, so ``n_jobs`` fits several branches (and their
+    cross-fitted calibration groups) at once: the same model and calibration map."""
+    rng = np.random.default_rng(8)
+    X, y, _ = friedman(900, rng, p=5)
+    a, b = (EmpiricalBayesianForestRegressor(
+        n_estimators=4, branch="bart", trunk_max_leaves=3, random_state=2, n_jobs=jobs,
+        branch_params={"n_iter": 20, "burn_in": 5}).fit(X, y) for jobs in (1, 2))
+    assert a.trunk_.n_leaves_ == 3
+    assert_same_mixture(a.predict_distribution(X), b.predict_distribution(X))
+    np.testing.assert_array_equal(a.predict_quantiles(X[:50], [0.1, 0.9]),
+                                  b.predict_quantiles(X[:50], [0.1, 0.9]))
+
+
 def test_ssf_pools_all_trees_equally():
     rng = np.random.default_rng(7)
     X, y, _ = friedman(1_000, rng, p=5)

@@ -67,6 +67,28 @@ def _naive_prior_cut(X, node, alpha_s, beta_s, u):
     return f, (lo[f] if t >= hi[f] else t)
 
 
+def naive_prior_cut(X, rows, u1, u2):
+    """The prior's cut ``(f, t)`` of a node holding ``rows`` that splits, from the uniforms
+    of its dimension and location (Sec. 3.2.3); None if its rows do not vary."""
+    return _naive_prior_cut(X, dict(rows=rows, depth=0), 0.5, 0.0, (0.0, u1, u2))
+
+
+def naive_split_sums(X, S, rows, f, t):
+    """``(left rows, right rows, left sums, right sums)`` of the rows ``rows`` split at
+    ``x[f] <= t``: each side in the order of ``rows``, its per-row statistics ``S`` summed
+    one row after another in that order (a Python loop, not NumPy's pairwise sum)."""
+    go_left = X[rows, f] <= t
+    sides = rows[go_left], rows[~go_left]
+    sums = []
+    for side in sides:
+        acc = [0.0] * S.shape[1]
+        for row in side:
+            for k in range(S.shape[1]):
+                acc[k] += S[row, k]
+        sums.append(np.array(acc))
+    return (*sides, *sums)
+
+
 def _naive_split(nodes, j, X, f, t):
     """Split ``nodes[j]`` at ``x[f] <= t``, appending its children (left first)."""
     node, rows = nodes[j], nodes[j]["rows"]

@@ -14,10 +14,11 @@ from ebf import BARTRegressor, load, save
 from ebf.artifact import ModelFormatError
 from ebf.artifact.classes import estimator_from_state, estimator_state
 from ebf.bayestrees import apply, sample_prior
+from ebf.bayestrees import backfitting as bf
 from ebf.bayestrees._draws import ForestDraws
 from ebf.bayestrees.backfitting import backfit, noise_prior, scale_target, sigma_hat2
 from ebf.bayestrees.diagnostics import chain_ess, hypercube
-from tests.naive import naive_chain_ess, naive_draws_predict
+from tests.naive import naive_bayestree_rows, naive_chain_ess, naive_draws_predict
 
 
 def _ar1(phi, n, rng):
@@ -123,6 +124,42 @@ def test_draws_predict_matches_the_naive_descent():
     Xt = rng.random((30, 3))
     np.testing.assert_allclose(draws.predict(Xt), naive_draws_predict(draws.get_state(), 4, Xt),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sampler", ["pg", "cgm", "growprune"])
+def test_sweep_keeps_every_rows_leaf_and_the_residual(sampler):
+    """After every sweep, the leaf the chain keeps for each row in each tree (from which
+    R_m is formed without a descent) is the leaf the oracle's descent reaches, and the
+    residual is the labels minus the sum of the trees' fits."""
+    rng = np.random.default_rng(4)
+    X = np.asfortranarray(np.round(rng.random((150, 3)) * 8))  # ties
+    y, _, _ = scale_target(np.sin(5 * X[:, 0]) + X[:, 1] + rng.normal(size=150))
+    M, cap = 4, 2  # a small capacity: the slot arrays must grow
+    T_int = np.full((M, bf.N_TREE_INTS, cap), -1, np.int64)
+    T_int[:, 4] = 0  # depth
+    T_float = np.zeros((M, 2, cap))
+    T_float[:, 0] = np.nan
+    T_float[:, bf.MU, 0] = rng.normal(0.0, 0.1, M)
+    forest = bf.Forest(T_int, T_float, np.ones(M, np.int64))
+    resid = y - T_float[:, bf.MU, 0].sum()
+    work = bf.sweep_work(X, M, 5, cap)
+    settings = bf.Settings(bf.SAMPLER_NAMES[sampler],
+                           bf.SAMPLERS["growprune" if sampler == "growprune" else "cgm"],
+                           0.95, 1.0, 0.05, 3.0, 0.01)
+    for it in range(15):
+        forest, _, _, work = bf._sweep(it, X, resid, forest, settings, work)
+        fit = np.zeros(X.shape[0])
+        for m in range(M):
+            n = forest.n_nodes[m]
+            arrays = {name: forest.T_int[m, field, :n] for name, field in
+                      (("feature", 0), ("left", 1), ("right", 2))}
+            arrays["threshold"] = forest.T_float[m, 0, :n]
+            for j, rows in enumerate(naive_bayestree_rows(arrays, X)):
+                if arrays["feature"][j] < 0:
+                    np.testing.assert_array_equal(work.leaf[m, rows], j)
+                    fit[rows] += forest.T_float[m, bf.MU, j]
+        np.testing.assert_allclose(resid, y - fit, atol=1e-12)
+    assert forest.n_nodes.max() > 1
 
 
 @pytest.mark.parametrize(("sampler", "thin", "burn_in"), [("pg", 6, 60), ("cgm", 25, 200)])

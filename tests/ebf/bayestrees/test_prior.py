@@ -9,12 +9,16 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
+from basics.flat_tree import NO_NODE
 from ebf.bayestrees import BayesTree, LeafLikelihood, log_likelihood, log_prior, sample_prior
-from ebf.bayestrees._prior import UNIFORMS_PER_NODE
+from ebf.bayestrees._prior import UNIFORMS_PER_NODE, prior_cut
+from ebf.bayestrees._records import small_scratch
+from ebf.bayestrees._trees import node_extent
 from tests.naive import (
     naive_bayestree_log_prior,
     naive_dirichlet_multinomial_polya,
     naive_enumerate_trees_1d,
+    naive_prior_cut,
     naive_sample_prior,
     naive_structure_1d,
 )
@@ -29,6 +33,32 @@ def _ties(seed, n=30):
     X[:, 1] = rng.integers(0, 3, size=n)  # few distinct values: nodes stop varying in it
     X[:, 2] = 1.0  # never varies: never a split dimension
     return X
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prior_cut_matches_the_oracle_with_or_without_the_extent(seed):
+    """The cut of a splitting node: found lazily (which dimensions vary, then the extent of
+    the chosen one) or from a known extent, it is the oracle's from the full extent."""
+    X = _ties(seed)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(X.shape[0], 2 + seed, replace=False))
+    if seed == 7:
+        rows = np.array([3, 3 + X.shape[0] // 2])
+        X[rows[1]] = X[rows[0]]  # two equal rows: nothing varies, no cut
+    t = BayesTree.root_only(X.shape[0]).record(X.shape[0], rows.astype(np.int64),
+                                               np.zeros(2 * X.shape[0], np.int64),
+                                               np.array([rows.size] + [0] * 59, np.int64))
+    w = small_scratch(X.shape[1], 3)
+    for u1, u2 in rng.random((20, 2)):
+        u = np.array([0.0, u1, u2])
+        want = naive_prior_cut(X, rows, u1, u2)
+        got = prior_cut(X, t, 0, u, -1, w)
+        n_valid = node_extent(X, t, 0, w.lower, w.upper)
+        known = prior_cut(X, t, 0, u, n_valid, w)
+        if want is None:
+            assert got[0] == known[0] == NO_NODE
+        else:
+            assert got == known == (want[0], want[1])
 
 
 @pytest.mark.parametrize("seed", range(8))
