@@ -113,7 +113,7 @@ TASKS = ("chronological", "shuffled", "friedman", "friedman-hetero", "housing", 
 MODELS = OURS + PEERS
 FULL = dict(rows=100_000, friedman_train=20_000, friedman_test=10_000, price_rows=20_000,
             max_rows=0, trees=50,
-            mondrian_trees=10, bart_trees=50, bart_iter=300, bart_rows=5_000,
+            mondrian_trees=10, bart_trees=50, bart_iter=300, bart_rows=0,
             catboost_iterations=1000, qrf_trees=100, lgbm_iterations=100,
             ngboost_iterations=500, ngboost_rows=10_000)
 QUICK = dict(rows=3_000, friedman_train=1_500, friedman_test=500, price_rows=2_000,
@@ -257,7 +257,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bart-iter", type=int,
                    help="BART iterations per branch, the first third burn-in (300)")
     p.add_argument("--bart-rows", type=int,
-                   help="rows the EBF-bart is fit on at most, a seeded subset (5k; 0 = all)")
+                   help="rows the EBF-bart is fit on at most, a seeded subset (0 = all)")
     p.add_argument("--window-days", type=float, default=14.0,
                    help="days of outcomes the rolling recalibration refits its map on (14)")
     p.add_argument("--catboost-iterations", type=int, help="CatBoost iterations (1000)")

@@ -50,10 +50,11 @@ log = logging.getLogger("bench_peers")
 #: The model a user gets with no argument but the seed (the issue's targets are its).
 DEFAULT = "EBF-default"
 #: The default with one branch option fixed, one row each like it: the leaf prior of the
-#: default before it was learnt (10 pseudo-rows), and none (issue 43's heteroscedastic
-#: target compares the learnt prior with it).
+#: default before it was learnt (10 pseudo-rows), none (issue 43's heteroscedastic target
+#: compares the learnt prior with it), and empirical leaves instead of Gaussian ones.
 DEFAULT_WITH = {"EBF-prior10": {"leaf_prior_rows": 10.0},
-                "EBF-noprior": {"leaf_prior_rows": None}}
+                "EBF-noprior": {"leaf_prior_rows": None},
+                "EBF-empirical": {"leaf_model": "empirical"}}
 ONE_ROW = (DEFAULT, *DEFAULT_WITH)
 OURS = (*ONE_ROW, "EBF-bayesian", "EBF-mondrian", "EBF-bart", "BF", "SSF")
 PEERS = ("CatBoost", "NGBoost", "QRF", "LightGBM")
