@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from basics.prior_choice import LOW_LOG_DENSITY
 from benchmarks.peers_models import DEFAULT
-from benchmarks.predictive import LOW_LOG_DENSITY
 
 #: Largest coverage gap the issue accepts.
 GAP_TARGET = 0.02

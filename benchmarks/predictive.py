@@ -36,6 +36,7 @@ import numpy as np
 
 from basics.discrete import RPS_TAIL, is_integer_target, mixture_rps, rps_many
 from basics.metrics import CALIBRATION_LEVELS, ONE_SIDED_LEVELS, as_mixture, class_rows, crps_rows
+from basics.prior_choice import LOW_LOG_DENSITY
 from basics.scores import (
     SCORES,
     ClassRows,
@@ -53,8 +54,6 @@ _ONE_SIDED = np.asarray(ONE_SIDED_LEVELS)
 #: The benchmarks' names of two score records (their tables and stored results predate the
 #: records); every other score is under its record's name.
 RESULT_NAMES = {"interval_score_90": "interval_score", "max_calibration_gap": "max_central_gap"}
-#: A row whose log density is below this is a near-certain miss (counted per model).
-LOW_LOG_DENSITY = -30.0
 
 
 def _rps(dist: Any, cdf_at: Any, y: np.ndarray) -> np.ndarray:

@@ -290,9 +290,8 @@ class BayesianForestRegressor(LearntLeafPriorMixin, ProbabilisticRegressorMixin,
         models saved then). ``"auto"``: learnt from the rows the model never saw, with
         ``calibrate="auto"``: the calibration groups score every strength of
         :data:`basics.leaf_noise.LEAF_PRIOR_CANDIDATES` on their held-out rows, and the
-        model takes the one with the fewest rows below a log density of -30 and the highest
-        recalibrated held-out log density (:mod:`basics.prior_choice`; no extra trees are
-        fit); with any other ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an
+        model takes the one with the highest recalibrated held-out log density
+        (:mod:`basics.prior_choice`; no extra trees are fit); with any other ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an
         EBF branch, each branch learns its own.
     leaf_model : {"gaussian", "empirical"}, default="gaussian"
         ``uncertainty="leaf"``: a leaf is one Gaussian (its mean, its predictive variance),

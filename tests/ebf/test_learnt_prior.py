@@ -11,6 +11,7 @@ import pytest
 from basics.calibration import HeldOutCounts
 from basics.leaf_noise import LEAF_PRIOR_CANDIDATES, LEAF_PRIOR_ROWS
 from basics.mixture import GaussianMixture
+from basics.pit import pit_counts
 from basics.prior_choice import (
     CandidateScores,
     best_candidate,
@@ -105,14 +106,22 @@ def test_candidate_scores_match_the_oracle(discrete):
     assert scores.whole.sum(axis=1).tolist() == [n] * len(mixtures)
 
 
-def test_best_candidate_puts_near_certain_misses_first():
+def test_best_candidate_is_the_highest_recalibrated_log_score():
     bins = HeldOutCounts.empty().whole.size
     flat = np.full((2, bins), 10, np.int64)
-    scores = CandidateScores(flat, 2 * flat, np.array([-10.0, -500.0]), np.array([3, 0]),
-                             True)
-    assert best_candidate(scores, 5, 50) == 1
-    tied = scores._replace(n_low=np.array([0, 0]))
-    assert best_candidate(tied, 5, 50) == 0
+    discrete = CandidateScores(flat, 2 * flat, np.array([-10.0, -500.0]), np.array([3, 0]),
+                               True)
+    assert best_candidate(discrete, 5, 50) == 0  # no map term for a discrete target
+    # continuous: candidate 0's own log score is lower, but its PIT values crowd the middle
+    # (a predictive too wide), which its map corrects: its recalibrated score is higher
+    rng = np.random.default_rng(6)
+    wide = pit_counts(rng.beta(5.0, 5.0, size=1_000))
+    right = pit_counts(rng.random(1_000))
+    scores = CandidateScores(np.stack([wide, right]), np.stack([2 * wide, 2 * right]),
+                             np.array([-510.0, -500.0]), np.array([0, 0]), False)
+    assert best_candidate(scores, 5, 50) == 0
+    same = np.stack([right, right])
+    assert best_candidate(scores._replace(whole=same, halves=2 * same), 5, 50) == 1
 
 
 def test_settle_sums_folds_and_falls_back_when_a_group_cannot_score():
