@@ -65,7 +65,6 @@ __all__ = [
     "HeldOutCounts",
     "auto_provenance",
     "crossfit",
-    "crossfit_counts",
     "holdout_seed",
     "extrapolated_map",
     "fold_seed",
@@ -450,16 +449,6 @@ def crossfit(fit_group: Callable[[np.ndarray, int], Any],
         rows = np.flatnonzero(~keep)
         out.append((rows, held_out(fit_group(keep, k), rows)))
     return out
-
-
-def crossfit_counts(fit_group: Callable[[np.ndarray, int], Any],
-                    held_out: Callable[[Any, np.ndarray], HeldOutCounts],
-                    positions: Any, seed: int, n_folds: int = N_FOLDS) -> HeldOutCounts:
-    """:func:`crossfit` of a regressor: the groups' held-out counts, summed."""
-    total = HeldOutCounts.empty()
-    for _, counts in crossfit(fit_group, held_out, positions, seed, n_folds):
-        total = total + counts
-    return total
 
 
 def _n_rows(y: Any) -> int:

@@ -291,8 +291,9 @@ class BayesianForestRegressor(LearntLeafPriorMixin, ProbabilisticRegressorMixin,
         ``calibrate="auto"``: the calibration groups score every strength of
         :data:`basics.leaf_noise.LEAF_PRIOR_CANDIDATES` on their held-out rows, and the
         model takes the one with the highest recalibrated held-out log density
-        (:mod:`basics.prior_choice`; no extra trees are fit); with any other ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an
-        EBF branch, each branch learns its own.
+        (:mod:`basics.prior_choice`; no extra trees are fit); with any other
+        ``calibrate``, :data:`basics.leaf_noise.LEAF_PRIOR_ROWS`. As an EBF branch, each
+        branch learns its own.
     leaf_model : {"gaussian", "empirical"}, default="gaussian"
         ``uncertainty="leaf"``: a leaf is one Gaussian (its mean, its predictive variance),
         or ``"empirical"``: at most ``leaf_knots`` knots of its weighted targets (a
