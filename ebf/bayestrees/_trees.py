@@ -224,6 +224,20 @@ def _apply(t, X):  # pragma: no cover - numba
 
 
 @njit(inline="always", **JIT)
+def _close_split(t, j, s, nl, nr):  # pragma: no cover - numba
+    """End a stable partition of node ``j``'s segment (from ``s``): its ``nl`` left rows
+    are in place, its ``nr`` right rows in ``t.buf`` follow them; set the children's
+    segments."""
+    order = t.order
+    for i in range(nr):
+        order[s + nl + i] = t.buf[i]
+    t.start[t.left[j]] = s
+    t.count[t.left[j]] = nl
+    t.start[t.right[j]] = s + nl
+    t.count[t.right[j]] = nr
+
+
+@njit(inline="always", **JIT)
 def split_segment(X, t, j):  # pragma: no cover - numba
     """Stable in-place partition of node ``j``'s row segment by its rule
     ``X[:, feature[j]] <= threshold[j]`` between its children ``left[j]``, ``right[j]``.
@@ -246,12 +260,7 @@ def split_segment(X, t, j):  # pragma: no cover - numba
         else:
             buf[nr] = row
             nr += 1
-    for i in range(nr):
-        order[s + nl + i] = buf[i]
-    t.start[t.left[j]] = s
-    t.count[t.left[j]] = nl
-    t.start[t.right[j]] = s + nl
-    t.count[t.right[j]] = nr
+    _close_split(t, j, s, nl, nr)
 
 
 @njit(**JIT)
@@ -362,12 +371,7 @@ def split_copy_sums(X, S, t, j, src, s_left, s_right):  # pragma: no cover - num
                 nr += 1
                 for k in range(S.shape[1]):
                     s_right[k] += S[row, k]
-    for i in range(nr):
-        order[s + nl + i] = buf[i]
-    t.start[t.left[j]] = s
-    t.count[t.left[j]] = nl
-    t.start[t.right[j]] = s + nl
-    t.count[t.right[j]] = nr
+    _close_split(t, j, s, nl, nr)
     if normal:
         s_left[0] = l0
         s_left[1] = l1
