@@ -310,13 +310,33 @@ class _BranchedEnsemble(BaseEstimator):
         (True, True)
         """
         check_is_fitted(self, "encoder_")
-        branches, trunk, n_rows, plan_parts = self._compact_parts()
+        return self._with_parts([b.compact() if hasattr(b, "compact") else b
+                                 for b in self._compact_parts()[0]])
+
+    def _with_parts(self, parts: list) -> Any:
+        """A new model equal to this one but for its parts (branches or sub-sample forests),
+        replaced by ``parts`` in the same order; encoder, trunk, update record and
+        calibration maps are kept, and the copy is assembled through :meth:`_from_parts`, as
+        a fit is. A seam of :meth:`compact` and ``ebf.dask`` (whose models keep their parts
+        on the workers, as handles, until gathered). This model is unchanged.
+
+        Parameters
+        ----------
+        parts : list
+            One part per part of this model.
+
+        Returns
+        -------
+        estimator
+        """
+        check_is_fitted(self, "encoder_")
+        _, trunk, n_rows, plan_parts = self._compact_parts()
         classes = self.classes_ if self._task == CLASSIFICATION else None
         plan = replace(self._fit_plan(self.encoder_, classes, n_rows),
                        entropy=int(self.entropy_), **plan_parts)
-        compacted = [b.compact() if hasattr(b, "compact") else b for b in branches]
-        out = clone(self)._from_parts(plan, compacted, trunk)
-        out._assign(self._update_record())
+        out = clone(self)._from_parts(plan, list(parts), trunk)
+        # the update record as it is; _assign would drop the input's feature names
+        out.__dict__.update(self._update_record())
         if self._task != CLASSIFICATION:
             out.set_recalibration(self.recalibration_, getattr(self, "calibration_", None))
         else:

@@ -33,7 +33,7 @@ from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report
-from ebf.dask.graph import input_partitions, model_in_graph
+from ebf.dask.graph import input_partitions
 from pipelines.artifacts import open_artifact
 from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
@@ -320,8 +320,7 @@ def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: A
     metadata = prediction_metadata(loaded, quantiles)
     logger.info("predicting %s with %s (%s) -> %s, %d partitions", describe_source(source),
                 loaded.path, loaded.digest[:12], os.fspath(out), pred.npartitions)
-    with _partition_events(client, topic, pred.npartitions, progress), client.as_current(), \
-            model_in_graph():
+    with _partition_events(client, topic, pred.npartitions, progress), client.as_current():
         values = write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
                                       overwrite=overwrite,
                                       inputs=prediction_inputs(loaded.path, source),

@@ -13,11 +13,20 @@ import pytest
 collect_ignore = ["data"]
 
 
+#: The largest graph a test may send to a Dask scheduler: above it Dask warns, and the
+#: warning is an error (``filterwarnings`` in pyproject.toml).
+LARGE_GRAPH = "10MiB"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``pytest -n N`` (the README's command, CI), compile or load every kernel once
+    """Set Dask's large-graph threshold to :data:`LARGE_GRAPH` in every process. Under
+    ``pytest -n N`` (the README's command, CI), compile or load every kernel once
     here, in the controller, before the workers start: each worker then loads the kernels
     from numba's on-disk cache instead of compiling them inside whichever test touches one
     first, so that a test's time (and its ``slow`` mark) is its own, not the compiler's."""
+    import dask
+
+    dask.config.set({"distributed.admin.large-graph-warning-threshold": LARGE_GRAPH})
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     from pipelines.warm import warm_kernels

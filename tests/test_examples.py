@@ -88,6 +88,7 @@ def test_quickstart_runs(tmp_path):
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "Dashboard: http" in text
     assert "|--- x" in text, "the trunk rules were not printed"
+    assert "Sending large graph" not in text  # the models stay on the workers
 
     import pandas as pd
 
@@ -115,6 +116,7 @@ def test_retraining_runs(tmp_path):
     outputs, text = _outputs(nb)
     assert any("image/png" in o.get("data", {}) for o in outputs), "no figure was drawn"
     assert "Dashboard: http" in text
+    assert "Sending large graph" not in text
     days = {"2013-07-01": 1, "2013-08-01": 2, "2013-09-01": 3}
     assert sorted(p.name for p in (work_dir / "flights").iterdir()) == [
         f"date={d}" for d in days]

@@ -2,8 +2,8 @@
 
 Their parameters are the local estimators' plus ``branch_memory`` and ``client``; the fit
 pipeline (its phases, the model it returns) is :mod:`ebf.dask._fitting`'s. Prediction,
-scoring and recalibration run on the cluster from the fitted local model
-(``to_local()``).
+scoring and recalibration run on the cluster, each branch where the fit left it
+(:mod:`ebf.dask.live`); ``to_local()`` gathers the model.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ _DASK_PARAMS_DOC = """
 _FITTED_DOC = """
     Attributes
     ----------
-    model_ : the local estimator (see :meth:`to_local`); its fitted attributes
-        (``trunk_``, ``branches_``, ``subsamples_``, ``classes_``, ``encoder_``, ...) are also
+    model_ : the local estimator, its branches (``branches_``, ``subsamples_``) handles to
+        the workers' memory (:class:`ebf.dask.live.LivePart`) until :meth:`to_local` gathers
+        them; its fitted attributes (``trunk_``, ``classes_``, ``encoder_``, ...) are also
         readable on this estimator.
     fit_timings_ : dict of str to float
         Seconds per phase (see :mod:`ebf.dask._fitting`), ``"fit"`` the total.
@@ -148,7 +149,7 @@ class _DaskProba:
         -------
         dask.array.Array of shape (n_rows, n_classes)
         """
-        return predict_proba(self.to_local(), X)
+        return predict_proba(self.model_, X, client=self.client)
 
 
 class DaskEmpiricalBayesianForestClassifier(_DaskProba, _DaskEBF):

@@ -19,8 +19,11 @@ forest is fit "at each location (machine) for each branch". The phases of :meth:
 The fitted model (``to_local()``) is an instance of the local class
 (:class:`~ebf.EmpiricalBayesianForestRegressor`, ...) equal to the one its ``fit`` gives on
 ``X.compute()``: same encoder, bin edges, trunk structure and thresholds, and branches
-fit on the same rows in the same order with the same seeds. Nothing here holds a client
-after ``fit`` returns.
+fit on the same rows in the same order with the same seeds. Until it is gathered, every
+branch stays in the memory of the worker that fit it (:mod:`ebf.dask.live`): ``model_``
+holds the trunk, the encoder, the calibration map and a handle per branch, and prediction,
+scoring and recalibration run each branch where it is. The estimator holds no client, but
+its handles live as long as the client they were made with.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from .branches import (
 from .client import PhaseReport, Phases, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
+from .live import gather_model
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +173,9 @@ class _DaskEnsemble(BaseEstimator):
         return est
 
     def to_local(self) -> Any:
-        """The fitted single-process estimator (shared, not copied).
+        """The fitted single-process estimator: its branches gathered from the workers
+        (each call gathers them again; a model whose branches are all local, e.g. from
+        :meth:`from_local` or fit with a stage, is returned as it is).
 
         Returns
         -------
@@ -177,7 +183,7 @@ class _DaskEnsemble(BaseEstimator):
             Saves, loads and predicts like any local model.
         """
         check_is_fitted(self, "model_")
-        return self.model_
+        return gather_model(self.model_)
 
     def predict_frame(self, X: Any, quantiles: Any = DEFAULT_QUANTILES) -> Any:
         """Lazy predictions per row (:func:`ebf.dask._predict.predict_frame`).
@@ -193,7 +199,7 @@ class _DaskEnsemble(BaseEstimator):
             ``mean, std, q05, q50, q95`` (regressors) or ``proba_<class>..., predicted``
             (classifiers), plus ``branch`` for EBF; index and order of ``X``.
         """
-        return predict_frame(self.to_local(), X, quantiles, client=self.client)
+        return predict_frame(self.model_, X, quantiles, client=self.client)
 
     def predict(self, X: Any) -> Any:
         """Lazy predictive mean (regressors) or most probable class (classifiers).
@@ -206,7 +212,7 @@ class _DaskEnsemble(BaseEstimator):
         -------
         dask.dataframe.Series
         """
-        return predict_series(self.to_local(), X, client=self.client)
+        return predict_series(self.model_, X, client=self.client)
 
     def score(self, X: Any, y: Any, *, sample_weight: Any = None) -> float:
         """R² (regressors) or accuracy (classifiers) on Dask collections, in one pass
@@ -222,7 +228,7 @@ class _DaskEnsemble(BaseEstimator):
         -------
         float
         """
-        return score(self.to_local(), X, y, sample_weight, client=self.client)
+        return score(self.model_, X, y, sample_weight, client=self.client)
 
     def __getattr__(self, name: str) -> Any:
         # fitted attributes of the local model (trunk_, branches_, classes_, ...)
@@ -235,6 +241,8 @@ class _DaskEnsemble(BaseEstimator):
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())
         state["client"] = None  # a client never travels with the model
+        if "model_" in state:  # nor handles to its workers: the pickle holds the branches
+            state["model_"] = self.to_local()
         return state
 
 
@@ -298,7 +306,7 @@ class _DaskEBF(_DaskEnsemble):
             return self.fit(X, y, progress=progress)
         phases = Phases(progress)
         with phases("partial_fit"):
-            update_model(current_client(self.client), model, X, y, phases)
+            self.model_ = update_model(current_client(self.client), model, X, y, phases)
         self.fit_timings_ = phases.timings
         return self
 

@@ -1,13 +1,16 @@
 """Lazy predictions of a fitted local model over a dask DataFrame (``map_partitions``).
 
-Every partition is predicted by the single-process model (EBF: each row by the branch of
-its trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests) in one pass
-(``model.predict_summary``: one encode, one routing, one mixture per block), so the numbers
-are those of ``model.predict(X.compute(), return_std=True)``,
-``model.predict_quantiles(...)`` and ``model.predict_proba(...)``, bit for bit. The model
-enters the graph once, as one key every partition task depends on
-(:func:`ebf.dask.graph.shared_model`), so a killed worker costs a retry, never a hang.
-Index and row order are kept; empty partitions give empty frames.
+Every row is predicted as the single-process model predicts it (EBF: by the branch of its
+trunk leaf, Sec. 4; SSF: the pooled mixture of all sub-sample forests), so the numbers are
+those of ``model.predict(X.compute(), return_std=True)``, ``model.predict_quantiles(...)``
+and ``model.predict_proba(...)``, bit for bit. With a Dask client, an ensemble's parts are
+on the workers (:mod:`ebf.dask.live`: where the Dask fit left them, or scattered once) and
+the graph holds their keys only: every partition is encoded and routed by the trunk, and
+each branch predicts its rows where it lives (:func:`ebf.dask.sharded.sharded_blocks`).
+Without a client (Dask's local schedulers) every partition is predicted by the model in one
+pass (``model.predict_summary``), the model one key of the graph
+(:func:`ebf.dask.graph.shared_model`). Index and row order are kept; empty partitions give
+empty frames.
 
 Columns (:mod:`ebf.dask.frames`): regressors ``mean``, ``std`` and one column per quantile
 level (``q05``, ``q50``, ``q95``, ...); classifiers ``proba_<class>`` per class and
@@ -30,9 +33,10 @@ from basics.levels import DEFAULT_QUANTILES
 
 from ..artifact import ModelReader, open_model
 from .cache import settle_whole, whole_model
-from .client import current_client
+from .client import NoClientError, current_client
 from .frames import checked_levels, class_dtype, output_meta, prediction_meta
 from .graph import shared_model
+from .live import LiveModel, has_live_parts, is_ensemble, live_model
 from .sharded import choose_strategy, predict_sharded
 
 logger = logging.getLogger(__name__)
@@ -69,7 +73,7 @@ def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Serie
     return pd.Series(model.predict(part), index=part.index, name=meta.name, dtype=meta.dtype)
 
 
-def _checked(model: Any, X: Any) -> Any:
+def _checked(model: Any, X: Any) -> None:
     import dask.dataframe as dd
 
     check_is_fitted(model, "encoder_")
@@ -79,7 +83,26 @@ def _checked(model: Any, X: Any) -> Any:
     # the schema (missing columns, kinds, dtypes) is checked on the empty meta, before
     # any data is read, by the same transform every partition will run
     model.encoder_.transform(X._meta, caller=type(model).__name__)
-    return shared_model(model)
+
+
+def on_workers(model: Any, client: Any = None) -> LiveModel | None:
+    """The fitted local ensemble ``model`` with its parts on the workers of ``client`` (the
+    default client if None; :func:`ebf.dask.live.live_model`), or None when no Dask client
+    runs (the graph then runs in this process's scheduler and holds the model itself).
+
+    Raises
+    ------
+    NoClientError
+        If some parts of ``model`` are on workers but no client is running.
+    """
+    if not is_ensemble(model):
+        return None
+    if has_live_parts(model):
+        return live_model(model, None)
+    try:
+        return live_model(model, current_client(client))
+    except NoClientError:
+        return None
 
 
 def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES,
@@ -90,17 +113,18 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = DEFAULT_QUANT
     ----------
     model : fitted local estimator, ebf.artifact.ModelReader, str or path-like
         An ``EmpiricalBayesianForest{Regressor,Classifier}`` or
-        ``SubsampleForest{Regressor,Classifier}`` in memory (``DaskModel.to_local()``):
-        it travels in the graph, one key every task shares. Or a saved model (a path or URL,
-        or :func:`ebf.artifact.open_model` of one): the driver reads its manifest and head
-        only, and ``strategy`` says how the workers get the branches.
+        ``SubsampleForest{Regressor,Classifier}`` in memory, its parts local (scattered to
+        the workers once) or already there (a Dask estimator's ``model_``). Or a saved
+        model (a path or URL, or :func:`ebf.artifact.open_model` of one): the driver reads
+        its manifest and head only, and ``strategy`` says how the workers get the branches.
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
     quantiles : sequence of float, default=DEFAULT_QUANTILES
         Levels of the predictive quantile columns (regressors).
     client : distributed.Client, optional
-        Where the memory limits are read for ``strategy="auto"``; the default client if
-        None. The result is lazy and runs wherever it is computed.
+        Whose workers hold an in-memory model's parts, and where the memory limits are read
+        for ``strategy="auto"``; the default client if None. The result is lazy and must be
+        computed on that client's cluster when the model's parts are there.
     strategy : {"auto", "broadcast", "sharded"}, default="auto"
         For a saved model: ``"broadcast"`` loads it whole on one worker and shares it with
         the others (one task per partition); ``"sharded"`` predicts every branch from its
@@ -128,11 +152,14 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = DEFAULT_QUANT
     if strategy == "sharded":
         raise ValueError("strategy='sharded' predicts a saved model; save the model "
                          "(ebf.save) and pass its path, or use strategy='broadcast'.")
+    _checked(model, X)
+    live = on_workers(model, client)
+    if live is not None:
+        return predict_sharded(live, X, levels)
     meta = output_meta(model, levels)
-    shared = _checked(model, X)
     logger.info("prediction graph: %s over %d partition(s), columns %s", type(model).__name__,
                 X.npartitions, list(meta.columns))
-    return X.map_partitions(_predict_partition, shared, levels, meta, meta=meta,
+    return X.map_partitions(_predict_partition, shared_model(model), levels, meta, meta=meta,
                             align_dataframes=False)
 
 
@@ -175,9 +202,14 @@ def predict_series(model: Any, X: Any, client: Any = None) -> Any:
     --------
     >>> predict_series(model, ddf[features]).compute()  # doctest: +SKIP
     """
-    shared = _checked(model, X)
+    _checked(model, X)
+    name = "predicted" if is_classifier(model) else "mean"
+    live = on_workers(model, client)
+    if live is not None:
+        return predict_sharded(live, X, ())[name]
     if is_classifier(model):
-        meta = pd.Series([], dtype=class_dtype(model.classes_), name="predicted")
+        meta = pd.Series([], dtype=class_dtype(model.classes_), name=name)
     else:
-        meta = pd.Series(np.empty(0), name="mean")
-    return X.map_partitions(_predict_series, shared, meta, meta=meta, align_dataframes=False)
+        meta = pd.Series(np.empty(0), name=name)
+    return X.map_partitions(_predict_series, shared_model(model), meta, meta=meta,
+                            align_dataframes=False)

@@ -18,28 +18,66 @@ import pandas as pd
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
-from .graph import model_in_graph, shared_model
+from ._predict import on_workers
+from .graph import shared_model
+from .sharded import PredictJob, sharded_blocks
 
 __all__ = ["predict_proba", "score"]
 
 _TARGET, _WEIGHT = "__ebf_target__", "__ebf_weight__"
 
 
-def _partition_sums(part: pd.DataFrame, model: Any) -> np.ndarray:
+def _sums(y: np.ndarray, w: np.ndarray, pred: np.ndarray, classifier: bool) -> np.ndarray:
     """``[weight, weighted mean of y, centred sum of squares of y, weighted errors]``."""
-    if len(part) == 0:
+    if y.size == 0:
         return np.zeros(4)
-    y = part[_TARGET].to_numpy()
-    w = (part[_WEIGHT].to_numpy(dtype=np.float64) if _WEIGHT in part.columns
-         else np.ones(len(part)))
-    X = part.drop(columns=[c for c in (_TARGET, _WEIGHT) if c in part.columns])
-    pred = model.predict(X)
-    if is_classifier(model):
+    if classifier:
         return np.array([w.sum(), 0.0, 0.0, float(w @ (pred != y))])
     y = y.astype(np.float64)
     total = w.sum()
     mean = float(w @ y / total) if total > 0 else 0.0
     return np.array([total, mean, float(w @ (y - mean) ** 2), float(w @ (y - pred) ** 2)])
+
+
+def _partition_sums(part: pd.DataFrame, model: Any) -> np.ndarray:
+    """:func:`_sums` of one partition (target in ``_TARGET``, weights in ``_WEIGHT``)."""
+    if len(part) == 0:
+        return np.zeros(4)
+    w = (part[_WEIGHT].to_numpy(dtype=np.float64) if _WEIGHT in part.columns
+         else np.ones(len(part)))
+    X = part.drop(columns=[c for c in (_TARGET, _WEIGHT) if c in part.columns])
+    return _sums(part[_TARGET].to_numpy(), w, model.predict(X), is_classifier(model))
+
+
+class _ScoreJob:
+    """The job of :func:`ebf.dask.sharded.sharded_blocks` behind :func:`score` for a model
+    whose parts are on the workers: per row its weight and error (classifiers: 0/1) or its
+    weight, target and predictive mean (regressors), from ``y`` = ``[target, weight]``."""
+
+    def __init__(self, classes: Any, class_map: Any = None) -> None:
+        self.classes, self.predict = classes, PredictJob(np.empty(0), class_map=class_map)
+
+    def rows(self, output: Any, y: np.ndarray) -> np.ndarray:
+        return self._rows(self.predict.rows(output, None), y)
+
+    def part_rows(self, part: Any, A: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self._rows(self.predict.part_rows(part, A, None), y)
+
+    def _rows(self, out: np.ndarray, y: np.ndarray) -> np.ndarray:
+        w = y[:, 1].astype(np.float64)
+        if self.classes is not None:
+            wrong = self.classes[np.argmax(out, axis=1)] != y[:, 0]
+            return np.column_stack([w, wrong.astype(np.float64)])
+        return np.column_stack([w, y[:, 0].astype(np.float64), out[:, 0]])
+
+
+def _block_sums(assembled: tuple, classifier: bool) -> np.ndarray:
+    block = assembled[1]
+    if block is None:
+        return np.zeros(4)
+    if classifier:  # errors are 0/1 already
+        return _sums(np.zeros(len(block)), block[:, 0], block[:, 1], True)
+    return _sums(block[:, 1], block[:, 0], block[:, 2], False)
 
 
 def _combine(sums: np.ndarray) -> np.ndarray:
@@ -88,13 +126,20 @@ def score(model: Any, X: Any, y: Any, sample_weight: Any = None, client: Any = N
 
     check_is_fitted(model, "encoder_")
     frame = X.assign(**{_TARGET: y})
-    if sample_weight is not None:
-        frame = frame.assign(**{_WEIGHT: sample_weight})
-    shared = shared_model(model)
-    parts = [dask.delayed(_partition_sums, pure=True)(p, shared) for p in frame.to_delayed()]
-    with model_in_graph():
-        sums = (dask.compute(*parts) if client is None
-                else client.gather(client.compute(parts)))
+    frame = frame.assign(**{_WEIGHT: 1.0 if sample_weight is None else sample_weight})
+    classifier = is_classifier(model)
+    live = on_workers(model, client)
+    if live is not None:  # each branch scores its rows where it lives
+        job = _ScoreJob(model.classes_, live.head().class_calibration) if classifier \
+            else _ScoreJob(None)
+        parts = [dask.delayed(_block_sums, pure=True)(b, classifier)
+                 for b in sharded_blocks(live, frame, job, target=[_TARGET, _WEIGHT])]
+    else:
+        shared = shared_model(model)
+        parts = [dask.delayed(_partition_sums, pure=True)(p, shared)
+                 for p in frame.to_delayed()]
+    sums = (dask.compute(*parts) if client is None
+            else client.gather(client.compute(parts)))
     weight, _, m2, errors = _combine(np.asarray(sums, dtype=np.float64).reshape(-1, 4))
     if weight <= 0:
         raise ValueError("score needs rows with a positive weight; X has none.")
@@ -105,13 +150,18 @@ def score(model: Any, X: Any, y: Any, sample_weight: Any = None, client: Any = N
     return float(1.0 - errors / m2)
 
 
+def _proba_block(assembled: tuple, k: int) -> np.ndarray:
+    block = assembled[1]
+    return np.empty((0, k)) if block is None else block
+
+
 def _proba_partition(part: pd.DataFrame, model: Any) -> np.ndarray:
     if len(part) == 0:
         return np.empty((0, len(model.classes_)))
     return model.predict_proba(part)
 
 
-def predict_proba(model: Any, X: Any) -> Any:
+def predict_proba(model: Any, X: Any, client: Any = None) -> Any:
     """Lazy class probabilities of a fitted classifier: a dask array, one block per
     partition of ``X`` (rows in its order), columns in ``model.classes_`` order.
 
@@ -119,6 +169,8 @@ def predict_proba(model: Any, X: Any) -> Any:
     ----------
     model : fitted local classifier
     X : dask.dataframe.DataFrame
+    client : distributed.Client, optional
+        Whose workers hold (or get) the model's parts (:func:`ebf.dask.predict_frame`).
 
     Returns
     -------
@@ -135,9 +187,13 @@ def predict_proba(model: Any, X: Any) -> Any:
 
     check_is_fitted(model, "classes_")
     model.encoder_.transform(X._meta, caller=type(model).__name__)  # the schema, first
-    shared = shared_model(model)
     k = len(model.classes_)
-    blocks = [da.from_delayed(delayed(_proba_partition, pure=True)(p, shared),
-                              shape=(np.nan, k), dtype=np.float64)
-              for p in X.to_delayed()]
+    live = on_workers(model, client)
+    if live is not None:  # each branch where it lives
+        job = PredictJob(np.empty(0), class_map=live.head().class_calibration)
+        tasks = [delayed(_proba_block, pure=True)(b, k) for b in sharded_blocks(live, X, job)]
+    else:
+        shared = shared_model(model)
+        tasks = [delayed(_proba_partition, pure=True)(p, shared) for p in X.to_delayed()]
+    blocks = [da.from_delayed(t, shape=(np.nan, k), dtype=np.float64) for t in tasks]
     return da.concatenate(blocks, axis=0) if blocks else da.empty((0, k))

@@ -3,7 +3,8 @@
 The new rows are checked against the model (columns and kinds on the metadata, labels and
 targets in the summary pass), encoded with the model's own encoder and routed by its trunk
 on the workers, partition by partition (the rows are read once and kept on the workers
-for the two passes). The branches are then updated where the model is: in this process.
+for the two passes). The branches are then updated in this process (a Dask fit's branches
+that receive rows are gathered first; the others stay on the workers).
 The model is not sharded on the workers (every worker would need all of it, or its
 branches would travel out and back, tens of MB per branch for Mondrian forests), and a
 window of new rows is small next to the model that has seen every earlier window, so the
@@ -25,12 +26,13 @@ from ..learners import get_learner, online_learners
 from ._shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
 from .client import gather
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
+from .live import gather_model
 
 __all__ = ["update_model"]
 
 
-def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> None:
-    """Update fitted local EBF ``model`` in place with the rows of ``(X, y)``.
+def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any:
+    """Update fitted local EBF ``model`` with the rows of ``(X, y)``.
 
     Parameters
     ----------
@@ -42,6 +44,13 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     phases : callable
         ``phases(name)`` -> context manager timing a phase; ``phases.report(name)`` its
         progress callback (``ebf.dask.client.Phases``).
+
+    Returns
+    -------
+    estimator
+        ``model``, updated in place; or, if branches that receive rows were on the workers
+        (a Dask fit's :class:`ebf.dask.live.LivePart`), a new model with those branches
+        gathered and updated here (the others stay on the workers; ``model`` unchanged).
 
     Raises
     ------
@@ -79,5 +88,8 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Non
     with phases("branches"):
         rows = pd.concat(frames, ignore_index=True) if frames else routed_meta(data)
         A = np.ascontiguousarray(rows[feature_columns(data.n_features)].to_numpy(np.float64))
+        leaf = rows[BRANCH].to_numpy()
+        model = gather_model(model, np.unique(leaf))  # the branches that take rows, here
         # the cluster waits meanwhile: the branches use this machine's cores
-        model._update_encoded(A, rows[TARGET].to_numpy(), rows[BRANCH].to_numpy(), n_jobs=-1)
+        model._update_encoded(A, rows[TARGET].to_numpy(), leaf, n_jobs=-1)
+    return model

@@ -9,9 +9,10 @@ budget (``branch_memory``) into a maximum of rows per branch, which
 Sec. 4 / 5: every branch is then fit "in parallel without any communication with the other
 branches": one task per branch calling ``ebf.branches.fit_branch`` on the branch's rows,
 in global row order, with the seed from ``(entropy, branch)``. The model therefore depends
-neither on the number of workers, nor on the partitioning, nor on retries. The fitted
-branches are assembled by the local estimator's own seam (``_from_parts``), so saving,
-loading and predicting are shared with ``ebf.estimators``. Given a model stage
+neither on the number of workers, nor on the partitioning, nor on retries. Every fitted
+branch stays in the memory of the worker that fit it (a :class:`ebf.dask.live.LivePart`
+handle in the model, which the local estimator's own seam ``_from_parts`` assembles), so
+the driver receives row counts and calibration counts only. Given a model stage
 (:func:`ebf.artifact.stage_model`), each task writes its branch's shard there as soon as
 it is fit (:func:`ebf.artifact.write_part`) and returns only the reference: the branch's
 arrays never leave the worker.
@@ -34,7 +35,8 @@ from ..branches import BranchSpec, fit_branch, fit_calibrated_branch
 from ..learners import get_learner
 from ..subsample import held_out_by_others, others_held_out, part_values
 from ._shuffle import ROW, TARGET, WEIGHT, feature_columns
-from .client import Report, gather
+from .client import Report, gather, wait_for
+from .live import LivePart
 
 logger = logging.getLogger(__name__)
 
@@ -199,8 +201,9 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
     Returns
     -------
     branches : list
-        The fitted branches in branch order; with a ``stage``, their
-        :class:`ebf.artifact.StoredPart` references.
+        The fitted branches in branch order: :class:`ebf.dask.live.LivePart` handles
+        (each branch stays in the memory of the worker that fit it); with a ``stage``,
+        their :class:`ebf.artifact.StoredPart` references.
     crossfit : tuple or None
         ``(held_out, group_trees, model_trees)`` over the branches, as the local
         ensemble's ``_fit_groups`` returns them (regression: integer PIT counts, summed
@@ -214,7 +217,18 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
                       retries=BRANCH_RETRIES)
         for b, part in enumerate(parts)
     ]
-    results = gather(client, futures, report)
+    if stage is None:  # the fitted parts stay where they were fit; the rest comes here
+        fitted: list = [LivePart(client.submit(_take, f, 0, key=f"ebf-part-{b}-{token}",
+                                               pure=False), b)
+                        for b, f in enumerate(futures)]
+        results = gather(client, [client.submit(_facts, f, key=f"ebf-facts-{b}-{token}",
+                                                pure=False)
+                                  for b, f in enumerate(futures)], report)
+        wait_for(client, [p.future for p in fitted])
+        del futures
+    else:
+        results = gather(client, futures, report)
+        fitted = [r[0] for r in results]
     sizes = np.array([r[1] for r in results], dtype=np.int64)
     if not np.array_equal(sizes, np.asarray(expected_rows, dtype=np.int64)):
         raise RuntimeError(f"branches received {sizes.tolist()} rows, expected "
@@ -227,7 +241,16 @@ def fit_branches(client: Client, parts: list[Future], spec: BranchSpec, entropy:
             total = total + r[2][0]
         held_out = (total, results[0][2][1] if results else spec.n_estimators,
                     spec.n_estimators)
-    return [r[0] for r in results], held_out
+    return fitted, held_out
+
+
+def _take(result: tuple, i: int) -> Any:
+    return result[i]
+
+
+def _facts(result: tuple) -> tuple:
+    """A branch task's result but the fitted branch: ``(None, rows, crossfit)``."""
+    return None, result[1], result[2]
 
 
 def _rows_of(part: pd.DataFrame, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -258,13 +281,13 @@ def held_out_by_subsamples(client: Client, parts: list[Future], fitted: list, re
     held_out_by_others`), on the workers: ``(held_out, group, model, "subsamples")`` for
     the model's ``_set_auto_map``, as the local SSF's fit returns it.
 
-    Task ``(p, q)`` takes sub-sample ``p``'s moved rows and forest ``q`` (scattered, or read
-    from the stage by ``reader`` when the forests were written there) and returns its CDF
+    Task ``(p, q)`` takes sub-sample ``p``'s moved rows and forest ``q`` (on its worker, or
+    read from the stage by ``reader`` when the forests were written there) and returns its CDF
     at their targets (or its class probabilities): one number (or one per class) per row.
     Task ``p`` turns those into PIT counts (regression) or held-out probabilities.
     """
     token = uuid.uuid4().hex[:12]
-    forests = [None] * len(fitted) if reader is not None else client.scatter(list(fitted))
+    forests = [None] * len(fitted) if reader is not None else [f.future for f in fitted]
     held = []
     for p, part in enumerate(parts):
         values = [client.submit(_values_task, part, forests[q], reader, q, n_features, task,

@@ -29,7 +29,9 @@ import pandas as pd
 from basics.pit import PIT_EDGES, PITMap, pit_counts
 
 from ..calibration import check_fraction, holdout_mask, recent_start
-from .graph import GATHER_BYTES, in_threads, model_in_graph, shared_model, small_frame
+from ._predict import on_workers
+from .graph import GATHER_BYTES, in_threads, shared_model, small_frame
+from .live import has_live_parts, live_model
 from .sharded import part_output, sharded_blocks
 
 logger = logging.getLogger(__name__)
@@ -89,9 +91,10 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
                     ) -> tuple[np.ndarray, int]:
     """PIT counts of a fitted regressor on a Dask DataFrame, summed over its partitions.
 
-    The model is in this process: small rows come to it (:func:`ebf.dask.graph.small_frame`),
-    otherwise the model goes to the workers in the graph. The counts are the same either
-    way. With ``saved``, each branch is read from its shard where its rows are.
+    Small rows come to a model whose parts are all in this process
+    (:func:`ebf.dask.graph.small_frame`); otherwise each part computes its rows' values
+    where it lives (:mod:`ebf.dask.live`: a Dask fit's branches, or scattered once), or,
+    with ``saved``, where its shard is read. The counts are the same either way.
 
     Parameters
     ----------
@@ -115,6 +118,8 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     if _TARGET in X.columns:
         raise ValueError(f"X has a column named {_TARGET!r}; rename it.")
     frame = X.assign(**{_TARGET: y})
+    if saved is None and has_live_parts(model):  # a Dask fit's branches: where they are
+        saved = live_model(model, None)
     if saved is not None:
         blocks = [dask.delayed(_block_counts, pure=True)(b)
                   for b in sharded_blocks(saved, frame, _PITJob(), target=_TARGET)]
@@ -125,13 +130,15 @@ def pit_counts_dask(model: Any, X: Any, y: Any, client: Any = None,
     if rows is not None:
         total = np.sum(in_threads(lambda block: _partition_counts(block, model), rows), axis=0)
         return total[1:], int(total[0])
+    live = on_workers(model, client)
+    if live is not None:
+        return pit_counts_dask(model, X, y, client, gather_bytes, saved=live)
     shared = shared_model(model)
     token = uuid.uuid4().hex[:12]
     tasks = [dask.delayed(_partition_counts, pure=True)(part, shared,
                                                         dask_key_name=f"ebf-pit-{token}-{i}")
              for i, part in enumerate(frame.to_delayed())]
-    with model_in_graph():
-        parts = dask.compute(*tasks) if client is None else client.gather(client.compute(tasks))
+    parts = dask.compute(*tasks) if client is None else client.gather(client.compute(tasks))
     total = np.sum(parts, axis=0) if parts else np.zeros(PIT_EDGES.size, np.int64)
     return total[1:], int(total[0])
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["GATHER_BYTES", "in_threads", "input_partitions", "model_in_graph", "shared_model",
-           "small_frame"]
+__all__ = ["GATHER_BYTES", "in_threads", "input_partitions", "shared_model", "small_frame"]
 
 #: Rows up to this size (as float64 columns) come to a model held in this process instead of
 #: the model going to the workers (:func:`small_frame`).
@@ -98,15 +97,6 @@ def shared_model(model: Any) -> Any:
     from dask import delayed
 
     return delayed(model, name=f"ebf-model-{uuid.uuid4().hex[:12]}", pure=True)
-
-
-def model_in_graph() -> Any:
-    """A context without the "Sending large graph" warning: a graph built with
-    :func:`shared_model` holds the model once, by design, which is what that warning advises.
-    """
-    import dask
-
-    return dask.config.set({"distributed.admin.large-graph-warning-threshold": "64GiB"})
 
 
 def input_partitions() -> Any:

@@ -117,7 +117,8 @@ class _Read:
 def private_reads(parts: list) -> list:
     """Per delayed partition (``X.to_delayed()``), a :class:`_Read` of its tasks if no
     other partition shares any of them (a file read, a projection, a filter), else the
-    partition itself (a cumulative sum, a shuffle: its tasks stay in the graph, run once).
+    partition itself (a cumulative sum, a shuffle: its tasks stay in the graph, run once;
+    a persisted collection: its data is on the workers already).
     """
     from dask.core import get_dependencies
 
@@ -136,8 +137,16 @@ def private_reads(parts: list) -> list:
         subgraphs.append(sub)
         for k in sub:
             uses[k] = uses.get(k, 0) + 1
-    return [_Read(sub, p.key) if all(uses[k] == 1 for k in sub) else p
-            for p, sub in zip(parts, subgraphs, strict=True)]
+    return [_Read(sub, p.key) if all(uses[k] == 1 for k in sub) and not _holds_data(sub)
+            else p for p, sub in zip(parts, subgraphs, strict=True)]
+
+
+def _holds_data(graph: dict) -> bool:
+    """Whether a partition's tasks use data already on the cluster (a persisted collection's
+    futures): there is no read to defer, and a task cannot run them in its own process."""
+    from distributed import Future
+
+    return any(isinstance(v, Future) for v in graph.values())
 
 
 def _route(part: Any, head: Any, n_parts: int, target: str | None,
@@ -174,21 +183,35 @@ def _piece(routed: tuple, b: int) -> tuple:
     return routed[1][b]
 
 
-def _part_task(reader: ModelReader, b: int, job: Any, pooled: bool, *pieces: tuple) -> list:
-    """Part ``b`` on each piece: the job's rows (EBF), or the raw output to pool (SSF)."""
+def _part_task(source: Any, b: int, job: Any, pooled: bool, *pieces: tuple) -> list:
+    """Part ``b`` on each piece: the job's rows (EBF), or the raw output to pool (SSF).
+    ``source`` is the saved model's reader (the part comes from the worker's cache of
+    loaded shards), or the part itself (a :class:`ebf.dask.live.LiveModel`'s future)."""
     if not any(len(p[0]) for p in pieces):
         return [None] * len(pieces)
-    part = cached_part(reader, b)
+    saved = isinstance(source, ModelReader)
+    part = cached_part(source, b) if saved else source
     out = []
     for _, A, y in pieces:
         if A.shape[0] == 0:
             out.append(None)
             continue
         out.append(part_output(part, A) if pooled else job.part_rows(part, A, y))
-    settle_part(reader, b, part)
-    del part
-    relieve_memory()
+    if saved:
+        settle_part(source, b, part)
+        del part
+        relieve_memory()
     return out
+
+
+def _pooled_task(routed: tuple, job: Any, pool: Any, *parts: Any) -> tuple:
+    """``(index, block, None)`` of one partition of an SSF whose forests are all here (a
+    :class:`ebf.dask.live.LiveModel`'s): the job's rows of the pooled outputs, in one task."""
+    index, pieces = routed
+    if len(index) == 0:
+        return index, None, None
+    _, A, y = pieces[0]
+    return index, job.rows(pool([part_output(part, A) for part in parts]), y), None
 
 
 def _take(outputs: list, j: int) -> Any:
@@ -246,16 +269,18 @@ def block_frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFr
 # ----------------------------------------------------------------------------- the graph
 
 
-def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = None,
+def sharded_blocks(reader: Any, X: Any, job: Any, target: str | None = None,
                    group: int | None = None) -> list:
     """Per partition of ``X``, a lazy ``(index, block, branch)``: the job's rows for every
-    row (input order), each part predicted from its own shard (``branch``: the part of
-    every row of an EBF, None for an SSF).
+    row (input order), each part predicted from its own shard, or where it lives
+    (``branch``: the part of every row of an EBF, None for an SSF).
 
     Parameters
     ----------
-    reader : ebf.artifact.ModelReader
-        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`).
+    reader : ebf.artifact.ModelReader or ebf.dask.live.LiveModel
+        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`), or a model whose parts
+        are on the workers (every part task then depends on its part's future, and runs
+        where it is).
     X : dask.dataframe.DataFrame
         The model's features by name (and ``target`` if given).
     job : object
@@ -266,7 +291,9 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     group : int, optional
         Partitions per group (default: a :data:`GROUPS`-th of them). Groups run one after
         the other, parts one after the other within a group; an EBF part predicts its rows
-        of a group in one task, an SSF part one partition per task.
+        of a group in one task, an SSF part one partition per task (a live SSF: one task
+        per partition with all its forests, which Dask brings to it, so that the forests'
+        mixtures are pooled where they are made).
 
     Returns
     -------
@@ -278,50 +305,66 @@ def sharded_blocks(reader: ModelReader, X: Any, job: Any, target: str | None = N
     head.encoder.transform(X._meta, caller=type(head.estimator).__name__)  # schema first
     pooled = head.trunk is None
     n_parts = head.n_parts
-    shared_head, shared_reader = shared_model(head), shared_model(reader)
+    shared_head = shared_model(head)
+    live = not isinstance(reader, ModelReader)
+    # a saved model's parts come from its shards; a live model's are its futures: a part
+    # task runs on the worker holding its part
+    sources = list(reader.parts) if live else [shared_model(reader)] * n_parts
     parts = X.to_delayed()
     reads = private_reads(parts)  # a group's partitions are read when the group starts
     token = uuid.uuid4().hex[:12]
     step = max(1, int(group or -(-len(parts) // GROUPS)))
     groups = [list(range(a, min(a + step, len(parts)))) for a in range(0, len(parts), step)]
     routed: list[Any] = [None] * len(parts)
+    assembled: list[Any] = [None] * len(parts)
     outputs: list[list[Any]] = [[None] * n_parts for _ in parts]
     after = None  # groups one after the other: a group is read once the last one is done
     for g in groups:
         for i in g:
             routed[i] = delayed(_route, pure=True)(reads[i], shared_head, n_parts, target, after)
         ticks = []
+        if pooled and live:  # every part where its partition is: no mixture moves
+            for i in g:
+                assembled[i] = delayed(_pooled_task, pure=True)(
+                    routed[i], job, head.estimator._pool, *sources,
+                    dask_key_name=f"ebf-pooled-{token}-{i}")
+                ticks.append(delayed(_done, pure=True)(assembled[i]))
+            after = delayed(_done, pure=True)(*ticks)
+            continue
         for b in range(n_parts):
             if pooled:  # every row goes to every part: a task per partition
                 tasks = [(delayed(_part_task, pure=True)(
-                    shared_reader, b, job, pooled, delayed(_piece, pure=True)(routed[i], b),
+                    sources[b], b, job, pooled, delayed(_piece, pure=True)(routed[i], b),
                     dask_key_name=f"ebf-part-{token}-{b}-{i}"), [i]) for i in g]
             else:
                 pieces = [delayed(_piece, pure=True)(routed[i], b) for i in g]
                 tasks = [(delayed(_part_task, pure=True)(
-                    shared_reader, b, job, pooled, *pieces,
+                    sources[b], b, job, pooled, *pieces,
                     dask_key_name=f"ebf-part-{token}-{b}-{g[0]}"), g)]
             for task, rows in tasks:
                 ticks.append(delayed(len, pure=True)(task))  # tiny: no output moves for it
                 for j, i in enumerate(rows):
                     outputs[i][b] = delayed(_take, pure=True)(task, j)
         after = delayed(_done, pure=True)(*ticks)
-    logger.info("sharded graph: %d partition(s), %d part(s) of %s bytes", len(parts), n_parts,
-                reader.part_bytes)
+    logger.info("sharded graph: %d partition(s), %d part(s) of %s", len(parts), n_parts,
+                reader.url or "the workers")
     pool = head.estimator._pool if pooled else None
-    return [delayed(_assemble, pure=True)(delayed(_layout, pure=True)(routed[i]), job, pool,
+    return [assembled[i] if assembled[i] is not None else
+            delayed(_assemble, pure=True)(delayed(_layout, pure=True)(routed[i]), job, pool,
                                           *outputs[i])
             for i in range(len(parts))]
 
 
-def predict_sharded(reader: ModelReader, X: Any, quantiles: Sequence[float],
+def predict_sharded(reader: Any, X: Any, quantiles: Sequence[float],
                     group: int | None = None) -> Any:
-    """Lazy predictions of a saved ensemble, each branch predicted from its own shard.
+    """Lazy predictions of a saved ensemble, each branch predicted from its own shard (or
+    where it lives).
 
     Parameters
     ----------
-    reader : ebf.artifact.ModelReader
-        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`).
+    reader : ebf.artifact.ModelReader or ebf.dask.live.LiveModel
+        A format 2 EBF or SSF (:func:`ebf.artifact.open_model`), or a model whose parts
+        are on the workers.
     X : dask.dataframe.DataFrame
         Features by name (extra columns are ignored).
     quantiles : sequence of float

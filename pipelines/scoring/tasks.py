@@ -36,7 +36,7 @@ from basics.metrics import CALIBRATION_LEVELS, coverage_levels
 from cluster import current_client
 from ebf.dask.cache import settle_whole, whole_model
 from ebf.dask.client import Report, gather
-from ebf.dask.graph import in_threads, model_in_graph, shared_model, small_frame
+from ebf.dask.graph import in_threads, shared_model, small_frame
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
@@ -127,11 +127,10 @@ def partition_tasks(ddf: dd.DataFrame, whole: Any, features: list[str], target: 
 
 def run_tasks(tasks: list, client: distributed.Client, progress: Report | None,
               span: str = "ebf-evaluate") -> list:
-    """The tasks' results, in order (``span`` names them on the dashboard); the model
-    travels in the graph and is released on the workers afterwards."""
+    """The tasks' results, in order (``span`` names them on the dashboard); a model
+    that travels in the graph is released on the workers afterwards."""
     with distributed.span(span):
-        with model_in_graph():
-            futures = client.compute(tasks)
+        futures = client.compute(tasks)
     try:
         return gather(client, futures, progress)
     finally:

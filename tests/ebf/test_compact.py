@@ -67,3 +67,15 @@ def test_bayesian_branches_are_already_compact_and_shared():
     assert small is not full and small.trunk_ is full.trunk_
     assert all(a is b for a, b in zip(small.branches_, full.branches_, strict=True))
     np.testing.assert_array_equal(small.predict(X), full.predict(X))
+
+
+def test_compact_keeps_the_feature_names_of_a_frame():
+    import pandas as pd
+
+    X, y, _ = _data()
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    full = EmpiricalBayesianForestRegressor(n_estimators=2, branch="mondrian",
+                                            random_state=0).fit(frame, y)
+    small = full.compact()
+    assert list(small.feature_names_in_) == list(frame.columns)
+    np.testing.assert_array_equal(small.predict(frame), full.predict(frame))

@@ -35,7 +35,7 @@ from ebf.dask import (
     DaskSubsampleForestClassifier,
     DaskSubsampleForestRegressor,
 )
-from ebf.dask.client import gather, wait_for
+from ebf.dask.client import NoClientError, gather, wait_for
 from ebf.dask.histograms import sample_bin_edges
 from ebf.dask.inputs import check_inputs, encode, summarize
 from ebf.features import FeatureEncoder
@@ -240,9 +240,13 @@ def test_same_model_with_one_worker(dask_client):
             Client(cluster, set_as_default=False) as client:
         one = DaskEmpiricalBayesianForestRegressor(client=client, **params)
         one.fit(ddf[FEATURES], ddf["y"])
-        copy = pickle.loads(pickle.dumps(one))  # the client never travels with the model
+        # neither the client nor handles to its workers travel with the model: the pickle
+        # holds the branches
+        copy = pickle.loads(pickle.dumps(one))
         assert one.client is client and copy.client is None
-    assert_same_state(estimator_state(one.to_local()), estimator_state(two.to_local()))
+    assert_same_state(estimator_state(copy.to_local()), estimator_state(two.to_local()))
+    with pytest.raises(NoClientError, match="closed.*to_local"):  # lost with the cluster
+        one.to_local()
 
 
 @pytest.mark.parametrize("local_cls, target", [
@@ -470,5 +474,6 @@ def test_fit_survives_a_worker_killed_during_a_branch(tmp_path):
         client.register_plugin(KillOnce(str(marker)))
         model = DaskEmpiricalBayesianForestRegressor(client=client, **params)
         model.fit(ddf[FEATURES], ddf["y"])
+        fitted = model.to_local()  # the branches live on the workers: gather them here
     assert marker.exists()
-    assert_same_state(estimator_state(model.to_local()), estimator_state(local))
+    assert_same_state(estimator_state(fitted), estimator_state(local))
