@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 #: group are released once all parts have predicted them (fewer groups: fewer loads of
 #: every part; more groups: fewer rows held at once).
 GROUPS = 4
+#: Fewest partitions in a group by default, so that a group's routing uses every worker
+#: thread of a small cluster instead of one partition's task at a time.
+MIN_GROUP = 8
 
 # ----------------------------------------------------------------------------- jobs
 
@@ -289,7 +292,8 @@ def sharded_blocks(reader: Any, X: Any, job: Any, target: str | None = None,
     target : str, optional
         Column passed to the job as ``y`` (missing values too).
     group : int, optional
-        Partitions per group (default: a :data:`GROUPS`-th of them). Groups run one after
+        Partitions per group (default: a :data:`GROUPS`-th of them, at least
+        :data:`MIN_GROUP`). Groups run one after
         the other, parts one after the other within a group; an EBF part predicts its rows
         of a group in one task, an SSF part one partition per task (a live SSF: one task
         per partition with all its forests, which Dask brings to it, so that the forests'
@@ -313,7 +317,7 @@ def sharded_blocks(reader: Any, X: Any, job: Any, target: str | None = None,
     parts = X.to_delayed()
     reads = private_reads(parts)  # a group's partitions are read when the group starts
     token = uuid.uuid4().hex[:12]
-    step = max(1, int(group or -(-len(parts) // GROUPS)))
+    step = max(1, int(group or max(-(-len(parts) // GROUPS), MIN_GROUP)))
     groups = [list(range(a, min(a + step, len(parts)))) for a in range(0, len(parts), step)]
     routed: list[Any] = [None] * len(parts)
     assembled: list[Any] = [None] * len(parts)
