@@ -406,7 +406,7 @@ def frame_of_parts(frames: list, meta: pd.DataFrame, X: Any) -> Any:
 # ----------------------------------------------------------------------------- choosing
 
 
-#: A sharded model is broadcast (every worker holds it whole) when its files take at most
+#: A sharded SSF is broadcast (every worker holds it whole) when its files take at most
 #: this share of the smallest worker's memory limit; otherwise it is predicted by shards.
 BROADCAST_FRACTION = 0.25
 #: The broadcast bound when the workers have no memory limit.
@@ -422,11 +422,14 @@ def worker_memory_limits(client: Any) -> list[int]:
 def choose_strategy(reader: ModelReader, client: Any) -> str:
     """``"broadcast"`` or ``"sharded"`` for predicting with a saved model on ``client``.
 
-    Broadcast when the model has no shards (format 1, a single forest), or its files take
-    at most :data:`BROADCAST_FRACTION` of the smallest worker memory limit (at most
-    :data:`BROADCAST_BYTES` when no limit is set): then one worker loads it and the others
-    fetch it, and every partition is one task. Sharded otherwise: no worker ever holds more
-    than its cache of branches. Both give the same bits.
+    An EBF is always predicted by shards: each branch is loaded once, by the worker its
+    rows go to, and no worker ever holds more than its cache of branches. An SSF (every
+    row needs every sub-sample forest) is broadcast when its files take at most
+    :data:`BROADCAST_FRACTION` of the smallest worker memory limit (at most
+    :data:`BROADCAST_BYTES` when no limit is set): every worker loads it and every
+    partition is one task, instead of every forest's mixture of every row moving to be
+    pooled; sharded otherwise. A model without shards (format 1, a single forest) is
+    broadcast. All give the same bits.
 
     Parameters
     ----------
@@ -439,6 +442,10 @@ def choose_strategy(reader: ModelReader, client: Any) -> str:
     """
     if reader.format_version == 1 or reader.n_parts == 0:
         return "broadcast"
+    if reader.head().trunk is not None:
+        logger.info("an EBF of %d bytes in %d shards: sharded prediction", reader.nbytes,
+                    reader.n_parts)
+        return "sharded"
     limits = worker_memory_limits(client)
     bound = BROADCAST_FRACTION * min(limits) if limits and min(limits) > 0 else BROADCAST_BYTES
     strategy = "broadcast" if reader.nbytes <= bound else "sharded"

@@ -84,8 +84,8 @@ def _add_strategy_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy", choices=("auto", "broadcast", "sharded"), default="auto",
         help="broadcast: every worker holds the whole model; sharded: each task loads one "
-        "branch; auto: broadcast if the model takes at most a quarter of a worker's memory "
-        "(default: auto)")
+        "branch; auto: sharded for an EBF, broadcast for a sub-sample forest that takes at "
+        "most a quarter of a worker's memory (default: auto)")
 
 
 def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:

@@ -192,9 +192,11 @@ def test_a_memory_limit_below_the_model_chooses_shards_and_holds_one(saved):
     assert 0 < max(peaks.values()) <= bound < sum(held)
 
 
-def test_small_models_and_old_formats_are_broadcast(dask_client, saved, tmp_path):
+def test_an_ebf_is_sharded_a_small_ssf_and_old_formats_broadcast(dask_client, saved,
+                                                                   tmp_path):
     path, model = saved["ebf_reg"]
-    assert sharded.choose_strategy(open_model(path), dask_client) == "broadcast"
+    assert sharded.choose_strategy(open_model(path), dask_client) == "sharded"
+    assert sharded.choose_strategy(open_model(saved["ssf_reg"][0]), dask_client) == "broadcast"
     old = open_model(save(model, tmp_path / "v1", format_version=1))
     assert sharded.choose_strategy(old, dask_client) == "broadcast"
     test = make_frame(200, seed=16)
