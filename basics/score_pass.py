@@ -39,6 +39,7 @@ __all__ = ["MixtureScores", "score_kernel", "score_mixture"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
+
 class MixtureScores(NamedTuple):
     """What :func:`score_mixture` returns for every row.
 
