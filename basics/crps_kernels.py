@@ -95,10 +95,11 @@ def _partial_expectations(a, n, cw, cm, cs):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _span(a, b, y, maps, quad, acc):  # pragma: no cover - jitted
+def _span(a, b, y, maps, quad, acc, skip):  # pragma: no cover - jitted
     """Add ``int (R_r(F) - 1{t >= y})^2`` over ``[t1, t2]`` to ``acc[r]`` (Hermite ``F``,
-    Gauss-Legendre; no span straddles ``y``); ``a = (t1, F, f)`` and ``b = (t2, F, f)``
-    are the span's ends."""
+    Gauss-Legendre; no span straddles ``y``) for every map ``r`` not in ``skip`` (a map whose
+    CRPS the closed form gave); ``a = (t1, F, f)`` and ``b = (t2, F, f)`` are the span's
+    ends."""
     t1, f1, d1 = a
     t2, f2, d2 = b
     gl_x, gl_w = quad.gl_x, quad.gl_w
@@ -112,6 +113,8 @@ def _span(a, b, y, maps, quad, acc):  # pragma: no cover - jitted
              + (3 * s2 - 2 * s3) * f2 + (s3 - s2) * h * d2)
         f = min(max(f, f1), f2)  # the interpolant of a CDF stays between its ends
         for r in range(acc.shape[0]):
+            if skip[r]:
+                continue
             g = _mapped(f, maps, r)
             if right:
                 g = 1.0 - g
@@ -184,23 +187,29 @@ def crps_closed_form(n, cw, cm, cv, y):  # pragma: no cover - jitted
     return first - 0.5 * pairs
 
 
-@njit(**JIT)
-def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
-    """CRPS of every row ``i`` of the mixture ``(w, m, v)`` under every map ``r`` of
-    ``maps`` (:class:`PitMaps`; module docstring), into ``out[i, r]``.
+class CrpsScratch(NamedTuple):
+    """Work arrays of :func:`crps_row` (:func:`crps_scratch`): per component ``1 / s_k`` and
+    ``w_k / s_k``; per map the end slopes of its PIT map and whether the row's closed form
+    gave it (``skip``); the quadrature's nodes (``t``, ``F``, ``f``), per-map sums, and the
+    bisection stack."""
 
-    The identity map's CRPS for a row of at most ``quad.closed_max`` live components is
-    :func:`crps_closed_form` (a row whose maps are all such skips the quadrature); a span
-    is halved while the cubic misses the CDF at its midpoint by more than
-    ``quad.tolerance`` (at most ``_MAX_DEPTH`` times).
-    """
-    knots, offsets, identity = maps
-    z_grid, tolerance, closed_max = quad.z_grid, quad.tolerance, quad.closed_max
-    k_max = w.shape[1]
-    row = row_scratch(k_max)
-    cw, cm, cv, cs = row.w, row.m, row.v, row.s
-    inv_s = np.empty(k_max)
-    w_inv_s = np.empty(k_max)
+    inv_s: np.ndarray
+    w_inv_s: np.ndarray
+    slope0: np.ndarray
+    slope1: np.ndarray
+    skip: np.ndarray
+    node_t: np.ndarray
+    node_f: np.ndarray
+    node_d: np.ndarray
+    acc: np.ndarray
+    stack: np.ndarray
+    depth: np.ndarray
+
+
+@njit(**JIT)
+def crps_scratch(k_max, maps, quad):  # pragma: no cover - jitted
+    """A :class:`CrpsScratch` for rows of up to ``k_max`` components under ``maps``."""
+    knots, offsets = maps.knots, maps.offsets
     n_maps = offsets.shape[0] - 1
     slope0 = np.empty(n_maps)
     slope1 = np.empty(n_maps)
@@ -209,77 +218,106 @@ def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
         hi = offsets[r + 1] - 1
         slope0[r] = (knots[1, lo + 1] - knots[1, lo]) / (knots[0, lo + 1] - knots[0, lo])
         slope1[r] = (knots[1, hi] - knots[1, hi - 1]) / (knots[0, hi] - knots[0, hi - 1])
-    n_grid = z_grid.shape[0]
-    node_t = np.empty(n_grid + 1)
-    node_f = np.empty(n_grid + 1)
-    node_d = np.empty(n_grid + 1)
-    acc = np.empty(n_maps)
-    stack = np.empty((_MAX_DEPTH + 2, 6))
-    depth = np.empty(_MAX_DEPTH + 2, np.int64)
-    all_identity = True
-    any_identity = False
+    n_grid = quad.z_grid.shape[0]
+    return CrpsScratch(np.empty(k_max), np.empty(k_max), slope0, slope1,
+                       np.zeros(n_maps, np.bool_), np.empty(n_grid + 1), np.empty(n_grid + 1),
+                       np.empty(n_grid + 1), np.empty(n_maps), np.empty((_MAX_DEPTH + 2, 6)),
+                       np.empty(_MAX_DEPTH + 2, np.int64))
+
+
+@njit(**JIT)
+def crps_row(n, mean, var, row, yi, maps, quad, work, out_row):  # pragma: no cover - jitted
+    """CRPS at ``yi`` of one row's ``n`` live components (``row``, a
+    :class:`basics.mixture_kernels.RowScratch` filled by ``gather_row``, of mixture mean
+    ``mean`` and variance ``var``) under every map ``r`` of ``maps``, into ``out_row[r]``
+    (module docstring; :func:`crps_kernel` for the rules). ``work`` is a
+    :class:`CrpsScratch`."""
+    identity = maps.identity
+    z_grid, tolerance, closed_max = quad.z_grid, quad.tolerance, quad.closed_max
+    cw, cm, cv, cs = row.w, row.m, row.v, row.s
+    inv_s, w_inv_s, slope0, slope1, skip = (work.inv_s, work.w_inv_s, work.slope0,
+                                            work.slope1, work.skip)
+    node_t, node_f, node_d, acc = work.node_t, work.node_f, work.node_d, work.acc
+    stack, depth = work.stack, work.depth
+    n_maps = acc.shape[0]
+    closed = n <= closed_max
+    left = 0
     for r in range(n_maps):
-        all_identity = all_identity and identity[r]
-        any_identity = any_identity or identity[r]
-    for i in range(w.shape[0]):
-        n, mean, var = gather_row(w, m, v, i, row)
-        yi = y[i]
-        closed = any_identity and n <= closed_max
-        if closed:
-            exact = crps_closed_form(n, cw, cm, cv, yi)
-            for r in range(n_maps):
-                if identity[r]:
-                    out[i, r] = exact
-            if all_identity:
-                continue
-        for k in range(n):
-            inv_s[k] = 1.0 / cs[k]
-            w_inv_s[k] = cw[k] * inv_s[k]
-        sd = math.sqrt(var)
-        c = 0
-        placed = False
-        for j in range(n_grid):
-            t = mean + sd * z_grid[j]
-            if not placed and yi <= t:
-                node_t[c] = yi
-                c += 1
-                placed = True
-            node_t[c] = t
-            c += 1
-        if not placed:
+        skip[r] = closed and identity[r]
+        if not skip[r]:
+            left += 1
+    if closed and left < n_maps:
+        exact = crps_closed_form(n, cw, cm, cv, yi)
+        for r in range(n_maps):
+            if skip[r]:
+                out_row[r] = exact
+    if left == 0:
+        return
+    for k in range(n):
+        inv_s[k] = 1.0 / cs[k]
+        w_inv_s[k] = cw[k] * inv_s[k]
+    sd = math.sqrt(var)
+    c = 0
+    placed = False
+    for j in range(z_grid.shape[0]):
+        t = mean + sd * z_grid[j]
+        if not placed and yi <= t:
             node_t[c] = yi
             c += 1
-        for j in range(c):
-            node_f[j], node_d[j] = _quadrature_cdf(node_t[j], n, cw, cm, inv_s, w_inv_s)
-        below = _partial_expectations(node_t[0], n, cw, cm, cs)[0]
-        for r in range(n_maps):
-            acc[r] = slope0[r] * _mapped(node_f[0], maps, r) * below
-        for j in range(1, c):
-            if node_t[j] <= node_t[j - 1]:
+            placed = True
+        node_t[c] = t
+        c += 1
+    if not placed:
+        node_t[c] = yi
+        c += 1
+    for j in range(c):
+        node_f[j], node_d[j] = _quadrature_cdf(node_t[j], n, cw, cm, inv_s, w_inv_s)
+    below = _partial_expectations(node_t[0], n, cw, cm, cs)[0]
+    for r in range(n_maps):
+        acc[r] = slope0[r] * _mapped(node_f[0], maps, r) * below
+    for j in range(1, c):
+        if node_t[j] <= node_t[j - 1]:
+            continue
+        # depth-first bisection of the span: left halves first, so spans add up in order
+        top = _push(stack, depth, -1, (node_t[j - 1], node_f[j - 1], node_d[j - 1]),
+                    (node_t[j], node_f[j], node_d[j]), 0)
+        while top >= 0:
+            t1, f1, d1, t2, f2, d2 = stack[top]
+            level = depth[top]
+            top -= 1
+            if f2 - f1 <= _FLAT or level >= _MAX_DEPTH:
+                _span((t1, f1, d1), (t2, f2, d2), yi, maps, quad, acc, skip)
                 continue
-            # depth-first bisection of the span: left halves first, so spans add up in order
-            top = _push(stack, depth, -1, (node_t[j - 1], node_f[j - 1], node_d[j - 1]),
-                        (node_t[j], node_f[j], node_d[j]), 0)
-            while top >= 0:
-                t1, f1, d1, t2, f2, d2 = stack[top]
-                level = depth[top]
-                top -= 1
-                if f2 - f1 <= _FLAT or level >= _MAX_DEPTH:
-                    _span((t1, f1, d1), (t2, f2, d2), yi, maps, quad, acc)
-                    continue
-                # adaptive: the midpoint checks the cubic; where it is off, halve again
-                tm = 0.5 * (t1 + t2)
-                fm, dm = _quadrature_cdf(tm, n, cw, cm, inv_s, w_inv_s)
-                guess = 0.5 * (f1 + f2) + 0.125 * (t2 - t1) * (d1 - d2)
-                if abs(guess - fm) <= tolerance:
-                    _span((t1, f1, d1), (tm, fm, dm), yi, maps, quad, acc)
-                    _span((tm, fm, dm), (t2, f2, d2), yi, maps, quad, acc)
-                    continue
-                top = _push(stack, depth, top, (tm, fm, dm), (t2, f2, d2), level + 1)
-                top = _push(stack, depth, top, (t1, f1, d1), (tm, fm, dm), level + 1)
-        above = _partial_expectations(node_t[c - 1], n, cw, cm, cs)[1]
-        for r in range(n_maps):
-            if closed and identity[r]:
+            # adaptive: the midpoint checks the cubic; where it is off, halve again
+            tm = 0.5 * (t1 + t2)
+            fm, dm = _quadrature_cdf(tm, n, cw, cm, inv_s, w_inv_s)
+            guess = 0.5 * (f1 + f2) + 0.125 * (t2 - t1) * (d1 - d2)
+            if abs(guess - fm) <= tolerance:
+                _span((t1, f1, d1), (tm, fm, dm), yi, maps, quad, acc, skip)
+                _span((tm, fm, dm), (t2, f2, d2), yi, maps, quad, acc, skip)
                 continue
-            g = _mapped(node_f[c - 1], maps, r)
-            out[i, r] = acc[r] + slope1[r] * (1.0 - g) * above
+            top = _push(stack, depth, top, (tm, fm, dm), (t2, f2, d2), level + 1)
+            top = _push(stack, depth, top, (t1, f1, d1), (tm, fm, dm), level + 1)
+    above = _partial_expectations(node_t[c - 1], n, cw, cm, cs)[1]
+    for r in range(n_maps):
+        if skip[r]:
+            continue
+        g = _mapped(node_f[c - 1], maps, r)
+        out_row[r] = acc[r] + slope1[r] * (1.0 - g) * above
+
+
+@njit(**JIT)
+def crps_kernel(w, m, v, y, maps, quad, out):  # pragma: no cover - jitted
+    """CRPS of every row ``i`` of the mixture ``(w, m, v)`` under every map ``r`` of
+    ``maps`` (:class:`PitMaps`; module docstring), into ``out[i, r]``.
+
+    The identity map's CRPS for a row of at most ``quad.closed_max`` live components is
+    :func:`crps_closed_form` (a row whose maps are all such skips the quadrature, and the
+    quadrature of the others skips them); a span is halved while the cubic misses the CDF
+    at its midpoint by more than ``quad.tolerance`` (at most ``_MAX_DEPTH`` times).
+    """
+    row = row_scratch(w.shape[1])
+    work = crps_scratch(w.shape[1], maps, quad)
+    for i in range(w.shape[0]):
+        n, mean, var = gather_row(w, m, v, i, row)
+        crps_row(n, mean, var, row, y[i], maps, quad, work, out[i])

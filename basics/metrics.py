@@ -44,6 +44,7 @@ __all__ = [
     "coverage_levels",
     "crps",
     "crps_many",
+    "crps_quadrature",
     "crps_rows",
     "ece_binned",
     "expected_calibration_error",
@@ -55,6 +56,7 @@ __all__ = [
     "one_sided_table",
     "pit_distance",
     "pit_distance_binned",
+    "pit_maps",
     "quantile_coverage",
     "rmse",
 ]
@@ -327,15 +329,25 @@ def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -
     y = _targets(y, mixture.n_rows)
     if not np.all(np.isfinite(y)):
         raise ValueError(f"y has {int(np.sum(~np.isfinite(y)))} values that are not finite.")
+    out = np.empty((mixture.n_rows, len(maps)))
+    crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
+                pit_maps(maps), crps_quadrature(), out)
+    return out
+
+
+def pit_maps(maps: Sequence[PITMap | None]) -> PitMaps:
+    """The PIT maps (None: the identity) packed as the CRPS kernels read them."""
     identity = np.array([r is None for r in maps])
     maps = [_IDENTITY if r is None else r for r in maps]
     knots = np.ascontiguousarray(np.hstack([[r.base, r.nominal] for r in maps]))
     offsets = np.cumsum([0] + [r.base.size for r in maps]).astype(np.int64)
-    out = np.empty((mixture.n_rows, len(maps)))
-    crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
-                PitMaps(knots, offsets, identity),
-                Quadrature(CRPS_GRID, CRPS_TOLERANCE, _GL_X, _GL_W, CRPS_CLOSED_FORM_MAX), out)
-    return out
+    return PitMaps(knots, offsets, identity)
+
+
+def crps_quadrature() -> Quadrature:
+    """How :func:`crps_many` integrates (:data:`CRPS_GRID`, :data:`CRPS_TOLERANCE`, six
+    Gauss-Legendre nodes per span, :data:`CRPS_CLOSED_FORM_MAX`)."""
+    return Quadrature(CRPS_GRID, CRPS_TOLERANCE, _GL_X, _GL_W, CRPS_CLOSED_FORM_MAX)
 
 
 def crps(y: Any, dist: Distribution) -> float:

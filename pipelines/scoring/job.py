@@ -14,18 +14,20 @@ or on a branch's rows next to its shard (:func:`ebf.dask.sharded.sharded_blocks`
 Regressors are scored from the model's own mixture ``F`` under every map of the job: the
 model as it predicts (its :class:`basics.pit.PITMap` ``R``, if it has one) and, for a
 recalibrated model, ``F`` itself too, so one pass gives the scores before and after
-recalibration. Per map, the records' rows (:class:`basics.scores.RegressionRows`): the
-log-density by the change of variables, CRPS (:func:`basics.metrics.crps_many`), the PIT
-``R(F(y))``; the predictive quantiles the records ask for are solved for the model as it
-predicts only (a score that needs them is reported for it alone). For an integer-valued
-target (``integer``, decided once from the observed targets before the pass) the rows also
-hold the ranked probability score under every map (:func:`basics.discrete.mixture_rps`), and
-the result says the NLPD is not comparable there. Beside the scores, the
-job counts what the report draws: central-interval coverage at 5% steps (the reliability
-diagram) and, for the model as it predicts, the width of the central 90% interval against the
-absolute error of the median (counted in fixed log-spaced width bins, merged into about ten
-groups of similar width for the report); the calibration table, the one-sided table and the
-20-bin PIT histogram come from the sums of the gap and PIT-distance records.
+recalibration. One fused pass per row (:func:`basics.score_pass.score_mixture`) gives the
+mean, the quantiles, ``F(y)``, ``log p(y)`` and the CRPS under every map; per map, the
+records' rows (:class:`basics.scores.RegressionRows`): the log-density by the change of
+variables, the CRPS (the numbers of :func:`basics.metrics.crps_many`), the PIT ``R(F(y))``;
+the predictive quantiles the records ask for are solved for the model as it predicts only (a
+score that needs them is reported for it alone). For an integer-valued target (``integer``,
+decided once from the observed targets before the pass) the rows also hold the ranked
+probability score under every map (:func:`basics.discrete.mixture_rps`), and the result says
+the NLPD is not comparable there. Beside the scores, the job counts what the report draws:
+central-interval coverage at 5% steps (the reliability diagram) and, for the model as it
+predicts, the width of the central 90% interval against the absolute error of the median
+(counted in fixed log-spaced width bins, merged into about ten groups of similar width for
+the report); the calibration table, the one-sided table and the 20-bin PIT histogram come
+from the sums of the gap and PIT-distance records.
 
 Per branch of an EBF (``n_branches``; the rows' branches come with their block), a few sums of
 the model as it predicts: rows, squared error, NLPD, CRPS and rows inside the central 90%
@@ -41,9 +43,9 @@ import numpy as np
 import pandas as pd
 
 from basics.discrete import mixture_rps
-from basics.metrics import ONE_SIDED_LEVELS, class_rows, crps_many
-from basics.mixture import summarize
+from basics.metrics import ONE_SIDED_LEVELS, class_rows
 from basics.pit import PITMap, RecalibratedDistribution
+from basics.score_pass import score_mixture
 from basics.scores import (
     PIT_FINE_BINS,
     SCORES,
@@ -210,8 +212,9 @@ class EvaluationJob:
             return out
         base = output.base if isinstance(output, RecalibratedDistribution) else output
         every = bool(known.all())
-        scored = base if every else base[known]
         k = 0 if self.quantiles is None else self.quantiles.size
+        if not k and not known.any():
+            return out
         asked = np.array(sorted({*_WIDTH_LEVELS, *quantile_levels(self._scores(0))}))
         asked = asked if not k else np.concatenate([self.quantiles, asked])
         # the levels the records and the report ask of the model as predicted, and the
@@ -220,23 +223,26 @@ class EvaluationJob:
         # solve does not depend on the others.
         first = self.maps[0]
         distinct, where = np.unique(asked, return_inverse=True)
-        mean, std, q = summarize(base if k else scored,
-                                 distinct if first is None else first.inverse(distinct))
-        q = q[:, where]
+        targets = np.full(y.shape[0], np.nan)
+        targets[known] = y[known].astype(np.float64)
+        # one fused pass per row: summary, F(y), log p(y) and the CRPS under every map
+        fused = score_mixture(base, targets, distinct if first is None else
+                              first.inverse(distinct), self.maps)
+        mean, q = fused.mean, fused.quantiles[:, where]
         if k:
-            out[:, 0], out[:, 1], out[:, 2:2 + k] = mean, std, q[:, :k]
-            if not every:
-                mean, q = mean[known], q[known]
+            out[:, 0], out[:, 1], out[:, 2:2 + k] = mean, fused.std, q[:, :k]
         if not known.any():
             return out
+        if not every:
+            mean, q = mean[known], q[known]
         quantiles = {float(level): q[:, k + i] for i, level in enumerate(asked[k:])}
-        y = y[known].astype(np.float64)
-        f = np.clip(scored.cdf(y), 0.0, 1.0)
-        logpdf = scored.logpdf(y)
-        crps = crps_many(scored, y, self.maps)
+        y = targets[known]
+        f = np.clip(fused.cdf[known], 0.0, 1.0)
+        logpdf = fused.logpdf[known]
+        crps = fused.crps[known]
         # a row too wide to sum over its integers is scored by its CRPS (basics.discrete)
-        rps = mixture_rps(scored, y, self.maps, lambda rows: crps[rows]) if self.integer \
-            else None
+        rps = mixture_rps(base if every else base[known], y, self.maps,
+                          lambda rows: crps[rows]) if self.integer else None
         for j, r in enumerate(self.maps):
             rows = RegressionRows(
                 y=y, point=mean, logpdf=logpdf if r is None else logpdf + r.log_slope(f),
