@@ -54,7 +54,7 @@ from .branches import (
 from .client import PhaseReport, Phases, current_client
 from .histograms import fit_trunk, sample_bin_edges
 from .inputs import EncodedData, check_inputs, encode, summarize
-from .live import gather_model
+from .live import feature_importances, gather_model, has_live_parts
 
 logger = logging.getLogger(__name__)
 
@@ -234,6 +234,8 @@ class _DaskEnsemble(BaseEstimator):
         # fitted attributes of the local model (trunk_, branches_, classes_, ...)
         if name.endswith("_") and not name.startswith("_") and name != "model_":
             model = self.__dict__.get("model_")
+            if model is not None and name == "feature_importances_" and has_live_parts(model):
+                return feature_importances(model)  # each branch's share where it lives
             if model is not None:
                 return getattr(model, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

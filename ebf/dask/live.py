@@ -29,12 +29,14 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sklearn.base import clone
 
 from ..artifact import ModelHead
+from ..importance import normalised, total_decrease, trunk_decrease
 
-__all__ = ["LiveModel", "LivePart", "client_of", "gather_model", "has_live_parts", "is_ensemble",
-           "live_model", "model_parts"]
+__all__ = ["LiveModel", "LivePart", "client_of", "feature_importances", "gather_model",
+           "has_live_parts", "is_ensemble", "live_model", "model_parts"]
 
 #: The fitted attributes of an ensemble but its parts (what a :class:`ModelHead` holds).
 _HEAD_ATTRS = ("encoder_", "n_features_in_", "feature_names_in_", "entropy_", "classes_",
@@ -191,3 +193,27 @@ def gather_model(model: Any, which: Any = None) -> Any:
     for i, value in zip(live, values, strict=True):
         parts[i] = value
     return model._with_parts(parts)
+
+
+def feature_importances(model: Any) -> np.ndarray:
+    """``model.feature_importances_``, each branch's impurity decrease computed where it
+    lives (:func:`ebf.importance.total_decrease` of that branch) and summed here in branch
+    order, as the local property sums them: the same bits.
+
+    Raises
+    ------
+    AttributeError
+        If the branches do not choose splits by an impurity decrease (the local message).
+    """
+    parts = model_parts(model)
+    n_features, owner = int(model.encoder_.n_features_in_), type(model).__name__
+    client = client_of(parts)
+    remote = {i: client.submit(total_decrease, [p.future], n_features, owner, pure=False)
+              for i, p in enumerate(parts) if isinstance(p, LivePart)}
+    values = dict(zip(remote, client.gather(list(remote.values())), strict=True))
+    total = np.zeros(n_features)
+    for i, part in enumerate(parts):
+        total += values[i] if i in values else total_decrease([part], n_features, owner)
+    if getattr(model, "trunk_", None) is not None:
+        total += trunk_decrease(model.trunk_)
+    return normalised(total)

@@ -37,6 +37,8 @@ def test_predictions_come_from_the_workers_branches(dask_client, frames):
     assert all(isinstance(p, LivePart) for p in parts)  # no branch came to this process
     local = est.to_local()
     assert not has_live_parts(local) and has_live_parts(est.model_)
+    with pytest.raises(AttributeError, match="MondrianForestRegressor branches"):
+        est.feature_importances_  # noqa: B018 - the local message, from the workers
     X = dd.from_pandas(test[FEATURES], npartitions=4)
     pred = est.predict_frame(X, quantiles=(0.1, 0.5))
     # the graph holds the branches' keys, not their bytes
