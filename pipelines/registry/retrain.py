@@ -19,7 +19,11 @@
 
    - ``update``: the champion's Mondrian branches are extended online with the window's rows
      under its trunk (Dask ``partial_fit``), and the model is recalibrated on the most recent
-     rows as at training (``calibrate``);
+     rows as at training (``calibrate``). The update starts on the workers before the
+     decision, while the champion is scored (:mod:`pipelines.registry.update`): only the
+     branches the rows reach are loaded and written, each on a worker, into a stage in the
+     registry (:meth:`~pipelines.registry.store.Registry.scratch`); the others are carried
+     over as they are (their shard files linked);
    - ``refit`` (a test fired): a new model on all the data of the lineage plus the window
      (``refit_on="all"``) or on the window alone (``"window"``), with the champion's
      training options. A model that cannot be updated (CART or predict-only branches) is
@@ -437,7 +441,7 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
         options = options.replace(calibrate="recent" if options.task == "regression"
                                   else "none")
     window = cut_window(data, [*chosen, target], holdout, holdout_data, options, client,
-                     storage_options)
+                        storage_options)
     res = _fit(window.fit, target, chosen, options, client, progress, storage_options)
     calibration = _recalibrate(res.model, window, chosen, target, options, client)
     metrics = _metrics(evaluate_model(res.model, window.holdout, target=target,
@@ -481,7 +485,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     columns = [*features, target]
     with phases("window"):
         window = cut_window(data, columns, holdout, holdout_data, options, client,
-                         storage_options)
+                            storage_options, persist=True)
     online = get_learner(champion.branch).online
     seen = list(parent_record["lineage"]["data"])
     update = None
@@ -503,7 +507,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
                            options.random_state, client)
     except BaseException:
         if update is not None:
-            discard_update(update)
+            discard_update(update, wait=False)
         raise
     drift, note = _with_holdout_test(drift, drift_rule, parent_record,
                                      holdout if holdout_data is None else None, held,

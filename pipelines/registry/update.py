@@ -129,9 +129,14 @@ def finish_update(update: StagedUpdate, champion: Any) -> tuple[Any, Any, dict]:
     return staged, challenger, timings
 
 
-def discard_update(update: StagedUpdate) -> None:
-    """Wait for an update no longer wanted (a refit was decided) and drop it; what it
-    raised is logged, not raised. Its stage is removed with the scratch directory."""
+def discard_update(update: StagedUpdate, wait: bool = True) -> None:
+    """Drop an update no longer wanted: a refit was decided (``wait``: for it to end, so
+    that the refit has the workers), or the run failed (not waiting: the stage is removed
+    with the scratch directory, and again once the cluster is closed,
+    :func:`basics.atomic.remove_abandoned`). What it raised is logged, not raised."""
+    if not wait:
+        update.pool.shutdown(wait=False, cancel_futures=True)
+        return
     try:
         update.future.result()
     except Exception as exc:  # noqa: BLE001 - the refit goes on; the update is moot

@@ -45,12 +45,17 @@ class Window:
 
 
 def cut_window(data: Any, columns: list[str], holdout: float | None, holdout_data: Any,
-            options: TrainOptions, client: distributed.Client,
-            storage_options: Any) -> Window:
+               options: TrainOptions, client: distributed.Client, storage_options: Any,
+               persist: bool = False) -> Window:
     """Cut a window: the holdout (most recent ``holdout`` share, or ``holdout_data``), then
-    the calibration slice of the rest as :func:`pipelines.train.train` cuts it."""
+    the calibration slice of the rest as :func:`pipelines.train.train` cuts it; with
+    ``persist``, the window is read once and kept on the workers for every pass (the
+    counts, the cuts, the drift check's sample, the update: a window of new rows, small
+    next to the model and its earlier data)."""
     seed = options.random_state
     ddf = read_dataset(data, columns, storage_options=storage_options)
+    if persist:
+        ddf = client.persist(ddf)
     if holdout_data is not None:
         rest = ddf
         hold = read_dataset(holdout_data, columns, storage_options=storage_options)
@@ -65,8 +70,9 @@ def cut_window(data: Any, columns: list[str], holdout: float | None, holdout_dat
     return Window(fit, cal, client.persist(hold), n, holdout_data is None)
 
 
-def carried_rows(parent_record: Mapping[str, Any], columns: list[str], options: TrainOptions,
-             client: distributed.Client, storage_options: Any) -> list[dd.DataFrame]:
+def carried_rows(parent_record: Mapping[str, Any], columns: list[str],
+                 options: TrainOptions, client: distributed.Client,
+                 storage_options: Any) -> list[dd.DataFrame]:
     """The rows of the parent's window its model was not fit on (its calibration slice and
     holdout), which an update adds: they are past data now."""
     lineage = parent_record["lineage"]
@@ -74,8 +80,8 @@ def carried_rows(parent_record: Mapping[str, Any], columns: list[str], options: 
     held = lineage["holdout"]
     try:
         parent = cut_window(path, columns, held.get("fraction"),
-                         held["data"]["path"] if "data" in held else None, options, client,
-                         storage_options)
+                            held["data"]["path"] if "data" in held else None, options,
+                            client, storage_options)
     except FileNotFoundError:
         logger.warning("retrain: the parent's window %s is gone; its held-out rows are not "
                        "added", path)
