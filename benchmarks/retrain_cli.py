@@ -136,7 +136,8 @@ def _ebf(args: list[str], cfg: argparse.Namespace,
     cluster = ["--scheduler", cfg.scheduler] if cfg.scheduler else []
     argv = [sys.executable, "-m", "pipelines", *args, "--quiet", *cluster]
     t0, c0 = time.perf_counter(), _cpu()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    # run from the checkout: ``python -m`` puts the working directory first on the path
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=cfg.code)
     seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
