@@ -52,7 +52,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
@@ -75,7 +75,6 @@ from pipelines.registry.lineage import data_identity, inputs_key
 from pipelines.registry.store import Registry
 from pipelines.registry.update import discard_update, finish_update, start_update
 from pipelines.registry.window import Window, carried_rows, cut_window
-from pipelines.report.evaluate import evaluate
 from pipelines.schema import check_schema
 from pipelines.scoring.tasks import evaluate_model
 from pipelines.train import infer_task, train
@@ -251,22 +250,13 @@ def _with_holdout_test(drift: Any, rule: _DriftRule, parent_record: Mapping[str,
 
 
 def _recalibrate(model: Any, window: Window, features: list[str], target: str,
-                 options: TrainOptions, client: distributed.Client,
-                 saved: Any = None) -> dict:
-    """Learn the model's PIT map on the window's calibration slice (if it has one); a
-    staged model's branches predict from their shards (``saved``, its reader)."""
+                 options: TrainOptions, client: distributed.Client) -> dict:
+    """Learn the model's PIT map on the window's calibration slice (if it has one)."""
     if window.cal is None:
         return {"method": "none"}
-    recalibrate(model, window.cal[features], window.cal[target], client=client, saved=saved)
+    recalibrate(model, window.cal[features], window.cal[target], client=client)
     return {"method": options.calibrate, "fraction": float(options.calibration_fraction),
             "knots": model.recalibration_.n_knots}
-
-
-def _in_graph(frame: dd.DataFrame | None, client: distributed.Client) -> Any:
-    """A small collection computed here and made one partition of the graph again."""
-    if frame is None:
-        return None
-    return dd.from_pandas(client.compute(frame).result(), npartitions=1, sort=False)
 
 
 def _fit(data: dd.DataFrame, target: str, features: list[str], options: TrainOptions,
@@ -533,7 +523,7 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     if action == "update":
         with phases("update"):
             if update is not None:
-                challenger, staged, timings = finish_update(update)
+                staged, challenger, timings = finish_update(update, champion)
             else:
                 challenger = reader.load()  # the champion stays as it is
                 est = _dask_class(challenger).from_local(challenger, client=client,
@@ -552,27 +542,21 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
                        features, options, client, progress, storage_options)
         challenger, meta = res.model, res.metadata()
         data_seen = [*(seen if refit_on == "all" else []), window_id]
-    if staged is not None:
-        # the sharded passes read their partitions inside their tasks, which a persisted
-        # collection's cannot be: the slice and the holdout (small) as in-graph frames
-        window = replace(window, cal=_in_graph(window.cal, client),
-                         holdout=_in_graph(window.holdout, client))
     with phases("recalibrate"):
         meta["calibration"] = _recalibrate(challenger, window, features, target, options,
-                                           client, staged)
-        if staged is not None:  # its head again, with the map: the model to publish
-            staged = update.stage.write(challenger)
-            challenger = staged
+                                           client)
     meta.update(data=data, trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     fit_seconds = time.perf_counter() - t_fit
     with phases("challenger_score"):
-        if staged is not None:  # every branch scores its rows next to its shard
-            scored = evaluate(staged.url, window.holdout, target=target, client=client,
-                              storage_options=storage_options, strategy="sharded")
-        else:
-            scored = evaluate_model(challenger, window.holdout, target=target,
-                                    features=features, client=client)
-        scores = {"champion": _metrics(held), "challenger": _metrics(scored)}
+        scores = {"champion": _metrics(held),
+                  "challenger": _metrics(evaluate_model(challenger, window.holdout,
+                                                        target=target, features=features,
+                                                        client=client))}
+    if staged is not None:  # the head, recalibrated like the challenger
+        with phases("stage"):
+            staged.__dict__.update({k: v for k, v in challenger.__dict__.items()
+                                    if k != "branches_"})
+            challenger = update.stage.write(staged)
     promote, checks = gate(scores["champion"], scores["challenger"], tolerances)
     meta["lineage_params"] = params
     record = {"decision": "promoted" if promote else "kept", "action": action,

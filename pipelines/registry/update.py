@@ -12,13 +12,14 @@ when the decision is ``update``, :func:`discard_update` drops it when it is ``re
 update depends on nothing the scoring or the drift check compute, so the model is the one a
 sequential update makes.
 
-The challenger is then recalibrated and scored from the stage, each branch on the workers
-next to its shard (:func:`ebf.dask.calibration.recalibrate` with ``saved=``,
-:func:`pipelines.report.evaluate.evaluate`): this process never holds its branches.
+The gate then scores the challenger in this process, as the champion: its branches are the
+champion's where no row reached them (the same objects) and the updated ones read from
+their staged shards, so only those are loaded.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 import distributed
 
+from basics.threads import thread_map
 from ebf.artifact import ModelReader, ModelStage
 from ebf.dask.client import PhaseReport
 
@@ -92,18 +94,18 @@ def start_update(client: distributed.Client, champion: Any, reader: ModelReader,
     return StagedUpdate(pool.submit(run), stage, pool)
 
 
-def finish_update(update: StagedUpdate) -> tuple[Any, ModelReader, dict]:
-    """Wait for the update; the updated model, the staged model opened, and the timings.
+def finish_update(update: StagedUpdate, champion: Any) -> tuple[Any, Any, dict]:
+    """Wait for the update; the model to write, the same model in memory, and the timings.
 
     Returns
     -------
-    updated : estimator
-        The updated model, every branch a :class:`ebf.artifact.StoredPart` of the stage
-        (its head written: write it again with ``update.stage.write(updated)`` once it
-        is recalibrated).
-    staged : ebf.artifact.ModelReader
-        The staged model, to recalibrate and score from (``saved=``): each branch is read
-        on the workers from its shard, none in this process.
+    staged : estimator
+        The updated model, every branch a :class:`ebf.artifact.StoredPart` of the stage:
+        write its head with ``update.stage.write(staged, metadata)`` (after copying the
+        recalibration of ``challenger``).
+    challenger : estimator
+        The updated model with its branches in this process: the champion's where no row
+        reached them, the updated ones read from the stage (in threads).
     timings : dict
         Seconds per phase of the update.
 
@@ -113,10 +115,18 @@ def finish_update(update: StagedUpdate) -> tuple[Any, ModelReader, dict]:
         Whatever the update raised (nothing is then written but to the stage).
     """
     try:
-        updated, timings = update.future.result()
+        staged, timings = update.future.result()
     finally:
         update.pool.shutdown(wait=False)
-    return updated, update.stage.write(updated), timings
+    reader = update.stage.write(staged)  # a head, to read the updated branches back
+    reached = [b for b in range(len(staged.branches_))
+               if staged.branch_updates_[b] == staged.n_updates_ != champion.n_updates_]
+    reader.head()  # once, before the threads read parts against it
+    loaded = dict(zip(reached, thread_map(reader.load_part, reached, -1), strict=True))
+    challenger = copy.copy(staged)
+    challenger.__dict__["branches_"] = [loaded.get(b, part)
+                                        for b, part in enumerate(champion.branches_)]
+    return staged, challenger, timings
 
 
 def discard_update(update: StagedUpdate, wait: bool = True) -> None:
