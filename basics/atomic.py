@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["STALE_SECONDS", "atomic_dir", "remove_abandoned", "replace_file", "replacing",
-           "write_bytes",
+           "scratch_dir", "write_bytes",
            "write_json", "write_text"]
 
 from .locations import (
@@ -389,3 +389,56 @@ def atomic_dir(
     finally:
         end_writing(tmp.key)
     logger.info("wrote %s", target.url)
+
+
+@contextmanager
+def scratch_dir(parent: str | os.PathLike, name: str,
+                storage_options: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """A hidden working directory ``.<name>.tmp-<host>-<pid>-...`` in ``parent``, removed
+    when the block ends, whatever happens.
+
+    For files a job builds before it knows where they go (a model staged, scored, then
+    copied into the version that records it). Named and cleaned up like the temporaries of
+    :func:`atomic_dir`: what killed processes left under the same ``name`` in ``parent``
+    is removed first, and a directory given up while Dask tasks may still write to it is
+    removed again by :func:`remove_abandoned`.
+
+    Parameters
+    ----------
+    parent : str or path-like
+        An existing directory, local or an fsspec URL.
+    name : str
+    storage_options : dict, optional
+
+    Yields
+    ------
+    str
+        The directory (a local path, or a URL with the parent's protocol).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> with scratch_dir(root, "stage") as tmp:
+    ...     os.path.basename(tmp).startswith(".stage.tmp-"), os.path.isdir(tmp)
+    (True, True)
+    >>> os.listdir(root)
+    []
+    """
+    folder = _Place.of(parent, storage_options)
+    _sweep_stale(folder, folder.child(name))
+    tmp = folder.child(_temp_name(name, "tmp"))
+    begin_writing(tmp.key)
+    try:
+        try:
+            if tmp.fs is None:
+                os.mkdir(tmp.path)
+            else:
+                tmp.fs.makedirs(tmp.path, exist_ok=False)
+            yield tmp.url
+        finally:
+            tmp.remove()
+            with _lock:
+                _abandoned[tmp.key] = tmp
+    finally:
+        end_writing(tmp.key)

@@ -28,10 +28,16 @@ faster than the refit, with RMSE within 2% and NLPD within 1% of the refit's.
 
 Writes ``benchmarks/results/issue12/retrain.json`` and ``retrain.md``.
 
+``--cli`` times ``ebf retrain`` of one new month against ``ebf train`` on all months end to
+end from the command line instead, on the flights (155k rows) and 1M Friedman rows in
+months (:mod:`benchmarks.retrain_cli`, issue 44; its results go to
+``benchmarks/results/issue44/``).
+
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_retrain.py --quick
     PYTHONPATH=. python benchmarks/bench_retrain.py
+    PYTHONPATH=. python benchmarks/bench_retrain.py --cli --datasets flights friedman
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ from benchmarks.common import (
     versions,
     write_json,
 )
+from benchmarks.retrain_cli import RESULTS as CLI_RESULTS
+from benchmarks.retrain_cli import add_arguments
+from benchmarks.retrain_cli import main as cli_main
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue12"
 FULL = dict(rows_per_month=None, n_estimators=10)
@@ -190,12 +199,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n-estimators", type=int, help="trees per branch (10)")
     p.add_argument("--calibration-fraction", type=float, default=0.1)
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (2)")
-    p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--output", type=Path, help=f"results folder ({RESULTS}; CLI mode: "
+                   "results/issue44)")
+    add_arguments(p)
     return parse_with_sizes(p, argv, QUICK, FULL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
+    if cfg.cli:
+        cfg.output = cfg.output or CLI_RESULTS
+        return cli_main(cfg)
+    cfg.output = cfg.output or RESULTS
     rows = run(cfg)
     table = markdown(rows)
     print("\n" + table)

@@ -548,15 +548,26 @@ class _EBF(_BranchedEnsemble):
             check_updatable(spec, self.branches_[b], b)
         updates = update_groups(spec, self.branches_, A, target, groups, int(self.entropy_),
                                 old, n_jobs)
+        return self._take_updates(updates, {b: rows.size for b, rows in groups})
+
+    def _take_updates(self, updates: dict, counts: dict) -> Any:
+        """Record one update: branch ``b`` replaced by ``updates[b]``, which took
+        ``counts[b]`` new rows (a seam of ``ebf.dask``, whose workers update the branches;
+        the update count grows only if some branch took rows).
+
+        Returns
+        -------
+        self
+        """
         if not updates:
             return self
         branches = list(self.branches_)
         sizes = self.branch_rows_.copy()
         produced = self.branch_updates_.copy()
         n_updates = self.n_updates_ + 1
-        for b, rows in groups:
-            branches[b] = updates[b]
-            sizes[b] += rows.size
+        for b, new in updates.items():
+            branches[b] = new
+            sizes[b] += counts[b]
             produced[b] = n_updates
         # at once, and only these: the input attributes (feature names...) stay
         self.__dict__.update({"branches_": branches, "branch_rows_": sizes,

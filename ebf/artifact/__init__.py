@@ -50,12 +50,12 @@ from ._codec import ChecksumError, ModelFormatError, UnknownClassError, Unsuppor
 from ._manifest import FORMAT, FORMAT_VERSION, model_hash, read_manifest
 from ._packs import StoredPart
 from ._reader import ModelHead, ModelReader, load, open_model
-from ._writer import ModelStage, save, stage_model, write_part
+from ._writer import ModelStage, carry_part, save, stage_model, write_part
 from .classes import MODEL_CLASSES, estimator_from_state, estimator_state, new_estimator
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MODEL_CLASSES", "ChecksumError", "ModelFormatError",
-    "ModelHead", "ModelReader", "ModelStage", "StoredPart", "UnknownClassError",
+    "ModelHead", "ModelReader", "ModelStage", "StoredPart", "UnknownClassError", "carry_part",
     "UnsupportedVersionError", "estimator_from_state", "estimator_state", "load", "model_hash",
     "new_estimator", "open_model", "read_manifest", "save", "stage_model", "write_part",
 ]

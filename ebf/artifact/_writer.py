@@ -9,10 +9,13 @@ manifest's names and content hash are those :mod:`ebf.artifact._manifest` checks
 
 A model can also be written in steps (:func:`stage_model`): the parts first, each by
 :func:`write_part` wherever it was fit (a Dask worker writes its branch's shard at the end of
-its fit, so the driver never holds branch arrays), then the head and the manifest by
+its fit, so the driver never holds branch arrays), or by :func:`carry_part` from a saved
+model, unchanged (its shard's file linked or copied, byte for byte: an update of some
+branches leaves the others as they were), then the head and the manifest by
 :meth:`ModelStage.write` from a model whose parts are :class:`StoredPart` references. The
 stage is a hidden temporary directory that a complete model moves out of; nothing appears at
-the destination until then.
+the destination until then. :func:`save` of a saved model (a :class:`ModelReader`) copies
+its files the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,12 +36,19 @@ from basics.atomic import atomic_dir
 from basics.locations import check_destination
 from basics.versions import library_version
 
-from ._codec import ArrayWriter, content_hash, encode, features_entry, training_entry
+from ._codec import (
+    ArrayWriter,
+    ModelFormatError,
+    content_hash,
+    encode,
+    features_entry,
+    training_entry,
+)
 from ._manifest import FORMAT, FORMAT_VERSION, MANIFEST, hashed_keys
 from ._packs import HEAD_NAME, SHARD, PackWriter, Store, StoredPart, shard_name, write_pack
 from .classes import estimator_state
 
-__all__ = ["ModelStage", "StoredPart", "save", "stage_model", "write_part"]
+__all__ = ["ModelStage", "StoredPart", "carry_part", "save", "stage_model", "write_part"]
 
 
 def save(
@@ -63,8 +74,11 @@ def save(
 
     Parameters
     ----------
-    model : estimator
-        A fitted estimator whose class is in :data:`MODEL_CLASSES`.
+    model : estimator or ebf.artifact.ModelReader
+        A fitted estimator whose class is in :data:`MODEL_CLASSES`; or a saved model of
+        format 2, opened (:func:`ebf.artifact.open_model`), whose files are copied byte
+        for byte (hard links on one local file system) with ``metadata`` in place of its
+        own if given: the same model hash, nothing loaded.
     path : str or path-like
         Directory to create: a local path or an fsspec URL (``s3://bucket/models/m``).
         Its parent is created if missing.
@@ -118,6 +132,15 @@ def save(
         raise ValueError("format_version=1 writes local directories only; use format 2 for "
                          f"{store.url!r}.")
     check_destination(path, "model", overwrite=overwrite, storage_options=storage_options)
+    from ._reader import ModelReader
+
+    if isinstance(model, ModelReader):
+        if format_version == FORMAT_VERSION and not compact and (
+                model.format_version == FORMAT_VERSION):
+            with stage_model(path, overwrite=overwrite, storage_options=storage_options) as stage:
+                stage._copy_model(model, metadata)
+            return Path(path) if store.is_local else store.url
+        model = model.load()  # another format, or compacted: rewritten from the estimator
     if compact and callable(getattr(model, "compact", None)):
         model = model.compact()
     top = estimator_state(model)  # before touching the disk: NotFittedError etc. come first
@@ -148,6 +171,59 @@ def write_part(stage: str, index: int, part: Any,
     StoredPart
     """
     return _write_shard(stage, index, estimator_state(part), storage_options)
+
+
+def carry_part(stage: str, index: int, reader: Any,
+               storage_options: Mapping[str, Any] | None = None) -> StoredPart:
+    """Part ``index`` of the saved model ``reader`` into ``stage``, unchanged.
+
+    Its shard's file is hard-linked (one local file system) or copied, byte for byte: the
+    part keeps its size and sha256, and nothing is decoded. Every load checks the file
+    against its manifest entry as for any shard. Like :func:`write_part`, it may be done
+    again (a retry replaces the shard with the same bytes).
+
+    Parameters
+    ----------
+    stage : str
+        :attr:`ModelStage.url`.
+    index : int
+        The part's position, the same in both models.
+    reader : ebf.artifact.ModelReader
+        A saved model of format 2.
+    storage_options : mapping, optional
+        The stage's fsspec options.
+
+    Returns
+    -------
+    StoredPart
+    """
+    entry = reader.manifest["shards"][int(index)]
+    _copy_file(reader.store, Store(stage, storage_options), shard_name(int(index)),
+               int(entry["bytes"]))
+    return StoredPart(stage, int(index), dict(entry))
+
+
+def _copy_file(source: Store, target: Store, name: str, size: int) -> None:
+    """File ``name`` of ``source`` to ``target``, whole or not at all: a hard link where both
+    are local (and on one file system), else a copy. The source must be a regular file of
+    ``size`` bytes (as its manifest says) inside its model directory, never a link."""
+    with source.open(name, f"file {name}") as f:  # checked as any load checks it
+        found = source.size(f, name)
+        if found != size:
+            raise ModelFormatError(f"{source.path(name)}: {found} bytes where its manifest "
+                                   f"says {size}")
+        if source.is_local and target.is_local:
+            dst = Path(target.root) / name
+            dst.parent.mkdir(exist_ok=True)
+            try:
+                if dst.exists():  # a retry: the same bytes again
+                    dst.unlink()
+                os.link(Path(source.root) / name, dst, follow_symlinks=False)
+                return
+            except OSError:  # another file system, or no hard links here: copy
+                pass
+        with target.replace(name) as out:
+            shutil.copyfileobj(f, out, 1 << 22)
 
 
 def _write_shard(stage: str, index: int, value: dict,
@@ -268,6 +344,23 @@ class ModelStage:
         entries["head"] = {"file": HEAD_NAME, "bytes": size, "sha256": digest}
         entries["shards"] = shards
         return entries
+
+    def _copy_model(self, reader: Any, metadata: Mapping[str, Any] | None) -> None:
+        """Write the saved model ``reader`` (format 2) here: its packs copied or linked, its
+        manifest with ``metadata`` as the user's metadata if given (which the model hash
+        does not cover)."""
+        manifest = json.loads(json.dumps(reader.manifest))
+        out = Store(self.url, self.storage_options)
+        files = [(manifest["head"]["file"], manifest["head"]["bytes"])]
+        files += [(s["file"], s["bytes"]) for s in manifest.get("shards", ())]
+        for name, size in files:
+            _copy_file(reader.store, out, name, int(size))
+        if metadata is not None:
+            manifest["metadata"] = {**manifest["metadata"],
+                                    "user": encode(dict(metadata), None, "metadata")}
+        with out.replace(MANIFEST) as f:
+            f.write(json.dumps(manifest, allow_nan=False, indent=1).encode("utf-8"))
+        self.written = True
 
     @staticmethod
     def _remove_strays(out: Store, keep: set[str]) -> None:

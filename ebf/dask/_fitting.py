@@ -43,7 +43,7 @@ from ..ensemble import FitPlan
 from ._predict import predict_frame, predict_series
 from ._scoring import score
 from ._shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
-from ._update import update_model
+from ._update import update_model, update_saved
 from .branches import (
     BranchMemoryError,
     fit_branches,
@@ -277,8 +277,8 @@ class _DaskEBF(_DaskEnsemble):
         return local, plan, branches, trunk, held_out
 
 
-    def partial_fit(self, X: Any, y: Any, *,
-                    progress: PhaseReport | None = None) -> _DaskEBF:
+    def partial_fit(self, X: Any, y: Any, *, progress: PhaseReport | None = None,
+                    stage: ModelStage | None = None, saved: Any = None) -> _DaskEBF:
         """Take new rows under the stored trunk, on the cluster; unfitted: :meth:`fit`.
 
         The local :meth:`~ebf.EmpiricalBayesianForestRegressor.partial_fit` on the
@@ -298,6 +298,15 @@ class _DaskEBF(_DaskEnsemble):
         y : dask.dataframe.Series
             Targets, partitioned like ``X``.
         progress : callable ``progress(phase, done, total)``, optional
+        stage : ebf.artifact.ModelStage, optional
+            Write the updated model there instead (with ``saved``): the model stays as
+            it is, each branch the rows reach is loaded from ``saved``, updated and
+            written to the stage by one task on a worker, the others are carried over
+            unchanged (:func:`ebf.dask._update.update_saved`); ``model_`` then holds the
+            updated model with :class:`ebf.artifact.StoredPart` branches, whose head
+            ``stage.write(model_, metadata)`` writes.
+        saved : ebf.artifact.ModelReader, optional
+            The model, saved (``ebf.artifact.open_model``); required with ``stage``.
 
         Returns
         -------
@@ -305,10 +314,17 @@ class _DaskEBF(_DaskEnsemble):
         """
         model = self.__dict__.get("model_")
         if model is None:
-            return self.fit(X, y, progress=progress)
+            return self.fit(X, y, progress=progress, stage=stage)
+        if (stage is None) != (saved is None):
+            raise ValueError("partial_fit writes to a stage from the saved model: give both "
+                             "stage and saved, or neither.")
         phases = Phases(progress)
         with phases("partial_fit"):
-            self.model_ = update_model(current_client(self.client), model, X, y, phases)
+            if stage is None:
+                self.model_ = update_model(current_client(self.client), model, X, y, phases)
+            else:
+                self.model_ = update_saved(current_client(self.client), model, saved, X, y,
+                                           stage, phases)
         self.fit_timings_ = phases.timings
         return self
 

@@ -3,18 +3,29 @@
 The new rows are checked against the model (columns and kinds on the metadata, labels and
 targets in the summary pass), encoded with the model's own encoder and routed by its trunk
 on the workers, partition by partition (the rows are read once and kept on the workers
-for the two passes). The branches are then updated in this process (a Dask fit's branches
-that receive rows are gathered first; the others stay on the workers).
-The model is not sharded on the workers (every worker would need all of it, or its
-branches would travel out and back, tens of MB per branch for Mondrian forests), and a
-window of new rows is small next to the model that has seen every earlier window, so the
-encoded rows come to the model: a few float64 columns per row. The model's seam
-``_update_encoded`` then runs the local ``partial_fit`` on them (``ebf._update``), so the
-result equals the local ``partial_fit`` on ``X.compute()``, bit for bit.
+for the two passes). The branches the rows reach are then updated, in one of two ways:
+
+- **in memory** (:func:`update_model`): the branches the rows reach are brought to this
+  process (a Dask fit's are gathered from the workers; the others stay there), so the
+  encoded rows come to them (a window of new rows is small next to the model: a few
+  float64 columns per row), and the model's seam ``_update_encoded`` runs the local
+  ``partial_fit`` on them (``ebf._update``);
+- **saved** (:func:`update_saved`): the model is saved (its reader, ``ebf.artifact``) and
+  a new one is staged (:func:`ebf.artifact.stage_model`). Each branch the rows reach is
+  updated in one task on a worker, which loads its shard alone, takes that branch's rows
+  of every partition (in row order) and writes the updated branch's shard to the stage;
+  the other branches are carried into the stage unchanged (their files linked or copied,
+  :func:`ebf.artifact.carry_part`), neither loaded nor rewritten. This process holds the
+  model's head and the shards' references only.
+
+Either way every updated branch is ``ebf._update.update_branch`` of the branch's rows in
+arrival order with the model's seed, so the result equals the local ``partial_fit`` on
+``X.compute()``, bit for bit.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import numpy as np
@@ -22,13 +33,46 @@ import pandas as pd
 from distributed import Client
 from sklearn.base import is_classifier
 
+from ..artifact import StoredPart, carry_part, write_part
 from ..learners import get_learner, online_learners
 from ._shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
 from .client import gather
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
 from .live import gather_model
 
-__all__ = ["update_model"]
+__all__ = ["update_model", "update_saved"]
+
+#: Retries of a branch update task that raised (a worker that died is handled by the
+#: scheduler); the task writes its shard whole or not at all, so a retry writes it again.
+UPDATE_RETRIES = 2
+
+
+def _routed(client: Client, model: Any, X: Any, y: Any, phases: Any) -> tuple:
+    """The new rows checked, encoded and routed by ``model``'s trunk on the workers:
+    ``(routed futures, encoded data)``, one routed frame per partition."""
+    if not get_learner(model.branch).online:
+        raise ValueError(
+            f"partial_fit on Dask extends only {online_learners()} branches online; "
+            f"this model's branch={model.branch!r} (CART) forests keep no rows. Refit "
+            "with fit(X, y), or update the local model with its earlier rows: "
+            "to_local().partial_fit(X, y, previous=(X_old, y_old)).")
+    task = "classification" if is_classifier(model) else "regression"
+    classes = getattr(model, "classes_", None)
+    with phases("schema"):
+        frame, layout = check_inputs(X, y, None, task)
+        check_columns(model, X, layout)
+        # a window is small next to the model: read it once for the two passes below
+        frame = client.persist(frame)
+    with phases("summary"):
+        summary = summarize(client, frame, layout, phases.report("summary"),
+                            allow_nan=model._missing_values)
+        check_known_labels(layout, summary, classes)
+    with phases("encode"):
+        data = encode(client, frame, layout,
+                      InputSummary(summary.lengths, model.encoder_, classes,
+                                   model._missing_values),
+                      phases.report("encode"))
+    return route_by_trunk(client, data, model.trunk_), data
 
 
 def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any:
@@ -58,30 +102,8 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any
         CART branches, other columns, labels never seen, a predict-only or constant branch
         that receives rows. The model is then unchanged.
     """
-    if not get_learner(model.branch).online:
-        raise ValueError(
-            f"partial_fit on Dask extends only {online_learners()} branches online; "
-            f"this model's branch={model.branch!r} (CART) forests keep no rows. Refit "
-            "with fit(X, y), or update the local model with its earlier rows: "
-            "to_local().partial_fit(X, y, previous=(X_old, y_old)).")
-    task = "classification" if is_classifier(model) else "regression"
-    classes = getattr(model, "classes_", None)
-    with phases("schema"):
-        frame, layout = check_inputs(X, y, None, task)
-        check_columns(model, X, layout)
-        # a window is small next to the model: read it once for the two passes below
-        frame = client.persist(frame)
-    with phases("summary"):
-        summary = summarize(client, frame, layout, phases.report("summary"),
-                            allow_nan=model._missing_values)
-        check_known_labels(layout, summary, classes)
-    with phases("encode"):
-        data = encode(client, frame, layout,
-                      InputSummary(summary.lengths, model.encoder_, classes,
-                                   model._missing_values),
-                      phases.report("encode"))
+    routed, data = _routed(client, model, X, y, phases)
     with phases("route"):
-        routed = route_by_trunk(client, data, model.trunk_)
         frames = gather(client, routed, phases.report("route"))
         data.release()
         del routed
@@ -93,3 +115,89 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any
         # the cluster waits meanwhile: the branches use this machine's cores
         model._update_encoded(A, rows[TARGET].to_numpy(), leaf, n_jobs=-1)
     return model
+
+
+def _counts(part: pd.DataFrame, n_branches: int) -> np.ndarray:
+    return np.bincount(part[BRANCH].to_numpy(), minlength=n_branches)
+
+
+def _update_part(reader: Any, b: int, spec: Any, entropy: int, n_features: int,
+                 stage: tuple[str, dict], *routed: pd.DataFrame) -> tuple:
+    """Branch ``b`` loaded from its shard, updated with its rows of every routed partition
+    (in partition order, so in row order) and written to the stage: its reference and its
+    count of new rows."""
+    from .._update import update_branch
+
+    rows = pd.concat([p[p[BRANCH].to_numpy() == b] for p in routed], ignore_index=True)
+    A = np.ascontiguousarray(rows[feature_columns(n_features)].to_numpy(np.float64))
+    new = update_branch(spec, reader.load_part(b), A, rows[TARGET].to_numpy(), entropy, b)
+    return write_part(stage[0], b, new, stage[1]), len(rows)
+
+
+def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage: Any,
+                 phases: Any) -> Any:
+    """Update the saved EBF ``reader`` with the rows of ``(X, y)`` into ``stage``, on the
+    workers; the updated model, its branches :class:`ebf.artifact.StoredPart` references.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    model : EmpiricalBayesianForestRegressor or EmpiricalBayesianForestClassifier
+        The saved model's head: its encoder, trunk, classes and update record are read
+        (its branches may be the loaded ones or references: they are not used, but every
+        branch that receives rows is checked to be updatable, unless it is a reference).
+        It is not modified.
+    reader : ebf.artifact.ModelReader
+        The saved model (format 2): the branches are read from its shards.
+    X : dask.dataframe.DataFrame
+    y : dask.dataframe.Series
+    stage : ebf.artifact.ModelStage
+        Where the new model is written: every shard here, the head by the caller
+        (``stage.write(updated, metadata)``).
+    phases : callable
+        As in :func:`update_model`.
+
+    Returns
+    -------
+    estimator
+        A shallow copy of ``model`` with the update recorded (``branch_rows_``,
+        ``branch_updates_``, ``n_updates_``) and every branch a ``StoredPart`` of
+        ``stage``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`update_model`, before any shard is written.
+    """
+    import copy
+
+    from .._update import check_updatable
+
+    routed, data = _routed(client, model, X, y, phases)
+    n_branches = len(model.branches_)
+    token = uuid.uuid4().hex[:12]
+    with phases("route"):
+        counts = np.sum(gather(client, client.map(_counts, routed, n_branches=n_branches,
+                                                  pure=False), phases.report("route")),
+                        axis=0, dtype=np.int64) if routed else np.zeros(n_branches, np.int64)
+        data.release()
+    spec = model._fit_plan(model.encoder_, getattr(model, "classes_", None), 1).spec
+    reached = [b for b in range(n_branches) if counts[b]]
+    for b in reached:  # every branch that gets rows can take them, before any work
+        if not isinstance(model.branches_[b], StoredPart):
+            check_updatable(spec, model.branches_[b], b)
+    where = (stage.url, stage.storage_options)
+    with phases("branches"):
+        futures = [client.submit(_update_part, reader, b, spec, int(model.entropy_),
+                                 data.n_features, where, *routed, pure=False,
+                                 key=f"ebf-update-{b}-{token}", retries=UPDATE_RETRIES)
+                   for b in reached]
+        del routed
+        # meanwhile the branches the rows do not reach go to the stage as they are
+        parts = {b: carry_part(stage.url, b, reader, stage.storage_options)
+                 for b in range(n_branches) if not counts[b]}
+        done = gather(client, futures, phases.report("branches"))
+    updated = copy.copy(model)
+    updated.__dict__["branches_"] = [parts.get(b) for b in range(n_branches)]
+    return updated._take_updates({b: r[0] for b, r in zip(reached, done, strict=True)},
+                                 {b: r[1] for b, r in zip(reached, done, strict=True)})

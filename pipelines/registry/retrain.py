@@ -19,7 +19,11 @@
 
    - ``update``: the champion's Mondrian branches are extended online with the window's rows
      under its trunk (Dask ``partial_fit``), and the model is recalibrated on the most recent
-     rows as at training (``calibrate``);
+     rows as at training (``calibrate``). The update starts on the workers before the
+     decision, while the champion is scored (:mod:`pipelines.registry.update`): only the
+     branches the rows reach are loaded and written, each on a worker, into a stage in the
+     registry (:meth:`~pipelines.registry.store.Registry.scratch`); the others are carried
+     over as they are (their shard files linked);
    - ``refit`` (a test fired): a new model on all the data of the lineage plus the window
      (``refit_on="all"``) or on the window alone (``"window"``), with the champion's
      training options. A model that cannot be updated (CART or predict-only branches) is
@@ -47,6 +51,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
@@ -59,14 +64,17 @@ from basics.locations import check_location
 from basics.scores import SCORES, gate_check, scores_of
 from basics.versions import library_version
 from cluster import current_client
-from ebf.dask.calibration import calibration_rows, recalibrate
-from ebf.dask.client import PhaseReport
+from ebf.artifact import FORMAT_VERSION
+from ebf.dask.calibration import recalibrate
+from ebf.dask.client import PhaseReport, Phases
 from ebf.diagnostics import DEFAULT_THRESHOLD, performance, trunk_drift, with_performance
 from ebf.learners import get_learner
 from pipelines.io import read_dataset
 from pipelines.options import TrainOptions
 from pipelines.registry.lineage import data_identity, inputs_key
 from pipelines.registry.store import Registry
+from pipelines.registry.update import discard_update, finish_update, start_update
+from pipelines.registry.window import Window, carried_rows, cut_window
 from pipelines.schema import check_schema
 from pipelines.scoring.tasks import evaluate_model
 from pipelines.train import infer_task, train
@@ -180,64 +188,6 @@ def _dask_class(model: Any) -> type:
                     "Empirical Bayesian Forests.")
 
 
-@dataclass
-class _Window:
-    """A window of data cut for one version: the rows to fit, the most recent slice of them
-    to recalibrate on (``cal``, None without recalibration) and the holdout of the gate
-    (``own_holdout``: the window's most recent rows rather than a separate dataset)."""
-
-    fit: dd.DataFrame
-    cal: dd.DataFrame | None
-    holdout: dd.DataFrame
-    n_rows: int
-    own_holdout: bool
-
-    @property
-    def excluded(self) -> list[dd.DataFrame]:
-        """The window's rows the version's model was not fit on, in dataset order."""
-        return [d for d in (self.cal, self.holdout if self.own_holdout else None)
-                if d is not None]
-
-
-def _window(data: Any, columns: list[str], holdout: float | None, holdout_data: Any,
-            options: TrainOptions, client: distributed.Client,
-            storage_options: Any) -> _Window:
-    """Cut a window: the holdout (most recent ``holdout`` share, or ``holdout_data``), then
-    the calibration slice of the rest as :func:`pipelines.train.train` cuts it."""
-    seed = options.random_state
-    ddf = read_dataset(data, columns, storage_options=storage_options)
-    if holdout_data is not None:
-        rest = ddf
-        hold = read_dataset(holdout_data, columns, storage_options=storage_options)
-        n = int(client.compute(ddf.shape[0]).result())
-    else:
-        rest, hold, n = calibration_rows(ddf, "recent", holdout, seed, client)
-    fit, cal = rest, None
-    if options.calibrate != "none":
-        fit, cal, _ = calibration_rows(rest, options.calibrate, options.calibration_fraction,
-                                       seed, client)
-        cal = client.persist(cal)  # small, and read by several passes
-    return _Window(fit, cal, client.persist(hold), n, holdout_data is None)
-
-
-def _carried(parent_record: Mapping[str, Any], columns: list[str], options: TrainOptions,
-             client: distributed.Client, storage_options: Any) -> list[dd.DataFrame]:
-    """The rows of the parent's window its model was not fit on (its calibration slice and
-    holdout), which an update adds: they are past data now."""
-    lineage = parent_record["lineage"]
-    path = lineage["new_data"]["path"]
-    held = lineage["holdout"]
-    try:
-        parent = _window(path, columns, held.get("fraction"),
-                         held["data"]["path"] if "data" in held else None, options, client,
-                         storage_options)
-    except FileNotFoundError:
-        logger.warning("retrain: the parent's window %s is gone; its held-out rows are not "
-                       "added", path)
-        return []
-    return parent.excluded
-
-
 @dataclass(frozen=True)
 class _DriftRule:
     """The options of the drift check: family-wise level and correction, and whether (and
@@ -249,7 +199,7 @@ class _DriftRule:
     tolerance: float
 
 
-def _drift(model: Any, window: _Window, features: list[str], target: str,
+def _drift(model: Any, window: Window, features: list[str], target: str,
            rule: _DriftRule, seed: int, client: distributed.Client) -> Any:
     """The trunk-drift report of the window's fit rows."""
     frame = window.fit[[*features, target]]
@@ -299,7 +249,7 @@ def _with_holdout_test(drift: Any, rule: _DriftRule, parent_record: Mapping[str,
     return with_performance(drift, test), ""
 
 
-def _recalibrate(model: Any, window: _Window, features: list[str], target: str,
+def _recalibrate(model: Any, window: Window, features: list[str], target: str,
                  options: TrainOptions, client: distributed.Client) -> dict:
     """Learn the model's PIT map on the window's calibration slice (if it has one)."""
     if window.cal is None:
@@ -446,28 +396,31 @@ def retrain(
                    "holdout": ({"data": holdout_id} if holdout_id is not None
                                else {"fraction": holdout}),
                    "code_version": library_version()}
-        if parent is None:
-            model, meta, record = _first_version(data, target, features, holdout,
-                                                 holdout_data, options, client, progress,
-                                                 storage_options)
-            lineage["data"] = [window_id]
-        else:
-            model, meta, record = _challenger(reg, parent, data, holdout, holdout_data,
-                                              window_id, rule, tolerances,
-                                              refit_on, client, progress, storage_options)
-            lineage["data"] = record.pop("data")
-        lineage["params"] = meta["lineage_params"]
-        del meta["lineage_params"]
-        record.update(key=key, lineage=lineage,
-                      seconds=round(time.perf_counter() - t0, 3))
-        promote = record["decision"] != "kept"
+        with ExitStack() as stack:
+            if parent is None:
+                model, meta, record = _first_version(data, target, features, holdout,
+                                                     holdout_data, options, client, progress,
+                                                     storage_options)
+                lineage["data"] = [window_id]
+            else:
+                scratch = stack.enter_context(reg.scratch())
+                model, meta, record = _challenger(reg, parent, data, holdout, holdout_data,
+                                                  window_id, rule, tolerances, refit_on,
+                                                  client, progress, storage_options, scratch)
+                lineage["data"] = record.pop("data")
+            lineage["params"] = meta["lineage_params"]
+            del meta["lineage_params"]
+            record.update(key=key, lineage=lineage,
+                          seconds=round(time.perf_counter() - t0, 3))
+            promote = record["decision"] != "kept"
 
-        def write(model_dir: str) -> None:
-            from ebf.artifact import save
+            def write(model_dir: str) -> None:
+                from ebf.artifact import save
 
-            save(model, model_dir, metadata=meta, storage_options=storage_options)
+                # a staged model (its reader) is linked into place, file by file
+                save(model, model_dir, metadata=meta, storage_options=storage_options)
 
-        version = reg.publish(write, record, promote=promote)
+            version = reg.publish(write, record, promote=promote)
     logger.info("retrain: version %d, %s (%s)", version, record["decision"], record["action"])
     return RetrainResult(version, record["decision"], record["action"], reg.record(version),
                          timings={"total": time.perf_counter() - t0})
@@ -487,8 +440,8 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
     if options.calibrate == "auto":
         options = options.replace(calibrate="recent" if options.task == "regression"
                                   else "none")
-    window = _window(data, [*chosen, target], holdout, holdout_data, options, client,
-                     storage_options)
+    window = cut_window(data, [*chosen, target], holdout, holdout_data, options, client,
+                        storage_options)
     res = _fit(window.fit, target, chosen, options, client, progress, storage_options)
     calibration = _recalibrate(res.model, window, chosen, target, options, client)
     metrics = _metrics(evaluate_model(res.model, window.holdout, target=target,
@@ -505,9 +458,14 @@ def _first_version(data: str, target: str | None, features: Sequence[str] | None
 def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
                 holdout_data: str | None, window_id: dict, drift_rule: _DriftRule,
                 tolerances: dict, refit_on: str, client: distributed.Client,
-                progress: PhaseReport | None, storage_options: Any) -> tuple[Any, dict, dict]:
-    from ebf.artifact import load
-    from pipelines.artifacts import open_artifact
+                progress: PhaseReport | None, storage_options: Any,
+                scratch: str) -> tuple[Any, dict, dict]:
+    """The challenger (a model, or the staged model's reader), its metadata and record.
+
+    A champion that can be updated is updated on the workers from the start, into the
+    ``scratch`` stage, while this process scores it on the holdout and runs the drift check
+    (:mod:`pipelines.registry.update`); a refit decision drops that update."""
+    from ebf.artifact import open_model
 
     parent_record = reg.record(parent)
     params = parent_record["lineage"]["params"]
@@ -518,56 +476,94 @@ def _challenger(reg: Registry, parent: int, data: str, holdout: float | None,
     check_schema(data, target, features, storage_options=storage_options)
     if holdout_data is not None:
         check_schema(holdout_data, target, features, storage_options=storage_options)
-    path = reg.verified_model(parent)
-    champion = load(path, storage_options=storage_options)
-    meta = dict(open_artifact(path, storage_options).training)
+    phases = Phases(None)
+    with phases("load"):
+        reader = open_model(reg.verified_model(parent), storage_options)
+        champion = reader.load()
+        user = reader.manifest.get("metadata", {}).get("user")
+        meta = dict(user) if isinstance(user, dict) else {}
     columns = [*features, target]
-    window = _window(data, columns, holdout, holdout_data, options, client, storage_options)
-    # the champion's holdout scores, row by row for the holdout-score test: before the fit,
-    # whose kind the test decides
-    held = evaluate_model(champion, window.holdout, target=target, features=features,
-                          client=client, row_scores=True)
-    drift = _drift(champion, window, features, target, drift_rule, options.random_state,
-                   client)
+    with phases("window"):
+        window = cut_window(data, columns, holdout, holdout_data, options, client,
+                            storage_options, persist=True)
+    online = get_learner(champion.branch).online
+    seen = list(parent_record["lineage"]["data"])
+    update = None
+    if online and not champion.compact_:
+        with phases("carried"):
+            rows = dd.concat([*carried_rows(parent_record, columns, options, client,
+                                        storage_options), window.fit])
+        if reader.format_version == FORMAT_VERSION:  # else updated in memory, below
+            update = start_update(client, champion, reader, rows[features], rows[target],
+                                  scratch, options.branch_memory, progress, storage_options)
+    try:
+        # the champion's holdout scores, row by row for the holdout-score test: before
+        # the decision, while the workers update
+        with phases("champion_score"):
+            held = evaluate_model(champion, window.holdout, target=target, features=features,
+                                  client=client, row_scores=True)
+        with phases("drift"):
+            drift = _drift(champion, window, features, target, drift_rule,
+                           options.random_state, client)
+    except BaseException:
+        if update is not None:
+            discard_update(update, wait=False)
+        raise
     drift, note = _with_holdout_test(drift, drift_rule, parent_record,
                                      holdout if holdout_data is None else None, held,
                                      options.random_state)
     action, reason = drift.decision, drift.reason + note
-    online = get_learner(champion.branch).online
     if action == "update" and (not online or champion.compact_):
         action = "refit"
         reason = (f"the champion's branch={champion.branch!r} forests cannot be extended "
                   "online" if not online
                   else "the champion is predict-only (compact)")
-    seen = list(parent_record["lineage"]["data"])
     t_fit = time.perf_counter()
+    staged = None
     if action == "update":
-        challenger = load(path, storage_options=storage_options)  # the champion stays as is
-        rows = dd.concat([*_carried(parent_record, columns, options, client, storage_options),
-                          window.fit])
-        est = _dask_class(challenger).from_local(challenger, client=client,
-                                                 branch_memory=options.branch_memory)
-        est.partial_fit(rows[features], rows[target], progress=progress)
-        meta.update(rows=int(challenger.branch_sizes_.sum()), timings=dict(est.fit_timings_))
+        with phases("update"):
+            if update is not None:
+                staged, challenger, timings = finish_update(update, champion)
+            else:
+                challenger = reader.load()  # the champion stays as it is
+                est = _dask_class(challenger).from_local(challenger, client=client,
+                                                         branch_memory=options.branch_memory)
+                est.partial_fit(rows[features], rows[target], progress=progress)
+                timings = dict(est.fit_timings_)
+        meta.update(rows=int(challenger.branch_sizes_.sum()), timings=timings)
         data_seen = [*seen, window_id]
     else:
+        if update is not None:
+            discard_update(update)
         old = [d["path"] for d in seen] if refit_on == "all" else []
         frames = [read_dataset(p, columns, storage_options=storage_options) for p in old]
-        res = _fit(dd.concat([*frames, window.fit]) if frames else window.fit, target,
-                   features, options, client, progress, storage_options)
+        with phases("refit"):
+            res = _fit(dd.concat([*frames, window.fit]) if frames else window.fit, target,
+                       features, options, client, progress, storage_options)
         challenger, meta = res.model, res.metadata()
         data_seen = [*(seen if refit_on == "all" else []), window_id]
-    meta["calibration"] = _recalibrate(challenger, window, features, target, options, client)
+    with phases("recalibrate"):
+        meta["calibration"] = _recalibrate(challenger, window, features, target, options,
+                                           client)
     meta.update(data=data, trained_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     fit_seconds = time.perf_counter() - t_fit
-    scores = {"champion": _metrics(held),
-              "challenger": _metrics(evaluate_model(challenger, window.holdout, target=target,
-                                                    features=features, client=client))}
+    with phases("challenger_score"):
+        scores = {"champion": _metrics(held),
+                  "challenger": _metrics(evaluate_model(challenger, window.holdout,
+                                                        target=target, features=features,
+                                                        client=client))}
+    if staged is not None:  # the head, recalibrated like the challenger
+        with phases("stage"):
+            staged.__dict__.update({k: v for k, v in challenger.__dict__.items()
+                                    if k != "branches_"})
+            challenger = update.stage.write(staged)
     promote, checks = gate(scores["champion"], scores["challenger"], tolerances)
     meta["lineage_params"] = params
     record = {"decision": "promoted" if promote else "kept", "action": action,
               "reason": reason, "metrics": scores,
               "gate": {"tolerances": tolerances, "checks": checks},
-              "drift": drift.to_dict(), "timings": {"fit": round(fit_seconds, 3)},
+              "drift": drift.to_dict(),
+              "timings": {"fit": round(fit_seconds, 3),
+                          **{k: round(v, 3) for k, v in phases.timings.items()}},
               "data": data_seen}
     return challenger, meta, record

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from basics.atomic import atomic_dir
+from basics.atomic import atomic_dir, scratch_dir
 from basics.locations import mark_output
 from basics.places import Place
 
@@ -215,6 +215,21 @@ class Registry:
             raise RegistryError(f"the version record {place.url} says it is version "
                                 f"{rec.get('version')!r}, not {version}; {fix}")
         return rec
+
+    @contextmanager
+    def scratch(self) -> Iterator[str]:
+        """A hidden working directory in the model's folder, removed when the block ends
+        (:func:`basics.atomic.scratch_dir`): where a writer holding the lock stages a model
+        before it publishes it (on the registry's file system, so the publish links its
+        files rather than copying them). It is neither a version nor a leftover of one.
+
+        Yields
+        ------
+        str
+        """
+        self._check_held("staging a model")
+        with scratch_dir(self._dir.url, "stage", self.storage_options) as url:
+            yield url
 
     def model_path(self, version: int) -> str:
         """The URL of a version's model directory (``vNNNN/model``), unchecked: to read a

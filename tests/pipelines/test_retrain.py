@@ -92,6 +92,41 @@ def test_version_1_update_refit_and_lineage(tmp_path, windows, dask_client):
     assert refit.branch_sizes_.sum() == 4000 + february + 3000 - 300 - 270
 
 
+def test_a_retrain_touching_one_trunk_leaf_writes_only_that_leafs_shard(tmp_path, windows,
+                                                                        dask_client):
+    """The branches no new row reaches keep their shards: the same bytes and hashes, the
+    files linked from the champion's version, neither loaded nor rewritten."""
+    from ebf.artifact import load, open_model
+
+    reg_url, hold = str(tmp_path / "registry"), windows["mar"]
+    retrain(reg_url, windows["jan"], target="y", holdout_data=hold, client=dask_client,
+            train_options={**OPTIONS, "calibrate": "none"})  # no held-out rows to carry
+    reg = Registry(reg_url)
+    champion = load(reg.model_path(1))
+    rows = pd.read_parquet(windows["feb"])
+    leaf = champion.apply(rows[["x0", "x1", "x2", "x3"]])
+    touched = int(np.bincount(leaf).argmax())
+    os.makedirs(tmp_path / "one-leaf")
+    # too few rows for the drift check to test a split (it would see the root's split fail:
+    # every row on one side)
+    rows[leaf == touched].iloc[:20].to_parquet(tmp_path / "one-leaf" / "part.0.parquet",
+                                               index=False)
+    second = retrain(reg_url, str(tmp_path / "one-leaf"), holdout_data=hold,
+                     performance_drift=False, client=dask_client)
+    assert second.action == "update", str(second.record["drift"])
+    before = open_model(reg.model_path(1)).manifest["shards"]
+    after = open_model(reg.model_path(2)).manifest["shards"]
+    assert len(before) == len(after) == champion.trunk_.n_leaves_ > 1
+    for b, (old, new) in enumerate(zip(before, after, strict=True)):
+        linked = os.path.samefile(os.path.join(reg.model_path(1), old["file"]),
+                                  os.path.join(reg.model_path(2), new["file"]))
+        assert (old["sha256"] == new["sha256"]) == linked == (b != touched), b
+    updated = load(reg.model_path(2))
+    assert updated.branch_updates_.tolist() == [int(b == touched) for b in range(len(after))]
+    assert not [e for e in os.listdir(os.path.dirname(reg.model_path(1)) + "/..")
+                if e.startswith(".")]  # the staged model is gone
+
+
 def test_rerun_is_a_noop_and_a_busy_registry_fails_clearly(tmp_path, windows, dask_client):
     reg_url = str(tmp_path / "registry")
     retrain(reg_url, windows["jan"], target="y", train_options=OPTIONS, client=dask_client)

@@ -3,6 +3,8 @@ one refuses, before reading data."""
 
 from __future__ import annotations
 
+import os
+
 import dask.dataframe as dd
 import numpy as np
 import pytest
@@ -85,3 +87,38 @@ def test_from_local_wraps_a_loaded_model_for_updates(dask_client, tmp_path):
     assert_same_predictions(loaded, local, make_frame(100, seed=3)[FEATURES])
     with pytest.raises(TypeError, match="takes a EmpiricalBayesianForestRegressor"):
         DaskEmpiricalBayesianForestRegressor.from_local(object())
+
+
+@pytest.mark.parametrize("local_cls, target", [
+    (EmpiricalBayesianForestRegressor, "y"), (EmpiricalBayesianForestClassifier, "label")])
+def test_staged_partial_fit_writes_the_local_update_touching_only_its_branches(
+        dask_client, tmp_path, local_cls, target):
+    """A saved model updated into a stage on the workers is the local ``partial_fit`` of
+    the same rows, byte for byte (the same model hash); the branches no row reaches are
+    carried over as they are (their files linked, not rewritten)."""
+    from ebf.artifact import model_hash, open_model, save, stage_model
+    from ebf.dask import DaskEmpiricalBayesianForestClassifier as DaskClf
+    from ebf.dask import DaskEmpiricalBayesianForestRegressor as DaskReg
+
+    df = make_frame(1500, seed=2)
+    local = local_cls(n_estimators=3, branch="mondrian", trunk_max_leaves=4,
+                      random_state=7).fit(df[FEATURES], df[target])
+    reader = open_model(save(local, tmp_path / "v1"))
+    new = make_frame(2000, seed=3)
+    new = new[local.apply(new[FEATURES]) == 1].iloc[:300]  # rows for branch 1 only
+    ddf = dd.from_pandas(new, npartitions=3)
+    dask_cls = DaskReg if local_cls is EmpiricalBayesianForestRegressor else DaskClf
+    est = dask_cls.from_local(reader.load(), client=dask_client)
+    with stage_model(tmp_path / "v2") as stage:
+        est.partial_fit(ddf[FEATURES], ddf[target], stage=stage, saved=reader)
+        stage.write(est.model_)
+    local.partial_fit(new[FEATURES], new[target])
+    assert model_hash(tmp_path / "v2") == model_hash(save(local, tmp_path / "local"))
+    assert list(est.model_.branch_updates_) == [0, 1, 0, 0]
+    before, after = reader.manifest["shards"], open_model(tmp_path / "v2").manifest["shards"]
+    for b in range(4):
+        same = os.path.samefile(tmp_path / "v1" / before[b]["file"],
+                                tmp_path / "v2" / after[b]["file"])
+        assert same == (b != 1) and (before[b]["sha256"] == after[b]["sha256"]) == (b != 1)
+    with pytest.raises(ValueError, match="give both stage and saved"):
+        est.partial_fit(ddf[FEATURES], ddf[target], saved=reader)
