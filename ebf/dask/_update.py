@@ -160,7 +160,7 @@ def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage:
     Returns
     -------
     estimator
-        A shallow copy of ``model`` with the update recorded (``branch_rows_``,
+        A new model (``model._with_parts``) with the update recorded (``branch_rows_``,
         ``branch_updates_``, ``n_updates_``) and every branch a ``StoredPart`` of
         ``stage``.
 
@@ -169,8 +169,6 @@ def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage:
     ValueError, TypeError
         As :func:`update_model`, before any shard is written.
     """
-    import copy
-
     from .._update import check_updatable
 
     routed, data = _routed(client, model, X, y, phases)
@@ -197,7 +195,6 @@ def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage:
         parts = {b: carry_part(stage.url, b, reader, stage.storage_options)
                  for b in range(n_branches) if not counts[b]}
         done = gather(client, futures, phases.report("branches"))
-    updated = copy.copy(model)
-    updated.__dict__["branches_"] = [parts.get(b) for b in range(n_branches)]
-    return updated._take_updates({b: r[0] for b, r in zip(reached, done, strict=True)},
-                                 {b: r[1] for b, r in zip(reached, done, strict=True)})
+    updates = {b: r[0] for b, r in zip(reached, done, strict=True)}
+    updated = model._with_parts([parts.get(b, updates.get(b)) for b in range(n_branches)])
+    return updated._take_updates(updates, {b: r[1] for b, r in zip(reached, done, strict=True)})

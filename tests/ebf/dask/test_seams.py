@@ -19,7 +19,8 @@ DASK = Path(__file__).resolve().parents[3] / "ebf" / "dask"
 #: Protected methods of local classes that ``ebf.dask`` may call: the documented seams
 #: (``docs/architecture.md``) and scikit-learn's parameter validation (``_validate_params``).
 SEAMS = frozenset({"_fit_plan", "_from_parts", "_from_arrays", "_validate_params",
-                   "_update_encoded", "_set_auto_map", "_with_parts"})
+                   "_update_encoded", "_set_auto_map", "_with_parts",
+                   "_take_updates"})
 
 
 def _sources() -> list[tuple[str, ast.Module]]:
