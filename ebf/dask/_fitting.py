@@ -43,7 +43,7 @@ from ..ensemble import FitPlan
 from ._predict import predict_frame, predict_series
 from ._scoring import score
 from ._shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
-from ._update import update_model, update_saved
+from ._update import update_live, update_model, update_saved
 from .branches import (
     BranchMemoryError,
     fit_branches,
@@ -320,8 +320,9 @@ class _DaskEBF(_DaskEnsemble):
                              "stage and saved, or neither.")
         phases = Phases(progress)
         with phases("partial_fit"):
-            if stage is None:
-                self.model_ = update_model(current_client(self.client), model, X, y, phases)
+            if stage is None:  # where the branches are: on the workers, or here
+                update = update_live if has_live_parts(model) else update_model
+                self.model_ = update(current_client(self.client), model, X, y, phases)
             else:
                 self.model_ = update_saved(current_client(self.client), model, saved, X, y,
                                            stage, phases)

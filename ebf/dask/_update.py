@@ -3,10 +3,11 @@
 The new rows are checked against the model (columns and kinds on the metadata, labels and
 targets in the summary pass), encoded with the model's own encoder and routed by its trunk
 on the workers, partition by partition (the rows are read once and kept on the workers
-for the two passes). The branches the rows reach are then updated, in one of two ways:
+for the two passes). The branches the rows reach are then updated, in one of three ways:
 
-- **in memory** (:func:`update_model`): the branches the rows reach are brought to this
-  process (a Dask fit's are gathered from the workers; the others stay there), so the
+- **on the workers** (:func:`update_live`): a Dask fit's branches are there; each branch
+  the rows reach is updated in one task where it is, and stays there;
+- **in memory** (:func:`update_model`): the model's branches are in this process, so the
   encoded rows come to them (a window of new rows is small next to the model: a few
   float64 columns per row), and the model's seam ``_update_encoded`` runs the local
   ``partial_fit`` on them (``ebf._update``);
@@ -18,7 +19,7 @@ for the two passes). The branches the rows reach are then updated, in one of two
   :func:`ebf.artifact.carry_part`), neither loaded nor rewritten. This process holds the
   model's head and the shards' references only.
 
-Either way every updated branch is ``ebf._update.update_branch`` of the branch's rows in
+Every way, every updated branch is ``ebf._update.update_branch`` of the branch's rows in
 arrival order with the model's seed, so the result equals the local ``partial_fit`` on
 ``X.compute()``, bit for bit.
 """
@@ -36,11 +37,11 @@ from sklearn.base import is_classifier
 from ..artifact import StoredPart, carry_part, write_part
 from ..learners import get_learner, online_learners
 from ._shuffle import BRANCH, TARGET, feature_columns, route_by_trunk, routed_meta
-from .client import gather
+from .client import gather, wait_for
 from .inputs import InputSummary, check_columns, check_inputs, check_known_labels, encode, summarize
-from .live import gather_model
+from .live import LivePart
 
-__all__ = ["update_model", "update_saved"]
+__all__ = ["update_live", "update_model", "update_saved"]
 
 #: Retries of a branch update task that raised (a worker that died is handled by the
 #: scheduler); the task writes its shard whole or not at all, so a retry writes it again.
@@ -92,9 +93,8 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any
     Returns
     -------
     estimator
-        ``model``, updated in place; or, if branches that receive rows were on the workers
-        (a Dask fit's :class:`ebf.dask.live.LivePart`), a new model with those branches
-        gathered and updated here (the others stay on the workers; ``model`` unchanged).
+        ``model``, updated in place (its branches are all in this process; a model whose
+        branches are on the workers is updated there, :func:`update_live`).
 
     Raises
     ------
@@ -110,28 +110,86 @@ def update_model(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any
     with phases("branches"):
         rows = pd.concat(frames, ignore_index=True) if frames else routed_meta(data)
         A = np.ascontiguousarray(rows[feature_columns(data.n_features)].to_numpy(np.float64))
-        leaf = rows[BRANCH].to_numpy()
-        model = gather_model(model, np.unique(leaf))  # the branches that take rows, here
         # the cluster waits meanwhile: the branches use this machine's cores
-        model._update_encoded(A, rows[TARGET].to_numpy(), leaf, n_jobs=-1)
+        model._update_encoded(A, rows[TARGET].to_numpy(), rows[BRANCH].to_numpy(), n_jobs=-1)
     return model
+
+
+def _take(result: tuple, i: int) -> Any:
+    return result[i]
 
 
 def _counts(part: pd.DataFrame, n_branches: int) -> np.ndarray:
     return np.bincount(part[BRANCH].to_numpy(), minlength=n_branches)
 
 
-def _update_part(reader: Any, b: int, spec: Any, entropy: int, n_features: int,
-                 stage: tuple[str, dict], *routed: pd.DataFrame) -> tuple:
-    """Branch ``b`` loaded from its shard, updated with its rows of every routed partition
-    (in partition order, so in row order) and written to the stage: its reference and its
-    count of new rows."""
+def _updated_branch(branch: Any, b: int, spec: Any, entropy: int, n_features: int,
+                    *routed: pd.DataFrame) -> tuple:
+    """Branch ``b`` updated with its rows of every routed partition (in partition order,
+    so in row order; ``ebf._update.update_branch``, which checks it can take them): the
+    new branch and its count of new rows."""
     from .._update import update_branch
 
     rows = pd.concat([p[p[BRANCH].to_numpy() == b] for p in routed], ignore_index=True)
     A = np.ascontiguousarray(rows[feature_columns(n_features)].to_numpy(np.float64))
-    new = update_branch(spec, reader.load_part(b), A, rows[TARGET].to_numpy(), entropy, b)
-    return write_part(stage[0], b, new, stage[1]), len(rows)
+    return update_branch(spec, branch, A, rows[TARGET].to_numpy(), entropy, b), len(rows)
+
+
+def _update_part(reader: Any, b: int, spec: Any, entropy: int, n_features: int,
+                 stage: tuple[str, dict], *routed: pd.DataFrame) -> tuple:
+    """Branch ``b`` loaded from its shard, updated (:func:`_updated_branch`) and written
+    to the stage: its reference and its count of new rows."""
+    new, n = _updated_branch(reader.load_part(b), b, spec, entropy, n_features, *routed)
+    return write_part(stage[0], b, new, stage[1]), n
+
+
+def _reached(client: Client, model: Any, X: Any, y: Any, phases: Any) -> tuple:
+    """The new rows routed on the workers and counted per branch: ``(routed futures,
+    n_features, counts, spec, branches reached)``; every branch reached that is in this
+    process is checked to take rows before any work."""
+    from .._update import check_updatable
+
+    routed, data = _routed(client, model, X, y, phases)
+    n_branches = len(model.branches_)
+    with phases("route"):
+        counts = np.sum(gather(client, client.map(_counts, routed, n_branches=n_branches,
+                                                  pure=False), phases.report("route")),
+                        axis=0, dtype=np.int64) if routed else np.zeros(n_branches, np.int64)
+        data.release()
+    spec = model._fit_plan(model.encoder_, getattr(model, "classes_", None), 1).spec
+    reached = [b for b in range(n_branches) if counts[b]]
+    for b in reached:  # every branch that gets rows can take them, before any work
+        if not isinstance(model.branches_[b], (StoredPart, LivePart)):
+            check_updatable(spec, model.branches_[b], b)
+    return routed, data.n_features, counts, spec, reached
+
+
+def update_live(client: Client, model: Any, X: Any, y: Any, phases: Any) -> Any:
+    """Update EBF ``model``, whose branches are on the workers (a Dask fit's
+    :class:`ebf.dask.live.LivePart`), with the rows of ``(X, y)`` where the branches are:
+    one task per branch the rows reach (:func:`_updated_branch`, the local update), the new
+    branch kept on its worker. Returns the updated model (``model._with_parts``, the update
+    recorded by ``_take_updates``); ``model`` is not modified, and a branch that cannot
+    take rows raises before the model changes.
+    """
+    routed, n_features, counts, spec, reached = _reached(client, model, X, y, phases)
+    token = uuid.uuid4().hex[:12]
+    parts = list(model.branches_)
+    with phases("branches"):
+        futures = [client.submit(
+            _updated_branch, p.future if isinstance(p, LivePart) else p, b, spec,
+            int(model.entropy_), n_features, *routed, pure=False,
+            key=f"ebf-update-{b}-{token}", retries=UPDATE_RETRIES)
+            for b, p in ((b, parts[b]) for b in reached)]
+        del routed
+        rows = gather(client, [client.submit(_take, f, 1, pure=False) for f in futures],
+                      phases.report("branches"))
+        updates = {b: LivePart(client.submit(_take, f, 0, key=f"ebf-part-{b}-{token}",
+                                             pure=False), b)
+                   for b, f in zip(reached, futures, strict=True)}
+        wait_for(client, [p.future for p in updates.values()])
+    updated = model._with_parts([updates.get(b, p) for b, p in enumerate(parts)])
+    return updated._take_updates(updates, dict(zip(reached, rows, strict=True)))
 
 
 def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage: Any,
@@ -169,25 +227,13 @@ def update_saved(client: Client, model: Any, reader: Any, X: Any, y: Any, stage:
     ValueError, TypeError
         As :func:`update_model`, before any shard is written.
     """
-    from .._update import check_updatable
-
-    routed, data = _routed(client, model, X, y, phases)
+    routed, n_features, counts, spec, reached = _reached(client, model, X, y, phases)
     n_branches = len(model.branches_)
     token = uuid.uuid4().hex[:12]
-    with phases("route"):
-        counts = np.sum(gather(client, client.map(_counts, routed, n_branches=n_branches,
-                                                  pure=False), phases.report("route")),
-                        axis=0, dtype=np.int64) if routed else np.zeros(n_branches, np.int64)
-        data.release()
-    spec = model._fit_plan(model.encoder_, getattr(model, "classes_", None), 1).spec
-    reached = [b for b in range(n_branches) if counts[b]]
-    for b in reached:  # every branch that gets rows can take them, before any work
-        if not isinstance(model.branches_[b], StoredPart):
-            check_updatable(spec, model.branches_[b], b)
     where = (stage.url, stage.storage_options)
     with phases("branches"):
         futures = [client.submit(_update_part, reader, b, spec, int(model.entropy_),
-                                 data.n_features, where, *routed, pure=False,
+                                 n_features, where, *routed, pure=False,
                                  key=f"ebf-update-{b}-{token}", retries=UPDATE_RETRIES)
                    for b in reached]
         del routed

@@ -9,6 +9,7 @@ import dask.dataframe as dd
 import numpy as np
 import pytest
 
+from ebf.artifact import estimator_state
 from ebf.dask import (
     DaskEmpiricalBayesianForestClassifier,
     DaskEmpiricalBayesianForestRegressor,
@@ -16,7 +17,7 @@ from ebf.dask import (
     predict_frame,
 )
 from ebf.dask.live import LivePart, has_live_parts
-from tests.ebf.dask.test_dask import FEATURES, make_frame
+from tests.ebf.dask.test_dask import FEATURES, assert_same_state, make_frame
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +71,16 @@ def test_recalibration_and_updates_keep_the_other_branches_on_the_workers(dask_c
     assert est.model_.recalibration_ == local.recalibration_
     new = test[test["a"] < 0.2]  # rows of the branches of small ``a`` only
     touched = set(np.unique(local.apply(new[FEATURES])).tolist())
+    before = [p.future.key for p in est.model_.branches_]
     est.partial_fit(dd.from_pandas(new[FEATURES], npartitions=2),
                     dd.from_pandas(new["y"], npartitions=2))
     local.partial_fit(new[FEATURES], new["y"])
-    kept = {b for b, p in enumerate(est.model_.branches_) if isinstance(p, LivePart)}
-    assert kept == set(range(len(local.branches_))) - touched
+    # every branch still on the workers; the updated ones new, the others the same
+    after = [p.future.key for p in est.model_.branches_]
+    assert {b for b, (k0, k1) in enumerate(zip(before, after, strict=True)) if k0 != k1} == touched
+    got, want = estimator_state(est.to_local())["state"], estimator_state(local)["state"]
+    for key in ("branches", "branch_rows", "branch_updates", "n_updates"):
+        assert_same_state(got[key], want[key], path=key)
     np.testing.assert_array_equal(
         est.predict_frame(dd.from_pandas(test[FEATURES], npartitions=2)).compute()["q50"],
         local.predict_quantiles(test[FEATURES], 0.5)[:, 0])
