@@ -277,6 +277,18 @@ def summarise_row(n, mean, var, row, lv, r, q_row):  # pragma: no cover - jitted
             q_row[j] = _solve(q, z_reflected[r, j], n, cw, cm, cs, mean, sd)
 
 
+@njit(inline="always", **JIT)
+def summary_row(w, m, v, i, row, lv, mean_out, var_out, q_out):  # pragma: no cover - jitted
+    """Row ``i`` of a normalised mixture gathered into ``row`` (:func:`gather_row`) and its
+    mean, variance and quantiles written to the outputs (:func:`summarise_row`); return
+    its live components, as ``row`` holds them."""
+    n, mean, var = gather_row(w, m, v, i, row)
+    mean_out[i] = mean
+    var_out[i] = var
+    summarise_row(n, mean, var, row, lv, i if lv.levels.shape[0] > 1 else 0, q_out[i])
+    return n
+
+
 @njit(**JIT)
 def summary_kernel(w, m, v, lv, mean_out, var_out, q_out):  # pragma: no cover - jitted
     """Mean, variance and quantiles of every row of a normalised mixture.
@@ -290,9 +302,5 @@ def summary_kernel(w, m, v, lv, mean_out, var_out, q_out):  # pragma: no cover -
     ``m + s * ndtri(q)`` exactly.
     """
     row = row_scratch(w.shape[1])
-    per_row = lv.levels.shape[0] > 1
     for i in range(w.shape[0]):
-        n, mean, var = gather_row(w, m, v, i, row)
-        mean_out[i] = mean
-        var_out[i] = var
-        summarise_row(n, mean, var, row, lv, i if per_row else 0, q_out[i])
+        summary_row(w, m, v, i, row, lv, mean_out, var_out, q_out)

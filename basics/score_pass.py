@@ -32,7 +32,7 @@ from .crps_kernels import crps_row, crps_scratch
 from .jit import JIT
 from .metrics import crps_quadrature, pit_maps
 from .mixture import GaussianMixture, solver_levels
-from .mixture_kernels import _ndtr, gather_row, row_scratch, summarise_row
+from .mixture_kernels import _ndtr, row_scratch, summary_row
 from .pit import PITMap
 
 __all__ = ["MixtureScores", "score_kernel", "score_mixture"]
@@ -95,12 +95,8 @@ def score_kernel(w, m, v, y, lv, maps, quad, mean_out, var_out, q_out, cdf_out, 
     k_max = w.shape[1]
     row = row_scratch(k_max)
     work = crps_scratch(k_max, maps, quad)
-    per_row = lv.levels.shape[0] > 1
     for i in range(w.shape[0]):
-        n, mean, var = gather_row(w, m, v, i, row)
-        mean_out[i] = mean
-        var_out[i] = var
-        summarise_row(n, mean, var, row, lv, i if per_row else 0, q_out[i])
+        n = summary_row(w, m, v, i, row, lv, mean_out, var_out, q_out)
         yi = y[i]
         if np.isnan(yi):
             cdf_out[i] = np.nan
@@ -108,7 +104,7 @@ def score_kernel(w, m, v, y, lv, maps, quad, mean_out, var_out, q_out, cdf_out, 
             crps_out[i, :] = np.nan
             continue
         cdf_out[i], logpdf_out[i] = _cdf_logpdf(yi, n, row.w, row.m, row.s)
-        crps_row(n, mean, var, row, yi, maps, quad, work, crps_out[i])
+        crps_row(n, mean_out[i], var_out[i], row, yi, maps, quad, work, crps_out[i])
 
 
 def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
