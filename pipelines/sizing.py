@@ -15,19 +15,30 @@ it starts from are the record's too.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ebf.learners import LEARNERS, get_learner, mondrian_model_terms
 
-__all__ = ["DEFAULT_MODEL_MEMORY", "SizePlan", "bytes_per_row_per_tree", "check_sized_by_rows",
-           "default_model_memory", "plan_model_size", "sized_by_rows"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_MODEL_MEMORY", "DEFAULT_PARTITION_ROWS", "SizePlan", "bytes_per_row_per_tree",
+           "check_partitions", "check_sized_by_rows", "default_model_memory", "partition_note",
+           "plan_model_size", "sized_by_rows"]
 
 #: The model budget of ``ebf train`` / ``ebf retrain`` when none is given, for the learners
 #: sized by rows: the default 100 Bayesian trees with leaves of 5 rows take about 2 GB per
 #: million rows, which the driver gathers, so without a budget 10M rows would not fit in
 #: memory; with it they get larger leaves.
 DEFAULT_MODEL_MEMORY = "2GB"
+#: Rows per file of :func:`pipelines.make_data.make_friedman` (``ebf make-data
+#: --partition-rows``) by default. A partition is one task of every pass of ``ebf train`` and
+#: ``ebf predict``, so a dataset should have several per worker thread: 100,000 rows (about
+#: 9 MB in memory with 10 features) give 10 tasks per million rows, 5 per core of a 2-core
+#: machine, and a task still takes far longer than Dask's milliseconds of overhead per task.
+DEFAULT_PARTITION_ROWS = 100_000
 
 
 def sized_by_rows() -> list[str]:
@@ -181,3 +192,45 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                f"features: {trees}{form} {branch} tree(s) per branch{leaves}, about "
                f"{per:.0f} bytes per row per tree, an estimated {total / 1e6:,.0f} MB model")
     return SizePlan(trees, mss, leaf, per, total, message)
+
+
+def check_partitions(n_partitions: int, client: Any) -> str | None:
+    """Log :func:`partition_note` of a dataset on ``client``'s cluster as a warning (one
+    line, not an error) and return it: ``ebf train`` and ``ebf predict`` call this once
+    they have read the data."""
+    note = partition_note(n_partitions, sum(client.nthreads().values()))
+    if note is not None:
+        logger.warning("%s", note)
+    return note
+
+
+def partition_note(n_partitions: int, n_threads: int) -> str | None:
+    """What to say when a dataset has fewer partitions than the cluster's worker threads
+    (None when it has enough): each partition is one task of every pass over the rows, so
+    the other threads would idle.
+
+    Parameters
+    ----------
+    n_partitions : int
+        Partitions of the dataset (one per file or row group as read).
+    n_threads : int
+        Worker threads of the cluster.
+
+    Returns
+    -------
+    str or None
+        One line naming both counts and the fix.
+
+    Examples
+    --------
+    >>> partition_note(1, 2)  # doctest: +ELLIPSIS
+    'the data has 1 partition(s) for 2 worker threads, so at most 1 thread(s) work...'
+    >>> partition_note(8, 2) is None
+    True
+    """
+    if n_partitions >= n_threads:
+        return None
+    return (f"the data has {n_partitions} partition(s) for {n_threads} worker threads, so at "
+            f"most {n_partitions} thread(s) work at a time; write it as more (smaller) Parquet "
+            "files or row groups, several per thread (ebf make-data --partition-rows, default "
+            f"{DEFAULT_PARTITION_ROWS:,} rows per file)")

@@ -50,7 +50,7 @@ from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.options import TrainOptions
 from pipelines.schema import ColumnInfo, check_schema
-from pipelines.sizing import SizePlan, plan_model_size
+from pipelines.sizing import SizePlan, check_partitions, plan_model_size
 
 __all__ = [
     "MAX_AUTO_CLASSES",
@@ -506,6 +506,7 @@ def train(
     t0 = time.perf_counter()
     inputs = _read_inputs(data, target, features, storage_options,
                           get_learner(options.branch).missing_values)
+    check_partitions(inputs.ddf.npartitions, client)
     options = _resolve(options, inputs, client)
     if inputs.footers is not None:  # before any pass over the rows
         _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)

@@ -10,8 +10,10 @@ from mondrian import MondrianForestRegressor
 from pipelines.cli import build_parser
 from pipelines.sizing import (
     DEFAULT_MODEL_MEMORY,
+    DEFAULT_PARTITION_ROWS,
     bytes_per_row_per_tree,
     default_model_memory,
+    partition_note,
     plan_model_size,
 )
 from tests.mondrian.test_compact import _state_bytes
@@ -110,3 +112,65 @@ def test_plan_that_cannot_fit_names_the_budget_and_the_need():
         plan_model_size(1000, 1_000, 10, "bayesian", n_estimators=100)
     with pytest.raises(ValueError, match=r"data buffer alone.*--compact"):
         plan_model_size(10**6, 1_000_000, 10, "mondrian", n_estimators=10)
+
+
+# --------------------------------------------------------------------------- partitions
+
+
+@pytest.fixture
+def local_threads(monkeypatch):
+    """CLI clusters of threads (fast start) and no scheduler from the environment."""
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+
+
+def test_make_data_writes_several_files_per_million_rows_by_default(tmp_path, capsys,
+                                                                    local_threads):
+    import inspect
+
+    from pipelines.cli import main
+    from pipelines.make_data import make_friedman
+
+    assert DEFAULT_PARTITION_ROWS == 100_000
+    default = inspect.signature(make_friedman).parameters["partition_rows"].default
+    assert default == DEFAULT_PARTITION_ROWS
+    out = tmp_path / "million"
+    assert main(["make-data", "friedman", "--rows", "1e6", "--features", "5", "--out",
+                 str(out), "--quiet"]) == 0
+    assert "1,000,000 rows" in capsys.readouterr().out
+    assert len(list(out.glob("part.*.parquet"))) == 10
+
+
+def test_partition_note_names_the_counts_and_the_fix():
+    assert partition_note(2, 2) is None and partition_note(40, 8) is None
+    note = partition_note(1, 2)
+    assert note.startswith("the data has 1 partition(s) for 2 worker threads")
+    assert "--partition-rows" in note and "100,000 rows per file" in note
+
+
+def test_train_and_predict_say_when_the_data_has_fewer_partitions_than_threads(
+        tmp_path, capsys, caplog, local_threads):
+    """A one-file dataset on a 2-thread cluster: one warning line each, and the jobs run."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from pipelines.cli import main
+    from pipelines.make_data import make_friedman
+
+    data = str(tmp_path / "one-file")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        make_friedman(data, 600, n_features=5, partition_rows=600, client=client)
+    cluster = ["--n-workers", "1", "--threads-per-worker", "2", "--quiet"]
+    with caplog.at_level(logging.WARNING, logger="pipelines.sizing"):
+        assert main(["train", data, "--target", "y", "--n-estimators", "2", "--trunk-leaves",
+                     "2", "--calibrate", "none", "--out", str(tmp_path / "m"), *cluster]) == 0
+        trained = [r.getMessage() for r in caplog.records if r.name == "pipelines.sizing"]
+        caplog.clear()
+        assert main(["predict", str(tmp_path / "m"), data, "--out", str(tmp_path / "p"),
+                     *cluster]) == 0
+        predicted = [r.getMessage() for r in caplog.records if r.name == "pipelines.sizing"]
+    assert trained == predicted == [partition_note(1, 2)]
+    assert (tmp_path / "p").exists()
+
