@@ -24,15 +24,23 @@ from ebf.learners import LEARNERS, get_learner, mondrian_model_terms
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MODEL_MEMORY", "DEFAULT_PARTITION_ROWS", "SizePlan", "bytes_per_row_per_tree",
-           "check_partitions", "check_sized_by_rows", "default_model_memory", "partition_note",
-           "plan_model_size", "sized_by_rows"]
+__all__ = ["AUTO_MODEL_MEMORY", "DEFAULT_MODEL_MEMORY", "DEFAULT_PARTITION_ROWS", "SizePlan",
+           "bytes_per_row_per_tree", "check_partitions", "check_sized_by_rows",
+           "default_model_memory", "model_budget", "partition_note", "plan_model_size",
+           "rows_leaf", "sized_by_rows"]
 
-#: The model budget of ``ebf train`` / ``ebf retrain`` when none is given, for the learners
-#: sized by rows: the default 100 Bayesian trees with leaves of 5 rows take about 2 GB per
-#: million rows, which the driver gathers, so without a budget 10M rows would not fit in
-#: memory; with it they get larger leaves.
+#: ``model_memory`` of ``ebf train`` / ``ebf retrain`` when none is given, for the learners
+#: sized by rows: the leaf size from the rows (:func:`rows_leaf`), then from the budget
+#: :data:`DEFAULT_MODEL_MEMORY` if the model would not fit it.
+AUTO_MODEL_MEMORY = "auto"
+#: The budget of :data:`AUTO_MODEL_MEMORY`: the default 100 Bayesian trees with leaves of 5
+#: rows would take about 2 GB per million rows, so without a cap 10M rows would make a 20 GB
+#: model; with it they get larger leaves.
 DEFAULT_MODEL_MEMORY = "2GB"
+#: Rows up to which :func:`rows_leaf` keeps the learner's default leaf size ...
+AUTO_BASE_ROWS = 100_000
+#: ... and how fast it grows past them: ``default * (rows / AUTO_BASE_ROWS) ** AUTO_LEAF_POWER``.
+AUTO_LEAF_POWER = 0.5
 #: Rows per file of :func:`pipelines.make_data.make_friedman` (``ebf make-data
 #: --partition-rows``) by default. A partition is one task of every pass of ``ebf train`` and
 #: ``ebf predict``, so a dataset should have several per worker thread: 100,000 rows (about
@@ -56,17 +64,53 @@ def check_sized_by_rows(branch: str) -> None:
 
 
 def default_model_memory(branch: str, given: int | str | None) -> int | str | None:
-    """The model budget of a CLI job: ``given``, else :data:`DEFAULT_MODEL_MEMORY` for the
+    """The model budget of a CLI job: ``given``, else :data:`AUTO_MODEL_MEMORY` for the
     learners sized by rows (an SMC or BART model grows with its particles or draws).
 
     Examples
     --------
     >>> default_model_memory("bayesian", None), default_model_memory("smc", None)
-    ('2GB', None)
+    ('auto', None)
     """
     if given is not None or branch not in sized_by_rows():
         return given
-    return DEFAULT_MODEL_MEMORY
+    return AUTO_MODEL_MEMORY
+
+
+def model_budget(model_memory: int | str) -> tuple[int, bool]:
+    """The bytes of a ``model_memory`` budget, and whether the leaves follow the rows too
+    (:data:`AUTO_MODEL_MEMORY`, whose budget is :data:`DEFAULT_MODEL_MEMORY`).
+
+    Examples
+    --------
+    >>> model_budget("auto"), model_budget("500MB")
+    ((2000000000, True), (500000000, False))
+    """
+    from dask.utils import parse_bytes
+
+    if model_memory == AUTO_MODEL_MEMORY:
+        return parse_bytes(DEFAULT_MODEL_MEMORY), True
+    return (parse_bytes(model_memory) if isinstance(model_memory, str)
+            else int(model_memory)), False
+
+
+def rows_leaf(branch: str, n_rows: int) -> int:
+    """The leaf size :data:`AUTO_MODEL_MEMORY` starts from for ``n_rows`` training rows: the
+    learner's default up to :data:`AUTO_BASE_ROWS` rows, then growing as their square root
+    for the CART learners (Mondrian branches keep theirs: the budget trims their trees).
+
+    Examples
+    --------
+    >>> [rows_leaf("bayesian", n) for n in (10**4, 10**5, 10**6, 10**7)]
+    [5, 5, 16, 50]
+    >>> rows_leaf("mondrian", 10**7)
+    10
+    """
+    learner = get_learner(branch)
+    if learner.sized_leaf != "min_samples_leaf":
+        return learner.default_min_samples_split
+    base = learner.default_min_samples_leaf
+    return max(base, math.ceil(base * (n_rows / AUTO_BASE_ROWS) ** AUTO_LEAF_POWER - 1e-9))
 
 
 def bytes_per_row_per_tree(branch: str, n_features: int, *, compact: bool = False,
@@ -121,7 +165,8 @@ class SizePlan:
 
 
 def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
-                    n_estimators: int | None = None, compact: bool = False) -> SizePlan:
+                    n_estimators: int | None = None, compact: bool = False,
+                    from_rows: bool = False) -> SizePlan:
     """Trees per branch (or leaf size) for a model of at most ``budget`` bytes.
 
     The learner's record (:data:`ebf.learners.LEARNERS`) says how: a learner whose record
@@ -130,7 +175,8 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     given, or CART branches, whose default 100 bootstrap draws make the posterior): the
     smallest leaf size that fits them, in the record's ``sized_leaf`` parameter
     (``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART branches),
-    from the record's default.
+    from the record's default; with ``from_rows`` (``model_memory="auto"``), from
+    :func:`rows_leaf` of the rows if that is larger.
 
     Raises
     ------
@@ -163,7 +209,13 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
                 trees = t
                 break
     per = bytes_per_row_per_tree(branch, n_features, compact=compact, n_trees=trees)
-    if n_rows * trees * per > budget:
+    at_leaf = per
+    if from_rows and not by_split and rows_leaf(branch, n_rows) > leaf:
+        leaf = rows_leaf(branch, n_rows)  # the budget below may raise it further
+        at_leaf = bytes_per_row_per_tree(branch, n_features, min_samples_leaf=leaf)
+    if n_rows * trees * at_leaf <= budget:
+        per = at_leaf
+    else:
         if not by_split:  # bytes per row fall as 1 / leaf: the smallest leaf that fits
             base = learner.default_min_samples_leaf
             leaf = math.ceil(base * n_rows * trees * per / budget)
@@ -188,7 +240,8 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     total = n_rows * trees * per
     form = " compact" if compact and learner.online else ""
     leaves = f" with {learner.sized_leaf}={mss if by_split else leaf}"
-    message = (f"model memory {budget / 1e6:,.0f} MB for {n_rows:,} rows x {n_features} "
+    what = f"auto (at most {budget / 1e6:,.0f} MB)" if from_rows else f"{budget / 1e6:,.0f} MB"
+    message = (f"model memory {what} for {n_rows:,} rows x {n_features} "
                f"features: {trees}{form} {branch} tree(s) per branch{leaves}, about "
                f"{per:.0f} bytes per row per tree, an estimated {total / 1e6:,.0f} MB model")
     return SizePlan(trees, mss, leaf, per, total, message)

@@ -9,12 +9,15 @@ from ebf.learners import get_learner
 from mondrian import MondrianForestRegressor
 from pipelines.cli import build_parser
 from pipelines.sizing import (
+    AUTO_MODEL_MEMORY,
     DEFAULT_MODEL_MEMORY,
     DEFAULT_PARTITION_ROWS,
     bytes_per_row_per_tree,
     default_model_memory,
+    model_budget,
     partition_note,
     plan_model_size,
+    rows_leaf,
 )
 from tests.mondrian.test_compact import _state_bytes
 
@@ -40,7 +43,8 @@ def test_default_trees_suit_the_learner():
     parser = build_parser()
     args = parser.parse_args(["train", "d", "--target", "y", "--out", "m"])
     assert args.n_estimators is None and args.model_memory is None and not args.compact
-    assert default_model_memory("bayesian", None) == DEFAULT_MODEL_MEMORY == "2GB"
+    assert default_model_memory("bayesian", None) == AUTO_MODEL_MEMORY == "auto"
+    assert DEFAULT_MODEL_MEMORY == "2GB"
     assert default_model_memory("mondrian", "5GB") == "5GB"
     assert default_model_memory("bart", None) is None
     train_help = parser._subparsers._group_actions[0].choices["train"].format_help()
@@ -89,6 +93,35 @@ def test_plan_raises_the_cart_leaf_size_for_the_trees_asked():
     assert plan_model_size(10**12, n, d, "random", n_estimators=100).min_samples_leaf == 5
     # no trees given: the default 100 draws are kept, the leaf follows
     assert plan_model_size(budget, n, d, "bayesian") == plan
+
+
+def test_auto_leaves_grow_with_the_rows_within_the_default_budget():
+    """``model_memory="auto"``: CART leaves of the learner's default up to 100k rows, then
+    growing as the square root of the rows, so the model's bytes per training row fall;
+    the 2GB budget caps it; Mondrian branches are planned as with the budget alone."""
+    budget, from_rows = model_budget("auto")
+    assert (budget, from_rows) == (2 * 10**9, True)
+    assert model_budget(3 * 10**9) == (3 * 10**9, False)
+    plans = {n: plan_model_size(budget, n, 10, "bayesian", from_rows=True)
+             for n in (10_000, 100_000, 1_000_000, 3_000_000, 10_000_000)}
+    for n in (10_000, 100_000):  # small data: the models of the explicit budget
+        assert plans[n].min_samples_leaf == 5
+        assert plans[n].model_bytes == plan_model_size(budget, n, 10, "bayesian").model_bytes
+    assert [plans[n].min_samples_leaf for n in (1_000_000, 3_000_000)] == [
+        rows_leaf("bayesian", 1_000_000), rows_leaf("bayesian", 3_000_000)] == [16, 28]
+    per_row = [plans[n].model_bytes / n for n in sorted(plans)]
+    assert all(b < a for a, b in zip(per_row[1:], per_row[2:], strict=False))
+    assert all(p.model_bytes <= budget and p.n_estimators == 100 for p in plans.values())
+    assert "model memory auto (at most 2,000 MB) for 1,000,000 rows" in plans[1_000_000].message
+    # the budget binds before the rows do: the smallest leaf that fits, as without "auto"
+    tight = plan_model_size(10**8, 1_000_000, 10, "bayesian", from_rows=True)
+    assert tight.min_samples_leaf == plan_model_size(10**8, 1_000_000, 10,
+                                                     "bayesian").min_samples_leaf == 105
+    assert rows_leaf("random", 10**6) == 16 and rows_leaf("mondrian", 10**7) == 10
+    mondrian = plan_model_size(budget, 10**6, 10, "mondrian", compact=True, from_rows=True)
+    alone = plan_model_size(budget, 10**6, 10, "mondrian", compact=True)
+    assert (mondrian.n_estimators, mondrian.min_samples_split) == (
+        alone.n_estimators, alone.min_samples_split)
 
 
 def test_cart_estimate_follows_the_leaf_size():
