@@ -26,11 +26,20 @@ checkout makes its data with its own ``make-data`` defaults. Default: this check
 
 Writes ``benchmarks/results/issue44/default_size.json`` and ``default_size.md``.
 
+``--leaves 5 10 20 40 80`` measures instead what the leaf size of a bootstrap forest costs
+and buys, in one process (the evidence behind :func:`pipelines.sizing.rows_leaf`): for each
+``--rows`` count (rows of one branch) and leaf size, one ``BayesianForestRegressor`` of 100
+trees on that many Friedman rows; its saved bytes, its ``predict_summary`` rows per CPU
+second (one thread) and RMSE / CRPS / NLPD on 20,000 held-out rows
+(``leaf_sweep.json`` / ``.md``).
+
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_default_size.py --rows 100000 1000000
     PYTHONPATH=. python benchmarks/bench_default_size.py --rows 1000000 --repeats 3 \\
         --code before=/tmp/before --code after=.
+    PYTHONPATH=. python benchmarks/bench_default_size.py --rows 20000 200000 \\
+        --leaves 5 10 20 40 80
 """
 
 from __future__ import annotations
@@ -166,6 +175,47 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def leaf_sweep(n_rows: int, leaves: Sequence[int], seed: int = 0) -> list[dict]:
+    """One 100-tree bootstrap forest per leaf size on ``n_rows`` Friedman rows: bytes,
+    predict rows per CPU second and scores on 20,000 held-out rows."""
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from benchmarks.common import scores, summary
+    from ebf import BayesianForestRegressor
+    from pipelines.make_data import friedman_partition
+
+    train = friedman_partition(0, n_rows, random_state=seed)
+    test = friedman_partition(0, 20_000, random_state=seed + 1)
+    X, y = train.drop(columns="y").to_numpy(), train["y"].to_numpy()
+    Xt, yt = test.drop(columns="y").to_numpy(), test["y"].to_numpy()
+    out = []
+    for leaf in leaves:
+        forest = BayesianForestRegressor(n_estimators=100, min_samples_leaf=leaf,
+                                         random_state=seed, n_jobs=1).fit(X, y)
+        forest.predict_summary(Xt[:100], (0.05, 0.5, 0.95))  # compiled
+        t0 = time.process_time()
+        forest.predict_summary(Xt, (0.05, 0.5, 0.95))
+        cpu = time.process_time() - t0
+        s = summary(scores(forest.predict_distribution(Xt), yt))
+        row = {"rows": n_rows, "leaf": leaf, "model_mb": forest.forest_.nbytes / 1e6,
+               "predict_rows_cpu_s": len(yt) / cpu,
+               **{k: s[k] for k in ("rmse", "crps", "nlpd")}}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+def leaf_table(rows: list[dict]) -> str:
+    """One line per row count and leaf size, CRPS relative to the smallest leaf."""
+    lines = ["| rows | leaf | model MB (100 trees) | predict rows / CPU s | RMSE | CRPS | "
+             "CRPS vs smallest leaf | NLPD |", "|" + "---|" * 8]
+    for r in rows:
+        first = min((x for x in rows if x["rows"] == r["rows"]), key=lambda x: x["leaf"])
+        lines.append(f"| {r['rows']:,} | {r['leaf']} | {r['model_mb']:,.1f} | "
+                     f"{r['predict_rows_cpu_s']:,.0f} | {r['rmse']:.4f} | {r['crps']:.4f} | "
+                     f"{r['crps'] / first['crps'] - 1:+.1%} | {r['nlpd']:.4f} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -178,15 +228,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a checkout to run (repeatable; default: this one)")
     parser.add_argument("--train-args", nargs=argparse.REMAINDER, default=[],
                         help="extra ebf train arguments (last on the line)")
+    parser.add_argument("--leaves", type=int, nargs="+", default=None,
+                        help="measure these leaf sizes in one process instead (--rows: rows "
+                        "of one branch)")
     parser.add_argument("--workdir", default="/tmp/bench_default_size")
     parser.add_argument("--out", default=str(RESULTS))
     cfg = parser.parse_args(argv)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.leaves:
+        rows = [r for n in cfg.rows for r in leaf_sweep(n, cfg.leaves)]
+        (out / "leaf_sweep.json").write_text(json.dumps({"config": vars(cfg), "rows": rows},
+                                                        indent=1))
+        text = ("# Leaf size of a 100-tree bootstrap forest: model size, predict speed, "
+                f"accuracy\n\n{leaf_table(rows)}\n")
+        (out / "leaf_sweep.md").write_text(text)
+        print(text)
+        return 0
     codes = [(c.split("=", 1)[0], Path(c.split("=", 1)[1]).resolve()) for c in cfg.code]
     codes = codes or [("this", ROOT)]
     rows = [one_run(label, code, n, cfg, repeat)
             for n in cfg.rows for repeat in range(cfg.repeats) for label, code in codes]
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "default_size.json").write_text(json.dumps(
         {"config": vars(cfg), "cpus": os.cpu_count(), "rows": rows}, indent=1))
     title = ("# ebf with default flags: train, model size, predict speed, driver memory\n\n"

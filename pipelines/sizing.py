@@ -1,4 +1,5 @@
-"""Model size: a memory budget turned into trees per branch or a leaf size.
+"""Sizing a job to its data: the model's leaves and trees from a memory budget and the rows,
+and the partitions a dataset needs to keep a cluster busy.
 
 A saved model grows with (training rows) x (trees per branch) x (bytes per row per tree).
 The bytes per row per tree of each branch learner are its record's ``model_bytes``
@@ -11,6 +12,45 @@ in inverse proportion to ``min_samples_leaf``.
 ``sized_leaf``: ``min_samples_split`` of Mondrian branches, ``min_samples_leaf`` of CART
 branches), so that the estimate fits a budget (``ebf train --model-memory``); the defaults
 it starts from are the record's too.
+
+The default budget, ``--model-memory auto`` (:data:`AUTO_MODEL_MEMORY`), sizes the model
+from the data and the budget together. With a budget alone, the leaves stay at 5 rows until
+the model reaches it: 1M rows and 10M rows both made a 2 GB model of 100 trees per branch,
+and every predicted row walked trees as large whatever the data, so small data predicted no
+faster than large data and loaded as large a model. ``auto`` lets the leaves of the CART
+learners grow with the rows, :func:`rows_leaf`: 5 rows (the learner's default) up to
+:data:`AUTO_BASE_ROWS` = 100,000 training rows, then ``5 * sqrt(rows / 100,000)`` (16 at 1M,
+50 at 10M), and larger still if the model would not fit :data:`DEFAULT_MODEL_MEMORY`. The
+model then grows as the square root of the rows (about 210 MB at 100k rows, 660 MB at 1M,
+2 GB from about 9M), its bytes per training row fall, and the trees a row walks grow
+slowly. Why the square root (``benchmarks/bench_default_size.py --leaves``: one 100-tree
+forest on the rows of one branch, Friedman #1 with 10 features, CRPS on held-out rows
+against leaves of 5, predict rows per CPU second of ``predict_summary``):
+
+===========  =====  ========  =====================  ==================
+branch rows  leaf   CRPS      predict rows / CPU s   model (100 trees)
+===========  =====  ========  =====================  ==================
+20,000       5      --        29.8k                  46 MB
+20,000       10     +1.5%     34.6k                  22 MB
+200,000      5      --        15.3k                  462 MB
+200,000      10     +0.1%     19.2k                  224 MB
+200,000      20     +1.1%     26.4k                  111 MB
+200,000      40     +4.0%     31.0k                  55 MB
+===========  =====  ========  =====================  ==================
+
+Large trees predict slowly (a row's walk leaves the CPU caches), and the leaf size a forest
+can afford grows with its rows: doubling the leaves cost 1.5% of CRPS on 20k rows, 0.1% on
+200k. The cost-free leaf doubles about every tenfold rows (a power of 0.3); the square root
+grows a little faster, trading about half a percent of CRPS at 1M rows (five branches of
+200k rows, leaves of 16) for a model a third of the budget's and a third more rows per CPU
+second. Mondrian branches keep their default leaves and trees (fewer trees if the budget
+says so). An explicit ``--model-memory SIZE`` plans as before: the smallest leaf that fits.
+
+A dataset's partitions (files or row groups) are the tasks of every pass over its rows, so
+it needs several per worker thread: ``ebf make-data`` writes :data:`DEFAULT_PARTITION_ROWS`
+rows per file by default, and ``ebf train`` / ``ebf predict`` log :func:`partition_note`
+when the data has fewer partitions than the cluster has threads
+(:func:`check_partitions`).
 """
 
 from __future__ import annotations
