@@ -50,6 +50,9 @@ def test_default_trees_suit_the_learner():
     train_help = parser._subparsers._group_actions[0].choices["train"].format_help()
     assert "mondrian 10" in " ".join(train_help.split())
     assert "--model-memory" in train_help and "--no-compact" in train_help
+    for given in ("auto", "500MB"):
+        argv = ["train", "d", "--target", "y", "--out", "m", "--model-memory", given]
+        assert parser.parse_args(argv).model_memory == given
 
 
 def test_plan_keeps_the_defaults_when_they_fit_and_says_so():
