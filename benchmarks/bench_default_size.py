@@ -216,7 +216,7 @@ def leaf_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--predict-rows", type=int, default=None,
@@ -233,7 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "of one branch)")
     parser.add_argument("--workdir", default="/tmp/bench_default_size")
     parser.add_argument("--out", default=str(RESULTS))
-    cfg = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.leaves:

@@ -127,6 +127,16 @@ def test_auto_leaves_grow_with_the_rows_within_the_default_budget():
         alone.n_estimators, alone.min_samples_split)
 
 
+def test_default_size_benchmark_parses_its_options():
+    from benchmarks.bench_default_size import parse_args, spread
+
+    cfg = parse_args(["--rows", "1000", "--code", "after=.", "--train-args", "--seed", "1"])
+    assert cfg.rows == [1000] and cfg.code == ["after=."]
+    assert cfg.train_args == ["--seed", "1"] and cfg.leaves is None
+    assert parse_args([]).rows == [100_000, 1_000_000]
+    assert spread([3.0, 1.0, 2.0]) == "1.0 / 2.0 / 3.0"
+
+
 def test_cart_estimate_follows_the_leaf_size():
     # nodes per row of the histogram trees ~ 1.6 / min_samples_leaf, 64 bytes per node
     from ebf import BayesianForestRegressor
