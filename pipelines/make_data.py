@@ -403,4 +403,3 @@ def make_friedman(
         task=task,
         metadata=metadata,
     )
-

@@ -15,14 +15,14 @@ it starts from are the record's too.
 
 The default budget, ``--model-memory auto`` (:data:`AUTO_MODEL_MEMORY`), sizes the model
 from the data and the budget together. With a budget alone, the leaves stay at 5 rows until
-the model reaches it: 1M rows and 10M rows both made a model of about 2 GB (100 trees a branch),
-and every predicted row walked trees as large whatever the data, so small data predicted no
-faster than large data and loaded as large a model. ``auto`` lets the leaves of the CART
-learners grow with the rows, :func:`rows_leaf`: 5 rows (the learner's default) up to
-:data:`AUTO_BASE_ROWS` = 100,000 training rows, then ``5 * sqrt(rows / 100,000)`` (16 at 1M,
-50 at 10M), and larger still if the model would not fit :data:`DEFAULT_MODEL_MEMORY`. The
-model then grows as the square root of the rows (about 210 MB at 100k rows, 660 MB at 1M,
-2 GB from about 9M), its bytes per training row fall, and the trees a row walks grow
+the model reaches it: 1M rows and 10M rows both made a model of about 2 GB (100 trees a
+branch), and every predicted row walked trees as large whatever the data, so small data
+predicted no faster than large data and loaded as large a model. ``auto`` lets the leaves
+of the CART learners grow with the rows, :func:`rows_leaf`: 5 rows (the learner's default)
+up to :data:`AUTO_BASE_ROWS` = 100,000 training rows, then ``5 * sqrt(rows / 100,000)`` (16
+at 1M, 50 at 10M), and larger still if the model would not fit :data:`DEFAULT_MODEL_MEMORY`.
+The model then grows as the square root of the rows (about 210 MB at 100k rows, 660 MB at
+1M, 2 GB from about 9M), its bytes per training row fall, and the trees a row walks grow
 slowly. Why the square root (``benchmarks/bench_default_size.py --leaves``: one 100-tree
 forest on the rows of one branch, Friedman #1 with 10 features, CRPS on held-out rows
 against leaves of 5, predict rows per CPU second of ``predict_summary``):
@@ -152,6 +152,7 @@ def rows_leaf(branch: str, n_rows: int) -> int:
     if learner.sized_leaf != "min_samples_leaf":
         return learner.default_min_samples_split
     base = learner.default_min_samples_leaf
+    # less a hair: a power that lands on a whole number (50 at 10M rows) may round above it
     return max(base, math.ceil(base * (n_rows / AUTO_BASE_ROWS) ** AUTO_LEAF_POWER - 1e-9))
 
 
