@@ -112,6 +112,10 @@ def test_auto_leaves_grow_with_the_rows_within_the_default_budget():
         assert plans[n].model_bytes == plan_model_size(budget, n, 10, "bayesian").model_bytes
     assert [plans[n].min_samples_leaf for n in (1_000_000, 3_000_000)] == [
         rows_leaf("bayesian", 1_000_000), rows_leaf("bayesian", 3_000_000)] == [16, 28]
+    # at 10M rows the budget asks for more than the rows (50): the plan it gave before
+    before = plan_model_size(budget, 10_000_000, 10, "bayesian")
+    assert (plans[10_000_000].min_samples_leaf, plans[10_000_000].model_bytes) == (
+        before.min_samples_leaf, before.model_bytes) and before.min_samples_leaf == 53
     per_row = [plans[n].model_bytes / n for n in sorted(plans)]
     assert all(b < a for a, b in zip(per_row[1:], per_row[2:], strict=False))
     assert all(p.model_bytes <= budget and p.n_estimators == 100 for p in plans.values())
