@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 from cluster import current_client
 from ebf.dask.client import wait_for
 from pipelines.io import atomic_output_dir, part_name
+from pipelines.sizing import DEFAULT_PARTITION_ROWS
 
 __all__ = [
     "FRIEDMAN_MIN_FEATURES",
@@ -266,7 +267,7 @@ def make_friedman(
     n_features: int = 10,
     task: str = "regression",
     n_classes: int = 3,
-    partition_rows: int = 1_000_000,
+    partition_rows: int = DEFAULT_PARTITION_ROWS,
     random_state: int | None = 0,
     client: distributed.Client | None = None,
     overwrite: bool = False,
@@ -294,8 +295,9 @@ def make_friedman(
         ``n_classes`` ordered classes (int64).
     n_classes : int, default=3
         Classification only.
-    partition_rows : int, default=1_000_000
-        Rows per partition (the last one holds the rest); one file and one task each.
+    partition_rows : int, default=DEFAULT_PARTITION_ROWS
+        Rows per partition (the last one holds the rest); one file and one task each, here
+        and in every pass of ``ebf train`` / ``ebf predict`` over the files.
     random_state : int or None, default=0
         Seed. ``None`` draws fresh entropy, which is stored in the metadata so the data can
         be made again.
@@ -331,7 +333,7 @@ def make_friedman(
     --------
     >>> from cluster import connect
     >>> client = connect()  # doctest: +SKIP
-    >>> info = make_friedman("data/friedman", 10_000_000)  # doctest: +SKIP
+    >>> info = make_friedman("data/friedman", 1_000_000)  # doctest: +SKIP
     >>> info.n_partitions  # doctest: +SKIP
     10
     """

@@ -18,6 +18,7 @@ from typing import Any
 from ebf.calibration import CALIBRATION_METHODS, DEFAULT_FRACTION, check_fraction
 from ebf.dask.branches import parse_branch_memory
 from ebf.learners import DEFAULT_BRANCH, get_learner
+from pipelines.sizing import AUTO_MODEL_MEMORY, check_sized_by_rows
 
 __all__ = ["CALIBRATE", "TASKS", "TrainOptions"]
 
@@ -55,6 +56,9 @@ class TrainOptions:
         Budget for the whole model (``"2GB"``): :func:`pipelines.sizing.plan_model_size`
         picks the trees per branch (if not given) or the leaf size; only for the learners
         whose model grows with the rows (:func:`pipelines.sizing.sized_by_rows`).
+        ``"auto"`` (the command line's default): CART leaves grow with the rows
+        (:func:`pipelines.sizing.rows_leaf`), in a budget of
+        :data:`pipelines.sizing.DEFAULT_MODEL_MEMORY`.
     compact : bool, default=False
         Fit predict-only models (``predict_only=True``: every branch compacted on its
         worker as soon as it is fit): Mondrian branches without their online state.
@@ -101,10 +105,9 @@ class TrainOptions:
             _count(name, getattr(self, name), low)
         learner.check_params(self.branch_params())
         parse_branch_memory(self.branch_memory)
-        parse_branch_memory(self.model_memory, "model_memory")
+        if self.model_memory != AUTO_MODEL_MEMORY:
+            parse_branch_memory(self.model_memory, "model_memory")
         if self.model_memory is not None:
-            from pipelines.sizing import check_sized_by_rows
-
             check_sized_by_rows(self.branch)
         if not isinstance(self.compact, bool):
             raise ValueError(f"compact must be True or False, got {self.compact!r}.")

@@ -38,6 +38,7 @@ from pipelines.artifacts import open_artifact
 from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic
 from pipelines.schema import SchemaError, inspect_schema, numeric_columns
+from pipelines.sizing import check_partitions
 
 __all__ = [
     "PredictionResult",
@@ -269,6 +270,7 @@ def predict_to_parquet(
               else check_prediction_data(loaded, data, keep, storage_options))
     with input_partitions():  # one task and one output file per input partition
         ddf = read_columns(data, needed, storage_options)
+        check_partitions(ddf.npartitions, client)
         pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles),
                              client=client, strategy=strategy)
         if keep:

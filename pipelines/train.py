@@ -50,7 +50,7 @@ from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.options import TrainOptions
 from pipelines.schema import ColumnInfo, check_schema
-from pipelines.sizing import SizePlan, plan_model_size
+from pipelines.sizing import SizePlan, check_partitions, model_budget, plan_model_size
 
 __all__ = [
     "MAX_AUTO_CLASSES",
@@ -346,11 +346,10 @@ def _plan_size(options: TrainOptions, ddf: dd.DataFrame, n_features: int) -> Siz
     """What ``model_memory`` chooses (None without a budget or with ``min_samples_split``)."""
     if options.model_memory is None or options.min_samples_split is not None:
         return None
-    from dask.utils import parse_bytes
-
-    plan = plan_model_size(parse_bytes(options.model_memory), int(ddf.shape[0].compute()),
-                           n_features, options.branch, n_estimators=options.n_estimators,
-                           compact=options.compact)
+    budget, from_rows = model_budget(options.model_memory)
+    plan = plan_model_size(budget, int(ddf.shape[0].compute()), n_features, options.branch,
+                           n_estimators=options.n_estimators, compact=options.compact,
+                           from_rows=from_rows)
     logger.info("%s", plan.message)
     return plan
 
@@ -506,6 +505,7 @@ def train(
     t0 = time.perf_counter()
     inputs = _read_inputs(data, target, features, storage_options,
                           get_learner(options.branch).missing_values)
+    check_partitions(inputs.ddf.npartitions, client)
     options = _resolve(options, inputs, client)
     if inputs.footers is not None:  # before any pass over the rows
         _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)

@@ -17,7 +17,8 @@ from .failures import UsageError
 
 __all__ = [
     "LOCAL_PROCESSES_ENV", "add_cluster_arguments", "columns", "count", "fraction",
-    "int_at_least", "local_processes", "memory_size", "positive_float", "positive_int",
+    "int_at_least", "local_processes", "memory_size", "model_memory_size", "positive_float",
+    "positive_int",
 ]
 
 
@@ -111,6 +112,11 @@ def memory_size(text: str) -> str:
     return text
 
 
+def model_memory_size(text: str) -> str:
+    """``auto`` or a :func:`memory_size` (``--model-memory``)."""
+    return text if text == "auto" else memory_size(text)
+
+
 def columns(values: Sequence[str] | None) -> list[str] | None:
     """``--features a b,c`` -> ``["a", "b", "c"]``."""
     if values is None:
@@ -192,10 +198,11 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     add("--n-estimators", type=positive_int, default=None,
         help="trees per branch (default: the learner's, as in the library: "
         + ", ".join(f"{name} {rec.default_trees}" for name, rec in LEARNERS.items()) + ")")
-    add("--model-memory", type=memory_size, metavar="SIZE",
+    add("--model-memory", type=model_memory_size, metavar="SIZE",
         help="budget for the saved model: picks the trees per branch, or the leaf size, "
-        "from the rows and an estimate of bytes per row per tree (default: "
-        f"{DEFAULT_MODEL_MEMORY} for {', '.join(sized_by_rows())} branches)")
+        "from the rows and an estimate of bytes per row per tree; auto: bootstrap-forest "
+        f"leaves grow with the rows too, in a budget of {DEFAULT_MODEL_MEMORY} (default: "
+        f"auto for {', '.join(sized_by_rows())} branches)")
     add("--compact", action=argparse.BooleanOptionalAction, default=False,
         help="save predict-only models: Mondrian branches without their online "
         "state, about 4x smaller (default: --no-compact)")

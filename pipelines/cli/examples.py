@@ -42,6 +42,8 @@ def add_flights_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_make_data_parser(sub: argparse._SubParsersAction) -> None:
+    from pipelines.sizing import DEFAULT_PARTITION_ROWS
+
     md = sub.add_parser(
         "make-data",
         help="write a synthetic dataset as partitioned Parquet, in parallel on Dask",
@@ -84,8 +86,10 @@ def add_make_data_parser(sub: argparse._SubParsersAction) -> None:
     fr.add_argument(
         "--partition-rows",
         type=count,
-        default=1_000_000,
-        help="rows per partition, one file each (default: 1_000_000)",
+        default=DEFAULT_PARTITION_ROWS,
+        help="rows per partition, one file each and one task of every pass of ebf train "
+        f"and predict: several per worker thread use the cluster (default: "
+        f"{DEFAULT_PARTITION_ROWS:_})",
     )
     fr.add_argument("--seed", type=int, default=0, help="random_state (default: 0)")
     fr.add_argument("--overwrite", action="store_true", help="replace an existing --out")

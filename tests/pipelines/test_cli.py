@@ -120,7 +120,7 @@ def test_make_data_parser():
     assert (args.features, args.task, args.partition_rows, args.seed) == (
         10,
         "regression",
-        1_000_000,
+        100_000,
         0,
     )
     assert args.scheduler is None and not args.quiet and not args.overwrite

@@ -80,7 +80,9 @@ def test_model_memory_needs_a_learner_sized_by_rows():
     with pytest.raises(ValueError, match="grows with its particles"):
         TrainOptions(branch="smc", model_memory="1GB")
     assert train_options(_args("--branch", "smc")).model_memory is None
-    assert train_options(_args()).model_memory == "2GB"
+    assert train_options(_args()).model_memory == "auto"
+    with pytest.raises(ValueError, match="grows with its particles"):
+        TrainOptions(branch="bart", model_memory="auto")
 
 
 def test_the_dict_form_round_trips_and_names_unknown_keys():
