@@ -1,8 +1,11 @@
-"""Predicting with a saved model branch by branch: no process ever holds the whole model.
+"""Predicting branch by branch: no process ever holds the whole model.
 
 A model saved in format 2 (:mod:`ebf.artifact`) has a small head (encoder, trunk) and one
-shard per branch (EBF) or sub-sample forest (SSF). :func:`predict_sharded` builds a lazy
-graph over the partitions of ``X``:
+shard per branch (EBF) or sub-sample forest (SSF); a model fit on the cluster keeps the same
+parts in its workers' memory (:class:`ebf.dask.live.LiveModel`: each part task then depends
+on its part's future and runs where the part is, and a live SSF pools its forests in one
+task per partition). :func:`predict_sharded` builds a lazy graph over the partitions of
+``X``:
 
 1. ``route``: every partition is encoded and routed by the head's trunk (the function the
    local EBF routes with, ``Trunk.apply``); its rows are cut into one piece per branch
