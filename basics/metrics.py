@@ -332,7 +332,10 @@ def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -
     knots = np.ascontiguousarray(np.hstack([[r.base, r.nominal] for r in maps]))
     offsets = np.cumsum([0] + [r.base.size for r in maps]).astype(np.int64)
     out = np.empty((mixture.n_rows, len(maps)))
-    crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
+    # writeable: targets read from Parquet are read-only arrays, which numba would compile
+    # the kernel for once more
+    crps_kernel(mixture.weights, mixture.means, mixture.variances,
+                np.require(y, requirements=("C", "W")),
                 PitMaps(knots, offsets, identity),
                 Quadrature(CRPS_GRID, CRPS_TOLERANCE, _GL_X, _GL_W, CRPS_CLOSED_FORM_MAX), out)
     return out
