@@ -56,3 +56,26 @@ def test_warm_workers_says_what_it_does_and_skips_a_warm_cache(dask_client):
     phases.clear()
     assert warm_workers(dask_client, only_if_cold=True, progress=progress) == 0.0
     assert phases == []
+
+
+def test_first_train_on_a_machine_says_it_compiles(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    import pipelines.warm
+    from pipelines.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 3))
+    (tmp_path / "data").mkdir()
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": X[:, 0]}).to_parquet(
+        tmp_path / "data" / "part.0.parquet")
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    argv = ["train", str(tmp_path / "data"), "--target", "y", "--n-estimators", "2",
+            "--trunk-leaves", "2", "--calibrate", "none"]
+    monkeypatch.setattr(pipelines.warm, "kernels_cached", lambda: False)  # a fresh clone
+    assert main([*argv, "--out", str(tmp_path / "cold")]) == 0
+    assert "compiling kernels (first run only)" in capsys.readouterr().err
+    monkeypatch.setattr(pipelines.warm, "kernels_cached", lambda: True)
+    assert main([*argv, "--out", str(tmp_path / "warm")]) == 0
+    assert "compiling kernels" not in capsys.readouterr().err
