@@ -43,8 +43,9 @@ is predicted by the pooled mixture of all sub-sample forests (``trunk_leaves x n
 trees), an EBF row by its own branch's ``n_estimators`` trees, and the quantile columns need
 a root search on that mixture. About half a minute on 2 cores with all 273,853 flights and
 the default Bayesian-forest branches once the numba kernels are compiled (34 s on a busy
-machine, where Mondrian branches took 195 s; the first run on a machine compiles them:
-about 35 s more).
+machine, where Mondrian branches took 195 s). The first run on a machine compiles them
+before the fits, split across the workers: about 12 s of compiler time on the busier of two
+workers, 20 s in all.
 """
 
 from __future__ import annotations
