@@ -228,10 +228,11 @@ def kernels_cached() -> bool:
     import importlib
 
     for module, name in _SENTINELS:
-        kernel = getattr(importlib.import_module(module), name)
         try:
+            kernel = getattr(importlib.import_module(module), name)
             # numba's own check: the index of the kernel's cache, empty if it is missing or
-            # older than the source file (a private attribute: any change reads as cold)
+            # older than the source file (a private attribute, and a kernel renamed: both
+            # read as cold)
             if not kernel._cache._cache_file._load_index():
                 return False
         except (AttributeError, OSError):
