@@ -330,8 +330,10 @@ def crps_many(mixture: GaussianMixture, y: Any, maps: Sequence[PITMap | None]) -
     if not np.all(np.isfinite(y)):
         raise ValueError(f"y has {int(np.sum(~np.isfinite(y)))} values that are not finite.")
     out = np.empty((mixture.n_rows, len(maps)))
-    crps_kernel(mixture.weights, mixture.means, mixture.variances, np.ascontiguousarray(y),
-                pit_maps(maps), crps_quadrature(), out)
+    # writeable: targets read from Parquet are read-only arrays, which numba would compile
+    # the kernel for once more
+    crps_kernel(mixture.weights, mixture.means, mixture.variances,
+                np.require(y, requirements=("C", "W")), pit_maps(maps), crps_quadrature(), out)
     return out
 
 

@@ -130,7 +130,8 @@ def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
     ValueError
         If a target is infinite.
     """
-    y = np.ascontiguousarray(y, dtype=np.float64)
+    # writeable: read-only targets (from Parquet) would compile the kernel once more
+    y = np.require(y, dtype=np.float64, requirements=("C", "W"))
     if y.shape != (mixture.n_rows,):
         raise ValueError(f"y must have shape ({mixture.n_rows},); got {y.shape}.")
     if np.isinf(y).any():

@@ -245,7 +245,9 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
     n_rows = rows.shape[0]
     d = codes.shape[1]
     k = S.shape[1]
-    nb = 1
+    # int64 from the start: a literal 1 would have numba compile _partition once more,
+    # for the literal type it sees before the loop widens nb
+    nb = np.int64(1)
     for f in range(d):
         nb = max(nb, n_bins_f[f])
     missing = nb  # the code of a missing value (binning.missing_code), the pool's last slot
@@ -268,7 +270,9 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
     seen = np.zeros((nb + 63) // 64, np.uint64)
     suffix = np.zeros((max(nb, width) + 1, k))
     cur = np.zeros(k)
-    rules = SplitRules(classification, min_rows, 0.0)
+    # float like _best_splits_kernel's (the same comparisons with the float counts), so
+    # scan_node is compiled once for both
+    rules = SplitRules(classification, float(min_rows), 0.0)
     total = np.zeros(k)
     features = np.arange(d)
     shuffle = max_features < d
@@ -288,7 +292,8 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
     if n_rows >= small_rows:
         n_free -= 1
         slot0 = free[n_free]
-        range_histogram(codes, 0, n_rows, S, pool, slot0)
+        # start[0], end[0] (0, n_rows), not literals: one compiled range_histogram
+        range_histogram(codes, start[0], end[0], S, pool, slot0)
     st_node[0] = 0
     st_depth[0] = 0
     st_slot[0] = slot0
@@ -363,7 +368,13 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
             if n_free == 0:  # double the pool
                 old = pool.shape[0]
                 grown = np.zeros((2 * old, d, nb, k))
-                grown[:old] = pool
+                # element by element: a slice assignment compiles numba's shape-mismatch
+                # message (string formatting, seconds of compilation) for a copy
+                for a in range(old):
+                    for f in range(d):
+                        for b in range(nb):
+                            for c in range(k):
+                                grown[a, f, b, c] = pool[a, f, b, c]
                 pool = grown
                 free = np.empty(2 * old, np.int64)
                 for a in range(old):

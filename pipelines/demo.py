@@ -7,8 +7,9 @@ Steps, all under one output directory (default ``ebf-demo/``):
    target ``arr_delay`` in minutes) written as Parquet datasets of several partitions each,
    chronologically split: the first 80% of the flights train, the rest test (the paper's
    protocol, non-stationarity included);
-2. warm-up: every worker compiles the numba kernels once on a tiny fit, so neither model's
-   fit time pays for compilation;
+2. warm-up (:func:`pipelines.warm.warm_workers`): the numba kernels of both models' fits,
+   predictions and scores, compiled on the first run on a machine (split across the
+   workers) and loaded by every worker, so neither model's fit time pays for them;
 3. :func:`pipelines.train.train` fits the Empirical Bayesian Forest with the default branch
    learner (:data:`ebf.learners.DEFAULT_BRANCH`, Bayesian forests; ``branch=`` chooses
    another) (a trunk of ``trunk_leaves`` leaves, ``n_estimators`` trees per branch) and the
@@ -42,8 +43,9 @@ is predicted by the pooled mixture of all sub-sample forests (``trunk_leaves x n
 trees), an EBF row by its own branch's ``n_estimators`` trees, and the quantile columns need
 a root search on that mixture. About half a minute on 2 cores with all 273,853 flights and
 the default Bayesian-forest branches once the numba kernels are compiled (34 s on a busy
-machine, where Mondrian branches took 195 s; the first run on a machine compiles them:
-about 35 s more).
+machine, where Mondrian branches took 195 s). The first run on a machine compiles them
+before the fits, split across the workers: about 12 s of compiler time on the busier of two
+workers, 20 s in all.
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 import distributed
-import numpy as np
 
 from basics.atomic import write_json
 from basics.locations import check_location
@@ -263,25 +264,6 @@ def write_flight_data(
                     list(FLIGHT_FEATURES), FLIGHT_TARGET, FLIGHT_TARGET_UNIT)
 
 
-def _warm_up(branch: str) -> bool:
-    """Compile the kernels of a fit, a recalibration, a prediction, a load and an evaluation
-    on this worker (:func:`pipelines.warm.warm_regressor` on the demo's two models, tiny)."""
-    from ebf import EmpiricalBayesianForestRegressor, SubsampleForestRegressor
-    from pipelines.warm import warm_regressor
-
-    rng = np.random.default_rng(0)
-    X = rng.random((400, 3))
-    y = X[:, 0] + 0.1 * rng.standard_normal(400)
-    for model in (
-        EmpiricalBayesianForestRegressor(n_estimators=2, branch=branch, trunk_max_leaves=2,
-                                         random_state=0),
-        SubsampleForestRegressor(n_estimators=2, n_subsamples=2, branch=branch, random_state=0),
-    ):
-        warm_regressor(model, X, y)
-        model.compact().predict_summary(X[:50])
-    return True
-
-
 def _demo_progress(progress: PhaseReport | None, name: str) -> PhaseReport | None:
     """Phase names of the demo: ``"EBF trunk"``, ``"SSF branches"``, ``"EBF predict"``..."""
     if progress is None:
@@ -343,7 +325,8 @@ def run_demo(
     client : distributed.Client, optional
         The current client by default (the CLI starts a LocalCluster).
     progress : callable ``progress(phase, done, total)``, optional
-        Phases ``"data"``, ``"warm-up"``, ``"EBF <fit phase>"``, ``"SSF <fit phase>"``,
+        Phases ``"data"``, ``"compile"`` (the first run on a machine) or ``"warm-up"``,
+        ``"EBF <fit phase>"``, ``"SSF <fit phase>"``,
         ``"EBF predict"``, ``"SSF predict"`` (predicting and scoring), ``"plot"``.
 
     Returns
@@ -368,6 +351,7 @@ def run_demo(
     from pipelines.options import TrainOptions
     from pipelines.report.evaluate import evaluate
     from pipelines.train import train
+    from pipelines.warm import warm_workers
 
     _check_extras()
     t_start = time.perf_counter()
@@ -386,8 +370,10 @@ def run_demo(
                              partitions=partitions)
     timings["data"] = time.perf_counter() - t0
 
-    t0 = step("warm-up")
-    client.run(_warm_up, branch)
+    t0 = time.perf_counter()
+    # both bin-code widths: the minutes of the day give two-byte codes, but a branch that
+    # holds a few hours of them one-byte codes
+    warm_workers(client, branch, progress=progress)
     timings["warm_up"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

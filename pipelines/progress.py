@@ -25,7 +25,8 @@ __all__ = ["PHASE_LABELS", "PhaseBars", "phase_bars", "phase_label"]
 
 PHASE_LABELS = {
     "data": "writing the flight data as Parquet",
-    "warm-up": "compiling the kernels on the workers",
+    "compile": "compiling kernels (first run only)",
+    "warm-up": "loading the kernels on the workers",
     "summary": "reading partitions",
     "encode": "encoding partitions",
     "trunk": "growing the trunk",

@@ -16,7 +16,7 @@ import pytest
                                   "bench_noise", "bench_calibration", "bench_retrain",
                                   "bench_bart", "bench_bart_hypercube", "bench_bart_speed",
                                   "bench_smc", "bench_bayesopt", "bench_mondrian_kernel",
-                                  "bench_leaf_prior",
+                                  "bench_leaf_prior", "bench_cold_start",
                                   "bench_mondrian_noise", "rolling_calibration",
                                   "accuracy", "bench_peers", "bench_leaf_model"])
 def test_benchmark_imports_and_parses_its_options(name):

@@ -169,6 +169,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from basics.places import Place
     from pipelines.tracking import train_run
     from pipelines.train import ensemble_facts, train
+    from pipelines.warm import warm_workers
 
     options = train_options(args)  # checked before any work
     inputs = {"the training data": args.data}
@@ -179,6 +180,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     where = tracker(args, {**inputs, "the model's --out": args.out,
                            "the --baseline-out": args.baseline_out})
     with job(args) as (client, bars):
+        # the first fit on a machine compiles the kernels: say so, and split it across the
+        # workers (later runs load them from numba's cache and skip this)
+        warm_workers(client, options.branch, only_if_cold=True, progress=bars)
         # the workers write the branches; the models appear whole when train returns
         res = train(args.data, args.target, options, features=columns(args.features),
                     baseline=args.baseline_out is not None, client=client, progress=bars,
