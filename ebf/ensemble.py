@@ -34,7 +34,6 @@ from ._base import (
     regression_target,
 )
 from ._restore import fitted_update_record, restore_ensemble, restore_head, restore_part
-from ._update import check_updatable, check_update, encode_rows, previous_rows, update_groups
 from .artifact.classes import estimator_state
 from .branches import BranchSpec, fit_branch, fit_calibrated_branch
 from .config import MAX_BINS
@@ -42,6 +41,7 @@ from .features import FeatureEncoder
 from .importance import normalised, total_decrease, trunk_decrease
 from .learners import check_branch_task, get_learner
 from .trunk import Trunk
+from .updates import check_updatable, check_update, encode_rows, previous_rows, update_groups
 
 #: Trunk size when neither ``trunk_max_leaves`` nor ``trunk_min_leaf_rows`` is given: the
 #: paper's five-leaf trunks (Sec. 4.1, footnote 11).
@@ -483,7 +483,7 @@ class _EBF(_BranchedEnsemble):
 
         The rows are encoded with the stored encoder (bin edges, category codes) and routed
         by the stored trunk; each branch that receives rows is updated by
-        :func:`ebf._update.update_branch`: a Mondrian branch is extended online (the result
+        :func:`ebf.updates.update_branch`: a Mondrian branch is extended online (the result
         has the distribution of a batch fit on all its rows), a Bayesian / random branch is
         refit on its earlier rows (from ``previous``) and the new ones. The other branches,
         the trunk and the recalibration map are kept. ``branch_updates_`` records which
@@ -527,7 +527,7 @@ class _EBF(_BranchedEnsemble):
         A : ndarray of shape (n, n_features)
             Rows encoded with ``encoder_``, in arrival order.
         target : ndarray of shape (n,)
-            Their targets (class codes for classifiers, :func:`ebf._update.encode_rows`).
+            Their targets (class codes for classifiers, :func:`ebf.updates.encode_rows`).
         leaf : ndarray of shape (n,)
             Their branches (``trunk_.apply(A)``).
         previous : (ndarray, ndarray), optional

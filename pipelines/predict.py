@@ -270,7 +270,8 @@ def predict_to_parquet(
               else check_prediction_data(loaded, data, keep, storage_options))
     with input_partitions():  # one task and one output file per input partition
         ddf = read_columns(data, needed, storage_options)
-        check_partitions(ddf.npartitions, client)
+        check_partitions(ddf.npartitions, client, read_footers(data, storage_options).rows
+                         if ddf.npartitions < sum(client.nthreads().values()) else None)
         pred = predict_frame(loaded.reader, ddf[loaded.features], tuple(quantiles),
                              client=client, strategy=strategy)
         if keep:

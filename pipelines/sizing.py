@@ -290,10 +290,18 @@ def plan_model_size(budget: int, n_rows: int, n_features: int, branch: str, *,
     return SizePlan(trees, mss, leaf, per, total, message)
 
 
-def check_partitions(n_partitions: int, client: Any) -> str | None:
+#: Data of fewer rows gets no :func:`partition_note`: ``ebf make-data`` writes it as one
+#: file too, and more tasks would gain nothing.
+NOTE_ROWS = DEFAULT_PARTITION_ROWS
+
+
+def check_partitions(n_partitions: int, client: Any, n_rows: int | None = None) -> str | None:
     """Log :func:`partition_note` of a dataset on ``client``'s cluster as a warning (one
     line, not an error) and return it: ``ebf train`` and ``ebf predict`` call this once
-    they have read the data."""
+    they have read and checked the data. Data of fewer than :data:`NOTE_ROWS` rows
+    (``n_rows``, if known) gets none."""
+    if n_rows is not None and n_rows < NOTE_ROWS:
+        return None
     note = partition_note(n_partitions, sum(client.nthreads().values()))
     if note is not None:
         logger.warning("%s", note)

@@ -505,10 +505,11 @@ def train(
     t0 = time.perf_counter()
     inputs = _read_inputs(data, target, features, storage_options,
                           get_learner(options.branch).missing_values)
-    check_partitions(inputs.ddf.npartitions, client)
     options = _resolve(options, inputs, client)
     if inputs.footers is not None:  # before any pass over the rows
         _check_rows(inputs.footers, options.calibrate, options.calibration_fraction)
+    check_partitions(inputs.ddf.npartitions, client,
+                     None if inputs.footers is None else inputs.footers.rows)
     ddf, cal_ddf = _hold_out(inputs.ddf, options, client)
     size_plan = _plan_size(options, ddf, len(inputs.features))
     schema_seconds = time.perf_counter() - t0

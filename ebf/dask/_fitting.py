@@ -283,7 +283,7 @@ class _DaskEBF(_DaskEnsemble):
 
         The local :meth:`~ebf.EmpiricalBayesianForestRegressor.partial_fit` on the
         cluster: the rows are checked, encoded with the model's encoder and routed by its
-        trunk; each branch that receives rows is updated by ``ebf._update.update_branch`` in
+        trunk; each branch that receives rows is updated by ``ebf.updates.update_branch`` in
         one task on the worker holding its rows (phases ``schema``, ``summary``, ``encode``,
         ``route``, ``branches``), and the model records the update
         (``_with_updates``). The result equals the local ``partial_fit`` on

@@ -10,7 +10,7 @@ for the two passes). The branches the rows reach are then updated, in one of thr
 - **in memory** (:func:`update_model`): the model's branches are in this process, so the
   encoded rows come to them (a window of new rows is small next to the model: a few
   float64 columns per row), and the model's seam ``_update_encoded`` runs the local
-  ``partial_fit`` on them (``ebf._update``);
+  ``partial_fit`` on them (``ebf.updates``);
 - **saved** (:func:`update_saved`): the model is saved (its reader, ``ebf.artifact``) and
   a new one is staged (:func:`ebf.artifact.stage_model`). Each branch the rows reach is
   updated in one task on a worker, which loads its shard alone, takes that branch's rows
@@ -19,7 +19,7 @@ for the two passes). The branches the rows reach are then updated, in one of thr
   :func:`ebf.artifact.carry_part`), neither loaded nor rewritten. This process holds the
   model's head and the shards' references only.
 
-Every way, every updated branch is ``ebf._update.update_branch`` of the branch's rows in
+Every way, every updated branch is ``ebf.updates.update_branch`` of the branch's rows in
 arrival order with the model's seed, so the result equals the local ``partial_fit`` on
 ``X.compute()``, bit for bit.
 """
@@ -126,9 +126,9 @@ def _counts(part: pd.DataFrame, n_branches: int) -> np.ndarray:
 def _updated_branch(branch: Any, b: int, spec: Any, entropy: int, n_features: int,
                     *routed: pd.DataFrame) -> tuple:
     """Branch ``b`` updated with its rows of every routed partition (in partition order,
-    so in row order; ``ebf._update.update_branch``, which checks it can take them): the
+    so in row order; ``ebf.updates.update_branch``, which checks it can take them): the
     new branch and its count of new rows."""
-    from .._update import update_branch
+    from ..updates import update_branch
 
     rows = pd.concat([p[p[BRANCH].to_numpy() == b] for p in routed], ignore_index=True)
     A = np.ascontiguousarray(rows[feature_columns(n_features)].to_numpy(np.float64))
@@ -147,7 +147,7 @@ def _reached(client: Client, model: Any, X: Any, y: Any, phases: Any) -> tuple:
     """The new rows routed on the workers and counted per branch: ``(routed futures,
     n_features, counts, spec, branches reached)``; every branch reached that is in this
     process is checked to take rows before any work."""
-    from .._update import check_updatable
+    from ..updates import check_updatable
 
     routed, data = _routed(client, model, X, y, phases)
     n_branches = len(model.branches_)

@@ -159,8 +159,8 @@ def test_learnt_strength_round_trips_and_a_forged_one_is_refused(tmp_path):
 def test_a_refit_branch_keeps_its_learnt_prior():
     from dataclasses import replace
 
-    from ebf._update import update_branch
     from ebf.branches import BranchSpec, with_learnt_options
+    from ebf.updates import update_branch
 
     rng = np.random.default_rng(5)
     X, y, _ = _regions(3_000, rng)

@@ -191,6 +191,16 @@ def test_make_data_writes_several_files_per_million_rows_by_default(tmp_path, ca
     assert len(list(out.glob("part.*.parquet"))) == 10
 
 
+def test_small_data_gets_no_partition_note():
+    from types import SimpleNamespace
+
+    from pipelines.sizing import NOTE_ROWS, check_partitions
+
+    client = SimpleNamespace(nthreads=lambda: {"a": 1, "b": 1})
+    assert check_partitions(1, client, NOTE_ROWS - 1) is None
+    assert check_partitions(1, client, NOTE_ROWS) == partition_note(1, 2)
+
+
 def test_partition_note_names_the_counts_and_the_fix():
     assert partition_note(2, 2) is None and partition_note(40, 8) is None
     note = partition_note(1, 2)
@@ -199,12 +209,14 @@ def test_partition_note_names_the_counts_and_the_fix():
 
 
 def test_train_and_predict_say_when_the_data_has_fewer_partitions_than_threads(
-        tmp_path, capsys, caplog, local_threads):
-    """A one-file dataset on a 2-thread cluster: one warning line each, and the jobs run."""
+        tmp_path, capsys, caplog, local_threads, monkeypatch):
+    """A one-file dataset on a 2-thread cluster: one warning line each, and the jobs run
+    (the data counts as large: :data:`pipelines.sizing.NOTE_ROWS` lowered)."""
     import logging
 
     from distributed import Client, LocalCluster
 
+    import pipelines.sizing
     from pipelines.cli import main
     from pipelines.make_data import make_friedman
 
@@ -213,6 +225,7 @@ def test_train_and_predict_say_when_the_data_has_fewer_partitions_than_threads(
                       dashboard_address=None) as cluster, Client(cluster) as client:
         make_friedman(data, 600, n_features=5, partition_rows=600, client=client)
     cluster = ["--n-workers", "1", "--threads-per-worker", "2", "--quiet"]
+    monkeypatch.setattr(pipelines.sizing, "NOTE_ROWS", 500)
     with caplog.at_level(logging.WARNING, logger="pipelines.sizing"):
         assert main(["train", data, "--target", "y", "--n-estimators", "2", "--trunk-leaves",
                      "2", "--calibrate", "none", "--out", str(tmp_path / "m"), *cluster]) == 0
