@@ -139,8 +139,9 @@ def test_cli_overwrite_never_replaces_what_it_did_not_write(job, tmp_path, capsy
 class _KillOriginals(WorkerPlugin):
     """Kill each of the first worker processes as it starts a prediction task, once.
 
-    Every copy of the model on the workers dies with them; their replacements (started by
-    the nannies, set up after a kill) are spared, so the job must get the model back.
+    Every copy of the model (or of its loaded branches) on the workers dies with them; their
+    replacements (started by the nannies, set up after a kill) are spared, so the job must
+    get the model back.
     """
 
     def __init__(self, folder: str) -> None:
@@ -151,7 +152,9 @@ class _KillOriginals(WorkerPlugin):
 
     def transition(self, key, start, finish, **kwargs):
         name = str(key[0] if isinstance(key, tuple) else key)
-        if finish == "executing" and name.startswith("_predict_partition") and self.original:
+        # a broadcast partition task, or a sharded one (``ebf.dask.sharded``: an EBF's parts)
+        if finish == "executing" and self.original and name.startswith(
+                ("_predict_partition", "ebf-part-")):
             open(os.path.join(self.folder, str(os.getpid())), "w").close()
             os._exit(1)
 
