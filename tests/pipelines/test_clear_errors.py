@@ -324,12 +324,13 @@ def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
 
 def test_ctrl_c_during_a_fit_on_worker_processes_exits_130_in_one_line(tmp_path):
     path = tmp_path / "d.parquet"
-    # a fit of several seconds after the trunk: the interrupt lands before it ends (a fit of
-    # 600 rows and 2 trees could finish between the trunk's line and the signal)
-    _frame(20_000).to_parquet(path, index=False)
+    # a fit of many seconds after the trunk: the interrupt lands before it ends even when a
+    # loaded machine delays it (a fit of 20,000 rows and 100 trees took 2 s, and once ended
+    # before the signal came)
+    _frame(40_000).to_parquet(path, index=False)
     out = tmp_path / "m"
     status, err = _interrupt(
-        ["train", str(path), "--target", "y", "--n-estimators", "100", "--trunk-leaves", "2",
+        ["train", str(path), "--target", "y", "--n-estimators", "400", "--trunk-leaves", "2",
          "--out", str(out), "--n-workers", "1"],
         lambda pid, err: "growing the trunk" in err, processes=True)
     assert status == INTERRUPTED, err
