@@ -280,6 +280,12 @@ def _hash_rest(f: BinaryIO, nbytes: int, digest: Any, where: str) -> None:
         nbytes -= len(step)
 
 
+def _check_size(actual: int, size: int, where: str) -> None:
+    if actual != size:
+        raise ChecksumError(f"{where}: {actual} bytes but the manifest says {size}; the file "
+                            "is truncated, replaced or corrupt")
+
+
 def _check_digest(digest: Any, sha256: str, where: str) -> None:
     if digest.hexdigest() != sha256:
         raise ChecksumError(f"{where}: sha256 mismatch (manifest {sha256[:16]}..., file "
@@ -343,6 +349,26 @@ def _read_arrays(f: BinaryIO, table: list[tuple], pos: int, digest: Any, where: 
     return arrays
 
 
+def verify_pack(store: Store, name: str, size: int, sha256: str, what: str) -> None:
+    """Check a pack's size and sha256 against the manifest's, reading it in chunks and
+    decoding nothing (what ``read_pack`` checks first, without the arrays).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file is missing.
+    ebf.artifact._codec.ChecksumError
+        If its size or sha256 differs from the manifest's.
+    """
+    where = f"{what} {store.path(name)}"
+    with store.open(name, what) as f:
+        _check_size(store.size(f, name), size, where)
+        digest = hashlib.sha256()
+        if size:
+            _hash_rest(f, size, digest, where)
+    _check_digest(digest, sha256, where)
+
+
 def read_pack(store: Store, name: str, size: int, sha256: str, what: str
               ) -> tuple[Any, list[np.ndarray]]:
     """The encoded state and the arrays of a pack, after every check of the module docstring.
@@ -374,10 +400,7 @@ def read_pack(store: Store, name: str, size: int, sha256: str, what: str
     """
     where = f"{what} {store.path(name)}"
     with store.open(name, what) as f:
-        actual = store.size(f, name)
-        if actual != size:
-            raise ChecksumError(f"{where}: {actual} bytes but the manifest says {size}; the "
-                                "file is truncated, replaced or corrupt")
+        _check_size(store.size(f, name), size, where)
         check_model_bytes(size, where)
         if size < _PREFIX.size:
             raise ModelFormatError(f"{where}: {size} bytes is too short for a pack")

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
 from ._manifest import MANIFEST, read_manifest
-from ._packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name
+from ._packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name, verify_pack
 from .classes import estimator_from_state, new_estimator, resolve_class
 
 __all__ = ["ModelHead", "ModelReader", "load", "open_model"]
@@ -175,6 +175,26 @@ class ModelReader:
                 f"{self._where()}: the state's {parts or 'parts'} must refer to shards "
                 f"{expected[:5]}{'...' if len(expected) > 5 else ''} in order")
         return parts
+
+    def verify(self) -> None:
+        """Check every file of the model against the manifest (sizes and sha256, in
+        chunks: format 2's head and shards are not decoded; a format 1 model is loaded).
+
+        Raises
+        ------
+        FileNotFoundError
+            If a file is missing.
+        ModelFormatError
+            :class:`ChecksumError` naming the file (``shard 3 ...``) whose bytes differ.
+        """
+        if self.format_version == 1:
+            self.load()
+            return
+        head = self.manifest["head"]
+        verify_pack(self.store, HEAD_NAME, head["bytes"], head["sha256"], "model head")
+        for i, entry in enumerate(self.manifest["shards"]):
+            verify_pack(self.store, shard_name(i), entry["bytes"], entry["sha256"],
+                        f"shard {i}")
 
     def _part_state(self, i: int) -> Any:
         entry = self.manifest["shards"][i]

@@ -236,13 +236,16 @@ class Registry:
         model, use :meth:`verified_model`."""
         return self._place(version).child(MODEL_DIR).url
 
-    def verified_model(self, version: int) -> str:
+    def verified_model(self, version: int, every_file: bool = False) -> str:
         """The URL of a version's model directory, once its model is the one recorded.
 
         The model's hash (:func:`ebf.artifact.model_hash`: its manifest, checked against its
         content; loading checks every array against the manifest) must equal the record's
         ``model_hash``. Versions written before records held it are served as they are,
-        with a warning.
+        with a warning. With ``every_file`` (promote, rollback: a version about to become
+        current), every file is also checked against the manifest, size and sha256
+        (:meth:`ebf.artifact.ModelReader.verify`), so a corrupt shard is found now, not by
+        the next prediction.
 
         Raises
         ------
@@ -251,13 +254,15 @@ class Registry:
         RegistryError
             If the record names another hash than the model's, or the model is unreadable.
         """
-        from ebf.artifact import model_hash
+        from ebf.artifact import model_hash, open_model
 
         record = self.record(version)
         path = self.model_path(version)
         expected = record.get("model_hash")
         try:
             found = model_hash(path, self.storage_options)
+            if every_file:
+                open_model(path, self.storage_options).verify()
         except (OSError, ValueError) as exc:
             raise RegistryError(f"the model of version {version} of {self.url} cannot be "
                                 f"read ({exc}); restore {path} or promote another version"
@@ -485,7 +490,7 @@ class Registry:
         MissingVersionError, RegistryBusyError
         """
         with self.lock():
-            self.verified_model(version)  # exists, and holds the model it recorded
+            self.verified_model(version, every_file=True)  # the model it recorded, intact
             current, history = self._pointer.read_or_reset()
             if current != version:
                 self._pointer.write(version, history + [current] if current else history)
@@ -516,7 +521,7 @@ class Registry:
                     f"nothing to roll back to in {self.url}: {now} and no earlier one was "
                     f"promoted; promote a version instead: ebf registry promote {self.url}@N")
             previous = history[-1]
-            self.verified_model(previous)
+            self.verified_model(previous, every_file=True)
             self._pointer.write(previous, history[:-1])
             return previous
 

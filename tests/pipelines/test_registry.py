@@ -545,3 +545,26 @@ def test_a_memory_registry(model_dir):
     assert resolve_model(url).endswith("v0001/model")
     assert not fs.exists("/ebf-test-registry/models/ebf/.lock")
     fs.rm("/ebf-test-registry", recursive=True)
+
+
+@pytest.mark.parametrize("corrupt", ["flip", "truncate"])
+def test_promote_and_rollback_refuse_a_version_with_a_corrupt_shard(two_versions, corrupt):
+    """The manifest (and so the recorded hash) is intact; one shard's bytes are not: the
+    version must not become current, and the message names the shard."""
+    reg, folder = two_versions
+    reg.promote(1)
+    reg.promote(2)  # version 1 is what a rollback goes back to
+    shard = sorted((folder / "v0001" / "model" / "shards").iterdir())[0]
+    data = bytearray(shard.read_bytes())
+    if corrupt == "flip":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        data = data[:-8]
+    shard.write_bytes(bytes(data))
+    before = (folder / "current.json").read_bytes()
+    bad = r"version 1 .*shard 0 .*(sha256 mismatch|bytes but the manifest says)"
+    with pytest.raises(RegistryError, match=bad + ".*promote another version"):
+        reg.promote(1)
+    with pytest.raises(RegistryError, match=bad):
+        reg.rollback()
+    assert (folder / "current.json").read_bytes() == before and reg.current() == 2
