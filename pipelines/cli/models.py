@@ -308,8 +308,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
     """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
-    dataset or registry, over an input, or over a file that is not ebf's of the same kind
-    (:func:`basics.locations.check_file_destination`)."""
+    dataset or registry, over an input or another output of the command, or over a file that
+    is not ebf's of the same kind (:func:`basics.locations.check_file_destination`)."""
     from basics.locations import check_destination, check_file_destination
     from pipelines.predict import prediction_inputs
     from pipelines.report.html import figures_dir
@@ -323,9 +323,13 @@ def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
         raise UsageError("--keep copies columns into --predictions; give --predictions too")
     if args.target_unit is not None and not args.report:
         raise UsageError("--target-unit labels the --report; give --report too")
-    for path, kind in ((args.json, "evaluation"), (args.report, "report")):
+    # every output is checked against the inputs and the outputs before it: the same path
+    # twice, or one inside another, fails here, before any work
+    for path, kind, flag in ((args.json, "evaluation", "--json"),
+                             (args.report, "report", "--report")):
         if path and path != "-":
             check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
+            inputs[f"the {flag} file"] = path
     if args.report:
         check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
                           inputs=inputs)

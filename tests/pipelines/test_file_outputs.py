@@ -131,3 +131,19 @@ def test_outputs_inside_a_registry_are_refused(made, tmp_path, capsys):
         assert _evaluate(f"{reg.root}@1", data, "--json", target, "--overwrite") == 2
         assert "registry" in capsys.readouterr().err
     assert _digest(record) == before
+
+
+@pytest.mark.parametrize("json_at", ["same", "in_figures"])
+def test_the_outputs_of_one_evaluate_are_checked_against_each_other(made, tmp_path, capsys,
+                                                                    json_at):
+    """``--json X --report X`` (the report over the JSON), or ``--json`` inside the folder
+    of figures the report will create: refused before any work, nothing written."""
+    from pipelines.report.html import figures_dir
+
+    _, data, model = made
+    report = tmp_path / "report.html"
+    json_path = report if json_at == "same" else figures_dir(report) / "scores.json"
+    assert _evaluate(model, data, "--json", str(json_path), "--report", str(report)) == 2
+    err = capsys.readouterr().err
+    assert "refusing" in err and "--json file" in err, err
+    assert sorted(os.listdir(tmp_path)) == []
