@@ -16,7 +16,10 @@ The values become options added after the command line's own, so they are checke
 same parser (types, choices, ranges); an option the command line gives (or a rival of its
 group, such as ``--min-leaf-rows`` for ``--trunk-leaves``) is not taken from the file. A key that
 is not an option of its command is an error naming the key and the command's options;
-positional arguments (data, model, registry) are never read from the file.
+positional arguments (data, model, registry) are never read from the file. The tables are
+checked at every level whatever command runs (:func:`check_tables`): a table that is not
+``all`` or a command, an option outside a command's table, or a table where an option
+belongs is an error naming it and the nearest valid table.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 from .failures import UsageError
 
-__all__ = ["CONFIG_VARIABLE", "with_config"]
+__all__ = ["CONFIG_VARIABLE", "check_tables", "with_config"]
 
 #: The environment variable naming a config file when ``--config`` is not given.
 CONFIG_VARIABLE = "EBF_CONFIG"
@@ -67,6 +70,63 @@ def _command(parser: argparse.ArgumentParser, argv: list[str]
         position = found[0] + 1
         names.append(found[1])
         current = sub.choices[found[1]]
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of ``parser`` by name (none for a command that has no subcommands)."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return {} if sub is None else dict(sub.choices)
+
+
+def _nearest(name: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f"did you mean [{close[0]}]? " if close else ""
+
+
+def check_tables(config: dict[str, Any], parser: argparse.ArgumentParser, path: str) -> None:
+    """Every table of a config file names ``all`` or a command (``[registry.list]``), at
+    every level, and a table is never where an option belongs: an error names the table,
+    the nearest valid name and the valid ones.
+
+    Examples
+    --------
+    >>> from pipelines.cli.parser import build_parser
+    >>> check_tables({"train": {"branch": "mondrian"}}, build_parser(), "ebf.toml")
+    >>> check_tables({"trian": {}}, build_parser(), "ebf.toml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pipelines.cli.failures.UsageError: config ebf.toml: [trian] is not a command...
+    """
+    def walk(table: dict[str, Any], command: argparse.ArgumentParser, names: list[str]) -> None:
+        subs = _subcommands(command)
+        valid = sorted([*subs, *([] if names else ["all"])])
+        for key, value in table.items():
+            here = ".".join([*names, str(key)])
+            if not isinstance(value, dict):
+                if subs:  # the top, or a group such as [registry]: tables only
+                    raise UsageError(
+                        f"config {path}: {here!r} must be an option inside a command's table "
+                        f"({', '.join(f'[{v}]' for v in valid[:4])}...), not in "
+                        f"{'the top level' if not names else '[' + '.'.join(names) + ']'}")
+                continue  # an option of the command: _tokens checks its name
+            if not subs:
+                raise UsageError(
+                    f"config {path}: [{here}] is a table where an option of "
+                    f"[{'.'.join(names)}] belongs; write key = value in [{'.'.join(names)}]")
+            if not names and key == "all":
+                walk(value, argparse.ArgumentParser(add_help=False), ["all"])
+                continue
+            if key not in subs:
+                where = "a command" if not names else f"a subcommand of [{'.'.join(names)}]"
+                full = [".".join([*names, v]) for v in valid]
+                raise UsageError(
+                    f"config {path}: [{here}] is not {where}; {_nearest(here, full)}"
+                    f"the tables here are {', '.join(f'[{v}]' for v in full)}")
+            walk(value, subs[key], [*names, str(key)])
+
+    walk(config, parser, [])
 
 
 def _given(command: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -151,6 +211,7 @@ def with_config(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
                          f"{CONFIG_VARIABLE}") from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"config file {path} is not readable TOML: {exc}") from exc
+    check_tables(config, parser, path)
     names, command = _command(parser, argv)
     if not names:
         return argv

@@ -56,6 +56,15 @@ def test_the_environment_names_the_file(tmp_path, monkeypatch):
     ("[train]\ndata = 'other'\n", "'data' is not an option"),  # positionals never come from it
     ("[train]\noverwrite = 'yes'\n", "'overwrite' is a flag: use true or false"),
     ("[train\n", "is not readable TOML"),
+    # a misspelt or misplaced table, at any level (whatever command runs): named, with the
+    # nearest valid one
+    ("[trian]\nbranch = 'mondrian'\n", "[trian] is not a command; did you mean [train]?"),
+    ("[registry.lsit]\njson = true\n", "did you mean [registry.list]?"),
+    ("branch = 'mondrian'\n", "'branch' must be an option inside a command's table"),
+    ("[registry]\njson = true\n", "'registry.json' must be an option inside"),
+    ("[train.branch]\nvalue = 'mondrian'\n", "[train.branch] is a table where an option of "
+                                              "[train] belongs"),
+    ("[all.timeout]\nseconds = 3\n", "[all.timeout] is a table where an option of [all]"),
 ])
 def test_a_bad_file_is_a_usage_error_naming_the_key(tmp_path, capsys, text, message):
     assert main([*TRAIN, "--config", _write(tmp_path, text)]) == 2
