@@ -23,20 +23,38 @@ __all__ = ["checked_levels", "class_dtype", "output_meta", "prediction_meta",
 
 
 def quantile_columns(levels: Sequence[float]) -> list[str]:
-    """Column names of quantile levels: ``q`` + percent, two digits (``0.975 -> q97_5``).
+    """Column names of quantile levels: ``q`` + percent, two digits (``0.975 -> q97_5``),
+    to six decimals of a percent.
+
+    Raises
+    ------
+    ValueError
+        If two levels give one name, or a level other than 0 or 1 would be named as one
+        (its percent rounds to 0 or 100).
 
     Examples
     --------
     >>> quantile_columns([0.05, 0.5, 0.95, 0.975])
     ['q05', 'q50', 'q95', 'q97_5']
+    >>> quantile_columns([1e-9])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: quantile level 1e-09 is too close to 0 to name its column (it would be q00, ...
     """
     out = []
     for q in levels:
         pct = round(100 * float(q), 6)
         name = f"q{int(pct):02d}" if pct == int(pct) else "q" + f"{pct:g}".replace(".", "_")
+        if pct in (0.0, 100.0) and float(q) not in (0.0, 1.0):
+            raise ValueError(
+                f"quantile level {float(q)!r} is too close to {int(pct) // 100} to name its "
+                f"column (it would be {name}, the name of level {int(pct) // 100}); use a "
+                "level at least 1e-08 away from 0 and 1.")
         out.append(name)
     if len(set(out)) != len(out):
-        raise ValueError(f"quantile levels {list(levels)} give duplicated columns {out}.")
+        given = [float(q) for q in levels]
+        raise ValueError(f"quantile levels {given} give the columns {out}, some twice; give "
+                         "each level once (levels closer than 1e-08 share a name).")
     return out
 
 
