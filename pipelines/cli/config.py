@@ -31,10 +31,38 @@ from typing import Any
 
 from .failures import UsageError
 
-__all__ = ["CONFIG_VARIABLE", "check_tables", "with_config"]
+__all__ = ["CONFIG_VARIABLE", "MAX_CONFIG_BYTES", "check_tables", "with_config"]
 
 #: The environment variable naming a config file when ``--config`` is not given.
 CONFIG_VARIABLE = "EBF_CONFIG"
+
+
+#: The largest config file read (a TOML file of defaults is a few hundred bytes).
+MAX_CONFIG_BYTES = 2**20
+
+
+def _read_config(path: str) -> str:
+    """The text of a config file: a regular file of at most :data:`MAX_CONFIG_BYTES` bytes
+    of UTF-8, checked before it is opened (a named pipe would block, a device never end)."""
+    import stat
+
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+                if stat.S_ISSOCK(mode) else "not a regular file")
+        raise UsageError(f"config file {path} is {kind}; --config (or {CONFIG_VARIABLE}) "
+                         "must name a TOML file")
+    with open(path, "rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"config file {path} has more than {MAX_CONFIG_BYTES:,} bytes; a "
+                         "config file holds a few option defaults: name the right file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config file {path} is not text (not UTF-8 at byte {exc.start}); "
+                         "name a TOML file") from exc
 
 
 def _config_path(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -204,8 +232,7 @@ def with_config(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
     if path is None:
         return argv
     try:
-        with open(path, "rb") as f:
-            config = tomllib.load(f)
+        config = tomllib.loads(_read_config(path))
     except FileNotFoundError as exc:
         raise UsageError(f"config file {path} does not exist; fix --config or "
                          f"{CONFIG_VARIABLE}") from exc

@@ -84,3 +84,29 @@ def test_a_bad_value_is_the_parsers_error_and_says_it_came_from_the_file(tmp_pat
 def test_a_missing_file(tmp_path, capsys):
     assert main([*TRAIN, "--config", str(tmp_path / "nope.toml")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "big", "binary"])
+def test_a_config_path_that_is_not_a_small_text_file_fails_at_once(tmp_path, capsys, kind):
+    """Checked before it is read: a named pipe would block ``open``, a device never end."""
+    import os
+
+    from pipelines.cli.config import MAX_CONFIG_BYTES
+
+    path = tmp_path / "ebf.toml"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = "/dev/zero"
+    elif kind == "big":
+        path.write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    else:
+        path.write_bytes(b"[train]\n\xff\xfe\x00binary")
+    message = {"directory": "is a directory", "fifo": "is a named pipe",
+               "device": "is a device", "big": "more than 1,048,576 bytes",
+               "binary": "is not text"}[kind]
+    assert main([*TRAIN, "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1, err
