@@ -83,10 +83,10 @@ def _cdf_logpdf(y, n, cw, cm, cs):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def score_kernel(w, m, v, y, lv, maps, quad, mean_out, var_out, q_out, cdf_out, logpdf_out,
-                 crps_out):  # pragma: no cover - jitted
+def score_kernel(w, m, v, y, lv, maps, quad, out):  # pragma: no cover - jitted
     """Mean, variance, quantiles, ``F(y)``, ``log p(y)`` and the CRPS under every map of
-    every row of a normalised mixture ``(w, m, v)`` (module docstring).
+    every row of a normalised mixture ``(w, m, v)`` (module docstring), written to ``out``,
+    a :class:`MixtureScores` whose ``std`` receives the variance.
 
     ``lv`` is a :class:`basics.mixture_kernels.Levels` (as :func:`basics.mixture_kernels.
     summary_kernel` takes it), ``maps`` a :class:`basics.crps_kernels.PitMaps`, ``quad`` a
@@ -96,15 +96,15 @@ def score_kernel(w, m, v, y, lv, maps, quad, mean_out, var_out, q_out, cdf_out, 
     row = row_scratch(k_max)
     work = crps_scratch(k_max, maps, quad)
     for i in range(w.shape[0]):
-        n = summary_row(w, m, v, i, row, lv, mean_out, var_out, q_out)
+        n = summary_row(w, m, v, i, row, lv, out.mean, out.std, out.quantiles)
         yi = y[i]
         if np.isnan(yi):
-            cdf_out[i] = np.nan
-            logpdf_out[i] = np.nan
-            crps_out[i, :] = np.nan
+            out.cdf[i] = np.nan
+            out.logpdf[i] = np.nan
+            out.crps[i, :] = np.nan
             continue
-        cdf_out[i], logpdf_out[i] = _cdf_logpdf(yi, n, row.w, row.m, row.s)
-        crps_row(n, mean_out[i], var_out[i], row, yi, maps, quad, work, crps_out[i])
+        out.cdf[i], out.logpdf[i] = _cdf_logpdf(yi, n, row.w, row.m, row.s)
+        crps_row(n, out.mean[i], out.std[i], row, yi, maps, quad, work, out.crps[i])
 
 
 def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
@@ -138,10 +138,10 @@ def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
         raise ValueError(f"y has {int(np.isinf(y).sum())} values that are not finite.")
     lv = solver_levels(np.asarray(levels, dtype=np.float64))
     n = mixture.n_rows
-    mean, var, q = np.empty(n), np.empty(n), np.empty((n, lv.levels.shape[1]))
-    cdf, logpdf, crps = np.empty(n), np.empty(n), np.empty((n, len(maps)))
+    out = MixtureScores(np.empty(n), np.empty(n), np.empty((n, lv.levels.shape[1])),
+                        np.empty(n), np.empty(n), np.empty((n, len(maps))))
     w, m, v = (np.ascontiguousarray(a) for a in (mixture.weights, mixture.means,
                                                  mixture.variances))
-    score_kernel(w, m, v, y, lv, pit_maps(maps), crps_quadrature(), mean, var, q, cdf,
-                 logpdf, crps)
-    return MixtureScores(mean, np.sqrt(var), q, cdf, logpdf, crps)
+    score_kernel(w, m, v, y, lv, pit_maps(maps), crps_quadrature(), out)
+    np.sqrt(out.std, out=out.std)  # the kernel wrote the variance there
+    return out

@@ -37,6 +37,7 @@ from .branches import BranchSpec, ConstantBranch, fit_branch, with_learnt_option
 from .learners import get_learner, online_learners
 
 __all__ = [
+    "OnlineUpdates",
     "check_updatable",
     "check_update",
     "encode_rows",
@@ -177,3 +178,108 @@ def update_groups(spec: BranchSpec, branches: list, A: np.ndarray, target: np.nd
                              previous.get(b))
 
     return dict(zip([b for b, _ in groups], thread_map(update, groups, n_jobs), strict=True))
+
+
+class OnlineUpdates:
+    """``partial_fit`` of an EBF and its seams (``_update_encoded``, ``_take_updates``):
+    the model's half of this module, mixed into the EBF estimators."""
+
+    def partial_fit(self, X: Any, y: Any, *, previous: tuple | None = None) -> Any:
+        """Take new rows under the stored trunk: only the branches they land in change.
+
+        The rows are encoded with the stored encoder (bin edges, category codes) and routed
+        by the stored trunk; each branch that receives rows is updated by
+        :func:`ebf.updates.update_branch`: a Mondrian branch is extended online (the result
+        has the distribution of a batch fit on all its rows), a Bayesian / random branch is
+        refit on its earlier rows (from ``previous``) and the new ones. The other branches,
+        the trunk and the recalibration map are kept. ``branch_updates_`` records which
+        update produced each branch. Called on an unfitted model, it is ``fit(X, y)``.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+            New rows, with the training columns.
+        y : array-like of shape (n_samples,)
+            Their targets (classifiers: labels seen at fit).
+        previous : (X_old, y_old), optional
+            Required for ``branch="bayesian"`` / ``"random"``: the rows the model was
+            trained on so far (at least every row of the branches that receive new rows; the
+            counts are checked against ``branch_sizes_``).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Before anything changes: CART branches without ``previous``, a predict-only or
+            constant branch that receives rows, labels never seen, wrong columns.
+        """
+        if not hasattr(self, "trunk_"):
+            return self.fit(X, y)
+        A, target = encode_rows(self, X, y)  # wrong columns or labels first, as at fit
+        check_update(self.branch, previous is not None)
+        old = None if previous is None else encode_rows(self, *previous)
+        return self._update_encoded(A, target, self.trunk_.apply(A), old)
+
+    def _update_encoded(self, A: np.ndarray, target: np.ndarray, leaf: np.ndarray,
+                        previous: tuple | None = None, n_jobs: int | None = None) -> Any:
+        """:meth:`partial_fit` on rows already encoded and routed (a seam of ``ebf.dask``,
+        whose workers encode and route the new rows).
+
+        Parameters
+        ----------
+        A : ndarray of shape (n, n_features)
+            Rows encoded with ``encoder_``, in arrival order.
+        target : ndarray of shape (n,)
+            Their targets (class codes for classifiers, :func:`ebf.updates.encode_rows`).
+        leaf : ndarray of shape (n,)
+            Their branches (``trunk_.apply(A)``).
+        previous : (ndarray, ndarray), optional
+            The earlier rows, encoded, and their targets (CART branches).
+        n_jobs : int, optional
+            Threads over the branches (None: the model's ``n_jobs``).
+
+        Returns
+        -------
+        self
+        """
+        groups = self._groups(leaf)
+        n_jobs = self.n_jobs if n_jobs is None else n_jobs
+        old = {} if previous is None else previous_rows(self, *previous,
+                                                        [b for b, _ in groups])
+        spec = self._fit_plan(self.encoder_, getattr(self, "classes_", None), 1).spec
+        for b, _ in groups:  # every branch that gets rows can take them, before any work
+            check_updatable(spec, self.branches_[b], b)
+        updates = update_groups(spec, self.branches_, A, target, groups, int(self.entropy_),
+                                old, n_jobs)
+        return self._take_updates(updates, {b: rows.size for b, rows in groups})
+
+    def _take_updates(self, updates: dict, counts: dict) -> Any:
+        """Record one update: branch ``b`` replaced by ``updates[b]``, which took
+        ``counts[b]`` new rows (a seam of ``ebf.dask``, whose workers update the branches;
+        the update count grows only if some branch took rows).
+
+        Returns
+        -------
+        self
+        """
+        if not updates:
+            return self
+        branches = list(self.branches_)
+        sizes = self.branch_rows_.copy()
+        produced = self.branch_updates_.copy()
+        n_updates = self.n_updates_ + 1
+        for b, new in updates.items():
+            branches[b] = new
+            sizes[b] += counts[b]
+            produced[b] = n_updates
+        # at once, and only these: the input attributes (feature names...) stay
+        self.__dict__.update({"branches_": branches, "branch_rows_": sizes,
+                              "branch_updates_": produced, "n_updates_": n_updates})
+        return self
+
+    def _update_record(self) -> dict:
+        return {name: getattr(self, name)
+                for name in ("branch_rows_", "branch_updates_", "n_updates_")}
