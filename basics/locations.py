@@ -303,6 +303,25 @@ def check_location(
     _check_overlaps(place, what, inputs or {}, storage_options)
     _check_not_inside(place, what, None if container is None
                       else _Place.of(container, storage_options))
+    _check_parent(place, what)
+
+
+def _check_parent(place: _Place, what: str) -> None:
+    """A local output's nearest existing ancestor is a folder this process may write in
+    (where the output's missing parent folders and its temporary folder are made)."""
+    if place.fs is not None:  # object stores have no folders to be in the way
+        return
+    ancestor = os.path.dirname(place.path)
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UnsafeOutputError(
+            f"cannot write {what} to {place.url!r}: {ancestor!r} is a file, not a folder; "
+            "choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UnsafeOutputError(
+            f"cannot write {what} to {place.url!r}: the folder {ancestor!r} is not writable; "
+            "fix its permissions or choose another path")
 
 
 def check_destination(

@@ -124,6 +124,8 @@ def open_artifact(model_dir: str | os.PathLike[str],
             f"the model at {path!r} has no feature names (it was fit on an array); refit it "
             "on a DataFrame (ebf train does) so its columns can be found in the data"
         )
+    if reader.n_parts:  # its state read (small): the manifest's features checked against it
+        reader.head()
     return ModelArtifact(reader, path, reader.model_hash, reader.manifest,
                          [str(c) for c in names])
 

@@ -33,6 +33,7 @@ from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report
+from ebf.dask.frames import checked_levels, prediction_meta
 from ebf.dask.graph import input_partitions
 from pipelines.artifacts import open_artifact
 from pipelines.footers import Footers, read_footers
@@ -67,11 +68,12 @@ def _check_columns(data: Source, features: Sequence[str], needed: Sequence[str],
     missing = [c for c in needed if c not in columns]
     if missing:
         shown = ", ".join(repr(c) for c in list(columns)[:30])
-        raise SchemaError(
-            f"the data lacks {len(missing)} column(s) the model needs: "
-            f"{', '.join(repr(c) for c in missing)}; available columns: {shown}",
-            columns=missing,
-        )
+        lacking = [c for c in missing if c in features]
+        why = (f"{len(lacking)} column(s) the model needs: {_names(lacking)}" if lacking
+               else f"{len(missing)} column(s) to keep (keep_columns, --keep): "
+               f"{_names(missing)}; fix the names to keep")
+        raise SchemaError(f"the data lacks {why}; available columns: {shown}",
+                          columns=missing)
     problems = footers.mismatches({c: "feature" if c in features else "kept" for c in needed
                                    if not columns[c].partition})
     if problems:
@@ -146,17 +148,29 @@ def _partition_events(
     progress(total, total)
 
 
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(repr(c) for c in columns)
+
+
 def _needed_columns(features: Sequence[str], keep_columns: Sequence[str]) -> list[str]:
-    """The columns a prediction reads: the features, then the kept columns, each once."""
-    return list(dict.fromkeys([*features, *map(str, keep_columns)]))
+    """The columns a prediction reads: the features, then the kept columns, each once;
+    a column kept twice is refused (the predictions would hold it twice)."""
+    keep = [str(c) for c in keep_columns]
+    twice = sorted({c for c in keep if keep.count(c) > 1})
+    if twice:
+        raise SchemaError(f"keep_columns (--keep) names {_names(twice)} more than once; "
+                          "name each column once", columns=twice)
+    return list(dict.fromkeys([*features, *keep]))
 
 
 def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] = (),
                           storage_options: Mapping[str, Any] | None = None,
-                          footers: Footers | None = None) -> list[str]:
+                          footers: Footers | None = None,
+                          quantiles: Sequence[float] | None = None) -> list[str]:
     """The columns a prediction of ``data`` reads; raises before any Dask work if a file lacks
     one, holds it with another type, or has nulls in a numeric feature that the model cannot
-    take (footers only).
+    take (footers only), or if a kept column is named twice or (``quantiles`` given: the
+    prediction's quantile levels) has the name of a prediction column.
 
     ``model`` is a model directory or what :func:`pipelines.artifacts.open_artifact` returned;
     the ``ebf predict`` command calls this before it starts the cluster. ``footers``: the
@@ -165,6 +179,10 @@ def check_prediction_data(model: Any, data: Source, keep_columns: Sequence[str] 
     if not hasattr(model, "features"):
         model = open_artifact(model, storage_options)
     needed = _needed_columns(model.features, keep_columns)
+    if keep_columns and quantiles is not None and model.reader.n_parts:  # else: once loaded
+        head = model.reader.head()
+        check_kept([str(c) for c in keep_columns], prediction_meta(
+            head.classes, head.trunk is not None, checked_levels(quantiles)).columns)
     if not isinstance(data, dd.DataFrame):
         _check_columns(data, model.features, needed, storage_options, footers,
                        model.missing_values)
@@ -289,8 +307,9 @@ def check_kept(keep: Sequence[str], columns: Sequence[str]) -> None:
     """Kept input columns may not share a name with a prediction column."""
     clash = [c for c in keep if c in columns]
     if clash:
-        raise ValueError(f"keep_columns {clash} collide with prediction columns "
-                         f"{list(columns)}; rename them first")
+        raise SchemaError(f"keep_columns (--keep) {_names(clash)} would have the name of "
+                          f"a prediction column ({_names(columns)}); leave them out, or "
+                          "rename them in the data first", columns=clash)
 
 
 def prediction_metadata(loaded: Any, quantiles: Sequence[float]) -> dict[str, str]:

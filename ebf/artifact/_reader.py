@@ -18,9 +18,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from ._codec import Decoder, ModelFormatError, UnknownClassError, check_model_bytes
+from ._codec import (
+    Decoder,
+    ModelFormatError,
+    UnknownClassError,
+    check_model_bytes,
+    features_entry,
+)
 from ._manifest import MANIFEST, read_manifest
 from ._packs import HEAD_NAME, PackDecoder, ShardRef, Store, read_pack, shard_name, verify_pack
 from .classes import estimator_from_state, new_estimator, resolve_class
@@ -227,9 +234,24 @@ class ModelReader:
         """The whole estimator (every shard read and checked); see :func:`ebf.artifact.load`."""
         top = self.state()
         try:
-            return estimator_from_state(top)
+            model = estimator_from_state(top)
         except ModelFormatError as exc:
             raise type(exc)(f"{self._where()}: {exc}") from exc
+        self._check_features(model)
+        return model
+
+    def _check_features(self, model: Any) -> None:
+        """The manifest's ``features`` (what a prediction reads from the data) are those of
+        the model's state, else the manifest was edited: names would be looked up that the
+        model does not use, or a column it uses reported missing."""
+        listed, held = self.manifest.get("features"), features_entry(model)
+        if listed != held:
+            names = (listed or {}).get("names") if isinstance(listed, dict) else None
+            raise ModelFormatError(
+                f"{self._where()}: its 'features' ({len(names or ())} name(s), n_features "
+                f"{(listed or {}).get('n_features') if isinstance(listed, dict) else None}) "
+                f"disagree with the model's state ({held['n_features']} features "
+                f"{_shown(held['names'] or [])}): the manifest was edited")
 
     def head(self) -> ModelHead:
         """The ensemble without its parts (reads the manifest and the head pack only).
@@ -252,6 +274,7 @@ class ModelReader:
                 attrs = est._restore_head(state, self.n_parts)
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
                 raise ModelFormatError(f"{self._where()}: invalid state: {exc}") from exc
+            self._check_features(SimpleNamespace(**attrs))
             self._head = ModelHead(est, attrs, self.n_parts)
         return self._head
 
@@ -267,6 +290,10 @@ class ModelReader:
             raise type(exc)(f"{self._where()}: {exc}") from exc
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise ModelFormatError(f"{self._where()}: invalid state: {exc}") from exc
+
+
+def _shown(names: list[str], most: int = 10) -> str:
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
 def open_model(path: str | os.PathLike,

@@ -101,6 +101,21 @@ def level(interior: bool):
     return parse
 
 
+class QuantileLevels(argparse.Action):
+    """``--quantiles``: the levels (each parsed by :func:`level`) must name distinct columns
+    (:func:`ebf.dask.frames.quantile_columns`), else a usage error now, before any work."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from ebf.dask.frames import quantile_columns
+
+        try:
+            quantile_columns(values)
+        except ValueError as e:
+            raise argparse.ArgumentError(self, str(e)) from None
+        setattr(namespace, self.dest, values)
+
+
 def memory_size(text: str) -> str:
     """A memory size such as ``2GB`` or ``512MiB`` (``dask.utils.parse_bytes``)."""
     from dask.utils import parse_bytes

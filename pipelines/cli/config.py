@@ -31,7 +31,7 @@ from typing import Any
 
 from .failures import UsageError
 
-__all__ = ["CONFIG_VARIABLE", "MAX_CONFIG_BYTES", "check_tables", "with_config"]
+__all__ = ["CONFIG_VARIABLE", "MAX_CONFIG_BYTES", "check_tables", "subcommands", "with_config"]
 
 #: The environment variable naming a config file when ``--config`` is not given.
 CONFIG_VARIABLE = "EBF_CONFIG"
@@ -100,7 +100,7 @@ def _command(parser: argparse.ArgumentParser, argv: list[str]
         current = sub.choices[found[1]]
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """The subcommands of ``parser`` by name (none for a command that has no subcommands)."""
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     return {} if sub is None else dict(sub.choices)
@@ -128,7 +128,7 @@ def check_tables(config: dict[str, Any], parser: argparse.ArgumentParser, path: 
     pipelines.cli.failures.UsageError: config ebf.toml: [trian] is not a command...
     """
     def walk(table: dict[str, Any], command: argparse.ArgumentParser, names: list[str]) -> None:
-        subs = _subcommands(command)
+        subs = subcommands(command)
         valid = sorted([*subs, *([] if names else ["all"])])
         for key, value in table.items():
             here = ".".join([*names, str(key)])

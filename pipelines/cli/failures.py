@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import signal
 import sys
 import threading
@@ -157,6 +158,27 @@ def _dask_failure(exc: BaseException) -> tuple[int, str] | None:
     return None
 
 
+def _cloud_failure(exc: BaseException) -> tuple[int, str] | None:
+    """Messages for the object stores' client errors (botocore for ``s3://``, google-auth
+    for ``gs://``), which fsspec lets through."""
+    if isinstance(exc, _classes("botocore.exceptions", "NoCredentialsError",
+                                "PartialCredentialsError")):
+        return FAILED, (
+            f"no usable credentials for the s3:// path ({_one_line(exc)}); set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) where the command "
+            "and the workers run")
+    if isinstance(exc, _classes("botocore.exceptions", "EndpointConnectionError",
+                                "ConnectTimeoutError")):
+        return FAILED, (
+            f"cannot reach the object store ({_one_line(exc)}); check the URL, "
+            "AWS_ENDPOINT_URL and the network, then run the job again")
+    if isinstance(exc, _classes("google.auth.exceptions", "DefaultCredentialsError")):
+        return FAILED, (
+            f"no usable credentials for the gs:// path ({_one_line(exc)}); set "
+            "GOOGLE_APPLICATION_CREDENTIALS or run `gcloud auth application-default login`")
+    return None
+
+
 def _os_fix(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "free disk space or write somewhere else"
@@ -164,7 +186,25 @@ def _os_fix(exc: OSError) -> str:
         return "check the permissions of the path, or use another one"
     if exc.errno == errno.EROFS:
         return "the file system is read-only: write somewhere else"
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        return "a file is in the way of a folder on that path: choose another path"
+    if exc.errno == errno.EISDIR:
+        return "it is a folder: give the path of a file"
+    if exc.errno == errno.ENOENT:
+        return "check that the path exists"
     return "check the path and the file system"
+
+
+def _os_text(exc: OSError) -> str:
+    """An ``OSError``'s message without Python's ``[Errno N]`` prefix: the path, then the
+    reason; the system's own wording (``File exists``) gets the fix :func:`_os_fix` adds."""
+    if not exc.strerror:
+        return _one_line(exc)
+    where = f"{exc.filename}: " if exc.filename else ""
+    text = f"{where}{_one_line(exc.strerror)}"
+    if exc.errno is not None and exc.strerror == os.strerror(exc.errno):
+        text = f"{text}; {_os_fix(exc)}"
+    return text
 
 
 def describe_failure(exc: BaseException) -> tuple[int, str]:
@@ -185,16 +225,20 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     1
     >>> describe_failure(FileExistsError("out/ exists"))
     (2, 'out/ exists')
+    >>> describe_failure(FileExistsError(errno.EEXIST, "the output already exists", "out"))
+    (2, 'out: the output already exists')
+    >>> describe_failure(NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), "a/b"))[1]
+    'a/b: Not a directory; a file is in the way of a folder on that path: choose another path'
     """
     stop = _stop_signal(exc)
     if isinstance(stop, Terminated):
         return TERMINATED, "terminated (SIGTERM); temporary files were removed"
     if isinstance(stop, KeyboardInterrupt):
         return INTERRUPTED, "interrupted; temporary files were removed"
-    dask = _dask_failure(exc)
-    if dask is not None:
-        return dask
-    text = _one_line(exc)
+    known = _dask_failure(exc) or _cloud_failure(exc)
+    if known is not None:
+        return known
+    text = _os_text(exc) if isinstance(exc, OSError) else _one_line(exc)
     usage = (UsageError, FileExistsError, FileNotFoundError,
              *_classes("basics.locations", "UnsafeOutputError"),
              *_classes("pipelines.schema", "SchemaError"),
@@ -211,8 +255,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
             "smaller partitions (fewer rows per Parquet file) or a machine with more memory"
         )
     if isinstance(exc, OSError):
-        where = f" ({exc.filename})" if exc.filename else ""
-        return FAILED, f"{_one_line(exc.strerror or exc)}{where}: {_os_fix(exc)}"
+        return FAILED, text
     if isinstance(exc, _classes("ebf.artifact", "ModelFormatError")):
         return FAILED, (f"the model cannot be loaded: {text}; pass a model directory written "
                         "by `ebf train` (retrain it if it was modified or damaged)")

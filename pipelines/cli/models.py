@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from .arguments import add_training_arguments, columns, level, train_options
+from .arguments import QuantileLevels, add_training_arguments, columns, level, train_options
 from .failures import UsageError
 from .output import add_json_flag, print_result, to_json
 from .session import finish_job_parser, job
@@ -71,7 +71,7 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> None:
 def _add_prediction_arguments(parser: argparse.ArgumentParser) -> None:
     from basics.levels import DEFAULT_QUANTILES  # numpy: imported once a parser is built
 
-    parser.add_argument("--quantiles", nargs="+", type=level(False),
+    parser.add_argument("--quantiles", nargs="+", type=level(False), action=QuantileLevels,
                         default=list(DEFAULT_QUANTILES), metavar="Q",
                         help="regressors: quantile levels (default: "
                         f"{' '.join(map(str, DEFAULT_QUANTILES))})")
@@ -234,7 +234,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)  # once, before any Dask work: a registry's version
     check_destination(args.out, "predictions", overwrite=args.overwrite,
                       inputs=prediction_inputs(model, args.data))
-    check_prediction_data(model, args.data, args.keep)  # before the cluster starts
+    check_prediction_data(model, args.data, args.keep, quantiles=args.quantiles)  # no cluster yet
     with job(args) as (client, bars):
         res = predict_to_parquet(
             model, args.data, args.out, quantiles=tuple(args.quantiles),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .cluster import add_cluster_parser
-from .config import with_config
+from .config import subcommands, with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
 from .failures import report_failure, signals_raise
 from .importance import add_importance_parser
@@ -84,6 +85,28 @@ def _global_options_everywhere(sub: argparse._SubParsersAction) -> None:
                 _global_options_everywhere(action)
 
 
+def _program(argv: Sequence[str], commands: Mapping[str, Any] | None = None) -> str:
+    """``ebf <command>``, the label of the one-line errors: the first argument that is a
+    command (before the parser exists, the first that is neither an option nor the value
+    of ``--config``).
+
+    Examples
+    --------
+    >>> _program(["--config", "c.toml", "predict", "m", "d"])
+    'ebf predict'
+    >>> _program(["-v", "nope"], {"predict": None})
+    'ebf'
+    """
+    value = False
+    for arg in argv:
+        if value or arg.startswith("-"):
+            value = arg == "--config"
+            continue
+        if commands is None or arg in commands:
+            return f"ebf {arg}"
+    return "ebf"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ebf`` command line.
 
@@ -112,12 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     # the command's name before the parser exists: building it imports for seconds, during
     # which Ctrl-C and SIGTERM get their one line too
-    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    program, verbose = " ".join(["ebf", *words[:1]]), 0
+    given = list(sys.argv[1:] if argv is None else argv)
+    program, verbose = _program(given), 0
     try:
         with signals_raise():
             parser = build_parser()
-            given = list(sys.argv[1:] if argv is None else argv)
+            program = _program(given, subcommands(parser))
             full = with_config(parser, given)
             try:
                 args = parser.parse_args(full)

@@ -323,7 +323,7 @@ def _training_overlap(loaded: Any, data: Source,
     message = (f"{len(shared)} file(s) of {describe_source(data)} are files the model was "
                f"trained on ({trained_on}): its scores there are in-sample and optimistic; "
                "evaluate on rows the model has not seen")
-    logger.warning("evaluate: %s", message)
+    logger.info("evaluate: %s", message)  # the result's warnings carry it (the CLI prints it)
     return [message]
 
 
