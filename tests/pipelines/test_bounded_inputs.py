@@ -1,0 +1,130 @@
+"""Bounded reading of what a user names (issue 45, item 1): registry JSON files.
+
+Each crafted file is one clear line on stderr naming the file, the limit it breaks and the
+fix, with the documented status, before anything is parsed; no file of the registry (or
+next to it) changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from basics.places import MAX_JSON_DEPTH, Place, json_depth, read_json, read_text
+from pipelines.cli import main
+from pipelines.registry.files import MAX_JSON_BYTES, RegistryError
+from pipelines.registry.store import Registry
+
+
+def checksums(*roots: Path) -> dict[str, str]:
+    """sha256 of every file under ``roots`` (a FIFO or device by its kind, unread)."""
+    out = {}
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(folder, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as f:
+                        out[path] = hashlib.sha256(f.read()).hexdigest()
+                else:
+                    out[path] = "special"
+    return out
+
+
+@pytest.fixture
+def registry(tmp_path, tiny_model_dir):
+    """Two versions of the tiny model, 2 current; a user file next to the registry."""
+    reg = Registry(tmp_path / "reg")
+    with reg.lock():
+        for _ in range(2):
+            reg.publish(lambda url: shutil.copytree(tiny_model_dir, url), {"note": "x"}, True)
+    (tmp_path / "notes.txt").write_text("mine")
+    return reg, tmp_path / "reg" / "models" / "ebf"
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"version": 2, "deep": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+CRAFTED = {
+    "deep": (lambda path: path.write_bytes(_nested(5000)),
+             f"nests 5001 levels deep: more than {MAX_JSON_DEPTH} levels"),
+    "big": (lambda path: path.write_bytes(b" " * (MAX_JSON_BYTES + 1)),
+            f"more than {MAX_JSON_BYTES:,} bytes"),
+    "binary": (lambda path: path.write_bytes(b'{"version": 2, "a": "\xff\xfe"}'),
+               "is not text (not UTF-8 at byte 21)"),
+    "utf16": (lambda path: path.write_bytes('{"version": 2}'.encode("utf-16")),
+              "is not text"),
+    "directory": (lambda path: (path.unlink(), path.mkdir()), "is a directory, not a regular"),
+    "fifo": (lambda path: (path.unlink(), os.mkfifo(path)), "is a named pipe, not a regular"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CRAFTED))
+@pytest.mark.parametrize("which", ["version.json", "current.json"])
+def test_a_crafted_registry_file_is_one_line_naming_it_the_limit_and_the_fix(
+        registry, tmp_path, capsys, kind, which):
+    reg, folder = registry
+    path = folder / ("v0002" if which == "version.json" else "") / which
+    craft, message = CRAFTED[kind]
+    craft(path)
+    before = checksums(tmp_path)
+    if which == "version.json" and kind in ("directory", "fifo"):
+        # a version is a directory holding its record as a regular file: this is none
+        assert main(["registry", "show", f"{reg.root}@2"]) == 2
+        assert "version 2 is not in the registry" in capsys.readouterr().err
+        assert checksums(tmp_path) == before
+        return
+    spec = f"{reg.root}@2" if which == "version.json" else reg.root  # the pointer's version
+    assert main(["registry", "show", spec]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert message in err and str(path) in err, err
+    assert "unexpected" not in err and "RecursionError" not in err
+    fix = "restore its version.json" if which == "version.json" else "ebf registry promote"
+    assert fix in err, err
+    assert checksums(tmp_path) == before
+
+
+def test_a_record_that_could_not_be_read_back_is_not_published(registry, tiny_model_dir):
+    reg, folder = registry
+    before = checksums(folder)
+    deep: list = []
+    for _ in range(MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    with reg.lock():
+        with pytest.raises(RegistryError, match="would nest 67 levels deep"):
+            reg.publish(lambda url: shutil.copytree(tiny_model_dir, url), {"deep": deep})
+        with pytest.raises(RegistryError, match="bytes, more than the"):
+            reg.publish(lambda url: shutil.copytree(tiny_model_dir, url),
+                        {"big": "x" * MAX_JSON_BYTES})
+    assert checksums(folder) == before and reg.versions() == [1, 2]
+
+
+def test_json_depth_counts_brackets_outside_strings_only():
+    assert json_depth(b'{"a": "[[[[\\"]]", "b": [[{}]]}') == 4
+    assert json_depth(b"[" * 70_000) == 70_000
+    assert json_depth(b"") == 0
+
+
+def test_the_readers_refuse_before_parsing(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_bytes(b"[" * 65 + b"]" * 65)
+    with pytest.raises(ValueError, match="nests 65 levels deep: more than 64 levels"):
+        read_json(Place.of(path, None), 1000)
+    path.write_bytes(b"[" * 64 + b"]" * 64)
+    value = read_json(Place.of(path, None), 1000)
+    for _ in range(63):
+        value = value[0]
+    assert value == []
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    with pytest.raises(ValueError, match="is a symbolic link, not a regular file"):
+        read_text(Place.of(link, None), 1000)
+    assert read_text(Place.of(link, None), 1000, follow_links=True).startswith("[[")
+    with pytest.raises(ValueError, match="is a device, not a regular file"):
+        read_text(Place.of("/dev/zero", None), 1000, follow_links=True)
