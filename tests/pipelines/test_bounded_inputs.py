@@ -128,3 +128,53 @@ def test_the_readers_refuse_before_parsing(tmp_path):
     assert read_text(Place.of(link, None), 1000, follow_links=True).startswith("[[")
     with pytest.raises(ValueError, match="is a device, not a regular file"):
         read_text(Place.of("/dev/zero", None), 1000, follow_links=True)
+
+
+# ------------------------------------------------------------------- generated-data sizes
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rows", "1e13"], "need about 409.6 GB of memory to track the tasks"),
+    (["--rows", "1e9", "--partition-rows", "1e9"],
+     "--partition-rows=1,000,000,000 rows x 11 columns (--features=10) need about 176.0 GB"),
+    (["--rows", "1000", "--features", "100000000"], "lower --partition-rows or --features"),
+    (["--rows", "1e10", "--partition-rows", "1e6"], "make about 880.0 GB of Parquet"),
+])
+def test_make_data_refuses_an_impossible_size_before_any_work(tmp_path, capsys, monkeypatch,
+                                                              argv, message):
+    import psutil
+
+    from pipelines.make_data import MEMORY_PER_VALUE
+
+    class Memory:
+        available = 20 * 10**9  # more than 1,000 x 100M features would fit in a test
+
+    assert MEMORY_PER_VALUE == 16
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(
+        10**12, 10**12 - 50 * 10**9, 50 * 10**9))
+    (tmp_path / "notes.txt").write_text("mine")
+    before = checksums(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["make-data", "friedman", *argv, "--out", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert ("free" in err or "a task has" in err) and ("lower" in err or "raise" in err)
+    assert checksums(tmp_path) == before and sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_make_data_counts_the_files_against_the_free_inodes(tmp_path, monkeypatch):
+    from pipelines.make_data import DatasetSizeError, check_size
+
+    real = os.statvfs
+
+    class Few:
+        f_files, f_favail = 1000, 10
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Few if path == str(tmp_path) else real(path))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(
+        10**12, 0, 10**12))
+    with pytest.raises(DatasetSizeError, match="make 11 files, but the file system of .* has "
+                       "room for 10 more; raise partition_rows"):
+        check_size(tmp_path / "out", 1000, 5, 100)
+    check_size(tmp_path / "out", 1000, 5, 200)
