@@ -199,8 +199,9 @@ def evaluate(
             )
     features = loaded.features
     keep = [str(c) for c in keep_columns] if predictions is not None else []
+    footers = None
     if not isinstance(data, dd.DataFrame):
-        footers = read_footers(data, storage_options)  # once, for both checks
+        footers = read_footers(data, storage_options)  # once, for every check
         check_schema(data, target, features, storage_options=storage_options, footers=footers,
                      allow_nulls=loaded.missing_values)
         if keep:
@@ -210,6 +211,8 @@ def evaluate(
 
         strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
         classes, pit_map, has_trunk, whole = model_parts(loaded.reader)
+        if classes is None and footers is not None:  # else found as the rows are scored
+            footers.check_scored_target(target)
         branches = loaded.reader.n_parts if has_trunk else 0  # a sharded EBF's
         job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q,
                             n_branches=branches,

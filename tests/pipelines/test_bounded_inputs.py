@@ -1,8 +1,9 @@
-"""Bounded reading of what a user names (issue 45, item 1): registry JSON files.
+"""Bounded inputs (issue 45): registry JSON files and generated-data sizes (item 1), targets
+to score within ``±MAX_ABS_TARGET`` (item 6).
 
-Each crafted file is one clear line on stderr naming the file, the limit it breaks and the
-fix, with the documented status, before anything is parsed; no file of the registry (or
-next to it) changes.
+Each case is one clear line on stderr naming the cause (the file, the option or the
+column), the limit and the fix, with the documented status, before the work it guards; no
+input or neighbouring file changes (checksums before and after).
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def test_make_data_refuses_an_impossible_size_before_any_work(tmp_path, capsys, 
 
     assert MEMORY_PER_VALUE == 16
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(
         10**12, 10**12 - 50 * 10**9, 50 * 10**9))
     (tmp_path / "notes.txt").write_text("mine")
@@ -178,3 +180,85 @@ def test_make_data_counts_the_files_against_the_free_inodes(tmp_path, monkeypatc
                        "room for 10 more; raise partition_rows"):
         check_size(tmp_path / "out", 1000, 5, 100)
     check_size(tmp_path / "out", 1000, 5, 200)
+
+
+# ------------------------------------------------------------------ targets beyond the bound
+
+
+@pytest.fixture
+def big_targets(tmp_path, tiny_model_dir, monkeypatch):
+    """The tiny model, a dataset whose 5 first rows have y = 1e160 (footer statistics), the
+    same without statistics, and a registry of the model; a local cluster of threads."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(rng.random((200, 3)), columns=["x0", "x1", "x2"])
+    frame["y"] = 3 * frame["x0"]
+    frame.loc[:4, "y"] = 1e160
+    for name, statistics in (("data", True), ("nostats", False)):
+        (tmp_path / name).mkdir()
+        for i, part in enumerate((frame.iloc[:100], frame.iloc[100:])):
+            pq.write_table(pa.Table.from_pandas(part, preserve_index=False),
+                           tmp_path / name / f"part.{i}.parquet", write_statistics=statistics)
+    reg = Registry(tmp_path / "reg")
+    with reg.lock():
+        reg.publish(lambda url: shutil.copytree(tiny_model_dir, url), {}, True)
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, frame
+
+
+@pytest.mark.parametrize("command, data", [
+    (["evaluate", "{model}", "data"], "data"),
+    (["evaluate", "{model}", "nostats"], "nostats"),
+    (["evaluate", "{model}", "data", "--json", "e.json", "--report", "e.html"], "data"),
+    (["registry", "compare", "reg", "data"], "data"),
+    (["registry", "compare", "reg", "nostats"], "nostats"),
+])
+def test_scoring_targets_beyond_the_bound_is_refused(big_targets, tiny_model_dir, capsys,
+                                                      command, data):
+    tmp_path, _ = big_targets
+    before = checksums(tmp_path, Path(tiny_model_dir))
+    argv = [a.replace("{model}", tiny_model_dir) for a in command]
+    assert main([*argv, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert "the target 'y' has 5 of 200 rows beyond ±1e+100" in err, err
+    assert "drop those rows, or rescale the target" in err
+    if data == "data":  # from the footers, before any row is scored: the file is named
+        assert "(from 0.0" in err and "part.0.parquet" in err, err
+    assert checksums(tmp_path, Path(tiny_model_dir)) == before
+    assert not (tmp_path / "e.json").exists() and not (tmp_path / "e.html").exists()
+
+
+def test_the_library_scorers_refuse_targets_beyond_the_bound(big_targets, tiny_model_dir):
+    import dask.dataframe as dd
+
+    from basics import metrics
+    from basics.score_pass import score_mixture
+    from ebf.artifact import load
+    from ebf.dask._scoring import score
+
+    _, frame = big_targets
+    model = load(tiny_model_dir)
+    X, y = frame[["x0", "x1", "x2"]], frame["y"]
+    dist = model.predict_distribution(X)
+    message = r"the target .y. has 5 of 200 rows beyond ±1e\+100 .* drop those rows"
+    for call in (lambda: model.score(X, y), lambda: metrics.rmse(y, model.predict(X)),
+                 lambda: metrics.crps(y, dist), lambda: metrics.nlpd(y, dist),
+                 lambda: metrics.coverage(y, dist), lambda: metrics.interval_score(y, dist),
+                 lambda: score(model, dd.from_pandas(X, npartitions=2),
+                               dd.from_pandas(y, npartitions=2))):
+        with pytest.raises(ValueError, match=message):
+            call()
+    with pytest.raises(ValueError, match="has 5 of 200 rows beyond"):
+        score_mixture(dist.base if hasattr(dist, "base") else dist, y.to_numpy(), [0.5],
+                      [None])
+    fine = y.where(y < 1e100, 0.0)
+    assert model.score(X, fine) == pytest.approx(
+        score(model, dd.from_pandas(X, npartitions=2), dd.from_pandas(fine, npartitions=2)))
