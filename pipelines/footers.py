@@ -152,8 +152,9 @@ def _ranges(meta: pq.FileMetaData) -> dict[str, tuple[float, float] | None]:
     ranges: dict[str, tuple[float, float] | None] = {}
     for i in range(meta.num_columns):
         column = meta.schema.column(i)
-        if "." in column.path or column.physical_type not in ("INT32", "INT64", "FLOAT",
-                                                              "DOUBLE"):
+        if "." in column.path or column.physical_type not in (
+                "INT32", "INT64", "FLOAT", "DOUBLE") or column.logical_type.type not in (
+                "NONE", "INT"):  # plain numbers only: not times, decimals...
             continue
         low, high = float("inf"), float("-inf")
         for g in range(meta.num_row_groups):
