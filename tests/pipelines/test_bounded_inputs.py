@@ -262,3 +262,60 @@ def test_the_library_scorers_refuse_targets_beyond_the_bound(big_targets, tiny_m
     fine = y.where(y < 1e100, 0.0)
     assert model.score(X, fine) == pytest.approx(
         score(model, dd.from_pandas(X, npartitions=2), dd.from_pandas(fine, npartitions=2)))
+
+
+# ------------------------------------------------------- the outputs of one command together
+
+
+@pytest.fixture
+def workspace(tmp_path, tiny_model_dir, monkeypatch):
+    """``data/`` (two Parquet files), a copy of the tiny model ``m/``, a user file; the cwd."""
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(rng.random((100, 3)), columns=["x0", "x1", "x2"])
+    frame["y"] = 3 * frame["x0"]
+    (tmp_path / "data").mkdir()
+    frame.iloc[:50].to_parquet(tmp_path / "data" / "a.parquet")
+    frame.iloc[50:].to_parquet(tmp_path / "data" / "b.parquet")
+    shutil.copytree(tiny_model_dir, tmp_path / "m")
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+TRAIN = ["train", "data", "--target", "y", "--trunk-leaves", "2", "--n-estimators", "2"]
+
+
+@pytest.mark.parametrize("argv, first, second", [
+    # the same path twice
+    ([*TRAIN, "--out", "out/m", "--baseline-out", "out/m"], "--baseline-out", "--out"),
+    # one inside another (either way round)
+    ([*TRAIN, "--out", "out/m", "--baseline-out", "out/m/ssf"], "--baseline-out", "--out"),
+    ([*TRAIN, "--out", "out/m/ebf", "--baseline-out", "out/m"], "--baseline-out", "--out"),
+    # an output inside an input
+    ([*TRAIN, "--out", "data/m"], "--out", "training data"),
+    (["predict", "m", "data", "--out", "m/p"], "--out", "the model"),
+    (["migrate-model", "m", "m/new"], "NEW_DIR", "the model OLD_DIR"),
+    (["retrain", "data/reg", "data"], "the model registry", "the new data"),
+    # a file where a folder will be, and the same path twice
+    (["evaluate", "m", "data", "--predictions", "p", "--json", "p/e.json"], "--json",
+     "--predictions"),
+    (["evaluate", "m", "data", "--predictions", "e_figures", "--report", "e.html"],
+     "--report's figures folder", "--predictions"),
+    (["evaluate", "m", "data", "--json", "e.html", "--report", "e.html"], "--report",
+     "--json"),
+])
+def test_the_outputs_of_one_command_are_checked_together_before_any_work(
+        workspace, capsys, argv, first, second):
+    before = checksums(workspace)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"refusing to write the {first}" in err or f"write {first}" in err, err
+    assert second in err and "choose an output outside it" in err, err
+    assert checksums(workspace) == before
+    assert sorted(os.listdir(workspace)) == ["data", "m", "notes.txt"]
