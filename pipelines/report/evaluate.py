@@ -63,6 +63,7 @@ from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
 from pipelines.scoring.tasks import (
     block_sums,
+    check_scored_rows,
     evaluate_model,
     integer_target,
     model_parts,
@@ -240,7 +241,9 @@ def evaluate(
         pred = frame_of_parts(frames, join_kept(meta, ddf[keep]._meta) if keep else meta, ddf)
         written, parts = write_predictions(pred, predictions, loaded, q, source=data,
                                            overwrite=overwrite, client=client, progress=progress,
-                                           storage_options=storage_options, others=sums)
+                                           storage_options=storage_options, others=sums,
+                                           check=lambda parts: check_scored_rows(
+                                               parts, job, target))
         return {**_with_branch_facts(scored_result(parts, job, data, target, t0, info),
                                      loaded.reader),
                 "predictions": written}

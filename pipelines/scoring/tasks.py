@@ -139,16 +139,26 @@ def run_tasks(tasks: list, client: distributed.Client, progress: Report | None,
         del futures, tasks  # release the model on the workers
 
 
+def check_scored_rows(parts: list, job: EvaluationJob, target: str) -> None:
+    """Refuse the scores if the partitions' sums count targets beyond ``±MAX_ABS_TARGET``
+    (found as the rows were read: data without footer statistics), naming the column and
+    the count (:func:`basics.validation.refuse_scored_targets`)."""
+    if parts and "beyond" in job.layout:
+        sums = np.sum(parts, axis=0)
+        lay = job.layout
+        beyond = int(sums[lay.index("beyond")])
+        refuse_scored_targets(beyond, target, int(sums[lay.index("n")] + sums[
+            lay.index("n_missing")]) + beyond)
+
+
 def scored_result(parts: list, job: EvaluationJob, data: Source, target: str, t0: float,
                   model_info: dict) -> dict[str, Any]:
     """Reduce the partitions' sums to an evaluation result: ``task``, ``target``, ``n``,
     ``n_missing_target``, the facts of ``model_info``, the job's result and ``seconds``
     (since ``t0``)."""
+    check_scored_rows(parts, job, target)
     sums = np.sum(parts, axis=0) if parts else np.zeros(job.size)
     n, missing = int(sums[job.layout.index("n")]), int(sums[job.layout.index("n_missing")])
-    if "beyond" in job.layout:  # found as the rows were read (no footer statistics)
-        beyond = int(sums[job.layout.index("beyond")])
-        refuse_scored_targets(beyond, target, n + missing + beyond)
     if n == 0:
         raise ValueError(f"no row of {describe_source(data)} has a value in the target {target!r}; "
                          "nothing to score")

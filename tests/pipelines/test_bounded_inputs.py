@@ -319,3 +319,17 @@ def test_the_outputs_of_one_command_are_checked_together_before_any_work(
     assert second in err and "choose an output outside it" in err, err
     assert checksums(workspace) == before
     assert sorted(os.listdir(workspace)) == ["data", "m", "notes.txt"]
+
+
+def test_predictions_of_rows_beyond_the_bound_are_not_committed(big_targets, tiny_model_dir,
+                                                                 capsys):
+    """Without footer statistics the rows are counted as they are scored and predicted in
+    the same pass: the refusal comes before the predictions' folder is committed."""
+    tmp_path, _ = big_targets
+    before = checksums(tmp_path, Path(tiny_model_dir))
+    assert main(["evaluate", tiny_model_dir, "nostats", "--predictions", "p", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "has 5 of 200 rows beyond" in err, err
+    assert checksums(tmp_path, Path(tiny_model_dir)) == before
+    assert not (tmp_path / "p").exists()
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".p.")]
