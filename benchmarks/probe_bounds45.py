@@ -80,9 +80,9 @@ CASES = [
     ("registry-utf16-record", "registry JSON", ["registry", "show", "reg@2"],
      lambda r: (r / "reg/models/ebf/v0002/version.json").write_bytes(
          '{"version": 2}'.encode("utf-16")), False),
-    ("registry-binary-pointer", "registry JSON", ["registry", "list", "reg"],
+    ("registry-binary-pointer", "registry JSON", ["registry", "show", "reg"],
      lambda r: (r / "reg/models/ebf/current.json").write_bytes(b'{"version": 2\xff}'), False),
-    ("registry-fifo-pointer", "registry JSON", ["registry", "list", "reg"],
+    ("registry-fifo-pointer", "registry JSON", ["registry", "show", "reg"],
      lambda r: _fifo(r / "reg/models/ebf/current.json"), False),
     ("registry-17MiB-record", "registry JSON", ["registry", "show", "reg@2"],
      lambda r: (r / "reg/models/ebf/v0002/version.json").write_bytes(
@@ -188,7 +188,9 @@ def run_case(case: tuple, base: Path, work: Path, code: Path, timeout: float,
                NUMBA_CACHE_DIR=str(work / "numba"), PYTHONDONTWRITEBYTECODE="1")
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines", *argv, "--quiet"], cwd=root,
+    quiet = [] if argv[:2] in (["registry", "show"], ["registry", "list"]) or \
+        argv[0] == "migrate-model" else ["--quiet"]
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines", *argv, *quiet], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_limit(memory))
     try:
