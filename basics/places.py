@@ -294,10 +294,10 @@ def json_depth(text: str | bytes) -> int:
     import numpy as np
 
     data = text.encode() if isinstance(text, str) else text
+    step = np.zeros(256, np.int32)  # +1 opens a level, -1 closes one
+    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
     bare = np.frombuffer(_JSON_STRING.sub(b"", data), np.uint8)
-    steps = (np.isin(bare, (ord("["), ord("{"))).astype(np.int32)
-             - np.isin(bare, (ord("]"), ord("}"))).astype(np.int32))
-    return int(np.cumsum(steps).max(initial=0))
+    return int(np.cumsum(step[bare]).max(initial=0))
 
 
 def read_json(place: Place, limit: int, *, max_depth: int = MAX_JSON_DEPTH,
