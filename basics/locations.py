@@ -332,6 +332,7 @@ def check_destination(
     inputs: Mapping[str, Any] | None = None,
     container: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    what: str | None = None,
 ) -> None:
     """Fail before any work if ``kind`` may not be written to ``url``.
 
@@ -350,6 +351,9 @@ def check_destination(
         The ebf output ``url`` may lie inside (:func:`check_location`).
     storage_options : dict, optional
         fsspec options for URLs.
+    what : str, optional
+        What is written, for messages (default ``kind``; a command names its option:
+        ``"--baseline-out (a model)"``).
 
     Raises
     ------
@@ -372,7 +376,7 @@ def check_destination(
     """
     if kind not in KINDS or kind == "registry":
         raise ValueError(f"kind must be one of {KINDS[:-1]}, got {kind!r}")
-    check_location(url, kind, inputs=inputs, container=container,
+    check_location(url, what or kind, inputs=inputs, container=container,
                    storage_options=storage_options)
     check_replaceable(_Place.of(url, storage_options), kind, overwrite)
 
@@ -433,7 +437,8 @@ def file_kind(path: str | os.PathLike) -> str | None:
 
 
 def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                           inputs: Mapping[str, Any] | None = None) -> None:
+                           inputs: Mapping[str, Any] | None = None,
+                           what: str | None = None) -> None:
     """Fail before any work if a single file of ``kind`` may not be written to ``path``.
 
     Parameters
@@ -446,6 +451,8 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     inputs : mapping of str to path, optional
         What the job reads (as for :func:`check_destination`): the file may not be, or lie
         inside, any of them.
+    what : str, optional
+        What is written, for messages (default ``"the KIND file"``).
 
     Raises
     ------
@@ -465,7 +472,7 @@ def check_file_destination(path: str | os.PathLike, kind: str, *, overwrite: boo
     if _Place.of(path, None).fs is not None:
         raise UnsafeOutputError(f"the {kind} file {os.fspath(path)!r} must be a local path")
     place = _Place.of(os.path.abspath(os.fspath(path)), None)
-    check_location(place.path, f"the {kind} file", inputs=inputs)
+    check_location(place.path, what or f"the {kind} file", inputs=inputs)
     if not place.lexists():
         return
     if not overwrite:

@@ -29,6 +29,7 @@ from .crps_kernels import PitMaps, Quadrature, crps_kernel
 from .levels import check_levels
 from .mixture import GaussianMixture
 from .pit import PITMap, RecalibratedDistribution
+from .validation import check_scored_targets
 
 __all__ = [
     "CALIBRATION_LEVELS",
@@ -86,7 +87,9 @@ ECE_BINS = 15
 
 
 def _targets(y: Any, n: int | None = None) -> np.ndarray:
+    name = getattr(y, "name", None)
     y = np.asarray(y, dtype=np.float64)
+    check_scored_targets(y, None if name is None else str(name))  # before any score overflows
     if y.ndim != 1:
         raise ValueError(f"y must be a 1-D array of targets; got shape {y.shape}.")
     if n is not None and y.shape[0] != n:

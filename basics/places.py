@@ -24,9 +24,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Place", "fsync", "host_name", "pid_alive", "read_limited"]
+__all__ = ["MAX_JSON_DEPTH", "Place", "file_kind", "fsync", "host_name", "json_depth", "pid_alive",
+           "read_json", "read_limited", "read_text"]
 
 logger = logging.getLogger(__name__)
+
+#: The largest file :meth:`Place.read_json` reads: a model's manifest (at most 64 MiB, its
+#: format's limit) or an output's marker (a few hundred bytes).
+MAX_MARKER_BYTES = 64 * 2**20
 
 _REMOVE_ATTEMPTS = 20  # x 0.1 s: late writers (tasks still finishing) may add files meanwhile
 
@@ -96,17 +101,10 @@ class Place:
         return os.path.isdir(self.path) if self.fs is None else self.fs.isdir(self.path)
 
     def read_json(self, name: str) -> Any:
-        """The JSON object in file ``name`` of this directory, or None if absent or invalid."""
-        path = self.child(name).path
+        """The JSON value in file ``name`` of this directory, or None if absent or invalid
+        (read by :func:`read_json`: at most :data:`MAX_MARKER_BYTES`, not too deep)."""
         try:
-            if self.fs is None:
-                if not os.path.isfile(path):  # a FIFO would block the open
-                    return None
-                with open(path, "rb") as f:
-                    data = f.read()
-            else:
-                data = self.fs.cat_file(path)
-            return json.loads(data)
+            return read_json(self.child(name), MAX_MARKER_BYTES, follow_links=True)
         except (OSError, ValueError):
             return None
 
@@ -154,14 +152,68 @@ def fsync(path: str, directory: bool) -> None:
         os.close(fd)
 
 
-def read_limited(place: Place, limit: int) -> bytes:
+#: The deepest nesting accepted in a JSON file read as untrusted input (:func:`read_json`):
+#: what ebf writes nests a few levels; Python's parser recurses once per level.
+MAX_JSON_DEPTH = 64
+
+#: A JSON string literal (escapes included), removed before brackets are counted.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for messages (``"a named pipe"``).
+
+    Examples
+    --------
+    >>> import os, stat
+    >>> file_kind(os.stat(".").st_mode), file_kind(stat.S_IFIFO)
+    ('a directory', 'a named pipe')
+    """
+    for test, kind in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def _open_regular(path: str, follow_links: bool) -> Any:
+    """``path`` opened for reading once it is known to be a regular file: its type is
+    checked before the open (a named pipe would block it, a device never end) and again on
+    the open file (it may have been replaced meanwhile)."""
+    mode = (os.stat if follow_links else os.lstat)(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path} is {file_kind(mode)}, not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path} is {file_kind(mode)}, not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_limited(place: Place, limit: int, *, follow_links: bool = False) -> bytes:
     """The bytes of the regular file at ``place``, refusing anything larger than ``limit``.
+
+    Nothing but a regular file is opened (locally, a directory, named pipe, device or
+    socket is refused from its ``stat``, so nothing blocks or reads without end), and no
+    more than ``limit + 1`` bytes are read whatever the file claims.
 
     Parameters
     ----------
     place : Place
     limit : int
         Largest accepted size in bytes.
+    follow_links : bool, default=False
+        Whether a symbolic link is read as the file it points to (a file the user names)
+        rather than refused (a file a tool wrote, which it never makes a link).
 
     Returns
     -------
@@ -172,8 +224,8 @@ def read_limited(place: Place, limit: int) -> bytes:
     FileNotFoundError
         If nothing is there.
     ValueError
-        If it is not a regular file (a directory, a link, a FIFO) or holds more than
-        ``limit`` bytes; the message names the path, the size and the limit.
+        If it is not a regular file or holds more than ``limit`` bytes; the message names
+        the path and what it is, or its size and the limit (the caller adds the fix).
 
     Examples
     --------
@@ -183,28 +235,113 @@ def read_limited(place: Place, limit: int) -> bytes:
     ...     _ = f.write("[1, 2]")
     >>> read_limited(Place.of(path, None), 100)
     b'[1, 2]'
+    >>> read_limited(Place.of(os.path.dirname(path), None), 100)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: ... is a directory, not a regular file
     """
     if place.fs is None:
-        info = os.lstat(place.path)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"{place.url} is not a regular file (a link, a directory or a "
-                             "device); replace it with the file this tool writes")
-        size = info.st_size
+        with _open_regular(place.path, follow_links) as f:
+            size = os.fstat(f.fileno()).st_size
+            data = b"" if size > limit else f.read(limit + 1)
     else:
         info = place.fs.info(place.path)
         if info.get("type") != "file":
-            raise ValueError(f"{place.url} is not a file; replace it with the file this tool "
-                             "writes")
+            raise ValueError(f"{place.url} is a {info.get('type') or 'directory'}, not a "
+                             "regular file")
         size = int(info.get("size") or 0)
-    if size > limit:
-        raise ValueError(f"{place.url} holds {size:,} bytes, more than the {limit:,} accepted; "
-                         "it was not written by this tool: remove or replace it")
-    if place.fs is None:
-        with open(place.path, "rb") as f:
-            data = f.read(limit + 1)
-    else:
-        data = place.fs.cat_file(place.path, start=0, end=limit + 1)
-    if len(data) > limit:  # grew since the size was read
-        raise ValueError(f"{place.url} holds more than the {limit:,} accepted bytes; it was "
-                         "not written by this tool: remove or replace it")
+        data = b"" if size > limit else place.fs.cat_file(place.path, start=0, end=limit + 1)
+    if max(size, len(data)) > limit:  # the read catches a file that grew since its stat
+        raise ValueError(f"{place.url} holds {max(size, len(data)):,} bytes: more than "
+                         f"{limit:,} bytes, the most accepted")
     return data
+
+
+def read_text(place: Place, limit: int, *, follow_links: bool = False) -> str:
+    """The UTF-8 text of the regular file at ``place``, read by :func:`read_limited`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing is there.
+    ValueError
+        As :func:`read_limited`, or if the bytes are not UTF-8 (the message names the byte).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.bin")
+    >>> _ = open(path, "wb").write(b"ok \\xff")
+    >>> read_text(Place.of(path, None), 100)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: ... is not text (not UTF-8 at byte 3)
+    """
+    data = read_limited(place, limit, follow_links=follow_links)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{place.url} is not text (not UTF-8 at byte {exc.start})") from None
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest, counted without parsing it
+    (brackets inside strings do not count): ``[[1], {"a": [2]}]`` is 3 deep.
+
+    Examples
+    --------
+    >>> json_depth('[[1], {"a": [2]}]'), json_depth('{"[[[": 1}'), json_depth("7")
+    (3, 1, 0)
+    """
+    import numpy as np
+
+    data = text.encode() if isinstance(text, str) else text
+    step = np.zeros(256, np.int32)  # +1 opens a level, -1 closes one
+    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
+    bare = np.frombuffer(_JSON_STRING.sub(b"", data), np.uint8)
+    return int(np.cumsum(step[bare]).max(initial=0))
+
+
+def read_json(place: Place, limit: int, *, max_depth: int = MAX_JSON_DEPTH,
+              follow_links: bool = False) -> Any:
+    """The JSON value in the (untrusted) regular file ``place``: at most ``limit`` bytes
+    (:func:`read_limited`) of UTF-8, nested at most ``max_depth`` levels deep, both checked
+    before it is parsed (a deeper file would exhaust the parser's recursion).
+
+    Parameters
+    ----------
+    place : Place
+    limit : int
+        Largest accepted size in bytes.
+    max_depth : int, default=MAX_JSON_DEPTH
+    follow_links : bool, default=False
+        As for :func:`read_limited`.
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing is there.
+    ValueError
+        If it is not a regular file, is larger than ``limit``, is not UTF-8, nests deeper
+        than ``max_depth`` or is not JSON; the message names the path and the limit.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.json")
+    >>> _ = open(path, "w").write("[" * 100 + "]" * 100)
+    >>> read_json(Place.of(path, None), 1000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: ... nests 100 levels deep: more than 64 levels, the most accepted
+    """
+    text = read_text(place, limit, follow_links=follow_links)
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise ValueError(f"{place.url} nests {depth} levels deep: more than {max_depth} "
+                         "levels, the most accepted")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{place.url} is not JSON ({exc})") from None

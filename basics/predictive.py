@@ -30,6 +30,7 @@ from .mixture import GaussianMixture, MixtureSummary, summarize
 from .pit import RecalibratedDistribution
 from .recalibration import RecalibrationMixin
 from .threads import n_threads, thread_map
+from .validation import check_scored_targets
 
 __all__ = ["PREDICT_BLOCK", "ClassifierSummary", "PredictiveClassifierMixin",
            "PredictiveRegressorMixin", "PredictiveSummary", "row_blocks"]
@@ -143,6 +144,25 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
     def _summary(self, A: np.ndarray, levels: np.ndarray) -> tuple:
         """``(mean, std, quantiles, branch or None)`` of a block of prepared rows."""
         return (*summarize(self._mixture(A), levels), None)
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R² of the predictive mean (scikit-learn's ``RegressorMixin.score``), once the
+        targets are known to be within ``±basics.validation.MAX_ABS_TARGET``: beyond it the
+        sums of squares overflow (:func:`basics.validation.check_scored_targets`).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
+        name = getattr(y, "name", None)
+        check_scored_targets(y, None if name is None else str(name))
+        return super().score(X, y, sample_weight=sample_weight)  # type: ignore[misc]
 
     def _mixture_summary(self, A: np.ndarray, levels: np.ndarray) -> tuple:
         """``(mean, std, quantiles)`` of the mixture of a block of prepared rows; an estimator

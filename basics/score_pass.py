@@ -34,6 +34,7 @@ from .metrics import crps_quadrature, pit_maps
 from .mixture import GaussianMixture, solver_levels
 from .mixture_kernels import _ndtr, row_scratch, summary_row
 from .pit import PITMap
+from .validation import check_scored_targets
 
 __all__ = ["MixtureScores", "score_kernel", "score_mixture"]
 
@@ -128,7 +129,7 @@ def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
     Raises
     ------
     ValueError
-        If a target is infinite.
+        If a target is infinite, or beyond ``±basics.validation.MAX_ABS_TARGET``.
     """
     # writeable: read-only targets (from Parquet) would compile the kernel once more
     y = np.require(y, dtype=np.float64, requirements=("C", "W"))
@@ -136,6 +137,7 @@ def score_mixture(mixture: GaussianMixture, y: Any, levels: Any,
         raise ValueError(f"y must have shape ({mixture.n_rows},); got {y.shape}.")
     if np.isinf(y).any():
         raise ValueError(f"y has {int(np.isinf(y).sum())} values that are not finite.")
+    check_scored_targets(y)  # a target whose scores would overflow
     lv = solver_levels(np.asarray(levels, dtype=np.float64))
     n = mixture.n_rows
     out = MixtureScores(np.empty(n), np.empty(n), np.empty((n, lv.levels.shape[1])),

@@ -136,6 +136,65 @@ def check_regression_target(y: np.ndarray, name: str | None = None) -> None:
     check_target_range(float(np.min(y)), float(np.max(y)), label)
 
 
+def refuse_scored_targets(count: int, name: str, n_rows: int | None = None,
+                          low: float | None = None, high: float | None = None) -> None:
+    """Refuse to score ``count`` targets beyond ``±MAX_ABS_TARGET`` (no-op if none).
+
+    A model is fit only on targets within the bound; scores of targets beyond it overflow
+    float64 (the squared error of 1e160 is inf), so RMSE and CRPS would come out inf.
+
+    Parameters
+    ----------
+    count : int
+        Targets beyond the bound (infinities included, NaN not: a missing target).
+    name : str
+        The target column, for the message.
+    n_rows : int, optional
+        The rows they are out of.
+    low, high : float, optional
+        The smallest and largest target, if known.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, the count, the bound and the fix.
+
+    Examples
+    --------
+    >>> refuse_scored_targets(0, "price")
+    >>> refuse_scored_targets(2, "price", 10, -1.0, 3e160)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: the target 'price' has 2 of 10 rows beyond ±1e+100 (from -1 to 3e+160): ...
+    """
+    if not count:
+        return
+    of = f" of {n_rows:,}" if n_rows is not None else ""
+    span = f" (from {low:.4g} to {high:.4g})" if low is not None and high is not None else ""
+    raise ValueError(
+        f"the target {name!r} has {int(count):,}{of} rows beyond ±{MAX_ABS_TARGET:.0e}{span}: "
+        "no model is fit on such targets and their scores overflow (RMSE and CRPS would be "
+        "inf); drop those rows, or rescale the target (e.g. divide it by a power of ten) "
+        "and score a model trained on the rescaled target")
+
+
+def check_scored_targets(y: Any, name: str | None = None) -> None:
+    """Refuse regression targets to score beyond ``±MAX_ABS_TARGET`` (NaN is let through:
+    a missing target), before any score is computed (:func:`refuse_scored_targets`).
+
+    Examples
+    --------
+    >>> check_scored_targets(np.array([1.0, np.nan]))
+    >>> check_scored_targets(np.array([1.0, 1e160, -np.inf]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: the target 'y' has 2 of 3 rows beyond ±1e+100 (from -inf to 1e+160): ...
+    """
+    y = np.asarray(y, dtype=np.float64)
+    beyond = np.abs(y) > MAX_ABS_TARGET
+    if beyond.any():
+        refuse_scored_targets(int(beyond.sum()), "y" if name is None else str(name), y.size,
+                              float(np.nanmin(y)), float(np.nanmax(y)))
+
+
 def is_missing(y: np.ndarray) -> np.ndarray:
     """NaN / None / pandas NA per label."""
     if y.dtype.kind in "fc":

@@ -21,7 +21,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -119,12 +119,16 @@ class FileFooter:
     nulls : dict of str to int or None
         Null values per top-level column, summed over the row groups; ``None`` where a row
         group does not record the count.
+    ranges : dict of str to (float, float) or None
+        ``(min, max)`` per top-level numeric column over the row groups' statistics (NaN
+        aside); ``None`` where a row group does not record them.
     """
 
     path: str
     schema: pa.Schema
     rows: int
     nulls: dict[str, int | None]
+    ranges: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
 
 def _null_counts(meta: pq.FileMetaData) -> dict[str, int | None]:
@@ -144,6 +148,29 @@ def _null_counts(meta: pq.FileMetaData) -> dict[str, int | None]:
     return counts
 
 
+def _ranges(meta: pq.FileMetaData) -> dict[str, tuple[float, float] | None]:
+    ranges: dict[str, tuple[float, float] | None] = {}
+    for i in range(meta.num_columns):
+        column = meta.schema.column(i)
+        if "." in column.path or column.physical_type not in (
+                "INT32", "INT64", "FLOAT", "DOUBLE") or column.logical_type.type not in (
+                "NONE", "INT"):  # plain numbers only: not times, decimals...
+            continue
+        low, high = float("inf"), float("-inf")
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(i).statistics
+            if stats is None or not stats.has_min_max:
+                if meta.row_group(g).num_rows:  # an empty row group has nothing to record
+                    break
+                continue
+            low, high = min(low, float(stats.min)), max(high, float(stats.max))
+        else:
+            ranges[column.path] = (low, high)
+            continue
+        ranges[column.path] = None
+    return ranges
+
+
 def _read_footer(fs: pafs.FileSystem, path: str) -> FileFooter:
     try:
         with fs.open_input_file(path) as f:
@@ -158,7 +185,7 @@ def _read_footer(fs: pafs.FileSystem, path: str) -> FileFooter:
         if not exc.filename:
             exc.filename = path
         raise
-    return FileFooter(path, schema, int(meta.num_rows), _null_counts(meta))
+    return FileFooter(path, schema, int(meta.num_rows), _null_counts(meta), _ranges(meta))
 
 
 def _shown(paths: Sequence[str]) -> str:
@@ -176,10 +203,13 @@ class Footers:
         The dataset, as given.
     files : list of FileFooter
         In the order the dataset reads them.
+    filesystem : pyarrow.fs.FileSystem, optional
+        Where the files are (to read a column of some of them).
     """
 
     source: str
     files: list[FileFooter]
+    filesystem: Any = None
 
     @property
     def rows(self) -> int:
@@ -253,6 +283,43 @@ class Footers:
                 "numbers: drop or impute those rows first, or train with --branch bayesian "
                 "or random, whose trees learn where missing values go")
 
+    def check_scored_target(self, target: str) -> bool:
+        """Refuse regression targets beyond ``±basics.validation.MAX_ABS_TARGET`` from the
+        footers' statistics, before any row is scored: a file whose range reaches beyond the
+        bound has its target column read to count the rows
+        (:func:`basics.validation.refuse_scored_targets`).
+
+        Returns
+        -------
+        bool
+            Whether every file's statistics cover the column (if not, the rows must be
+            checked as they are read).
+
+        Raises
+        ------
+        ValueError
+            Naming the column, the count of rows beyond the bound, the files and the fix.
+        """
+        import numpy as np
+
+        from basics.validation import MAX_ABS_TARGET, refuse_scored_targets
+
+        ranges = [(f, f.ranges.get(target)) for f in self.files]
+        beyond = [f.path for f, r in ranges
+                  if r is not None and max(abs(r[0]), abs(r[1])) > MAX_ABS_TARGET]
+        if beyond:
+            count, low, high = 0, float("inf"), float("-inf")
+            for path in beyond:
+                y = pq.read_table(path, columns=[target], filesystem=self.filesystem)
+                y = y.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
+                count += int((np.abs(y) > MAX_ABS_TARGET).sum())
+                low, high = min(low, float(np.nanmin(y))), max(high, float(np.nanmax(y)))
+            try:
+                refuse_scored_targets(count, target, self.rows, low, high)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (in {len(beyond)} file(s): {_shown(beyond)})") from None
+        return all(r is not None for _, r in ranges)
+
     def check_rows(self, minimum: int, why: str) -> None:
         """Refuse fewer than ``minimum`` rows; ``why`` says what needs them and the fix."""
         if self.rows < minimum:
@@ -323,4 +390,4 @@ def read_footers(path: str | os.PathLike[str] | Sequence[str],
                 "rename or drop the duplicates when writing the file", columns=twice)
     logger.debug("read %d footers of %s: %d rows", len(files), source, sum(f.rows for f in
                                                                             footers))
-    return Footers(source if isinstance(source, str) else ", ".join(source), footers)
+    return Footers(source if isinstance(source, str) else ", ".join(source), footers, fs)

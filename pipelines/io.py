@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dask
@@ -126,6 +126,7 @@ def write_parquet_atomic(
     write_index: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     others: Sequence[Any] = (),
+    check: Callable[[list], None] | None = None,
 ) -> list:
     """Write a DataFrame as a Parquet directory, atomically, with key/values in its schema.
 
@@ -157,6 +158,9 @@ def write_parquet_atomic(
         fsspec options for a URL.
     others : sequence of dask.delayed.Delayed, default=()
         Computed on the current scheduler together with the write.
+    check : callable, optional
+        Called with the values of ``others`` before the directory is committed: what it
+        raises leaves no ``out_dir`` (e.g. scores that refuse the data).
 
     Returns
     -------
@@ -190,21 +194,31 @@ def write_parquet_atomic(
                            storage_options=storage_options) as tmp:
         if isinstance(data, pd.DataFrame):
             _pandas_to_dir(data, tmp, checked, write_index, storage_options)
-            return list(dask.compute(*others)) if others else []
-        write = data.to_parquet(
-            tmp,
-            write_index=write_index,
-            custom_metadata=checked,
-            name_function=part_name,
-            storage_options=dict(storage_options) if storage_options else None,
-            write_metadata_file=False,
-            compute=not others,
-        )
-        if not others:
-            return []
-        # one graph of delayed objects: the shared tasks run once (mixing an expression
-        # collection with delayed objects would materialise them apart)
-        return list(dask.compute(write.to_delayed(), *others))[1:]
+            values = list(dask.compute(*others)) if others else []
+        else:
+            values = _dask_to_dir(data, tmp, checked, write_index, storage_options, others)
+        if check is not None:
+            check(values)
+    return values
+
+
+def _dask_to_dir(data: dd.DataFrame, tmp: str, checked: dict, write_index: bool,
+                 storage_options: Mapping[str, Any] | None, others: Sequence[Any]) -> list:
+    """Write ``data`` into ``tmp`` (and compute ``others`` in the same graph)."""
+    write = data.to_parquet(
+        tmp,
+        write_index=write_index,
+        custom_metadata=checked,
+        name_function=part_name,
+        storage_options=dict(storage_options) if storage_options else None,
+        write_metadata_file=False,
+        compute=not others,
+    )
+    if not others:
+        return []
+    # one graph of delayed objects: the shared tasks run once (mixing an expression
+    # collection with delayed objects would materialise them apart)
+    return list(dask.compute(write.to_delayed(), *others))[1:]
 
 
 def _first_parquet_file(fs: fsspec.AbstractFileSystem, path: str) -> str:

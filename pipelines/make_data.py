@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import posixpath
+import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +55,9 @@ from pipelines.sizing import DEFAULT_PARTITION_ROWS
 
 __all__ = [
     "FRIEDMAN_MIN_FEATURES",
+    "DatasetSizeError",
     "GeneratedDataset",
+    "check_size",
     "friedman_mean",
     "friedman_noise_sd",
     "friedman_partition",
@@ -70,6 +73,118 @@ METADATA_KEY = "ebf.dataset"
 _TASKS = ("regression", "classification")
 _REFERENCE_ROWS = 1 << 20
 _REFERENCE_SEED = 20_160_501
+
+
+#: Bytes one value (a row's feature or target) takes in a task while its partition is drawn
+#: and written: the float64 itself and about as much again in Parquet's write buffers.
+MEMORY_PER_VALUE = 16
+#: Bytes one value takes on disk: random float64s do not compress.
+DISK_PER_VALUE = 8
+#: Bytes the driver and the scheduler hold per partition (a future, a key, a task state).
+MEMORY_PER_PARTITION = 4096
+#: What the options are called in messages (the CLI passes its own: ``--rows``...).
+_NAMES = {"rows": "rows", "n_features": "n_features", "partition_rows": "partition_rows"}
+
+
+class DatasetSizeError(ValueError):
+    """A dataset that cannot be made here: more than the free memory or disk."""
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def _existing_folder(out_dir: str) -> str | None:
+    """The nearest existing local folder at or above ``out_dir`` (None for a URL)."""
+    if "://" in out_dir and not out_dir.startswith("file://"):
+        return None
+    path = os.path.abspath(out_dir.removeprefix("file://"))
+    while not os.path.isdir(path):
+        up = os.path.dirname(path)
+        if up == path:
+            return None
+        path = up
+    return path
+
+
+def check_size(out_dir: str | os.PathLike[str], rows: int, n_features: int,
+               partition_rows: int, *, worker_memory: int | None = None,
+               names: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, a dataset that cannot be made here.
+
+    The estimates: one partition takes ``min(partition_rows, rows) x (n_features + 1) x``
+    :data:`MEMORY_PER_VALUE` bytes in the task that writes it, which must fit in
+    ``worker_memory``; every partition :data:`MEMORY_PER_PARTITION` bytes in the driver,
+    which must fit in this machine's free memory; the files ``rows x (n_features + 1) x``
+    :data:`DISK_PER_VALUE` bytes, and one file per partition, which must fit in the free
+    space and the free inodes of the file system of a local ``out_dir`` (not checked for a
+    URL).
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+    rows, n_features, partition_rows : int
+        As for :func:`make_friedman`.
+    worker_memory : int, optional
+        The memory a task may use (a worker's memory limit, or the free memory of this
+        machine for a local cluster yet to start); None: not checked.
+    names : mapping of str to str, optional
+        What ``rows``, ``n_features`` and ``partition_rows`` are called in the message.
+
+    Raises
+    ------
+    DatasetSizeError
+        (a ``ValueError``) naming the option, the estimate, what is free and the fix.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_size(tempfile.mkdtemp(), 1000, 10, 100)
+    >>> check_size(tempfile.mkdtemp(), 10**13, 10, 10**9)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    pipelines.make_data.DatasetSizeError: rows=10,000,000,000,000 x 11 columns ... 880.0 TB ...
+    """
+    import psutil
+
+    name = {**_NAMES, **(names or {})}
+    columns = n_features + 1
+    n_partitions = -(-rows // partition_rows)
+    shape = f"{name['rows']}={rows:,} x {columns:,} columns"
+    free = psutil.virtual_memory().available
+    driver = n_partitions * MEMORY_PER_PARTITION
+    if driver > free:
+        raise DatasetSizeError(
+            f"{shape} in {n_partitions:,} partitions of {name['partition_rows']}="
+            f"{partition_rows:,} need about {_size(driver)} of memory to track the tasks, "
+            f"but {_size(free)} is free; raise {name['partition_rows']} or lower "
+            f"{name['rows']}")
+    task = min(partition_rows, rows) * columns * MEMORY_PER_VALUE
+    if worker_memory is not None and task > worker_memory:
+        raise DatasetSizeError(
+            f"{name['partition_rows']}={min(partition_rows, rows):,} rows x {columns:,} columns "
+            f"({name['n_features']}={n_features:,}) need about {_size(task)} of memory per "
+            f"partition, but a task has {_size(worker_memory)}; lower "
+            f"{name['partition_rows']} or {name['n_features']}")
+    folder = _existing_folder(os.fspath(out_dir))
+    if folder is None:
+        return
+    disk = rows * columns * DISK_PER_VALUE
+    room = shutil.disk_usage(folder)
+    if disk > room.free:
+        raise DatasetSizeError(
+            f"{shape} ({name['n_features']}={n_features:,}) make about {_size(disk)} of "
+            f"Parquet, but the file system of {folder} has {_size(room.free)} free; lower "
+            f"{name['rows']} or {name['n_features']}, or write to a larger disk")
+    vfs = os.statvfs(folder) if hasattr(os, "statvfs") else None
+    if vfs is not None and vfs.f_files and n_partitions + 1 > vfs.f_favail:  # 0: no limit
+        raise DatasetSizeError(
+            f"{shape} in partitions of {name['partition_rows']}={partition_rows:,} make "
+            f"{n_partitions + 1:,} files, but the file system of {folder} has room for "
+            f"{vfs.f_favail:,} more; raise {name['partition_rows']}")
 
 
 @dataclass(frozen=True)
@@ -324,6 +439,9 @@ def make_friedman(
     ------
     ValueError
         On invalid sizes or task.
+    DatasetSizeError
+        (a ``ValueError``) if the data would not fit in the free memory or disk
+        (:func:`check_size`), before any work.
     FileExistsError
         If ``out_dir`` exists and ``overwrite`` is False or it is not an ebf dataset.
     cluster.NoClientError
@@ -346,6 +464,9 @@ def make_friedman(
         if entropy < 0:
             raise ValueError(f"random_state must be a non-negative integer, got {random_state}")
     client = current_client(client)
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    check_size(out_dir, rows, n_features, partition_rows,
+               worker_memory=max(limits) if limits and min(limits) > 0 else None)
 
     n_partitions = math.ceil(rows / partition_rows)
     sizes = [min(partition_rows, rows - i * partition_rows) for i in range(n_partitions)]

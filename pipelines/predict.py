@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,11 +331,12 @@ def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: A
                       client: distributed.Client, progress: Report | None = None,
                       storage_options: Mapping[str, Any] | None = None,
                       others: Sequence[Any] = (), started: float | None = None,
+                      check: Callable[[list], None] | None = None,
                       ) -> tuple[PredictionResult, list]:
     """Write a lazy prediction frame of ``loaded`` to ``out`` atomically, computing the lazy
     ``others`` in the same graph (:func:`pipelines.io.write_parquet_atomic`), with
-    ``progress(done, total)`` as partitions finish. Returns the result and the values of
-    ``others``."""
+    ``progress(done, total)`` as partitions finish (``check`` sees their values before the
+    commit). Returns the result and the values of ``others``."""
     t0 = time.perf_counter() if started is None else started
     topic = f"ebf-predict-{uuid.uuid4().hex[:12]}"
     pred = pred.map_partitions(_report_partition, topic, meta=pred._meta)
@@ -346,7 +347,8 @@ def write_predictions(pred: dd.DataFrame, out: str | os.PathLike[str], loaded: A
         values = write_parquet_atomic(pred, out, metadata=metadata, kind="predictions",
                                       overwrite=overwrite,
                                       inputs=prediction_inputs(loaded.path, source),
-                                      storage_options=storage_options, others=others)
+                                      storage_options=storage_options, others=others,
+                                      check=check)
     rows, files = _count_rows(os.fspath(out), storage_options)
     seconds = time.perf_counter() - t0
     logger.info("wrote %d rows in %d files to %s in %.2fs", rows, files, os.fspath(out), seconds)

@@ -18,6 +18,8 @@ import pandas as pd
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from basics.validation import MAX_ABS_TARGET, refuse_scored_targets
+
 from ._predict import on_workers
 from .graph import shared_model
 from .sharded import PredictJob, sharded_blocks
@@ -128,6 +130,8 @@ def score(model: Any, X: Any, y: Any, sample_weight: Any = None, client: Any = N
     frame = X.assign(**{_TARGET: y})
     frame = frame.assign(**{_WEIGHT: 1.0 if sample_weight is None else sample_weight})
     classifier = is_classifier(model)
+    if not classifier:  # the target alone, before the models predict a row
+        _check_targets(y, client)
     live = on_workers(model, client)
     if live is not None:  # each branch scores its rows where it lives
         job = _ScoreJob(model.classes_, live.head().class_calibration) if classifier \
@@ -148,6 +152,18 @@ def score(model: Any, X: Any, y: Any, sample_weight: Any = None, client: Any = N
     if m2 == 0.0:  # a constant target: as sklearn.metrics.r2_score
         return 1.0 if errors == 0.0 else 0.0
     return float(1.0 - errors / m2)
+
+
+def _check_targets(y: Any, client: Any) -> None:
+    """:func:`basics.validation.refuse_scored_targets` over the partitions of ``y``."""
+    import dask
+
+    beyond = y.abs() > MAX_ABS_TARGET
+    tasks = (beyond.sum(), y.min(), y.max(), y.size)
+    count, low, high, n = (dask.compute(*tasks) if client is None
+                           else client.gather(client.compute(list(tasks))))
+    refuse_scored_targets(int(count), str(y.name) if y.name is not None else "y", int(n),
+                          float(low), float(high))
 
 
 def _proba_block(assembled: tuple, k: int) -> np.ndarray:

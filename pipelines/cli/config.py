@@ -43,26 +43,15 @@ MAX_CONFIG_BYTES = 2**20
 
 def _read_config(path: str) -> str:
     """The text of a config file: a regular file of at most :data:`MAX_CONFIG_BYTES` bytes
-    of UTF-8, checked before it is opened (a named pipe would block, a device never end)."""
-    import stat
+    of UTF-8, checked before it is opened (a named pipe would block, a device never end;
+    :func:`basics.places.read_text`)."""
+    from basics.places import Place, read_text
 
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-                if stat.S_ISSOCK(mode) else "not a regular file")
-        raise UsageError(f"config file {path} is {kind}; --config (or {CONFIG_VARIABLE}) "
-                         "must name a TOML file")
-    with open(path, "rb") as f:
-        data = f.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UsageError(f"config file {path} has more than {MAX_CONFIG_BYTES:,} bytes; a "
-                         "config file holds a few option defaults: name the right file")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"config file {path} is not text (not UTF-8 at byte {exc.start}); "
-                         "name a TOML file") from exc
+        return read_text(Place(None, "file", path), MAX_CONFIG_BYTES, follow_links=True)
+    except ValueError as exc:  # the message names the file and what it is, or the limit
+        raise UsageError(f"config file {exc}; --config (or {CONFIG_VARIABLE}) must name a "
+                         "TOML file of option defaults") from exc
 
 
 def _config_path(argv: list[str]) -> tuple[str | None, list[str]]:

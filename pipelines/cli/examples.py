@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from .arguments import add_cluster_arguments, count, int_at_least, positive_int
+from .failures import UsageError
+from .output import Output, check_outputs
 from .progress import ProgressBar, StatusLine
 from .session import dask_client, finish_job_parser, job
 
@@ -175,10 +178,19 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
-    from basics.locations import check_destination
-    from pipelines.make_data import make_friedman
+    import psutil
 
-    check_destination(args.out, "dataset", overwrite=args.overwrite)
+    from pipelines.make_data import DatasetSizeError, check_size, make_friedman
+
+    check_outputs([Output("--out", args.out, "dataset")], {}, overwrite=args.overwrite)
+    remote = args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    try:  # before the cluster starts: a local one shares this machine's free memory
+        check_size(args.out, args.rows, args.features, args.partition_rows,
+                   worker_memory=None if remote else psutil.virtual_memory().available,
+                   names={"rows": "--rows", "n_features": "--features",
+                          "partition_rows": "--partition-rows"})
+    except DatasetSizeError as exc:
+        raise UsageError(str(exc)) from exc
     progress = StatusLine(args.quiet)
     t0 = time.perf_counter()
     with dask_client(args, progress) as client:

@@ -14,7 +14,7 @@ import sys
 
 from .arguments import QuantileLevels, add_training_arguments, columns, level, train_options
 from .failures import UsageError
-from .output import add_json_flag, print_result, to_json
+from .output import Output, add_json_flag, check_outputs, print_result, to_json
 from .session import finish_job_parser, job
 from .tracking import add_tracking_arguments, track, tracker, tracking_line, tracking_status
 
@@ -148,10 +148,10 @@ def add_migrate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_migrate_model(args: argparse.Namespace) -> int:
-    from basics.locations import check_destination
     from ebf.artifact import load, read_manifest, save
 
-    check_destination(args.new, "model", overwrite=args.overwrite, inputs={"model": args.old})
+    check_outputs([Output("NEW_DIR", args.new, "model")], {"the model OLD_DIR": args.old},
+                  overwrite=args.overwrite)
     manifest = read_manifest(args.old)
     model = load(args.old)
     user = (manifest.get("metadata") or {}).get("user")
@@ -165,20 +165,16 @@ def _cmd_migrate_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from basics.locations import check_destination
     from basics.places import Place
     from pipelines.tracking import train_run
     from pipelines.train import ensemble_facts, train
     from pipelines.warm import warm_workers
 
     options = train_options(args)  # checked before any work
-    inputs = {"the training data": args.data}
-    check_destination(args.out, "model", overwrite=args.overwrite, inputs=inputs)
-    if args.baseline_out is not None:
-        check_destination(args.baseline_out, "model", overwrite=args.overwrite,
-                          inputs={**inputs, "the model's --out": args.out})
-    where = tracker(args, {**inputs, "the model's --out": args.out,
-                           "the --baseline-out": args.baseline_out})
+    written = check_outputs([Output("--out", args.out, "model"),
+                             Output("--baseline-out", args.baseline_out, "model")],
+                            {"the training data": args.data}, overwrite=args.overwrite)
+    where = tracker(args, written)  # an MLflow file store overlaps none of them
     with job(args) as (client, bars):
         # the first fit on a machine compiles the kernels: say so, and split it across the
         # workers (later runs load them from numba's cache and skip this)
@@ -227,13 +223,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from basics.locations import check_destination
     from pipelines.predict import check_prediction_data, predict_to_parquet, prediction_inputs
     from pipelines.registry.resolve import resolve_model
 
     model = resolve_model(args.model)  # once, before any Dask work: a registry's version
-    check_destination(args.out, "predictions", overwrite=args.overwrite,
-                      inputs=prediction_inputs(model, args.data))
+    check_outputs([Output("--out", args.out, "predictions")], prediction_inputs(model, args.data),
+                  overwrite=args.overwrite)
     check_prediction_data(model, args.data, args.keep, quantiles=args.quantiles)  # no cluster yet
     with job(args) as (client, bars):
         res = predict_to_parquet(
@@ -307,29 +302,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _check_evaluate_outputs(args: argparse.Namespace, model: str) -> None:
-    """Refuse ``--json`` / ``--report`` paths before any work: inside a model, predictions,
-    dataset or registry, over an input or another output of the command, or over a file that
-    is not ebf's of the same kind (:func:`basics.locations.check_file_destination`)."""
-    from basics.locations import check_destination, check_file_destination
+    """Refuse ``--predictions`` / ``--json`` / ``--report`` (and its figures) before any
+    work: inside a model, predictions, dataset or registry, over an input or another output
+    of the command, or over a file that is not ebf's of the same kind (:func:`check_outputs`)."""
     from pipelines.predict import prediction_inputs
     from pipelines.report.html import figures_dir
 
-    inputs = {"the input data": args.data, "the model": model}
-    if args.predictions:
-        check_destination(args.predictions, "predictions", overwrite=args.overwrite,
-                          inputs=prediction_inputs(model, args.data))
-        inputs["the predictions"] = args.predictions
-    elif args.keep:
+    if args.keep and not args.predictions:
         raise UsageError("--keep copies columns into --predictions; give --predictions too")
     if args.target_unit is not None and not args.report:
         raise UsageError("--target-unit labels the --report; give --report too")
-    # every output is checked against the inputs and the outputs before it: the same path
-    # twice, or one inside another, fails here, before any work
-    for path, kind, flag in ((args.json, "evaluation", "--json"),
-                             (args.report, "report", "--report")):
-        if path and path != "-":
-            check_file_destination(path, kind, overwrite=args.overwrite, inputs=inputs)
-            inputs[f"the {flag} file"] = path
-    if args.report:
-        check_destination(figures_dir(args.report), "figures", overwrite=args.overwrite,
-                          inputs=inputs)
+    check_outputs([
+        Output("--predictions", args.predictions, "predictions"),
+        Output("--json", args.json, "evaluation"),
+        Output("--report", args.report, "report"),
+        Output("--report", args.report and figures_dir(args.report), "figures",
+               "the --report's figures folder"),
+    ], prediction_inputs(model, args.data), overwrite=args.overwrite)

@@ -1,9 +1,15 @@
-"""What a command prints on stdout: its text, or with ``--json`` one JSON object.
+"""What a command writes: its outputs, checked together before any work, and what it prints.
 
-Progress, the dashboard link, warnings and logs go to stderr either way, so ``ebf predict
-... --json | jq .rows`` reads the result alone. The object starts with ``"ebf_output"``:
-the kind of result (``"training"``, ``"predictions"``, ``"evaluation"``, ``"retraining"``,
-``"registry"``, ``"version"``).
+:func:`check_outputs` checks every output of one command at once, before any work: each
+against the command's inputs and against the outputs before it (the same path twice, one
+inside another, a file where a folder will be), each by the one output policy
+(:mod:`basics.locations`); a refusal names both options and the fix.
+
+On stdout a command prints its text, or with ``--json`` one JSON object. Progress, the
+dashboard link, warnings and logs go to stderr either way, so ``ebf predict ... --json | jq
+.rows`` reads the result alone. The object starts with ``"ebf_output"``: the kind of result
+(``"training"``, ``"predictions"``, ``"evaluation"``, ``"retraining"``, ``"registry"``,
+``"version"``).
 """
 
 from __future__ import annotations
@@ -12,10 +18,88 @@ import argparse
 import json
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
-__all__ = ["add_json_flag", "print_result", "to_json"]
+__all__ = ["Output", "add_json_flag", "check_outputs", "print_result", "to_json"]
+
+
+class Output(NamedTuple):
+    """One output of a command: its option (``"--out"``, ``"NEW_DIR"``), its path (None or
+    ``"-"``: not written), its kind and, optionally, how messages call it."""
+
+    option: str
+    path: Any
+    kind: str
+    label: str | None = None
+
+
+#: What each kind of output is called after its option (``the --out model``).
+_NOUNS = {"model": "model", "predictions": "predictions", "dataset": "dataset",
+          "figures": "figures folder", "evaluation": "file", "report": "file",
+          "registry": "registry", "folder": "folder"}
+
+
+def check_outputs(outputs: Sequence[Output], inputs: Mapping[str, Any], *,
+                  overwrite: bool = False) -> dict[str, Any]:
+    """Check every output of one command together, before any work.
+
+    Each output, in turn, may not be, contain or lie inside an input or an output before it
+    (so the same path twice, one output inside another and a file where another output's
+    folder will be are refused whatever the order), nor lie inside an ebf output; a
+    directory or file of ``kind`` must also be replaceable (``overwrite``) as
+    :func:`basics.locations.check_destination` and
+    :func:`basics.locations.check_file_destination` say. A ``"registry"`` or ``"folder"``
+    output is checked for overlaps only (its writer checks the rest).
+
+    Parameters
+    ----------
+    outputs : sequence of Output
+    inputs : mapping of str to path
+        What the command reads, by description (``{"the training data": "data/"}``).
+    overwrite : bool, default=False
+
+    Returns
+    -------
+    dict
+        ``inputs`` and the outputs, by description: what a further output (an MLflow file
+        store) may not overlap.
+
+    Raises
+    ------
+    basics.locations.UnsafeOutputError, FileExistsError
+        Naming the output's option, the input or output it overlaps (its option) and the fix.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "m")
+    >>> check_outputs([Output("--out", out, "model"), Output("--baseline-out", out, "model")],
+    ...               {})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    basics.locations.UnsafeOutputError: refusing to write the --baseline-out model to ...: it \
+is the --out model (...); choose an output outside it
+    """
+    from basics.locations import (
+        FILE_KINDS,
+        check_destination,
+        check_file_destination,
+        check_location,
+    )
+
+    seen = {k: v for k, v in inputs.items() if v is not None}
+    for option, path, kind, label in outputs:
+        if path is None or path == "-":
+            continue
+        what = label or f"the {option} {_NOUNS[kind]}"
+        if kind in FILE_KINDS:
+            check_file_destination(path, kind, overwrite=overwrite, inputs=seen, what=what)
+        elif kind in ("registry", "folder"):
+            check_location(path, what, inputs=seen)
+        else:
+            check_destination(path, kind, overwrite=overwrite, inputs=seen, what=what)
+        seen[what] = path
+    return seen
 
 
 def add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from .arguments import add_training_arguments, fraction, non_negative_float, train_options
-from .output import add_json_flag, print_result
+from .output import Output, add_json_flag, check_outputs, print_result
 from .session import finish_job_parser, job
 from .tracking import add_tracking_arguments, track, tracker, tracking_line, tracking_status
 
@@ -107,8 +107,9 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
            "performance_drift": args.performance_drift == "on",
            "performance_tolerance": args.performance_tolerance, "refit_on": args.refit_on}
     registry = Registry(args.registry, name=args.name)
-    where = tracker(args, {"the new data": args.data, "the holdout data": args.holdout_data,
-                           "the model registry": registry.url})
+    written = check_outputs([Output("REGISTRY", registry.url, "registry", "the model registry")],
+                            {"the new data": args.data, "the holdout data": args.holdout_data})
+    where = tracker(args, written)  # an MLflow file store overlaps none of them
     with job(args) as (client, bars):
         res = retrain(
             args.registry, args.data, name=args.name, target=args.target,

@@ -21,13 +21,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from basics.atomic import replace_file
-from basics.places import Place, fsync, host_name, pid_alive, read_limited
+from basics.places import (
+    MAX_JSON_DEPTH,
+    Place,
+    fsync,
+    host_name,
+    json_depth,
+    pid_alive,
+    read_json,
+    read_limited,
+)
 
 __all__ = [
-    "LEFTOVER", "LOCK_FILE", "MODEL_DIR", "NAME", "POINTER_FILE", "RECORD_FILE", "VERSION_DIR",
-    "LockFile", "MissingVersionError", "Pointer", "RegistryBusyError", "RegistryError",
-    "is_version_number", "locate", "now_utc", "read_object", "remove_file", "split_spec",
-    "version_name", "version_of",
+    "LEFTOVER", "LOCK_FILE", "MAX_JSON_BYTES", "MODEL_DIR", "NAME", "POINTER_FILE",
+    "RECORD_FILE", "VERSION_DIR", "LockFile", "MissingVersionError", "Pointer",
+    "RegistryBusyError", "RegistryError", "check_record", "is_version_number", "locate",
+    "now_utc", "read_object", "remove_file", "split_spec", "version_name", "version_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -36,9 +45,12 @@ MODEL_DIR = "model"
 RECORD_FILE = "version.json"
 POINTER_FILE = "current.json"
 LOCK_FILE = ".lock"
+#: Largest registry JSON file read back (bytes): a version record, the pointer. Every
+#: registry file is also read at most ``basics.places.MAX_JSON_DEPTH`` (64) levels deep.
+MAX_JSON_BYTES = 1 << 24
 #: Largest lock file and pointer read back (bytes).
 MAX_LOCK_BYTES = 1 << 16
-MAX_POINTER_BYTES = 1 << 20
+MAX_POINTER_BYTES = MAX_JSON_BYTES
 #: Earlier current versions kept in the pointer (the oldest are dropped beyond this).
 MAX_HISTORY = 10_000
 
@@ -84,18 +96,45 @@ def is_version_number(value: Any) -> bool:
 
 
 def read_object(place: Place, limit: int, what: str, fix: str) -> dict:
-    """The JSON object in the (untrusted) file ``place``; FileNotFoundError if absent."""
+    """The JSON object in the (untrusted) file ``place``; FileNotFoundError if absent.
+
+    The file is read by :func:`basics.places.read_json`: a regular file of at most ``limit``
+    bytes of UTF-8, nested at most :data:`basics.places.MAX_JSON_DEPTH` levels deep, checked
+    before it is parsed; anything else is a :class:`RegistryError` naming the file, the
+    limit it breaks and ``fix``.
+    """
     try:
-        data = read_limited(place, limit)
-        obj = json.loads(data)
+        obj = read_json(place, limit, max_depth=MAX_JSON_DEPTH)
     except FileNotFoundError:
         raise
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise RegistryError(f"{what} {place.url} cannot be read ({exc}); {fix}") from exc
+    except ValueError as exc:  # the message names the file and the limit
+        raise RegistryError(f"{what} cannot be read: {exc}; {fix}") from exc
+    except OSError as exc:
+        raise RegistryError(f"{what} cannot be read: {place.url}: {exc.strerror or exc}; "
+                            f"{fix}") from exc
     if not isinstance(obj, dict):
         raise RegistryError(f"{what} {place.url} holds a JSON {type(obj).__name__}, not an "
                             f"object; {fix}")
     return obj
+
+
+def check_record(record: Mapping[str, Any], registry: str) -> None:
+    """Refuse a version record that cannot be written as JSON, or could not be read back by
+    :func:`read_object`: more than :data:`MAX_JSON_BYTES` or nested deeper than
+    :data:`basics.places.MAX_JSON_DEPTH`."""
+    start = f"the record of a new version of {registry}"
+    try:
+        data = json.dumps(record, indent=1).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise RegistryError(f"{start} cannot be written as JSON ({exc}); pass str, numbers, "
+                            "lists and dicts") from exc
+    if len(data) + 1024 > MAX_JSON_BYTES:  # room for the model's hash, added once it is saved
+        raise RegistryError(f"{start} would hold {len(data):,} bytes, more than the "
+                            f"{MAX_JSON_BYTES - 1024:,} a registry reads back; record less")
+    depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise RegistryError(f"{start} would nest {depth} levels deep, more than the "
+                            f"{MAX_JSON_DEPTH} a registry reads back; record flatter values")
 
 
 @dataclass(frozen=True)

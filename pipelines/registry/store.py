@@ -53,6 +53,7 @@ from basics.places import Place
 from .files import (
     LEFTOVER,
     LOCK_FILE,
+    MAX_JSON_BYTES,
     MODEL_DIR,
     NAME,
     POINTER_FILE,
@@ -63,6 +64,7 @@ from .files import (
     Pointer,
     RegistryBusyError,
     RegistryError,
+    check_record,
     is_version_number,
     locate,
     now_utc,
@@ -82,7 +84,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Largest record read back (bytes): a crafted file is refused, not parsed.
-MAX_RECORD_BYTES = 1 << 20
+MAX_RECORD_BYTES = MAX_JSON_BYTES
 
 
 class Registry:
@@ -429,11 +431,7 @@ class Registry:
                                 f"{type(record).__name__}")
         version = self._next_version()
         full = {**record, "version": version, "name": self.name, "created_utc": now_utc()}
-        try:
-            json.dumps(full)
-        except (TypeError, ValueError) as exc:
-            raise RegistryError(f"the record of a new version of {self.url} cannot be written "
-                                f"as JSON ({exc}); pass str, numbers, lists and dicts") from exc
+        check_record(full, self.url)  # what could not be read back is not written
         target = self._place(version)
         before = self._pointer.raw()
         current, history = self._pointer.read_or_reset() if promote else (None, [])

@@ -26,6 +26,7 @@ from cluster import current_client
 from ebf.dask.client import Report
 from ebf.dask.graph import input_partitions
 from pipelines.artifacts import open_artifact
+from pipelines.footers import read_footers
 from pipelines.io import Source, read_columns
 from pipelines.report.evaluate import model_info
 from pipelines.report.metrics import DEFAULT_LEVELS
@@ -100,14 +101,17 @@ def compare(
                              "pass the one to score (target=, CLI: --target)")
         target = next(iter(targets))
     features = list(dict.fromkeys(f for a in loaded for f in a.features))
+    models = [model_parts(a.reader) for a in loaded]
     if not isinstance(data, dd.DataFrame):
-        check_schema(data, target, features, storage_options=storage_options)
+        footers = read_footers(data, storage_options)
+        check_schema(data, target, features, storage_options=storage_options, footers=footers)
+        if any(m[0] is None for m in models):  # a regressor scores it (else found per row)
+            footers.check_scored_target(target)
     with input_partitions():
         ddf = read_columns(data, [*features, target], storage_options)
         jobs, tasks = [], []
         integer = None  # the target's, decided once for every regressor
-        for a in loaded:
-            classes, pit_map, _, whole = model_parts(a.reader)
+        for a, (classes, pit_map, _, whole) in zip(loaded, models, strict=True):
             if classes is None and integer is None:
                 integer = integer_target(ddf, target, client)
             job = EvaluationJob(lv, classes, pit_map, integer=classes is None and bool(integer))

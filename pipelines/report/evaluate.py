@@ -63,6 +63,7 @@ from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
 from pipelines.scoring.tasks import (
     block_sums,
+    check_scored_rows,
     evaluate_model,
     integer_target,
     model_parts,
@@ -199,8 +200,9 @@ def evaluate(
             )
     features = loaded.features
     keep = [str(c) for c in keep_columns] if predictions is not None else []
+    footers = None
     if not isinstance(data, dd.DataFrame):
-        footers = read_footers(data, storage_options)  # once, for both checks
+        footers = read_footers(data, storage_options)  # once, for every check
         check_schema(data, target, features, storage_options=storage_options, footers=footers,
                      allow_nulls=loaded.missing_values)
         if keep:
@@ -210,6 +212,8 @@ def evaluate(
 
         strategy = choose_strategy(loaded.reader, client) if strategy == "auto" else strategy
         classes, pit_map, has_trunk, whole = model_parts(loaded.reader)
+        if classes is None and footers is not None:  # else found as the rows are scored
+            footers.check_scored_target(target)
         branches = loaded.reader.n_parts if has_trunk else 0  # a sharded EBF's
         job = EvaluationJob(lv, classes, pit_map, None if predictions is None else q,
                             n_branches=branches,
@@ -237,7 +241,9 @@ def evaluate(
         pred = frame_of_parts(frames, join_kept(meta, ddf[keep]._meta) if keep else meta, ddf)
         written, parts = write_predictions(pred, predictions, loaded, q, source=data,
                                            overwrite=overwrite, client=client, progress=progress,
-                                           storage_options=storage_options, others=sums)
+                                           storage_options=storage_options, others=sums,
+                                           check=lambda parts: check_scored_rows(
+                                               parts, job, target))
         return {**_with_branch_facts(scored_result(parts, job, data, target, t0, info),
                                      loaded.reader),
                 "predictions": written}

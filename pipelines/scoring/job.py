@@ -61,6 +61,7 @@ from basics.scores import (
     scores_of,
 )
 from basics.tasks import CLASSIFICATION, REGRESSION
+from basics.validation import MAX_ABS_TARGET
 from ebf.dask.sharded import part_output
 
 __all__ = ["BRANCH_LEVEL", "INTERVAL_LEVEL", "ONE_SIDED", "PIT_BINS", "PIT_FINE_BINS",
@@ -159,6 +160,7 @@ class EvaluationJob:
         fields = [("prediction", self.predicted), ("known", 1)]
         if self.classes is not None:
             return [*fields, *((f"{s.name}@0", 1) for s in self._scores(0)), ("unseen", 1)]
+        fields.append(("beyond", 1))
         for j in range(len(self.maps)):
             fields += [(name, 1) for name in dict.fromkeys(
                 self._column(s, j) for s in self._scores(j)) if name != f"pit@{j}"]
@@ -177,7 +179,7 @@ class EvaluationJob:
                            for s in self._scores(j)]
                 fields.append((f"reliability@{j}", RELIABILITY_LEVELS.size))
             nb = WIDTH_EDGES.size + 1
-            fields += [("width_rows", nb), ("width_sum", nb), ("error_sum", nb)]
+            fields += [("width_rows", nb), ("width_sum", nb), ("error_sum", nb), ("beyond", 1)]
             per_branch = 2 + len(_BRANCH_SCORES[REGRESSION])
         return [*fields, ("branches", self.n_branches * per_branch)]
 
@@ -211,6 +213,14 @@ class EvaluationJob:
                 out[known, lay.index("unseen")] = unseen
             return out
         base = output.base if isinstance(output, RecalibratedDistribution) else output
+        # a target beyond the bound a fit accepts is counted, not scored (its scores would
+        # overflow): the result refuses the data (pipelines.scoring.tasks.scored_result)
+        beyond = np.zeros(y.shape[0], dtype=bool)
+        beyond[known] = np.abs(y[known].astype(np.float64)) > MAX_ABS_TARGET
+        if beyond.any():
+            known &= ~beyond
+            out[:, lay.index("known")] = known
+        out[:, lay.index("beyond")] = beyond
         every = bool(known.all())
         k = 0 if self.quantiles is None else self.quantiles.size
         if not k and not known.any():
@@ -283,12 +293,15 @@ class EvaluationJob:
             return out
         rl = self.row_layout
         known = block[:, rl.index("known")] == 1.0
+        beyond = 0.0 if "beyond" not in rl else block[:, rl.index("beyond")].sum()
         block = block[known]
 
         def col(name: str) -> np.ndarray:
             return block[:, rl.index(name)]
 
-        parts: dict[str, Any] = {"n": known.sum(), "n_missing": (~known).sum()}
+        parts: dict[str, Any] = {"n": known.sum(), "n_missing": (~known).sum() - beyond}
+        if self.classes is None:
+            parts["beyond"] = beyond
         for j in range(len(self.maps) if self.classes is None else 1):
             for s in self._scores(j):
                 parts[f"{s.name}@{j}"] = partial_sums(s, col(self._column(s, j)), self.levels)

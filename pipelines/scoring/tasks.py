@@ -33,10 +33,12 @@ import pandas as pd
 
 from basics.discrete import integer_values, merge_integer_values
 from basics.metrics import CALIBRATION_LEVELS, coverage_levels
+from basics.validation import refuse_scored_targets
 from cluster import current_client
 from ebf.dask.cache import settle_whole, whole_model
 from ebf.dask.client import Report, gather
 from ebf.dask.graph import in_threads, shared_model, small_frame
+from pipelines.footers import read_footers
 from pipelines.io import Source, describe_source, read_columns
 from pipelines.schema import check_schema
 from pipelines.scoring.job import EvaluationJob
@@ -137,11 +139,24 @@ def run_tasks(tasks: list, client: distributed.Client, progress: Report | None,
         del futures, tasks  # release the model on the workers
 
 
+def check_scored_rows(parts: list, job: EvaluationJob, target: str) -> None:
+    """Refuse the scores if the partitions' sums count targets beyond ``±MAX_ABS_TARGET``
+    (found as the rows were read: data without footer statistics), naming the column and
+    the count (:func:`basics.validation.refuse_scored_targets`)."""
+    if parts and "beyond" in job.layout:
+        sums = np.sum(parts, axis=0)
+        lay = job.layout
+        beyond = int(sums[lay.index("beyond")])
+        refuse_scored_targets(beyond, target, int(sums[lay.index("n")] + sums[
+            lay.index("n_missing")]) + beyond)
+
+
 def scored_result(parts: list, job: EvaluationJob, data: Source, target: str, t0: float,
                   model_info: dict) -> dict[str, Any]:
     """Reduce the partitions' sums to an evaluation result: ``task``, ``target``, ``n``,
     ``n_missing_target``, the facts of ``model_info``, the job's result and ``seconds``
     (since ``t0``)."""
+    check_scored_rows(parts, job, target)
     sums = np.sum(parts, axis=0) if parts else np.zeros(job.size)
     n, missing = int(sums[job.layout.index("n")]), int(sums[job.layout.index("n_missing")])
     if n == 0:
@@ -212,10 +227,13 @@ def evaluate_model(
     client = current_client(client)
     lv = np.atleast_1d(coverage_levels(levels))
     features = list(features)
-    if not isinstance(data, dd.DataFrame):
-        check_schema(data, target, features, storage_options=storage_options)
-    ddf = read_columns(data, [*features, target], storage_options)
     classes, cal_map = model_facts(model)[:2]
+    if not isinstance(data, dd.DataFrame):
+        footers = read_footers(data, storage_options)
+        check_schema(data, target, features, storage_options=storage_options, footers=footers)
+        if classes is None:
+            footers.check_scored_target(target)
+    ddf = read_columns(data, [*features, target], storage_options)
     job = EvaluationJob(lv, classes, cal_map,
                         integer=classes is None and integer_target(ddf, target, client))
     reduce = sums_and_scores if row_scores else block_sums
