@@ -30,7 +30,8 @@ NUMPY_REPR = re.compile(r"np\.(?:float|int|uint|str_|bool_)\w*\(")
 FIX_HINTS = ("give ", "use ", "remove", "set ", "choose", "name ", "pass ", "run ", "rename",
              "delete", "add ", "drop ", "restore", "retrain", "install", "export ", "must ",
              "at most", "at least", "--", "configure", "unset", "ask ", "point ", "write ",
-             "free ", "fewer", "smaller", "lower", "split", "instead", "valid ", "expected ")
+             "free ", "fewer", "smaller", "lower", "split", "instead", "valid ", "expected ",
+             "rescale", "raise ", "fix ", "check ", "mean ", "nearest")
 #: what a last line says when it claims nothing was written (around the commit)
 NOTHING_WRITTEN = re.compile(r"nothing (?:was )?written|removed|not written|discarded", re.I)
 RAW_MESSAGES = (r"Arrow\w*Error", r"ArrowInvalid", r"pyarrow\.lib", r"numpy\._?core",
