@@ -220,7 +220,8 @@ def message_cases(fx: Fixtures) -> list[Case]:
               "extreme-0.9999999": ["0.5", "0.9999999"]}
     for name, qs in levels.items():
         cases.append(Case(f"messages/quantiles-{name}", MESSAGES, standard(fx), [refusal(
-            [*predict, "--quantiles", *qs], ("--quantiles", *qs), check_out=quantile_names)]))
+            [*predict, "--quantiles", *qs], ("--quantiles", "quantile level", *qs),
+            check_out=quantile_names)]))
     for key, value in (("features.n_features", 7), ("features.n_features", 3),
                        ("training.n_features_in_", 7)):
         cases.append(Case(f"messages/forged-{key}={value}", MESSAGES,
