@@ -1,4 +1,4 @@
-"""Hostile-input probe of the ``ebf`` command line (issue 26), run against a chosen checkout.
+"""Hostile-input probe of the ``ebf`` command line (issues 26 and 45), run against a checkout.
 
 What it measures
 ----------------
@@ -35,6 +35,53 @@ subprocess, in its own sandbox folder (the cwd holds ``data/``, a model ``m/``, 
   into a fit, SIGTERM during a write (once the temporary folder exists);
 - **control**: the untouched models predicted (must succeed with finite output).
 
+Issue 45's categories (``--category issue45``; ``benchmarks/probe/cases_limits.py`` and
+``cases_messages.py``; their fixtures are one EBF, the registry ``REG`` and ``REG2``, ``REG``
+retrained once more so that it holds v1 (current) and v2 (kept by the gate)):
+
+- **unbounded inputs** (all under ``RLIMIT_AS`` = 6 GiB): a config path (``--config``, and
+  ``EBF_CONFIG`` for two) that is ``/dev/zero``, ``/dev/urandom``, a FIFO, a directory, a
+  binary file or a 2 MiB file, with ``registry list`` and, for the device and the FIFO,
+  ``train``; a registry's record (``version.json``), pointer (``current.json``) and marker
+  (``_ebf_output.json``) made huge (20 MiB more), deeply nested (100,000 levels in one
+  more key), binary or a FIFO, then ``registry list`` and ``predict REG``; make-data sizes
+  beyond memory and disk (rows 1e12 and 1e10, features 1e6, one row per partition of 1e6);
+  absurd counts (``--n-workers`` 100000 with threads and worker processes, for train,
+  predict, make-data and evaluate; ``--threads-per-worker`` 100000; ``--n-estimators`` and
+  ``--trunk-leaves`` 1e9); a wide table, 600 rows x 10,000 columns, trained on all its
+  columns and on two;
+- **exit status around the commit**: SIGTERM (to the process, as ``kill``) and SIGINT (to
+  the group, as Ctrl-C) sent to train, predict, make-data and ``evaluate --json``, once the
+  temporary folder exists (just before the commit) and 0, 0.05 and 0.2 s after the output
+  appeared (for ``evaluate --json``, whose temporary file lives too briefly to be seen,
+  0, 0.02, 0.05 and 0.2 s after);
+- **outputs together**: every command with several outputs given the same path twice, one
+  inside another, or a file where a folder will be (``evaluate --json X --report X``,
+  ``--json`` inside or as the report's ``<stem>_figures`` folder, ``--predictions`` with
+  ``--json`` / ``--report`` on or inside it, the figures folder an existing user file;
+  ``train --out`` and ``--baseline-out`` the same or nested);
+- **registry trust**: ``registry promote REG@2`` and ``registry rollback`` (pointer forged
+  to v2 with v1 in the history) to a version whose shard 0 or 1 has 64 bytes flipped (size
+  kept), is truncated or missing; then ``predict REG``; and both with the version intact;
+- **numbers out of range**: targets 1e120, 1e154 and -1e300 in every tenth row, 1e200 in
+  one row, 1e154 in all, given to ``evaluate`` (table and ``--json``), ``registry compare``
+  and ``train`` (then predict with the model it made);
+- **config typos**: a misspelt table at the top ([trian], [predcit], [al], [All]) and
+  nested ([registry.lst], [make-data.fridman]), a table where a key belongs
+  ([train.branch], [predict.quantiles], [all.scheduler], [registry.list.name]), a key where
+  a table belongs (at the top, in [registry], in [make-data]), an unknown key in [predict]
+  and [all];
+- **unclear messages**: an ``s3://`` input or output with no credentials (every ``AWS_*``
+  credential variable unset, the metadata service disabled, ``AWS_ENDPOINT_URL`` and the
+  proxies a closed port of 127.0.0.1, so no case reaches the network); config errors (an
+  unknown key, a bad type or choice, a TOML syntax error, a missing file) whose line must
+  be labelled with the command (``ebf train:``); ``--keep`` of a column the model uses,
+  twice, the target twice, an output's name; repeated quantile levels (0.5 0.5, 0.1 0.10)
+  and extreme ones (0.001, 0.999, 1e-9, 0.9999999); a model manifest's feature count
+  forged (7 and 3 of 5, ``n_features_in_`` 7; hash recomputed); refusals that would start
+  with a raw ``[Errno N]`` (an output that exists, a path under a file, a read-only folder
+  as root without CAP_DAC_OVERRIDE).
+
 Outcome rules (one per case: the worst of its steps and of the sandbox check, in this order)
 ---------------------------------------------------------------------------------------------
 - ``data lost``: a byte of a file that existed in the sandbox before the probed command
@@ -61,6 +108,29 @@ Outcome rules (one per case: the worst of its steps and of the sandbox check, in
   a correct result (a forged model that loads and predicts finite values, a bad input that
   is readable after all).
 
+Issue 45 adds (for every category, the issue-26 ones included, where they apply):
+
+- ``unclear error`` also when the error line starts with a raw ``[Errno N]`` or stderr shows
+  a numpy repr (``np.float64(0.5)``); for issue 45's refusals, when the line names no fix
+  (none of ``running.FIX_HINTS``: "use", "give", "remove", an option...), or is not
+  labelled with the command where the case says so (config errors: ``ebf train:``);
+- ``silent wrong answer`` also when a nonzero exit leaves an output of the command written
+  (the status disagrees with the disk), when ``evaluate`` / ``registry compare`` exit 0 with
+  inf / nan / null or a number of more than 25 digits as a score, when a config typo is
+  ignored (exit 0), and when promote / rollback make current a version whose files do not
+  match its manifest;
+- around the commit, a case is ``handled`` only if it exits 0 with the output complete
+  (a model's files matching its manifest, all rows of a table, a JSON that parses) and no
+  line saying nothing was written, or exits 130 / 143 (the signal's) with no output, no
+  temporary folder left and a line that does not claim it was written; an exit status
+  that disagrees with the disk (non-zero with the output complete, 0 without it, an
+  incomplete output) is a ``silent wrong answer``, death by the signal or another status
+  ``unclear error``;
+- quantile columns named as level 0 or 1 (``q0``, ``q00``, ``q100``) for levels inside
+  (0, 1) are an ``unclear error``;
+- the report splits ``handled`` into ``clear`` (refused: documented status, one line
+  naming the cause and a fix) and ``handled (ok)`` (exit 0, correct result).
+
 How to run
 ----------
 From the repository root, with the project's environment active (this driver itself uses
@@ -70,9 +140,16 @@ only the standard library, numpy and pyarrow, so it runs any checkout; its parts
     python -m benchmarks.probe_hostile --code /work/wt-before --label before
     python -m benchmarks.probe_hostile --code /work/main --label after
     python -m benchmarks.probe_hostile --report-only      # probe.md from the JSON files
+    python -m benchmarks.probe_hostile --code /work/main --label after --category issue45 \
+        --timeout 60
+    python -m benchmarks.probe_hostile --report-only --category issue45
 
 It writes ``benchmarks/results/issue26/probe_<label>.json`` (every case: outcome, exit
-codes, last stderr line) and regenerates ``probe.md`` from every ``probe_*.json`` there.
+codes, last stderr line) and regenerates ``probe.md`` from every ``probe_*.json`` there;
+a run of issue 45's categories only (``--category issue45``, or some of them by name,
+repeatable) writes to ``benchmarks/results/issue45/`` (``--results`` names another folder),
+whose ``probe.md`` counts clear / ok / unclear / crash / hang / silent / data lost per
+category for every label (before / mid / after).
 ``--only REGEX`` runs the matching case ids, ``--list`` prints the corpus, ``--jobs``
 cases run at once (default 2), ``--keep`` keeps the sandboxes. Scratch goes to
 ``--work`` (default: a folder in the system's temporary directory); numba's cache and the
@@ -96,10 +173,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.probe.cases import CATEGORIES, Case, corpus
+from benchmarks.probe.cases import CATEGORIES, CATEGORIES_26, CATEGORIES_45, MODEL_TYPES, Case
+from benchmarks.probe.cases import corpus as corpus_26
+from benchmarks.probe.cases_limits import limits_corpus
+from benchmarks.probe.cases_messages import messages_corpus
 from benchmarks.probe.files import SEED
 from benchmarks.probe.fixtures import build_fixtures, git
-from benchmarks.probe.report import RESULTS, summarize, write_markdown
+from benchmarks.probe.report import RESULTS, RESULTS_45, summarize, write_markdown
 from benchmarks.probe.running import Run, hold_dashboard_port, run_case
 
 
@@ -127,9 +207,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --only: replace those cases in the existing probe_<label>.json")
     parser.add_argument("--report-only", action="store_true",
                         help="only regenerate probe.md from the JSON files")
+    parser.add_argument("--category", action="append", metavar="NAME",
+                        help="run only this category (repeatable; 'issue26' and 'issue45' "
+                        f"name theirs): {', '.join(CATEGORIES)}")
+    parser.add_argument("--results", type=Path,
+                        help="folder of probe_<label>.json and probe.md (default: "
+                        "benchmarks/results/issue45 when only issue 45's categories run, "
+                        "else benchmarks/results/issue26)")
     args = parser.parse_args(argv)
+    groups = {"issue26": CATEGORIES_26, "issue45": CATEGORIES_45}
+    chosen = [c for name in (args.category or CATEGORIES) for c in groups.get(name, (name,))]
+    unknown = sorted(set(chosen) - set(CATEGORIES))
+    if unknown:
+        parser.error(f"unknown categories {unknown}; they are {', '.join(CATEGORIES)}")
+    results = (args.results or (RESULTS_45 if set(chosen) <= set(CATEGORIES_45) else RESULTS)
+               ).resolve()
     if args.report_only:
-        print(write_markdown().read_text())
+        print(write_markdown(results).read_text())
         return 0
     if not (args.code and args.label):
         parser.error("--code and --label are required (or --report-only)")
@@ -151,15 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.monotonic()
     print(f"fixtures for {code} in {work} ...", flush=True)
-    fx = build_fixtures(run, work, args.reuse_fixtures)
+    # issue 45's categories need one model type; the issue-26 ones every type
+    types = MODEL_TYPES if set(chosen) & set(CATEGORIES_26) else ("ebf_bayesian",)
+    fx = build_fixtures(run, work, args.reuse_fixtures, types)
     fixture_seconds = time.monotonic() - t0
-    cases = corpus(fx, work, args.arrays)
+    cases = []
+    if set(chosen) & set(CATEGORIES_26):
+        cases += corpus_26(fx, work, args.arrays)
+    if set(chosen) & set(CATEGORIES_45):
+        cases += limits_corpus(fx) + messages_corpus(fx)
+    cases = [c for c in cases if c.category in chosen]
     if args.only:
         cases = [c for c in cases if re.search(args.only, c.id)]
     if args.list:
         for c in cases:
             print(f"{c.category:14s} {c.id}")
-        print({cat: sum(c.category == cat for c in cases) for cat in CATEGORIES})
+        print({cat: sum(c.category == cat for c in cases) for cat in chosen})
         return 0
     print(f"{len(cases)} cases, {args.jobs} at once; fixtures took {fixture_seconds:.0f} s",
           flush=True)
@@ -180,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         list(pool.map(one, cases))
     order = {c.id: i for i, c in enumerate(cases)}
     records.sort(key=lambda r: order[r["id"]])
-    out = RESULTS / f"probe_{args.label}.json"
+    out = results / f"probe_{args.label}.json"
     if args.merge:  # these records replace the same cases of the earlier full run
         report = json.loads(out.read_text())
         new = {r["id"]: r for r in records}
@@ -190,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             {"started": started, "only": args.only, "cases": len(records),
              "commit": git(code, "rev-parse", "HEAD"), "seconds": round(time.monotonic() - t0)})
         out.write_text(json.dumps(report, indent=1) + "\n")
-        print(write_markdown().read_text())
+        print(write_markdown(results).read_text())
         return 0
     report = {
         "label": args.label, "code": str(args.code), "commit": git(code, "rev-parse", "HEAD"),
@@ -198,16 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         "started": started, "seconds": round(time.monotonic() - t0, 1),
         "fixture_seconds": round(fixture_seconds, 1), "jobs": args.jobs,
         "timeout": args.timeout, "arrays_per_model": args.arrays, "seed": SEED,
-        "only": args.only, "cases": len(records),
+        "only": args.only, "categories": chosen, "cases": len(records),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "summary": summarize(records), "records": records,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     if not (args.work or args.keep):
         shutil.rmtree(work, ignore_errors=True)
-    print(write_markdown().read_text())
+    print(write_markdown(results).read_text())
     return 0
 
 

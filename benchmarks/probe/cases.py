@@ -1,5 +1,6 @@
 """The probe's corpus: every case a sandbox to prepare and the commands to run in it, by
-category (output paths, forged values, memory, bad inputs, control).
+category (output paths, forged values, memory, bad inputs, control); issue 45's categories
+are in ``cases_limits`` and ``cases_messages``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from benchmarks.probe.files import (
     write_parquet,
 )
 
-CATEGORIES = ("output paths", "forged values", "memory", "bad inputs", "control")
+CATEGORIES_26 = ("output paths", "forged values", "memory", "bad inputs", "control")
+#: issue 45's (``cases_limits``, ``cases_messages``)
+CATEGORIES_45 = ("unbounded inputs", "exit status around the commit", "outputs together",
+                 "registry trust", "numbers out of range", "config typos", "unclear messages")
+CATEGORIES = CATEGORIES_26 + CATEGORIES_45
 FORGED_VALUES = {"1e160": 1e160, "1e300": 1e300, "-1e300": -1e300, "5e-324": 5e-324}
 RLIMIT_BYTES = 6 * 2**30
 #: Saved model types. ``ebf predict`` takes models with an encoder (EBF, SSF, Bayesian
@@ -53,6 +58,14 @@ class Step:
     env: dict[str, str | None] = field(default_factory=dict)  # None: unset
     limit: int | None = None  # RLIMIT_AS bytes
     unprivileged: bool = False  # as root without CAP_DAC_OVERRIDE: mode 000 means unreadable
+    # issue 45: (cwd, stdout) -> what is wrong on exit 0, as text (silent) or (outcome, why)
+    check_out: Callable[[Path, str], str | tuple[str, str] | None] | None = None
+    prefix: str | None = None  # the error line must start with this (the command's label)
+    fix: bool = False  # the error line must name a fix (running.FIX_HINTS)
+    # the output a signal races (path under cwd, what is wrong with it or None): exit 0 with
+    # it complete, or 130 / 143 without it (running.commit_outcome)
+    commit: tuple[str, Callable[[Path], str | None]] | None = None
+    outputs: tuple[str, ...] = ()  # paths under cwd that must not appear on a nonzero exit
 
 
 @dataclass
@@ -71,6 +84,7 @@ class Fixtures:
     registry: Path
     registry_hash: str
     pristine: dict[str, Path]  # predictions of the untouched models
+    registry2: Path | None = None  # issue 45: REG retrained again (v1 current, v2 kept)
 
     def sandbox(self, cwd: Path, model: str = "ebf_bayesian") -> None:
         """The standard sandbox: data/, m/ (a model of type ``model``), REG/, user files."""
