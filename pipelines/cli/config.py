@@ -95,11 +95,11 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {} if sub is None else dict(sub.choices)
 
 
-def _nearest(name: str, choices: Sequence[str]) -> str:
+def _nearest(name: str, choices: Sequence[str], form: str = "[{}]") -> str:
     import difflib
 
     close = difflib.get_close_matches(name, choices, n=1)
-    return f"did you mean [{close[0]}]? " if close else ""
+    return f"did you mean {form.format(close[0])}? " if close else ""
 
 
 def check_tables(config: dict[str, Any], parser: argparse.ArgumentParser, path: str) -> None:
@@ -134,6 +134,7 @@ def check_tables(config: dict[str, Any], parser: argparse.ArgumentParser, path: 
                     f"[{'.'.join(names)}] belongs; write key = value in [{'.'.join(names)}]")
             if not names and key == "all":
                 walk(value, argparse.ArgumentParser(add_help=False), ["all"])
+                _check_all(value, _every_option(parser), path)
                 continue
             if key not in subs:
                 where = "a command" if not names else f"a subcommand of [{'.'.join(names)}]"
@@ -144,6 +145,25 @@ def check_tables(config: dict[str, Any], parser: argparse.ArgumentParser, path: 
             walk(value, subs[key], [*names, str(key)])
 
     walk(config, parser, [])
+
+
+def _every_option(command: argparse.ArgumentParser) -> set[str]:
+    """The long options of ``command`` and all its subcommands, as config keys."""
+    found = {o[2:] for a in command._actions for o in a.option_strings
+             if o.startswith("--") and o not in ("--help", "--config")}
+    for sub in subcommands(command).values():
+        found |= _every_option(sub)
+    return found
+
+
+def _check_all(table: dict[str, Any], options: set[str], path: str) -> None:
+    """Every key of ``[all]`` is an option of some command (each command takes those of its
+    own, so a key no command takes is a typo)."""
+    for key in table:
+        if str(key).replace("_", "-") not in options:
+            raise UsageError(f"config {path}: [all] {key!r} is not an option of any command; "
+                             f"{_nearest(str(key).replace('_', '-'), sorted(options), '{!r}')}"
+                             "fix or remove it")
 
 
 def _given(command: argparse.ArgumentParser, argv: list[str]) -> set[str]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .cluster import add_cluster_parser
 from .config import subcommands, with_config
@@ -85,26 +84,56 @@ def _global_options_everywhere(sub: argparse._SubParsersAction) -> None:
                 _global_options_everywhere(action)
 
 
-def _program(argv: Sequence[str], commands: Mapping[str, Any] | None = None) -> str:
-    """``ebf <command>``, the label of the one-line errors: the first argument that is a
-    command (before the parser exists, the first that is neither an option nor the value
-    of ``--config``).
+def _program(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> str:
+    """``ebf <command> [<subcommand>]``, the label of the one-line errors, from the words of
+    ``argv`` that are commands of ``parser`` (before the parser exists: the first word that
+    is neither an option nor the value of ``--config``).
 
     Examples
     --------
     >>> _program(["--config", "c.toml", "predict", "m", "d"])
     'ebf predict'
-    >>> _program(["-v", "nope"], {"predict": None})
+    >>> _program(["registry", "list", "REG", "--json"], build_parser())
+    'ebf registry list'
+    >>> _program(["-v", "nope"], build_parser())
     'ebf'
     """
-    value = False
+    words, value = ["ebf"], False
     for arg in argv:
         if value or arg.startswith("-"):
             value = arg == "--config"
             continue
-        if commands is None or arg in commands:
+        if parser is None:
             return f"ebf {arg}"
-    return "ebf"
+        parser = subcommands(parser).get(arg)
+        if parser is None:
+            break
+        words.append(arg)
+    return " ".join(words)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str], added: list[str]
+           ) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; with options ``added`` from a config file, a usage error
+    is argparse's one error line naming them, without the usage block (which describes the
+    command line, not the file)."""
+    if not added:
+        return parser.parse_args(argv)
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(text):
+            return parser.parse_args(argv)
+    except SystemExit as stop:
+        lines = text.getvalue().strip().splitlines()
+        if stop.code == 2 and lines:
+            print(f"{lines[-1]} (options from the config file: {' '.join(added)})",
+                  file=sys.stderr)
+        else:
+            sys.stderr.write(text.getvalue())
+        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,16 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with signals_raise():
             parser = build_parser()
-            program = _program(given, subcommands(parser))
+            program = _program(given, parser)
             full = with_config(parser, given)
-            try:
-                args = parser.parse_args(full)
-            except SystemExit as stop:
-                added = [a for a in full if a not in given]
-                if stop.code == 2 and added:
-                    print(f"(options from the config file: {' '.join(added)})", file=sys.stderr)
-                raise
-            program, verbose = f"ebf {args.command}", args.verbose
+            args = _parse(parser, full, [a for a in full if a not in given])
+            verbose = args.verbose
             level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
             logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
             return args.handler(args)

@@ -187,7 +187,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         table, warnings = format_versions(registry)
         print(table)
     for warning in warnings:
-        print(f"ebf registry: warning: {warning}", file=sys.stderr)
+        print(f"ebf registry list: warning: {warning}", file=sys.stderr)
     return 0
 
 

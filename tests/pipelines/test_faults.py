@@ -273,7 +273,7 @@ def test_sigterm_during_make_data_leaves_no_temporary_directory(tmp_path, point)
     # process more than the 300 partitions take)
     assert not out.exists() or _complete_dataset(out, 300_000)
     if status == 143:
-        _one_error_line(err, "ebf make-data: stopped: terminated (SIGTERM)")
+        _one_error_line(err, "ebf make-data friedman: stopped: terminated (SIGTERM)")
     else:  # finished first, or signalled before the handler was installed (default action)
         assert status in (0, -signal.SIGTERM), err
 

@@ -50,8 +50,9 @@ def _refused(sandbox: Path, capsys, argv: list[str], status: int, *needles: str)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
     line = lines[0]
-    command = argv[2] if argv[0] == "--config" else argv[0]
-    assert line.startswith(f"ebf {command}: error: "), line
+    words = [a for a in argv[2 if argv[0] == "--config" else 0:] if not a.startswith("-")]
+    label = " ".join(["ebf", *words[:2 if words[0] in ("make-data", "registry") else 1]])
+    assert line.startswith(f"{label}: error: "), line
     for bad in ("[Errno", "Traceback", "np.float64", "unexpected", "Error:"):
         assert bad not in line, line
     for needle in needles:
@@ -145,3 +146,25 @@ def test_missing_cloud_credentials_name_the_variables_to_set():
     assert status == 1 and "AWS_ACCESS_KEY_ID" in line and "unexpected" not in line
     status, line = describe_failure(botocore.EndpointConnectionError(endpoint_url="http://x"))
     assert status == 1 and "AWS_ENDPOINT_URL" in line
+
+
+def test_a_key_of_all_that_no_command_takes_is_refused_with_the_nearest(sandbox, capsys):
+    (sandbox / "c.toml").write_text("[all]\nquite = true\n")
+    _refused(sandbox, capsys, ["predict", "model", "data", "--out", "p", "--config", "c.toml"],
+             2, "[all] 'quite' is not an option of any command", "did you mean 'quiet'")
+
+
+def test_a_bad_value_from_the_config_file_is_one_line_naming_it(sandbox, capsys):
+    (sandbox / "c.toml").write_text('[predict]\nstrategy = "fast"\n')
+    before = _checksums(sandbox)
+    with pytest.raises(SystemExit) as stop:
+        main(["predict", "model", "data", "--out", "p", "--config", "c.toml"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("ebf predict: error: argument --strategy: invalid choice")
+    assert "(options from the config file: --strategy fast)" in lines[0]
+    assert _checksums(sandbox) == before
+
+
+def test_errors_of_a_subcommand_are_labelled_with_it(sandbox, capsys):
+    _refused(sandbox, capsys, ["registry", "show", "nothing"], 1, "is not a model registry")

@@ -83,7 +83,8 @@ def test_errors_are_one_line_with_a_status(registry, capsys, argv, status, text)
     captured = capsys.readouterr()
     assert text in captured.out + captured.err
     if status:
-        assert captured.err.count("\n") == 1 and captured.err.startswith("ebf registry: error:")
+        assert captured.err.count("\n") == 1
+        assert captured.err.startswith(f"ebf registry {argv[0]}: error:")
 
 
 def test_rollback_past_the_first_version_and_a_busy_registry(registry, capsys):
