@@ -306,7 +306,7 @@ def _imports_numpy(pid: int, _: str) -> bool:
         return False
 
 
-STOPPED = "ebf train: stopped: interrupted; temporary files were removed"
+STOPPED = "ebf train: stopped: interrupted; nothing was written"
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
