@@ -4,14 +4,16 @@
 command line takes seconds on a busy machine) and never takes it away: before the command's
 output is committed a signal stops it with 143 (SIGTERM) or 130 (SIGINT) and one line saying
 nothing was written; after the commit, or once the command has returned, a signal changes
-nothing. The process then ends with ``os._exit`` and the command's status, after flushing
-its streams: the interpreter's own teardown (collecting every module, seconds with a Dask
-cluster's threads) is skipped, since Python puts the default actions back during it, when a
-SIGTERM would end the process with -15 whatever the command did (a soak test saw that).
+nothing (during the interpreter's teardown it ends the process at once with the command's
+status). The last exit handler ends the process with ``os._exit`` and that status, its
+streams flushed: the rest of the teardown (collecting every module) is skipped, since Python
+puts the default actions back during it, when a SIGTERM would end the process with -15
+whatever the command did (a soak test saw that).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
 
@@ -36,9 +38,10 @@ def main() -> int:
     Returns
     -------
     int
-        Never returns in fact: the process ends with the command's status.
+        The command's status; the process ends with it.
     """
     stops.install()
+    atexit.register(_end)  # the first exit handler registered runs last
     try:
         from pipelines.cli import main as run
 
@@ -51,8 +54,18 @@ def main() -> int:
             raise
         status, message = stops.stop_status(stop)
         word = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-        print(f"ebf{' ' + word if word else ''}: stopped: {message}", file=sys.stderr)
+        print(f"ebf{' ' + word if word else ''}: stopped during start-up: {message}",
+              file=sys.stderr)
     stops.finish(status)  # from here a signal ends the process with this status
-    logging.shutdown()
-    stops.exit_now(status)
-    return status  # pragma: no cover - exit_now does not return
+    _status[:] = [status]
+    return status
+
+
+_status: list[int] = []
+
+
+def _end() -> None:
+    """The last exit handler: end the process with the command's status, now."""
+    if _status:
+        logging.shutdown()
+        stops.exit_now(_status[0])
