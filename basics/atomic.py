@@ -393,9 +393,9 @@ def atomic_dir(
                 logger.error("moving %s to %s failed; the complete copy is kept", tmp.url,
                              target.url)
             else:  # a local rename fails as a whole: the target is untouched or put back
-                tmp.remove()
-                with _lock:
+                with _lock:  # first: a signal cutting the removal short leaves it listed
                     _abandoned[tmp.key] = tmp
+                tmp.remove()
             raise
     finally:
         end_writing(tmp.key)
@@ -448,8 +448,8 @@ def scratch_dir(parent: str | os.PathLike, name: str,
                 tmp.fs.makedirs(tmp.path, exist_ok=False)
             yield tmp.url
         finally:
-            tmp.remove()
-            with _lock:
+            with _lock:  # first: a signal cutting the removal short leaves it listed
                 _abandoned[tmp.key] = tmp
+            tmp.remove()
     finally:
         end_writing(tmp.key)

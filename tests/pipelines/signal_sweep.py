@@ -44,9 +44,15 @@ def run_one(run: dict, pause: float, index: int, work: str) -> dict:
             sys.argv = ["ebf", *run["argv"]]
             from pipelines.entry import main
 
-            main()
-        finally:
-            os._exit(99)  # main ends the process itself
+            status = main()
+        except BaseException:  # noqa: B036 - never back into the parent's loop
+            import traceback
+
+            traceback.print_exc()
+            os._exit(98)
+        # the interpreter's exit, as ``sys.exit(main())`` of the console script: the exit
+        # handlers run, the last of them (pipelines.entry's) ends the process
+        raise SystemExit(status)
     deadline, sent = time.time() + 120, None
     while time.time() < deadline:
         done, raw = os.waitpid(pid, os.WNOHANG)

@@ -108,13 +108,15 @@ def test_signal_sweep_around_the_commit(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_signal_sweep_dense(tmp_path):
-    """More offsets, for a directory (make-data) and a single file (``ebf cluster k8s
-    --out``: the file moved over its destination)."""
+    """More offsets: the move of a directory (make-data) within 20 ms of its commit, and
+    a single file (``ebf cluster k8s --out``: the file moved over its destination, no
+    cluster: cheap) from -0.5 s to +0.5 s."""
+    fine = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016]
+    results = _sweep(tmp_path, _runs(tmp_path / "dirs", _make_data,
+                                     sorted({0.0, *fine, *(-x for x in fine)})), pause=0.3)
+    _assert_contract(results, _check_make_data, "wrote 200 rows")
     near = [0.0, 0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5]
     offsets = sorted({*near, *(-x for x in near)})
-    runs = _runs(tmp_path / "dirs", _make_data, offsets)
-    results = _sweep(tmp_path, runs, pause=0.5)
-    _assert_contract(results, _check_make_data, "wrote 200 rows")
 
     def k8s(out: Path) -> list[str]:
         return ["cluster", "k8s", "--image", "ebf:0", "--out", str(out)]
