@@ -48,6 +48,7 @@ __all__ = ["STALE_SECONDS", "atomic_dir", "remove_abandoned", "replace_file", "r
            "scratch_dir", "write_bytes",
            "write_json", "write_text"]
 
+from .commit import committing
 from .locations import (
     begin_writing,
     check_destination,
@@ -89,6 +90,13 @@ def _fsync_tree(root: str) -> None:
 
 def _temp_name(name: str, what: str) -> str:
     return f".{name}.{what}-{_host()}-{os.getpid()}-{int(time.time())}-{secrets.token_hex(4)}"
+
+
+def _is_final(place: _Place) -> bool:
+    """Whether ``place`` is no temporary directory's: moving an output there commits it
+    (:mod:`basics.commit`); inside a temporary directory it is part of a later output."""
+    return not any(part.startswith(".") and _TEMP.search(part)
+                   for part in place.path.replace("\\", "/").split("/"))
 
 
 def _is_stale(parent: _Place, entry: str, match: re.Match) -> bool:
@@ -180,13 +188,15 @@ def replacing(place: _Place) -> Iterator[Any]:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp.path, place.path)
-            _fsync(parent.path, directory=True)
+            with committing(_is_final(place)):
+                os.replace(tmp.path, place.path)
+                _fsync(parent.path, directory=True)
         else:
             with place.fs.open(tmp.path, "wb") as f:
                 yield f
-            place.fs.mv(tmp.path, place.path)
-            place.fs.invalidate_cache()
+            with committing(_is_final(place)):
+                place.fs.mv(tmp.path, place.path)
+                place.fs.invalidate_cache()
     except BaseException:
         try:
             if tmp.fs is None:
@@ -375,16 +385,17 @@ def atomic_dir(
             if kind != "model":
                 write_marker(tmp, kind)
             check_replaceable(target, kind, overwrite)  # again: it may have appeared meanwhile
-            moving = True
-            _move(tmp, target)
+            with committing(_is_final(target)):
+                moving = True
+                _move(tmp, target)
         except BaseException:
             if moving and target.fs is not None:  # the temporary prefix is the complete copy
                 logger.error("moving %s to %s failed; the complete copy is kept", tmp.url,
                              target.url)
             else:  # a local rename fails as a whole: the target is untouched or put back
-                tmp.remove()
-                with _lock:
+                with _lock:  # first: a signal cutting the removal short leaves it listed
                     _abandoned[tmp.key] = tmp
+                tmp.remove()
             raise
     finally:
         end_writing(tmp.key)
@@ -437,8 +448,8 @@ def scratch_dir(parent: str | os.PathLike, name: str,
                 tmp.fs.makedirs(tmp.path, exist_ok=False)
             yield tmp.url
         finally:
-            tmp.remove()
-            with _lock:
+            with _lock:  # first: a signal cutting the removal short leaves it listed
                 _abandoned[tmp.key] = tmp
+            tmp.remove()
     finally:
         end_writing(tmp.key)

@@ -63,6 +63,7 @@ import dask.dataframe as dd
 import distributed
 
 from basics.atomic import write_json
+from basics.commit import staging
 from basics.locations import check_location
 from cluster import current_client
 from ebf.dask.client import PhaseReport
@@ -347,17 +348,31 @@ def run_demo(
     ...     result = run_demo("ebf-demo", rows=50_000)
     >>> print(format_comparison(result))  # doctest: +SKIP
     """
+    _check_extras()
+    t_start = time.perf_counter()
+    client = current_client(client)
+    out = Path(out_dir)
+    with staging(str(out)):  # every step kept as it is done; results.json, last, commits
+        _prepare_out_dir(out)
+        result = _run_steps(out, t_start, rows=rows, n_estimators=n_estimators,
+                            trunk_leaves=trunk_leaves, partitions=partitions,
+                            test_fraction=test_fraction, branch=branch, calibrate=calibrate,
+                            random_state=random_state, client=client, progress=progress)
+    _write_json(out / "results.json", result)
+    return result
+
+
+def _run_steps(out: Path, t_start: float, *, rows: int | None, n_estimators: int,
+               trunk_leaves: int, partitions: int, test_fraction: float, branch: str,
+               calibrate: str, random_state: int, client: distributed.Client,
+               progress: PhaseReport | None) -> DemoResult:
+    """The steps of :func:`run_demo` up to the report: data, models, predictions, figures."""
     from pipelines.importance import permutation_importance
     from pipelines.options import TrainOptions
     from pipelines.report.evaluate import evaluate
     from pipelines.train import train
     from pipelines.warm import warm_workers
 
-    _check_extras()
-    t_start = time.perf_counter()
-    client = current_client(client)
-    out = Path(out_dir)
-    _prepare_out_dir(out)
     timings: dict[str, float] = {}
 
     def step(name: str) -> float:
@@ -427,7 +442,6 @@ def run_demo(
                       target_unit=unit, figures=pngs)
     timings["plot"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
-    _write_json(out / "results.json", result)
     return result
 
 

@@ -1,49 +1,71 @@
-"""The ``ebf`` command's entry point: signals are handled from the first line.
+"""The ``ebf`` command's entry point: signals are handled from the first line to the last.
 
-:func:`pipelines.cli.main` turns SIGTERM and Ctrl-C into one line and exit 143 / 130 once it
-runs; before that, while its modules are still being imported (seconds on a busy machine),
-the default action would kill the process silently. :func:`main` installs a handler first
-that exits the same way (nothing has been written yet), then imports and runs the command.
-Once the command has returned, a signal during the interpreter's teardown ends the process at
-once with the command's status (a soak test saw SIGTERM there give -15 and no line).
+:func:`main` installs :func:`pipelines.stops.on_signal` before anything else (importing the
+command line takes seconds on a busy machine) and never takes it away: before the command's
+output is committed a signal stops it with 143 (SIGTERM) or 130 (SIGINT) and one line saying
+nothing was written; after the commit, or once the command has returned, a signal changes
+nothing (during the interpreter's teardown it ends the process at once with the command's
+status). The last exit handler ends the process with ``os._exit`` and that status, its
+streams flushed: the rest of the teardown (collecting every module) is skipped, since Python
+puts the default actions back during it, when a SIGTERM would end the process with -15
+whatever the command did (a soak test saw that).
 """
 
 from __future__ import annotations
 
-import os
-import signal
+import atexit
+import logging
 import sys
+
+from pipelines import stops
 
 __all__ = ["main"]
 
-_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
-
-def _during_start_up(signum: int, frame: object) -> None:
-    signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
-    what = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    sys.stderr.write(f"ebf: stopped during start-up: {what}; nothing was written\n")
-    raise SystemExit(_STATUS[signum])
+def _status_of_exit(stop: SystemExit) -> int:
+    """The status ``raise SystemExit(code)`` gives (argparse's usage errors, ``--help``)."""
+    if stop.code is None:
+        return 0
+    if isinstance(stop.code, int):
+        return stop.code
+    print(stop.code, file=sys.stderr)
+    return 1
 
 
 def main() -> int:
-    """Run the ``ebf`` command line (:func:`pipelines.cli.main`) with signals handled."""
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _during_start_up)}
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _during_start_up)
-    from pipelines.cli import main as run
+    """Run the ``ebf`` command line (:func:`pipelines.cli.main`) with signals handled.
 
-    for signum, handler in previous.items():  # main installs its own at once
-        signal.signal(signum, handler)
-    status = run()
+    Returns
+    -------
+    int
+        The command's status; the process ends with it.
+    """
+    stops.install()
+    atexit.register(_end)  # the first exit handler registered runs last
+    try:
+        from pipelines.cli import main as run
 
-    def _after_the_job(signum: int, frame: object) -> None:
-        # the job is over, its outputs in place or removed: a signal during the interpreter's
-        # teardown (closing the cluster's connections) ends it with the job's status
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(status)
-
-    for signum in previous:
-        signal.signal(signum, _after_the_job)
+        status = run()
+    except SystemExit as stop:
+        status = _status_of_exit(stop)
+    except BaseException as exc:  # noqa: B036 - a signal before the command's own handling
+        stop = stops.stop_of(exc)
+        if stop is None:
+            raise
+        status, message = stops.stop_status(stop)
+        word = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+        print(f"ebf{' ' + word if word else ''}: stopped during start-up: {message}",
+              file=sys.stderr)
+    stops.finish(status)  # from here a signal ends the process with this status
+    _status[:] = [status]
     return status
+
+
+_status: list[int] = []
+
+
+def _end() -> None:
+    """The last exit handler: end the process with the command's status, now."""
+    if _status:
+        logging.shutdown()
+        stops.exit_now(_status[0])

@@ -55,9 +55,11 @@ module, and call the first from :func:`build_parser`. Dask subcommands end their
 ``with job(args) as (client, bars):`` (:mod:`pipelines.cli.session`).
 
 Failures print one line on stderr naming the cause and the fix (``-v``: the traceback too)
-and exit with the statuses of :func:`main` (:mod:`pipelines.cli.failures`). SIGTERM raises an
-exception in the main thread, so temporary outputs are removed and the local cluster closed
-before the command exits with 143. Outputs (``--out``) are checked before any work
+and exit with the statuses of :func:`main` (:mod:`pipelines.cli.failures`). Before the
+command's output is committed (moved into place, :mod:`basics.commit`), SIGTERM and Ctrl-C
+raise an exception in the main thread, so temporary outputs are removed and the local cluster
+closed before the command exits with 143 / 130; from the commit on they change nothing: the
+command ends with success (:mod:`pipelines.stops`). Outputs (``--out``) are checked before any work
 (:func:`basics.atomic.check_destination`): ``--overwrite`` replaces only an ebf output of the
 same kind, and an output may not overlap the inputs or the current directory.
 

@@ -18,8 +18,8 @@ Exit statuses (also in :func:`pipelines.cli.main`):
       overlapping an input, a missing input (or registry version), a schema that does not fit
 3     ``train`` / ``retrain`` with ``--mlflow-uri``: the model was written, but its MLflow run
       could not be logged (:mod:`pipelines.cli.tracking`)
-130   interrupted (Ctrl-C, SIGINT)
-143   terminated (SIGTERM); temporary files were removed
+130   interrupted (Ctrl-C, SIGINT) before the output was committed: nothing was written
+143   terminated (SIGTERM) before the output was committed: nothing was written
 ====  =====================================================================================
 """
 
@@ -30,11 +30,12 @@ import logging
 import os
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TextIO
+
+from pipelines.stops import Terminated, install, restore, stop_of, stop_status
 
 __all__ = ["TRACKING_FAILED", "Terminated", "UsageError", "describe_failure", "report_failure",
            "signals_raise"]
@@ -54,53 +55,21 @@ class UsageError(Exception):
     """A bad option or environment variable found after parsing: exit status 2."""
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived (raised in the main thread by :func:`signals_raise`)."""
-
-
 @contextmanager
 def signals_raise() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT ``KeyboardInterrupt``.
+    """Within the block, a stop signal before the commit raises :class:`Terminated` (SIGTERM)
+    or ``KeyboardInterrupt`` (SIGINT); during and after the commit it is noted only.
 
-    Only the first signal of each kind does: the handler then restores the default action,
-    so a second SIGTERM or Ctrl-C ends the process at once, without a traceback (what a
-    killed run leaves is removed by the next run to the same destination, see
-    :mod:`basics.atomic`). Outside the main thread this does nothing.
+    The handler is :func:`pipelines.stops.on_signal` (installed by the ``ebf`` entry point
+    for the whole run already; this block installs it for in-process callers of
+    :func:`pipelines.cli.main` and puts their handlers back at the end). Outside the main
+    thread this does nothing.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def quiet_teardown() -> None:
-        # an object whose constructor the signal interrupted may fail in __del__ later
-        # (distributed's Future does): log that instead of printing it after the one line
-        sys.unraisablehook = _log_unraisable
-        # likewise the futures of the cluster's event loop that the teardown abandons: asyncio
-        # logs "Future exception was never retrieved" when they are collected
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        quiet_teardown()
-        raise Terminated(f"terminated by signal {signum} (SIGTERM)")
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        quiet_teardown()
-        raise KeyboardInterrupt
-
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm)}
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
+    previous = install()
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def _log_unraisable(unraisable: Any) -> None:
-    logger.debug("ignored after SIGTERM: %r in %r", unraisable.exc_value, unraisable.object)
+        restore(previous)
 
 
 def _one_line(text: object) -> str:
@@ -116,21 +85,6 @@ def _classes(module: str, *names: str) -> tuple[type, ...]:
     loaded = sys.modules.get(module)
     found = (getattr(loaded, name, None) for name in names)
     return tuple(cls for cls in found if isinstance(cls, type))
-
-
-def _stop_signal(exc: BaseException) -> BaseException | None:
-    """The :class:`Terminated` / ``KeyboardInterrupt`` behind ``exc``, if any.
-
-    A signal can arrive anywhere, e.g. during an import, where Python wraps it (a
-    ``RuntimeError`` from ``__set_name__``); the chain of causes still holds it.
-    """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, (Terminated, KeyboardInterrupt)):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def _dask_failure(exc: BaseException) -> tuple[int, str] | None:
@@ -230,11 +184,9 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     >>> describe_failure(NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), "a/b"))[1]
     'a/b: Not a directory; a file is in the way of a folder on that path: choose another path'
     """
-    stop = _stop_signal(exc)
-    if isinstance(stop, Terminated):
-        return TERMINATED, "terminated (SIGTERM); temporary files were removed"
-    if isinstance(stop, KeyboardInterrupt):
-        return INTERRUPTED, "interrupted; temporary files were removed"
+    stop = stop_of(exc)
+    if stop is not None:
+        return stop_status(stop)
     known = _dask_failure(exc) or _cloud_failure(exc)
     if known is not None:
         return known

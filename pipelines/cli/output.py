@@ -137,8 +137,16 @@ def to_json(value: Any) -> Any:
 def print_result(args: argparse.Namespace, kind: str, body: Mapping[str, Any],
                  text: str) -> None:
     """Print the command's ``text``, or with ``--json`` the object ``{"ebf_output": kind,
-    **body}`` on one line."""
-    if getattr(args, "json", None) in (True, "-"):
-        print(json.dumps(to_json({"ebf_output": kind, **body}), allow_nan=False))
-    elif text:
-        print(text)
+    **body}`` on one line.
+
+    The printed result commits a command that writes nothing (:mod:`basics.commit`): a
+    signal after it changes nothing, as after the move of a written output.
+    """
+    from basics.commit import committing
+
+    with committing():
+        if getattr(args, "json", None) in (True, "-"):
+            print(json.dumps(to_json({"ebf_output": kind, **body}), allow_nan=False),
+                  flush=True)
+        elif text:
+            print(text, flush=True)

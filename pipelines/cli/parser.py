@@ -154,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         exists or may not be replaced, an output overlapping an input or the current
         directory, a missing input, a schema that does not fit); 3 if ``train`` or
         ``retrain`` wrote its model but could not log its MLflow run; 130 if interrupted
-        (Ctrl-C); 143 on SIGTERM, after removing the temporary files. Every failure is one
+        (Ctrl-C) and 143 on SIGTERM before the output was committed (nothing was written);
+        a signal after the commit changes nothing (:mod:`pipelines.stops`). Every failure is one
         line on stderr naming the cause and the fix; ``-v`` adds the traceback.
 
     Examples
@@ -166,21 +167,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     # which Ctrl-C and SIGTERM get their one line too
     given = list(sys.argv[1:] if argv is None else argv)
     program, verbose = _program(given), 0
+    from basics import commit
+
+    commit.reset()
     try:
         with signals_raise():
-            parser = build_parser()
-            program = _program(given, parser)
-            full = with_config(parser, given)
-            args = _parse(parser, full, [a for a in full if a not in given])
-            verbose = args.verbose
-            level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-            logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-            return args.handler(args)
-    except (SystemExit, GeneratorExit):
-        raise
-    except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line and status too
-        return report_failure(exc, program, verbose)
-    finally:
-        atomic = sys.modules.get("basics.atomic")  # not imported: nothing was written through it
-        if atomic is not None:
-            atomic.remove_abandoned()  # what tasks still running wrote after the clean-up
+            try:
+                parser = build_parser()
+                program = _program(given, parser)
+                full = with_config(parser, given)
+                args = _parse(parser, full, [a for a in full if a not in given])
+                verbose = args.verbose
+                level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+                logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+                status = args.handler(args)
+                stop = commit.stop_exception()  # a stop a library swallowed: not committed
+                if stop is None or commit.state() == commit.COMMITTED:
+                    return status
+                raise stop
+            except (SystemExit, GeneratorExit):
+                raise
+            except BaseException as exc:  # noqa: B036 - SIGTERM and Ctrl-C get their line too
+                if commit.state() != commit.COMMITTED:  # signalled before: say so, not exc
+                    exc = commit.stop_exception() or exc
+                return report_failure(exc, program, verbose)
+            finally:
+                atomic = sys.modules.get("basics.atomic")  # not imported: nothing written
+                if atomic is not None:
+                    atomic.remove_abandoned()  # what tasks still running wrote after clean-up
+    except BaseException as exc:  # noqa: B036 - a signal while the handlers are (re)set
+        if isinstance(exc, (SystemExit, GeneratorExit)) or commit.stop_exception() is None:
+            raise
+        return report_failure(commit.stop_exception(), program, verbose)
