@@ -14,7 +14,10 @@ Which scheduler :func:`connect` uses, first match wins:
    4 cores and about ``sqrt(cores)`` processes of ``cores / processes`` threads beyond
    (Dask's own split); ``processes=False`` gives one in-process worker with one thread per
    core. ``memory_limit="auto"`` splits the machine's memory (cgroup limits included) evenly
-   between the workers. Closing the client closes that cluster.
+   between the workers. Closing the client closes that cluster. At most
+   :data:`MAX_LOCAL_WORKERS` workers (more is refused before anything starts), and the
+   cluster must start within ``timeout`` seconds (:data:`LOCAL_START_TIMEOUT` by default),
+   else :class:`ClusterStartError`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,6 +42,10 @@ from distributed.system import MEMORY_LIMIT
 from ebf.dask.client import NoClientError, current_client
 
 __all__ = [
+    "LOCAL_START_TIMEOUT",
+    "MAX_LOCAL_WORKERS",
+    "SCHEDULER_TIMEOUT",
+    "ClusterStartError",
     "NoClientError",
     "SchedulerConnectionError",
     "connect",
@@ -57,6 +66,25 @@ class SchedulerConnectionError(ConnectionError, TimeoutError):
     """
 
 
+#: Seconds to wait for a scheduler (or its scheduler file) unless told otherwise.
+SCHEDULER_TIMEOUT = 10.0
+#: Seconds a local cluster may take to start unless told otherwise: worker processes start
+#: in a second or two, several times that on a loaded machine.
+LOCAL_START_TIMEOUT = 60.0
+
+#: The most workers a local cluster may have: each is a process (or a thread pool) with its
+#: share of the machine's memory, so more than this on one machine is a typo, not a plan.
+MAX_LOCAL_WORKERS = 256
+
+
+class ClusterStartError(TimeoutError):
+    """A local Dask cluster did not start within its timeout, or failed while starting.
+
+    A :class:`TimeoutError`; the message names the workers asked for, the timeout and what
+    to change.
+    """
+
+
 def _cpu_count() -> int:
     """Cores this process may use (affinity and cgroup quotas included, as Dask counts)."""
     return max(1, int(dask.system.CPU_COUNT or os.cpu_count() or 1))
@@ -70,6 +98,11 @@ def _local_sizing(
     for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    if n_workers is not None and n_workers > MAX_LOCAL_WORKERS:
+        raise ValueError(
+            f"n_workers={n_workers} is above the cap of {MAX_LOCAL_WORKERS} local workers; "
+            f"ask for at most {MAX_LOCAL_WORKERS}, or start the workers as a cluster (`dask "
+            "scheduler` and `dask worker`, or ebf cluster) and connect to its scheduler")
     if n_workers is None and threads_per_worker is None:
         return nprocesses_nthreads(cores) if processes else (1, cores)
     if n_workers is None:
@@ -228,7 +261,7 @@ def _log_client(client: distributed.Client, what: str) -> None:
 def connect(
     address: str | None = None,
     *,
-    timeout: float = 10,
+    timeout: float | None = None,
     n_workers: int | None = None,
     threads_per_worker: int | None = None,
     memory_limit: str | int | float | None = "auto",
@@ -244,14 +277,17 @@ def connect(
         Scheduler address, e.g. ``"tcp://10.0.0.5:8786"``. ``None`` uses
         ``DASK_SCHEDULER_ADDRESS`` or the Dask config key ``scheduler-address`` if set, else
         starts a :class:`distributed.LocalCluster` (see the module docstring).
-    timeout : float, default=10
+    timeout : float, optional
         Seconds to wait for a scheduler (or for ``scheduler_file`` to appear) before raising
         :class:`SchedulerConnectionError`: for the TCP connection, and again for the
         handshake and the scheduler's first answer (a peer that accepts the connection but
-        never speaks Dask, or sends something else, fails within about ``timeout`` too).
+        never speaks Dask, or sends something else, fails within about ``timeout`` too);
+        :data:`SCHEDULER_TIMEOUT` (10) by default. For a local cluster, the seconds its
+        workers may take to start (:data:`LOCAL_START_TIMEOUT`, 60, by default), else
+        :class:`ClusterStartError`.
     n_workers, threads_per_worker : int, optional
         Local cluster only: workers and threads per worker. Unset values are derived from
-        the number of cores.
+        the number of cores. At most :data:`MAX_LOCAL_WORKERS` (256) workers.
     memory_limit : str, int, float or None, default="auto"
         Local cluster only: memory limit per worker (``"auto"``: the machine's memory divided
         by the number of workers; ``"4GiB"``, bytes, or ``0`` / ``None`` for no limit).
@@ -280,8 +316,12 @@ def connect(
         If the scheduler does not answer within ``timeout`` seconds, or the peer is not a
         Dask scheduler (a ``ConnectionError`` and a ``TimeoutError``). The message names the
         address.
+    ClusterStartError
+        If a local cluster does not start within ``timeout`` seconds, or fails to start (a
+        ``TimeoutError``).
     ValueError
-        On an invalid size, timeout or address scheme.
+        On an invalid size (more than :data:`MAX_LOCAL_WORKERS` workers), timeout or
+        address scheme.
 
     Examples
     --------
@@ -291,21 +331,15 @@ def connect(
     6
     >>> client = connect("tcp://scheduler:8786", timeout=30)  # doctest: +SKIP
     """
-    if not timeout or timeout <= 0:
+    if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     scheduler_file = options.pop("scheduler_file", None)
     if address is not None and scheduler_file is not None:
         raise ValueError("pass either address or scheduler_file, not both")
     source = "the address argument"
-    if scheduler_file is not None:
-        address = _wait_for_scheduler_file(os.fspath(scheduler_file), timeout)
-        source = f"the scheduler file {os.fspath(scheduler_file)!r}"
-    elif address is None:
-        address, source = _configured_address()
-
-    if address is None:
+    if address is None and scheduler_file is None and _configured_address()[0] is None:
         return _start_local(
-            timeout=timeout,
+            timeout=LOCAL_START_TIMEOUT if timeout is None else timeout,
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
             memory_limit=memory_limit,
@@ -313,6 +347,13 @@ def connect(
             dashboard_address=dashboard_address,
             **options,
         )
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    if scheduler_file is not None:
+        address = _wait_for_scheduler_file(os.fspath(scheduler_file), timeout)
+        source = f"the scheduler file {os.fspath(scheduler_file)!r}"
+    elif address is None:
+        address, source = _configured_address()
+    assert address is not None  # a local cluster was started above
 
     ignored = {
         name: value
@@ -357,7 +398,7 @@ def _start_local(
         memory_limit = int(MEMORY_LIMIT // workers)
     dashboard = _free_dashboard_address(dashboard_address)
     # Client() without an address starts the LocalCluster itself and closes it on close().
-    client = distributed.Client(
+    client = _start_within(timeout, workers, lambda: distributed.Client(
         timeout=timeout,
         n_workers=workers,
         threads_per_worker=threads,
@@ -365,7 +406,7 @@ def _start_local(
         processes=processes,
         dashboard_address=dashboard,
         **options,
-    )
+    ))
     if not memory_limit:
         memory = "no"
     elif isinstance(memory_limit, int):
@@ -380,3 +421,49 @@ def _start_local(
     return client
 
 
+
+
+def _start_within(timeout: float, workers: int,
+                  start: Callable[[], distributed.Client]) -> distributed.Client:
+    """``start()`` (a client starting its local cluster), given ``timeout`` seconds.
+
+    Distributed waits without limit for the workers of a local cluster to start: a worker
+    that never starts (a stuck preload, a machine out of processes) hangs the caller, and a
+    failure while closing the half-started cluster hung it too. The start runs in a daemon
+    thread: past ``timeout``, or on an error, :class:`ClusterStartError` is raised here
+    and whatever started is left to end with this process.
+    """
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result["client"] = start()
+        except BaseException as exc:  # reported in the caller's thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    threading.Thread(target=run, name="ebf-cluster-start", daemon=True).start()
+    what = f"the local Dask cluster ({workers} worker{'s' if workers > 1 else ''})"
+    if not done.wait(timeout):
+        for cluster in set(SpecCluster._instances) - before:
+            # Distributed closes every cluster at exit, waiting 10 s for workers that never
+            # started; its worker processes end with this one anyway (daemon processes)
+            cluster.shutdown_on_close = False
+        raise ClusterStartError(
+            f"{what} did not start within {timeout:g} s; a worker may be unable to start "
+            "(run with -v to see its log): ask for fewer workers, give it a larger timeout, "
+            "or connect to a running scheduler")
+    if "error" in result:
+        exc = result["error"]
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise exc
+        raise ClusterStartError(
+            f"{what} failed to start: {' '.join(str(exc).split()) or type(exc).__name__}; "
+            "run with -v to see the workers' log, ask for fewer workers, or connect to a "
+            "running scheduler") from exc
+    return result["client"]

@@ -256,13 +256,16 @@ def _grow_kernel(data, n_bins_f, params, tree):  # pragma: no cover
     cmiss = np.full(d, -1, np.int64)
     creal = np.zeros(d, np.int64)
     signed_col = -1 if classification else 2
-    # histograms of the open nodes with at least ``small_rows`` rows: a pool of slots
-    pool = np.zeros((4, d, nb, k))
-    free = np.arange(3, -1, -1)
-    n_free = 4
-    # compact histograms of smaller nodes
+    # histograms of the open nodes with at least ``small_rows`` rows: a pool of slots, none
+    # if the root is small (every node is then): on a wide table of few rows (10,000
+    # features) the unused pool's allocation took most of a tree's time
+    slots = 4 if n_rows >= small_rows else 0
+    pool = np.zeros((slots, d, nb, k))
+    free = np.arange(slots - 1, -1, -1)
+    n_free = slots
+    # compact histograms of smaller nodes; never read beyond what a node writes
     width = max(1, min(small_rows, n_rows))
-    chist = np.zeros((d, width, k))
+    chist = np.empty((d, width, k))
     cbin = np.zeros((d, width), np.int64)
     cnb = np.zeros(d, np.int64)
     compact = CompactHistogram(chist, cbin, cnb)

@@ -17,7 +17,7 @@ import pytest
                                   "bench_bart", "bench_bart_hypercube", "bench_bart_speed",
                                   "bench_smc", "bench_bayesopt", "bench_mondrian_kernel",
                                   "bench_leaf_prior", "bench_cold_start",
-                                  "bench_mondrian_noise", "rolling_calibration",
+                                  "bench_mondrian_noise", "bench_wide_table", "rolling_calibration",
                                   "accuracy", "bench_peers", "bench_leaf_model"])
 def test_benchmark_imports_and_parses_its_options(name):
     module = importlib.import_module(f"benchmarks.{name}")

@@ -32,6 +32,7 @@ from distributed import Client, Future
 from ..subsample import subsample_groups
 from ..trunk import Trunk
 from .client import Report, wait_for
+from .graph import map_shared
 from .inputs import EncodedData
 
 logger = logging.getLogger(__name__)
@@ -98,8 +99,8 @@ def route_by_trunk(client: Client, data: EncodedData, trunk: Trunk) -> list[Futu
     list of Future
         One pandas DataFrame per partition, columns as in :func:`routed_meta`.
     """
-    return client.map(_route_by_trunk, data.futures, data.offsets.tolist(), trunk=trunk,
-                      pure=False)
+    return map_shared(client, _route_by_trunk, data.futures, data.offsets.tolist(),
+                      trunk=trunk)
 
 
 def subsample_labels(entropy: int, n: int, n_subsamples: int) -> np.ndarray:

@@ -5,7 +5,8 @@ partition task depends on: workers fetch it from each other, and if the worker h
 copy dies the scheduler recomputes that key from the graph like any lost result, so a
 killed worker costs a retry, never a hang or a lost-dependency error (data put on workers
 with ``scatter`` cannot be recomputed). Small rows come to a model held in this process
-instead (:func:`small_frame`).
+instead (:func:`small_frame`). :func:`map_shared` maps a function over futures with
+arguments every task shares, each entering the graph once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["GATHER_BYTES", "in_threads", "input_partitions", "shared_model", "small_frame"]
+__all__ = ["GATHER_BYTES", "in_threads", "input_partitions", "map_shared", "shared_model",
+           "small_frame"]
 
 #: Rows up to this size (as float64 columns) come to a model held in this process instead of
 #: the model going to the workers (:func:`small_frame`).
@@ -112,3 +114,47 @@ def input_partitions() -> Any:
     import dask
 
     return dask.config.set({"optimization.tune.active": False})
+
+
+def _value(value: Any) -> Any:
+    return value
+
+
+def map_shared(client: Any, fn: Any, *iterables: Any, key: Any = None, pure: bool = False,
+               **shared: Any) -> list:
+    """``client.map(fn, *iterables, **shared)``, each shared argument one computed future.
+
+    ``Client.map`` (distributed 2026.7) puts a keyword argument of more than 100 kB in the
+    graph as a node keyed by the argument's name, with no priority: the scheduler's
+    assertion on it fails and the tasks never run (a trunk's bin edges reach that size
+    from about 50 features). Here every keyword argument enters the graph once, as the
+    result of a task of its own (recomputed from the graph like any lost result if its
+    worker dies, unlike ``scatter``), and the mapped tasks depend on it.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    fn : callable
+    *iterables : sequences
+        Mapped over, as in ``Client.map``.
+    key : list of str, optional
+        The tasks' keys.
+    pure : bool, default=False
+    **shared
+        Arguments every task gets, as keyword arguments.
+
+    Returns
+    -------
+    list of distributed.Future
+    """
+    import warnings
+
+    token = uuid.uuid4().hex[:12]
+    with warnings.catch_warnings():
+        # the value is in the graph once, by design: Dask's advice not to is no news
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        futures = {name: client.submit(_value, value, pure=False,
+                                       key=f"ebf-shared-{name}-{token}")
+                   for name, value in shared.items()}
+    options = {} if key is None else {"key": key}
+    return client.map(fn, *iterables, pure=pure, **options, **futures)

@@ -32,6 +32,7 @@ from ..histogram import row_statistics
 from ..trunk import Trunk, TrunkArrays
 from .branches import BranchMemoryError
 from .client import Report
+from .graph import map_shared
 from .inputs import EncodedData
 
 logger = logging.getLogger(__name__)
@@ -150,8 +151,8 @@ class DaskHistogramSource:
         self.max_leaves = max_leaves
         self.token = uuid.uuid4().hex[:12]
         n_classes = data.n_classes if data.task == "classification" else None
-        self.parts = client.map(bin_partition, data.futures, edges=edges, task=data.task,
-                                n_classes=n_classes,
+        self.parts = map_shared(client, bin_partition, data.futures, edges=edges,
+                                task=data.task, n_classes=n_classes, pure=True,
                                 key=[f"ebf-binned-{self.token}-{p}"
                                      for p in range(len(data.futures))])
         self.calls = 0
@@ -160,9 +161,9 @@ class DaskHistogramSource:
     def __call__(self, trunk: TrunkArrays, open_nodes: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         call = self.calls
-        hists = self.client.map(
-            partition_histogram, self.parts, trunk=trunk, open_nodes=open_nodes,
-            n_bins=self.n_bins,
+        hists = map_shared(
+            self.client, partition_histogram, self.parts, trunk=trunk, open_nodes=open_nodes,
+            n_bins=self.n_bins, pure=True,
             key=[f"ebf-hist-{self.token}-{call}-{p}" for p in range(len(self.parts))],
         )
         total = tree_reduce(self.client, hists, self.split_every,

@@ -18,7 +18,7 @@ from .failures import UsageError
 __all__ = [
     "LOCAL_PROCESSES_ENV", "add_cluster_arguments", "columns", "count", "fraction",
     "int_at_least", "local_processes", "memory_size", "model_memory_size", "positive_float",
-    "positive_int",
+    "positive_int", "worker_count",
 ]
 
 
@@ -26,6 +26,21 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def worker_count(text: str) -> int:
+    """``--n-workers``: a positive integer at most ``cluster.connect.MAX_LOCAL_WORKERS``,
+    refused before anything starts (a typo such as 100000 would fork until the machine
+    gives out)."""
+    from cluster.connect import MAX_LOCAL_WORKERS
+
+    value = positive_int(text)
+    if value > MAX_LOCAL_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"{value} is above the cap of {MAX_LOCAL_WORKERS} workers of a local cluster; ask "
+            f"for at most {MAX_LOCAL_WORKERS}, or start the workers as a cluster (dask "
+            "scheduler and dask worker, or ebf cluster) and pass --scheduler")
     return value
 
 
@@ -173,12 +188,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout",
         type=positive_float,
-        default=10.0,
+        default=None,
         metavar="SECONDS",
-        help="wait this long for the scheduler (default: 10)",
+        help="wait this long for the scheduler (default: 10), or for a local cluster to "
+        "start (default: 60)",
     )
     group.add_argument(
-        "--n-workers", type=positive_int, default=None, help="local cluster: workers"
+        "--n-workers", type=worker_count, default=None,
+        help="local cluster: workers (at most 256)"
     )
     group.add_argument(
         "--threads-per-worker", type=positive_int, default=None, help="local cluster: threads"

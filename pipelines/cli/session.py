@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -57,6 +58,9 @@ def dask_client(
             # "Future exception was never retrieved" (a comm's TimeoutError) when collected
             logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
+    # a model (or a wide table's bin edges) enters a graph once, by design
+    # (ebf.dask.graph.shared_model): Dask's advice against a graph of many MB is no news
+    warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
     failed = False
     try:
         options = {}
@@ -111,7 +115,6 @@ def _local_cluster_options(processes: bool, quiet: bool) -> dict:
     which closes the workers, instead of printing each worker's ``KeyboardInterrupt``.
     """
     import signal
-    import warnings
 
     options = {}
     if quiet:
