@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["COMMITTED", "COMMITTING", "OPEN", "committing", "kept", "note_signal",
-           "noted_signals", "request_stop", "reset", "staging", "state", "stop_exception"]
+           "noted_signals", "request_stop", "reset", "staging", "state", "stop_exception",
+           "stop_is_success"]
 
 #: Before the commit / during it / after it.
 OPEN, COMMITTING, COMMITTED = "open", "committing", "committed"
@@ -99,6 +100,13 @@ def request_stop(exception: Callable[[], BaseException]) -> None:
 def stop_exception() -> BaseException | None:
     """The exception of the stop requested before the commit (None: no stop requested)."""
     return None if _stop is None else _stop()
+
+
+def stop_is_success() -> None:
+    """The command ends on a stop signal by design (``ebf cluster`` holds its cluster until
+    Ctrl-C or SIGTERM): the stop it caught is its success, as a commit is."""
+    global _state, _stop
+    _state, _stop = COMMITTED, None
 
 
 def note_signal(signum: int) -> None:

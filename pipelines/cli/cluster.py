@@ -206,6 +206,9 @@ def _serve(cluster: Any, args: argparse.Namespace) -> int:
                 seen = workers
             time.sleep(1)
     except (KeyboardInterrupt, Terminated):
+        from basics import commit
+
+        commit.stop_is_success()  # the way to end it: the jobs are cancelled, nothing is lost
         print("stopping: cancelling the jobs", file=err, flush=True)
         return 0
     finally:
