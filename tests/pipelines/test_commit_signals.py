@@ -105,7 +105,7 @@ def test_signal_sweep_around_the_commit(tmp_path):
     assert counts.get(0) and (counts.get(143) or counts.get(130)), counts
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # on demand (-m soak), with the soak: CI runs the sweep above
 @pytest.mark.timeout(900)
 def test_signal_sweep_dense(tmp_path):
     """More offsets: the move of a directory (make-data) within 20 ms of its commit, and
