@@ -82,8 +82,28 @@ MEMORY_PER_VALUE = 16
 DISK_PER_VALUE = 8
 #: Bytes the driver and the scheduler hold per partition (a future, a key, a task state).
 MEMORY_PER_PARTITION = 4096
+#: Most partitions (files and tasks) of one dataset: a graph of more is slow to schedule
+#: and a folder of more slow to list, and 100,000 partitions of 100 rows are 10M rows.
+MAX_PARTITIONS = 100_000
 #: What the options are called in messages (the CLI passes its own: ``--rows``...).
 _NAMES = {"rows": "rows", "n_features": "n_features", "partition_rows": "partition_rows"}
+
+
+def free_memory() -> int:
+    """Bytes this process may still allocate: the machine's available memory, or less under
+    an address-space limit (``ulimit -v``, a batch system's memory limit)."""
+    import psutil
+
+    free = int(psutil.virtual_memory().available)
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, OSError):  # no such limit on this platform
+        return free
+    if limit == resource.RLIM_INFINITY:
+        return free
+    return max(0, min(free, limit - psutil.Process().memory_info().vms))
 
 
 class DatasetSizeError(ValueError):
@@ -148,13 +168,17 @@ def check_size(out_dir: str | os.PathLike[str], rows: int, n_features: int,
     Traceback (most recent call last):
     pipelines.make_data.DatasetSizeError: rows=10,000,000,000,000 x 11 columns ... 880.0 TB ...
     """
-    import psutil
-
     name = {**_NAMES, **(names or {})}
     columns = n_features + 1
     n_partitions = -(-rows // partition_rows)
     shape = f"{name['rows']}={rows:,} x {columns:,} columns"
-    free = psutil.virtual_memory().available
+    if n_partitions > MAX_PARTITIONS:
+        raise DatasetSizeError(
+            f"{shape} in partitions of {name['partition_rows']}={partition_rows:,} make "
+            f"{n_partitions:,} partitions (a file and a task each), more than the "
+            f"{MAX_PARTITIONS:,} a dataset may have; raise {name['partition_rows']} to at "
+            f"least {-(-rows // MAX_PARTITIONS):,}")
+    free = free_memory()
     driver = n_partitions * MEMORY_PER_PARTITION
     if driver > free:
         raise DatasetSizeError(

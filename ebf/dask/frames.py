@@ -34,8 +34,8 @@ def quantile_columns(levels: Sequence[float]) -> list[str]:
 
     Examples
     --------
-    >>> quantile_columns([0.05, 0.5, 0.95, 0.975])
-    ['q05', 'q50', 'q95', 'q97_5']
+    >>> quantile_columns([0.05, 0.5, 0.95, 0.975, 0.9999999])
+    ['q05', 'q50', 'q95', 'q97_5', 'q99_99999']
     >>> quantile_columns([1e-9])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -44,7 +44,8 @@ def quantile_columns(levels: Sequence[float]) -> list[str]:
     out = []
     for q in levels:
         pct = round(100 * float(q), 6)
-        name = f"q{int(pct):02d}" if pct == int(pct) else "q" + f"{pct:g}".replace(".", "_")
+        name = (f"q{int(pct):02d}" if pct == int(pct)  # not :g, which rounds 99.99999 to 100
+                else "q" + f"{pct:.6f}".rstrip("0").replace(".", "_"))
         if pct in (0.0, 100.0) and float(q) not in (0.0, 1.0):
             raise ValueError(
                 f"quantile level {float(q)!r} is too close to {int(pct) // 100} to name its "

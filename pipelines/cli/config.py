@@ -31,7 +31,8 @@ from typing import Any
 
 from .failures import UsageError
 
-__all__ = ["CONFIG_VARIABLE", "MAX_CONFIG_BYTES", "check_tables", "subcommands", "with_config"]
+__all__ = ["CONFIG_VARIABLE", "MAX_CONFIG_BYTES", "check_tables", "config_path", "subcommands",
+           "with_config"]
 
 #: The environment variable naming a config file when ``--config`` is not given.
 CONFIG_VARIABLE = "EBF_CONFIG"
@@ -54,7 +55,7 @@ def _read_config(path: str) -> str:
                          "TOML file of option defaults") from exc
 
 
-def _config_path(argv: list[str]) -> tuple[str | None, list[str]]:
+def config_path(argv: list[str]) -> tuple[str | None, list[str]]:
     """The config file (``--config PATH`` / ``--config=PATH`` anywhere, else the
     environment) and ``argv`` without the option."""
     rest, path, i = [], None, 0
@@ -237,7 +238,7 @@ def with_config(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
     """
     import tomllib
 
-    path, argv = _config_path(list(argv))
+    path, argv = config_path(list(argv))
     if path is None:
         return argv
     try:

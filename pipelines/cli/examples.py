@@ -178,15 +178,13 @@ def _cmd_flights(args: argparse.Namespace) -> int:
 
 
 def _cmd_make_data_friedman(args: argparse.Namespace) -> int:
-    import psutil
-
-    from pipelines.make_data import DatasetSizeError, check_size, make_friedman
+    from pipelines.make_data import DatasetSizeError, check_size, free_memory, make_friedman
 
     check_outputs([Output("--out", args.out, "dataset")], {}, overwrite=args.overwrite)
     remote = args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")
     try:  # before the cluster starts: a local one shares this machine's free memory
         check_size(args.out, args.rows, args.features, args.partition_rows,
-                   worker_memory=None if remote else psutil.virtual_memory().available,
+                   worker_memory=None if remote else free_memory(),
                    names={"rows": "--rows", "n_features": "--features",
                           "partition_rows": "--partition-rows"})
     except DatasetSizeError as exc:

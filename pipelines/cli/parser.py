@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .cluster import add_cluster_parser
-from .config import subcommands, with_config
+from .config import config_path, subcommands, with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
 from .failures import report_failure, signals_raise
 from .importance import add_importance_parser
@@ -112,13 +112,11 @@ def _program(argv: Sequence[str], parser: argparse.ArgumentParser | None = None)
     return " ".join(words)
 
 
-def _parse(parser: argparse.ArgumentParser, argv: list[str], added: list[str]
-           ) -> argparse.Namespace:
-    """``parser.parse_args(argv)``; with options ``added`` from a config file, a usage error
-    is argparse's one error line naming them, without the usage block (which describes the
-    command line, not the file)."""
-    if not added:
-        return parser.parse_args(argv)
+def _parse(parser: argparse.ArgumentParser, argv: list[str], added: list[str],
+           config: str | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; a usage error is argparse's one error line, without the
+    usage block, pointing to ``--help``, and naming the config file (and its options) if
+    it (``config``) added any (``added``)."""
     import contextlib
     import io
 
@@ -128,11 +126,14 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], added: list[str]
             return parser.parse_args(argv)
     except SystemExit as stop:
         lines = text.getvalue().strip().splitlines()
-        if stop.code == 2 and lines:
-            print(f"{lines[-1]} (options from the config file: {' '.join(added)})",
-                  file=sys.stderr)
-        else:
+        if stop.code != 2 or not lines:
             sys.stderr.write(text.getvalue())
+            raise
+        line = lines[-1].rstrip(".")
+        if added:
+            line += f" (from the config file {config}: {' '.join(added)})"
+        program = line.split(": error:", 1)[0]
+        print(f"{line}; `{program} --help` lists the options", file=sys.stderr)
         raise
 
 
@@ -176,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser = build_parser()
                 program = _program(given, parser)
                 full = with_config(parser, given)
-                args = _parse(parser, full, [a for a in full if a not in given])
+                args = _parse(parser, full, [a for a in full if a not in given],
+                          config_path(given)[0])
                 verbose = args.verbose
                 level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
                 logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -135,7 +135,7 @@ def test_the_readers_refuse_before_parsing(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--rows", "1e13"], "need about 409.6 GB of memory to track the tasks"),
+    (["--rows", "1e13"], "raise --partition-rows to at least 100,000,000"),
     (["--rows", "1e9", "--partition-rows", "1e9"],
      "--partition-rows=1,000,000,000 rows x 11 columns (--features=10) need about 176.0 GB"),
     (["--rows", "1000", "--features", "100000000"], "lower --partition-rows or --features"),

@@ -78,7 +78,7 @@ def test_a_bad_value_is_the_parsers_error_and_says_it_came_from_the_file(tmp_pat
         main([*TRAIN, "--config", path])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "invalid choice: 'mondrain'" in err
-    assert "(options from the config file: --branch mondrain)" in err
+    assert f"(from the config file {path}: --branch mondrain)" in err
 
 
 def test_a_missing_file(tmp_path, capsys):

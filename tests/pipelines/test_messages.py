@@ -162,9 +162,33 @@ def test_a_bad_value_from_the_config_file_is_one_line_naming_it(sandbox, capsys)
     lines = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("ebf predict: error: argument --strategy: invalid choice")
-    assert "(options from the config file: --strategy fast)" in lines[0]
+    assert "(from the config file c.toml: --strategy fast)" in lines[0]
     assert _checksums(sandbox) == before
 
 
 def test_errors_of_a_subcommand_are_labelled_with_it(sandbox, capsys):
     _refused(sandbox, capsys, ["registry", "show", "nothing"], 1, "is not a model registry")
+
+
+def test_a_usage_error_is_one_line_pointing_to_help(sandbox, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["predict", "model", "--out", "p"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1, lines
+    assert lines[0] == ("ebf predict: error: the following arguments are required: DATA; "
+                        "`ebf predict --help` lists the options")
+
+
+def test_a_quantile_level_near_1_is_named_exactly():
+    from ebf.dask.frames import quantile_columns
+
+    assert quantile_columns([0.9999999, 1e-7]) == ["q99_99999", "q0_00001"]
+
+
+def test_make_data_refuses_more_partitions_than_the_cap_and_tasks_beyond_an_rlimit(tmp_path):
+    from pipelines.make_data import MAX_PARTITIONS, DatasetSizeError, check_size
+
+    with pytest.raises(DatasetSizeError, match=r"raise partition_rows to at least 10\b"):
+        check_size(tmp_path, 10 * MAX_PARTITIONS, 5, 1)
+    with pytest.raises(DatasetSizeError, match="memory per partition"):
+        check_size(tmp_path, 1000, 10**6, 1000, worker_memory=6 * 2**30)
