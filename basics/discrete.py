@@ -169,7 +169,7 @@ def rps_many(cdf: Callable[[np.ndarray, np.ndarray], np.ndarray], lower: Any, up
     bad = ~np.isfinite(y) | (y != np.round(y))
     if bad.any():
         raise ValueError("the ranked probability score needs whole-number targets; "
-                         f"{int(bad.sum())} of {y.size} are not (the first: {y[bad][0]!r}).")
+                         f"{int(bad.sum())} of {y.size} are not (the first: {float(y[bad][0])!r}).")
     with np.errstate(invalid="ignore"):
         lo = np.floor(np.fmin(np.asarray(lower, dtype=np.float64), y))
         hi = np.ceil(np.fmax(np.asarray(upper, dtype=np.float64), y))

@@ -469,7 +469,8 @@ class SMCTreeRegressor(ProbabilisticRegressorMixin, RegressorMixin, _SMCTree):
         try:
             self._leaf_likelihood(out)
         except ValueError as exc:  # e.g. a subnormal variance whose prior scale underflows
-            raise ValueError(f"noise_variance={out['noise_variance_']!r} and leaf_prior_var="
-                             f"{out['leaf_prior_var_']!r} give no leaf prior: {exc}") from None
+            noise, prior = float(out["noise_variance_"]), float(out["leaf_prior_var_"])
+            raise ValueError(f"noise_variance={noise!r} and leaf_prior_var={prior!r} give no "
+                             f"leaf prior: {exc}") from None
         return {**out, **recalibration_from_state(state)}, 3
 

@@ -196,7 +196,7 @@ class ParticleTrees:
         bad = np.flatnonzero(np.abs(sums - 1.0) > _WEIGHT_TOL)
         if bad.size:
             raise ValueError(f"particle trees: the weights of island {int(bad[0])} sum to "
-                             f"{sums[bad[0]]!r}, not 1")
+                             f"{float(sums[bad[0]]):.6g}, not 1")
         if not np.isfinite(arrs["log_evidence"]).all():
             raise ValueError("particle trees: log_evidence holds non-finite values")
         for name in ("n_stages", "n_resampled"):
