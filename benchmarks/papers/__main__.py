@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{it.key:28s} {it.paper}, {it.where}: {it.title}")
         return 0
     for it in select(items, args.items) if args.recheck else []:
-        rec = recheck_item(it, args.out)
+        try:
+            rec = recheck_item(it, args.out)
+        except (KeyError, TypeError, ValueError) as exc:  # JSON turned its int keys to text
+            print(f"{it.key}: not re-derived from its JSON ({type(exc).__name__}: {exc})")
+            continue
         if rec is not None:
             print(f"{it.key}: claim {'holds' if rec['holds'] else 'does NOT hold'}: "
                   f"{rec['detail']}", flush=True)
