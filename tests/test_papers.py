@@ -3,6 +3,7 @@ well formed (not the paper's number: smoke sizes are tiny); the report lists eve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -85,3 +86,18 @@ def test_check_history_column(tmp_path):
     change["after_first_run"] = False
     page = write_report([item], tmp_path, history=history).read_text()
     assert "| no (changed before it: 0123456) |" in page
+
+
+def test_recheck_keeps_the_run_and_its_first_verdict(tmp_path):
+    from benchmarks.papers.core import recheck_item
+
+    loose = _toy("a.toy")
+    run_item(loose, "smoke", 0, tmp_path)
+    first = json.loads((tmp_path / "a.toy.json").read_text())
+    strict = dataclasses.replace(loose, tolerance="0%",
+                                 check=lambda ours: Verdict(False, "strict", None))
+    rec = recheck_item(strict, tmp_path)
+    assert not rec["holds"] and rec["rechecked"] == {"holds_before": True}
+    assert rec["ours"] == first["ours"] and rec["seconds"] == first["seconds"]
+    assert recheck_item(loose, tmp_path)["rechecked"] == {"holds_before": True}
+    assert recheck_item(_toy("a.none"), tmp_path) is None

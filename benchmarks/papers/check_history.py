@@ -4,15 +4,18 @@ An item's *check* is what decides its verdict: the ``claim`` and ``tolerance`` w
 its :class:`~benchmarks.papers.core.Item` and the source of its ``check`` function with
 every module-level function and constant that function uses (helpers such as
 ``taddy._ebf_ssf``). Its *first run* is the first commit that added
-``benchmarks/results/papers/<item>.json``. Every later commit (one that has the first run
-as an ancestor) whose check differs from its parents' is a change after the first run.
-Rebuild ``check_history.json`` beside this file with::
+``benchmarks/results/papers/<item>.json``. Every commit whose check of the item differs
+from its parents' is a change; it is ``after_first_run`` when the commit descends from the
+first run (the others changed the check before any run was committed). Rebuild
+``check_history.json`` beside this file with::
 
     python -m benchmarks.papers.check_history
 
 The file maps each item key to ``{"first_run": {commit, date}, "changes": [{commit, date,
-subject, what, before, after}]}``; ``what`` names the parts that changed and ``before`` /
-``after`` hold those parts (the check's source text, the claim, the tolerance).
+subject, after_first_run, what, before, after}]}``; ``what`` names the parts that changed
+and ``before`` / ``after`` hold those parts (the check's source text, the claim, the
+tolerance). The text is compared, so a helper edited without changing what it decides for
+the item still counts as a change.
 """
 
 from __future__ import annotations

@@ -113,9 +113,10 @@ def run_item(item: Item, budget: str, seed: int = 0, out_dir: Path = RESULTS) ->
 def recheck_item(item: Item, out_dir: Path = RESULTS) -> dict | None:
     """Re-derive the verdict of ``out_dir/<key>.json`` from its stored numbers, no rerun.
 
-    The item's current claim, tolerance and check are applied to the record's ``ours``; the
-    record is marked ``rechecked`` when its verdict, detail or ratio change. None when the
-    item has no stored run with numbers.
+    The item's current claim, tolerance and check are applied to the record's ``ours``; when
+    they change the record, it is marked ``rechecked`` with the verdict of its run
+    (``{"holds_before": ...}``, kept over later rechecks). None when the item has no stored
+    run with numbers.
     """
     path = out_dir / f"{item.key}.json"
     if not path.exists():
@@ -128,7 +129,8 @@ def recheck_item(item: Item, out_dir: Path = RESULTS) -> dict | None:
            "detail": verdict.detail, "ratio": verdict.ratio,
            "headline": item.headline(record["ours"])}
     if any(record.get(k) != v for k, v in new.items()):
-        record.update(new, rechecked=True)
+        before = record.get("rechecked") or {"holds_before": record.get("holds")}
+        record.update(new, rechecked=before)
         write_json(record, path)
     return record
 

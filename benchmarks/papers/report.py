@@ -57,7 +57,8 @@ def _changed(history: dict | None, record: dict) -> str:
     cell = "; ".join(f"yes: {c['commit'][:7]} ({c['date'][:10]}: {', '.join(c['what'])})"
                      for c in after) or "no"
     if after and record.get("rechecked"):
-        cell += ", verdict re-derived from the stored run"
+        was = "yes" if record["rechecked"].get("holds_before") else "no"
+        cell += f", verdict re-derived from the stored run (it was {was})"
     if earlier:
         cell += " (changed before it: " + ", ".join(c["commit"][:7] for c in earlier) + ")"
     return cell
