@@ -3,6 +3,7 @@ well formed (not the paper's number: smoke sizes are tiny); the report lists eve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -67,3 +68,36 @@ def test_every_item_runs_at_the_smoke_budget(item, tmp_path):
     for fig in (rec["ours"] or {}).get("figures", []):
         assert (tmp_path / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig
     assert render(ITEMS, {item.key: rec})
+
+
+def test_check_history_column(tmp_path):
+    from benchmarks.papers.check_history import check_at
+
+    now = check_at("HEAD", "taddy.fig2")
+    assert now and "def check_fig2" in now["check"] and now["tolerance"]
+    assert check_at("HEAD", "no.such.item") is None
+    item = _toy("a.good")
+    run_item(item, "smoke", 0, tmp_path)
+    change = {"commit": "0123456789", "date": "2026-01-02T00:00:00+00:00", "subject": "s",
+              "after_first_run": True, "what": ["tolerance"], "before": {}, "after": {}}
+    history = {"a.good": {"first_run": {"commit": "f", "date": "d"}, "changes": [change]}}
+    page = write_report([item], tmp_path, history=history).read_text()
+    assert "| yes: 0123456 (2026-01-02: tolerance) |" in page
+    change["after_first_run"] = False
+    page = write_report([item], tmp_path, history=history).read_text()
+    assert "| no (changed before it: 0123456) |" in page
+
+
+def test_recheck_keeps_the_run_and_its_first_verdict(tmp_path):
+    from benchmarks.papers.core import recheck_item
+
+    loose = _toy("a.toy")
+    run_item(loose, "smoke", 0, tmp_path)
+    first = json.loads((tmp_path / "a.toy.json").read_text())
+    strict = dataclasses.replace(loose, tolerance="0%",
+                                 check=lambda ours: Verdict(False, "strict", None))
+    rec = recheck_item(strict, tmp_path)
+    assert not rec["holds"] and rec["rechecked"] == {"holds_before": True}
+    assert rec["ours"] == first["ours"] and rec["seconds"] == first["seconds"]
+    assert recheck_item(loose, tmp_path)["rechecked"] == {"holds_before": True}
+    assert recheck_item(_toy("a.none"), tmp_path) is None

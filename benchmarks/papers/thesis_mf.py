@@ -31,13 +31,13 @@ DATASETS = ("usps", "satimage", "letter", "dna")
 RELEVANT_DNA = slice(60, 120)  # attributes A61 .. A120 of the StatLog DNA documentation
 
 #: Trees, mini-batches after which the forests are scored, caps on the rows (letter only)
-#: and AMF's trees, per budget.
+#: and AMF's trees, per budget (AMF as many as MF: the thesis compares at M = 100 each).
 SIZES = {
-    "smoke": dict(trees=5, checkpoints=(10, 50, 100), n_train=300, n_test=200, amf=2),
+    "smoke": dict(trees=5, checkpoints=(10, 50, 100), n_train=300, n_test=200, amf=5),
     "quick": dict(trees=100, checkpoints=(1, 5, 10, 25, 50, 100), n_train=5000,
-                  n_test=2000, amf=10),
+                  n_test=2000, amf=100),
     "full": dict(trees=100, checkpoints=(1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50, 60, 70, 80,
-                                         90, 100), n_train=None, n_test=None, amf=10),
+                                         90, 100), n_train=None, n_test=None, amf=100),
 }
 STYLES = {"MF": "ro-", "RF": "k^-", "ERT-k": "gs-", "ERT-1": "bd-", "AMF": "m*-",
           "MF-rel": "ro--", "ERT-1-rel": "bd--"}
@@ -157,7 +157,8 @@ def run_fig5_3(budget: str, seed: int, out_dir: Path) -> dict:
         names.append(figure(out_dir / f"mfc.fig5_3_{xk}.png", panels,
                             f"Fig. 5.3: MF ({size['trees']} trees) online vs batch forests, "
                             f"AMF ({size['amf']} trees)", logx=logx))
-    return {"datasets": results, "trees": size["trees"], "figures": names}
+    return {"datasets": results, "trees": size["trees"], "amf_trees": size["amf"],
+            "figures": names}
 
 
 BATCH = ("RF", "ERT-k", "ERT-1")
@@ -172,31 +173,41 @@ def _mean(curves: dict, key: str) -> float:
 
 
 def check_fig5_3(ours: dict) -> Verdict:
-    parts, ok, gaps = [], True, []
+    """Thesis Sec. 5.7: MF close to the batch forests, above the online baseline, and at
+    least 10x faster than both the re-trained batch forests and the online baseline grown
+    with as many trees; on dna MF and ERT-1 below RF and ERT-k (still above the online
+    baseline), attributes 61-120 raising both."""
+    amf_trees = ours.get("amf_trees")
+    same = amf_trees == ours["trees"]
+    grew = f"{amf_trees} trees" if amf_trees else "a tenth of MF's trees"
+    parts = [] if same else [
+        f"AMF grew {grew}, not MF's {ours['trees']}: not the thesis' comparison (a run "
+        "before AMF's trees were set to MF's)"]
+    ok = same
     for ds, r in ours["datasets"].items():
         c = r["curves"]
         if ds == "dna":
-            mf, ert1 = _final(c, "MF"), _final(c, "ERT-1")
+            mf, ert1, amf = _final(c, "MF"), _final(c, "ERT-1"), _final(c, "AMF")
             k_best = min(_final(c, "RF"), _final(c, "ERT-k"))
             worse = max(mf, ert1) < k_best
             helps = (_final(c, "MF-rel") - mf >= 0.05
                      and _final(c, "ERT-1-rel") - ert1 >= 0.05)
-            ok &= worse and helps
+            ok &= worse and helps and mf > amf
             parts.append(f"dna: MF {mf:.3f}, ERT-1 {ert1:.3f} vs RF/ERT-k >= {k_best:.3f}; "
                          f"MF-rel {_final(c, 'MF-rel'):.3f}, ERT-1-rel "
-                         f"{_final(c, 'ERT-1-rel'):.3f}")
+                         f"{_final(c, 'ERT-1-rel'):.3f}; MF - AMF {mf - amf:+.3f}")
             continue
         best = max(_final(c, k) for k in BATCH)
         gap = best - _final(c, "MF")
-        gaps.append(gap)
         online = _mean(c, "MF") - _mean(c, "AMF")
         mf_s = c["MF"][-1]["seconds"]
         faster = min(c[k][-1]["seconds"] for k in BATCH) / mf_s
-        ok &= gap <= 0.03 and online > 0 and faster >= 10 and mf_s < c["AMF"][-1]["seconds"]
+        than_amf = c["AMF"][-1]["seconds"] / mf_s
+        ok &= gap <= 0.03 and online > 0 and faster >= 10 and than_amf >= 10
         parts.append(f"{ds}: MF {_final(c, 'MF'):.3f} vs best batch {best:.3f} (gap "
                      f"{gap:+.3f}); mean over checkpoints MF - AMF {online:+.3f}; MF trains "
-                     f"in {mf_s:.1f}s, {faster:.0f}x below re-training, AMF "
-                     f"{c['AMF'][-1]['seconds']:.1f}s")
+                     f"in {mf_s:.1f}s, {faster:.0f}x below re-training, {than_amf:.1f}x below "
+                     f"AMF's {c['AMF'][-1]['seconds']:.1f}s")
     return Verdict(ok, "; ".join(parts), None)
 
 
@@ -282,7 +293,7 @@ _DATA = "; ".join(SOURCES[d] for d in DATASETS)
 _SUBST = (SOURCES["usps"],
           "satimage and dna: the thesis' N_train drawn at random (seeded) from the StatLog "
           "training files (the thesis' exact subsets are not published)",
-          "online baseline: River's AMF (10 trees) for ORF-Saffari")
+          "online baseline: River's AMF for ORF-Saffari, with MF's number of trees")
 
 ITEMS = [
     Item(key="mfc.fig5_3", paper=PAPER, where="Sec. 5.7, Fig. 5.3",
@@ -303,8 +314,8 @@ ITEMS = [
                 "within 0.03 accuracy of the best batch forest and above AMF on average "
                 "over the checkpoints, and its training seconds over the stream are at "
                 "least 10x below every batch forest's re-trained after each mini-batch and "
-                "below AMF's (which grows a tenth of MF's trees); on dna MF and ERT-1 end "
-                "below RF and ERT-k, and attributes 61-120 raise both MF and ERT-1 by at "
+                "AMF's (with as many trees as MF); on dna MF and ERT-1 end below RF and "
+                "ERT-k, MF above AMF, and attributes 61-120 raise both MF and ERT-1 by at "
                 "least 0.05."),
          tolerance="0.03 accuracy (close); > 0 (outperforms); 0.05 (significantly improves); "
                    "10x (an order of magnitude)",
@@ -324,4 +335,12 @@ ITEMS = [
          run=run_table5_1, check=check_table5_1, headline=_headline_table5_1),
 ]
 
-CAUSES: dict[str, str] = {}
+CAUSES: dict[str, str] = {
+    "mfc.fig5_3": (
+        "The committed run (quick budget, one seed) grew AMF with 10 trees against MF's "
+        "100, so the thesis' comparison with the online baseline is not in it: it needs a "
+        "rerun with AMF at 100 trees. In that run MF is 15-20x faster than re-training the "
+        "batch forests, as the thesis says, but only 2.7x (usps), 5.8x (satimage) and 5.6x "
+        "(letter) faster than the 10-tree AMF, and on dna MF ends below it (0.684 against "
+        "0.697; the thesis: MF still better than ORF-Saffari)."),
+}

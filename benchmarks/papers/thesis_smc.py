@@ -325,24 +325,34 @@ def speedup(smc_row: dict, mcmc: list[dict]) -> tuple[float, bool]:
 
 
 def check_fig3_6(ours: dict) -> Verdict:
+    """Thesis Fig. 3.6: the cheapest SMC run that matches the chain's final prediction is at
+    least 10x faster than the chain is to reach that run's test log p (the largest speed-up
+    over all SMC runs is reported, not checked)."""
     parts, ok, ratios = [], True, []
     for ds, c in ours["curves"].items():
-        smc, final, cart = c["prior/node"], c["MCMC"][-1], ours["cart"][ds]
-        best = max(smc, key=lambda r: r["loglik"])
-        similar = (best["loglik"] >= final["loglik"] - 0.02
-                   and best["accuracy"] >= final["accuracy"] - 0.01)
-        factors = [(speedup(r, c["MCMC"]), r) for r in smc]
-        (factor, reached), row = max(factors, key=lambda f: f[0][0])
+        smc, mcmc, cart = c["prior/node"], c["MCMC"], ours["cart"][ds]
+        final = mcmc[-1]
+        widest = max(speedup(r, mcmc)[0] for r in smc)
+        match = [r for r in smc if r["loglik"] >= final["loglik"]
+                 and r["accuracy"] >= final["accuracy"] - 0.01]
+        if not match:
+            ok = False
+            parts.append(f"{ds}: no SMC run reaches MCMC's final log p {final['loglik']:.3f} "
+                         f"(acc {final['accuracy']:.3f}); largest speed-up {widest:.1f}x")
+            continue
+        row = min(match, key=lambda r: r["seconds"])
+        factor, reached = speedup(row, mcmc)
+        there = "reaches it after" if reached else "not there after"
         ratios.append(factor)
-        beats_cart = best["loglik"] > cart["loglik"] and best["accuracy"] >= cart[
+        beats_cart = row["loglik"] > cart["loglik"] and row["accuracy"] >= cart[
             "accuracy"] - 0.02
-        ok &= similar and factor >= 10 and beats_cart
-        parts.append(f"{ds}: best SMC (C={best['particles']}) log p {best['loglik']:.3f} acc "
-                     f"{best['accuracy']:.3f} vs MCMC final {final['loglik']:.3f}, "
-                     f"{final['accuracy']:.3f} ({final['seconds']:.0f}s); MCMC "
-                     f"{'reaches' if reached else 'has not reached'} SMC C={row['particles']}"
-                     f"'s {row['loglik']:.3f} after {factor:.1f}x its {row['seconds']:.1f}s; "
-                     f"CART {cart['loglik']:.3f}, {cart['accuracy']:.3f}")
+        ok &= factor >= 10 and beats_cart
+        parts.append(f"{ds}: cheapest matching SMC C={row['particles']} log p "
+                     f"{row['loglik']:.3f} acc {row['accuracy']:.3f} in {row['seconds']:.1f}s; "
+                     f"MCMC (final {final['loglik']:.3f}, {final['accuracy']:.3f}, "
+                     f"{final['seconds']:.0f}s) {there} {factor:.1f}x that; largest "
+                     f"speed-up over the SMC runs {widest:.1f}x "
+                     f"(not checked); CART {cart['loglik']:.3f}, {cart['accuracy']:.3f}")
     return Verdict(ok, "; ".join(parts), min(ratios) / 10 if ratios else None)
 
 
@@ -415,17 +425,28 @@ ITEMS = [
              "MCMC: our CGM sampler (ebf.bayestrees.mcmc), the thesis' own Python MCMC not "
              "available",),
          metric="test log p(y|x) and accuracy vs seconds",
-         claim=("The best SMC run is similar to the MCMC chain's final prediction (test log "
-                "p within 0.02 nats, accuracy within 0.01), the chain needs at least 10x the "
-                "seconds of some SMC run to reach that run's test log p, and SMC beats CART "
-                "(min_samples_leaf 10, smoothed) in log p at an accuracy within 0.02, on "
-                "pen-digits and magic-04." + _QUICK),
+         claim=("The cheapest SMC run whose test log p reaches the MCMC chain's final one "
+                "(and its accuracy within 0.01) is at least 10x faster than the chain is to "
+                "reach it, and beats CART (min_samples_leaf 10, smoothed) in log p at an "
+                "accuracy within 0.02, on pen-digits and magic-04 (the thesis: roughly two "
+                "orders of magnitude, at least one)." + _QUICK),
          tolerance="speed-up >= 10x (a chain that never reaches the SMC run's log p counts "
-                   "its whole time, a lower bound); similar = 0.02 nats, 0.01 accuracy",
+                   "its whole time, a lower bound); matching = log p >= the chain's final, "
+                   "accuracy within 0.01",
          run=run_fig3_6, check=check_fig3_6, headline=_headline_fig3_6),
 ]
 
 CAUSES: dict[str, str] = {
+    "smc.fig3_6": (
+        "Not shown by the committed run (quick budget, one seed): the cheapest SMC run "
+        "that matches the chain's final test log p and accuracy is C = 500 on magic-04 "
+        "(-0.338 in 4.1 s against the chain's -0.350 after 32 s) and C = 200 on pen-digits "
+        "(-0.203 in 1.2 s against -0.229 after 23 s); the chain of 100,000 moves never "
+        "reaches either, so the speed-ups 7.8x (magic-04) and 18.8x (pen-digits) are lower "
+        "bounds and magic-04's is below 10x. A chain long enough to reach the SMC run's "
+        "log p (the full budget) decides it. The rule used before (the largest speed-up "
+        "over all SMC runs, 15.9x and 19.1x) compares the chain with cheaper SMC runs "
+        "that predict worse than it, not with SMC at similar performance."),
     "smc.fig3_2": (
         "Relative cost of the proposals, not a fault found: node-wise beats layer-wise "
         "(pen-digits -0.221 vs -0.843 at C = 400) and the optimal proposal saturates at "
