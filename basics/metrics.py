@@ -87,9 +87,8 @@ ECE_BINS = 15
 
 
 def _targets(y: Any, n: int | None = None) -> np.ndarray:
-    name = getattr(y, "name", None)
+    check_scored_targets(y)  # before any score overflows
     y = np.asarray(y, dtype=np.float64)
-    check_scored_targets(y, None if name is None else str(name))  # before any score overflows
     if y.ndim != 1:
         raise ValueError(f"y must be a 1-D array of targets; got shape {y.shape}.")
     if n is not None and y.shape[0] != n:

@@ -24,8 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_JSON_DEPTH", "Place", "file_kind", "fsync", "host_name", "json_depth", "pid_alive",
-           "read_json", "read_limited", "read_text"]
+__all__ = ["MAX_JSON_DEPTH", "Place", "file_kind", "fsync", "host_name",
+           "json_depth", "open_regular", "pid_alive", "read_json", "read_limited", "read_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,21 +178,34 @@ def file_kind(mode: int) -> str:
     return "a special file"
 
 
-def _open_regular(path: str, follow_links: bool) -> Any:
-    """``path`` opened for reading once it is known to be a regular file: its type is
-    checked before the open (a named pipe would block it, a device never end) and again on
-    the open file (it may have been replaced meanwhile)."""
-    mode = (os.stat if follow_links else os.lstat)(path).st_mode
-    if not stat.S_ISREG(mode):
-        raise ValueError(f"{path} is {file_kind(mode)}, not a regular file")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+def open_regular(path: str | os.PathLike, *, follow_links: bool = False) -> Any:
+    """``path`` opened for binary reading once it is known to be a regular file.
+
+    Its type is checked before the open (a named pipe would block it, a device never end),
+    and again on the open file, which must be the same file still (it may have been
+    replaced meanwhile). Unless ``follow_links``, a symbolic link is refused too.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing is there.
+    ValueError
+        Naming the path and what it is.
+    """
+    path = os.fspath(path)
+    before = (os.stat if follow_links else os.lstat)(path)
+    if not stat.S_ISREG(before.st_mode):
+        raise ValueError(f"{path} is {file_kind(before.st_mode)}, not a regular file")
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError(f"{path} is {file_kind(mode)}, not a regular file")
+        after = os.fstat(fd)
+        if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (
+                before.st_dev, before.st_ino):
+            raise ValueError(f"{path} was replaced while it was opened")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -240,7 +253,7 @@ def read_limited(place: Place, limit: int, *, follow_links: bool = False) -> byt
     ValueError: ... is a directory, not a regular file
     """
     if place.fs is None:
-        with _open_regular(place.path, follow_links) as f:
+        with open_regular(place.path, follow_links=follow_links) as f:
             size = os.fstat(f.fileno()).st_size
             data = b"" if size > limit else f.read(limit + 1)
     else:

@@ -160,8 +160,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         -------
         float
         """
-        name = getattr(y, "name", None)
-        check_scored_targets(y, None if name is None else str(name))
+        check_scored_targets(y)
         return super().score(X, y, sample_weight=sample_weight)  # type: ignore[misc]
 
     def _mixture_summary(self, A: np.ndarray, levels: np.ndarray) -> tuple:

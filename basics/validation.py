@@ -180,6 +180,7 @@ def refuse_scored_targets(count: int, name: str, n_rows: int | None = None,
 def check_scored_targets(y: Any, name: str | None = None) -> None:
     """Refuse regression targets to score beyond ``±MAX_ABS_TARGET`` (NaN is let through:
     a missing target), before any score is computed (:func:`refuse_scored_targets`).
+    ``name`` defaults to ``y.name`` (a pandas Series), else ``"y"``.
 
     Examples
     --------
@@ -188,6 +189,8 @@ def check_scored_targets(y: Any, name: str | None = None) -> None:
     Traceback (most recent call last):
     ValueError: the target 'y' has 2 of 3 rows beyond ±1e+100 (from -inf to 1e+160): ...
     """
+    if name is None:
+        name = getattr(y, "name", None)
     y = np.asarray(y, dtype=np.float64)
     beyond = np.abs(y) > MAX_ABS_TARGET
     if beyond.any():

@@ -421,8 +421,6 @@ def _start_local(
     return client
 
 
-
-
 def _start_within(timeout: float, workers: int,
                   start: Callable[[], distributed.Client]) -> distributed.Client:
     """``start()`` (a client starting its local cluster), given ``timeout`` seconds.

@@ -53,9 +53,8 @@ def main() -> int:
         if stop is None:
             raise
         status, message = stops.stop_status(stop)
-        word = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-        print(f"ebf{' ' + word if word else ''}: stopped during start-up: {message}",
-              file=sys.stderr)
+        label = " ".join(["ebf", *stops.words(sys.argv[1:])[:1]])
+        print(f"{label}: stopped during start-up: {message}", file=sys.stderr)
     stops.finish(status)  # from here a signal ends the process with this status
     _status[:] = [status]
     return status

@@ -35,7 +35,7 @@ from typing import Any
 from basics import commit
 
 __all__ = ["STATUS", "Terminated", "exit_now", "finish", "install", "restore", "stop_of",
-           "stop_status"]
+           "stop_status", "words"]
 
 #: The exit status of a command stopped by each signal before its commit.
 STATUS = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGINT: 128 + signal.SIGINT}
@@ -68,6 +68,24 @@ def _quiet_teardown() -> None:
 def _log_unraisable(unraisable: Any) -> None:
     logger.debug("ignored after a stop signal: %r in %r", unraisable.exc_value,
                  unraisable.object)
+
+
+def words(argv: list[str]) -> list[str]:
+    """The words of a command line that are neither options nor the value of ``--config``:
+    the command and its subcommand come first (``["predict", "m", "d"]``).
+
+    Examples
+    --------
+    >>> words(["--config", "c.toml", "-v", "predict", "m", "d"])
+    ['predict', 'm', 'd']
+    """
+    out, value = [], False
+    for arg in argv:
+        if value or arg.startswith("-"):
+            value = arg == "--config"
+            continue
+        out.append(arg)
+    return out
 
 
 def exit_now(status: int, line: str | None = None) -> None:

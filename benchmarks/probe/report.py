@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.probe.cases import CATEGORIES, CATEGORIES_26, CATEGORIES_45
@@ -78,17 +79,8 @@ def write_markdown_45(results: Path, runs: dict[str, dict], order: list[str]) ->
         sizes = " / ".join(str(sum(row[k].values())) for k in order)
         cells = [" / ".join(str(row[k][o]) for k in order) for o in columns]
         out.append(f"| {cat} | {sizes} | " + " | ".join(cells) + " |")
-    for label in order:
-        bad = [c for c in runs[label]["records"]
-               if c["category"] in CATEGORIES_45 and c["outcome"] != "handled"]
-        out += ["", f"## Not handled: {label} ({len(bad)})", ""]
-        if bad:
-            out += ["| case | outcome | why | last stderr line |", "|---|---|---|---|"]
-            for c in bad:
-                last = next((s["last_stderr_line"] for s in reversed(c["steps"])
-                             if s.get("last_stderr_line")), "")
-                out.append(f"| `{c['id']}` | {c['outcome']} | {_cell(c['detail'])} | "
-                           f"{_cell(last)} |")
+    out += _not_handled(runs, order, lambda c: c["category"] in CATEGORIES_45,
+                        lambda c: c["detail"])
     path = results / "probe.md"
     path.write_text("\n".join(out) + "\n")
     return path
@@ -140,21 +132,33 @@ def write_markdown(results: Path = RESULTS) -> Path:
                 if c["category"] == "output paths" and c["outcome"] == "handled"
                 and c["steps"] and c["steps"][0]["rc"] in (0, 10)]
         out.append(f"- {label} ({len(took)}): " + (", ".join(f"`{t}`" for t in took) or "none"))
+    def why(c: dict) -> str:
+        also = sorted({f.split(":")[0] for f in c.get("findings", [])}
+                      - {c["outcome"], "handled"})
+        return c["detail"] + (f" (also: {', '.join(also)})" if also else "")
+
+    out += _not_handled(runs, order, lambda c: True, why)
+    path = results / "probe.md"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def _not_handled(runs: dict[str, dict], order: list[str], keep: Callable[[dict], bool],
+                 why: Callable[[dict], str]) -> list[str]:
+    """A section per run: its cases (those ``keep`` takes) that were not handled, with
+    ``why`` and the last stderr line."""
+    out: list[str] = []
     for label in order:
-        bad = [c for c in runs[label]["records"] if c["outcome"] != "handled"]
+        bad = [c for c in runs[label]["records"] if keep(c) and c["outcome"] != "handled"]
         out += ["", f"## Not handled: {label} ({len(bad)})", ""]
         if bad:
             out += ["| case | outcome | why | last stderr line |", "|---|---|---|---|"]
             for c in bad:
                 last = next((s["last_stderr_line"] for s in reversed(c["steps"])
                              if s.get("last_stderr_line")), "")
-                also = sorted({f.split(":")[0] for f in c.get("findings", [])}
-                              - {c["outcome"], "handled"})
-                why = c["detail"] + (f" (also: {', '.join(also)})" if also else "")
-                out.append(f"| `{c['id']}` | {c['outcome']} | {_cell(why)} | {_cell(last)} |")
-    path = results / "probe.md"
-    path.write_text("\n".join(out) + "\n")
-    return path
+                out.append(f"| `{c['id']}` | {c['outcome']} | {_cell(why(c))} | "
+                           f"{_cell(last)} |")
+    return out
 
 
 def _cell(text: str, width: int = 160) -> str:

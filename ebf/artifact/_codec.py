@@ -48,6 +48,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from basics import places
+
 __all__ = [
     "ARRAY_DIR", "MAX_DEPTH", "MAX_FILES", "MAX_MANIFEST_BYTES", "MAX_MODEL_BYTES", "MAX_NDIM",
     "MAX_STRING", "ArrayWriter", "ChecksumError", "Decoder", "ModelFormatError",
@@ -87,8 +89,6 @@ _NONFINITE = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}
 _ARRAY_NAME = re.compile(r"arrays/[0-9]+\.npy", re.ASCII)
 #: dtype kinds an array file may hold: bool, integers, floats, fixed-width strings.
 _ARRAY_KINDS = frozenset("biufUS")
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 
 class ModelFormatError(ValueError):
@@ -243,11 +243,9 @@ def training_entry(model: Any) -> dict:
 
 
 def open_regular(path: Path, what: str) -> BinaryIO:
-    """Open a regular file for reading, refusing links, FIFOs, devices and sockets.
-
-    The type is checked with ``lstat`` *before* opening (opening a FIFO blocks, a device
-    may never end), then again on the open handle (same inode, still regular) so a file
-    swapped in between is refused too.
+    """Open a regular file for reading, refusing links, FIFOs, devices and sockets
+    (:func:`basics.places.open_regular`: the type checked before the open and again on the
+    open handle, so a file swapped in between is refused too).
 
     Parameters
     ----------
@@ -267,22 +265,16 @@ def open_regular(path: Path, what: str) -> BinaryIO:
         If it is not a regular file.
     """
     try:
-        before = os.lstat(path)
+        return places.open_regular(path)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, f"{what} is missing", str(path)) from None
-    if not stat.S_ISREG(before.st_mode):
-        raise ModelFormatError(
-            f"{path} is a {_file_kind(before.st_mode)}, not a regular file; refusing to read it")
-    fd = os.open(path, _OPEN_FLAGS)
-    try:
-        after = os.fstat(fd)
-        if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (
-                before.st_dev, before.st_ino):
-            raise ModelFormatError(f"{path} was replaced while it was opened; refusing to read it")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    except ValueError:  # not a regular file: say what it is, in this format's words
+        mode = os.lstat(path).st_mode
+        if stat.S_ISREG(mode):
+            raise ModelFormatError(f"{path} was replaced while it was opened; refusing to "
+                                   "read it") from None
+        raise ModelFormatError(f"{path} is a {_file_kind(mode)}, not a regular file; "
+                               "refusing to read it") from None
 
 
 def _file_kind(mode: int) -> str:

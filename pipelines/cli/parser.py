@@ -7,6 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pipelines.stops import words
+
 from .cluster import add_cluster_parser
 from .config import config_path, subcommands, with_config
 from .examples import add_demo_parser, add_flights_parser, add_make_data_parser
@@ -98,18 +100,16 @@ def _program(argv: Sequence[str], parser: argparse.ArgumentParser | None = None)
     >>> _program(["-v", "nope"], build_parser())
     'ebf'
     """
-    words, value = ["ebf"], False
-    for arg in argv:
-        if value or arg.startswith("-"):
-            value = arg == "--config"
-            continue
-        if parser is None:
-            return f"ebf {arg}"
-        parser = subcommands(parser).get(arg)
+    given = words(list(argv))
+    if parser is None:
+        return " ".join(["ebf", *given[:1]])
+    label = ["ebf"]
+    for word in given:
+        parser = subcommands(parser).get(word)
         if parser is None:
             break
-        words.append(arg)
-    return " ".join(words)
+        label.append(word)
+    return " ".join(label)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str], added: list[str],
