@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from ebf import EmpiricalBayesianForestRegressor
 from ebf.dask import DaskEmpiricalBayesianForestRegressor
@@ -34,6 +35,8 @@ def test_a_dask_fit_of_many_features_equals_the_local_fit(dask_client):
                                   local.predict(frame.iloc[:, :-1]))
 
 
+@pytest.mark.soak  # 35 s: on demand (-m soak); CI runs the Dask fit of 80 features above,
+# the width at which the hang began
 def test_600_rows_of_10000_columns_train_and_predict(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EBF_LOCAL_PROCESSES", "0")
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
