@@ -70,8 +70,8 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         PG only: resample the particles at a stage only when the effective sample size of
         their weights is at most ``ess_threshold * n_particles``. 1.0 resamples at every
         stage, as the thesis' Algorithm 4.2; 0.5 loses fewer particles to copies of the old
-        tree and mixes faster on deep trees (about 4x the ESS of the thesis' hypercube-5 and
-        -7 benchmarks at the same cost).
+        tree and mixes faster on deep trees (on the thesis' hypercube-5 and -7 benchmarks,
+        one tree, 20 seeds: median ESS of the log-likelihood 2.6x and 6.6x higher).
     n_iter : int, default=300
         MCMC iterations in all (every iteration updates every tree once).
     burn_in : int, default=100
