@@ -74,15 +74,16 @@ def run_one(dim: int, seed: int, sampler: str, cfg: argparse.Namespace) -> dict:
 
 
 def chain(dim: int, seed: int, sampler: str, n_iter: int, burn_in: int,
-          traces: bool = False, n_particles: int = 10) -> dict:
+          traces: bool = False, n_particles: int = 10, **options) -> dict:
     """One chain on hypercube-``dim`` (data and chain seeded by ``seed``): ESS of the
     log-likelihood after ``burn_in``, ESS/s, mean leaves, log-likelihood and test MSE after
-    burn-in; with ``traces``, also the per-iteration leaves, log-likelihood and test MSE."""
+    burn-in; with ``traces``, also the per-iteration leaves, log-likelihood and test MSE.
+    ``options`` go to :class:`~ebf.bayestrees.BARTRegressor` as they are."""
     X, y, f = hypercube(dim, 20, rng=seed)
     train = np.arange(y.size) % 20 < 10  # 10 rows per vertex to fit, 10 to test
     model = BARTRegressor(sampler=sampler, n_trees=1, n_particles=n_particles, alpha_s=0.95,
                           beta_s=BETA[dim], n_iter=n_iter, burn_in=0 if traces else burn_in,
-                          random_state=seed)
+                          random_state=seed, **options)
     t0 = time.perf_counter()
     model.fit(X[train], y[train])
     seconds = time.perf_counter() - t0

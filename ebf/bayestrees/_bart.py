@@ -35,7 +35,7 @@ from .._base import (
 )
 from ..features import FeatureEncoder
 from ._draws import ForestDraws
-from ._pgbart import DEFAULT_PARTICLES
+from ._pgbart import DEFAULT_ESS_THRESHOLD, DEFAULT_PARTICLES
 from ._prior import DEFAULT_ALPHA_S, DEFAULT_BETA_S
 from ._trees import check_X
 from .backfitting import SAMPLER_NAMES, backfit, noise_prior, scale_target, sigma_hat2
@@ -66,6 +66,12 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         M.
     n_particles : int, default=10
         C of the conditional SMC (PG only; thesis Sec. 4.4).
+    ess_threshold : float in (0, 1], default=1.0
+        PG only: resample the particles at a stage only when the effective sample size of
+        their weights is at most ``ess_threshold * n_particles``. 1.0 resamples at every
+        stage, as the thesis' Algorithm 4.2; 0.5 loses fewer particles to copies of the old
+        tree and mixes faster on deep trees (on the thesis' hypercube-5 and -7 benchmarks,
+        one tree, 20 seeds: median ESS of the log-likelihood 2.6x and 6.6x higher).
     n_iter : int, default=300
         MCMC iterations in all (every iteration updates every tree once).
     burn_in : int, default=100
@@ -131,6 +137,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         "sampler": [StrOptions(set(SAMPLER_NAMES))],
         "n_trees": [Interval(Integral, 1, None, closed="left")],
         "n_particles": [Interval(Integral, 1, None, closed="left")],
+        "ess_threshold": [Interval(Real, 0, 1, closed="right")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "thin": [Interval(Integral, 1, None, closed="left")],
@@ -149,6 +156,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         sampler: str = "pg",
         n_trees: int = 200,
         n_particles: int = DEFAULT_PARTICLES,
+        ess_threshold: float = DEFAULT_ESS_THRESHOLD,
         n_iter: int = 300,
         burn_in: int = 100,
         thin: int = 1,
@@ -163,6 +171,7 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
         self.sampler = sampler
         self.n_trees = n_trees
         self.n_particles = n_particles
+        self.ess_threshold = ess_threshold
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
@@ -215,7 +224,8 @@ class BARTRegressor(ProbabilisticRegressorMixin, RegressorMixin, BaseEstimator):
                          n_particles=self.n_particles, alpha_s=float(self.alpha_s),
                          beta_s=float(self.beta_s), sigma_mu2=sigma_mu2, nu=float(self.nu),
                          lam=lam, n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin,
-                         rng=np.random.default_rng(np.random.SeedSequence(entropy)))
+                         rng=np.random.default_rng(np.random.SeedSequence(entropy)),
+                         ess_threshold=float(self.ess_threshold))
         draws = ForestDraws.from_packed(result.draws, result.sigma2, self.n_trees)
         loglik = result.loglik - A.shape[0] * math.log(scale)
         self.__dict__.pop("feature_names_in_", None)

@@ -8,9 +8,14 @@ T* is the node particle 0 expands next, and the children it appends get T*'s own
 numbers). With the prior as proposal a particle's weight is multiplied by the likelihood
 ratio of eq. (4.10) when it splits a node and left alone when it stops one. After every
 stage but the last, particles 1 .. C-1 are resampled multinomially from all C
-(Alg. 4.2 line 16); when no particle has an eligible node left the new tree is drawn from
-the final weighted particles (particle 0 included). This leaves the conditional posterior
-pi(T) of eq. (4.8) invariant (Andrieu, Doucet & Holenstein 2010), whatever C >= 1.
+(Alg. 4.2 line 16; with ``ess_threshold < 1`` only at the stages where the weights' effective
+sample size has fallen to ``ess_threshold * C`` or below, the weights carrying over
+otherwise: adaptive resampling, which the authors' code offers as ``--ess_threshold``; the
+decision is a symmetric function of the particle system, so pi stays invariant, as the
+enumerated-posterior tests check); when no particle has an eligible node left the new tree
+is drawn from the final weighted particles (particle 0 included). This leaves the
+conditional posterior pi(T) of eq. (4.8) invariant (Andrieu, Doucet & Holenstein 2010),
+whatever C >= 1.
 
 Rows of the particles' nodes live in one shared pool of row indices: a node owns the
 segment ``pool[start:start + count]``. Resampled copies share segments, so a node is copied
@@ -24,8 +29,8 @@ by the caller.
 
 Random numbers come from numba's generator, seeded by the caller: per stage three
 uniforms for each free particle that has an eligible node (in particle order), then
-``C - 1`` for resampling, or one for the final draw. ``tests/naive/``
-(``naive_conditional_smc``) replays the same stream with NumPy.
+``C - 1`` for resampling (none at a stage that does not resample), or one for the final
+draw. ``tests/naive/`` (``naive_conditional_smc``) replays the same stream with NumPy.
 """
 
 from __future__ import annotations
@@ -47,14 +52,18 @@ from ._prior import (
     split_probability,
 )
 from ._records import Tree, data_record, model_record, small_scratch
-from ._resampling import MULTINOMIAL, normalize, resample
+from ._resampling import MULTINOMIAL, effective_sample_size, normalize, resample
 from ._trees import BayesTree, link_children, split_copy_sums
 from .mcmc import tree_update_inputs
 
-__all__ = ["DEFAULT_PARTICLES", "PGWork", "conditional_smc", "csmc", "pg_workspace"]
+__all__ = ["DEFAULT_ESS_THRESHOLD", "DEFAULT_PARTICLES", "PGWork", "check_ess_threshold",
+           "conditional_smc", "csmc", "pg_workspace"]
 
 #: Particles per conditional SMC (thesis Sec. 4.4: C = 10 trades mixing against cost).
 DEFAULT_PARTICLES = 10
+
+#: Resample when ESS <= ess_threshold * C; 1.0 is the thesis' resampling at every stage.
+DEFAULT_ESS_THRESHOLD = 1.0
 
 # Fields of the particle arrays: integers (feature, children, parent, depth, row segment)
 # and floats (threshold, the leaf log-likelihood of the node's rows).
@@ -106,7 +115,8 @@ def pg_workspace(X: np.ndarray, n_particles: int, capacity: int = _MIN_CAPACITY)
 def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: LeafLikelihood,
                     n_particles: int = DEFAULT_PARTICLES, alpha_s: float = DEFAULT_ALPHA_S,
                     beta_s: float = DEFAULT_BETA_S,
-                    rng: np.random.Generator | int | None = None) -> BayesTree:
+                    rng: np.random.Generator | int | None = None,
+                    ess_threshold: float = DEFAULT_ESS_THRESHOLD) -> BayesTree:
     """One particle Gibbs update T* -> T of a single tree given its labels (Alg. 4.2).
 
     Parameters
@@ -125,6 +135,11 @@ def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: L
     alpha_s, beta_s : float
         The prior of eq. (3.3).
     rng : numpy Generator, int seed or None
+    ess_threshold : float in (0, 1], default 1.0
+        Resample at a stage only when the effective sample size of the weights is at most
+        ``ess_threshold * C``; 1.0 resamples at every stage, as Alg. 4.2 does. Lower values
+        resample less often, so fewer free particles are lost to copies of the clamped one
+        (path degeneracy) and the kernel moves further from T*.
 
     Returns
     -------
@@ -142,12 +157,13 @@ def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: L
     if isinstance(n_particles, bool) or int(n_particles) != n_particles or n_particles < 1:
         raise ValueError(f"n_particles={n_particles!r} must be an integer >= 1 (the thesis "
                          f"uses {DEFAULT_PARTICLES})")
+    check_ess_threshold(ess_threshold)
     alpha_s, beta_s, X, S, old = tree_update_inputs(tree, X, y, likelihood, alpha_s, beta_s)
     rng = np.random.default_rng(rng)
     ws = pg_workspace(X, int(n_particles), 2 * old.n_nodes)
     k, n_new, ws = csmc(data_record(X, S),
                         model_record(alpha_s, beta_s, likelihood.code, likelihood.params),
-                        old.splits(), int(rng.integers(2**32)), ws)
+                        old.splits(), int(rng.integers(2**32)), ws, float(ess_threshold))
     P_int, P_float = ws.P_int, ws.P_float
     out = BayesTree.root_only(X.shape[0])
     n = int(n_new)
@@ -157,6 +173,14 @@ def conditional_smc(tree: BayesTree, X: np.ndarray, y: np.ndarray, likelihood: L
     out.threshold[:n] = P_float[k, THR, :n]
     out.n_nodes = n
     return out
+
+
+def check_ess_threshold(ess_threshold: float) -> None:
+    """``ValueError`` unless ``0 < ess_threshold <= 1`` (a real number, not a bool)."""
+    if isinstance(ess_threshold, bool) or not isinstance(ess_threshold, int | float | np.number) \
+            or not 0.0 < float(ess_threshold) <= 1.0:
+        raise ValueError(f"ess_threshold={ess_threshold!r} must be a number in (0, 1] (1.0 "
+                         "resamples at every stage, as the thesis does)")
 
 
 # ---------------------------------------------------------------------------------- kernels
@@ -217,17 +241,18 @@ def _node_loglik(S, t, j, model, stat):  # pragma: no cover - numba
 
 
 @njit(**JIT)
-def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
+def csmc(data, model, old, seed, ws, ess_threshold):  # pragma: no cover - numba
     """Algorithm 4.2 on the :class:`~.records.Data` ``data`` (rows and the per-row
     statistics of the residual) under the :class:`~.records.Model` ``model``; seeds numba's
     generator with ``seed`` unless it is negative (the caller's stream continues).
 
     ``old`` holds T*'s ``feature`` and ``threshold`` slots in breadth-first order (a valid
     tree on the rows; any record with those fields); ``ws`` is a :class:`PGWork` on the
-    same rows (its first axis is C). Returns ``(k, n_nodes_k, ws)``: the drawn particle
-    ``k`` of the particle arrays ``ws.P_int``, ``ws.P_float``, whose leaf segments in
-    ``ws.pool`` are the new tree's rows, and the (possibly grown) workspace to pass to the
-    next call.
+    same rows (its first axis is C); ``ess_threshold`` in (0, 1] as in
+    :func:`conditional_smc` (1.0: resample at every stage). Returns ``(k, n_nodes_k, ws)``:
+    the drawn particle ``k`` of the particle arrays ``ws.P_int``, ``ws.P_float``, whose leaf
+    segments in ``ws.pool`` are the new tree's rows, and the (possibly grown) workspace to
+    pass to the next call.
     """
     if seed >= 0:
         np.random.seed(seed)
@@ -332,6 +357,9 @@ def csmc(data, model, old, seed, ws):  # pragma: no cover - numba
             k = anc[0]
             return k, n_nodes[k], PGWork(P_int, P_float, Q_int, Q_float, pool, buf, root_lower,
                                          root_upper)
+        # (1.0 never skips: 1 / sum(w^2) of equal weights can round above C)
+        if ess_threshold < 1.0 and effective_sample_size(wt) > ess_threshold * C:
+            continue  # the weights carry over to the next stage
         for i in range(C - 1):
             u_res[i] = np.random.random()
         anc[0] = 0  # the clamped particle keeps its own history

@@ -137,7 +137,7 @@ class BackfitResult:
 def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_particles: int,
             alpha_s: float, beta_s: float, sigma_mu2: float, nu: float, lam: float,
             n_iter: int, burn_in: int, thin: int,
-            rng: np.random.Generator) -> BackfitResult:
+            rng: np.random.Generator, ess_threshold: float = 1.0) -> BackfitResult:
     """Run Algorithm 4.1 on checked, scaled inputs.
 
     Parameters
@@ -160,6 +160,9 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
         Iterations in all; the first ``burn_in`` are not kept, then every ``thin``-th is.
     rng : numpy Generator
         Source of one seed of numba's generator per iteration.
+    ess_threshold : float in (0, 1], default 1.0
+        PG only: resample when the weights' ESS is at most ``ess_threshold * C``
+        (:func:`~.pgbart.conditional_smc`); 1.0 at every stage, as Alg. 4.2.
 
     Returns
     -------
@@ -183,7 +186,8 @@ def backfit(X: np.ndarray, y: np.ndarray, *, n_trees: int, sampler: str, n_parti
     work = sweep_work(X, M, int(n_particles), cap)
     settings = Settings(SAMPLER_NAMES[sampler],
                         SAMPLERS["growprune" if sampler == "growprune" else "cgm"],
-                        float(alpha_s), float(beta_s), float(sigma_mu2), float(nu), float(lam))
+                        float(alpha_s), float(beta_s), float(sigma_mu2), float(nu), float(lam),
+                        float(ess_threshold))
     loglik = np.empty(n_iter)
     sigma2_trace = np.empty(n_iter)
     draws, kept_sigma2 = [], []
@@ -213,7 +217,8 @@ class Forest(NamedTuple):
 
 class Settings(NamedTuple):
     """The tree update (``PG``, ``CGM`` or ``GROWPRUNE``), the move probabilities of the
-    Metropolis-Hastings samplers and the priors of :func:`backfit`."""
+    Metropolis-Hastings samplers, the priors of :func:`backfit` and the conditional SMC's
+    resampling threshold."""
 
     sampler: int
     move_p: np.ndarray
@@ -222,6 +227,7 @@ class Settings(NamedTuple):
     sigma_mu2: float
     nu: float
     lam: float
+    ess_threshold: float = 1.0
 
 
 class SweepWork(NamedTuple):
@@ -355,7 +361,7 @@ def _sweep(seed, X, resid, forest, settings, work):  # pragma: no cover - numba
             S[i, 2] = r * r
         # line 7: T_m | R_m, sigma^2
         if settings.sampler == PG:
-            k, n_new, ws = csmc(data, model, t, -1, ws)
+            k, n_new, ws = csmc(data, model, t, -1, ws, settings.ess_threshold)
             while n_new > T_int.shape[2]:
                 T_int = grow_slots(T_int, 2 * T_int.shape[2])
                 T_float = grow_slots(T_float, 2 * T_float.shape[2])

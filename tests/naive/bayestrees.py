@@ -310,9 +310,11 @@ def naive_relabel(arrays) -> dict[str, np.ndarray]:
     return out
 
 
-def naive_conditional_smc(old, X, leaf_ll, n_particles, alpha_s, beta_s, seed):
+def naive_conditional_smc(old, X, leaf_ll, n_particles, alpha_s, beta_s, seed,
+                          ess_threshold=1.0):
     """Algorithm 4.2 with Python node lists, consuming ``RandomState(seed)`` uniforms in the
-    order ``ebf.bayestrees._pgbart.csmc`` documents; returns the drawn tree's arrays.
+    order ``ebf.bayestrees._pgbart.csmc`` documents; returns the drawn tree's arrays. With
+    ``ess_threshold < 1`` a stage resamples only when ``1 / sum(w^2) <= ess_threshold * C``.
 
     ``old`` holds the old tree's arrays in breadth-first slot order; ``leaf_ll(rows)`` is
     log l of a leaf holding ``rows``.
@@ -342,6 +344,8 @@ def naive_conditional_smc(old, X, leaf_ll, n_particles, alpha_s, beta_s, seed):
         if all(p["head"] == len(p["nodes"]) for p in particles):
             k = naive_resample(w, rs.random_sample(1), "multinomial")[0]
             return _naive_arrays(particles[k]["nodes"])
+        if ess_threshold < 1.0 and 1.0 / np.sum(w**2) > ess_threshold * n_particles:
+            continue
         anc = [0, *naive_resample(w, rs.random_sample(n_particles - 1), "multinomial")]
         particles = [copy.deepcopy(particles[a]) for a in anc]
         log_w[:] = 0.0

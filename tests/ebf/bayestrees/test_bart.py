@@ -162,11 +162,13 @@ def test_sweep_keeps_every_rows_leaf_and_the_residual(sampler):
     assert forest.n_nodes.max() > 1
 
 
-@pytest.mark.parametrize(("sampler", "thin", "burn_in"), [("pg", 6, 60), ("cgm", 25, 200)])
-def test_simulation_based_calibration(sampler, thin, burn_in):
+@pytest.mark.parametrize(("sampler", "thin", "burn_in", "ess_threshold"),
+                         [("pg", 6, 60, 1.0), ("pg", 6, 60, 0.5), ("cgm", 25, 200, 1.0)])
+def test_simulation_based_calibration(sampler, thin, burn_in, ess_threshold):
     """SBC (Talts et al. 2018): parameters from the prior (3 trees from eq. 3.4, leaf means
     from eq. 4.5, sigma^2 from its inverse gamma), labels from eq. 4.2, the sampler's draws:
-    the rank of the true sigma^2 and of the true f(x0) among 19 thinned draws is uniform.
+    the rank of the true sigma^2 and of the true f(x0) among 19 thinned draws is uniform
+    (PG also with adaptive resampling).
 
     CGM moves one node per tree and iteration, so its draws need more thinning to be
     near independent (with PG's thinning its f(x0) ranks come out U-shaped)."""
@@ -185,7 +187,8 @@ def test_simulation_based_calibration(sampler, thin, burn_in):
         y = f + rng.normal(0.0, math.sqrt(sigma2), n_rows)
         res = backfit(X, y, n_trees=n_trees, sampler=sampler, n_particles=10, alpha_s=0.95,
                       beta_s=1.0, sigma_mu2=sigma_mu2, nu=nu, lam=lam,
-                      n_iter=burn_in + n_keep * thin, burn_in=burn_in, thin=thin, rng=rng)
+                      n_iter=burn_in + n_keep * thin, burn_in=burn_in, thin=thin, rng=rng,
+                      ess_threshold=ess_threshold)
         f0_draws = ForestDraws.from_packed(res.draws, res.sigma2, n_trees).predict(x0)[0]
         ranks["sigma2"].append(int(np.sum(res.sigma2 < sigma2)))
         ranks["f(x0)"].append(int(np.sum(f0_draws < f0)))
@@ -281,6 +284,19 @@ def test_sample_weights_must_be_equal():
     dropped = BARTRegressor(**params).fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(dropped.predict(X),
                                   BARTRegressor(**params).fit(X[:40], y[:40]).predict(X))
+
+
+def test_ess_threshold_default_is_the_thesis_and_bad_values_are_refused():
+    X, y, _ = _friedman(300, 3)
+    kw = dict(n_trees=5, n_iter=20, burn_in=10, random_state=0)
+    default = BARTRegressor(**kw).fit(X, y).predict(X)
+    np.testing.assert_array_equal(BARTRegressor(ess_threshold=1.0, **kw).fit(X, y).predict(X),
+                                  default)
+    adaptive = BARTRegressor(ess_threshold=0.5, **kw).fit(X, y)
+    assert np.all(np.isfinite(adaptive.predict(X)))
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="ess_threshold"):
+            BARTRegressor(ess_threshold=bad, **kw).fit(X, y)
 
 
 def test_schedule_without_draws_is_refused():

@@ -16,9 +16,11 @@ from tests.naive import naive_conditional_smc, naive_relabel
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("n_particles", [1, 2, 10])
 @pytest.mark.parametrize("small_pool", [False, True])
-def test_kernel_matches_the_naive_oracle(seed, n_particles, small_pool):
+@pytest.mark.parametrize("ess_threshold", [1.0, 0.5])
+def test_kernel_matches_the_naive_oracle(seed, n_particles, small_pool, ess_threshold):
     """Same seed, same tree: the kernel and a Python conditional SMC of the same uniforms
-    (slot capacity 2: the particles must grow; a small pool: segments are compacted)."""
+    (slot capacity 2: the particles must grow; a small pool: segments are compacted), with
+    resampling at every stage (the thesis) and adaptive (ESS <= C / 2)."""
     X, y = h.mixed_problem(seed)
     old = sample_prior(X, 0.95, 0.5, rng=seed)
     lik = h.NORMAL
@@ -26,10 +28,11 @@ def test_kernel_matches_the_naive_oracle(seed, n_particles, small_pool):
     if small_pool:
         ws = ws._replace(pool=np.empty(1, np.int64))
     k, n, ws = csmc(data_record(X, lik.row_stats(y)),
-                    model_record(0.95, 0.5, lik.code, lik.params), old.splits(), seed, ws)
+                    model_record(0.95, 0.5, lik.code, lik.params), old.splits(), seed, ws,
+                    ess_threshold)
     P_int, P_float = ws.P_int, ws.P_float
     want = naive_conditional_smc(old.trimmed(), X, h.normal_leaf_ll(y), n_particles, 0.95, 0.5,
-                                 seed)
+                                 seed, ess_threshold)
     assert n == want["feature"].size
     for field, name in enumerate(("feature", "left", "right", "parent", "depth")):
         np.testing.assert_array_equal(P_int[k, [0, 1, 2, 3, 4][field], :n], want[name],
@@ -83,6 +86,9 @@ def test_bad_inputs_are_named():
     bad.threshold[0] = X[:, bad.feature[0]].max()  # empty right child
     with pytest.raises(ValueError, match="not one the prior can make"):
         conditional_smc(bad, X, y, lik)
+    for bad_threshold in (0.0, 1.5, True):
+        with pytest.raises(ValueError, match="ess_threshold=.* must be a number in"):
+            conditional_smc(BayesTree.root_only(16), X, y, lik, ess_threshold=bad_threshold)
 
 
 # ------------------------------------------------------------------ statistical behaviour
@@ -114,32 +120,37 @@ def test_uninformative_chains_follow_the_prior(beta_s, n_particles, from_root, n
     assert p > 1e-3
 
 
-@pytest.mark.parametrize("n_particles", [2, 10])
-def test_exact_posterior_draws_stay_exact(n_particles):
+@pytest.mark.parametrize(("n_particles", "ess_threshold"), [(2, 1.0), (10, 1.0), (10, 0.5)])
+def test_exact_posterior_draws_stay_exact(n_particles, ess_threshold):
     """Invariance of pi (eq. 4.8): chains started at exact posterior draws of the enumerated
-    1-D problem are still exact after three steps, even with two particles."""
+    1-D problem are still exact after three steps, even with two particles, and with
+    adaptive resampling."""
     exact = h.enumerated_posterior(0.95, 0.5)
     rng = np.random.default_rng(5)
     finals = []
     for tree in h.posterior_draws(exact, 3000, rng):
         for _ in range(3):
-            tree = conditional_smc(tree, h.X1, h.Y1, h.NORMAL, n_particles, 0.95, 0.5, rng=rng)
+            tree = conditional_smc(tree, h.X1, h.Y1, h.NORMAL, n_particles, 0.95, 0.5, rng=rng,
+                                   ess_threshold=ess_threshold)
         finals.append(tree)
     p, tv, cells = h.goodness_of_fit(h.structures(finals), exact)
     assert cells >= 40
     assert p > 1e-3 and tv < 0.1
 
 
-def test_chains_from_the_trivial_tree_reach_the_enumerated_posterior():
+@pytest.mark.parametrize("ess_threshold", [1.0, 0.5])
+def test_chains_from_the_trivial_tree_reach_the_enumerated_posterior(ess_threshold):
     """Independent PG chains (C = 10) from the trivial tree: after 30 steps the h.structures
-    follow the exact posterior (two root-cut modes, Normal leaves, fixed sigma^2)."""
+    follow the exact posterior (two root-cut modes, Normal leaves, fixed sigma^2), with
+    resampling at every stage and adaptive."""
     exact = h.enumerated_posterior(0.95, 0.5)
     rng = np.random.default_rng(11)
     finals = []
     for _ in range(2000):
         tree = BayesTree.root_only(6)
         for _ in range(30):
-            tree = conditional_smc(tree, h.X1, h.Y1, h.NORMAL, 10, 0.95, 0.5, rng=rng)
+            tree = conditional_smc(tree, h.X1, h.Y1, h.NORMAL, 10, 0.95, 0.5, rng=rng,
+                                   ess_threshold=ess_threshold)
         finals.append(tree)
     p, tv, cells = h.goodness_of_fit(h.structures(finals), exact)
     assert cells >= 40
