@@ -241,55 +241,103 @@ FIG7_ITEM = Item(
 
 # ---------------------------------------------------------------- Fig. 8
 
-#: (M, search iterations, Mondrian sweep cells) per budget; the authors: M = 350, 100
+#: Per budget: seeds and, per M, (search iterations, Mondrian sweep cells). M = 350 is the
+#: paper's (checked); M = 50 the earlier quick runs' (reported). The authors ran 100 search
 #: iterations for Fourier features and 50 for random binning.
-FIG8 = {"smoke": (10, 4, 300), "quick": (50, 20, 4_000), "full": (350, 40, 40_000)}
+FIG8 = {"smoke": (1, {10: (4, 300)}), "quick": (2, {50: (20, 4_000)}),
+        "full": (5, {350: (40, 40_000), 50: (40, 4_000)})}
+FIG8_M = 350
 BASELINES = {"Fourier features + SGD": ("Fourier features", kr.sgd_ridge),
              "random binning + SGD": ("random binning", kr.sgd_ridge),
              "Fourier features + exact ridge": ("Fourier features", kr.ridge)}
 PAPER_BASELINES = ("Fourier features + SGD", "random binning + SGD")
+#: A suitable width: validation error within this factor of the sweep's best.
+SUITABLE = 1.05
+
+
+def _first_within(seconds: list[float], errors: list[float], target: float) -> float | None:
+    """Seconds until a search first evaluates a width with error <= ``target`` (None: never)."""
+    hit = np.flatnonzero(np.asarray(errors) <= target)
+    return float(seconds[hit[0]]) if hit.size else None
+
+
+def _fig8_seed(m: int, iters: int, cells: int, budget: str, seed: int) -> dict:
+    train, valid, _ = _cpu(budget, seed)
+    sweep = kr.timed_sweep(m, train, valid, cells, seed)
+    target = SUITABLE * min(sweep["error"])
+    searches = {}
+    for name, (scheme, solver) in BASELINES.items():
+        s = kr.timed_search(scheme, m, train, valid, iters, solver, seed)
+        t = _first_within(s["seconds"], s["error"], target)
+        # its own suitable width (within 1.05 x its own best): the search's speed, apart
+        # from the error level its solver reaches
+        own = _first_within(s["seconds"], s["error"], SUITABLE * min(s["error"]))
+        searches[name] = {**s, "best_error": min(s["error"]), "seconds_to_target": t,
+                          "speedup": None if t is None else t / sweep["seconds"],
+                          "seconds_to_own_suitable": own}
+    return {"seed": seed, "sweep": sweep, "target_error": target, "searches": searches}
 
 
 def _fig8_run(budget: str, seed: int, out_dir: Path) -> dict:
-    m, iters, cells = FIG8[budget]
-    train, valid, _ = _cpu(budget, seed)
-    sweep = kr.timed_sweep(m, train, valid, cells, seed)
-    searches = {name: kr.timed_search(scheme, m, train, valid, iters, solver, seed)
-                for name, (scheme, solver) in BASELINES.items()}
-    target = 1.05 * min(sweep["error"])
-    speedup = {}
-    for name, s in searches.items():
-        best = np.minimum.accumulate(s["error"])
-        hit = np.flatnonzero(best <= target)
-        t = s["seconds"][hit[0]] if hit.size else s["seconds"][-1]
-        speedup[name] = {"seconds_to_target": t, "reached": bool(hit.size),
-                         "speedup": t / sweep["seconds"]}
+    n_seeds, per_m = FIG8[budget]
+    runs = {str(m): [_fig8_seed(m, iters, cells, budget, s)
+                     for s in range(seed, seed + n_seeds)]
+            for m, (iters, cells) in per_m.items()}
+    m_show = str(FIG8_M) if str(FIG8_M) in runs else next(iter(runs))
+    first = runs[m_show][0]
 
     def draw(ax):
+        sweep = first["sweep"]
         ax.scatter([sweep["seconds"]] * len(sweep["error"]), sweep["error"], marker=".",
                    label="Mondrian kernel (one sweep)")
-        for name, s in searches.items():
+        for name, s in first["searches"].items():
             ax.scatter(s["seconds"], s["error"], marker="^" if "Fourier" in name else "o",
                        label=name, s=14)
-        ax.axhline(target, ls=":", color="k", label="1.05 x sweep's best")
-        ax.set(xscale="log", xlabel="computational time [s]",
-               ylabel="validation relative error [%]", ylim=(0, 3 * target),
-               title=f"California housing (CPU stand-in), M = {m}")
+        ax.axhline(first["target_error"], ls=":", color="k", label="1.05 x sweep's best")
+        ax.set(xscale="log", xlabel="computational time [CPU s]",
+               ylabel="validation relative error [%]", ylim=(0, 3 * first["target_error"]),
+               title=f"California housing (CPU stand-in), M = {m_show}, seed {first['seed']}")
 
-    return {"m": m, "iterations": iters, "sweep": sweep, "searches": searches,
-            "target_error": target, "speedup": speedup,
+    return {"checked_m": m_show, "seeds": n_seeds, "clock": kr.CLOCK,
+            "iterations": {m: it for m, (it, _) in per_m.items()}, "runs": runs,
             "figures": [_plot(out_dir, "kernel.fig8.png", draw)]}
 
 
+def _fig8_scores(runs: list[dict], name: str) -> dict:
+    """One baseline over the seeds: how many reach the target, and the median and range of
+    the speed-up over the seeds that do (a seed that never reaches it gets no speed-up)."""
+    ups = [r["searches"][name]["speedup"] for r in runs]
+    got = sorted(u for u in ups if u is not None)
+    return {"reached": len(got), "seeds": len(ups),
+            "median": float(np.median(got)) if got else None,
+            "range": (got[0], got[-1]) if got else None,
+            "best_error": float(np.median([r["searches"][name]["best_error"] for r in runs]))}
+
+
+def _fig8_text(runs: list[dict], name: str) -> str:
+    sc = _fig8_scores(runs, name)
+    if not sc["reached"]:
+        return (f"{name}: never reached in {sc['seeds']} seed(s) (median best error "
+                f"{sc['best_error']:.1f}%)")
+    lo, hi = sc["range"]
+    return (f"{name}: reached in {sc['reached']} of {sc['seeds']} seeds, speed-up median "
+            f"{sc['median']:.1f}x ({lo:.1f}-{hi:.1f}x)")
+
+
 def _fig8_check(ours: dict) -> Verdict:
-    sp = ours["speedup"]
-    low = min(sp[n]["speedup"] for n in PAPER_BASELINES)
-    detail = "; ".join(f"{n}: {v['speedup']:.1f}x"
-                       + ("" if v["reached"] else " (never reached: lower bound)")
-                       for n, v in sp.items())
-    return Verdict(low >= 10.0, f"time to 1.05 x the sweep's best validation error, over the "
-                                f"sweep's {ours['sweep']['seconds']:.1f} s: {detail}",
-                   relative(low, 10.0))
+    runs = ours["runs"][ours["checked_m"]]
+    scores = [_fig8_scores(runs, n) for n in PAPER_BASELINES]
+    # a speed-up is a time to the target over the sweep's; a baseline that reaches it in
+    # fewer than half the seeds has no median time to it, so the claim is not shown
+    holds = all(2 * s["reached"] > s["seeds"] and s["median"] >= 10.0 for s in scores)
+    sweep = [r["sweep"]["seconds"] for r in runs]
+    target = np.median([r["target_error"] for r in runs])
+    detail = "; ".join(_fig8_text(runs, n) for n in BASELINES)
+    medians = [s["median"] for s in scores if s["median"] is not None]
+    return Verdict(holds, f"M = {ours['checked_m']}, sweep median {np.median(sweep):.1f} CPU s "
+                          f"({min(sweep):.1f}-{max(sweep):.1f}), target median "
+                          f"{target:.1f}% (1.05 x the sweep's best validation error): {detail}",
+                   relative(min(medians), 10.0) if len(medians) == len(scores) else None)
 
 
 FIG8_ITEM = Item(
@@ -302,21 +350,40 @@ FIG8_ITEM = Item(
                               "bisection, 100 (Fourier) and 50 (binning) steps; the CPU data "
                               "raw, its lifetimes near 1e-6 (" + CODE + ")"},
     paper_headline=">= 10x faster to a suitable width (figure)",
-    data="California housing (validation rows)", substitutes=(CPU_SUBSTITUTE,),
-    metric="speed-up: a baseline's time to first reach 1.05 x the sweep's best validation "
-           "error over the sweep's total time (a lower bound when it never does)",
+    data="California housing (validation rows): " + ", ".join(
+        f"{k} {v[0]} train / {v[1]} validation, {FIG8[k][0]} seeds, M = "
+        + " and ".join(str(m) for m in FIG8[k][1]) for k, v in CPU_SIZES.items())
+         + "; full: the paper's M = 350, 5 seeds, 40 search steps (the paper's 100 / 50 "
+           "steps end long after the searches settle)",
+    substitutes=(CPU_SUBSTITUTE,),
+    metric="speed-up: a baseline's CPU seconds to first evaluate a width with validation error "
+           "<= 1.05 x the sweep's best, over the sweep's total CPU seconds (the authors' "
+           "time.clock()); median and range over "
+           "the seeds in which it gets there (a seed in which it never does is counted as "
+           "never reached, with no speed-up)",
     claim=("The sweep reaches a suitable lifetime at least 10 x faster than both paper "
            "baselines (Cauchy Fourier features and random binning, each refit by SGD)."),
-    tolerance="speed-up >= 10 against each SGD baseline; the exact-ridge Fourier search is "
-              "reported, not checked",
+    tolerance="at M = 350, each SGD baseline reaches 1.05 x the sweep's best in more than "
+              "half the seeds, with median speed-up >= 10 over them; the exact-ridge Fourier "
+              "search and M = 50 are reported, not checked",
     run=_fig8_run, check=_fig8_check,
-    headline=lambda o: "speed-up " + ", ".join(f"{n.split(' +')[0].split()[0]}"
-                                               f"{'-SGD' if 'SGD' in n else '-exact'} "
-                                               f"{v['speedup']:.1f}x"
-                                               for n, v in o["speedup"].items()),
+    headline=lambda o: f"M={o['checked_m']}: " + ", ".join(
+        f"{n.split(' +')[0].split()[0]}{'-SGD' if 'SGD' in n else '-exact'} "
+        + ("never" if (sc := _fig8_scores(o["runs"][o["checked_m"]], n))["median"] is None
+           else f"{sc['median']:.1f}x ({sc['reached']}/{sc['seeds']})") for n in BASELINES),
 )
 
 # ---------------------------------------------------------------- Fig. 9
+
+
+#: Fig. 9's lifetimes, multiples of the exact kernel's choice lambda*: out to 64 lambda*, past
+#: where both curves turn (at 4 lambda* the forest's error was still falling).
+FIG9_GRID = np.geomspace(1 / 16, 64, 21)
+
+
+def _turned(errors: list[float]) -> bool:
+    """Whether a curve's minimum is inside the grid (it rises again after it)."""
+    return 0 < int(np.argmin(errors)) < len(errors) - 1
 
 
 def _fig9_run(budget: str, seed: int, out_dir: Path) -> dict:
@@ -324,31 +391,25 @@ def _fig9_run(budget: str, seed: int, out_dir: Path) -> dict:
 
     train, valid, test = _cpu(budget, seed)
     lam_star, _ = kr.laplace_width(train, valid, LIFETIMES)
-    lams = lam_star * np.geomspace(1 / 16, 4, 9)
-    m = 50
-    f = MondrianKernelFeatures(n_mondrians=m, lifetime=float(lams[-1]),
+    lams = lam_star * FIG9_GRID
+    f = MondrianKernelFeatures(n_mondrians=50, lifetime=float(lams[-1]),
                                random_state=seed).fit(train[0])
     rows = []
     for lam in lams:
-        Z, Zt = f.transform(train[0], lifetime=lam), f.transform(test[0], lifetime=lam)
-        w, c = kr.ridge(Z, train[1])
-        kernel = kr.relative_error(c + Zt @ w, test[1])
-        # the forest: every tree's cells fitted alone (shrunk means, the same penalty per
-        # tree), the trees' predictions averaged; features are 1 / sqrt(M) each
-        count = np.asarray(Z.T @ np.ones(Z.shape[0])).ravel() * np.sqrt(m)
-        sums = np.asarray(Z.T @ (train[1] - c)).ravel() * np.sqrt(m)
-        leaf = sums / (count + kr.DELTA)
-        forest = kr.relative_error(c + (Zt @ leaf) / np.sqrt(m), test[1])
-        rows.append({"lifetime": float(lam), "kernel": kernel, "forest": forest,
-                     "features": int(Z.shape[1])})
+        fit = kr.kernel_and_forest(f, float(lam), train, test)
+        rows.append({"lifetime": float(lam), "kernel": fit["kernel"], "forest": fit["forest"],
+                     "features": int(fit["kernel_weights"].size)})
 
     def draw(ax):
         ax.plot(lams, [r["forest"] for r in rows], "o-", label='"Mondrian forest" (test)')
         ax.plot(lams, [r["kernel"] for r in rows], "v-", label="Mondrian kernel (test)")
+        ax.axvline(lam_star, ls=":", color="k", label="exact kernel's lifetime")
         ax.set(xscale="log", xlabel="lifetime", ylabel="relative test error [%]",
                title="Same 50 Mondrian samples, California housing")
 
-    return {"rows": rows, "figures": [_plot(out_dir, "kernel.fig9.png", draw)]}
+    return {"rows": rows, "lifetime_star": lam_star,
+            "turned": {k: _turned([r[k] for r in rows]) for k in ("kernel", "forest")},
+            "figures": [_plot(out_dir, "kernel.fig9.png", draw)]}
 
 
 def _fig9_best(ours: dict, key: str) -> tuple[float, float]:
@@ -371,9 +432,9 @@ FIG9_ITEM = Item(
                              "more compact solution)"},
     paper_headline="kernel's test error lower, at lower lifetimes (figure)",
     data="California housing", substitutes=(CPU_SUBSTITUTE,),
-    metric="relative test error at 9 lifetimes (1/16 to 4 x the exact-kernel choice) of the "
-           "joint ridge fit (kernel) and the per-tree shrunk cell means averaged (forest "
-           "without hierarchical smoothing)",
+    metric="relative test error at 21 lifetimes (1/16 to 64 x the exact-kernel choice, "
+           "factors of sqrt 2) of the joint ridge fit (kernel) and the per-tree shrunk cell "
+           "means averaged (forest without hierarchical smoothing)",
     claim=("The kernel's lowest test error is below the forest's, at a lifetime no larger "
            "than the forest's best."),
     tolerance="strict on the error; <= on the lifetime",
@@ -382,7 +443,87 @@ FIG9_ITEM = Item(
         *_fig9_best(o, "kernel"), *_fig9_best(o, "forest")),
 )
 
-ITEMS = [FIG5_ITEM, FIG6_ITEM, FIG7_ITEM, FIG8_ITEM, FIG9_ITEM]
+# ---------------------------------------------------------------- Fig. 10
+
+
+def _share_near_zero(w: np.ndarray, band: float) -> float:
+    return float(np.mean(np.abs(w) <= band))
+
+
+def _fig10_run(budget: str, seed: int, out_dir: Path) -> dict:
+    from mondrian import MondrianKernelFeatures
+
+    train, valid, test = _cpu(budget, seed)
+    lam, _ = kr.laplace_width(train, valid, LIFETIMES)
+    m = 50
+    f = MondrianKernelFeatures(n_mondrians=m, lifetime=lam, random_state=seed).fit(train[0])
+    fit = kr.kernel_and_forest(f, lam, train, test)
+    kernel, cells = fit["kernel_weights"], fit["forest_cells"]
+    targets = train[1] - fit["centre"]
+    band = 0.1 * float(np.std(targets))
+    # the forest as a linear model on the kernel's own features (each 1 / sqrt(M)) predicts
+    # with weights cell value / sqrt(M): the same parametrisation as the kernel's weights
+    same_map = cells / np.sqrt(m)
+    summary = {name: {"median_abs": float(np.median(np.abs(w))),
+                      "share_within_band": _share_near_zero(w, band),
+                      "std": float(np.std(w)), "min": float(w.min()), "max": float(w.max())}
+               for name, w in (("kernel", kernel), ("forest", cells),
+                               ("forest_same_map", same_map), ("targets", targets))}
+
+    def draw(ax):
+        lo, hi = np.quantile(np.r_[cells, targets], [0.001, 0.999])
+        bins = np.linspace(lo, hi, 50)
+        ax.hist(cells, bins=bins, density=True, alpha=0.5, label='"M. forest" weights')
+        ax.hist(kernel, bins=bins, density=True, alpha=0.5, label="M. kernel weights")
+        ax.hist(targets, bins=bins, density=True, alpha=0.4, label="training targets (centred)")
+        ax.set(xlabel="value", ylabel="frequency",
+               title=f"Weights at lifetime {lam:.3g} (M = {m}), California housing")
+
+    return {"lifetime": lam, "m": m, "features": int(kernel.size), "band": band,
+            "test_error": {"kernel": fit["kernel"], "forest": fit["forest"]},
+            "weights": summary, "figures": [_plot(out_dir, "kernel.fig10.png", draw)]}
+
+
+def _fig10_check(ours: dict) -> Verdict:
+    w = ours["weights"]
+    k, f, same = w["kernel"], w["forest"], w["forest_same_map"]
+    holds = k["median_abs"] < f["median_abs"] and k["share_within_band"] > f["share_within_band"]
+    return Verdict(holds, f"at lifetime {ours['lifetime']:.3g}: median |w| kernel "
+                          f"{k['median_abs']:.3f}, forest {f['median_abs']:.3f}; share within "
+                          f"+-{ours['band']:.3f} of 0: kernel {k['share_within_band']:.2f}, "
+                          f"forest {f['share_within_band']:.2f}; not checked: the forest's "
+                          f"weights on the kernel's features (cell value / sqrt(M)) median |w| "
+                          f"{same['median_abs']:.3f}, share {same['share_within_band']:.2f}",
+                   None)
+
+
+FIG10_ITEM = Item(
+    key="kernel.fig10", paper=PAPER, where="Sec. 8.3, Fig. 10",
+    title="Weights learnt by the Mondrian kernel and the Mondrian forest on the same samples",
+    paper_numbers={"setting": "M = 50, the lifetime 2e-6 of Fig. 9 (terminal 1e-5) on the raw "
+                              "CPU inputs, ridge 1e-4; the forest's weights are its trees' "
+                              "cell values, the kernel's its ridge weights (" + CODE + ")",
+                   "result": "the distribution of the kernel's weights is more peaked around "
+                             "0: joint fitting reaches extreme predictions by adding several "
+                             "smaller weights"},
+    paper_headline="kernel's weights more peaked around 0 than the forest's (figure)",
+    data="California housing: " + ", ".join(f"{k} {v[0]} train / {v[2]} test"
+                                            for k, v in CPU_SIZES.items()),
+    substitutes=(CPU_SUBSTITUTE,),
+    metric="median |w| and the share of weights within 0.1 sd of the centred training targets "
+           "around 0, at the exact kernel's validation choice of lifetime (Fig. 9's lambda*); "
+           "weights as the paper's figure shows them: the kernel's ridge weights on its "
+           "1 / sqrt(M) features, the forest's per-tree cell values",
+    claim=("At Fig. 9's lifetime the Mondrian kernel's weights are more peaked around 0 than "
+           "the forest's: a smaller median absolute weight and a larger share of weights "
+           "near 0."),
+    tolerance="strict inequalities (the figure gives no numbers)",
+    run=_fig10_run, check=_fig10_check,
+    headline=lambda o: "median |w|: kernel {:.3f}, forest {:.3f}".format(
+        o["weights"]["kernel"]["median_abs"], o["weights"]["forest"]["median_abs"]),
+)
+
+ITEMS = [FIG5_ITEM, FIG6_ITEM, FIG7_ITEM, FIG8_ITEM, FIG9_ITEM, FIG10_ITEM]
 
 #: Causes of the claims that do not hold (measured at ``--budget quick``).
 CAUSES: dict[str, str] = {
