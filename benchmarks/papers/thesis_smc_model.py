@@ -38,9 +38,9 @@ from .thesis_smc import (
 #: Particle grids (one island) and seeds; the full budget's grids contain those of
 #: ``smc.fig3_2``'s full budget, whose fits it reuses when both run in one process.
 EVIDENCE_SIZES = {
-    "smoke": dict(prior=(5, 20), optimal=(3,), seeds=2),
+    "smoke": dict(prior=(5, 20), optimal=(3,), seeds=1),
     "quick": dict(prior=(10, 25, 50, 100, 200, 400, 1000), optimal=(5, 10), seeds=1),
-    "full": dict(prior=(10, 25, 50, 100, 200, 500, 1000, 2000), optimal=(5, 10, 25, 50),
+    "full": dict(prior=(10, 25, 50, 100, 200, 500, 1000, 2000), optimal=(5, 10, 25),
                  seeds=5),
 }
 
@@ -111,9 +111,9 @@ SETTINGS = {
 #: and seeds; the SMC totals are among ``smc.fig3_6``'s, whose alpha = 5 fits the
 #: alpha = 1 comparison reuses when both run in one process.
 HYPER_SIZES = {
-    "smoke": dict(smc=(10, 20), moves=400, chunk=100, optimal=3, seeds=2),
-    "quick": dict(smc=(100, 250, 500), moves=30_000, chunk=1_000, optimal=5, seeds=2),
-    "full": dict(smc=(100, 250, 500), moves=30_000, chunk=1_000, optimal=5, seeds=5),
+    "smoke": dict(smc=(10, 20), moves=400, chunk=100, optimal=3, seeds=1),
+    "quick": dict(smc=(100, 250, 500), moves=20_000, chunk=1_000, optimal=5, seeds=2),
+    "full": dict(smc=(100, 250, 500), moves=20_000, chunk=1_000, optimal=5, seeds=5),
 }
 
 
@@ -211,7 +211,7 @@ ITEMS = [
                         "trend": "rises with C; prior and optimal converge to the same value"},
          paper_headline="log p(Y|X) rises with C; prior and optimal converge to the same "
                         "value (figure)",
-         data=_DATA + _FULL + " (prior C = 10 to 2,000, optimal C = 5 to 50, one island: the "
+         data=_DATA + _FULL + " (prior C = 10 to 2,000, optimal C = 5 to 25, one island: the "
                               "fits of smc.fig3_2, two larger prior runs added)",
          substitutes=_SUBST, metric="mean over seeds of the SMC estimate of log p(Y|X) "
                                     "(training rows, nats) against C",
@@ -232,7 +232,7 @@ ITEMS = [
          paper_headline="trends as in Fig. 3.6: SMC better than MCMC, prior better than "
                         "optimal; alpha = 1 similar accuracy to alpha = 5 (figures)",
          data=_DATA + _FULL + " (SMC prior C = 100, 250, 500 with I = 5; the optimal "
-                              "proposal at C = 5, one island; CGM chains of 30,000 moves)",
+                              "proposal at C = 5, one island; CGM chains of 20,000 moves)",
          substitutes=_SUBST + (
              "MCMC: our CGM sampler (ebf.bayestrees.mcmc), the thesis' own Python MCMC not "
              "available",
