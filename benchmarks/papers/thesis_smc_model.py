@@ -111,7 +111,7 @@ SETTINGS = {
 #: and seeds; the SMC totals are among ``smc.fig3_6``'s, whose alpha = 5 fits the
 #: alpha = 1 comparison reuses when both run in one process.
 HYPER_SIZES = {
-    "smoke": dict(smc=(10, 20), moves=400, chunk=100, optimal=3, seeds=1),
+    "smoke": dict(smc=(10,), moves=200, chunk=100, optimal=3, seeds=1),
     "quick": dict(smc=(100, 250, 500), moves=20_000, chunk=1_000, optimal=5, seeds=2),
     "full": dict(smc=(100, 250, 500), moves=20_000, chunk=1_000, optimal=5, seeds=5),
 }
