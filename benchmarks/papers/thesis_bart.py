@@ -27,6 +27,7 @@ import numpy as np
 from benchmarks.bench_bart_hypercube import BETA, SAMPLERS, THESIS_ESS, THESIS_ESS_S, chain
 
 from .core import Item, Verdict
+from .thesis_bart_real import ITEMS as REAL_ITEMS
 
 PAPER = "Lakshminarayanan (2016), PhD thesis, Ch. 4 (PG-BART)"
 DATA = ("hypercube-D (thesis Sec. 4.4.1), regenerated with the thesis' recipe: 10 rows per "
@@ -249,6 +250,7 @@ ITEMS = [
          tolerance=(f"test MSE < {GOOD_MSE}, ~1% of the vertex values' variance; a chain "
                     "that never reaches it counts as n_iter"),
          run=_run_traces, check=_check_traces, headline=_headline_traces),
+    *REAL_ITEMS,  # Tables 4.3-4.5 (real data sets): benchmarks/papers/thesis_bart_real.py
 ]
 
 #: The authors' code (github.com/balajiln/pgbart, its Python 2 made to run under Python 3 in
