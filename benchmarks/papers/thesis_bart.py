@@ -13,7 +13,8 @@ Every (D, seed) draws a new data set (:func:`ebf.bayestrees.diagnostics.hypercub
 thesis' generator) and a new chain per sampler; the chains are those of
 ``benchmarks/bench_bart_hypercube.py`` (:func:`~benchmarks.bench_bart_hypercube.chain`) and
 are shared by the three items of one run. Test MSE is against the vertex values on 10 fresh
-rows per vertex.
+rows per vertex. Tables 4.3-4.5 (real data sets) are the item ``bart.table4_3_5`` of
+:mod:`benchmarks.papers.thesis_bart_real`, listed here.
 """
 
 from __future__ import annotations
