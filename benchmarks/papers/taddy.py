@@ -1,8 +1,10 @@
 """Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML.
 
-One item per table and figure: Table 1 (California housing, 10-fold CV), Fig. 1 (the
-motorcycle data), Fig. 2 (Friedman's function), Fig. 4 (trunk stability), Fig. 5 (wine),
-Fig. 6 (the beer data, a flights analogue) and Table 2 (the trunk's minimum leaf size).
+One item per table, figure and claim: Table 1 (California housing, 10-fold CV), Fig. 1
+(the motorcycle data), Fig. 2 (Friedman's function), Fig. 4 (trunk stability), eq. (11)
+(its CLT bound, :mod:`benchmarks.papers.taddy_stability`), Fig. 5 (wine), Fig. 6 (the beer
+data, a flights analogue), Table 2 (the trunk's minimum leaf size) and the eBay comparison
+of Sec. 5 (a synthetic analogue at scale, :mod:`benchmarks.papers.taddy_ebay`).
 Models as in the paper's footnotes 7 and 11 (:mod:`benchmarks.forest_models`); data and
 cross-validation in :mod:`benchmarks.papers.taddy_data`, figures in
 :mod:`benchmarks.papers.taddy_figures`.
@@ -26,6 +28,8 @@ from ebf import BARTRegressor, trunk_posterior
 from . import taddy_data as data
 from . import taddy_figures as figures
 from .core import Item, Verdict, relative
+from .taddy_ebay import EBAY
+from .taddy_stability import EQ11
 
 PAPER = "Taddy et al. (2015)"
 MODELS = ("BF", "RF", "EBF", "ET", "SSF", "BART", "DT")
@@ -455,7 +459,7 @@ TABLE2 = Item(
         for k, r in o["data_sets"].items()),
 )
 
-ITEMS = [TABLE1, FIG1, FIG2, FIG4, FIG5, FIG6, TABLE2]
+ITEMS = [TABLE1, FIG1, FIG2, FIG4, EQ11, FIG5, FIG6, TABLE2, EBAY]
 
 #: Item key -> why its claim does not hold (measured), for the claims that fail.
 CAUSES: dict[str, str] = {
