@@ -13,6 +13,7 @@ and models), and the paper's models: the full BF, an EBF whose trunk has 32 leav
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def run_ebay(budget: str, seed: int, out_dir: Path) -> dict:
                 run[name]["trunk_leaves"] = int(model.trunk_.n_leaves_)
             del model
         runs.append(run)
+        print(f"taddy.ebay seed {s}: " + ", ".join(
+            f"{m} {run[m]['misclassification']:.4f} ({run[m]['fit_seconds']:.0f} s)"
+            for m in MODELS), file=sys.stderr, flush=True)
     return {"sizes": sz, "chunks": CHUNKS, "runs": runs, **_summary(runs)}
 
 
