@@ -465,19 +465,23 @@ ITEMS = [TABLE1, FIG1, FIG2, FIG4, EQ11, FIG5, FIG6, TABLE2, EBAY]
 CAUSES: dict[str, str] = {
     "taddy.fig1": (
         "Not ours: a BF of scikit-learn trees (the paper's implementation, "
-        "DecisionTreeRegressor on Exp(1) weights, min leaf 3) has total variation 632 g "
-        "against CART's 565 g (ours 610 g). Exp(1) weights keep every row, so each weighted "
-        "tree splits near CART's splits and the average keeps CART's big steps while adding "
-        "small ones: the BF's largest jump (37 g) is below CART's (46 g), which is the "
-        "smoothing the figure shows, but total variation does not fall. The paper does not "
-        "give the CART settings of its Fig. 1."),
+        "DecisionTreeRegressor on Exp(1) weights, min leaf 3, 100 trees) has total variation "
+        "632 g against CART's 565 g (ours 610 g; benchmarks/results/issue46/taddy_sklearn.md, "
+        "`python -m benchmarks.papers.taddy_sklearn`). Exp(1) weights keep every row, so "
+        "each weighted tree splits near CART's splits and the average keeps CART's big steps "
+        "while adding small ones: the BF's largest jump (37 g, scikit-learn's too) is below "
+        "CART's (46 g), which is the smoothing the figure shows, but total variation does "
+        "not fall. The paper does not give the CART settings of its Fig. 1."),
     "taddy.fig2": (
-        "BF is 2.6% better than RF at the full budget (100 repeats; quick, 40 repeats: "
-        "2.8%), past the paper's 'about 1%' by more than a factor of 2. Not ours: on 20 "
-        "repeats scikit-learn's RF and a BF of scikit-learn trees (the paper's "
-        "implementation) score 2.776 and 2.696 (BF -2.9%), ours 2.79 and 2.70 (-3.2%): with "
-        "10 features and min leaf 3 on 100 rows BF's gain over RF is about 3%, more than the "
-        "paper's 'about 1%' (the paper does not give its number of features)."),
+        "BF is 2.6% better than RF at the full budget (100 repeats: RF 2.758, BF 2.687), "
+        "past the paper's 'about 1%' by more than a factor of 2. Not ours: the paper's "
+        "implementation (scikit-learn's RandomForestRegressor and a BF of "
+        "DecisionTreeRegressor on Exp(1) weights, min leaf 3, 100 trees) on the same 100 "
+        "data sets scores RF 2.757 and BF 2.687 (-2.5%; BF below RF in 84 of 100 repeats, "
+        "median per repeat -3.0%; benchmarks/results/issue46/taddy_sklearn.md, `python -m "
+        "benchmarks.papers.taddy_sklearn`): with 10 inputs and min leaf 3 on 100 rows BF's "
+        "gain over RF is about 2.5%, more than the paper's 'about 1%' (the paper does not "
+        "give its number of inputs)."),
     "taddy.fig6": (
         "At the full budget (10 folds, 100 trees) EBF is +0.0% (the paper's +4.4% is "
         "within its tolerance) but SSF only +5.2%, far below half the paper's +38%; at the "
