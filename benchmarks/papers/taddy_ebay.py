@@ -32,7 +32,7 @@ PAPER_DROP = 1.3
 
 
 def _sizes(budget: str) -> dict:
-    return {"smoke": dict(train=20_000, test=5_000, trees=2, seeds=1),
+    return {"smoke": dict(train=6_400, test=2_000, trees=2, seeds=1),
             "quick": dict(train=200_000, test=50_000, trees=10, seeds=3),
             "full": dict(train=500_000, test=100_000, trees=10, seeds=5)}[budget]
 
