@@ -18,7 +18,8 @@ import importlib
 from .core import Item
 
 #: The family modules, in the order of the table.
-FAMILIES = ("taddy", "mf_regression", "kernel", "thesis_smc", "thesis_bart", "thesis_mf")
+FAMILIES = ("taddy", "mf_regression", "kernel", "thesis_smc", "thesis_bart", "thesis_mf",
+            "thesis_mf_online")
 
 
 def _family(name: str):
