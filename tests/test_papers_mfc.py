@@ -1,5 +1,5 @@
 """The thesis Ch. 5 items' own pieces: dynaTree's committed evidence is read per budget and
-seed, and the online-cost check tells N log N from N^2 on made-up costs."""
+over the seeds it has, and the online-cost check tells N log N from N^2 on made-up costs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def test_dynatree_evidence_is_averaged_over_the_seeds_and_refused_when_it_differ
     got = dynatree_curves("full", [0, 1], path)
     assert got["curves"]["dna"] == [{"batches": 1, "fraction": 0.01, "accuracy": 0.55}]
     assert "not quick" in dynatree_curves("quick", [0, 1], path)["missing"]
-    assert "missing" in dynatree_curves("full", [0, 2], path)
+    assert dynatree_curves("full", [0, 2], path)["seeds"] == [0]
+    assert "missing" in dynatree_curves("full", [2, 3], path)
 
 
 def _cost(power: float) -> dict:
