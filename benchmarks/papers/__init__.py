@@ -2,8 +2,8 @@
 
 One :class:`~benchmarks.papers.core.Item` per table, figure or claim; each family module
 (``taddy``, ``mf_regression``, ``kernel``, ``thesis_smc``, ``thesis_smc_model``,
-``thesis_bart``, ``thesis_mf``, ``thesis_mf_online``) lists its items in ``ITEMS`` and, for every claim that does
-not hold, its cause in ``CAUSES``. Run them with::
+``thesis_bart``, ``thesis_mf``, ``thesis_mf_online``) lists its items in ``ITEMS`` and, for
+every claim that does not hold, its cause in ``CAUSES``. Run them with::
 
     python -m benchmarks.papers --items 'taddy.*' --budget quick
 
