@@ -15,8 +15,8 @@ The corpus is synthetic, drawn from an LDA model (:func:`corpus`): 10 topics ove
 500-word vocabulary, topic-word weights ~ Dirichlet(0.05), document-topic weights ~
 Dirichlet(0.1), 5 + Poisson(40) words per document. The stream holds 8,192 documents, so
 every batch size of the grid is a different number of updates (8,192 down to 2, and one
-update of the whole stream at 16,384); that size makes the whole grid about 12 minutes on
-one core. Run once::
+update of the whole stream at 16,384); that size makes the whole grid about 10 minutes of
+CPU (2 s a point; 51 minutes of wall time on the loaded 2-core machine). Run once::
 
     PYTHONPATH=. python -m benchmarks.papers.make_lda_grid
 """
