@@ -19,6 +19,8 @@ Exit statuses (also in :func:`pipelines.cli.main`):
 3     ``train`` / ``retrain`` with ``--mlflow-uri``: the model was written, but its MLflow run
       could not be logged (:mod:`pipelines.cli.tracking`)
 130   interrupted (Ctrl-C, SIGINT) before the output was committed: nothing was written
+141   the reader of standard output went away (``ebf registry show ... | head``): silent,
+      as a command killed by SIGPIPE; whatever the command writes to files is unaffected
 143   terminated (SIGTERM) before the output was committed: nothing was written
 ====  =====================================================================================
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import select
 import signal
 import sys
 import traceback
@@ -44,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: Exit statuses of the ``ebf`` command.
 OK, FAILED, USAGE, INTERRUPTED, TERMINATED = 0, 1, 2, 130, 128 + signal.SIGTERM
+#: The status a shell gives a command that SIGPIPE ended (``cat big | head``).
+READER_GONE = 128 + signal.SIGPIPE
 #: Exit status of ``train`` / ``retrain`` when the model was written but its MLflow run was
 #: not logged: a job that tracks its runs is told, and the model is not lost.
 TRACKING_FAILED = 3
@@ -239,6 +244,9 @@ def report_failure(exc: BaseException, program: str, verbose: int,
         The exit status.
     """
     stream = sys.stderr if stream is None else stream
+    if isinstance(exc, BrokenPipeError) and _reader_gone(sys.stdout):
+        _silence(sys.stdout)  # the reader stopped reading: not a failure to report
+        return READER_GONE
     try:
         status, message = describe_failure(exc)
     except Exception:  # e.g. a module left half-imported by a signal: still one line
@@ -248,3 +256,26 @@ def report_failure(exc: BaseException, program: str, verbose: int,
     label = "error" if status not in (INTERRUPTED, TERMINATED) else "stopped"
     print(f"{program}: {label}: {message}", file=stream, flush=True)
     return status
+
+
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reading end was closed (``| head`` has exited):
+    polling its descriptor reports an error then (Linux, macOS); a broken pipe elsewhere (a
+    socket to a worker) is a failure like any other."""
+    try:
+        fd = stream.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # a captured stream, or no poll()
+        return False
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _silence(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at the null device, so that the interpreter's last
+    flush of what is still buffered does not print a second broken pipe."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, stream.fileno())
+    finally:
+        os.close(null)

@@ -156,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         directory, a missing input, a schema that does not fit); 3 if ``train`` or
         ``retrain`` wrote its model but could not log its MLflow run; 130 if interrupted
         (Ctrl-C) and 143 on SIGTERM before the output was committed (nothing was written);
+        141, silently, when the reader of standard output has gone (``| head``);
         a signal after the commit changes nothing (:mod:`pipelines.stops`). Every failure is one
         line on stderr naming the cause and the fix; ``-v`` adds the traceback.
 

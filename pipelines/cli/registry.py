@@ -24,6 +24,8 @@ __all__ = ["format_versions"]
 _REGISTRY_HELP = ("registry root (a path or fsspec URL holding models/NAME/) or ROOT/models/NAME; "
                   "a root must hold one model name unless --name is given")
 _WIDTH = 40  # longest text cell printed from a record (records are untrusted input)
+#: Longest metric name printed whole: ebf's own (``expected_calibration_error``) fit.
+_METRIC_WIDTH = 32
 
 
 def add_registry_parser(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +103,8 @@ def _row(version: int, record: dict, current: int | None) -> list[str]:
     metrics = record.get("metrics")
     if isinstance(metrics, dict) and isinstance(metrics.get("challenger"), dict):
         metrics = metrics["challenger"]  # ebf retrain's record: the version's own scores
-    shown = (" ".join(f"{_text(k, 16)}={_text(v, 12)}" for k, v in list(metrics.items())[:8])
+    shown = (" ".join(f"{_text(k, _METRIC_WIDTH)}={_text(v, 12)}"
+                      for k, v in list(metrics.items())[:8])
              if isinstance(metrics, dict) else "")
     decision = record.get("decision")
     return ["*" if version == current else "", _version_cell(version),
@@ -209,6 +212,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     versions = args.versions or known
     if not versions:
         raise UsageError(f"{registry.url} has no version to compare")
+    twice = sorted({v for v in versions if versions.count(v) > 1})
+    if twice:
+        raise UsageError(f"--versions names {', '.join(_version_cell(v) for v in twice)} "
+                         "more than once; name each version once")
     missing = [v for v in versions if v not in known]
     if missing:
         raise UsageError(f"version(s) {missing} are not in {registry.url}; it has "

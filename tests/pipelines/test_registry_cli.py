@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,7 +29,8 @@ def registry(tmp_path, tiny_model_dir):
     """A registry of three versions of the tiny model: 1 promoted, 2 rejected, 3 current."""
     reg = Registry(tmp_path / "reg")
     records = [
-        ({"decision": "promoted", "metrics": {"rmse": 1.23456, "nlpd": 0.5}}, True),
+        ({"decision": "promoted", "metrics": {"rmse": 1.23456, "nlpd": 0.5,
+                                              "expected_calibration_error": 0.01}}, True),
         ({"decision": "rejected", "metrics": {"rmse": 2.0}, "lineage": {"parent": 1}}, False),
         ({"decision": "promoted\x1b[31m", "lineage": {"parent": 1}, "key": "k3"}, True),
     ]
@@ -43,7 +47,8 @@ def test_list_show_promote_rollback(registry, capsys):
     assert out[0] == f"{registry.url}: 3 versions, current v0003"
     assert out[1].split() == ["version", "created_utc", "decision", "parent", "metrics"]
     first, second, third = (line.split() for line in out[2:])
-    assert first[0] == "v0001" and first[2:] == ["promoted", "rmse=1.235", "nlpd=0.5"]
+    assert first[0] == "v0001" and first[2:] == ["promoted", "rmse=1.235", "nlpd=0.5",
+                                                 "expected_calibration_error=0.01"]
     assert second[0] == "v0002" and second[2:] == ["rejected", "v0001", "rmse=2"]
     assert third[:2] == ["*", "v0003"] and third[3:] == ["promoted?[31m", "v0001"]
 
@@ -69,6 +74,24 @@ def test_list_show_promote_rollback(registry, capsys):
     assert registry.current() == 3
 
 
+@pytest.mark.parametrize("action", ["list", "show"])
+def test_a_reader_that_stops_reading_is_not_an_error(registry, action):
+    """``ebf registry show ... | head``: when the pipe's reader has gone, the command ends
+    silently with 141 (a command ended by SIGPIPE), not with "error: Broken pipe"."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes a byte
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root),
+                                                        os.environ.get("PYTHONPATH", "")]))
+    try:
+        done = subprocess.run([sys.executable, "-m", "pipelines", "registry", action,
+                               str(registry.root)], stdout=write, stderr=subprocess.PIPE,
+                              env=env, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 @pytest.mark.parametrize("argv, status, text", [
     (["show", "{root}@9"], 2, "version 9 is not in the registry"),
     (["promote", "{root}"], 2, "name the version to promote"),
@@ -76,6 +99,8 @@ def test_list_show_promote_rollback(registry, capsys):
     (["rollback", "{root}@1"], 2, "takes a registry, not a version"),
     (["list", "{root}", "--name", "other"], 0, "0 versions, no current version"),
     (["show", "{root}/nothing"], 1, "is not a model registry"),
+    (["compare", "{root}", "{root}", "--versions", "1", "3", "1"], 2,
+     "--versions names v0001 more than once; name each version once"),
 ])
 def test_errors_are_one_line_with_a_status(registry, capsys, argv, status, text):
     argv = [a.format(root=registry.root) for a in argv]
