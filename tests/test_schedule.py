@@ -244,8 +244,11 @@ def _job_env(tmp_path: Path, cron_env: dict[str, str], **extra: str) -> dict[str
     return env
 
 
-def _last_json(text: str) -> dict:
-    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+def _last_version(text: str) -> dict:
+    """The last ``version N: ACTION, DECISION`` line of ebf retrain's report in the log."""
+    found = re.findall(r"^version (\d+): [a-z-]+, ([a-z]+)$", text, flags=re.M)
+    assert found, text
+    return {"version": int(found[-1][0]), "decision": found[-1][1]}
 
 
 def _gnu_yesterday() -> str | None:
@@ -272,12 +275,12 @@ def test_crontab_lines_and_the_wrapper_run_the_job(tmp_path, examples):
     # the active line (the wrapper) on a backfilled day: version 1
     done = _shell(wrapped, _job_env(tmp_path, cron_env, EBF_RETRAIN_DAY=first_day))
     assert done.returncode == 0 and not done.stdout, (done.stdout, log.read_text())
-    assert _last_json(log.read_text()) == {"version": 1, "decision": "trained"}
+    assert _last_version(log.read_text()) == {"version": 1, "decision": "trained"}
 
     # the line without the wrapper, on yesterday's partition: exit 0 for promoted and kept
     done = _shell(plain, _job_env(tmp_path, cron_env))
     assert done.returncode == 0 and not done.stdout, (done.stdout, log.read_text())
-    second = _last_json(log.read_text())
+    second = _last_version(log.read_text())
     assert second["version"] == 2 and second["decision"] in ("promoted", "kept")
     assert Registry(tmp_path / "registry").versions() == [1, 2]
 
