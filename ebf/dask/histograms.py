@@ -37,6 +37,10 @@ from .inputs import EncodedData
 
 logger = logging.getLogger(__name__)
 
+#: The key prefix of the trunk's histogram tasks: the Dask dashboard groups tasks by it, so
+#: the trunk's levels show as ``ebf-trunk-level`` (its binning as ``ebf-trunk-binned``).
+TRUNK_LEVEL = "ebf-trunk-level"
+
 #: Histograms summed per reduction task (fan-in of the reduction tree).
 SPLIT_EVERY = 8
 
@@ -153,7 +157,7 @@ class DaskHistogramSource:
         n_classes = data.n_classes if data.task == "classification" else None
         self.parts = map_shared(client, bin_partition, data.futures, edges=edges,
                                 task=data.task, n_classes=n_classes, pure=True,
-                                key=[f"ebf-binned-{self.token}-{p}"
+                                key=[f"ebf-trunk-binned-{self.token}-{p}"
                                      for p in range(len(data.futures))])
         self.calls = 0
         self.seconds: list[float] = []
@@ -164,10 +168,10 @@ class DaskHistogramSource:
         hists = map_shared(
             self.client, partition_histogram, self.parts, trunk=trunk, open_nodes=open_nodes,
             n_bins=self.n_bins, pure=True,
-            key=[f"ebf-hist-{self.token}-{call}-{p}" for p in range(len(self.parts))],
+            key=[f"{TRUNK_LEVEL}-{self.token}-{call}-{p}" for p in range(len(self.parts))],
         )
         total = tree_reduce(self.client, hists, self.split_every,
-                            prefix=f"ebf-hist-sum-{self.token}-{call}")
+                            prefix=f"{TRUNK_LEVEL}-sum-{self.token}-{call}")
         out = total.result()
         self.calls += 1
         self.seconds.append(time.perf_counter() - t0)

@@ -36,7 +36,7 @@ from ebf.dask import (
     DaskSubsampleForestRegressor,
 )
 from ebf.dask.client import NoClientError, gather, wait_for
-from ebf.dask.histograms import sample_bin_edges
+from ebf.dask.histograms import TRUNK_LEVEL, sample_bin_edges
 from ebf.dask.inputs import check_inputs, encode, summarize
 from ebf.features import FeatureEncoder
 
@@ -146,6 +146,10 @@ def test_distributed_trunk_equals_local_trunk(dask_client, local_cls, target, in
     assert t_dask.export_text() == t_local.export_text()
     X = ddf[FEATURES].compute()
     np.testing.assert_array_equal(model.to_local().apply(X), local.apply(X))
+    # the dashboard groups tasks by key prefix: the trunk's levels show as the trunk
+    prefixes = dask_client.run_on_scheduler(lambda dask_scheduler: list(
+        dask_scheduler.task_prefixes))
+    assert TRUNK_LEVEL in prefixes and not any(p.startswith("ebf-hist") for p in prefixes)
 
 
 # ------------------------------------------------------------------------------ parity
