@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.bench_bart_hypercube import BETA, chain
+from benchmarks.papers.pgbart_mixing import OUT, save, spread
 from benchmarks.papers.thesis_bart import GOOD_MSE
 from ebf.bayestrees.diagnostics import chain_ess, hypercube
 
-OUT = Path(__file__).resolve().parents[1] / "results" / "issue46"
 COMMIT = "ff8b0c6"
 #: Python 3's exec cannot bind a function's locals: the prediction rules run in a namespace.
 _EXEC = "_ns = {{'x': x, 'np': np}}; exec({}, _ns); leaf_id = _ns['leaf_id']"
@@ -147,10 +147,6 @@ def ours_chain(dim: int, seed: int, sampler: str, n_iter: int, burn_in: int) -> 
                     r["trace_test_mse"], r["seconds"], burn_in)
 
 
-def _cell(vals: list[float]) -> str:
-    return f"{statistics.median(vals):.0f} ({min(vals):.0f}-{max(vals):.0f})"
-
-
 def markdown(runs: list[dict], a: argparse.Namespace) -> str:
     lines = [f"# The authors' PG-BART code on our hypercube-D data sets ({a.out})", "",
              f"github.com/balajiln/pgbart at {COMMIT} (Python 2, converted by lib2to3), "
@@ -178,7 +174,8 @@ def markdown(runs: list[dict], a: argparse.Namespace) -> str:
                         and r["sampler"] == s]
                 if mine:
                     reach = sum(r["first_good"] is not None for r in mine)
-                    lines.append(f"| {d} | {code} | {s} | {_cell([r['ess'] for r in mine])} | "
+                    ess = spread([r["ess"] for r in mine], ".0f")
+                    lines.append(f"| {d} | {code} | {s} | {ess} | "
                                  f"{statistics.median(r['leaves'] for r in mine):.1f} / "
                                  f"{2 ** d} | {reach} of {len(mine)} |")
     return "\n".join(lines) + "\n"
@@ -213,8 +210,7 @@ def main(argv: list[str] | None = None) -> str:
                               f"{r['leaves']:.1f}, first fit {r['first_good']}, "
                               f"{r['seconds']:.1f} s", flush=True)
     text = markdown(runs, a)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{a.out}.md").write_text(text)
+    save(a.out, text)
     (OUT / f"{a.out}.json").write_text(json.dumps({"commit": COMMIT, "args": {
         k: v for k, v in vars(a).items() if k != "source"}, "runs": runs}, indent=1) + "\n")
     return text

@@ -25,9 +25,17 @@ OUT = Path(__file__).resolve().parents[1] / "results" / "issue46"
 SAMPLERS = ("cgm", "pg")
 
 
-def _cell(values: list[float], fmt: str) -> str:
+def spread(values: list[float], fmt: str) -> str:
+    """``median (min-max)`` of ``values``, each number formatted by ``fmt``."""
     return (f"{statistics.median(values):{fmt}} "
             f"({min(values):{fmt}}-{max(values):{fmt}})")
+
+
+def save(stem: str, text: str) -> str:
+    """Write ``text`` to ``benchmarks/results/issue46/<stem>.md``; return it."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{stem}.md").write_text(text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -53,10 +61,10 @@ def main(argv: list[str] | None = None) -> str:
         ratio = statistics.median(eps["pg"]) / statistics.median(eps["cgm"])
         thesis_ratio = THESIS_ESS_S[d][2] / THESIS_ESS_S[d][0]
         rows.append(
-            f"| {d} | {_cell(ess['pg'], '.0f')} | {THESIS_ESS[d][2]:.0f} | "
+            f"| {d} | {spread(ess['pg'], '.0f')} | {THESIS_ESS[d][2]:.0f} | "
             f"{statistics.median(ess['pg']) / THESIS_ESS[d][2]:.2f} | "
-            f"{_cell(ess['cgm'], '.1f')} | {_cell(eps['pg'], '.0f')} | "
-            f"{_cell(eps['cgm'], '.0f')} | {ratio:.1f} | {thesis_ratio:.1f} | "
+            f"{spread(ess['cgm'], '.1f')} | {spread(eps['pg'], '.0f')} | "
+            f"{spread(eps['cgm'], '.0f')} | {ratio:.1f} | {thesis_ratio:.1f} | "
             f"{statistics.median(r['leaves'] for r in runs['pg']):.1f} / {2 ** d} | "
             f"{statistics.median(r['test_mse'] for r in runs['pg']):.3f} |")
         print(rows[-1], flush=True)
@@ -69,9 +77,7 @@ def main(argv: list[str] | None = None) -> str:
         "| D | PG ESS | thesis PG ESS | ours/thesis | CGM ESS | PG ESS/s | CGM ESS/s | "
         "PG/CGM ESS/s | thesis PG/CGM | PG leaves / 2^D | PG test MSE |",
         "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""])
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{a.out}.md").write_text(text)
-    return text
+    return save(a.out, text)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "results" / "issue46"
+from benchmarks.papers.pgbart_mixing import save
 
 _CHILD = """
 import hashlib, json, sys, time
@@ -85,9 +85,7 @@ def main(argv: list[str] | None = None) -> str:
         "(wall and the process' CPU) min / median / max.", "",
         "| sampler | clock | before | after | after / before (median) | same predictions |",
         "|---|---|---|---|---|---|", *lines, ""])
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{a.out}.md").write_text(text)
-    return text
+    return save(a.out, text)
 
 
 if __name__ == "__main__":
