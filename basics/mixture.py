@@ -230,6 +230,15 @@ def _blocks(n_rows: int, per_row: int):
         yield slice(start, min(start + step, n_rows))
 
 
+def _pad_columns(a: np.ndarray, width: int, fill: float) -> np.ndarray:
+    """Right-pad the component columns of a mixture's array (zero-weight padding)."""
+    if a.shape[1] == width:
+        return a
+    out = np.full((a.shape[0], width), fill)
+    out[:, : a.shape[1]] = a
+    return out
+
+
 class GaussianMixture:
     """A Gaussian mixture predictive distribution per row.
 
@@ -392,6 +401,40 @@ class GaussianMixture:
             m[dropped] = 0.0
             v[dropped] = 1.0
         return cls._trusted(w, m, v)
+
+    @classmethod
+    def stack(cls, mixtures: Sequence[GaussianMixture]) -> GaussianMixture:
+        """The rows of several mixtures, one mixture after the other (the blocks of rows of
+        one prediction, or the partitions of a Dask one). Mixtures with fewer components are
+        right-padded with zero-weight components, which change no value.
+
+        Parameters
+        ----------
+        mixtures : sequence of GaussianMixture
+            At least one.
+
+        Returns
+        -------
+        GaussianMixture
+            ``sum(len(m) for m in mixtures)`` rows, ``max(m.n_components)`` columns.
+
+        Examples
+        --------
+        >>> a = GaussianMixture.from_moments([0.0], [1.0])
+        >>> b = GaussianMixture([[0.5, 0.5]], [[-1.0, 1.0]], [[1.0, 1.0]])
+        >>> GaussianMixture.stack([a, b]).mean.tolist()
+        [0.0, 0.0]
+        """
+        parts = list(mixtures)
+        if not parts:
+            raise ValueError("stack needs at least one mixture.")
+        if len(parts) == 1:
+            return parts[0]
+        width = max(p.n_components for p in parts)
+        return cls._trusted(*(
+            np.concatenate([_pad_columns(getattr(p, k), width, fill) for p in parts])
+            for k, fill in (("weights", 0.0), ("means", 0.0), ("variances", 1.0))
+        ))
 
     # ------------------------------------------------------------------ container protocol
 

@@ -33,7 +33,8 @@ from .threads import n_threads, thread_map
 from .validation import check_scored_targets
 
 __all__ = ["PREDICT_BLOCK", "ClassifierSummary", "PredictiveClassifierMixin",
-           "PredictiveRegressorMixin", "PredictiveSummary", "row_blocks"]
+           "PredictiveRegressorMixin", "PredictiveSummary", "predicted_quantiles",
+           "row_blocks"]
 
 #: Rows per prediction block. A block's predictive mixture takes memory per row times the
 #: block size (a pooled SSF mixture of 80 Mondrian trees has ~900 components per row: 2,048
@@ -219,20 +220,32 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         """
         return self._summaries(X, np.atleast_1d(check_levels(quantiles, "quantiles")))
 
-    def predict(self, X: Any, *, return_std: bool = False):
-        """Predictive mean (and standard deviation) of every row.
+    def predict(self, X: Any, *, return_std: bool = False, quantiles: Any = None):
+        """Predictive mean (and standard deviation), or quantiles, of every row.
 
         Parameters
         ----------
         X : pandas.DataFrame or array-like of shape (n_samples, n_features)
         return_std : bool, default=False
             Also return the standard deviation of :meth:`predict_distribution`.
+        quantiles : float or array-like of shape (n_levels,), optional
+            Return these quantiles instead of the mean (:meth:`predict_quantiles`), as
+            quantile regression forests' ``predict(X, quantiles=...)`` does.
 
         Returns
         -------
         mean : ndarray of shape (n_samples,)
         std : ndarray of shape (n_samples,), only if ``return_std``
+        quantiles : ndarray of shape (n_samples,) for a scalar level, else (n_samples,
+            n_levels); only if ``quantiles`` is given
+
+        Examples
+        --------
+        >>> model.predict(X, quantiles=[0.1, 0.9]).shape  # doctest: +SKIP
+        (100, 2)
         """
+        if quantiles is not None:
+            return predicted_quantiles(self, X, quantiles, return_std)
         s = self._summaries(X, np.empty(0))
         return (s.mean, s.std) if return_std else s.mean
 
@@ -253,14 +266,7 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         """
         A, perm = self._predict_rows(X)
         parts = self._map_blocks(lambda b: self._mixture(A[b]), A.shape[0])
-        if len(parts) <= 1:
-            mixture = parts[0] if parts else self._mixture(A)
-        else:
-            width = max(p.n_components for p in parts)
-            mixture = GaussianMixture._trusted(*(
-                np.concatenate([_pad(getattr(p, k), width, fill) for p in parts])
-                for k, fill in (("weights", 0.0), ("means", 0.0), ("variances", 1.0))
-            ))
+        mixture = GaussianMixture.stack(parts) if parts else self._mixture(A)
         if perm is not None:
             mixture = GaussianMixture._trusted(*(_unsort(a, perm) for a in (
                 mixture.weights, mixture.means, mixture.variances)))
@@ -283,13 +289,21 @@ class PredictiveRegressorMixin(RecalibrationMixin, _BlockwiseMixin):
         return self._summaries(X, np.atleast_1d(check_levels(q, "q"))).quantiles
 
 
-def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
-    """Right-pad the component columns of a block (zero-weight padding components)."""
-    if a.shape[1] == width:
-        return a
-    out = np.full((a.shape[0], width), fill)
-    out[:, : a.shape[1]] = a
-    return out
+def predicted_quantiles(estimator: Any, X: Any, quantiles: Any, return_std: bool) -> Any:
+    """``estimator.predict(X, quantiles=quantiles)``: its ``predict_quantiles``, one column
+    less for a scalar level (the convention of quantile regression forests). Shared by every
+    regressor's ``predict``, the Dask ones included (their quantiles are dask arrays).
+
+    Raises
+    ------
+    ValueError
+        If ``return_std`` is asked for too.
+    """
+    if return_std:
+        raise ValueError("predict returns the quantiles or the mean and std, not both: drop "
+                         "return_std=True, or call predict_summary for all of them at once.")
+    out = estimator.predict_quantiles(X, quantiles)
+    return out[:, 0] if np.ndim(quantiles) == 0 else out
 
 
 class PredictiveClassifierMixin(ClassRecalibrationMixin, _BlockwiseMixin):

@@ -4,6 +4,7 @@ Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. 
 layout and the contracts between modules are in ``docs/architecture.md``.
 """
 
+from basics.metrics import neg_crps_scorer
 from basics.versions import library_version
 
 from ._forests import BayesianForestClassifier, BayesianForestRegressor
@@ -44,6 +45,7 @@ __all__ = [
     "Trunk",
     "TrunkPosterior",
     "load",
+    "neg_crps_scorer",
     "open_model",
     "performance_drift",
     "plot_split_posterior",

@@ -48,11 +48,13 @@ from .updates import OnlineUpdates
 DEFAULT_TRUNK_LEAVES = 5
 
 
-def _pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> GaussianMixture:
+def pad_rows(parts: list[tuple[np.ndarray, GaussianMixture]], n: int) -> GaussianMixture:
     """One mixture for ``n`` rows from per-branch mixtures over disjoint row sets.
 
     Branches may have different numbers of components (Mondrian paths vary); shorter rows are
-    padded with zero-weight components, which :class:`GaussianMixture` ignores.
+    padded with zero-weight components, which :class:`GaussianMixture` ignores. ``parts`` is
+    ``[(rows, mixture of those rows), ...]``. The local EBF joins a block's branches with it,
+    :mod:`ebf.dask.distribution` a partition's.
     """
     width = max((g.n_components for _, g in parts), default=1)
     W = np.zeros((n, width))
@@ -491,7 +493,7 @@ class _EBF(OnlineUpdates, _BranchedEnsemble):
     def _mixture(self, Xf: np.ndarray) -> GaussianMixture:
         parts = [(rows, self.branches_[b].predict_distribution(Xf[rows]))
                  for b, rows in self._groups(self.trunk_.apply(Xf))]
-        return _pad_rows(parts, Xf.shape[0])
+        return pad_rows(parts, Xf.shape[0])
 
     def _summary(self, Xf: np.ndarray, levels: np.ndarray) -> tuple:
         """One routing; each branch's rows summarised from that branch's mixture alone

@@ -18,7 +18,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from basics.bounds import check_locations, check_range, check_variances
 from basics.flat_tree import INDEX
+from basics.levels import DEFAULT_QUANTILES, check_levels
 from basics.mixture import GaussianMixture
+from basics.predictive import predicted_quantiles
 from basics.seeds import resolve_entropy
 from basics.threads import N_JOBS
 from basics.validation import (
@@ -354,8 +356,12 @@ class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
         check_locations("intercept_", centre)
         return {"intercept_": centre}
 
-    def predict(self, X: Any, *, return_std: bool = False):
-        """Posterior mean (and standard deviation of the Gaussian predictive)."""
+    def predict(self, X: Any, *, return_std: bool = False, quantiles: Any = None):
+        """Posterior mean (and standard deviation of the Gaussian predictive), or its
+        quantiles (``quantiles=``: :meth:`predict_quantiles`, one column less for a scalar
+        level)."""
+        if quantiles is not None:
+            return predicted_quantiles(self, X, quantiles, return_std)
         cols = self._cells(X)
         mean = self._scores(cols)[:, 0]
         if not return_std:
@@ -366,6 +372,22 @@ class MondrianKernelRegressor(RegressorMixin, _MondrianKernelRidge):
         """The Gaussian predictive of every row (one component)."""
         mean, std = self.predict(X, return_std=True)
         return GaussianMixture.from_moments(mean, std**2)
+
+    def predict_quantiles(self, X: Any, q: Any = DEFAULT_QUANTILES) -> np.ndarray:
+        """Quantiles of the Gaussian predictive of every row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        q : float or array-like of shape (n_levels,), default=DEFAULT_QUANTILES
+            Levels in [0, 1] (:func:`basics.levels.check_levels`).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_levels)
+        """
+        levels = np.atleast_1d(check_levels(q, "q"))
+        return self.predict_distribution(X).quantile(levels)
 
 
 class MondrianKernelClassifier(ClassifierMixin, _MondrianKernelRidge):

@@ -135,6 +135,9 @@ def test_predictive_api(estimator):
     q = model.predict_quantiles(Xt, (0.05, 0.5, 0.95))
     assert q.shape == (25, 3) and np.all(np.diff(q, axis=1) >= 0)
     np.testing.assert_allclose(q, dist.quantile([0.05, 0.5, 0.95]), rtol=1e-12, atol=1e-12)
+    # quantile regression forests' convention: predict(X, quantiles=...)
+    np.testing.assert_array_equal(model.predict(Xt, quantiles=[0.05, 0.5, 0.95]), q)
+    np.testing.assert_array_equal(model.predict(Xt, quantiles=0.95), q[:, 2])
 
 
 def _dask_pairs():

@@ -13,6 +13,7 @@ phases). Modules, in data-flow order:
 ``graph``       a local model as one key of a graph, or small rows brought to it
 ``sharded``     a saved model predicted branch by branch, each task loading one shard
 ``_predict``    lazy ``map_partitions`` predictions of a local model, or of a saved one
+``distribution`` quantiles, predictive distributions and class probabilities as dask arrays
 ``_estimators`` the ``Dask*`` estimators (``fit``, ``predict_frame``, ``to_local``)
 
 Examples
@@ -30,13 +31,23 @@ from ._estimators import (
 )
 from ._predict import predict_frame, predict_series
 from .branches import BranchMemoryError
+from .distribution import (
+    DaskDistribution,
+    predict_distribution,
+    predict_proba,
+    predict_quantiles,
+)
 
 __all__ = [
     "BranchMemoryError",
+    "DaskDistribution",
     "DaskEmpiricalBayesianForestClassifier",
     "DaskEmpiricalBayesianForestRegressor",
     "DaskSubsampleForestClassifier",
     "DaskSubsampleForestRegressor",
+    "predict_distribution",
     "predict_frame",
+    "predict_proba",
+    "predict_quantiles",
     "predict_series",
 ]

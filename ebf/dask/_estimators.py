@@ -12,6 +12,9 @@ from typing import Any
 
 from sklearn.utils.validation import check_is_fitted
 
+from basics.levels import DEFAULT_QUANTILES
+from basics.predictive import predicted_quantiles
+
 from ..config import MAX_BINS, MIN_SAMPLES_LEAF
 from ..estimators import (
     EmpiricalBayesianForestClassifier,
@@ -21,8 +24,13 @@ from ..estimators import (
 )
 from ..learners import DEFAULT_BRANCH
 from ._fitting import _DaskEBF, _DaskSSF
-from ._scoring import predict_proba
 from .calibration import recalibrate
+from .distribution import (
+    DaskDistribution,
+    predict_distribution,
+    predict_proba,
+    predict_quantiles,
+)
 
 _DASK_PARAMS_DOC = """
     branch_memory : int, str or None, default=None
@@ -54,8 +62,60 @@ _FITTED_DOC = """
 """
 
 
-class _DaskRecalibration:
-    """``recalibrate`` of the Dask regressors: the PIT map learnt on the cluster."""
+class _DaskRegressor:
+    """The distribution API and ``recalibrate`` of the Dask regressors: the local
+    regressors' methods on dask DataFrames, lazily (:mod:`ebf.dask.distribution`)."""
+
+    def predict(self, X: Any, *, quantiles: Any = None) -> Any:
+        """Lazy predictive mean of every row, or its quantiles.
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+        quantiles : float or sequence of float, optional
+            Return these quantiles instead (:meth:`predict_quantiles`; one column less for
+            a scalar level), as quantile regression forests' ``predict`` does.
+
+        Returns
+        -------
+        dask.dataframe.Series named ``mean``, or a dask.array.Array of quantiles
+        """
+        if quantiles is None:
+            return super().predict(X)
+        return predicted_quantiles(self, X, quantiles, False)
+
+    def predict_quantiles(self, X: Any, q: Any = DEFAULT_QUANTILES) -> Any:
+        """Lazy quantiles of every row's predictive distribution (recalibrated, if the model
+        has a map; :func:`ebf.dask.distribution.predict_quantiles`).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+        q : float or sequence of float, default=DEFAULT_QUANTILES
+
+        Returns
+        -------
+        dask.array.Array of shape (n_rows, n_levels)
+            The local model's ``predict_quantiles`` on ``X.compute()``, bit for bit.
+        """
+        check_is_fitted(self, "model_")
+        return predict_quantiles(self.model_, X, q, client=self.client)
+
+    def predict_distribution(self, X: Any) -> DaskDistribution:
+        """The lazy predictive distribution of every row, one mixture per partition
+        (:class:`ebf.dask.distribution.DaskDistribution`: the local distribution's methods
+        as dask arrays).
+
+        Parameters
+        ----------
+        X : dask.dataframe.DataFrame
+
+        Returns
+        -------
+        ebf.dask.distribution.DaskDistribution
+        """
+        check_is_fitted(self, "model_")
+        return predict_distribution(self.model_, X, client=self.client)
 
     def recalibrate(self, X: Any, y: Any, *, n_knots: int | None = None) -> Any:
         """Learn the fitted model's PIT map on calibration rows (:mod:`ebf.dask.calibration`;
@@ -77,7 +137,7 @@ class _DaskRecalibration:
         return self
 
 
-class DaskEmpiricalBayesianForestRegressor(_DaskRecalibration, _DaskEBF):
+class DaskEmpiricalBayesianForestRegressor(_DaskRegressor, _DaskEBF):
     __doc__ = """Empirical Bayesian forest regressor fit on a Dask cluster (Sec. 4-5).
 
     Parameters
@@ -139,7 +199,7 @@ class _DaskProba:
 
     def predict_proba(self, X: Any) -> Any:
         """Lazy class probabilities, a dask array in ``classes_`` order
-        (:func:`ebf.dask._scoring.predict_proba`).
+        (:func:`ebf.dask.distribution.predict_proba`).
 
         Parameters
         ----------
@@ -206,7 +266,7 @@ max_features, max_depth, trunk_max_bins, branch_params, calibrate, random_state,
         self.client = client
 
 
-class DaskSubsampleForestRegressor(_DaskRecalibration, _DaskSSF):
+class DaskSubsampleForestRegressor(_DaskRegressor, _DaskSSF):
     __doc__ = """Sub-sample forest regressor fit on a Dask cluster (Sec. 4's baseline).
 
     Rows go to sub-samples exactly as in :class:`ebf.SubsampleForestRegressor` (the same

@@ -137,7 +137,7 @@ def predict_frame(model: Any, X: Any, quantiles: Sequence[float] = DEFAULT_QUANT
         Same index and partitions as ``X``; columns as in the module docstring. Of a model
         whose parts are on the workers it cannot become a dask array (``to_dask_array``:
         Dask loses the parts' futures there, "lost dependencies"); compute, persist or
-        write it, or use :func:`ebf.dask._scoring.predict_proba`.
+        write it, or use :func:`ebf.dask.distribution.predict_proba`.
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""``score`` and ``predict_proba`` of a fitted local model over Dask collections.
+"""``score`` of a fitted local model over Dask collections.
 
 What scikit-learn's ``score`` gives on the computed data, in one pass over the partitions:
 the coefficient of determination R² for regressors (``sklearn.metrics.r2_score``) and the
@@ -24,7 +24,7 @@ from ._predict import on_workers
 from .graph import shared_model
 from .sharded import PredictJob, sharded_blocks
 
-__all__ = ["predict_proba", "score"]
+__all__ = ["score"]
 
 _TARGET, _WEIGHT = "__ebf_target__", "__ebf_weight__"
 
@@ -164,52 +164,3 @@ def _check_targets(y: Any, client: Any) -> None:
                            else client.gather(client.compute(list(tasks))))
     refuse_scored_targets(int(count), str(y.name) if y.name is not None else "y", int(n),
                           float(low), float(high))
-
-
-def _proba_block(assembled: tuple, k: int) -> np.ndarray:
-    block = assembled[1]
-    return np.empty((0, k)) if block is None else block
-
-
-def _proba_partition(part: pd.DataFrame, model: Any) -> np.ndarray:
-    if len(part) == 0:
-        return np.empty((0, len(model.classes_)))
-    return model.predict_proba(part)
-
-
-def predict_proba(model: Any, X: Any, client: Any = None) -> Any:
-    """Lazy class probabilities of a fitted classifier: a dask array, one block per
-    partition of ``X`` (rows in its order), columns in ``model.classes_`` order.
-
-    Parameters
-    ----------
-    model : fitted local classifier
-    X : dask.dataframe.DataFrame
-    client : distributed.Client, optional
-        Whose workers hold (or get) the model's parts (:func:`ebf.dask.predict_frame`).
-
-    Returns
-    -------
-    dask.array.Array of shape (n_rows, n_classes)
-        Row counts per block are unknown until computed (as ``X.to_dask_array()``).
-
-    Examples
-    --------
-    >>> predict_proba(clf, ddf[features]).compute().shape  # doctest: +SKIP
-    (1000, 2)
-    """
-    import dask.array as da
-    from dask import delayed
-
-    check_is_fitted(model, "classes_")
-    model.encoder_.transform(X._meta, caller=type(model).__name__)  # the schema, first
-    k = len(model.classes_)
-    live = on_workers(model, client)
-    if live is not None:  # each branch where it lives
-        job = PredictJob(np.empty(0), class_map=live.head().class_calibration)
-        tasks = [delayed(_proba_block, pure=True)(b, k) for b in sharded_blocks(live, X, job)]
-    else:
-        shared = shared_model(model)
-        tasks = [delayed(_proba_partition, pure=True)(p, shared) for p in X.to_delayed()]
-    blocks = [da.from_delayed(t, shape=(np.nan, k), dtype=np.float64) for t in tasks]
-    return da.concatenate(blocks, axis=0) if blocks else da.empty((0, k))

@@ -69,7 +69,8 @@ class PredictJob:
     :class:`basics.class_calibration.ClassCalibrationMap`, if given: a map of each row alone).
 
     A job maps a part's (or, for an SSF, the pooled) output on some rows, and their targets
-    (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it.
+    (None for predictions), to one row of floats per row; :func:`sharded_blocks` runs it
+    and joins an EBF's branches with :func:`join_rows`, or the job's own ``join``.
     ``pipelines.report.evaluate`` defines the evaluation job the same way.
     """
 
@@ -240,16 +241,27 @@ def _assemble(layout: tuple, job: Any, pool: Any, *outputs: Any) -> tuple:
         block = job.rows(pool(outputs), y) if n else None
         branch = None
     else:
-        block = None
         branch = np.empty(n, np.int64)
+        pieces = []
         for b, (pos, rows) in enumerate(zip(positions, outputs, strict=True)):
             branch[pos] = b
-            if rows is None:
-                continue
-            if block is None:
-                block = np.full((n, rows.shape[1]), np.nan)
-            block[pos] = rows
+            if rows is not None:
+                pieces.append((pos, rows))
+        block = getattr(job, "join", join_rows)(pieces, n)
     return index, block, branch
+
+
+def join_rows(pieces: list, n: int) -> np.ndarray | None:
+    """The block of ``n`` rows of a partition from its branches' ``(positions, rows)``: each
+    branch's rows of job output at their positions (NaN where no branch predicted: only a
+    corrupt trunk routes a row nowhere); None without pieces. A job whose rows are not
+    arrays joins them with its own ``join(pieces, n)``."""
+    if not pieces:
+        return None
+    block = np.full((n, pieces[0][1].shape[1]), np.nan)
+    for pos, rows in pieces:
+        block[pos] = rows
+    return block
 
 
 def block_frame(assembled: tuple, meta: pd.DataFrame, classes: Any) -> pd.DataFrame:

@@ -34,11 +34,19 @@ def _homes(pattern: str) -> list[str]:
     (r"^PREDICT_BLOCK\s*=", "basics/predictive.py"),
     (r"^def check_levels\(", "basics/levels.py"),
     (r"^def replace_file\(", "basics/atomic.py"),
-    (r"^\s+def predict_quantiles\(", "basics/predictive.py"),
     (r"^\s+def predict_summary\(self, X: Any, quantiles", "basics/predictive.py"),
 ])
 def test_defined_once(pattern, home):
     assert _homes(pattern) == [home]
+
+
+def test_quantiles_have_one_home_per_kind_of_model():
+    """The local regressors' ``predict_quantiles`` is the mixin's; the Dask regressors' lazy
+    one (dask arrays: the estimators' method and the function behind it) and the Mondrian
+    kernel ridge's (one Gaussian per row, no mixin) are the only others."""
+    assert sorted(_homes(r"^[ ]*def predict_quantiles\(")) == [
+        "basics/predictive.py", "ebf/dask/_estimators.py", "ebf/dask/distribution.py",
+        "mondrian/_kernel_ridge.py"]
 
 
 def test_files_are_replaced_in_one_place():

@@ -267,6 +267,11 @@ def test_regressor_predictive():
     assert far[0] > 2 * np.median(std)  # cut off from every cell: the prior's variance
     dist = reg.predict_distribution(Xt[:5])
     np.testing.assert_allclose(dist.mean, mean[:5])
+    # quantiles of the Gaussian predictive: m + s * z, also as predict(X, quantiles=...)
+    q = reg.predict_quantiles(Xt[:5], [0.05, 0.5])
+    np.testing.assert_allclose(q, mean[:5, None] + std[:5, None] * [-1.6448536269514722, 0.0],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(reg.predict(Xt[:5], quantiles=0.05), q[:, 0])
     fixed = MondrianKernelRegressor(n_mondrians=30, lifetime=reg.lifetime_,
                                     random_state=0).fit(X, y)
     assert fixed.sweep_ is None and fixed.lifetime_ == reg.lifetime_
