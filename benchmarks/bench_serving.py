@@ -15,11 +15,16 @@ Issue 44's benchmark of the Dask estimators as a user holds them after ``fit``. 
     alternating in every repeat; min/median/max of ``--repeats``;
 ``score``
     ``score(X, y)`` (R², one pass) of the same rows;
+``quantiles``, ``crps``
+    ``predict(X, quantiles=[0.05, 0.5, 0.95]).compute()`` and ``neg_crps_scorer(est, X,
+    y)`` (issue 47's distribution API), and quantile-forest's ``predict(X, quantiles=...)``
+    of the same rows computed into this process, its forest (100 trees) fit here on
+    ``--qrf-rows`` training rows;
 ``graph``
     the size of the largest graph sent to the scheduler by each call (Dask's large-graph
     warning, captured with its threshold at one byte).
 
-Writes ``benchmarks/results/issue44/serving.md`` and ``serving.json``.
+Writes ``benchmarks/results/<--issue>/serving.md`` and ``serving.json``.
 
 Run from the repository root::
 
@@ -41,6 +46,8 @@ from pathlib import Path
 from benchmarks.common import machine_info, versions, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "issue44"
+#: Quantile levels of the distribution calls.
+LEVELS = [0.05, 0.5, 0.95]
 _SIZE = re.compile(r"Sending large graph of size ([0-9.]+ [A-Za-z]+)")
 _UNITS = {"B": 1, "kiB": 2**10, "MiB": 2**20, "GiB": 2**30, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 
@@ -73,9 +80,25 @@ def _frame(rows: int, seed: int, partitions: int):
     return ddf, [c for c in ddf.columns if c != "y"]
 
 
+def _quantile_forest(train, features: list[str], rows: int, client) -> object | None:
+    """quantile-forest's ``RandomForestQuantileRegressor`` (100 trees, leaves of at least 5
+    rows) fit in this process on the first ``rows`` training rows, or None if it is not
+    installed (the bench extra)."""
+    try:
+        from quantile_forest import RandomForestQuantileRegressor
+    except ImportError:
+        print("quantile-forest is not installed (the bench extra): peer skipped", flush=True)
+        return None
+    head = client.compute(train.head(rows, npartitions=-1, compute=False)).result()
+    return RandomForestQuantileRegressor(n_estimators=100, min_samples_leaf=5, n_jobs=-1,
+                                         random_state=0).fit(head[features].to_numpy(),
+                                                             head["y"].to_numpy())
+
+
 def run(args: argparse.Namespace) -> dict:
     from distributed import Client, LocalCluster
 
+    from basics.metrics import neg_crps_scorer
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
 
     out: dict = {"config": vars(args), "machine": machine_info(),
@@ -110,9 +133,16 @@ def run(args: argparse.Namespace) -> dict:
         fns: dict[str, Callable[[], object]] = {
             "ebf_predict": lambda: est.predict_frame(Xt).compute(),
             "ebf_score": lambda: est.score(Xt, yt),
+            # issue 47: the distribution API (quantiles as a dask array; the mean CRPS)
+            "ebf_quantiles": lambda: est.predict(Xt, quantiles=LEVELS).compute(),
+            "ebf_crps": lambda: neg_crps_scorer(est, Xt, yt),
         }
         if peer is not None:
             fns["xgb_predict"] = lambda: peer.predict(Xt).compute()
+        qrf = _quantile_forest(train, features, args.qrf_rows, client)
+        if qrf is not None:  # in this process, on the computed rows (it has no Dask API)
+            fns["qrf_quantiles"] = lambda: qrf.predict(Xt.compute().to_numpy(),
+                                                       quantiles=LEVELS)
         times: dict[str, list[float]] = {k: [] for k in fns}
         graphs: dict[str, float] = {k: 0.0 for k in fns}
         for _ in range(args.repeats):
@@ -136,9 +166,12 @@ def report(out: dict) -> str:
     for name, ts in t.items():
         lines.append(f"| {name} | {min(ts):.3f} | {statistics.median(ts):.3f} | {max(ts):.3f} "
                      f"| {out['graph_bytes'][name] / 2**20:.3f} |")
-    if "xgb_predict" in t:
-        ratio = statistics.median(t["ebf_predict"]) / statistics.median(t["xgb_predict"])
-        lines += ["", f"EBF predict / xgboost.dask predict (medians): {ratio:.2f}x"]
+    for ours, peer, what in (("ebf_predict", "xgb_predict", "xgboost.dask predict"),
+                             ("ebf_quantiles", "xgb_predict", "xgboost.dask predict"),
+                             ("ebf_quantiles", "qrf_quantiles", "quantile-forest quantiles")):
+        if ours in t and peer in t:
+            ratio = statistics.median(t[ours]) / statistics.median(t[peer])
+            lines += ["", f"{ours} / {what} (medians): {ratio:.2f}x"]
     return "\n".join(lines) + "\n"
 
 
@@ -150,6 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="100k rows, 20k predicted")
+    p.add_argument("--qrf-rows", type=int, default=200_000,
+                   help="training rows of the quantile-forest peer (fit in this process)")
+    p.add_argument("--issue", default="issue44", help="results folder under benchmarks/results")
     p.add_argument("--out", default="serving")
     args = p.parse_args(argv)
     if args.quick:
@@ -157,9 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = run(args)
     text = report(out)
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.md").write_text(text)
-    write_json(out, RESULTS / f"{args.out}.json")
+    results = RESULTS.parent / args.issue
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{args.out}.md").write_text(text)
+    write_json(out, results / f"{args.out}.json")
     return 0
 
 
