@@ -170,7 +170,8 @@ def layout_advice(threads: int, memory: int | None, budget: int | None) -> str:
     A worker runs a task per thread, so its ``threads`` branches share what lies below its
     pause threshold (``share`` each). With one thread the only ways out are more memory per
     worker, a larger ``branch_memory`` while it stays within the share, and smaller branches;
-    with several, fewer threads per worker also give each branch more.
+    with several, fewer threads per worker of the same memory also give each branch more
+    (not on a batch job, whose workers split its memory: more processes, less each).
 
     Parameters
     ----------
@@ -211,8 +212,9 @@ def layout_advice(threads: int, memory: int | None, budget: int | None) -> str:
                 f"pause threshold): {room}{more_memory}, or make the branches smaller")
     return (f"The workers run {threads} threads each, so {threads} branches share a memory "
             f"limit of {format_bytes(memory)} ({format_bytes(share)} each below Dask's pause "
-            f"threshold): {room}run fewer threads per worker (SLURM/PBS: more --processes; "
-            "Kubernetes: --threads-per-worker; dask worker --nthreads) and raise "
+            f"threshold): {room}run fewer threads per worker with the same memory "
+            "(Kubernetes: --threads-per-worker; dask worker --nthreads; a SLURM or PBS job's "
+            "workers share its memory, so there more --processes do not help) and raise "
             f"branch_memory to the share that frees, {more_memory}, or make the branches "
             "smaller")
 
