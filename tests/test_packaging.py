@@ -41,7 +41,7 @@ def test_the_wheel_holds_exactly_the_intended_top_level_packages():
 
 @pytest.fixture
 def project(tmp_path):
-    """A user's project with its own ``pipelines/``, ``cluster/`` and ``basics/`` folders."""
+    """A user's project with its own ``pipelines``, ``cluster`` and ``basics`` packages."""
     for name in ("pipelines", "cluster", "basics"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text("")
@@ -65,6 +65,14 @@ def test_a_users_folder_shadows_the_package_when_its_project_is_first_on_the_pat
     """The conflict the docs describe: ``python -c`` / ``python -m`` / a script put their
     folder first, so the user's ``pipelines/`` wins (fix: rename it, or run from elsewhere)."""
     assert _where(project) == ["True", "True", "True"]
+
+
+def test_a_folder_without_init_does_not_shadow(project):
+    """A plain folder (no ``__init__.py``) is only a namespace portion: the regular package
+    found later on the path wins, as the docs say."""
+    for name in ("pipelines", "cluster", "basics"):
+        (project / name / "__init__.py").unlink()
+    assert _where(project) == ["False", "False", "False"]
 
 
 def test_the_ebf_command_is_not_shadowed(project):
