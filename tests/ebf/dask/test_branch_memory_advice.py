@@ -45,3 +45,23 @@ def test_the_advice_reads_the_clients_workers(threads):
         text = branch_memory_advice(client, GiB)
     assert text == layout_advice(threads, 4 * GiB, GiB)
     assert ("fewer threads per worker" in text) == (threads > 1)
+
+
+def test_a_sub_sample_too_large_for_its_budget_gets_the_layout_advice(dask_client):
+    """The sub-sample forest's check says the same, from the session's workers (one thread
+    each), and how many sub-samples would fit."""
+    import dask.dataframe as dd
+    import numpy as np
+    import pandas as pd
+
+    from ebf.dask import BranchMemoryError, DaskSubsampleForestRegressor
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.random((600, 3)), columns=["a", "b", "c"])
+    ddf = dd.from_pandas(df.assign(y=df["a"] * 3), npartitions=2)
+    model = DaskSubsampleForestRegressor(n_subsamples=1, n_estimators=2, branch_memory="50kB",
+                                         random_state=0)
+    with pytest.raises(BranchMemoryError, match="use n_subsamples >= ") as failed:
+        model.fit(ddf[["a", "b", "c"]], ddf["y"])
+    assert "The workers run one thread each" in str(failed.value)
+    assert "fewer threads" not in str(failed.value)
