@@ -273,7 +273,8 @@ def check_location(
 
     The rules of :func:`check_destination` except the replace rule: ``url`` may not overlap
     an input, be the current directory or a parent of it (local), or lie inside an ebf output
-    directory (a model, predictions, a dataset, figures, a registry) other than ``container``.
+    directory (a model, predictions, a dataset, figures, a registry) other than ``container``;
+    on an object store (:data:`BUCKET_STORES`) its bucket must exist (ebf never makes one).
 
     Parameters
     ----------
@@ -306,10 +307,29 @@ def check_location(
     _check_parent(place, what)
 
 
+#: Object stores whose URLs start with a bucket (S3, GCS, Azure): writing a file would make
+#: the bucket, with the store's defaults, so an output's bucket must exist already.
+BUCKET_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"})
+
+
+def _check_bucket(place: _Place, what: str) -> None:
+    """An object-store output's bucket exists: a typo in it fails here, before any work,
+    instead of making a bucket (fsspec's makedirs does, with the store's defaults)."""
+    bucket = place.path.split("/", 1)[0]
+    if place.protocol not in BUCKET_STORES or not bucket or place.fs.exists(bucket):
+        return
+    raise UnsafeOutputError(
+        f"cannot write {what} to {place.url!r}: the bucket {bucket!r} does not exist (or "
+        f"these credentials cannot see it), and ebf never creates buckets; create it first "
+        f"(e.g. aws s3 mb {place.protocol}://{bucket}) or fix the name")
+
+
 def _check_parent(place: _Place, what: str) -> None:
     """A local output's nearest existing ancestor is a folder this process may write in
-    (where the output's missing parent folders and its temporary folder are made)."""
+    (where the output's missing parent folders and its temporary folder are made); an object
+    store's bucket exists."""
     if place.fs is not None:  # object stores have no folders to be in the way
+        _check_bucket(place, what)
         return
     ancestor = os.path.dirname(place.path)
     while not os.path.lexists(ancestor):

@@ -186,7 +186,7 @@ def jobqueue_options(
                          "process gets cores / processes threads")
     job_memory = memory_bytes(memory, "memory")
     shape = WorkerShape.of(cores // processes, job_memory // processes)
-    shape.check_branch_memory(branch_memory)
+    shape.check_branch_memory(branch_memory, workers_per_job=processes)
     seconds = walltime_seconds(walltime, system)
     for name, value in (("job_extra_directives", job_extra_directives),
                         ("worker_extra_args", worker_extra_args),

@@ -24,8 +24,8 @@ apply them with ``kubectl apply -f``. The layout is the one of the operator's ow
 
 Examples
 --------
->>> manifest = daskcluster_manifest("ebf", image="ebf:0.1.0", n_workers=4,
-...                                 worker_cores=2, worker_memory="8GiB")
+>>> manifest = daskcluster_manifest("ebf", image="registry.example.com/ebf:0.1.0",
+...                                 n_workers=4, worker_cores=2, worker_memory="8GiB")
 >>> manifest["kind"], manifest["spec"]["worker"]["replicas"]
 ('DaskCluster', 4)
 >>> manifest["spec"]["worker"]["spec"]["containers"][0]["resources"]["limits"]
@@ -135,8 +135,9 @@ def daskcluster_manifest(
     name : str, default="ebf"
         The cluster's name; the scheduler's service is ``<name>-scheduler``.
     image : str
-        A container image with ``ebf`` installed (``cluster/k8s/Dockerfile`` builds one), the
-        same versions as the client's.
+        A container image with ``ebf`` installed, the same versions as the client's, pushed
+        where the cluster pulls from (:mod:`cluster.image`, ``ebf cluster dockerfile``,
+        writes its Dockerfile).
     n_workers : int, default=2
         Worker pods.
     worker_cores : int, default=1
@@ -168,7 +169,7 @@ def daskcluster_manifest(
 
     Examples
     --------
-    >>> spec = daskcluster_manifest(image="ebf:0.1.0")["spec"]
+    >>> spec = daskcluster_manifest(image="registry.example.com/ebf:0.1.0")["spec"]
     >>> spec["worker"]["spec"]["containers"][0]["args"][:6]
     ['dask', 'worker', '--nthreads', '1', '--memory-limit', '4GiB']
     """
@@ -293,7 +294,7 @@ def daskjob_manifest(
     Examples
     --------
     >>> job = daskjob_manifest("train", "ebf train s3://b/data --target y --out s3://b/m",
-    ...                        cluster=daskcluster_manifest(image="ebf:0.1.0"))
+    ...                        cluster=daskcluster_manifest(image="reg.example.com/ebf:1"))
     >>> job["spec"]["job"]["spec"]["containers"][0]["args"][:3]
     ['ebf', 'train', 's3://b/data']
     """

@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
-from ebf.dask.branches import parse_branch_memory
+from ebf.dask.branches import parse_branch_memory, pause_fraction
 
 __all__ = ["CLUSTER_EXTRA", "WorkerShape", "memory_bytes", "memory_text", "optional_module"]
 
@@ -79,15 +79,6 @@ def memory_text(n_bytes: int, style: str = "dask") -> str:
     return str(n_bytes)
 
 
-def _pause_fraction() -> float:
-    """Dask's ``distributed.worker.memory.pause`` (a worker stops taking tasks above it)."""
-    import dask.config
-    import distributed  # noqa: F401 - loads the distributed config defaults
-
-    pause = dask.config.get("distributed.worker.memory.pause")
-    return float(pause) if pause else 1.0
-
-
 @dataclass(frozen=True)
 class WorkerShape:
     """One Dask worker process: its threads and its memory limit in bytes.
@@ -110,7 +101,8 @@ class WorkerShape:
     ...
     ValueError: a worker of 2 threads with a memory limit of 8GiB fits 2 branches of 4GiB \
 only above Dask's pause threshold (80% of the limit: 6.40 GiB): give each worker at least \
-10GiB, fewer threads per worker, or pass a smaller --branch-memory / branch_memory
+10GiB, at most 1 thread per worker, or pass a smaller --branch-memory / branch_memory (a trunk \
+with more leaves makes smaller branches)
     """
 
     threads: int
@@ -129,34 +121,52 @@ only above Dask's pause threshold (80% of the limit: 6.40 GiB): give each worker
         """The memory limit as ``dask worker --memory-limit`` takes it (``"4GiB"``)."""
         return memory_text(self.memory, "dask")
 
-    def check_branch_memory(self, branch_memory: int | str | None) -> None:
+    def check_branch_memory(self, branch_memory: int | str | None,
+                            workers_per_job: int | None = None) -> None:
         """Fail if ``threads`` branches of ``branch_memory`` do not fit below the pause
         threshold of the worker's memory limit (``None``: nothing to check).
+
+        Parameters
+        ----------
+        branch_memory : int, str or None
+        workers_per_job : int, optional
+            The worker is one of this many processes sharing a batch job's cores and memory
+            (dask-jobqueue): fewer threads per worker then means more workers of less memory
+            each, which fits no larger branch, so the advice names the job's memory instead.
 
         Raises
         ------
         ValueError
-            Naming the sizes and the three ways out: more memory, fewer threads, smaller
-            branches.
+            Naming the sizes and the ways out: more memory, fewer threads (with several:
+            how many fit), smaller branches.
         """
         budget = parse_branch_memory(branch_memory)
         if budget is None:
             return
         from dask.utils import format_bytes
 
-        pause = _pause_fraction()
+        pause = pause_fraction()
         if self.threads * budget <= pause * self.memory:
             return
         needed = -(-self.threads * budget // 2**30) * 2**30  # whole GiB, rounded up
         while self.threads * budget > pause * needed:
             needed += 2**30
+        fewer, more = "", f"give each worker at least {memory_text(needed)}"
+        if workers_per_job is not None:
+            more = (f"give each job at least {memory_text(needed * workers_per_job)} (--memory:"
+                    f" {memory_text(needed)} for each of its {workers_per_job} worker"
+                    f"{'s' if workers_per_job > 1 else ''})")
+        elif self.threads > 1:  # a worker of one thread has no fewer to run
+            fits = int(pause * self.memory // budget)
+            fewer = (f"at most {fits} thread{'s' if fits > 1 else ''} per worker, " if fits
+                     else "")
         raise ValueError(
             f"a worker of {self.threads} thread{'s' if self.threads > 1 else ''} with a memory "
             f"limit of {self.memory_limit} fits {self.threads} branch"
             f"{'es' if self.threads > 1 else ''} of {memory_text(budget)} only above Dask's "
             f"pause threshold ({pause:.0%} of the limit: {format_bytes(pause * self.memory)}):"
-            f" give each worker at least {memory_text(needed)}, fewer threads per worker, or "
-            "pass a smaller --branch-memory / branch_memory"
+            f" {more}, {fewer}or pass a smaller "
+            "--branch-memory / branch_memory (a trunk with more leaves makes smaller branches)"
         )
 
 

@@ -46,6 +46,7 @@ from ._shuffle import move_rows, route_by_subsample, route_by_trunk, routed_meta
 from ._update import update_live, update_model, update_saved
 from .branches import (
     BranchMemoryError,
+    branch_memory_advice,
     fit_branches,
     held_out_by_subsamples,
     max_branch_rows,
@@ -257,7 +258,8 @@ class _DaskEBF(_DaskEnsemble):
         with phases("trunk"):
             trunk = fit_trunk(client, data, plan.trunk, edges, max_rows,
                               grow_budget=self.trunk_max_leaves is None,
-                              report=phases.report("trunk"))
+                              report=phases.report("trunk"),
+                              budget_bytes=parse_branch_memory(self.branch_memory))
             if trunk.max_leaves != plan.trunk.max_leaves:
                 # the model carries the leaf budget it was grown with, so that a local refit
                 # with its parameters grows the same trunk
@@ -338,8 +340,9 @@ class _DaskSSF(_DaskEnsemble):
         if max_rows is not None and sizes.max() > max_rows:
             raise BranchMemoryError(
                 f"A sub-sample has {int(sizes.max())} rows, more than the {max_rows} rows that "
-                f"fit branch_memory; use n_subsamples >= {-(-plan.n_rows // max_rows)}, raise "
-                "branch_memory, or use fewer trees."
+                f"fit branch_memory. "
+                f"{branch_memory_advice(client, parse_branch_memory(self.branch_memory))} "
+                f"(use n_subsamples >= {-(-plan.n_rows // max_rows)}, or fewer trees)."
             )
         with phases("route"):
             routed = route_by_subsample(client, data, plan.entropy, k)

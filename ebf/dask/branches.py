@@ -147,6 +147,101 @@ def max_branch_rows(budget: int | None, n_features: int, has_weight: bool,
     return max(1, int(budget // branch_bytes_per_row(n_features, has_weight, spec)))
 
 
+def pause_fraction() -> float:
+    """Dask's ``distributed.worker.memory.pause``: above this share of its memory limit a
+    worker stops taking tasks (1.0 when pausing is off).
+
+    Examples
+    --------
+    >>> 0 < pause_fraction() <= 1
+    True
+    """
+    import dask.config
+    import distributed  # noqa: F401 - loads the distributed config defaults
+
+    pause = dask.config.get("distributed.worker.memory.pause")
+    return float(pause) if pause else 1.0
+
+
+def layout_advice(threads: int, memory: int | None, budget: int | None) -> str:
+    """How to give each branch more memory on workers of ``threads`` threads and ``memory``
+    bytes (the sentence of a :class:`BranchMemoryError` after what failed).
+
+    A worker runs a task per thread, so its ``threads`` branches share what lies below its
+    pause threshold (``share`` each). With one thread the only ways out are more memory per
+    worker, a larger ``branch_memory`` while it stays within the share, and smaller branches;
+    with several, fewer threads per worker of the same memory also give each branch more
+    (not on a batch job, whose workers split its memory: more processes, less each).
+
+    Parameters
+    ----------
+    threads : int
+        Threads of the most constrained worker.
+    memory : int or None
+        Its memory limit in bytes (None or 0: no limit).
+    budget : int or None
+        The ``branch_memory`` of the fit, in bytes.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> print(layout_advice(1, 4 * 2**30, 2**30))  # doctest: +NORMALIZE_WHITESPACE
+    The workers run one thread each with a memory limit of 4.00 GiB (3.20 GiB for a branch
+    below Dask's pause threshold): raise branch_memory (--branch-memory) up to 3.20 GiB, give
+    each worker more memory (SLURM/PBS: the job's --memory; Kubernetes: --worker-memory; dask
+    worker --memory-limit) and raise branch_memory with it, or make the branches smaller
+    >>> "fewer threads per worker" in layout_advice(4, 16 * 2**30, 2**30)
+    True
+    """
+    from dask.utils import format_bytes
+
+    if not memory:
+        return "Raise branch_memory (--branch-memory), or make the branches smaller"
+    share = int(pause_fraction() * memory // threads)
+    room = (f"raise branch_memory (--branch-memory) up to {format_bytes(share)}, "
+            if budget is None or budget < share else "")
+    more_memory = ("give each worker more memory (SLURM/PBS: the job's --memory; Kubernetes: "
+                   "--worker-memory; dask worker --memory-limit) and raise branch_memory "
+                   "with it")
+    if threads == 1:
+        return (f"The workers run one thread each with a memory limit of "
+                f"{format_bytes(memory)} ({format_bytes(share)} for a branch below Dask's "
+                f"pause threshold): {room}{more_memory}, or make the branches smaller")
+    return (f"The workers run {threads} threads each, so {threads} branches share a memory "
+            f"limit of {format_bytes(memory)} ({format_bytes(share)} each below Dask's pause "
+            f"threshold): {room}run fewer threads per worker with the same memory "
+            "(Kubernetes: --threads-per-worker; dask worker --nthreads; a SLURM or PBS job's "
+            "workers share its memory, so there more --processes do not help) and raise "
+            f"branch_memory to the share that frees, {more_memory}, or make the branches "
+            "smaller")
+
+
+def branch_memory_advice(client: Client, budget: int | None) -> str:
+    """:func:`layout_advice` for the client's workers (the one with the least memory per
+    thread: the first a branch outgrows).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    budget : int or None
+        The fit's ``branch_memory`` in bytes.
+
+    Returns
+    -------
+    str
+    """
+    workers = client.scheduler_info().get("workers", {}).values()
+    shapes = [(int(w.get("nthreads") or 1), int(w.get("memory_limit") or 0)) for w in workers]
+    if not shapes:
+        return layout_advice(1, None, budget)
+    limited = [s for s in shapes if s[1]] or shapes
+    threads, memory = min(limited, key=lambda s: s[1] / s[0] if s[1] else float("inf"))
+    return layout_advice(threads, memory, budget)
+
+
 def _fit_branch_part(part: pd.DataFrame, spec: BranchSpec, entropy: int, branch: int,
                      n_features: int, has_weight: bool,
                      stage: tuple[str, dict] | None = None, crossfit: bool = False) -> tuple:

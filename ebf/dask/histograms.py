@@ -30,7 +30,7 @@ from .. import binning
 from ..grower import grow_trunk, node_histograms
 from ..histogram import row_statistics
 from ..trunk import Trunk, TrunkArrays
-from .branches import BranchMemoryError
+from .branches import BranchMemoryError, branch_memory_advice
 from .client import Report
 from .graph import map_shared
 from .inputs import EncodedData
@@ -188,7 +188,7 @@ class DaskHistogramSource:
 
 def fit_trunk(client: Client, data: EncodedData, trunk: Trunk, edges: list[np.ndarray],
               max_rows: int | None = None, grow_budget: bool = False,
-              report: Report | None = None) -> Trunk:
+              report: Report | None = None, budget_bytes: int | None = None) -> Trunk:
     """Grow a trunk with the parameters of ``trunk`` (unfitted) on the encoded partitions.
 
     The same ``grow_trunk`` as ``Trunk.fit``, with the trunk's parameters and the given
@@ -210,6 +210,9 @@ def fit_trunk(client: Client, data: EncodedData, trunk: Trunk, edges: list[np.nd
     grow_budget : bool
         Whether the leaf budget may be raised above ``trunk.max_leaves`` to meet ``max_rows``.
     report : callable ``report(n_leaves, max_leaves)``, optional
+    budget_bytes : int, optional
+        The ``branch_memory`` behind ``max_rows``, for the error's advice
+        (:func:`~ebf.dask.branches.branch_memory_advice`).
 
     Returns
     -------
@@ -241,9 +244,10 @@ def fit_trunk(client: Client, data: EncodedData, trunk: Trunk, edges: list[np.nd
                 raise BranchMemoryError(
                     f"The largest branch has {largest} rows, more than the {max_rows} rows "
                     f"that fit branch_memory, and the trunk cannot split it further "
-                    f"({why}; {arrays.n_leaves} leaves). Raise branch_memory, lower "
-                    "trunk_min_leaf_rows, raise or unset trunk_max_leaves, or use fewer "
-                    "trees (n_estimators) or a larger min_samples_leaf."
+                    f"({why}; {arrays.n_leaves} leaves). "
+                    f"{branch_memory_advice(client, budget_bytes)}"
+                    " (lower trunk_min_leaf_rows, raise or unset trunk_max_leaves, or use fewer"
+                    " trees, n_estimators, or a larger min_samples_leaf)."
                 )
             budget = 2 * int(budget)
             source.max_leaves = budget

@@ -22,7 +22,8 @@ from basics.tasks import REGRESSION
 from ._window import MIN_ROWS, json_value
 from .performance import PerformanceDrift
 
-__all__ = ["COUNTED", "SPLIT_COLUMNS", "TOO_FEW", "DriftReport", "with_performance"]
+__all__ = ["COUNTED", "SPLIT_COLUMNS", "TOO_FEW", "DriftReport", "drift_summary", "gain_text",
+           "split_name", "with_performance"]
 
 #: ``status`` of a split with window rows enough to test, and of one without.
 COUNTED, TOO_FEW = "counted", "too few rows"
@@ -135,7 +136,7 @@ class DriftReport:
             f"trunk drift: {self.decision.upper()} ({self.n_rows:,} window rows, "
             f"threshold {self.threshold:g}, {self.correction} correction)",
             self.reason,
-            "splits:",
+            "splits (path: the moves from the root to the split, L left and R right):",
             splits.to_string(index=False) if len(splits) else "  (the trunk has no splits)",
             "branches:",
             self.branches.to_string(index=False),
@@ -149,6 +150,73 @@ class DriftReport:
 
 SPLIT_COLUMNS = ["path", "feature", "threshold", "n_window", "probability", "status",
                   "refit_feature", "refit_threshold", "same_feature"]
+
+
+def split_name(path: str) -> str:
+    """A split of the trunk by its path, spelled out: ``""`` is the root's split, ``"RL"`` the
+    split reached from the root by its right child, then that child's left child.
+
+    Examples
+    --------
+    >>> split_name(""), split_name("RL")
+    ('the root split', 'the split at RL (root, then right, then left)')
+    """
+    if not path:
+        return "the root split"
+    moves = ", then ".join({"L": "left", "R": "right"}[m] for m in path)
+    return f"the split at {path} (root, then {moves})"
+
+
+def gain_text(gain: float | None) -> str:
+    """How a trunk refit on the window's first half predicts its second half, against the
+    stored trunk (:func:`ebf.diagnostics._drift.replicated_gain`): a negative gain is worse.
+
+    Examples
+    --------
+    >>> gain_text(0.023)
+    '2.3% better than the stored trunk'
+    >>> gain_text(-0.007), gain_text(0.0)
+    ('0.7% worse than the stored trunk', 'as well as the stored trunk')
+    >>> gain_text(None)
+    'not measured against the stored trunk (too few window rows)'
+    """
+    if gain is None or math.isnan(gain):
+        return "not measured against the stored trunk (too few window rows)"
+    shown = f"{abs(gain):.1%}"
+    if shown == "0.0%":
+        return "as well as the stored trunk"
+    return f"{shown} {'better' if gain > 0 else 'worse'} than the stored trunk"
+
+
+def drift_summary(drift: dict) -> str:
+    """One line saying what the drift check of a version found (``DriftReport.to_dict()``,
+    as a registry version's record holds it), in words: no drift on a stationary window,
+    the splits that failed by name, a worse refit said to be worse.
+
+    Examples
+    --------
+    >>> drift_summary({"decision": "update", "failing": [], "replicated_gain": -0.007})
+    "no drift: no split of the trunk failed its test; a trunk refit on the window's first \
+half predicts its second half 0.7% worse than the stored trunk"
+    >>> drift_summary({"decision": "update", "failing": ["RL"], "replicated_gain": -0.007})
+    "no drift acted on: the split at RL (root, then right, then left) failed its test, but a \
+trunk refit on the window's first half predicts its second half 0.7% worse than the stored \
+trunk, so the change does not carry over in time"
+    """
+    failing = list(drift.get("failing") or [])
+    refit = drift.get("decision") == "refit"
+    gain = (f"a trunk refit on the window's first half predicts its second half "
+            f"{gain_text(drift.get('replicated_gain'))}")
+    if not failing:
+        line = f"{'drift' if refit else 'no drift'}: no split of the trunk failed its test; {gain}"
+        return f"{line}; {drift.get('reason')}" if refit else line
+    names = [split_name(p) for p in failing]
+    names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    failed = f"{names} failed {'its test' if len(failing) == 1 else 'their tests'}"
+    if refit:
+        return f"drift: {failed}, and {gain}"
+    return (f"no drift acted on: {failed}, but {gain}, so the change does not carry over in "
+            "time")
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -256,17 +324,18 @@ def _split_reason(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, le
     """The split rule of :func:`ebf.trunk_drift`: ``(refit, why)``."""
     if failing:
         worst = counted.set_index("path").loc[failing, "probability"]
-        where = ", ".join(f"{p or 'root'} ({splits.set_index('path').loc[p, 'feature']}: "
-                          f"{v:.3g})" for p, v in worst.items())
+        where = "; ".join(f"{split_name(p)} on {splits.set_index('path').loc[p, 'feature']}, "
+                          f"probability {v:.3g}" for p, v in worst.items())
         if min_gain <= 0 or not gain < min_gain:  # NaN (too few rows to check): refit
             return True, (f"split probability below {level} at {where}: the window "
                           "is strong evidence that another variable now splits there "
                           f"better, and a trunk refit on its first half predicts its "
-                          f"second half {gain:.1%} better (at least {min_gain:.1%})")
+                          f"second half {gain_text(gain)} (at least {min_gain:.1%} better "
+                          "needed)")
         return False, (f"split probability below {level} at {where}, but a trunk "
-                       f"refit on the window's first half predicts its second half only "
-                       f"{gain:.1%} better (less than {min_gain:.1%}): the evidence does "
-                       "not carry over in time")
+                       f"refit on the window's first half predicts its second half "
+                       f"{gain_text(gain)} (less than {min_gain:.1%} better): the evidence "
+                       "does not carry over in time")
     too_few = int((splits["status"] == TOO_FEW).sum())
     note = f"; {too_few} split(s) had too few window rows to test" if too_few else ""
     if counted.empty:
@@ -275,4 +344,4 @@ def _split_reason(splits: pd.DataFrame, counted: pd.DataFrame, failing: list, le
         return False, f"no split had enough window rows to test{note}"
     low = counted.loc[counted["probability"].idxmin()]
     return False, (f"every tested split holds (lowest probability "
-                   f"{low['probability']:.3g} at {low['path'] or 'root'}){note}")
+                   f"{low['probability']:.3g}, {split_name(low['path'])}){note}")

@@ -10,6 +10,11 @@
     A ``DaskCluster`` manifest (or with ``--job`` a ``DaskJob``) for the Dask Kubernetes
     operator (:mod:`cluster.kubernetes`), on stdout or written atomically to ``FILE``, for
     ``kubectl apply -f``. The command it was made with heads the file as a comment.
+``ebf cluster dockerfile [--out FILE]``
+    The Dockerfile of the image those manifests run (:mod:`cluster.image`): this
+    environment's Python and the versions Dask compares between a client and its cluster,
+    bokeh for the dashboard, ``ebf`` from the checkout; with ``--out``, ``FILE.dockerignore``
+    beside it.
 
 dask-gateway clusters are used from Python (:mod:`cluster.gateway`): their scheduler is
 reached through the gateway's proxy with credentials the gateway hands out.
@@ -38,20 +43,22 @@ PLACEHOLDER_ADDRESS = "tcp://<scheduler-address>:8786"
 
 
 def add_cluster_parser(sub: argparse._SubParsersAction) -> None:
-    """``ebf cluster slurm|pbs|k8s``."""
+    """``ebf cluster slurm|pbs|k8s|dockerfile``."""
     cl = sub.add_parser(
         "cluster",
-        help="Dask clusters on SLURM, PBS or Kubernetes, sized for ebf",
+        help="Dask clusters on SLURM, PBS or Kubernetes, sized for ebf; their image",
         description=(
             "Dask clusters beyond one machine: job scripts and a scheduler for SLURM and PBS "
-            "(dask-jobqueue), manifests for the Dask Kubernetes operator. Point ebf train / "
-            "predict / evaluate at them with --scheduler or --scheduler-file."
+            "(dask-jobqueue), manifests for the Dask Kubernetes operator and the Dockerfile "
+            "of their image. Point ebf train / predict / evaluate at them with --scheduler or "
+            "--scheduler-file."
         ),
     )
     kinds = cl.add_subparsers(dest="backend", metavar="BACKEND", required=True)
     for system, name in (("slurm", "SLURM"), ("pbs", "PBS Pro / OpenPBS / Torque")):
         _add_jobqueue_parser(kinds, system, name)
     _add_k8s_parser(kinds)
+    _add_dockerfile_parser(kinds)
 
 
 def _add_jobqueue_parser(kinds: argparse._SubParsersAction, system: str, name: str) -> None:
@@ -113,7 +120,9 @@ def _add_k8s_parser(kinds: argparse._SubParsersAction) -> None:
         ),
     )
     add = k8.add_argument
-    add("--image", required=True, help="a container image with ebf installed")
+    add("--image", required=True,
+        help="a container image with ebf installed, pushed where the cluster pulls from "
+        "(ebf cluster dockerfile writes its Dockerfile), e.g. registry.example.com/ebf:0.1.0")
     add("--name", default="ebf", help="the cluster's (or job's) name (default: ebf)")
     add("--namespace", default=None, help="metadata.namespace (default: kubectl's)")
     add("--workers", type=int, default=2, help="worker pods (default: 2)")
@@ -142,6 +151,53 @@ def _add_k8s_parser(kinds: argparse._SubParsersAction) -> None:
     add("--overwrite", action="store_true",
         help="replace --out if it is a manifest ebf wrote")
     k8.set_defaults(handler=_cmd_k8s, parser=k8)
+
+
+def _add_dockerfile_parser(kinds: argparse._SubParsersAction) -> None:
+    df = kinds.add_parser(
+        "dockerfile",
+        help="the Dockerfile of ebf's image, pinned to this environment's versions",
+        description=(
+            "The Dockerfile of the image that ebf cluster k8s --image runs: this "
+            "environment's Python, numpy, numba, pyarrow, pandas, dask, distributed, "
+            "scikit-learn, scipy, cloudpickle, msgpack, toolz, tornado and lz4 (what Dask "
+            "compares between a client and its cluster), bokeh for the dashboard, and ebf "
+            "from the checkout. Run it in the environment of the client; build the image from "
+            "the repository's root: docker build -f FILE -t REGISTRY/ebf:TAG ."
+        ),
+    )
+    df.add_argument("--out", default=None, metavar="FILE",
+                    help="write the Dockerfile here and FILE.dockerignore beside it (what the "
+                    "build leaves out of its context); default: the Dockerfile on stdout")
+    df.add_argument("--overwrite", action="store_true",
+                    help="replace --out (and its .dockerignore) if ebf wrote them")
+    df.set_defaults(handler=_cmd_dockerfile)
+
+
+def _cmd_dockerfile(args: argparse.Namespace) -> int:
+    from basics.atomic import write_text
+    from basics.locations import check_file_destination
+    from cluster.image import client_versions, dockerfile_text, dockerignore_text
+    from cluster.kubernetes import FILE_TAG
+
+    ignore = None if args.out in (None, "-") else f"{args.out}.dockerignore"
+    for path in filter(None, (None if ignore is None else args.out, ignore)):
+        check_file_destination(path, "cluster-spec", overwrite=args.overwrite)
+    versions = client_versions()
+    made = "made by: ebf cluster dockerfile"
+    text = f"{FILE_TAG}\n{dockerfile_text(versions, comment=made)}"
+    if ignore is None:
+        print(text, end="")
+        return 0
+    write_text(args.out, text)
+    write_text(ignore, f"{FILE_TAG}\n{dockerignore_text(comment=made)}")
+    err = sys.stderr
+    print(f"pinned to this environment: {' '.join(f'{k}=={v}' for k, v in versions.items())}",
+          file=err)
+    print(f"wrote {args.out} and {ignore}; from the repository's root: docker build -f "
+          f"{shlex.quote(args.out)} -t REGISTRY/ebf:TAG . && docker push REGISTRY/ebf:TAG",
+          file=err)
+    return 0
 
 
 def _cmd_jobqueue(args: argparse.Namespace) -> int:
@@ -252,9 +308,10 @@ def spec_command(args: argparse.Namespace) -> str:
     --------
     >>> from pipelines.cli import build_parser
     >>> args = build_parser().parse_args(["cluster", "k8s", "--workers", "2", "--image",
-    ...                                   "ebf:0.1.0", "--job", "ebf train d", "--out", "x"])
+    ...                                   "reg.example.com/ebf:1", "--job", "ebf train d",
+    ...                                   "--out", "x"])
     >>> spec_command(args)
-    "ebf cluster k8s --image ebf:0.1.0 --job 'ebf train d'"
+    "ebf cluster k8s --image reg.example.com/ebf:1 --job 'ebf train d'"
     """
     words = ["ebf", "cluster", "k8s"]
     for action in args.parser._actions:

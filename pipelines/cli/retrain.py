@@ -152,10 +152,8 @@ def _report(res: Any, body: dict) -> str:
             if k != "accuracy" else f"{k} ({checks[k]['challenger']:.4g} < limit "
             f"{checks[k]['limit']:.4g})" for k in failed))
     if rec.get("drift"):
-        drift = rec["drift"]
-        failing = ", ".join(p or "root" for p in drift.get("failing") or []) or "none"
-        lines.append(f"  drift: {drift.get('decision')}; failing splits: {failing}; a trunk "
-                     f"refit on the window's first half predicts its second half "
-                     f"{(drift.get('replicated_gain') or 0.0):.1%} better")
+        from ebf.diagnostics import drift_summary
+
+        lines.append(f"  drift check: {drift_summary(rec['drift'])}")
     lines += tracking_line(body)  # machines read --json: one object, nothing else
     return "\n".join(lines)

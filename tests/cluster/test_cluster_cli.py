@@ -56,12 +56,38 @@ def test_print_shows_the_pbs_job_script(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--processes", "3", "--print"], "processes (3) must divide cores (4)"),
     (["--walltime", "90m", "--print"], "walltime must be HH:MM:SS or D-HH:MM:SS for slurm"),
-    (["--branch-memory", "8GiB", "--print"], "give each worker at least 10GiB"),
+    (["--branch-memory", "8GiB", "--print"], "give each job at least 40GiB"),
     (["--scheduler-file", "s.json", "--print"], "--scheduler-file goes with --jobs"),
 ])
 def test_bad_jobqueue_options_are_usage_errors(argv, message, capsys):
     assert main(["cluster", "slurm", "--cores", "4", "--memory", "16GiB", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("processes, advice", [
+    ("4", "give each job at least 40GiB (--memory: 10GiB for each of its 4 workers), or pass"),
+    ("2", "give each job at least 40GiB (--memory: 20GiB for each of its 2 workers), or pass"),
+])
+def test_branch_memory_advice_matches_the_worker_layout(processes, advice, capsys):
+    """A batch job's workers share its memory: fewer threads per worker (more processes)
+    fit no larger branch, so neither layout is told to run fewer threads; the job's memory
+    that fits is named."""
+    assert main(["cluster", "slurm", "--cores", "4", "--memory", "16GiB", "--processes",
+                 processes, "--branch-memory", "8GiB", "--print"]) == 2
+    err = capsys.readouterr().err
+    assert advice in err and "thread" not in err.split("):", 1)[1]
+
+
+def test_pods_of_several_threads_are_told_how_many_fit(capsys):
+    """A pod's memory is its worker's: fewer threads give each branch more."""
+    assert main(["cluster", "k8s", "--image", "reg.example.com/ebf:1", "--worker-cores", "4",
+                 "--worker-memory", "16GiB", "--branch-memory", "5GiB"]) == 2
+    assert ("give each worker at least 25GiB, at most 2 threads per worker, or pass a smaller"
+            in capsys.readouterr().err)
+    assert main(["cluster", "k8s", "--image", "reg.example.com/ebf:1", "--worker-memory",
+                 "4GiB", "--branch-memory", "5GiB"]) == 2
+    err = capsys.readouterr().err
+    assert "give each worker at least 7GiB, or pass a smaller" in err and "threads" not in err
 
 
 def test_jobs_need_the_batch_system(capsys, monkeypatch, tmp_path):

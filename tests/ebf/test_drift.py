@@ -161,7 +161,8 @@ def test_planted_change_in_one_region_refits(reg):
     assert s.loc["R", "probability"] < report.threshold  # x2 now splits x0 > .5 better
     assert s.loc["L", "probability"] > 0.99  # x1 still splits x0 <= .5 best
     assert report.failing == ["", "R"]
-    assert "root" in report.reason and "R (x1" in report.reason
+    assert "at the root split on x0, probability " in report.reason
+    assert "; the split at R (root, then right) on x1, probability " in report.reason
     assert "holm-corrected level (family-wise 0.05 over 3 tested splits)" in report.reason
     # the trunk refit on the window puts the new variable at the root
     assert s.loc["", "refit_feature"] == "x1" and not s.loc["", "same_feature"]
@@ -226,6 +227,41 @@ def test_a_stretch_of_the_window_that_does_not_recur_updates(reg):
     assert "does not carry over in time" in report.reason
     planted = trunk_drift(reg, *_regression(N_WINDOW, 1, changed=True))
     assert planted.replicated_gain > 0.1
+
+
+def test_the_summary_says_in_words_what_the_check_found(reg):
+    """What ``ebf retrain`` prints: no drift on a stationary window (no abbreviation, a
+    refit that predicts worse said to be worse), the failing splits spelled out on a
+    drifting one."""
+    import re
+
+    from ebf.diagnostics import drift_summary
+
+    stationary = trunk_drift(reg, *_regression(N_WINDOW, 3))
+    assert stationary.decision == "update" and stationary.failing == []
+    text = drift_summary(stationary.to_dict())
+    assert text.startswith("no drift: no split of the trunk failed its test; a trunk refit on "
+                           "the window's first half predicts its second half ")
+    assert not re.search(r"-\d", text), text  # never a negative "better"
+    gain = stationary.replicated_gain
+    said = ("as well as" if abs(gain) < 0.0005 else "worse than" if gain < 0 else "better than")
+    assert f"{said} the stored trunk" in text, text
+    drifted = trunk_drift(reg, *_regression(N_WINDOW, 1, changed=True))
+    assert drifted.decision == "refit" and drifted.failing
+    text = drift_summary(drifted.to_dict())
+    assert text.startswith("drift: ") and "better than the stored trunk" in text, text
+    for path in drifted.failing:  # each failing split by name, its path spelled out
+        assert ("the root split" if path == "" else f"the split at {path} (root, then ") in text
+    assert "worse" not in text and "failing splits:" not in text
+    # a split fails on a stretch that does not recur: reported, not acted on
+    X, y = _regression(N_WINDOW, 3)
+    y[:N_WINDOW // 2] += 8.0 * (X[:N_WINDOW // 2, 1] > 0.5)
+    stormy = trunk_drift(reg, X, y, blocks=None)
+    text = drift_summary(stormy.to_dict())
+    assert text.startswith("no drift acted on: the root split failed its test, but a trunk "
+                           "refit"), text
+    assert text.endswith("so the change does not carry over in time")
+    assert not re.search(r"-\d", text) and not re.search(r"-\d", stormy.reason), stormy.reason
 
 
 def _nlpd(model, X, y):

@@ -74,6 +74,7 @@ ROLES = {
     ("importance", "data"): "input",
     ("importance", "target"): "word",
     ("cluster", "k8s", "out"): "output",
+    ("cluster", "dockerfile", "out"): "output",
     **{("cluster", "k8s", dest): "word"
        for dest in ("env", "image", "job", "name", "namespace", "secret")},
     # paths on the cluster's machines, written into the job script, never opened here
@@ -161,6 +162,8 @@ def _argv(command: tuple[str, ...], dest: str, target: str, world, fresh: str) -
         return ["retrain", target, str(data), "--target", "y", "--n-estimators", "2", "--quiet"]
     if command == ("cluster", "k8s"):
         return ["cluster", "k8s", "--image", "ebf:latest", "--out", target, "--overwrite"]
+    if command == ("cluster", "dockerfile"):
+        return ["cluster", "dockerfile", "--out", target, "--overwrite"]
     if command[0] == "registry":
         return [*command, f"{target}@1" if command[1] == "promote" else target]
     raise AssertionError(f"no command line for {command}")

@@ -112,6 +112,39 @@ def test_save_and_load_a_model_on_s3(s3):
     assert sorted(fs.ls(f"{BUCKET}/saved", refresh=True)) == before
 
 
+def test_an_output_in_a_missing_bucket_fails_before_any_work_and_makes_no_bucket(s3, capsys):
+    """``--out s3://typo-bucket/...``: one line naming the bucket and the fix, before the data
+    is read (the data here does not exist either: the output is checked first), and no
+    bucket is made, by the CLI's writers (model, predictions, registry) nor by ``save``."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3")
+    typo = "s3://typo-bucket"
+    for argv, what in [
+        (["train", f"{s3}/no-data", "--target", "y", "--out", f"{typo}/models/m"],
+         "the --out model"),
+        (["predict", f"{s3}/no-model", f"{s3}/no-data", "--out", f"{typo}/p"],
+         "the --out predictions"),
+        (["retrain", f"{typo}/registry", f"{s3}/no-data", "--target", "y"],
+         "the model registry"),
+    ]:
+        assert main([*argv, "--quiet"]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert (f"cannot write {what} to 's3://typo-bucket/" in err
+                and "the bucket 'typo-bucket' does not exist" in err
+                and "ebf never creates buckets; create it first (e.g. aws s3 mb "
+                "s3://typo-bucket) or fix the name" in err), err
+    df = _frame(300, 5)
+    model = EmpiricalBayesianForestRegressor(n_estimators=2, trunk_max_leaves=2,
+                                             random_state=0).fit(df[FEATURES], df["y"])
+    with pytest.raises(ValueError, match="the bucket 'typo-bucket' does not exist"):
+        save(model, f"{typo}/saved")
+    fs.invalidate_cache()
+    assert not fs.exists("typo-bucket")
+    assert "typo-bucket" not in {p.rstrip("/") for p in fs.ls("", refresh=True)}
+
+
 @pytest.fixture
 def processes(s3, tmp_path):
     """A scheduler and two workers started as separate processes from a scheduler file;

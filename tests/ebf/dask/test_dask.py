@@ -419,8 +419,11 @@ def test_branch_memory_sizes_the_trunk(dask_client):
     assert_same_state(estimator_state(again), estimator_state(local))
     tight = DaskEmpiricalBayesianForestRegressor(branch_memory="100kB", trunk_max_leaves=3,
                                                  **params)
-    with pytest.raises(BranchMemoryError, match="trunk_max_leaves is fixed"):
+    with pytest.raises(BranchMemoryError, match="trunk_max_leaves is fixed") as failed:
         tight.fit(ddf[FEATURES], ddf["y"])
+    # the advice is the workers' layout: one thread each, so no fewer threads to run
+    assert "The workers run one thread each" in str(failed.value)
+    assert "fewer threads" not in str(failed.value)
     with pytest.raises(ValueError, match="branch_memory must be a positive"):
         DaskEmpiricalBayesianForestRegressor(branch_memory="lots").fit(ddf[FEATURES], ddf["y"])
 
