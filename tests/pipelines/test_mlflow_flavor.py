@@ -7,7 +7,9 @@ under ``~/.cache/ebf-tests/mlflow-server-<version>`` (``EBF_TEST_CACHE`` moves i
 keeps two xdist workers from building it at once) and runs as a separate process, one for
 this module. The client is our environment's ``mlflow-skinny``. Models are tiny; the checks:
 a pyfunc loaded from ``models:/<name>@champion`` predicts the numbers ``ebf predict`` writes,
-bit for bit.
+bit for bit. Pyfuncs load with ``suppress_warnings=True``: MLflow's check of the model's
+pinned requirements against the environment maps every installed package to its modules
+once per process (about 12 s here), which says nothing about ebf.
 
 ``mlflow models predict`` is not run: it needs a conda, virtualenv or uv manager to build
 the model's environment, and ``--env-manager local`` from the server's environment cannot
@@ -168,13 +170,13 @@ def test_pyfunc_from_the_champion_alias_predicts_what_ebf_predict_writes(
     model_dir, data, X = _saved(tmp_path, classes=False)
     expected = _ebf_predict(model_dir, data, tmp_path / "pred", dask_client)
     with mlflow.start_run() as run:
-        info = ebf.mlflow.log_model(model_dir, "model", input_example=X.head(3),
-                                    registered_model_name="tiny", alias="champion")
+        info = ebf.mlflow.log_model(model_dir, "model", registered_model_name="tiny",
+                                    alias="champion")
     assert int(info.registered_model_version) == 1 and info.run_id == run.info.run_id
     client = mlflow.MlflowClient()
     assert client.get_model_version_by_alias("tiny", "champion").version == "1"
 
-    pyfunc = mlflow.pyfunc.load_model("models:/tiny@champion")
+    pyfunc = mlflow.pyfunc.load_model("models:/tiny@champion", suppress_warnings=True)
     got = pyfunc.predict(X)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), expected, check_exact=True)
     assert list(got.columns) == ["mean", "std", "q05", "q50", "q95", "branch"]
@@ -185,7 +187,6 @@ def test_pyfunc_from_the_champion_alias_predicts_what_ebf_predict_writes(
     assert [t.name for t in sig.inputs.input_types()] == ["double"] * 3
     assert sig.outputs.input_names() == list(expected.columns)
     assert sig.params.to_dict()[0]["default"] == [0.05, 0.5, 0.95]
-    assert pyfunc.metadata.saved_input_example_info["type"] == "dataframe"
 
     # other levels per call: ebf predict's columns for the same levels, bit for bit
     levels = [0.1, 0.9]
@@ -225,7 +226,7 @@ def test_a_classifier_in_memory_logs_and_predicts_probabilities(tmp_path, tracki
     expected = _ebf_predict(model_dir, data, tmp_path / "pred", dask_client)
     with mlflow.start_run():
         info = ebf.mlflow.log_model(ebf.load(model_dir), "classifier")
-    got = mlflow.pyfunc.load_model(info.model_uri).predict(X)
+    got = mlflow.pyfunc.load_model(info.model_uri, suppress_warnings=True).predict(X)
     assert list(got.columns) == ["proba_high", "proba_low", "predicted", "branch"]
     pd.testing.assert_frame_equal(got.reset_index(drop=True), expected, check_exact=True,
                                   check_dtype=False)
@@ -272,7 +273,7 @@ def test_retrain_registers_its_champion_and_moves_the_alias(tmp_path, tracking, 
     assert second["mlflow"]["registered"]["version"] == 2
     champion = client.get_model_version_by_alias("nightly", "champion")
     assert champion.version == "2" and champion.run_id == second["mlflow"]["run_id"]
-    pyfunc = mlflow.pyfunc.load_model("models:/nightly@champion")
+    pyfunc = mlflow.pyfunc.load_model("models:/nightly@champion", suppress_warnings=True)
     assert pyfunc.metadata.flavors["ebf"]["model_hash"] == model_hash(second["model_url"])
 
     # the re-run on the same inputs registers nothing twice
@@ -318,15 +319,18 @@ def test_errors_come_before_anything_is_logged(tiny, tmp_path, monkeypatch):
 
 def test_a_damaged_model_or_another_flavor_is_refused_on_load(tiny, tmp_path):
     model_dir, X = tiny
-    ebf.mlflow.save_model(model_dir, tmp_path / "mlm")
-    pyfunc = mlflow.pyfunc.load_model(str(tmp_path / "mlm"))  # a local MLflow Model works
+    ebf.mlflow.save_model(model_dir, tmp_path / "mlm", input_example=X.head(3))
+    pyfunc = mlflow.pyfunc.load_model(str(tmp_path / "mlm"), suppress_warnings=True)
     np.testing.assert_array_equal(pyfunc.predict(X)["mean"], ebf.load(model_dir).predict(X))
+    assert pyfunc.metadata.saved_input_example_info["type"] == "dataframe"
+    example = json.loads((tmp_path / "mlm" / "input_example.json").read_text())
+    assert example["columns"] == FEATURES and len(example["data"]) == 3
     shard = next((tmp_path / "mlm" / "model" / "shards").iterdir())
     data = bytearray(shard.read_bytes())
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
     with pytest.raises(ChecksumError):
-        mlflow.pyfunc.load_model(str(tmp_path / "mlm"))
+        mlflow.pyfunc.load_model(str(tmp_path / "mlm"), suppress_warnings=True)
     with pytest.raises(ChecksumError):
         ebf.mlflow.load_model(str(tmp_path / "mlm"))
 
