@@ -29,11 +29,13 @@ def add_tracking_arguments(parser: argparse.ArgumentParser, register: bool = Fal
     ``--mlflow-register NAME``)."""
     from pipelines.tracking import CHAMPION_ALIAS, DEFAULT_EXPERIMENT, INSTALL, SUMMARY_ARTIFACT
 
+    files = ("the model's files only with --mlflow-register" if register
+             else "never the model's files")
     group = parser.add_argument_group(
         "tracking",
         "With --mlflow-uri, the job is logged as one MLflow run once its model is written: "
         "parameters, metrics, the model's URL and hash as tags and the --json summary as "
-        f"the artifact {SUMMARY_ARTIFACT} (never the model's files). Needs {INSTALL}. If "
+        f"the artifact {SUMMARY_ARTIFACT} ({files}). Needs {INSTALL}. If "
         f"the run cannot be logged, the model stays written and the exit status is "
         f"{TRACKING_FAILED}.")
     group.add_argument("--mlflow-uri", metavar="URI",

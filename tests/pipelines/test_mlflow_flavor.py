@@ -11,9 +11,12 @@ bit for bit. Pyfuncs load with ``suppress_warnings=True``: MLflow's check of the
 pinned requirements against the environment maps every installed package to its modules
 once per process (about 12 s here), which says nothing about ebf.
 
-``mlflow models predict`` is not run: it needs a conda, virtualenv or uv manager to build
-the model's environment, and ``--env-manager local`` from the server's environment cannot
-import ebf (nor may ebf be installed there: that environment's pyarrow is not ours).
+``mlflow models predict`` runs only on demand (``-m soak``): with ``--env-manager local`` from
+ebf's own environment (mlflow-skinny's command line) it predicts the numbers ``ebf predict``
+writes, but a process that starts MLflow and loads the model costs seconds the default run
+does not need; the other managers (conda, virtualenv, uv) build the model's environment from
+the package index, and the server's environment cannot import ebf (nor may ebf be installed
+there: its pyarrow is not ours).
 """
 
 from __future__ import annotations
@@ -276,9 +279,13 @@ def test_retrain_registers_its_champion_and_moves_the_alias(tmp_path, tracking, 
     pyfunc = mlflow.pyfunc.load_model("models:/nightly@champion", suppress_warnings=True)
     assert pyfunc.metadata.flavors["ebf"]["model_hash"] == model_hash(second["model_url"])
 
-    # the re-run on the same inputs registers nothing twice
-    again = _retrain(tmp_path, windows[1], tracking, capsys, *wide)
-    assert again["reused"] and again["mlflow"]["registered"]["logged"] is False
+    # the re-run on the same inputs registers nothing twice; the text report says where it is
+    argv = ["retrain", str(tmp_path / "reg"), windows[1], "--quiet", "--mlflow-uri", tracking,
+            "--mlflow-register", "nightly", *wide]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "MLflow Model Registry: nightly version 2, alias 'champion' " \
+        "(models:/nightly@champion)" in out, out
     versions = client.search_model_versions("name = 'nightly'")
     assert sorted(int(v.version) for v in versions) == [1, 2]
 
@@ -340,3 +347,22 @@ def test_a_damaged_model_or_another_flavor_is_refused_on_load(tiny, tmp_path):
     other.save(str(tmp_path / "other" / "MLmodel"))
     with pytest.raises(ValueError, match="has no 'ebf' flavor.*python_function"):
         ebf.mlflow.load_model(str(tmp_path / "other"))
+
+
+@pytest.mark.soak
+def test_mlflow_models_predict_gives_the_numbers_of_ebf_predict(tmp_path, dask_client):
+    model_dir, data, X = _saved(tmp_path, classes=False)
+    expected = _ebf_predict(model_dir, data, tmp_path / "pred", dask_client)
+    ebf.mlflow.save_model(model_dir, tmp_path / "mlm")
+    X.to_csv(tmp_path / "rows.csv", index=False)  # floats written to round-trip exactly
+    cli = Path(sys.executable).parent / "mlflow"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                          os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([str(cli), "models", "predict", "-m", str(tmp_path / "mlm"), "-i",
+                           str(tmp_path / "rows.csv"), "-t", "csv", "--env-manager", "local",
+                           "-o", str(tmp_path / "out.json")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = pd.DataFrame(json.loads((tmp_path / "out.json").read_text())["predictions"])
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
