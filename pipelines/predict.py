@@ -33,8 +33,8 @@ from basics.locations import check_destination
 from basics.versions import library_version
 from cluster import current_client
 from ebf.dask.client import Report
-from ebf.dask.frames import checked_levels, prediction_meta
 from ebf.dask.graph import input_partitions
+from ebf.frames import checked_levels, prediction_meta
 from pipelines.artifacts import open_artifact
 from pipelines.footers import Footers, read_footers
 from pipelines.io import Source, describe_source, read_columns, write_parquet_atomic

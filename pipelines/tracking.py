@@ -20,7 +20,13 @@ finished run of the same version (its key, registry and model hash), so a re-run
 retrain`` on the same inputs, a no-op for the registry, logs the version only if an earlier
 run could not.
 
-Library code: it logs and never prints. ``mlflow`` is imported by :func:`connect` only.
+A new champion can also go to MLflow's Model Registry (``ebf retrain --mlflow-register
+NAME``): :func:`register_champion` logs its model in the version's run with the ebf flavor
+(:mod:`ebf.mlflow`: the model's files, its manifest and calibration, a pyfunc), registers it
+as a version of ``NAME`` and points the alias :data:`CHAMPION_ALIAS` at it, once per run.
+
+Library code: it logs and never prints. ``mlflow`` is imported inside the functions that use
+it (:func:`connect` first).
 """
 
 from __future__ import annotations
@@ -30,15 +36,17 @@ import math
 import os
 import posixpath
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["DEFAULT_EXPERIMENT", "INSTALL", "SUMMARY_ARTIFACT", "RunContent",
-           "TrackingError", "TrackingSetupError", "Tracker", "connect", "log_run",
-           "metric_key", "retrain_run", "train_run"]
+__all__ = ["CHAMPION_ALIAS", "DEFAULT_EXPERIMENT", "INSTALL", "REGISTER_FAILED", "SUMMARY_ARTIFACT",
+           "RunContent", "TrackingError", "TrackingSetupError", "Tracker", "connect",
+           "log_run", "metric_key", "register_champion", "retrain_run", "train_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +56,13 @@ DEFAULT_EXPERIMENT = "ebf"
 INSTALL = 'pip install "ebf[mlflow]"'
 #: The run's one artifact: the job's summary, as ``--json`` prints it.
 SUMMARY_ARTIFACT = "ebf_summary.json"
+
+#: The Model Registry alias of the registry's current version (:func:`register_champion`).
+CHAMPION_ALIAS = "champion"
+#: How the error of :func:`register_champion` begins.
+REGISTER_FAILED = "MLflow could not register the champion"
+#: The champion's artifact path (logged model name) in its run.
+MODEL_ARTIFACT = "model"
 
 #: Characters MLflow accepts in parameter and metric names on every system.
 _KEY_CHARS = re.compile(r"[^/\w.\- ]")
@@ -187,6 +202,13 @@ def connect(uri: str, experiment: str = DEFAULT_EXPERIMENT, *,
     return Tracker(uri, experiment, client)
 
 
+def _no_stdout() -> Any:
+    """MLflow's client prints the run's URL on stdout when it ends a run on a tracking
+    server: to stderr with it, so that stdout holds the command's report alone (``--json``:
+    one object)."""
+    return redirect_stdout(sys.stderr)
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -245,11 +267,12 @@ def log_run(tracker: Tracker, content: RunContent) -> dict[str, Any]:
     """
     client = tracker.client
     try:
-        experiment_id = _experiment_id(client, tracker.experiment)
-        run_id = _logged_before(client, experiment_id, content.same)
-        logged = run_id is None
-        if logged:
-            run_id = _new_run(client, experiment_id, content)
+        with _no_stdout():
+            experiment_id = _experiment_id(client, tracker.experiment)
+            run_id = _logged_before(client, experiment_id, content.same)
+            logged = run_id is None
+            if logged:
+                run_id = _new_run(client, experiment_id, content)
     except TrackingError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the model is safe
@@ -281,6 +304,78 @@ def _new_run(client: Any, experiment_id: str, content: RunContent) -> str:
         raise
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+@contextmanager
+def _tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (``Model.log``) at ``uri`` for the block, the caller's URI after."""
+    import mlflow
+
+    before = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def register_champion(tracker: Tracker, run_id: str, model_url: str, name: str, *,
+                      alias: str = CHAMPION_ALIAS,
+                      storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Log a new champion in its run with the ebf flavor, register it in MLflow's Model
+    Registry and point ``alias`` at it; once per run.
+
+    Parameters
+    ----------
+    tracker : Tracker
+        From :func:`connect`; its tracking URI is the Model Registry's too.
+    run_id : str
+        The run of the registry version (:func:`log_run`).
+    model_url : str
+        The version's model directory (:meth:`pipelines.registry.store.Registry.model_path`).
+    name : str
+        The registered model's name (created if absent).
+    alias : str, default=CHAMPION_ALIAS
+    storage_options : mapping, optional
+        fsspec options of ``model_url``.
+
+    Returns
+    -------
+    dict
+        ``name``, ``version`` (the Model Registry's), ``alias``, ``model_uri``
+        (``models:/<name>@<alias>``) and ``logged`` (False when a version of ``name`` from
+        this run existed: only the alias is set).
+
+    Raises
+    ------
+    TrackingError
+        If MLflow fails; the ebf registry is untouched.
+    """
+    from ebf.mlflow import log_model
+
+    client = tracker.client
+    try:
+        found = client.search_model_versions(
+            f"name = {_quoted(name)} and run_id = {_quoted(run_id)}")
+        if found:
+            version = str(found[0].version)
+        else:
+            with _tracking_uri(tracker.uri), _no_stdout():
+                info = log_model(model_url, MODEL_ARTIFACT, run_id=run_id,
+                                 registered_model_name=name, storage_options=storage_options)
+            version = str(info.registered_model_version)
+        client.set_registered_model_alias(name, alias, version)
+    except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the model is safe
+        raise TrackingError(f"{REGISTER_FAILED} as {name!r} at {tracker.uri}: "
+                            f"{_one_line(exc)}") from exc
+    logger.info("MLflow Model Registry: %s version %s, alias %s (run %s)", name, version,
+                alias, run_id)
+    return {"name": name, "version": int(version), "alias": alias,
+            "model_uri": f"models:/{name}@{alias}", "logged": not found}
 
 
 # ----------------------------------------------------------------------- what a run holds

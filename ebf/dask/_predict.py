@@ -12,7 +12,7 @@ pass (``model.predict_summary``), the model one key of the graph
 (:func:`ebf.dask.graph.shared_model`). Index and row order are kept; empty partitions give
 empty frames.
 
-Columns (:mod:`ebf.dask.frames`): regressors ``mean``, ``std`` and one column per quantile
+Columns (:mod:`ebf.frames`): regressors ``mean``, ``std`` and one column per quantile
 level (``q05``, ``q50``, ``q95``, ...); classifiers ``proba_<class>`` per class and
 ``predicted``; EBF models also ``branch`` (the trunk leaf).
 """
@@ -32,9 +32,9 @@ from sklearn.utils.validation import check_is_fitted
 from basics.levels import DEFAULT_QUANTILES
 
 from ..artifact import ModelReader, open_model
+from ..frames import checked_levels, class_dtype, output_meta, predict_block, prediction_meta
 from .cache import settle_whole, whole_model
 from .client import NoClientError, current_client
-from .frames import checked_levels, class_dtype, output_meta, prediction_meta
 from .graph import shared_model
 from .live import LiveModel, has_live_parts, is_ensemble, live_model
 from .sharded import choose_strategy, predict_sharded
@@ -47,24 +47,9 @@ def _predict_partition(part: pd.DataFrame, saved: Any, levels: np.ndarray,
     if len(part) == 0:
         return meta.set_axis(part.index[:0])
     model = whole_model(saved)  # a saved model: loaded once per worker
-    # one encode, one routing and one mixture per block of rows: every column comes from
-    # the same pass (numbers equal predict / predict_quantiles / apply bit for bit)
-    cols: dict[str, Any] = {}
-    summary = model.predict_summary(part) if is_classifier(model) else model.predict_summary(
-        part, levels)
-    if is_classifier(model):
-        for j, c in enumerate(model.classes_):
-            cols[f"proba_{c}"] = summary.proba[:, j]
-        cols["predicted"] = summary.predicted
-    else:
-        cols["mean"], cols["std"] = summary.mean, summary.std
-        for j, name in enumerate(meta.columns[2:2 + levels.size]):
-            cols[name] = summary.quantiles[:, j]
-    if "branch" in meta.columns:
-        cols["branch"] = summary.branch
+    out = predict_block(model, part, levels, meta)
     settle_whole(saved, model)
-    return pd.DataFrame({k: pd.Series(v, index=part.index, dtype=meta[k].dtype)
-                         for k, v in cols.items()}, index=part.index)
+    return out
 
 
 def _predict_series(part: pd.DataFrame, model: Any, meta: pd.Series) -> pd.Series:

@@ -18,7 +18,7 @@ task per partition). :func:`predict_sharded` builds a lazy graph over the partit
    the next group is read once every part task of the last one is done), so a worker
    holds the routed rows of one group and loads each shard at most once per group;
 3. ``assemble``: every partition's rows are put back in their input order, with their
-   index, as the columns of :func:`ebf.dask.frames.prediction_meta`.
+   index, as the columns of :func:`ebf.frames.prediction_meta`.
 
 The numbers are those of the local model's one-pass summary, bit for bit: a row's
 summary depends only on its own mixture (EBF: its branch's mixture; SSF: the pooled
@@ -45,8 +45,8 @@ import pandas as pd
 from basics.mixture import GaussianMixture, summarize
 
 from ..artifact import ModelReader
+from ..frames import checked_levels, prediction_meta
 from .cache import cached_part, relieve_memory, settle_part
-from .frames import checked_levels, prediction_meta
 from .graph import shared_model
 
 logger = logging.getLogger(__name__)
@@ -394,7 +394,7 @@ def predict_sharded(reader: Any, X: Any, quantiles: Sequence[float],
     Returns
     -------
     dask.dataframe.DataFrame
-        The columns of :func:`ebf.dask.frames.prediction_meta`, with the index, partitions and
+        The columns of :func:`ebf.frames.prediction_meta`, with the index, partitions and
         row order of ``X``.
     """
     from dask import delayed

@@ -118,11 +118,11 @@ def level(interior: bool):
 
 class QuantileLevels(argparse.Action):
     """``--quantiles``: the levels (each parsed by :func:`level`) must name distinct columns
-    (:func:`ebf.dask.frames.quantile_columns`), else a usage error now, before any work."""
+    (:func:`ebf.frames.quantile_columns`), else a usage error now, before any work."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        from ebf.dask.frames import quantile_columns
+        from ebf.frames import quantile_columns
 
         try:
             quantile_columns(values)

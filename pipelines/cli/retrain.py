@@ -16,7 +16,14 @@ from typing import Any
 from .arguments import add_training_arguments, fraction, non_negative_float, train_options
 from .output import Output, add_json_flag, check_outputs, print_result
 from .session import finish_job_parser, job
-from .tracking import add_tracking_arguments, track, tracker, tracking_line, tracking_status
+from .tracking import (
+    add_tracking_arguments,
+    register,
+    track,
+    tracker,
+    tracking_line,
+    tracking_status,
+)
 
 __all__ = ["add_retrain_parser"]
 
@@ -87,7 +94,7 @@ def add_retrain_parser(sub: argparse._SubParsersAction, data_help: str) -> None:
     add_training_arguments(rt)
     add_json_flag(rt, "the version made: number, decision, action, its model's URL and its "
                   "whole record")
-    add_tracking_arguments(rt)
+    add_tracking_arguments(rt, register=True)
     finish_job_parser(rt, _cmd_retrain)
 
 
@@ -125,6 +132,9 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
     error = track(where, lambda summary: retrain_run(
         summary, registry=registry.url, options={**run, "tolerance": tolerances}),
         "retraining", body)
+    error = error or register(where, args.mlflow_register, body,
+                              res.decision != "kept" and registry.current() == res.version,
+                              registry.storage_options)
     if res.reused:
         print_result(args, "retraining", body, "\n".join([
             f"version {res.version} was made from the same inputs ({res.decision}, "

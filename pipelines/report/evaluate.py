@@ -39,7 +39,6 @@ from basics.metrics import coverage_levels
 from basics.scores import scores_of
 from cluster import current_client
 from ebf.dask.client import Report
-from ebf.dask.frames import checked_levels, prediction_meta
 from ebf.dask.graph import input_partitions
 from ebf.dask.sharded import (
     block_frame,
@@ -47,6 +46,7 @@ from ebf.dask.sharded import (
     frame_of_parts,
     sharded_blocks,
 )
+from ebf.frames import checked_levels, prediction_meta
 from pipelines.artifacts import open_artifact
 from pipelines.footers import read_footers
 from pipelines.io import Source, describe_source, read_columns

@@ -180,7 +180,7 @@ def test_a_usage_error_is_one_line_pointing_to_help(sandbox, capsys):
 
 
 def test_a_quantile_level_near_1_is_named_exactly():
-    from ebf.dask.frames import quantile_columns
+    from ebf.frames import quantile_columns
 
     assert quantile_columns([0.9999999, 1e-7]) == ["q99_99999", "q0_00001"]
 

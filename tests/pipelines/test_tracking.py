@@ -290,6 +290,23 @@ def test_the_experiment_needs_the_uri_and_the_config_file_sets_both(tmp_path, mo
     assert "--mlflow-uri" not in argv
 
 
+def test_registering_needs_the_uri_and_a_name_before_any_work(tmp_path, monkeypatch, capsys):
+    _no_work(monkeypatch)
+    data = _data(tmp_path / "data", 100, 0)
+    base = ["retrain", str(tmp_path / "reg"), data, "--target", "y", "--quiet"]
+    assert main([*base, "--mlflow-register", "nightly"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--mlflow-register needs an MLflow tracking " \
+        "store: give --mlflow-uri URI too" in err, err
+    assert main([*base, "--mlflow-register", " ", "--mlflow-uri", "http://mlflow:5000"]) == 2
+    assert "the registered model's name is empty" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["data"]
+    # train logs runs only: registering is the retrain flow's (its champion)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", data, "--target", "y", "--out", "m",
+                                   "--mlflow-register", "x"])
+
+
 # --------------------------------------------------------------------- what a run holds
 
 

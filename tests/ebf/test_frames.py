@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ebf.dask.frames import quantile_columns
+from ebf.frames import quantile_columns
 
 
 def test_names_are_the_percent_to_six_decimals():

@@ -1,10 +1,11 @@
-"""The prediction frame of ``ebf.dask``: its columns and their dtypes.
+"""The prediction frame: its columns, their dtypes, and one block of rows predicted into it.
 
 Regressors give ``mean``, ``std`` and one column per quantile level (``q05``, ``q50``,
 ``q95``, ...); classifiers ``proba_<class>`` per class and ``predicted``; EBF models also
-``branch`` (the trunk leaf). Both ways of predicting (:mod:`ebf.dask._predict`, a model
-whole on every worker, and :mod:`ebf.dask.sharded`, branch by branch) build their frames on
-:func:`prediction_meta`.
+``branch`` (the trunk leaf). Every way of predicting a frame builds on
+:func:`prediction_meta`: ``ebf.dask`` (a model whole on every worker, or branch by branch)
+and the MLflow flavor (:mod:`ebf.mlflow`), which predict a block of rows with
+:func:`predict_block`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sklearn.base import is_classifier
 
 from basics.levels import DEFAULT_QUANTILES, check_levels
 
-__all__ = ["checked_levels", "class_dtype", "output_meta", "prediction_meta",
+__all__ = ["checked_levels", "class_dtype", "output_meta", "predict_block", "prediction_meta",
            "quantile_columns"]
 
 
@@ -76,7 +77,8 @@ def class_dtype(classes: np.ndarray) -> Any:
 
 
 def output_meta(model: Any, quantiles: Any = DEFAULT_QUANTILES) -> pd.DataFrame:
-    """Empty frame with the columns and dtypes :func:`ebf.dask.predict_frame` produces.
+    """Empty frame with the columns and dtypes of :func:`predict_block` (and
+    :func:`ebf.dask.predict_frame`).
 
     Parameters
     ----------
@@ -111,3 +113,44 @@ def prediction_meta(classes: np.ndarray | None, branch: bool, levels: np.ndarray
     if len(cols) != len(set(cols)):
         raise ValueError(f"prediction columns collide: {list(cols)}.")
     return pd.DataFrame({k: pd.Series(v, dtype=v.dtype) for k, v in cols.items()})
+
+
+def predict_block(model: Any, X: Any, levels: np.ndarray, meta: pd.DataFrame) -> pd.DataFrame:
+    """The prediction frame of the rows ``X`` (a pandas DataFrame) by a fitted local model.
+
+    One encode, one routing and one mixture per block of rows (``model.predict_summary``):
+    every column comes from the same pass, so the numbers equal ``predict``,
+    ``predict_quantiles``, ``predict_proba`` and ``apply`` bit for bit.
+
+    Parameters
+    ----------
+    model : fitted local EBF / SSF estimator
+    X : pandas.DataFrame
+        The features by name; its index becomes the frame's.
+    levels : numpy.ndarray
+        Quantile levels (:func:`checked_levels`; regressors).
+    meta : pandas.DataFrame
+        The empty frame of the model and levels (:func:`prediction_meta`,
+        :func:`output_meta`): the columns and their dtypes.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    if len(X) == 0:
+        return meta.set_axis(X.index[:0])
+    cols: dict[str, Any] = {}
+    classifier = is_classifier(model)
+    summary = model.predict_summary(X) if classifier else model.predict_summary(X, levels)
+    if classifier:
+        for j, c in enumerate(model.classes_):
+            cols[f"proba_{c}"] = summary.proba[:, j]
+        cols["predicted"] = summary.predicted
+    else:
+        cols["mean"], cols["std"] = summary.mean, summary.std
+        for j, name in enumerate(meta.columns[2:2 + levels.size]):
+            cols[name] = summary.quantiles[:, j]
+    if "branch" in meta.columns:
+        cols["branch"] = summary.branch
+    return pd.DataFrame({k: pd.Series(v, index=X.index, dtype=meta[k].dtype)
+                         for k, v in cols.items()}, index=X.index)
