@@ -36,8 +36,8 @@ from basics.pit import RecalibratedDistribution
 
 from ..artifact import ModelReader, open_model
 from ..ensemble import pad_rows
+from ..frames import checked_levels
 from ._predict import _checked, on_workers
-from .frames import checked_levels
 from .graph import shared_model
 from .sharded import PredictJob, part_output, sharded_blocks
 
