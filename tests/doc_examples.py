@@ -3,8 +3,12 @@
 Used by ``tests/test_doc_examples.py`` (the docs' pages) and ``tests/test_readme.py`` (the
 README's command-line block). A shell block (```` ```bash ````, ``sh``, ``console``,
 ``shell``) is cut into its commands (a line, with its ``\\`` continuations); every command
-runs through ``bash -e`` in a temporary directory shared by the page, in the page's order,
-with the ``ebf`` and ``python`` of this environment, except:
+runs in a temporary directory shared by the page, in the page's order, with the ``ebf`` and
+``python`` of this environment, and must exit with 0 (or another status its page documents
+as success: :data:`_STATUSES`). A page's plain ``ebf`` commands (words only, no shell syntax)
+run in one fresh Python process, each as the ``ebf`` script runs it
+(:func:`pipelines.cli.main` on its words), which saves every command the seconds of starting
+Python and importing Dask; the others run through ``bash -e``. Except:
 
 - the commands :data:`SKIP` names, each with why it cannot run here (a fresh install, the
   suite itself, a cluster to submit to, a container engine, S3 on AWS, ...);
@@ -44,7 +48,7 @@ SKIP: tuple[tuple[str, str], ...] = (
     (r"-m sphinx", "builds the site: tests/test_docs.py does (-W, warnings as errors)"),
     (r"benchmarks[./]bench_",
      "a benchmark: minutes on two cores; tests/test_benchmarks.py runs their smoke modes"),
-    (r"^(helm|docker|kubectl) |\| kubectl",
+    (r"^(helm|docker|kubectl|kind|k3d) |\| kubectl",
      "needs a Kubernetes cluster or a container engine; tests/cluster/test_kubernetes.py "
      "checks the manifests"),
     (r"^dask (scheduler|worker) ",
