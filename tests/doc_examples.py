@@ -14,8 +14,9 @@ Python and importing Dask; the others run through ``bash -e``. Except:
   suite itself, a cluster to submit to, a container engine, S3 on AWS, ...);
 - sizes, which :func:`shrink` caps so that the whole page takes seconds: ``--rows``,
   ``--n-train``, ``--n-test`` and ``--min-leaf-rows`` above :data:`CAPS` are lowered to it,
-  and ``ebf demo`` without ``--rows`` gets ``--rows``. The pages state the real sizes
-  (the defaults a user gets); the commands are otherwise run as written.
+  and ``ebf demo`` without ``--rows`` gets ``--rows`` (a command that the caps make the
+  same as one already run on the page runs once). The pages state the real sizes (the
+  defaults a user gets); the commands are otherwise run as written.
 
 What a page uses but does not make (the flights of a month as ``data/2013-01``, a dataset
 with an ``id`` column, a format-1 model, a registry with a version) is made first by the
@@ -206,35 +207,57 @@ def _successes(text: str) -> tuple[int, ...]:
     return _STATUSES.get(subcommand[1] if subcommand else "", (0,))
 
 
-def _ebf_words(text: str) -> list[str] | None:
-    """The words of a plain ``ebf`` command (no shell syntax: operators, variables, a
-    ``VAR=value`` prefix), else None."""
-    if any(ch in text for ch in "$`~"):
+def _ebf_words(text: str) -> tuple[dict[str, str], list[str]] | None:
+    """The ``VAR=value`` prefix and the words of a plain ``ebf`` command, ``$PWD`` expanded
+    as bash would; None for any other shell syntax (operators, other variables, ``~``).
+
+    >>> _ebf_words("A=1 ebf train d --out $PWD/m  # note")[1][:3]
+    ['train', 'd', '--out']
+    >>> _ebf_words("ebf cluster k8s | kubectl apply -f -") is None
+    True
+    """
+    if any(ch in text.replace("$PWD", "") for ch in "$`~"):
         return None
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(text.replace("$PWD", os.getcwd()), posix=True,
+                        punctuation_chars=True)
     lexer.whitespace_split = True
     words = list(lexer)
+    env = {}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
     if not words or words[0] != "ebf" or any(set(w) <= set("();<>|&") for w in words):
         return None
-    return words[1:]
+    return env, words[1:]
 
 
 def _one(text: str, env: dict[str, str]) -> tuple[int, str, str]:
     """Run a command: a plain ``ebf`` command in this process (the ``ebf`` script's
-    :func:`pipelines.cli.main` on its words), anything else through ``bash -e``."""
-    words = _ebf_words(text)
-    if words is None:
+    :func:`pipelines.cli.main` on its words, its ``VAR=value`` prefix in the environment
+    while it runs), anything else through ``bash -e``."""
+    parsed = _ebf_words(text)
+    if parsed is None:
         done = subprocess.run(["bash", "-e", "-c", text], env=env, capture_output=True,
                               text=True, timeout=600)
         return done.returncode, done.stdout, done.stderr
     from pipelines.cli import main
 
+    variables, words = parsed
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(words)
-        except SystemExit as stop:  # argparse's usage errors
-            status = stop.code if isinstance(stop.code, int) else 1
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(words)
+            except SystemExit as stop:  # argparse's usage errors
+                status = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return status, out.getvalue(), err.getvalue()
 
 
@@ -264,7 +287,15 @@ def run(commands: list[Command], cwd: Path, *, given: tuple[str, ...] = (),
     fresh process (:func:`_drive`: the page's plain ``ebf`` commands in that process, which
     saves each the seconds of starting Python and importing Dask, the others through
     ``bash``); fail on the first command whose status is not a success, naming it."""
-    todo = [{"where": c.where, "run": shrink(c.text)} for c in commands if not c.skip]
+    todo, seen = [], set()
+    for c in commands:
+        text = shrink(c.text)
+        words = text.split("#")[0].split()
+        # two sizes of one command (ebf demo, ebf demo --rows 50000) capped to one: once
+        if c.skip or (text != c.text and tuple(words) in seen):
+            continue
+        seen.add(tuple(words))
+        todo.append({"where": c.where, "run": text})
     results = cwd / ".doc_examples.jsonl"
     request = cwd / ".doc_examples.json"
     request.write_text(json.dumps({"commands": todo, "given": list(given),
