@@ -266,6 +266,10 @@ def _drive(commands: list[dict], given: list[str], results: Path) -> None:
     result appended to ``results`` (JSON lines); stops at the first failure."""
     env = dict(os.environ)
     for line in given:
+        code = re.fullmatch(r"python -c '(.*)'", line, flags=re.S)
+        if code:  # the test's own set-up: here, not in an interpreter of its own
+            exec(compile(code[1], "given", "exec"), {"__name__": "given"})
+            continue
         status, out, err = _one(line, env)
         if status != 0:
             raise SystemExit(f"given: {line[:200]} exited with {status}:\n{err[-3000:]}")
