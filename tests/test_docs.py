@@ -9,7 +9,8 @@
   must not run is marked ``<!-- no-run: reason -->`` on the line before it; such blocks are
   few and each says why.
 - Every ``ebf ...`` line of a ```` ```bash ```` block parses with the CLI's own argparse
-  parser, so a renamed or removed option fails here.
+  parser, so a renamed or removed option fails here; ``tests/test_doc_examples.py`` runs
+  them.
 - No file of the repository points into the engineers' shared directory next to it.
 """
 

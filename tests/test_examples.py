@@ -78,6 +78,21 @@ def test_notebook_is_stored_clean(notebook):
     assert not dirty, f"code cells {dirty} have stored outputs; clear them before committing"
 
 
+def _check_progress(outputs: list, text: str, phases: tuple[str, ...]) -> None:
+    """The kernels' line, a progress widget per phase of the fits (tqdm's notebook bar:
+    ipywidgets is in the examples extra, so no "IProgress not found"), and no Dask shuffle
+    notices."""
+    assert "kernels ready in" in text
+    assert ("compiling kernels (first run only) ..." in text
+            or "loading the kernels on the workers ..." in text)
+    widgets = [o.data["text/plain"] for o in outputs if o.output_type == "display_data"
+               and "application/vnd.jupyter.widget-view+json" in o.data]
+    for phase in phases:
+        assert any(w.startswith(f"{phase}:") for w in widgets), (phase, widgets)
+    assert "IProgress" not in text
+    assert "distributed.shuffle" not in text
+
+
 def test_quickstart_runs(tmp_path):
     work_dir = tmp_path / "work"
     nb = _run(QUICKSTART, tmp_path, _kernel_env(work_dir))
@@ -87,6 +102,7 @@ def test_quickstart_runs(tmp_path):
     assert any("image/png" in o.get("data", {}) for o in outputs), "no figure was drawn"
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "Dashboard: http" in text
+    _check_progress(outputs, text, ("growing the trunk", "fitting branches"))
     assert "|--- x" in text, "the trunk rules were not printed"
     assert "Sending large graph" not in text  # the models stay on the workers
 
@@ -116,6 +132,7 @@ def test_retraining_runs(tmp_path):
     outputs, text = _outputs(nb)
     assert any("image/png" in o.get("data", {}) for o in outputs), "no figure was drawn"
     assert "Dashboard: http" in text
+    _check_progress(outputs, text, ("growing the trunk", "fitting branches"))
     assert "Sending large graph" not in text
     days = {"2013-07-01": 1, "2013-08-01": 2, "2013-09-01": 3}
     assert sorted(p.name for p in (work_dir / "flights").iterdir()) == [

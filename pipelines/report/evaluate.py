@@ -329,7 +329,8 @@ def _training_overlap(loaded: Any, data: Source,
     message = (f"{len(shared)} file(s) of {describe_source(data)} are files the model was "
                f"trained on ({trained_on}): its scores there are in-sample and optimistic; "
                "evaluate on rows the model has not seen")
-    logger.info("evaluate: %s", message)  # the result's warnings carry it (the CLI prints it)
+    # not logged as well: the result's warnings carry it and the CLI prints them, so with
+    # -v (INFO logs on stderr) a log line would say it a second time
     return [message]
 
 
