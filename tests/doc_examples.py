@@ -49,9 +49,12 @@ SKIP: tuple[tuple[str, str], ...] = (
     (r"-m sphinx", "builds the site: tests/test_docs.py does (-W, warnings as errors)"),
     (r"benchmarks[./]bench_",
      "a benchmark: minutes on two cores; tests/test_benchmarks.py runs their smoke modes"),
-    (r"^(helm|docker|kubectl|kind|k3d) |\| kubectl",
+    (r"^(helm|docker|kind|k3d) |\bkubectl\b",
      "needs a Kubernetes cluster or a container engine; tests/cluster/test_kubernetes.py "
      "checks the manifests"),
+    (r"localhost:(8786|9000)|S3FileSystem\(\)\.mkdir|^kill %",
+     "talks to the kind cluster of the walkthrough (its scheduler, MinIO and port-forwards); "
+     "tests/pipelines/test_s3.py runs make-data, train and evaluate on a local S3 server"),
     (r"^dask (scheduler|worker) ",
      "starts a long-lived Dask scheduler or worker (on other machines, or in the background)"),
     (r"--scheduler-file ~/dask/",
@@ -61,6 +64,15 @@ SKIP: tuple[tuple[str, str], ...] = (
      "S3 on AWS (a bucket and credentials); tests/pipelines/test_s3.py runs train, predict and "
      "a registry against a local S3 server"),
     (r"http://mlflow:5000", "needs an MLflow tracking server at that address"),
+    (r"--mlflow-uri http://127\.0\.0\.1:5000",
+     "logs to the tracking server the page starts; tests/pipelines/test_mlflow_flavor.py runs "
+     "ebf retrain --mlflow-register against a real one"),
+    (r"^mlflow models predict -m models:/",
+     "reads the model the tracking server above registered; tests/pipelines/"
+     "test_mlflow_flavor.py runs mlflow models predict on a logged model (-m soak)"),
+    (r"mlflow server ",
+     "starts a long-lived MLflow tracking server (from an environment of its own); "
+     "tests/pipelines/test_mlflow_flavor.py starts one and logs to it"),
     (r"registry/models/flights@",
      "a registry root holding several model names, not the registry the page builds"),
 )
@@ -234,7 +246,12 @@ def _ebf_words(text: str) -> tuple[dict[str, str], list[str]] | None:
 def _one(text: str, env: dict[str, str]) -> tuple[int, str, str]:
     """Run a command: a plain ``ebf`` command in this process (the ``ebf`` script's
     :func:`pipelines.cli.main` on its words, its ``VAR=value`` prefix in the environment
-    while it runs), anything else through ``bash -e``."""
+    while it runs), a line ``VAR=value`` alone into ``env`` for the commands after it (as
+    the shell a user pastes the page into keeps it), anything else through ``bash -e``."""
+    assignment = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(\S*)", text.split("#")[0].strip())
+    if assignment:  # a shell variable the page's later commands use
+        env[assignment[1]] = assignment[2]
+        return 0, "", ""
     parsed = _ebf_words(text)
     if parsed is None:
         done = subprocess.run(["bash", "-e", "-c", text], env=env, capture_output=True,
