@@ -70,6 +70,7 @@ ROLES = {
     ("retrain", "features"): "word",
     ("retrain", "mlflow_uri"): "output",
     ("retrain", "mlflow_experiment"): "word",
+    ("retrain", "mlflow_register"): "word",  # a Model Registry name (test_mlflow_flavor.py)
     ("importance", "model"): "input",
     ("importance", "data"): "input",
     ("importance", "target"): "word",
