@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import special
-from sklearn.utils import check_random_state
 
 from . import mixture_kernels as _k
+from .distribution_tools import central_interval, uniform_draws
 from .levels import DEFAULT_QUANTILES, check_levels
 
 __all__ = ["GaussianMixture", "MixtureSummary", "check_errors", "moments", "solver_levels",
@@ -174,32 +174,6 @@ def summarize(mixture: GaussianMixture, levels: Any = DEFAULT_QUANTILES) -> Mixt
     mean, var, qs = _summary_arrays(mixture.weights, mixture.means, mixture.variances,
                                     _levels(levels))
     return MixtureSummary(mean, np.sqrt(var), qs)
-
-
-def central_interval(dist: Any, level: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``[Q((1 - level) / 2), Q((1 + level) / 2)]`` from ``dist.quantile`` (any distribution
-    of :mod:`basics`): one quantile call for all levels."""
-    lv = check_levels(level, "level")
-    flat = np.atleast_1d(lv)
-    qs = dist.quantile(np.concatenate([(1 - flat) / 2, (1 + flat) / 2]))
-    lower, upper = qs[:, : flat.size], qs[:, flat.size :]
-    if lv.ndim == 0:
-        return lower[:, 0], upper[:, 0]
-    return lower, upper
-
-
-def uniform_draws(random_state: Any, n_rows: int, n_samples: int) -> tuple[Any, np.ndarray]:
-    """``(rng, U)``: the generator of ``random_state`` (a Generator as it is, anything else
-    through ``sklearn.utils.check_random_state``) and its first draws ``U(0, 1)`` of shape
-    ``(n_rows, n_samples)``, the start of every sampler of :mod:`basics`."""
-    n_samples = int(n_samples)
-    if n_samples < 0:
-        raise ValueError(f"n_samples must be >= 0; got {n_samples}.")
-    rng = (random_state if isinstance(random_state, np.random.Generator)
-           else check_random_state(random_state))
-    shape = (n_rows, n_samples)
-    return rng, rng.random(shape) if isinstance(rng, np.random.Generator) else (
-        rng.random_sample(shape))
 
 
 def _part_scales(weights: Any, n_parts: int, n: int) -> list:
@@ -404,26 +378,13 @@ class GaussianMixture:
 
     @classmethod
     def stack(cls, mixtures: Sequence[GaussianMixture]) -> GaussianMixture:
-        """The rows of several mixtures, one mixture after the other (the blocks of rows of
-        one prediction, or the partitions of a Dask one). Mixtures with fewer components are
-        right-padded with zero-weight components, which change no value.
+        """The rows of ``mixtures`` (at least one), one mixture after the other: the blocks
+        of one prediction, or the partitions of a Dask one. Narrower mixtures are padded with
+        zero-weight components (``max(n_components)`` columns), which change no value.
 
-        Parameters
-        ----------
-        mixtures : sequence of GaussianMixture
-            At least one.
-
-        Returns
-        -------
-        GaussianMixture
-            ``sum(len(m) for m in mixtures)`` rows, ``max(m.n_components)`` columns.
-
-        Examples
-        --------
         >>> a = GaussianMixture.from_moments([0.0], [1.0])
-        >>> b = GaussianMixture([[0.5, 0.5]], [[-1.0, 1.0]], [[1.0, 1.0]])
-        >>> GaussianMixture.stack([a, b]).mean.tolist()
-        [0.0, 0.0]
+        >>> GaussianMixture.stack([a, GaussianMixture([[.5, .5]], [[1, 3]], [[1, 1]])]).mean
+        array([0., 2.])
         """
         parts = list(mixtures)
         if not parts:

@@ -38,8 +38,9 @@ from numba import njit
 from scipy import special
 
 from .bounds import check_range
+from .distribution_tools import central_interval, uniform_draws
 from .jit import JIT
-from .mixture import GaussianMixture, _levels, central_interval, uniform_draws
+from .mixture import GaussianMixture, _levels
 
 __all__ = [
     "ACI_STEP",

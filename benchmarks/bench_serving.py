@@ -98,7 +98,7 @@ def _quantile_forest(train, features: list[str], rows: int, client) -> object | 
 def run(args: argparse.Namespace) -> dict:
     from distributed import Client, LocalCluster
 
-    from basics.metrics import neg_crps_scorer
+    from basics.scorers import neg_crps_scorer
     from ebf.dask import DaskEmpiricalBayesianForestRegressor
 
     out: dict = {"config": vars(args), "machine": machine_info(),

@@ -4,7 +4,7 @@ Taddy, Chen, Yu & Wyle (2015), "Bayesian and Empirical Bayesian Forests", ICML. 
 layout and the contracts between modules are in ``docs/architecture.md``.
 """
 
-from basics.metrics import neg_crps_scorer
+from basics.scorers import neg_crps_scorer
 from basics.versions import library_version
 
 from ._forests import BayesianForestClassifier, BayesianForestRegressor

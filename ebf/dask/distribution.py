@@ -13,7 +13,7 @@ cluster where the fit left it, so no graph carries a model; a saved model shard 
   :class:`~basics.mixture.GaussianMixture` (or, with a recalibration map,
   :class:`~basics.pit.RecalibratedDistribution`) per partition, with their methods
   (``mean``, ``std``, ``quantile``, ``cdf``, ``logpdf``, ``interval``, ...) as dask arrays
-  and ``crps`` for scoring (:func:`basics.metrics.neg_crps_scorer`);
+  and ``crps`` for scoring (:func:`basics.scorers.neg_crps_scorer`);
 - :func:`predict_proba` a dask array of ``model.predict_proba``.
 
 Row counts per block are unknown until computed, as for ``X.to_dask_array()``.

@@ -15,9 +15,10 @@ from sklearn.model_selection import GridSearchCV
 
 import ebf
 import ebf.dask.distribution as distribution
-from basics.metrics import crps_rows, neg_crps_scorer
+from basics.metrics import crps_rows
 from basics.mixture import GaussianMixture
 from basics.pit import RecalibratedDistribution
+from basics.scorers import neg_crps_scorer
 from ebf.dask import (
     DaskDistribution,
     DaskEmpiricalBayesianForestClassifier,
