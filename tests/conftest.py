@@ -1,6 +1,6 @@
 """Shared fixtures: one in-process Dask cluster for the whole test session; numba's kernel
-cache warmed once before the worker processes of ``pytest -n`` start; the ``slow`` marks,
-from measured durations (``tests/durations.py``)."""
+cache warmed once before the worker processes of ``pytest -n`` start; the ``slow`` marks and
+the order of the files (longest first), from measured durations (``tests/durations.py``)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in slow or item.get_closest_marker("soak"):
             item.add_marker(pytest.mark.slow)
+    # The files with the most measured seconds first (tests keep their order within a
+    # file): ``pytest -n 2 --dist loadfile`` hands files out in this order, so the run ends
+    # on small files instead of one worker finishing a long file while the other waits.
+    seconds: dict[str, float] = {}
+    for nodeid, s in slow.items():
+        path = nodeid.split("::")[0]
+        seconds[path] = seconds.get(path, 0.0) + s
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))
 
 
 @pytest.fixture(scope="session")
