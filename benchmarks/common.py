@@ -10,7 +10,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from basics import atomic
 from basics.metrics import CALIBRATION_LEVELS
+from basics.versions import installed_versions
 
 # ---------------------------------------------------------------- environment and output
 
@@ -49,13 +49,8 @@ VERSIONED = ("ebf", "numpy", "numba", "scikit-learn", "pandas", "dask", "river",
 def versions(names: Sequence[str] = VERSIONED) -> dict[str, str]:
     """Installed versions of ``names`` (by default ebf and the packages that shape the
     timings); ``"not installed"`` for a missing one."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+    found = installed_versions(names)
+    return {name: found.get(name, "not installed") for name in names}
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:

@@ -26,9 +26,10 @@ True
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 from collections.abc import Mapping, Sequence
+
+from basics.versions import installed_versions
 
 __all__ = ["DASHBOARD_PACKAGES", "PINNED_PACKAGES", "PROJECT_PACKAGES", "client_versions",
            "dockerfile_text", "dockerignore_text", "python_version"]
@@ -78,13 +79,7 @@ def client_versions(packages: Sequence[str] = (*PINNED_PACKAGES, *DASHBOARD_PACK
     ...     "numpy": __import__("numpy").__version__}
     True
     """
-    out = {}
-    for name in packages:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue  # not on the client: the workers need not have it either
-    return out
+    return installed_versions(packages)  # one absent here need not be on the workers
 
 
 def _requirements(versions: Mapping[str, str]) -> list[str]:

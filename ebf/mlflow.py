@@ -43,7 +43,7 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from basics.levels import DEFAULT_QUANTILES
-from basics.versions import library_version
+from basics.versions import installed_versions, library_version
 
 from .artifact import ModelReader, load, open_model, save
 from .frames import checked_levels, predict_block, prediction_meta, quantile_columns
@@ -182,15 +182,13 @@ def get_default_pip_requirements() -> list[str]:
         requires = importlib.metadata.requires("ebf") or []
     except importlib.metadata.PackageNotFoundError:
         return pins
-    for line in requires:
-        req = Requirement(line)
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
+    core = [Requirement(line) for line in requires]
+    core = [r for r in core if r.marker is None or "extra" not in str(r.marker)]
+    found = installed_versions(r.name for r in core)
+    for req in core:
         extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
-        try:
-            pins.append(f"{req.name}{extras}=={importlib.metadata.version(req.name)}")
-        except importlib.metadata.PackageNotFoundError:
-            pins.append(str(req))
+        pins.append(f"{req.name}{extras}=={found[req.name]}" if req.name in found
+                    else str(req))
     return pins
 
 
@@ -199,23 +197,14 @@ def _write_environment(path: Path, requirements: list[str]) -> None:
 
     python = platform.python_version()
     (path / _REQUIREMENTS).write_text("\n".join(requirements) + "\n")
-    build = [f"{name}=={importlib.metadata.version(name)}" for name in ("pip", "setuptools",
-                                                                        "wheel")
-             if _installed(name)]
+    build = [f"{name}=={v}" for name, v in installed_versions(("pip", "setuptools",
+                                                                  "wheel")).items()]
     (path / _PYTHON_ENV).write_text(yaml.safe_dump(
         {"python": python, "build_dependencies": build, "dependencies": [
             f"-r {_REQUIREMENTS}"]}, sort_keys=False))
     (path / _CONDA_ENV).write_text(yaml.safe_dump(
         {"name": "mlflow-env", "channels": ["conda-forge"],
          "dependencies": [f"python={python}", "pip", {"pip": requirements}]}, sort_keys=False))
-
-
-def _installed(name: str) -> bool:
-    try:
-        importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def save_model(model: Any, path: str | os.PathLike, *,

@@ -128,7 +128,7 @@ def _source(model: Any, X: Any, client: Any) -> tuple[Any, Any]:
         else:
             return model, model
     _checked(model, X)
-    return model, on_workers(model, None if client is None else client)
+    return model, on_workers(model, client)
 
 
 def _classes(model: Any) -> Any:
@@ -138,9 +138,8 @@ def _classes(model: Any) -> Any:
 
 def _require(model: Any, classifier: bool, what: str) -> None:
     if (_classes(model) is not None) != classifier:
-        kind = "classifier" if classifier else "regressor"
-        raise TypeError(f"{what} needs a fitted {kind}; got a "
-                        f"{'classifier' if not classifier else 'regressor'}.")
+        wanted, got = ("classifier", "regressor") if classifier else ("regressor", "classifier")
+        raise TypeError(f"{what} needs a fitted {wanted}; got a {got}.")
 
 
 def _array(tasks: list, width: int | None) -> Any:
@@ -152,9 +151,21 @@ def _array(tasks: list, width: int | None) -> Any:
     return da.concatenate(blocks, axis=0) if blocks else da.empty((0, *tail))
 
 
-def _head_maps(source: Any) -> tuple:
-    head = source.head()
-    return head.recalibration, head.class_calibration
+def _columns(model: Any, source: Any, X: Any, job: Callable[[Any], Any], start: int,
+             width: int, method: str, *args: Any) -> Any:
+    """A dask array of ``width`` columns per row of ``X``: columns ``start:start + width`` of
+    the rows of ``job(head)`` (:class:`ebf.dask.sharded.PredictJob`) where the parts are, or
+    ``model.<method>(rows, *args)`` of a model held whole (``source`` None)."""
+    from dask import delayed
+
+    if source is not None:
+        tasks = [delayed(_block_columns, pure=True)(b, start, width)
+                 for b in sharded_blocks(source, X, job(source.head()))]
+    else:
+        shared = shared_model(model)
+        tasks = [delayed(_model_call, pure=True)(p, shared, method, width, *args)
+                 for p in X.to_delayed()]
+    return _array(tasks, width)
 
 
 def predict_quantiles(model: Any, X: Any, q: Any = DEFAULT_QUANTILES,
@@ -181,21 +192,11 @@ def predict_quantiles(model: Any, X: Any, q: Any = DEFAULT_QUANTILES,
     --------
     >>> predict_quantiles(model, ddf[features], [0.1, 0.9]).compute()  # doctest: +SKIP
     """
-    from dask import delayed
-
     levels = checked_levels(q)
     model, source = _source(model, X, client)
     _require(model, False, "predict_quantiles")
-    k = levels.size
-    if source is not None:
-        job = PredictJob(levels, _head_maps(source)[0])
-        tasks = [delayed(_block_columns, pure=True)(b, 2, k)
-                 for b in sharded_blocks(source, X, job)]
-    else:
-        shared = shared_model(model)
-        tasks = [delayed(_model_call, pure=True)(p, shared, "predict_quantiles", k, levels)
-                 for p in X.to_delayed()]
-    return _array(tasks, k)
+    return _columns(model, source, X, lambda head: PredictJob(levels, head.recalibration),
+                    2, levels.size, "predict_quantiles", levels)  # after mean and std
 
 
 def predict_proba(model: Any, X: Any, client: Any = None) -> Any:
@@ -219,20 +220,11 @@ def predict_proba(model: Any, X: Any, client: Any = None) -> Any:
     >>> predict_proba(clf, ddf[features]).compute().shape  # doctest: +SKIP
     (1000, 2)
     """
-    from dask import delayed
-
     model, source = _source(model, X, client)
     _require(model, True, "predict_proba")
-    k = len(_classes(model))
-    if source is not None:  # each branch where it lives
-        job = PredictJob(np.empty(0), class_map=_head_maps(source)[1])
-        tasks = [delayed(_block_columns, pure=True)(b, 0, k)
-                 for b in sharded_blocks(source, X, job)]
-    else:
-        shared = shared_model(model)
-        tasks = [delayed(_model_call, pure=True)(p, shared, "predict_proba", k)
-                 for p in X.to_delayed()]
-    return _array(tasks, k)
+    return _columns(model, source, X,
+                    lambda head: PredictJob(np.empty(0), class_map=head.class_calibration),
+                    0, len(_classes(model)), "predict_proba")
 
 
 def predict_distribution(model: Any, X: Any, client: Any = None) -> DaskDistribution:
@@ -351,7 +343,7 @@ class DaskDistribution:
         """The per-partition distributions as ``dask.delayed`` objects."""
         from dask import delayed
 
-        return [delayed(_attribute_pair, pure=True)(p) for p in self._parts]
+        return [delayed(_distribution_only, pure=True)(p) for p in self._parts]
 
     def compute(self, **kwargs: Any) -> Any:
         """The whole distribution in this process: one mixture (or recalibrated
@@ -458,5 +450,5 @@ class DaskDistribution:
         return float(total / weight)
 
 
-def _attribute_pair(pair: tuple) -> Any:
+def _distribution_only(pair: tuple) -> Any:
     return pair[0]
